@@ -1,0 +1,31 @@
+# The two commands a newcomer runs: `make demo` and `make test`. Each creates .venv on first use.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-test
+
+.PHONY: demo test lint bench clean
+
+$(VENV)/bin/python:
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+
+$(STAMP): $(VENV)/bin/python pyproject.toml
+	$(PY) -m pip install --quiet -e '.[test]'
+	touch $(STAMP)
+
+demo: $(STAMP)
+	$(PY) -m munet.cli demo
+
+test: $(STAMP)
+	$(PY) -m pytest -n 2 --dist loadfile
+
+lint: $(STAMP)
+	$(PY) -m ruff check munet tests benchmarks examples
+	$(PY) -m ruff format --check munet tests benchmarks examples
+
+bench: $(STAMP)
+	$(PY) benchmarks/eager_overhead.py
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache

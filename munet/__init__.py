@@ -1,0 +1,73 @@
+"""MuNet: a deep-learning framework with PyTorch's habits.
+
+``import munet as torch`` and write ordinary PyTorch code: tensors with strided views,
+dtypes, autograd, ``nn``, ``optim``. See README.md and docs/.
+"""
+
+from munet import backends as _backends  # noqa: F401 - registers the cpu device
+from munet import ops as _ops
+from munet._device import DeviceError, device, devices
+from munet._dtype import (
+    bfloat16,
+    bool_ as bool,  # noqa: A001 - PyTorch's name
+    dtype,
+    float16,
+    float32,
+    float64,
+    get_default_dtype,
+    int8,
+    int16,
+    int32,
+    int64,
+    promote_types,
+    result_type as _result_type,
+    set_default_dtype,
+    uint8,
+    can_cast,
+)
+from munet._tensor import Size, Tensor
+from munet.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+
+half = float16
+float = float32  # noqa: A001
+double = float64
+long = int64
+int = int32  # noqa: A001
+short = int16
+
+__version__ = "0.1.0"
+
+
+def _export_ops(namespace: dict) -> list:
+    names = []
+    for module in _ops.MODULES:
+        for name in getattr(module, "__all__", ()):
+            namespace[name] = getattr(module, name)
+            names.append(name)
+    return names
+
+
+_export_ops(globals())
+
+
+def result_type(tensor1, tensor2):
+    return _result_type(tensor1, tensor2)
+
+
+def is_tensor(obj) -> bool:
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input) -> bool:
+    return input.is_floating_point()
+
+
+def numel(input) -> int:
+    return input.numel()
+
+
+from munet import _tensor_methods  # noqa: E402
+
+_tensor_methods.bind()
+
+from munet import autograd, nn  # noqa: E402,F401

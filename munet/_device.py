@@ -1,0 +1,111 @@
+"""Devices and the registry of backends that provide them.
+
+A backend registers a device type (``cpu``, later ``vulkan``, ``cuda``) with a function that
+lists its available indices and a factory for the per-device backend object. Asking for a
+device that no backend provides raises :class:`DeviceError` naming it and listing what exists.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+
+class DeviceError(RuntimeError):
+    """A device is unknown or unavailable, or an op cannot run on the device it was given."""
+
+
+class device:  # noqa: N801 - PyTorch's name
+    """A device such as ``munet.device("cpu")`` or ``munet.device("vulkan", 0)``."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type_or_str, index: int | None = None):
+        if isinstance(type_or_str, device):
+            self.type, self.index = type_or_str.type, type_or_str.index
+            return
+        if not isinstance(type_or_str, str):
+            raise TypeError(f"munet.device: expected a string or device, got {type(type_or_str).__name__}")
+        text = type_or_str.strip()
+        if ":" in text:
+            if index is not None:
+                raise ValueError(f"munet.device: index given twice in {type_or_str!r}")
+            text, _, idx = text.partition(":")
+            if not idx.isdigit():
+                raise DeviceError(f"munet.device: invalid device string {type_or_str!r}; expected 'type' or 'type:N'")
+            index = int(idx)
+        self.type = text
+        self.index = index if text != "cpu" else None
+
+    def __repr__(self) -> str:
+        return f"device(type='{self.type}')" if self.index is None else f"device(type='{self.type}', index={self.index})"
+
+    def __str__(self) -> str:
+        return self.type if self.index is None else f"{self.type}:{self.index}"
+
+    def __eq__(self, other) -> bool:
+        if isinstance(other, str):
+            other = device(other)
+        if not isinstance(other, device):
+            return NotImplemented
+        return self.type == other.type and (self.index or 0) == (other.index or 0)
+
+    def __hash__(self) -> int:
+        return hash((self.type, self.index or 0))
+
+
+class _BackendEntry:
+    def __init__(self, list_devices: Callable[[], list[tuple[int, str, str]]], factory: Callable[[int], object]):
+        self.list_devices = list_devices
+        self.factory = factory
+        self.instances: dict[int, object] = {}
+
+
+_BACKENDS: dict[str, _BackendEntry] = {}
+
+
+def register_backend(device_type: str, list_devices, factory) -> None:
+    """Register a device type.
+
+    ``list_devices()`` returns ``[(index, name, kind), ...]`` for the devices available now;
+    ``factory(index)`` builds the backend object for one device.
+    """
+    _BACKENDS[device_type] = _BackendEntry(list_devices, factory)
+
+
+def devices() -> list[str]:
+    """Every available device as ``'cpu'``, ``'vulkan:0  llvmpipe  CPU'``, ..."""
+    out = []
+    for dtype_name, entry in _BACKENDS.items():
+        for index, name, kind in entry.list_devices():
+            label = dtype_name if dtype_name == "cpu" else f"{dtype_name}:{index}"
+            out.append(f"{label}  {name}  {kind}".rstrip())
+    return out
+
+
+def _available_labels() -> str:
+    return ", ".join(d.split("  ")[0] for d in devices()) or "none"
+
+
+def get_backend(dev: device):
+    """The backend object for ``dev``; raises DeviceError if no backend provides it."""
+    entry = _BACKENDS.get(dev.type)
+    if entry is None:
+        raise DeviceError(f"unknown device '{dev}'; available devices: {_available_labels()}")
+    index = dev.index or 0
+    backend = entry.instances.get(index)
+    if backend is None:
+        if index not in {i for i, _, _ in entry.list_devices()}:
+            raise DeviceError(f"device '{dev}' is not available; available devices: {_available_labels()}")
+        backend = entry.factory(index)
+        entry.instances[index] = backend
+    return backend
+
+
+def as_device(d) -> device:
+    if d is None:
+        return device("cpu")
+    if isinstance(d, device):
+        return d
+    if isinstance(d, int):
+        raise DeviceError(f"device index {d} given without a type; write e.g. 'vulkan:{d}'")
+    return device(d)

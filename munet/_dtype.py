@@ -1,0 +1,161 @@
+"""MuNet dtypes and PyTorch's type-promotion rules.
+
+A :class:`dtype` names an element type and knows its NumPy equivalent (bfloat16 comes from
+``ml_dtypes``). Promotion follows PyTorch: categories bool < integer < floating, and among
+operands of the winning category, dimensioned tensors outrank zero-dim tensors, which
+outrank Python scalars.
+"""
+
+from __future__ import annotations
+
+import ml_dtypes
+import numpy as np
+
+
+class dtype:  # noqa: N801 - PyTorch's name
+    """An element type. Compare with ``is`` or ``==``; instances are singletons."""
+
+    __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_rank", "is_complex")
+
+    def __init__(self, name: str, np_dtype, rank: int, floating: bool, signed: bool):
+        self.name = name
+        self.np = np.dtype(np_dtype)
+        self.itemsize = self.np.itemsize
+        self.is_floating_point = floating
+        self.is_signed = signed
+        self.is_complex = False
+        self._rank = rank
+
+    def __repr__(self) -> str:
+        return f"munet.{self.name}"
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+    def to_real(self) -> dtype:
+        return self
+
+    @property
+    def category(self) -> int:
+        """0 for bool, 1 for integers, 2 for floating types."""
+        if self is bool_:
+            return 0
+        return 2 if self.is_floating_point else 1
+
+
+bool_ = dtype("bool", np.bool_, 0, False, False)
+uint8 = dtype("uint8", np.uint8, 1, False, False)
+int8 = dtype("int8", np.int8, 2, False, True)
+int16 = dtype("int16", np.int16, 3, False, True)
+int32 = dtype("int32", np.int32, 4, False, True)
+int64 = dtype("int64", np.int64, 5, False, True)
+float16 = dtype("float16", np.float16, 6, True, True)
+bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 6, True, True)
+float32 = dtype("float32", np.float32, 7, True, True)
+float64 = dtype("float64", np.float64, 8, True, True)
+
+ALL_DTYPES = (float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool_)
+FLOATING_DTYPES = (float32, float64, float16, bfloat16)
+_BY_NAME = {d.name: d for d in ALL_DTYPES}
+_BY_NP = {d.np: d for d in ALL_DTYPES}
+
+
+def _by_name(name: str) -> dtype:
+    return _BY_NAME[name]
+
+
+def from_numpy_dtype(np_dtype) -> dtype:
+    """The MuNet dtype for a NumPy dtype; raises TypeError for unsupported ones."""
+    d = _BY_NP.get(np.dtype(np_dtype))
+    if d is None:
+        supported = ", ".join(x.name for x in ALL_DTYPES)
+        raise TypeError(f"munet: unsupported NumPy dtype {np.dtype(np_dtype)}; supported: {supported}")
+    return d
+
+
+_default_dtype = float32
+
+
+def get_default_dtype() -> dtype:
+    return _default_dtype
+
+
+def set_default_dtype(d: dtype) -> None:
+    """Set the dtype of floating tensors created from Python floats (float32 or float64, ...)."""
+    global _default_dtype
+    if not isinstance(d, dtype) or not d.is_floating_point:
+        raise TypeError(f"set_default_dtype: expected a floating dtype, got {d!r}")
+    _default_dtype = d
+
+
+def promote_types(a: dtype, b: dtype) -> dtype:
+    """PyTorch's ``promote_types`` for the supported dtypes."""
+    if a is b:
+        return a
+    if a.is_floating_point and b.is_floating_point:
+        if a._rank == b._rank:  # float16 with bfloat16
+            return float32
+        return a if a._rank > b._rank else b
+    if a.is_floating_point:
+        return a
+    if b.is_floating_point:
+        return b
+    if a is bool_:
+        return b
+    if b is bool_:
+        return a
+    if {a, b} == {uint8, int8}:
+        return int16
+    if a is uint8 or b is uint8:
+        other = b if a is uint8 else a
+        return other if other._rank > int8._rank else int16
+    return a if a._rank > b._rank else b
+
+
+def scalar_dtype(value) -> dtype:
+    """The dtype a Python scalar takes when it becomes a tensor on its own."""
+    if isinstance(value, (bool, np.bool_)):
+        return bool_
+    if isinstance(value, (int, np.integer)):
+        return int64
+    if isinstance(value, (float, np.floating)):
+        return _default_dtype
+    if isinstance(value, complex):
+        raise TypeError("munet: complex numbers are not supported")
+    raise TypeError(f"munet: expected a number, got {type(value).__name__}")
+
+
+def _combine_categories(higher: dtype | None, lower: dtype | None) -> dtype | None:
+    if higher is None:
+        return lower
+    if lower is None:
+        return higher
+    if higher.is_floating_point:
+        return higher
+    if higher is bool_ or lower.is_floating_point:
+        return promote_types(higher, lower)
+    return higher
+
+
+def result_type(*operands) -> dtype:
+    """The dtype of an op over ``operands`` (tensors and Python scalars), as PyTorch computes it."""
+    dim_result = zero_result = wrapped_result = None
+    for x in operands:
+        d = getattr(x, "dtype", None)
+        if isinstance(d, dtype):
+            if x.ndim > 0:
+                dim_result = d if dim_result is None else promote_types(dim_result, d)
+            else:
+                zero_result = d if zero_result is None else promote_types(zero_result, d)
+        elif x is not None:
+            d = scalar_dtype(x)
+            wrapped_result = d if wrapped_result is None else promote_types(wrapped_result, d)
+    result = _combine_categories(_combine_categories(dim_result, zero_result), wrapped_result)
+    if result is None:
+        raise TypeError("result_type: expected at least one tensor or number")
+    return result
+
+
+def can_cast(from_: dtype, to: dtype) -> bool:
+    """PyTorch's ``can_cast``: no cast that lowers the category (float->int, int->bool)."""
+    return from_.category <= to.category

@@ -1,0 +1,447 @@
+"""Tensor and Storage.
+
+A :class:`Storage` owns one flat backend buffer and a version counter that every in-place
+write bumps. A :class:`Tensor` is a storage plus dtype, shape, strides (in elements) and an
+offset; views share the storage. Ops live in ``munet.ops`` and are bound as methods by
+``munet._tensor_methods``; this file holds only state, views and autograd bookkeeping.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import numpy as np
+
+from munet import _dtype as D
+from munet._device import as_device, get_backend
+
+
+class Size(tuple):
+    """A tensor shape: a tuple of ints, printed as ``munet.Size([2, 3])``."""
+
+    def numel(self) -> int:
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self) -> str:
+        return f"munet.Size({list(self)})"
+
+    def __getitem__(self, item):
+        out = tuple.__getitem__(self, item)
+        return Size(out) if isinstance(item, slice) else out
+
+    def __add__(self, other):
+        return Size(tuple(self) + tuple(other))
+
+
+class Storage:
+    """A flat buffer on one backend, with the version counter shared by all its views."""
+
+    __slots__ = ("data", "backend", "version", "__weakref__")
+
+    def __init__(self, data, backend):
+        self.data = data
+        self.backend = backend
+        self.version = 0
+
+    @property
+    def device(self):
+        return self.backend.device
+
+
+def contiguous_strides(shape) -> tuple:
+    strides = []
+    acc = 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+class Tensor:
+    """A multi-dimensional array with autograd, living on one device."""
+
+    __slots__ = (
+        "_storage",
+        "_shape",
+        "_stride",
+        "_offset",
+        "_dtype",
+        "_data",
+        "_requires_grad",
+        "_grad_fn",
+        "_output_nr",
+        "_base",
+        "grad",
+        "_hooks",
+        "_post_acc_hooks",
+        "__dict__",
+        "__weakref__",
+    )
+
+    def __init__(self, *args, **kwargs):
+        # ``munet.Tensor(data)`` / ``munet.Tensor(2, 3)``: PyTorch's legacy constructor,
+        # a float tensor of the default dtype.
+        from munet.ops import creation
+
+        if len(args) == 1 and not isinstance(args[0], int):
+            src = creation.tensor(args[0], dtype=D.get_default_dtype())
+        else:
+            src = creation.empty(*args, dtype=D.get_default_dtype())
+        self._init_from(src)
+
+    # construction ---------------------------------------------------------------------------
+    def _init_from(self, src: Tensor, requires_grad: bool = False) -> None:
+        self._storage = src._storage
+        self._shape = src._shape
+        self._stride = src._stride
+        self._offset = src._offset
+        self._dtype = src._dtype
+        self._data = src._data
+        self._requires_grad = requires_grad
+        self._grad_fn = None
+        self._output_nr = 0
+        self._base = None
+        self.grad = None
+        self._hooks = None
+        self._post_acc_hooks = None
+
+    @classmethod
+    def _make(cls, storage: Storage, shape, stride, offset: int, dtype, data, base=None) -> Tensor:
+        t = object.__new__(cls)
+        t._storage = storage
+        t._shape = shape if type(shape) is Size else Size(shape)
+        t._stride = stride
+        t._offset = offset
+        t._dtype = dtype
+        t._data = data
+        t._requires_grad = False
+        t._grad_fn = None
+        t._output_nr = 0
+        t._base = base
+        t.grad = None
+        t._hooks = None
+        t._post_acc_hooks = None
+        return t
+
+    @classmethod
+    def _from_kernel(cls, backend, raw, meta) -> Tensor:
+        buffer, stride, data = backend.wrap(raw, meta.dtype.np)
+        shape = data.shape
+        if meta.shape is not None and shape != tuple(meta.shape):
+            raise RuntimeError(f"internal error: kernel produced shape {shape}, op declared {tuple(meta.shape)}")
+        if stride is None:
+            stride = contiguous_strides(shape)
+        return cls._make(Storage(buffer, backend), shape, stride, 0, meta.dtype, data)
+
+    @classmethod
+    def _from_numpy(cls, array: np.ndarray, device=None) -> Tensor:
+        """A tensor sharing memory with ``array`` on cpu (copied to other devices)."""
+        dtype = D.from_numpy_dtype(array.dtype)
+        backend = get_backend(as_device(device))
+        if backend.device.type != "cpu":
+            array = np.ascontiguousarray(array)
+            buffer = backend.from_numpy(array.reshape(-1))
+            stride = contiguous_strides(array.shape)
+            return cls._make(Storage(buffer, backend), array.shape, stride, 0, dtype, backend.view(buffer, array.shape, stride, 0))
+        itemsize = array.itemsize
+        if array.size and any(s < 0 or s % itemsize for s in array.strides):
+            raise ValueError(
+                "from_numpy: arrays with negative or unaligned strides are not supported; pass array.copy()"
+            )
+        # The storage is the smallest flat span of the array's memory, viewed from its first element.
+        extent = 1 + sum((n - 1) * s // itemsize for n, s in zip(array.shape, array.strides)) if array.size else 0
+        if array.flags.c_contiguous:
+            flat = array.reshape(-1)
+        else:
+            flat = np.lib.stride_tricks.as_strided(array, shape=(extent,), strides=(itemsize,))
+        stride = tuple(s // itemsize for s in array.strides)
+        return cls._make(Storage(flat, backend), array.shape, stride, 0, dtype, array)
+
+    def _view(self, shape, stride, offset: int) -> Tensor:
+        """A new tensor over the same storage with the given geometry."""
+        storage = self._storage
+        data = storage.backend.view(storage.data, shape, stride, offset, self._dtype)
+        base = self._base if self._base is not None else self
+        return Tensor._make(storage, shape, tuple(stride), offset, self._dtype, data, base)
+
+    def _alias(self) -> Tensor:
+        """The same data and geometry, without autograd history."""
+        return Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, self)
+
+    # metadata ---------------------------------------------------------------------------------
+    @property
+    def shape(self) -> Size:
+        return self._shape
+
+    @property
+    def dtype(self):
+        return self._dtype
+
+    @property
+    def device(self):
+        return self._storage.backend.device
+
+    @property
+    def ndim(self) -> int:
+        return len(self._shape)
+
+    def dim(self) -> int:
+        return len(self._shape)
+
+    def size(self, dim: int | None = None):
+        if dim is None:
+            return self._shape
+        return self._shape[_wrap_dim(dim, len(self._shape), "size")]
+
+    def stride(self, dim: int | None = None):
+        if dim is None:
+            return self._stride
+        return self._stride[_wrap_dim(dim, len(self._shape), "stride")]
+
+    def storage_offset(self) -> int:
+        return self._offset
+
+    def numel(self) -> int:
+        return self._shape.numel()
+
+    nelement = numel
+
+    def element_size(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def itemsize(self) -> int:
+        return self._dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel() * self._dtype.itemsize
+
+    def is_contiguous(self, memory_format=None) -> bool:
+        expected = 1
+        for size, stride in zip(reversed(self._shape), reversed(self._stride)):
+            if size == 1:
+                continue
+            if size == 0:
+                return True
+            if stride != expected:
+                return False
+            expected *= size
+        return True
+
+    def is_floating_point(self) -> bool:
+        return self._dtype.is_floating_point
+
+    def is_complex(self) -> bool:
+        return False
+
+    def is_signed(self) -> bool:
+        return self._dtype.is_signed
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.device.type == "cpu"
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.type == "cuda"
+
+    def data_ptr(self) -> int:
+        """Address of the first element: equal for tensors that start at the same memory."""
+        return self._storage.backend.data_ptr(self._storage.data) + self._offset * self._dtype.itemsize
+
+    def untyped_storage(self) -> Storage:
+        return self._storage
+
+    @property
+    def _version(self) -> int:
+        return self._storage.version
+
+    # autograd state -----------------------------------------------------------------------------
+    @property
+    def requires_grad(self) -> bool:
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value: bool) -> None:
+        value = bool(value)
+        if self._grad_fn is not None and not value:
+            raise RuntimeError(
+                "you can only change requires_grad flags of leaf variables. If you want to use a computed "
+                "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach()."
+            )
+        if value and not self._dtype.is_floating_point:
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self._dtype.name}")
+        self._requires_grad = value
+
+    def requires_grad_(self, requires_grad: bool = True) -> Tensor:
+        self.requires_grad = requires_grad
+        return self
+
+    @property
+    def grad_fn(self):
+        return self._grad_fn
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._grad_fn is None
+
+    @property
+    def retains_grad(self) -> bool:
+        node = self._grad_fn
+        return node is not None and node.retained is not None and self._output_nr in node.retained
+
+    def retain_grad(self) -> None:
+        """Keep ``.grad`` for this non-leaf tensor after backward."""
+        if self._grad_fn is None:
+            if not self._requires_grad:
+                raise RuntimeError("can't retain_grad on Tensor that has requires_grad=False")
+            return
+        node = self._grad_fn
+        if node.retained is None:
+            node.retained = {}
+        node.retained[self._output_nr] = weakref.ref(self)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a new grad."""
+        from munet.autograd.node import _RemovableHandle
+
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self._grad_fn is None:
+            if self._hooks is None:
+                self._hooks = []
+            return _RemovableHandle(self._hooks, hook)._register()
+        node = self._grad_fn
+        if node.pre_hooks is None:
+            node.pre_hooks = {}
+        hooks = node.pre_hooks.setdefault(self._output_nr, [])
+        return _RemovableHandle(hooks, hook)._register()
+
+    def register_post_accumulate_grad_hook(self, hook):
+        from munet.autograd.node import _RemovableHandle
+
+        if self._grad_fn is not None:
+            raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = []
+        return _RemovableHandle(self._post_acc_hooks, hook)._register()
+
+    def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""
+        from munet.autograd import backward
+
+        backward(self, gradient, retain_graph=retain_graph, create_graph=create_graph, inputs=inputs)
+
+    def detach(self) -> Tensor:
+        """A tensor sharing storage (and version counter) with no autograd history."""
+        out = Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, self._base)
+        return out
+
+    def detach_(self) -> Tensor:
+        self._grad_fn = None
+        self._output_nr = 0
+        self._requires_grad = False
+        return self
+
+    @property
+    def data(self) -> Tensor:
+        return self.detach()
+
+    @data.setter
+    def data(self, other: Tensor) -> None:
+        if not isinstance(other, Tensor):
+            raise TypeError(f"Tensor.data: expected a Tensor, got {type(other).__name__}")
+        self._storage, self._shape, self._stride = other._storage, other._shape, other._stride
+        self._offset, self._dtype, self._data = other._offset, other._dtype, other._data
+
+    # host access ---------------------------------------------------------------------------------
+    def numpy(self, *, force: bool = False) -> np.ndarray:
+        """The data as a NumPy array; shares memory on cpu."""
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
+        if self.device.type != "cpu" and not force:
+            raise TypeError(
+                f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
+            )
+        return self._storage.backend.to_numpy(self._data)
+
+    def __array__(self, dtype=None, copy=None):
+        arr = self.detach().numpy(force=True)
+        return arr.astype(dtype) if dtype is not None else arr
+
+    def item(self):
+        if self.numel() != 1:
+            raise RuntimeError(f"a Tensor with {self.numel()} elements cannot be converted to Scalar")
+        value = self.detach().numpy(force=True).reshape(-1)[0]
+        if self._dtype.is_floating_point:
+            return float(value)
+        if self._dtype is D.bool_:
+            return bool(value)
+        return int(value)
+
+    def tolist(self):
+        arr = self.detach().numpy(force=True)
+        if self._dtype in (D.bfloat16, D.float16):
+            arr = arr.astype(np.float32)
+        return arr.tolist()
+
+    def __len__(self) -> int:
+        if not self._shape:
+            raise TypeError("len() of a 0-d tensor")
+        return self._shape[0]
+
+    def __iter__(self):
+        if not self._shape:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    def __bool__(self) -> bool:
+        if self.numel() != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self.numel()} values is ambiguous")
+        return bool(self.item())
+
+    def __float__(self) -> float:
+        return float(self.item())
+
+    def __int__(self) -> int:
+        return int(self.item())
+
+    def __index__(self) -> int:
+        if self._dtype.is_floating_point or self.numel() != 1:
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return int(self.item())
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __repr__(self) -> str:
+        from munet._repr import tensor_repr
+
+        return tensor_repr(self)
+
+    def __format__(self, spec: str) -> str:
+        if self.ndim == 0 and spec:
+            return format(self.item(), spec)
+        return repr(self)
+
+    # DLPack ---------------------------------------------------------------------------------------
+    def __dlpack__(self, stream=None, **kwargs):
+        if self.device.type != "cpu":
+            raise RuntimeError(f"__dlpack__: only cpu tensors can be exported, this tensor is on {self.device}")
+        if self._dtype is D.bfloat16:
+            raise RuntimeError("__dlpack__: NumPy cannot export bfloat16 through DLPack; cast with .float() first")
+        return self._data.__dlpack__(**kwargs) if kwargs else self._data.__dlpack__()
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
+def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
+    rank = max(ndim, 1)
+    if not -rank <= dim < rank:
+        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+    return dim % rank

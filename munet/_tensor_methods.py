@@ -1,0 +1,117 @@
+"""Binds op functions as Tensor methods and Python operators.
+
+Every method is the op function itself (its first parameter is the tensor), so a method and
+its ``munet.*`` function are one definition.
+"""
+
+from __future__ import annotations
+
+import munet
+from munet import ops
+from munet._tensor import Tensor
+from munet.ops import view
+
+
+def _bind_methods() -> None:
+    for module in ops.MODULES:
+        for name in getattr(module, "__tensor_methods__", ()):
+            setattr(Tensor, name, getattr(module, name))
+
+
+def _call(name: str):
+    """A method that looks ``name`` up in the munet namespace at call time."""
+
+    def method(self, *args, **kwargs):
+        return getattr(munet, name)(self, *args, **kwargs)
+
+    method.__name__ = name
+    return method
+
+
+def _reflected(name: str):
+    def method(self, other):
+        return getattr(munet, name)(other, self)
+
+    method.__name__ = name
+    return method
+
+
+def _inplace(name: str):
+    def method(self, other):
+        return getattr(self, name)(other)
+
+    return method
+
+
+_BINARY = {
+    "add": "add",
+    "sub": "sub",
+    "mul": "mul",
+    "truediv": "div",
+    "floordiv": "floor_divide",
+    "mod": "remainder",
+    "pow": "pow",
+    "matmul": "matmul",
+    "and": "bitwise_and",
+    "or": "bitwise_or",
+    "xor": "bitwise_xor",
+    "lshift": "bitwise_left_shift",
+    "rshift": "bitwise_right_shift",
+}
+_COMPARE = {"eq": "eq", "ne": "ne", "lt": "lt", "le": "le", "gt": "gt", "ge": "ge"}
+
+
+def _bind_operators() -> None:
+    for dunder, fn in _BINARY.items():
+        setattr(Tensor, f"__{dunder}__", _call(fn))
+        setattr(Tensor, f"__r{dunder}__", _reflected(fn))
+        setattr(Tensor, f"__i{dunder}__", _inplace(f"{fn}_"))
+    for dunder, fn in _COMPARE.items():
+        setattr(Tensor, f"__{dunder}__", _call(fn))
+    Tensor.__neg__ = _call("neg")
+    Tensor.__pos__ = lambda self: self
+    Tensor.__abs__ = _call("abs")
+    Tensor.__invert__ = _call("bitwise_not")
+    Tensor.__hash__ = lambda self: id(self)
+
+
+def _getitem(self, index):
+    spec = view.basic_index_spec(tuple(self.shape), index)
+    if spec is not None:
+        return view.index_basic(self, spec)
+    return ops.indexing.index(self, index)
+
+
+def _setitem(self, index, value) -> None:
+    spec = view.basic_index_spec(tuple(self.shape), index)
+    if spec is None:
+        ops.indexing.index_put_(self, index, value)
+        return
+    target = view.index_basic(self, spec)
+    if isinstance(value, Tensor):
+        target.copy_(value)
+    else:
+        target.fill_(value)
+
+
+@property
+def _T(self):  # noqa: N802
+    return view.permute(self, tuple(reversed(range(self.ndim))))
+
+
+@property
+def _mT(self):  # noqa: N802
+    if self.ndim < 2:
+        raise RuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. Got {self.ndim}-D tensor.")
+    return view.transpose(self, -2, -1)
+
+
+def bind() -> None:
+    _bind_methods()
+    _bind_operators()
+    Tensor.__getitem__ = _getitem
+    Tensor.__setitem__ = _setitem
+    Tensor.T = _T
+    Tensor.mT = _mT
+    Tensor.mH = _mT
+    Tensor.H = _T

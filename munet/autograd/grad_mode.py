@@ -1,0 +1,101 @@
+"""Grad mode: whether ops record autograd history (``no_grad``, ``enable_grad``, ...)."""
+
+from __future__ import annotations
+
+import functools
+
+
+class _State:
+    enabled = True
+    inference = False
+
+
+def is_grad_enabled() -> bool:
+    return _State.enabled
+
+
+def is_inference_mode_enabled() -> bool:
+    return _State.inference
+
+
+class _GradModeContext:
+    """Base for context managers that are also decorators, like PyTorch's."""
+
+    _target: bool = True
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.__class__(*self._ctor_args()):
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def _ctor_args(self):
+        return ()
+
+    def __enter__(self):
+        self._prev = _State.enabled
+        _State.enabled = self._target
+
+    def __exit__(self, *exc):
+        _State.enabled = self._prev
+        return False
+
+
+class no_grad(_GradModeContext):  # noqa: N801
+    """Disable autograd recording inside the block or decorated function."""
+
+    _target = False
+
+
+class enable_grad(_GradModeContext):  # noqa: N801
+    """Enable autograd recording inside the block, even within ``no_grad``."""
+
+    _target = True
+
+
+class set_grad_enabled(_GradModeContext):  # noqa: N801
+    """Set grad mode to ``mode``; usable as a function call, context manager or decorator."""
+
+    def __init__(self, mode: bool):
+        self._target = bool(mode)
+        self._prev = _State.enabled
+        _State.enabled = self._target
+
+    def _ctor_args(self):
+        return (self._target,)
+
+    def __enter__(self):
+        pass
+
+    def __exit__(self, *exc):
+        _State.enabled = self._prev
+        return False
+
+
+class inference_mode(_GradModeContext):  # noqa: N801
+    """Like ``no_grad``; tensors created inside are marked as inference tensors."""
+
+    def __init__(self, mode: bool = True):
+        self.mode = bool(mode)
+
+    def _ctor_args(self):
+        return (self.mode,)
+
+    def __call__(self, fn=None):
+        if fn is None or isinstance(fn, bool):
+            return inference_mode(True if fn is None else fn)
+        return super().__call__(fn)
+
+    def __enter__(self):
+        self._prev = _State.enabled
+        self._prev_inf = _State.inference
+        if self.mode:
+            _State.enabled = False
+            _State.inference = True
+
+    def __exit__(self, *exc):
+        _State.enabled = self._prev
+        _State.inference = self._prev_inf
+        return False

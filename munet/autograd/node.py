@@ -1,0 +1,174 @@
+"""Autograd graph nodes.
+
+A :class:`Node` is created by ``apply`` for every differentiable op whose inputs require
+grad. It records the op, its attributes, the edges to the nodes (or leaf tensors) that
+produced its inputs, and the tensors its gradient rule reads, each with the storage version
+at save time. The gradient rule receives the node as ``ctx``.
+"""
+
+from __future__ import annotations
+
+import itertools
+
+_sequence = itertools.count()
+
+
+def _camel(name: str) -> str:
+    return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
+
+
+class SavedTensor:
+    """A tensor saved for backward plus the storage version it had when saved."""
+
+    __slots__ = ("tensor", "version", "is_output", "output_nr")
+
+    def __init__(self, tensor, is_output: bool = False, output_nr: int = 0):
+        self.version = tensor._storage.version
+        self.is_output = is_output
+        self.output_nr = output_nr
+        # An output is saved as a history-free alias, so output -> node -> output is no cycle.
+        self.tensor = tensor._alias() if is_output else tensor
+
+
+class Node:
+    """One recorded op in the backward graph; also the ``ctx`` of its gradient rule."""
+
+    __slots__ = (
+        "op",
+        "attrs",
+        "needs_input_grad",
+        "next_edges",
+        "saved",
+        "scalars",
+        "input_shapes",
+        "input_dtypes",
+        "output_shapes",
+        "output_dtypes",
+        "pre_hooks",
+        "post_hooks",
+        "retained",
+        "seq",
+        "released",
+        "__weakref__",
+    )
+
+    def __init__(self, op, attrs, needs_input_grad, next_edges, input_shapes, input_dtypes):
+        self.op = op
+        self.attrs = attrs
+        self.needs_input_grad = needs_input_grad
+        self.next_edges = next_edges  # per flat input: (Node, output_nr) | (Tensor leaf, -1) | None
+        self.saved: dict[str, SavedTensor] = {}
+        self.scalars: dict[str, object] = {}  # saved roles that were Python numbers
+        self.input_shapes = input_shapes
+        self.input_dtypes = input_dtypes
+        self.output_shapes = ()
+        self.output_dtypes = ()
+        self.pre_hooks = None  # {output_nr: [hook, ...]} for hooks on non-leaf outputs
+        self.post_hooks = None
+        self.retained = None  # {output_nr: weakref(tensor)} for retain_grad()
+        self.seq = next(_sequence)
+        self.released = False
+
+    def name(self) -> str:
+        return getattr(self.op, "backward_name", None) or f"{_camel(self.op.name)}Backward0"
+
+    def __repr__(self) -> str:
+        return f"<{self.name()} object>"
+
+    @property
+    def next_functions(self):
+        """PyTorch-style ``((node_or_None, output_nr), ...)``."""
+        out = []
+        for edge in self.next_edges:
+            if edge is None:
+                out.append((None, 0))
+            elif edge[1] < 0:
+                out.append((_AccumulateGradView(edge[0]), 0))
+            else:
+                out.append(edge)
+        return tuple(out)
+
+    def register_hook(self, fn):
+        if self.post_hooks is None:
+            self.post_hooks = []
+        return _RemovableHandle(self.post_hooks, fn)._register()
+
+    # -- ctx API used by gradient rules ------------------------------------------------
+    def saved_tensor(self, role: str):
+        """The tensor saved under ``role``; connected to history when building a graph."""
+        from munet.autograd.grad_mode import _State
+
+        entry = self.saved.get(role)
+        if entry is None and role in self.scalars:
+            return self.scalars[role]
+        if entry is None:
+            if self.released:
+                raise RuntimeError(
+                    f"Trying to backward through the graph a second time (or directly access saved tensors "
+                    f"of {self.name()} after they have already been freed). Specify retain_graph=True "
+                    "if you need to backward a second time or access saved tensors after backward."
+                )
+            raise KeyError(f"{self.name()} saved no tensor named '{role}'")
+        t = entry.tensor
+        if entry.is_output and _State.enabled:
+            t = t._alias()
+            t._grad_fn, t._output_nr, t._requires_grad = self, entry.output_nr, True
+        return t
+
+    def check_saved_versions(self) -> None:
+        if self.released:
+            raise RuntimeError(
+                f"Trying to backward through the graph a second time (or directly access saved tensors of "
+                f"{self.name()} after they have already been freed). Saved intermediate values of the graph "
+                "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you "
+                "need to backward through the graph a second time."
+            )
+        for role, entry in self.saved.items():
+            now = entry.tensor._storage.version
+            if now != entry.version:
+                raise RuntimeError(
+                    "one of the variables needed for gradient computation has been modified by an inplace "
+                    f"operation: the tensor saved by {self.name()} as '{role}' (shape {list(entry.tensor.shape)}, "
+                    f"{entry.tensor.dtype.name}) is at version {now}; expected version {entry.version} instead."
+                )
+
+    def release(self) -> None:
+        self.saved = {}
+        self.released = True
+
+
+class _AccumulateGradView:
+    """What ``next_functions`` shows for a leaf, like PyTorch's AccumulateGrad."""
+
+    __slots__ = ("variable",)
+
+    def __init__(self, variable):
+        self.variable = variable
+
+    def name(self) -> str:
+        return "AccumulateGrad"
+
+    def __repr__(self) -> str:
+        return "<AccumulateGrad object>"
+
+
+class _RemovableHandle:
+    def __init__(self, container, item):
+        self._container = container
+        self._item = item
+
+    def _register(self):
+        self._container.append(self._item)
+        return self
+
+    def remove(self) -> None:
+        try:
+            self._container.remove(self._item)
+        except ValueError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()

@@ -1,0 +1,6 @@
+"""Backends: each registers a device type with ``munet._device.register_backend``."""
+
+from munet._device import register_backend
+from munet.backends.cpu.backend import CpuBackend, _list_devices
+
+register_backend("cpu", _list_devices, CpuBackend)

@@ -1,0 +1,69 @@
+"""CPU device: memory, host transfer and the kernel table.
+
+A storage buffer is a flat NumPy array; a tensor's data is a strided ``numpy.ndarray`` view
+of it. Kernels (``kernels_*.py``) take those views and return new arrays; in-place kernels
+(named ``op_``) write into their first argument.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from munet._device import device
+from munet.backends.cpu import kernels_core  # noqa: F401 - registers kernels
+from munet.backends.cpu.registry import KERNELS, load_kernel_modules
+
+
+class CpuBackend:
+    """The ``cpu`` device (NumPy)."""
+
+    def __init__(self, index: int = 0):
+        self.device = device("cpu")
+        load_kernel_modules()
+        self.kernels = KERNELS
+
+    # memory -------------------------------------------------------------------------------
+    def empty(self, numel: int, dtype) -> np.ndarray:
+        return np.empty(numel, dtype.np)
+
+    def view(self, buffer: np.ndarray, shape, stride, offset: int, dtype=None) -> np.ndarray:
+        itemsize = buffer.itemsize
+        return np.ndarray(
+            shape, dtype=buffer.dtype, buffer=buffer, offset=offset * itemsize, strides=[s * itemsize for s in stride]
+        )
+
+    def wrap(self, array, np_dtype):
+        """A kernel result as ``(buffer, strides, data)``; copies only when it must."""
+        if type(array) is not np.ndarray:
+            array = np.asarray(array)
+        if array.dtype != np_dtype:
+            array = array.astype(np_dtype)
+        if not array.flags.writeable:
+            array = array.copy()
+        if array.flags.c_contiguous:
+            return array.reshape(-1), None, array
+        if array.flags.f_contiguous:
+            itemsize = array.itemsize
+            return array.ravel(order="K"), tuple(s // itemsize for s in array.strides), array
+        array = np.ascontiguousarray(array)
+        return array.reshape(-1), None, array
+
+    def copy_(self, dst: np.ndarray, src) -> None:
+        np.copyto(dst, src, casting="unsafe")
+
+    def data_ptr(self, buffer: np.ndarray) -> int:
+        return buffer.ctypes.data
+
+    # host transfer ------------------------------------------------------------------------
+    def from_numpy(self, array: np.ndarray) -> np.ndarray:
+        return array
+
+    def to_numpy(self, data: np.ndarray) -> np.ndarray:
+        return data
+
+    def synchronize(self) -> None:
+        return None
+
+
+def _list_devices():
+    return [(0, "NumPy " + np.__version__, "CPU")]

@@ -1,0 +1,101 @@
+"""CPU kernels for creation, casts, copies, fills and the strided scatter primitives."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from munet.backends.cpu.registry import kernel
+
+
+@kernel("empty")
+def empty(*, shape, dtype):
+    return np.empty(shape, dtype.np)
+
+
+@kernel("full")
+def full(*, shape, value, dtype):
+    return np.full(shape, value, dtype.np)
+
+
+@kernel("arange")
+def arange(*, start, end, step, dtype):
+    n = max(0, int(np.ceil((end - start) / step)))
+    if dtype.is_floating_point:
+        return (start + np.arange(n, dtype=np.float64) * step).astype(dtype.np)
+    return np.arange(start, start + n * step, step)[:n].astype(dtype.np)
+
+
+@kernel("linspace")
+def linspace(*, start, end, steps, dtype):
+    if not dtype.is_floating_point:
+        return np.linspace(start, end, steps).astype(np.int64).astype(dtype.np)
+    # PyTorch fills the first half from start and the second half from end.
+    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    idx = np.arange(steps, dtype=np.float64)
+    half = steps // 2
+    out = np.where(idx < half, start + step * idx, end - step * (steps - 1 - idx))
+    return out.astype(dtype.np)
+
+
+@kernel("eye")
+def eye(*, n, m, dtype):
+    return np.eye(n, m, dtype=dtype.np)
+
+
+@kernel("cast")
+def cast(x, *, dtype):
+    if dtype.np == np.bool_:
+        return x != 0
+    if x.dtype.kind == "f" and dtype.np.kind in "iu":
+        # PyTorch truncates toward zero; NaN/inf give implementation-defined values, as in C.
+        with np.errstate(invalid="ignore"):
+            return np.trunc(x).astype(dtype.np)
+    return x.astype(dtype.np)
+
+
+@kernel("clone")
+def clone(x):
+    return np.array(x, copy=True, order="K" if x.flags.f_contiguous or x.flags.c_contiguous else "C")
+
+
+@kernel("copy")
+def copy(self, src):
+    return np.array(np.broadcast_to(src, self.shape), dtype=self.dtype, order="C")
+
+
+@kernel("copy_")
+def copy_(out, src):
+    np.copyto(out, src, casting="unsafe")
+
+
+@kernel("fill")
+def fill(self, value):
+    return np.full(self.shape, value, dtype=self.dtype)
+
+
+@kernel("fill_")
+def fill_(out, value):
+    out[...] = value
+
+
+def _strided_view(flat: np.ndarray, size, stride, offset):
+    itemsize = flat.itemsize
+    return np.ndarray(size, dtype=flat.dtype, buffer=flat, offset=offset * itemsize, strides=[s * itemsize for s in stride])
+
+
+@kernel("as_strided_scatter")
+def as_strided_scatter(x, src, *, size, stride, storage_offset):
+    out = np.array(x, copy=True, order="C")
+    _strided_view(out.reshape(-1), size, stride, storage_offset)[...] = src
+    return out
+
+
+@kernel("strided_scatter_add")
+def strided_scatter_add(grad, *, shape, size, stride, storage_offset):
+    numel = int(np.prod(shape))
+    index = np.full((), storage_offset, dtype=np.int64)
+    for n, s in zip(size, stride):
+        index = np.add.outer(index, np.arange(n, dtype=np.int64) * s)
+    acc_dtype = np.float64 if grad.dtype.kind == "f" else grad.dtype
+    flat = np.bincount(index.reshape(-1), weights=grad.reshape(-1).astype(acc_dtype), minlength=numel)[:numel]
+    return flat.astype(grad.dtype).reshape(shape)

@@ -1,0 +1,315 @@
+"""The op registry and the one dispatch path, ``apply``.
+
+An :class:`Op` is defined once, in ``munet/ops/<family>.py``: its input roles, its
+shape/dtype rule (``meta``), its gradient rule (``backward``, written with public ops) and
+which tensors that rule reads (``saves``). View ops give a ``view`` rule (new shape, strides
+and offset over the same storage) instead of a kernel. Backends register kernels by op name.
+
+``apply(op, *args, **attrs)`` validates through ``meta``, runs the kernel of the inputs'
+device (or records a node when a tracer is active) and attaches autograd history.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, NamedTuple
+
+from munet._device import DeviceError
+from munet.autograd.grad_mode import _State
+from munet.autograd.node import Node, SavedTensor
+
+OPS: dict[str, Op] = {}
+
+
+class Meta(NamedTuple):
+    """Shape and dtype of an op output. ``shape`` is None when it depends on the data."""
+
+    shape: tuple | None
+    dtype: object
+
+
+class Op:
+    """One op: roles of its inputs, shape/dtype rule, gradient rule and saved tensors.
+
+    ``saves`` lists the roles the gradient rule reads: an input role (``"self"``), an output
+    role (``"result"``), or ``(role, i)`` meaning "save only if input ``i`` needs a gradient".
+    """
+
+    __slots__ = (
+        "name",
+        "inputs",
+        "outputs",
+        "meta",
+        "backward",
+        "saves",
+        "view",
+        "variadic",
+        "nondiff_outputs",
+        "backward_name",
+        "primitive",
+        "__dict__",
+    )
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        meta: Callable,
+        inputs: tuple[str, ...] = ("self",),
+        outputs: tuple[str, ...] = ("result",),
+        backward: Callable | None = None,
+        saves: tuple = (),
+        view: Callable | None = None,
+        variadic: bool = False,
+        nondiff_outputs: tuple[int, ...] = (),
+        backward_name: str | None = None,
+    ):
+        self.name = name
+        self.inputs = inputs
+        self.outputs = outputs
+        self.meta = meta
+        self.backward = backward
+        self.saves = tuple((s, None) if isinstance(s, str) else s for s in saves)
+        self.view = view
+        self.variadic = variadic
+        self.nondiff_outputs = nondiff_outputs
+        self.backward_name = backward_name
+        self.primitive = view is None
+
+    def __repr__(self) -> str:
+        return f"<munet op {self.name}>"
+
+
+def define(name: str, **kwargs) -> Op:
+    """Create and register an op; each name is defined exactly once."""
+    if name in OPS:
+        raise RuntimeError(f"op '{name}' is defined twice")
+    op = Op(name, **kwargs)
+    OPS[name] = op
+    return op
+
+
+class _Tracing:
+    """Set by the compiler while it captures a function; ``None`` in eager mode."""
+
+    tracer = None
+
+
+def _tensor_type():
+    from munet._tensor import Tensor
+
+    return Tensor
+
+
+_Tensor = None
+
+
+def _flat_tensors(op: Op, args) -> list:
+    if not op.variadic:
+        return list(args)
+    flat = []
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            flat.extend(a)
+        else:
+            flat.append(a)
+    return flat
+
+
+def _backend_of(op: Op, flat) -> object:
+    backend = None
+    for a in flat:
+        if isinstance(a, _Tensor):
+            b = a._storage.backend
+            if backend is None:
+                backend = b
+            elif b is not backend:
+                raise DeviceError(
+                    f"{op.name}: expected all tensors on the same device, got {backend.device} and {b.device}"
+                )
+    if backend is None:
+        raise TypeError(f"{op.name}: expected at least one tensor argument")
+    return backend
+
+
+def _kernel_args(op: Op, args) -> list:
+    if not op.variadic:
+        return [a._data if isinstance(a, _Tensor) else a for a in args]
+    out = []
+    for a in args:
+        if isinstance(a, (list, tuple)):
+            out.append([x._data if isinstance(x, _Tensor) else x for x in a])
+        else:
+            out.append(a._data if isinstance(a, _Tensor) else a)
+    return out
+
+
+def _kernel(op: Op, backend, suffix: str = ""):
+    kernel = backend.kernels.get(op.name + suffix)
+    if kernel is None and not suffix:
+        raise DeviceError(f"{op.name}: no kernel for device '{backend.device}'")
+    return kernel
+
+
+def apply(op: Op, *args, **attrs):
+    """Run ``op`` on ``args`` (tensors, numbers, lists of tensors for variadic ops)."""
+    global _Tensor
+    if _Tensor is None:
+        _Tensor = _tensor_type()
+    flat = _flat_tensors(op, args)
+    backend = _backend_of(op, flat)
+    meta = op.meta(*args, **attrs)
+    if _Tracing.tracer is not None:
+        return _Tracing.tracer.record(op, args, attrs, meta)
+    if op.view is not None:
+        base = args[0]
+        shape, stride, offset = op.view(base, **attrs)
+        outputs = (base._view(shape, stride, offset),)
+    else:
+        raw = _kernel(op, backend)(*_kernel_args(op, args), **attrs)
+        metas = meta if isinstance(meta, tuple) and not isinstance(meta, Meta) else (meta,)
+        if len(metas) == 1:
+            outputs = (_Tensor._from_kernel(backend, raw, metas[0]),)
+        else:
+            outputs = tuple(_Tensor._from_kernel(backend, r, m) for r, m in zip(raw, metas))
+    if _State.enabled and op.backward is not None:
+        record_history(op, args, attrs, flat, outputs)
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
+    """Attach a backward node for ``op`` to ``outputs`` if any input requires grad."""
+    needs = tuple(isinstance(a, _Tensor) and a._requires_grad for a in flat)
+    if not any(needs):
+        return None
+    edges = []
+    shapes = []
+    dtypes = []
+    for a, need in zip(flat, needs):
+        if need:
+            edges.append((a._grad_fn, a._output_nr) if a._grad_fn is not None else (a, -1))
+            shapes.append(a.shape)
+            dtypes.append(a.dtype)
+        else:
+            edges.append(None)
+            shapes.append(None)
+            dtypes.append(None)
+    node = Node(op, attrs, needs, edges, shapes, dtypes)
+    node.output_shapes = tuple(o.shape for o in outputs)
+    node.output_dtypes = tuple(o.dtype for o in outputs)
+    for role, cond in op.saves:
+        if cond is not None and not needs[cond]:
+            continue
+        if role in op.outputs:
+            nr = op.outputs.index(role)
+            node.saved[role] = SavedTensor(outputs[nr], is_output=True, output_nr=nr)
+        else:
+            value = args[op.inputs.index(role)]
+            if isinstance(value, _Tensor):
+                node.saved[role] = SavedTensor(value)
+            elif isinstance(value, (list, tuple)):
+                for j, v in enumerate(value):
+                    node.saved[f"{role}[{j}]"] = SavedTensor(v)
+            elif value is not None:
+                node.scalars[role] = value
+    for nr, o in enumerate(outputs):
+        if nr in op.nondiff_outputs or not o.dtype.is_floating_point:
+            continue
+        o._grad_fn = node
+        o._output_nr = nr
+        o._requires_grad = True
+    return node
+
+
+def _inplace_meta_check(op: Op, self, meta) -> None:
+    from munet._dtype import can_cast
+
+    if meta.shape is not None and tuple(meta.shape) != tuple(self.shape):
+        raise RuntimeError(
+            f"{op.name}_: output with shape {list(self.shape)} doesn't match the broadcast shape {list(meta.shape)}"
+        )
+    if not can_cast(meta.dtype, self.dtype):
+        raise RuntimeError(f"{op.name}_: result type {meta.dtype.name} can't be cast to the desired output type {self.dtype.name}")
+
+
+def apply_inplace(op: Op, self, *args, **attrs):
+    """Run ``op(self, *args)`` and write the result into ``self`` (and every view of it)."""
+    global _Tensor
+    if _Tensor is None:
+        _Tensor = _tensor_type()
+    flat = [self, *_flat_tensors(op, args)]
+    backend = _backend_of(op, flat)
+    meta = op.meta(self, *args, **attrs)
+    _inplace_meta_check(op, self, meta)
+    if _Tracing.tracer is not None:
+        return _Tracing.tracer.record_inplace(op, self, args, attrs, meta)
+    needs_grad = _State.enabled and op.backward is not None and any(
+        isinstance(a, _Tensor) and a._requires_grad for a in flat
+    )
+    if needs_grad:
+        return _inplace_with_history(op, self, args, attrs)
+    kernel = _kernel(op, backend, "_")
+    kargs = _kernel_args(op, args)
+    if kernel is not None:
+        kernel(self._data, *kargs, **attrs)
+    else:
+        raw = _kernel(op, backend)(self._data, *kargs, **attrs)
+        backend.copy_(self._data, raw)
+    self._storage.version += 1
+    return self
+
+
+def _inplace_with_history(op: Op, self, args, attrs):
+    from munet.ops import movement
+
+    if self._grad_fn is None and self._requires_grad:
+        raise RuntimeError(
+            f"{op.name}_: a leaf Variable that requires grad is being used in an in-place operation."
+        )
+    reads_self = any(role == "self" for role, _ in op.saves)
+    source = movement.clone(self) if reads_self else self
+    result = apply(op, source, *args, **attrs)
+    if result.dtype is not self.dtype:
+        result = result.to(self.dtype)
+    self._storage.backend.copy_(self._data, result._data)
+    self._storage.version += 1
+    rebase_history(self, result)
+    return self
+
+
+def rebase_history(self, result) -> None:
+    """After ``self``'s memory was overwritten by ``result``, make its history ``result``'s.
+
+    When ``self`` is a view, the history of its base becomes "the old base with this
+    region replaced by ``result``" (``as_strided_scatter``), and ``self`` a view of that.
+    """
+    from munet.ops import movement
+
+    base = self._base
+    if base is None:
+        self._grad_fn, self._output_nr = result._grad_fn, result._output_nr
+        self._requires_grad = result._requires_grad
+        return
+    if not base.is_contiguous():
+        raise RuntimeError(
+            "in-place operation on a view of a non-contiguous tensor while recording gradients is not "
+            "supported; call .contiguous() on the base tensor first"
+        )
+    geometry = dict(size=tuple(self.shape), stride=tuple(self.stride()), storage_offset=self._offset - base._offset)
+    record_history(movement.as_strided_scatter_op, (base, result), geometry, [base, result], (base,))
+    view = movement.as_strided(base, self.shape, self.stride(), self._offset)
+    self._grad_fn, self._output_nr, self._requires_grad = view._grad_fn, view._output_nr, view._requires_grad
+
+
+def apply_factory(op: Op, device, **attrs):
+    """Run a creation op (no tensor inputs) on ``device``: ``full``, ``arange``, random bits."""
+    global _Tensor
+    if _Tensor is None:
+        _Tensor = _tensor_type()
+    from munet._device import as_device, get_backend
+
+    backend = get_backend(as_device(device))
+    meta = op.meta(**attrs)
+    if _Tracing.tracer is not None:
+        return _Tracing.tracer.record_factory(op, backend.device, attrs, meta)
+    raw = _kernel(op, backend)(**attrs)
+    return _Tensor._from_kernel(backend, raw, meta)

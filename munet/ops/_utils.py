@@ -1,0 +1,100 @@
+"""Shared helpers of op definitions: broadcasting, dim normalization, meta rules."""
+
+from __future__ import annotations
+
+from munet import _dtype as D
+from munet.ops._registry import Meta
+
+
+def is_tensor(x) -> bool:
+    from munet._tensor import Tensor
+
+    return isinstance(x, Tensor)
+
+
+def shape_of(x) -> tuple:
+    return tuple(x.shape) if hasattr(x, "shape") and not isinstance(x, (int, float, bool)) else ()
+
+
+def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
+    """PyTorch/NumPy broadcasting of shapes; raises naming ``op`` when they don't broadcast."""
+    ndim = max((len(s) for s in shapes), default=0)
+    out = [1] * ndim
+    for s in shapes:
+        offset = ndim - len(s)
+        for i, n in enumerate(s):
+            cur = out[offset + i]
+            if cur == n or n == 1:
+                continue
+            if cur == 1:
+                out[offset + i] = n
+                continue
+            raise RuntimeError(
+                f"{op}: the size of tensors must match or be 1 to broadcast, got shapes "
+                + " and ".join(str(list(x)) for x in shapes)
+                + f" (mismatch at dimension {i - len(s)})"
+            )
+    return tuple(out)
+
+
+def wrap_dim(dim: int, ndim: int, op: str) -> int:
+    rank = max(ndim, 1)
+    if not isinstance(dim, int):
+        raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
+    if not -rank <= dim < rank:
+        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+    return dim % rank
+
+
+def wrap_dims(dims, ndim: int, op: str) -> tuple:
+    """Normalize ``dim`` (None, int, or sequence) to a sorted tuple of non-negative dims."""
+    if dims is None:
+        return tuple(range(ndim))
+    if isinstance(dims, int):
+        dims = (dims,)
+    out = tuple(sorted(wrap_dim(d, ndim, op) for d in dims))
+    if len(set(out)) != len(out):
+        raise RuntimeError(f"{op}: dim {list(dims)} appears multiple times in the list of dims")
+    return out
+
+
+def elementwise_meta(*operands, dtype=None):
+    """Broadcast shape of the operands; dtype from promotion unless given."""
+    shapes = [shape_of(x) for x in operands if x is not None and not isinstance(x, (int, float, bool))]
+    return Meta(broadcast_shapes(*shapes), dtype if dtype is not None else D.result_type(*operands))
+
+
+def float_result_type(*operands):
+    """Promotion, then integers and bool become the default float (``sqrt``, ``div``, ...)."""
+    d = D.result_type(*operands)
+    return d if d.is_floating_point else D.get_default_dtype()
+
+
+def reduce_grad(grad, shape):
+    """Sum ``grad`` down to ``shape``: the gradient of broadcasting an input of ``shape``."""
+    shape = tuple(shape)
+    if tuple(grad.shape) == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    dims = list(range(lead))
+    dims += [lead + i for i, n in enumerate(shape) if n == 1 and grad.shape[lead + i] != 1]
+    out = grad.sum(dim=dims, keepdim=True) if dims else grad
+    if lead:
+        out = out.reshape(shape)
+    return out
+
+
+def as_tuple_shape(size, op: str) -> tuple:
+    """Accept ``f(2, 3)``, ``f((2, 3))``, ``f([2, 3])`` and ``f(Size)`` forms."""
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    out = []
+    for s in size:
+        if hasattr(s, "__index__"):
+            s = s.__index__()
+        if not isinstance(s, int):
+            raise TypeError(f"{op}: size must be a sequence of ints, got {type(s).__name__}")
+        if s < 0:
+            raise RuntimeError(f"{op}: negative dimension {s} in size {list(size)}")
+        out.append(s)
+    return tuple(out)

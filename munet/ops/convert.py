@@ -1,0 +1,137 @@
+"""Dtype casts and device transfers (``Tensor.to``, ``.float()``, ``.cpu()``, ...)."""
+
+from __future__ import annotations
+
+from munet import _dtype as D
+from munet._device import as_device, get_backend
+from munet.ops._registry import Meta, apply, define, record_history
+
+__all__ = []
+__tensor_methods__ = ["to", "cpu", "cuda", "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char", "type_as"]
+
+
+def _cast_backward(ctx, grad):
+    return grad.to(ctx.input_dtypes[0])
+
+
+def _cast_meta(x, *, dtype):
+    return Meta(x.shape, dtype)
+
+
+# Casts between floating types are differentiable; a cast to an integer type has no gradient
+# (its output cannot require grad), which record_history enforces by output dtype.
+cast_op = define("cast", meta=_cast_meta, backward=_cast_backward, backward_name="ToCopyBackward0")
+
+
+def cast(x, dtype):
+    if x.dtype is dtype:
+        return x
+    return apply(cast_op, x, dtype=dtype)
+
+
+def _transfer_backward(ctx, grad):
+    return to_device(grad, ctx.attrs["source"])
+
+
+transfer_op = define("to_device", meta=lambda x, **_: Meta(x.shape, x.dtype), backward=_transfer_backward,
+                     backward_name="ToCopyBackward0")
+
+
+def to_device(x, device):
+    """Copy ``x`` to ``device`` through host memory; differentiable."""
+    from munet._tensor import Tensor
+
+    target = get_backend(as_device(device))
+    if target is x._storage.backend:
+        return x
+    host = x._storage.backend.to_numpy(x.contiguous()._data)
+    out = Tensor._from_numpy(host.copy(), target.device)
+    record_history(transfer_op, (x,), {"source": x.device}, [x], (out,))
+    return out
+
+
+def _parse_to_args(args, kwargs):
+    from munet._tensor import Tensor
+
+    device = kwargs.pop("device", None)
+    dtype = kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)
+    if kwargs:
+        raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    for a in args:
+        if isinstance(a, D.dtype):
+            dtype = a
+        elif isinstance(a, Tensor):
+            device, dtype = a.device, a.dtype
+        elif isinstance(a, bool):
+            continue
+        elif a is not None:
+            device = a
+    return device, dtype, copy
+
+
+def to(self, *args, **kwargs):
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; returns self when nothing changes."""
+    device, dtype, copy = _parse_to_args(args, dict(kwargs))
+    out = self
+    if device is not None:
+        out = to_device(out, device)
+    if dtype is not None:
+        out = cast(out, dtype)
+    if copy and out is self:
+        out = self.clone()
+    return out
+
+
+def cpu(self):
+    return to_device(self, "cpu")
+
+
+def cuda(self, device=None):
+    return to_device(self, "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+
+
+def float(self):  # noqa: A001 - PyTorch's method name
+    return cast(self, D.float32)
+
+
+def double(self):
+    return cast(self, D.float64)
+
+
+def half(self):
+    return cast(self, D.float16)
+
+
+def bfloat16(self):
+    return cast(self, D.bfloat16)
+
+
+def long(self):
+    return cast(self, D.int64)
+
+
+def int(self):  # noqa: A001
+    return cast(self, D.int32)
+
+
+def short(self):
+    return cast(self, D.int16)
+
+
+def bool(self):  # noqa: A001
+    return cast(self, D.bool_)
+
+
+def byte(self):
+    return cast(self, D.uint8)
+
+
+def char(self):
+    return cast(self, D.int8)
+
+
+def type_as(self, other):
+    return cast(self, other.dtype)

@@ -1,0 +1,615 @@
+"""View ops (new shape/strides/offset over the same storage) and copies.
+
+Views are not kernels: each op here gives a geometry rule, and ``apply`` makes a tensor that
+shares storage. Their gradients are views, reshapes or the two scatter primitives defined
+at the bottom (``as_strided_scatter`` and ``strided_scatter_add``).
+"""
+
+from __future__ import annotations
+
+from munet.ops._registry import Meta, apply, define
+from munet.ops._utils import as_tuple_shape, reduce_grad, wrap_dim
+
+__all__ = [
+    "as_strided",
+    "as_strided_scatter",
+    "clone",
+    "flatten",
+    "movedim",
+    "narrow",
+    "permute",
+    "reshape",
+    "select",
+    "squeeze",
+    "swapaxes",
+    "swapdims",
+    "t",
+    "transpose",
+    "unflatten",
+    "unsqueeze",
+]
+__tensor_methods__ = [
+    "as_strided",
+    "clone",
+    "contiguous",
+    "expand",
+    "expand_as",
+    "flatten",
+    "movedim",
+    "narrow",
+    "permute",
+    "reshape",
+    "reshape_as",
+    "select",
+    "squeeze",
+    "swapaxes",
+    "swapdims",
+    "t",
+    "transpose",
+    "unflatten",
+    "unfold",
+    "unsqueeze",
+    "view",
+    "view_as",
+]
+
+
+def _contiguous_strides(shape):
+    from munet._tensor import contiguous_strides
+
+    return contiguous_strides(shape)
+
+
+def _same_meta(x, **_):
+    return Meta(x.shape, x.dtype)
+
+
+def _view_meta(geometry):
+    def meta(x, **attrs):
+        shape, _, _ = geometry(tuple(x.shape), x.stride(), x.storage_offset(), **attrs)
+        return Meta(tuple(shape), x.dtype)
+
+    return meta
+
+
+def _view_rule(geometry):
+    def rule(x, **attrs):
+        return geometry(tuple(x.shape), x.stride(), x.storage_offset(), **attrs)
+
+    return rule
+
+
+def _scatter_into_zeros(geometry):
+    """Backward of a non-overlapping view: the gradient placed into zeros of the input's shape."""
+
+    def backward(ctx, grad):
+        from munet.ops.creation import zeros
+
+        shape = tuple(ctx.input_shapes[0])
+        size, stride, offset = geometry(shape, _contiguous_strides(shape), 0, **ctx.attrs)
+        base = zeros(shape, dtype=grad.dtype, device=grad.device)
+        return as_strided_scatter(base, grad, size, stride, offset)
+
+    return backward
+
+
+def _scatter_add_into_zeros(geometry):
+    """Backward of a view that may overlap itself (as_strided, unfold): overlapping grads add."""
+
+    def backward(ctx, grad):
+        shape = tuple(ctx.input_shapes[0])
+        size, stride, offset = geometry(shape, _contiguous_strides(shape), 0, **ctx.attrs)
+        return apply(strided_scatter_add_op, grad, shape=shape, size=tuple(size), stride=tuple(stride), storage_offset=offset)
+
+    return backward
+
+
+# reshape ----------------------------------------------------------------------------------------
+
+
+def _infer_size(shape, numel: int, op: str) -> tuple:
+    shape = list(shape)
+    neg = [i for i, s in enumerate(shape) if s == -1]
+    if len(neg) > 1:
+        raise RuntimeError(f"{op}: only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise RuntimeError(f"{op}: invalid shape dimension {s}")
+            known *= s
+    if neg:
+        if known == 0 or numel % known:
+            raise RuntimeError(f"{op}: shape '{shape}' is invalid for input of size {numel}")
+        shape[neg[0]] = numel // known
+    elif known != numel:
+        raise RuntimeError(f"{op}: shape '{shape}' is invalid for input of size {numel}")
+    return tuple(shape)
+
+
+def _view_strides(old_shape, old_stride, new_shape):
+    """Strides making ``new_shape`` a view of the given geometry, or None if impossible."""
+    numel = 1
+    for s in old_shape:
+        numel *= s
+    if numel == 0 or not old_shape:
+        return _contiguous_strides(new_shape)
+    # Group old dims into contiguous chunks and match new dims against them (PyTorch's rule).
+    new_stride = [0] * len(new_shape)
+    view_d = len(new_shape) - 1
+    chunk_base_stride = old_stride[-1]
+    tensor_numel = 1
+    view_numel = 1
+    for tensor_d in range(len(old_shape) - 1, -1, -1):
+        tensor_numel *= old_shape[tensor_d]
+        if tensor_d == 0 or (old_shape[tensor_d - 1] != 1 and old_stride[tensor_d - 1] != tensor_numel * chunk_base_stride):
+            while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
+                new_stride[view_d] = view_numel * chunk_base_stride
+                view_numel *= new_shape[view_d]
+                view_d -= 1
+            if view_numel != tensor_numel:
+                return None
+            if tensor_d > 0:
+                chunk_base_stride = old_stride[tensor_d - 1]
+                tensor_numel = 1
+                view_numel = 1
+    if view_d != -1:
+        return None
+    return tuple(new_stride)
+
+
+def _reshape_geometry(shape, stride, offset, *, shape_out):
+    new_stride = _view_strides(shape, stride, shape_out)
+    if new_stride is None:
+        raise RuntimeError(
+            "view size is not compatible with input tensor's size and stride (at least one dimension spans "
+            "across two contiguous subspaces). Use .reshape(...) instead."
+        )
+    return shape_out, new_stride, offset
+
+
+view_op = define(
+    "view",
+    meta=_view_meta(_reshape_geometry),
+    view=_view_rule(_reshape_geometry),
+    backward=lambda ctx, grad: grad.reshape(ctx.input_shapes[0]),
+    backward_name="ViewBackward0",
+)
+
+
+def view(self, *shape):
+    from munet import _dtype as D
+
+    if len(shape) == 1 and isinstance(shape[0], D.dtype):
+        raise RuntimeError("view(dtype) is not supported by MuNet; use .to(dtype) to convert")
+    shape = _shape_args(shape)
+    shape = _infer_size(shape, self.numel(), "view")
+    if shape == tuple(self.shape):
+        return apply(view_op, self, shape_out=shape) if self._requires_grad else self._view(shape, self.stride(), self._offset)
+    return apply(view_op, self, shape_out=shape)
+
+
+def _shape_args(shape) -> tuple:
+    if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+        shape = tuple(shape[0])
+    return tuple(int(s) for s in shape)
+
+
+def reshape(input, *shape):
+    """A view when the strides allow it, otherwise a contiguous copy."""
+    shape = _infer_size(_shape_args(shape), input.numel(), "reshape")
+    if _view_strides(tuple(input.shape), input.stride(), shape) is None:
+        input = contiguous(input)
+    return apply(view_op, input, shape_out=shape)
+
+
+def view_as(self, other):
+    return view(self, tuple(other.shape))
+
+
+def reshape_as(self, other):
+    return reshape(self, tuple(other.shape))
+
+
+def flatten(input, start_dim: int = 0, end_dim: int = -1):
+    if input.ndim == 0:
+        return reshape(input, (1,))
+    s = wrap_dim(start_dim, input.ndim, "flatten")
+    e = wrap_dim(end_dim, input.ndim, "flatten")
+    if s > e:
+        raise RuntimeError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = tuple(input.shape)
+    n = 1
+    for d in shape[s : e + 1]:
+        n *= d
+    return reshape(input, shape[:s] + (n,) + shape[e + 1 :])
+
+
+def unflatten(input, dim: int, sizes):
+    d = wrap_dim(dim, input.ndim, "unflatten")
+    shape = tuple(input.shape)
+    sizes = _infer_size(tuple(sizes), shape[d], "unflatten")
+    return view(input, shape[:d] + sizes + shape[d + 1 :])
+
+
+def squeeze(input, dim=None):
+    shape = tuple(input.shape)
+    if dim is None:
+        dims = {i for i, s in enumerate(shape) if s == 1}
+    else:
+        dims = {wrap_dim(d, input.ndim, "squeeze") for d in ((dim,) if isinstance(dim, int) else dim)}
+        dims = {d for d in dims if shape[d] == 1}
+    if not dims:
+        return view(input, shape) if input._requires_grad else input._view(shape, input.stride(), input._offset)
+    return view(input, tuple(s for i, s in enumerate(shape) if i not in dims))
+
+
+def unsqueeze(input, dim: int):
+    d = wrap_dim(dim, input.ndim + 1, "unsqueeze")
+    shape = tuple(input.shape)
+    return view(input, shape[:d] + (1,) + shape[d:])
+
+
+# permute -----------------------------------------------------------------------------------------
+
+
+def _permute_geometry(shape, stride, offset, *, dims):
+    return tuple(shape[d] for d in dims), tuple(stride[d] for d in dims), offset
+
+
+def _permute_backward(ctx, grad):
+    dims = ctx.attrs["dims"]
+    inverse = [0] * len(dims)
+    for i, d in enumerate(dims):
+        inverse[d] = i
+    return permute(grad, inverse)
+
+
+permute_op = define(
+    "permute",
+    meta=_view_meta(_permute_geometry),
+    view=_view_rule(_permute_geometry),
+    backward=_permute_backward,
+    backward_name="PermuteBackward0",
+)
+
+
+def permute(input, *dims):
+    dims = _shape_args(dims)
+    if len(dims) != input.ndim:
+        raise RuntimeError(
+            f"permute: number of dims don't match in permute (input has {input.ndim} dims, got {len(dims)})"
+        )
+    dims = tuple(wrap_dim(d, input.ndim, "permute") for d in dims)
+    if len(set(dims)) != len(dims):
+        raise RuntimeError(f"permute: repeated dim in {list(dims)}")
+    return apply(permute_op, input, dims=dims)
+
+
+def transpose(input, dim0: int, dim1: int):
+    n = input.ndim
+    if n == 0:
+        return input
+    a, b = wrap_dim(dim0, n, "transpose"), wrap_dim(dim1, n, "transpose")
+    dims = list(range(n))
+    dims[a], dims[b] = dims[b], dims[a]
+    return apply(permute_op, input, dims=tuple(dims))
+
+
+swapaxes = swapdims = transpose
+
+
+def t(input):
+    if input.ndim > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
+    return transpose(input, 0, 1) if input.ndim == 2 else input
+
+
+def movedim(input, source, destination):
+    src = [source] if isinstance(source, int) else list(source)
+    dst = [destination] if isinstance(destination, int) else list(destination)
+    n = input.ndim
+    src = [wrap_dim(d, n, "movedim") for d in src]
+    dst = [wrap_dim(d, n, "movedim") for d in dst]
+    order = [None] * n
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(d for d in range(n) if d not in src)
+    order = [o if o is not None else next(rest) for o in order]
+    return permute(input, order)
+
+
+# expand -------------------------------------------------------------------------------------------
+
+
+def _expand_geometry(shape, stride, offset, *, size):
+    lead = len(size) - len(shape)
+    out_stride = []
+    for i, n in enumerate(size):
+        if i < lead:
+            out_stride.append(0)
+            continue
+        old = shape[i - lead]
+        out_stride.append(stride[i - lead] if old == n else 0)
+    return tuple(size), tuple(out_stride), offset
+
+
+expand_op = define(
+    "expand",
+    meta=_view_meta(_expand_geometry),
+    view=_view_rule(_expand_geometry),
+    backward=lambda ctx, grad: reduce_grad(grad, ctx.input_shapes[0]),
+    backward_name="ExpandBackward0",
+)
+
+
+def expand(self, *sizes):
+    sizes = _shape_args(sizes)
+    shape = tuple(self.shape)
+    if len(sizes) < len(shape):
+        raise RuntimeError(
+            f"expand: the number of sizes provided ({len(sizes)}) must be greater or equal to the number of "
+            f"dimensions in the tensor ({len(shape)})"
+        )
+    lead = len(sizes) - len(shape)
+    out = []
+    for i, n in enumerate(sizes):
+        if i < lead:
+            if n < 0:
+                raise RuntimeError(f"expand: -1 is not allowed in a leading, non-existing dimension {i}")
+            out.append(n)
+            continue
+        old = shape[i - lead]
+        n = old if n == -1 else n
+        if old != n and old != 1:
+            raise RuntimeError(
+                f"expand: the expanded size of the tensor ({n}) must match the existing size ({old}) at "
+                f"non-singleton dimension {i}. Target sizes: {list(sizes)}. Tensor sizes: {list(shape)}"
+            )
+        out.append(n)
+    out = tuple(out)
+    if out == shape:
+        return self
+    return apply(expand_op, self, size=out)
+
+
+def expand_as(self, other):
+    return expand(self, tuple(other.shape))
+
+
+# slicing ------------------------------------------------------------------------------------------
+
+
+def _index_geometry(shape, stride, offset, *, spec):
+    """Geometry of basic indexing. ``spec`` items: ("i", index), ("s", start, length, step), ("n",)."""
+    out_shape, out_stride = [], []
+    d = 0
+    for item in spec:
+        kind = item[0]
+        if kind == "n":
+            out_shape.append(1)
+            out_stride.append(stride[d] * shape[d] if d < len(shape) else 1)
+        elif kind == "i":
+            offset += item[1] * stride[d]
+            d += 1
+        else:
+            _, start, length, step = item
+            offset += start * stride[d] if length else 0
+            out_shape.append(length)
+            out_stride.append(stride[d] * step)
+            d += 1
+    out_shape.extend(shape[d:])
+    out_stride.extend(stride[d:])
+    return tuple(out_shape), tuple(out_stride), offset
+
+
+index_view_op = define(
+    "index_view",
+    meta=_view_meta(_index_geometry),
+    view=_view_rule(_index_geometry),
+    backward=_scatter_into_zeros(_index_geometry),
+    backward_name="SliceBackward0",
+)
+
+
+def basic_index_spec(shape, index) -> tuple | None:
+    """Normalize a basic index (ints, slices, None, Ellipsis) to a spec; None if it is advanced."""
+    if not isinstance(index, tuple):
+        index = (index,)
+    for item in index:
+        if not (item is None or item is Ellipsis or isinstance(item, (int, slice)) and not isinstance(item, bool)):
+            if hasattr(item, "__index__") and not hasattr(item, "shape"):
+                continue
+            return None
+    consumed = sum(1 for item in index if item is not None and item is not Ellipsis)
+    if consumed > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    spec = []
+    d = 0
+    for item in index:
+        if item is Ellipsis:
+            fill = len(shape) - consumed
+            for _ in range(fill):
+                spec.append(("s", 0, shape[d], 1))
+                d += 1
+            consumed = len(shape)  # a second Ellipsis expands to nothing
+        elif item is None:
+            spec.append(("n",))
+        elif isinstance(item, slice):
+            start, stop, step = item.indices(shape[d])
+            if item.step is not None and item.step <= 0:
+                raise ValueError("step must be greater than zero")
+            length = len(range(start, stop, step))
+            spec.append(("s", start if length else 0, length, step))
+            d += 1
+        else:
+            i = item.__index__()
+            n = shape[d]
+            if not -n <= i < n:
+                raise IndexError(f"index {i} is out of bounds for dimension {d} with size {n}")
+            spec.append(("i", i % n))
+            d += 1
+    return tuple(spec)
+
+
+def index_basic(input, spec):
+    return apply(index_view_op, input, spec=spec)
+
+
+def narrow(input, dim: int, start: int, length: int):
+    d = wrap_dim(dim, input.ndim, "narrow")
+    n = input.shape[d]
+    if hasattr(start, "item"):
+        start = int(start.item())
+    if start < 0:
+        start += n
+    if not (0 <= start <= n and 0 <= length and start + length <= n):
+        raise IndexError(f"narrow: start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    spec = tuple(("s", 0, input.shape[i], 1) for i in range(d)) + (("s", start, length, 1),)
+    return apply(index_view_op, input, spec=spec)
+
+
+def select(input, dim: int, index: int):
+    d = wrap_dim(dim, input.ndim, "select")
+    n = input.shape[d]
+    if not -n <= index < n:
+        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension {d}")
+    spec = tuple(("s", 0, input.shape[i], 1) for i in range(d)) + (("i", index % n),)
+    return apply(index_view_op, input, spec=spec)
+
+
+# as_strided and unfold --------------------------------------------------------------------------
+
+
+def _as_strided_geometry(shape, stride, offset, *, size, stride_out, storage_offset):
+    return tuple(size), tuple(stride_out), storage_offset
+
+
+def _as_strided_backward(ctx, grad):
+    # Relative to the input's own start: PyTorch's as_strided offsets address the storage.
+    attrs = ctx.attrs
+    shape = tuple(ctx.input_shapes[0])
+    rel = attrs["storage_offset"] - attrs["input_offset"]
+    return apply(
+        strided_scatter_add_op, grad, shape=shape, size=tuple(attrs["size"]), stride=tuple(attrs["stride_out"]), storage_offset=rel
+    )
+
+
+as_strided_op = define(
+    "as_strided",
+    meta=lambda x, **a: Meta(tuple(a["size"]), x.dtype),
+    view=lambda x, **a: (tuple(a["size"]), tuple(a["stride_out"]), a["storage_offset"]),
+    backward=_as_strided_backward,
+    backward_name="AsStridedBackward0",
+)
+
+
+def as_strided(input, size, stride, storage_offset=None):
+    size, stride = tuple(size), tuple(stride)
+    if len(size) != len(stride):
+        raise RuntimeError(f"as_strided: mismatch in length of strides ({len(stride)}) and shape ({len(size)})")
+    offset = input.storage_offset() if storage_offset is None else int(storage_offset)
+    if any(s < 0 for s in stride):
+        raise RuntimeError("as_strided: negative strides are not supported")
+    if all(n > 0 for n in size):
+        last = offset + sum((n - 1) * s for n, s in zip(size, stride))
+        if last >= input._storage.data.shape[0] if hasattr(input._storage.data, "shape") else False:
+            raise RuntimeError(
+                f"as_strided: setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset} are "
+                f"out of bounds for storage of size {input._storage.data.shape[0]}"
+            )
+    if not input.is_contiguous() and input._requires_grad:
+        raise RuntimeError("as_strided: gradients through as_strided of a non-contiguous tensor are not supported")
+    return apply(as_strided_op, input, size=size, stride_out=stride, storage_offset=offset, input_offset=input.storage_offset())
+
+
+def _unfold_geometry(shape, stride, offset, *, dimension, size, step):
+    n = shape[dimension] if shape else 1
+    count = (n - size) // step + 1
+    st = stride[dimension] if shape else 1
+    out_shape = tuple(shape[:dimension]) + (count,) + tuple(shape[dimension + 1 :]) + (size,)
+    out_stride = tuple(stride[:dimension]) + (st * step,) + tuple(stride[dimension + 1 :]) + (st,)
+    return out_shape, out_stride, offset
+
+
+unfold_op = define(
+    "unfold",
+    meta=_view_meta(_unfold_geometry),
+    view=_view_rule(_unfold_geometry),
+    backward=_scatter_add_into_zeros(_unfold_geometry),
+    backward_name="UnfoldBackward0",
+)
+
+
+def unfold(self, dimension: int, size: int, step: int):
+    """Sliding windows of ``size`` along ``dimension`` (a view; windows may overlap)."""
+    d = wrap_dim(dimension, self.ndim, "unfold")
+    n = self.shape[d] if self.ndim else 1
+    if size > n:
+        raise RuntimeError(f"unfold: maximum size for tensor at dimension {d} is {n} but size is {size}")
+    if step <= 0:
+        raise RuntimeError(f"unfold: step is {step} but must be > 0")
+    return apply(unfold_op, self, dimension=d, size=size, step=step)
+
+
+# copies ---------------------------------------------------------------------------------------
+
+
+clone_op = define("clone", meta=_same_meta, backward=lambda ctx, grad: grad, backward_name="CloneBackward0")
+
+
+def clone(input, *, memory_format=None):
+    return apply(clone_op, input)
+
+
+def contiguous(self, memory_format=None):
+    return self if self.is_contiguous() else apply(clone_op, self)
+
+
+def _as_strided_scatter_backward(ctx, grad):
+    a = ctx.attrs
+    g_input = g_src = None
+    if ctx.needs_input_grad[0]:
+        from munet.ops.creation import zeros
+
+        g_input = as_strided_scatter(grad, zeros(a["size"], dtype=grad.dtype, device=grad.device), a["size"], a["stride"], a["storage_offset"])
+    if ctx.needs_input_grad[1]:
+        g = contiguous(grad)
+        g_src = as_strided(g, a["size"], a["stride"], g.storage_offset() + a["storage_offset"])
+    return g_input, g_src
+
+
+as_strided_scatter_op = define(
+    "as_strided_scatter",
+    inputs=("self", "src"),
+    meta=lambda x, src, **_: Meta(x.shape, x.dtype),
+    backward=_as_strided_scatter_backward,
+    backward_name="AsStridedScatterBackward0",
+)
+
+
+def as_strided_scatter(input, src, size, stride, storage_offset: int = 0):
+    """A contiguous copy of ``input`` whose strided region (relative to its start) is ``src``."""
+    if tuple(src.shape) != tuple(size):
+        raise RuntimeError(f"as_strided_scatter: expected src of shape {list(size)}, got {list(src.shape)}")
+    if src.dtype is not input.dtype:
+        src = src.to(input.dtype)
+    return apply(as_strided_scatter_op, input, src, size=tuple(size), stride=tuple(stride), storage_offset=int(storage_offset))
+
+
+def _strided_scatter_add_meta(grad, *, shape, size, stride, storage_offset):
+    return Meta(tuple(shape), grad.dtype)
+
+
+def _strided_scatter_add_backward(ctx, grad):
+    a = ctx.attrs
+    g = contiguous(grad)
+    return as_strided(g, a["size"], a["stride"], g.storage_offset() + a["storage_offset"])
+
+
+strided_scatter_add_op = define(
+    "strided_scatter_add",
+    meta=_strided_scatter_add_meta,
+    backward=_strided_scatter_add_backward,
+    backward_name="AsStridedBackward1",
+)

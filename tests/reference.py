@@ -1,0 +1,174 @@
+"""Comparing MuNet with PyTorch (the numerical reference) on the same random inputs.
+
+``check(munet_fn, torch_fn, *inputs)`` runs both functions on equal inputs, compares the
+outputs, then backpropagates the same random upstream gradient through both and compares
+the input gradients. Inputs are NumPy arrays (floating arrays get ``requires_grad``) or
+plain Python values passed through unchanged.
+
+Default tolerances: float64 rtol=1e-7 atol=1e-9; float32 rtol=1e-5 atol=1e-6;
+float16 / bfloat16 rtol=atol=1e-2 (bfloat16 2e-2).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+import munet
+
+TOL = {
+    "float64": (1e-7, 1e-9),
+    "float32": (1e-5, 1e-6),
+    "float16": (1e-2, 1e-2),
+    "bfloat16": (2e-2, 2e-2),
+}
+
+
+def rng(seed: int = 0) -> np.random.Generator:
+    return np.random.default_rng(seed)
+
+
+def randn(*shape, dtype="float32", seed: int = 0) -> np.ndarray:
+    return rng(seed).standard_normal(shape).astype(_np_dtype(dtype))
+
+
+def _np_dtype(dtype):
+    if dtype == "bfloat16":
+        import ml_dtypes
+
+        return ml_dtypes.bfloat16
+    return np.dtype(dtype)
+
+
+def noncontiguous(arr: np.ndarray) -> np.ndarray:
+    """The same values laid out with non-unit strides (a strided slice of a bigger array)."""
+    big = np.zeros(tuple(2 * n for n in arr.shape), dtype=arr.dtype)
+    view = big[tuple(slice(None, None, 2) for _ in arr.shape)]
+    view[...] = arr
+    return view
+
+
+def to_torch(x):
+    """A torch tensor with the values of ``x`` (a munet tensor or NumPy array); bfloat16 kept."""
+    if isinstance(x, munet.Tensor):
+        x = x.detach().cpu().numpy()
+    arr = np.asarray(x)
+    if arr.dtype.name == "bfloat16":
+        return torch.from_numpy(np.ascontiguousarray(arr).view(np.uint16).astype(np.int16)).view(torch.bfloat16)
+    return torch.from_numpy(np.array(arr))
+
+
+def to_numpy(x) -> np.ndarray:
+    if isinstance(x, torch.Tensor):
+        x = x.detach()
+        if x.dtype == torch.bfloat16:
+            return x.float().numpy()
+        return x.numpy()
+    if isinstance(x, munet.Tensor):
+        arr = x.detach().cpu().numpy()
+        return arr.astype(np.float32) if arr.dtype.name == "bfloat16" else arr
+    return np.asarray(x)
+
+
+def _make_inputs(inputs, requires_grad: bool):
+    m_in, t_in = [], []
+    for x in inputs:
+        if isinstance(x, np.ndarray):
+            floating = x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+            # Keep the layout: munet.from_numpy shares the (possibly strided) array.
+            m = munet.from_numpy(x.copy() if x.flags.c_contiguous else x)
+            t = to_torch(x)
+            if requires_grad and floating:
+                m.requires_grad_(True)
+                t.requires_grad_(True)
+            m_in.append(m)
+            t_in.append(t)
+        else:
+            m_in.append(x)
+            t_in.append(x)
+    return m_in, t_in
+
+
+def assert_close(actual, expected, rtol=None, atol=None, what="output", equal_nan=True):
+    """Compare a munet result with a torch result: shape, dtype and values."""
+    if isinstance(expected, (tuple, list)):
+        assert isinstance(actual, (tuple, list)) and len(actual) == len(expected), f"{what}: structure differs"
+        for i, (a, e) in enumerate(zip(actual, expected)):
+            assert_close(a, e, rtol, atol, f"{what}[{i}]", equal_nan)
+        return
+    if not isinstance(expected, torch.Tensor):
+        assert actual == expected or (np.isnan(actual) and np.isnan(expected)), f"{what}: {actual} != {expected}"
+        return
+    assert isinstance(actual, munet.Tensor), f"{what}: expected a munet.Tensor, got {type(actual).__name__}"
+    assert tuple(actual.shape) == tuple(expected.shape), f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    t_dtype = str(expected.dtype).replace("torch.", "")
+    assert actual.dtype.name == t_dtype, f"{what}: dtype {actual.dtype.name} != {t_dtype}"
+    default_rtol, default_atol = TOL.get(t_dtype, (0, 0))
+    rtol = default_rtol if rtol is None else rtol
+    atol = default_atol if atol is None else atol
+    a, e = to_numpy(actual), to_numpy(expected)
+    if a.dtype.kind in "biu":
+        np.testing.assert_array_equal(a, e, err_msg=what)
+    else:
+        np.testing.assert_allclose(
+            a.astype(np.float64), e.astype(np.float64), rtol=rtol, atol=atol, equal_nan=equal_nan, err_msg=what
+        )
+
+
+def check(munet_fn, torch_fn, *inputs, grad: bool = True, rtol=None, atol=None, grad_rtol=None, grad_atol=None, seed=1):
+    """Forward (and gradients, when ``grad``) of ``munet_fn`` equal ``torch_fn``'s."""
+    m_in, t_in = _make_inputs(inputs, requires_grad=grad)
+    m_out = munet_fn(*m_in)
+    t_out = torch_fn(*t_in)
+    assert_close(m_out, t_out, rtol, atol)
+    if not grad:
+        return m_out
+    m_outs = m_out if isinstance(m_out, (tuple, list)) else (m_out,)
+    t_outs = t_out if isinstance(t_out, (tuple, list)) else (t_out,)
+    m_diff, t_diff, upstream_m = [], [], []
+    r = rng(seed)
+    for mo, to in zip(m_outs, t_outs):
+        if isinstance(to, torch.Tensor) and to.requires_grad and to.dtype.is_floating_point:
+            g = r.standard_normal(tuple(to.shape)).astype(np.float64)
+            m_diff.append(mo)
+            t_diff.append(to)
+            upstream_m.append(g)
+    if not t_diff:
+        return m_out
+    t_grads_in = [to_torch(g.astype(to_numpy(t).dtype)).to(t.dtype) for g, t in zip(upstream_m, t_diff)]
+    m_grads_in = [munet.tensor(g).to(m.dtype) for g, m in zip(upstream_m, m_diff)]
+    torch.autograd.backward(t_diff, t_grads_in)
+    munet.autograd.backward(m_diff, m_grads_in)
+    for i, (m, t) in enumerate(zip(m_in, t_in)):
+        if isinstance(t, torch.Tensor) and t.requires_grad:
+            if t.grad is None:
+                assert m.grad is None or not np.any(to_numpy(m.grad)), f"grad of input {i}: torch has none"
+                continue
+            assert m.grad is not None, f"grad of input {i}: munet computed none"
+            assert_close(m.grad, t.grad, grad_rtol or rtol, grad_atol or atol, what=f"grad of input {i}")
+    return m_out
+
+
+def gradcheck(fn, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-4) -> None:
+    """Finite differences in float64 against munet's backward, for every floating input."""
+    m_in = [munet.tensor(x, dtype=munet.float64, requires_grad=True) if isinstance(x, np.ndarray) else x for x in inputs]
+    out = fn(*m_in)
+    r = rng(3)
+    upstream = r.standard_normal(tuple(out.shape))
+    (out * munet.tensor(upstream)).sum().backward()
+    for k, x in enumerate(inputs):
+        if not isinstance(x, np.ndarray):
+            continue
+        numeric = np.zeros(x.shape)
+        flat = x.astype(np.float64).reshape(-1)
+        for i in range(flat.size):
+            plus, minus = flat.copy(), flat.copy()
+            plus[i] += eps
+            minus[i] -= eps
+            args_p = [munet.tensor(plus.reshape(x.shape)) if j == k else (munet.tensor(v, dtype=munet.float64) if isinstance(v, np.ndarray) else v) for j, v in enumerate(inputs)]
+            args_m = [munet.tensor(minus.reshape(x.shape)) if j == k else (munet.tensor(v, dtype=munet.float64) if isinstance(v, np.ndarray) else v) for j, v in enumerate(inputs)]
+            with munet.no_grad():
+                fp = (fn(*args_p).numpy() * upstream).sum()
+                fm = (fn(*args_m).numpy() * upstream).sum()
+            numeric.reshape(-1)[i] = (fp - fm) / (2 * eps)
+        np.testing.assert_allclose(m_in[k].grad.numpy(), numeric, atol=atol, rtol=rtol, err_msg=f"gradcheck input {k}")
