@@ -29,6 +29,7 @@ def _collect(root_nodes, wanted_keys):
     are kept, so unrelated parts of the graph are not executed.
     """
     deps: dict[Node, int] = {}
+    capture_only: set = set()
     seen = set()
     order = []
     stack = list(root_nodes)
@@ -53,18 +54,22 @@ def _collect(root_nodes, wanted_keys):
                         useful.add(node)
                 elif edge[0] in useful or (id(edge[0]), edge[1]) in wanted_keys:
                     useful.add(node)
-            if node.retained is not None:
-                for nr in node.retained:
-                    if (id(node), nr) in wanted_keys:
-                        useful.add(node)
+        # Nodes whose outputs are wanted but lead to no wanted input: collect their incoming
+        # gradient, never run them.
+        capture_only = {
+            n for n in order if n not in useful and any((id(n), nr) in wanted_keys for nr in range(len(n.output_shapes)))
+        }
+        useful |= capture_only
     for node in order:
         if useful is not None and node not in useful:
             continue
         deps.setdefault(node, 0)
+        if node in capture_only:
+            continue
         for edge in node.next_edges:
             if edge is not None and edge[1] >= 0 and (useful is None or edge[0] in useful):
                 deps[edge[0]] = deps.get(edge[0], 0) + 1
-    return deps
+    return deps, capture_only
 
 
 def _accumulate(buffer: list, index: int, grad) -> None:
@@ -112,7 +117,7 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, i
         _accumulate(buf, nr, g)
         root_nodes.append(node)
 
-    deps = _collect(root_nodes, wanted)
+    deps, capture_only = _collect(root_nodes, wanted)
     ready = [(-n.seq, n) for n in set(root_nodes) if deps.get(n, 0) == 0 and n in deps]
     heapq.heapify(ready)
     prev_enabled = _State.enabled
@@ -126,6 +131,8 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, i
                 for nr, g in enumerate(grads):
                     for i in wanted.get((id(node), nr), ()):
                         captured[i] = g
+            if node in capture_only:
+                continue
             if any(g is not None for g in grads):
                 _execute(node, grads, buffers, leaf_grads, deps, ready, retain_graph)
             elif not retain_graph:
