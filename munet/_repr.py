@@ -46,7 +46,8 @@ def _format_data(t) -> str:
         fmt = _float_formatter(shown.astype(np.float64))
         formatter = {"float_kind": lambda v: fmt(float(v))}
     elif t.dtype is D.bool_:
-        formatter = {"bool": lambda v: "True" if v else "False"}
+        width = 5 if arr.size and not arr.all() else 4
+        formatter = {"bool": lambda v: ("True" if v else "False").rjust(width)}
     else:
         shown = _edge_values(arr) if summarize else arr.reshape(-1)
         width = max((len(str(int(v))) for v in shown), default=1)

@@ -434,7 +434,7 @@ class Tensor:
             raise RuntimeError(f"__dlpack__: only cpu tensors can be exported, this tensor is on {self.device}")
         if self._dtype is D.bfloat16:
             raise RuntimeError("__dlpack__: NumPy cannot export bfloat16 through DLPack; cast with .float() first")
-        return self._data.__dlpack__(**kwargs) if kwargs else self._data.__dlpack__()
+        return self._data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
         return (1, 0)

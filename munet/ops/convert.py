@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import builtins
+
 from munet import _dtype as D
 from munet._device import as_device, get_backend
 from munet.ops._registry import Meta, apply, define, record_history
@@ -65,7 +67,7 @@ def _parse_to_args(args, kwargs):
             dtype = a
         elif isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
-        elif isinstance(a, bool):
+        elif isinstance(a, builtins.bool):
             continue
         elif a is not None:
             device = a
@@ -90,7 +92,7 @@ def cpu(self):
 
 
 def cuda(self, device=None):
-    return to_device(self, "cuda" if device is None else f"cuda:{device}" if isinstance(device, int) else device)
+    return to_device(self, "cuda" if device is None else f"cuda:{device}" if isinstance(device, builtins.int) else device)
 
 
 def float(self):  # noqa: A001 - PyTorch's method name

@@ -17,6 +17,7 @@ __all__ = [
     "empty",
     "empty_like",
     "eye",
+    "from_dlpack",
     "from_numpy",
     "full",
     "full_like",
@@ -220,6 +221,15 @@ def from_numpy(array: np.ndarray):
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
     return Tensor._from_numpy(array, "cpu")
+
+
+def from_dlpack(ext):
+    """Zero-copy import of any DLPack-capable host array (PyTorch, NumPy, JAX, ...)."""
+    try:
+        array = np.from_dlpack(ext)
+    except (TypeError, BufferError, RuntimeError) as exc:
+        raise TypeError(f"from_dlpack: cannot import {type(ext).__name__} through DLPack: {exc}") from exc
+    return from_numpy(array)
 
 
 def scalar_tensor(value, *, dtype=None, device=None, requires_grad: bool = False):

@@ -30,7 +30,9 @@ def linspace(*, start, end, steps, dtype):
     if not dtype.is_floating_point:
         return np.linspace(start, end, steps).astype(np.int64).astype(dtype.np)
     # PyTorch fills the first half from start and the second half from end.
-    step = (end - start) / (steps - 1) if steps > 1 else 0.0
+    if steps == 1:
+        return np.full(1, start, dtype=dtype.np)
+    step = (end - start) / (steps - 1)
     idx = np.arange(steps, dtype=np.float64)
     half = steps // 2
     out = np.where(idx < half, start + step * idx, end - step * (steps - 1 - idx))
