@@ -139,6 +139,10 @@ def _combine_categories(higher: dtype | None, lower: dtype | None) -> dtype | No
 
 def result_type(*operands) -> dtype:
     """The dtype of an op over ``operands`` (tensors and Python scalars), as PyTorch computes it."""
+    if len(operands) == 2:
+        fast = _result_type_fast(*operands)
+        if fast is not None:
+            return fast
     dim_result = zero_result = wrapped_result = None
     for x in operands:
         d = getattr(x, "dtype", None)
@@ -154,6 +158,19 @@ def result_type(*operands) -> dtype:
     if result is None:
         raise TypeError("result_type: expected at least one tensor or number")
     return result
+
+
+def _result_type_fast(a, b):
+    """The common cases: two tensors of one dtype, or a tensor and a number of a lower category."""
+    da = getattr(a, "dtype", None)
+    db = getattr(b, "dtype", None)
+    if da is not None and da is db:
+        return da
+    if isinstance(da, dtype) and db is None and isinstance(b, (int, float)):
+        category = 2 if isinstance(b, float) else (0 if isinstance(b, bool) else 1)
+        if category <= da.category and not (category == 1 and da is bool_):
+            return da
+    return None
 
 
 def can_cast(from_: dtype, to: dtype) -> bool:

@@ -51,13 +51,23 @@ class Storage:
         return self.backend.device
 
 
+_STRIDES: dict[tuple, tuple] = {}
+
+
 def contiguous_strides(shape) -> tuple:
+    """Row-major strides (in elements) for ``shape``."""
+    cached = _STRIDES.get(shape)
+    if cached is not None:
+        return cached
     strides = []
     acc = 1
     for s in reversed(shape):
         strides.append(acc)
         acc *= max(s, 1)
-    return tuple(reversed(strides))
+    result = tuple(reversed(strides))
+    if len(_STRIDES) < 4096:
+        _STRIDES[tuple(shape)] = result
+    return result
 
 
 class Tensor:

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Callable, NamedTuple
 
 from munet._device import DeviceError
+from munet._tensor import Tensor as _Tensor
 from munet.autograd.grad_mode import _State
 from munet.autograd.node import Node, SavedTensor
 
@@ -94,15 +95,6 @@ class _Tracing:
     tracer = None
 
 
-def _tensor_type():
-    from munet._tensor import Tensor
-
-    return Tensor
-
-
-_Tensor = None
-
-
 def _flat_tensors(op: Op, args) -> list:
     if not op.variadic:
         return list(args)
@@ -152,9 +144,6 @@ def _kernel(op: Op, backend, suffix: str = ""):
 
 def apply(op: Op, *args, **attrs):
     """Run ``op`` on ``args`` (tensors, numbers, lists of tensors for variadic ops)."""
-    global _Tensor
-    if _Tensor is None:
-        _Tensor = _tensor_type()
     flat = _flat_tensors(op, args)
     backend = _backend_of(op, flat)
     meta = op.meta(*args, **attrs)
@@ -233,9 +222,6 @@ def _inplace_meta_check(op: Op, self, meta) -> None:
 
 def apply_inplace(op: Op, self, *args, **attrs):
     """Run ``op(self, *args)`` and write the result into ``self`` (and every view of it)."""
-    global _Tensor
-    if _Tensor is None:
-        _Tensor = _tensor_type()
     flat = [self, *_flat_tensors(op, args)]
     backend = _backend_of(op, flat)
     meta = op.meta(self, *args, **attrs)
@@ -259,14 +245,14 @@ def apply_inplace(op: Op, self, *args, **attrs):
 
 
 def _inplace_with_history(op: Op, self, args, attrs):
-    from munet.ops import movement
+    from munet.ops import view as views
 
     if self._grad_fn is None and self._requires_grad:
         raise RuntimeError(
             f"{op.name}_: a leaf Variable that requires grad is being used in an in-place operation."
         )
     reads_self = any(role == "self" for role, _ in op.saves)
-    source = movement.clone(self) if reads_self else self
+    source = views.clone(self) if reads_self else self
     result = apply(op, source, *args, **attrs)
     if result.dtype is not self.dtype:
         result = result.to(self.dtype)
@@ -282,7 +268,7 @@ def rebase_history(self, result) -> None:
     When ``self`` is a view, the history of its base becomes "the old base with this
     region replaced by ``result``" (``as_strided_scatter``), and ``self`` a view of that.
     """
-    from munet.ops import movement
+    from munet.ops import view as views
 
     base = self._base
     if base is None:
@@ -295,16 +281,13 @@ def rebase_history(self, result) -> None:
             "supported; call .contiguous() on the base tensor first"
         )
     geometry = dict(size=tuple(self.shape), stride=tuple(self.stride()), storage_offset=self._offset - base._offset)
-    record_history(movement.as_strided_scatter_op, (base, result), geometry, [base, result], (base,))
-    view = movement.as_strided(base, self.shape, self.stride(), self._offset)
+    record_history(views.as_strided_scatter_op, (base, result), geometry, [base, result], (base,))
+    view = views.as_strided(base, self.shape, self.stride(), self._offset)
     self._grad_fn, self._output_nr, self._requires_grad = view._grad_fn, view._output_nr, view._requires_grad
 
 
 def apply_factory(op: Op, device, **attrs):
     """Run a creation op (no tensor inputs) on ``device``: ``full``, ``arange``, random bits."""
-    global _Tensor
-    if _Tensor is None:
-        _Tensor = _tensor_type()
     from munet._device import as_device, get_backend
 
     backend = get_backend(as_device(device))

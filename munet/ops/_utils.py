@@ -3,21 +3,22 @@
 from __future__ import annotations
 
 from munet import _dtype as D
+from munet._tensor import Tensor
 from munet.ops._registry import Meta
 
 
 def is_tensor(x) -> bool:
-    from munet._tensor import Tensor
-
     return isinstance(x, Tensor)
 
 
 def shape_of(x) -> tuple:
-    return tuple(x.shape) if hasattr(x, "shape") and not isinstance(x, (int, float, bool)) else ()
+    return x._shape if isinstance(x, Tensor) else tuple(getattr(x, "shape", ()))
 
 
 def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
     """PyTorch/NumPy broadcasting of shapes; raises naming ``op`` when they don't broadcast."""
+    if len(shapes) == 2 and shapes[0] == shapes[1]:
+        return tuple(shapes[0])
     ndim = max((len(s) for s in shapes), default=0)
     out = [1] * ndim
     for s in shapes:
