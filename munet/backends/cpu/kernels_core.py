@@ -57,7 +57,7 @@ def cast(x, *, dtype):
 
 @kernel("clone")
 def clone(x):
-    return np.array(x, copy=True, order="K" if x.flags.f_contiguous or x.flags.c_contiguous else "C")
+    return np.array(x, copy=True, order="C")
 
 
 @kernel("copy")
