@@ -28,6 +28,8 @@ class CpuBackend:
 
     def view(self, buffer: np.ndarray, shape, stride, offset: int, dtype=None) -> np.ndarray:
         itemsize = buffer.itemsize
+        if 0 in shape:
+            offset = 0  # an empty view may start past the end of its storage, as in PyTorch
         return np.ndarray(
             shape, dtype=buffer.dtype, buffer=buffer, offset=offset * itemsize, strides=[s * itemsize for s in stride]
         )
