@@ -1,7 +1,318 @@
-"""(to be filled) ops of the normalization family."""
+"""Normalization: layer_norm, rms_norm, batch_norm, group_norm, instance_norm, normalize.
+
+Every normalization is built on one primitive, ``standardize``: over ``dims`` it returns
+``xhat = (x - mean) * rstd`` (or ``x * rstd`` without centering, for RMS norm) and
+``rstd = 1 / sqrt(var + eps)`` (kept dims). The CPU kernel fuses the two moments in one
+place; the gradient is the analytic formula written with public ops, and both outputs are
+differentiable, so double backward is exact. Affine weight/bias and running statistics are
+plain ops around it.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
-__functional__: list[str] = []
+import ml_dtypes
+import numpy as np
+
+from munet import _dtype as D
+from munet.autograd.grad_mode import no_grad
+from munet.ops._registry import Meta, apply, define
+from munet.ops._utils import wrap_dim
+
+__all__ = ["layer_norm", "rms_norm", "batch_norm", "group_norm", "instance_norm"]
+__functional__ = [
+    "layer_norm",
+    "rms_norm",
+    "batch_norm",
+    "group_norm",
+    "instance_norm",
+    "normalize",
+    "local_response_norm",
+]
 __tensor_methods__: list[str] = []
+
+
+# the primitive ------------------------------------------------------------------------------------
+
+
+def _standardize_meta(x, *, dims, eps, center):
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"standardize: expected a floating point input, got {x.dtype.name}")
+    kept = tuple(1 if i in dims else n for i, n in enumerate(x.shape))
+    return Meta(tuple(x.shape), x.dtype), Meta(kept, x.dtype)
+
+
+def _standardize_backward(ctx, g, g_rstd):
+    xhat = ctx.saved_tensor("result")
+    rstd = ctx.saved_tensor("rstd")
+    dims = ctx.attrs["dims"]
+    count = 1
+    for d in dims:
+        count *= ctx.input_shapes[0][d]
+    grad = None
+    if g is not None:
+        inner = g - xhat * (g * xhat).mean(dims, keepdim=True)
+        if ctx.attrs["center"]:
+            inner = inner - g.mean(dims, keepdim=True)
+        grad = inner * rstd
+    if g_rstd is not None:
+        # d rstd / dx_i = -rstd^2 * xhat_i / count (with or without centering)
+        term = xhat * (g_rstd * rstd * rstd) * (-1.0 / max(count, 1))
+        grad = term if grad is None else grad + term
+    return grad
+
+
+standardize_op = define(
+    "standardize",
+    outputs=("result", "rstd"),
+    meta=_standardize_meta,
+    backward=_standardize_backward,
+    saves=("result", "rstd"),
+    backward_name="NativeLayerNormBackward0",
+)
+
+
+def standardize(x, dims: tuple, eps: float, center: bool = True):
+    """``((x - mean) * rstd, rstd)`` over ``dims`` (``x * rstd`` when not ``center``)."""
+    return apply(standardize_op, x, dims=tuple(dims), eps=float(eps), center=bool(center))
+
+
+# helpers ---------------------------------------------------------------------------------------------
+
+
+def _finfo_eps(dtype) -> float:
+    if dtype is D.bfloat16:
+        return float(ml_dtypes.finfo(ml_dtypes.bfloat16).eps)
+    return float(np.finfo(dtype.np).eps)
+
+
+def _normalized_shape(normalized_shape, input, op: str) -> tuple:
+    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    k = len(shape)
+    if k == 0:
+        raise RuntimeError(f"{op}: expected normalized_shape to be at least 1-dimensional, got {list(shape)}")
+    if input.ndim < k or tuple(input.shape[input.ndim - k :]) != shape:
+        raise RuntimeError(
+            f"{op}: given normalized_shape={list(shape)}, expected input with shape [*, {', '.join(map(str, shape))}], "
+            f"but got input of size {list(input.shape)}"
+        )
+    return shape
+
+
+def _check_param(param, shape, name: str, op: str) -> None:
+    if param is not None and tuple(param.shape) != tuple(shape):
+        raise RuntimeError(f"{op}: expected {name} of shape {list(shape)}, got {list(param.shape)}")
+
+
+def _channel_view(param, ndim: int):
+    """A (C,) parameter viewed as (1, C, 1, ..., 1) to broadcast over (N, C, *)."""
+    return param.reshape((1, -1) + (1,) * (ndim - 2))
+
+
+def _affine(out, weight, bias):
+    if weight is not None:
+        out = out * weight
+    if bias is not None:
+        out = out + bias
+    return out
+
+
+def _check_float(input, op: str) -> None:
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{op}: expected a floating point input, got {input.dtype.name}")
+
+
+# layer / rms norm ------------------------------------------------------------------------------------
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """Normalize over the trailing ``normalized_shape`` dims, then ``* weight + bias``."""
+    _check_float(input, "layer_norm")
+    shape = _normalized_shape(normalized_shape, input, "layer_norm")
+    _check_param(weight, shape, "weight", "layer_norm")
+    _check_param(bias, shape, "bias", "layer_norm")
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    xhat, _ = standardize(input, dims, eps, center=True)
+    return _affine(xhat, weight, bias)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing dims; ``eps=None`` is the dtype's epsilon."""
+    _check_float(input, "rms_norm")
+    shape = _normalized_shape(normalized_shape, input, "rms_norm")
+    _check_param(weight, shape, "weight", "rms_norm")
+    if eps is None:
+        eps = _finfo_eps(input.dtype)
+    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    xhat, _ = standardize(input, dims, eps, center=False)
+    return _affine(xhat, weight, None)
+
+
+# batch / instance norm ------------------------------------------------------------------------------------
+
+
+def _update_running(running, stat, momentum: float) -> None:
+    with no_grad():
+        running.copy_(running * (1.0 - momentum) + stat.to(running.dtype) * momentum)
+
+
+def _batch_stats(input, dims):
+    """Mean and unbiased variance over ``dims`` (for running statistics; no gradient)."""
+    with no_grad():
+        count = 1
+        for d in dims:
+            count *= input.shape[d]
+        mean = input.mean(dims, keepdim=True)
+        centered = input - mean
+        var = (centered * centered).sum(dims, keepdim=True) / max(count - 1, 1)
+    return mean, var
+
+
+def _eval_normalize(input, running_mean, running_var, eps: float, op: str):
+    if running_mean is None or running_var is None:
+        raise RuntimeError(f"{op}: running_mean and running_var must be defined when not using batch statistics")
+    import munet
+
+    mean = _channel_view(running_mean, input.ndim)
+    scale = munet.rsqrt(_channel_view(running_var, input.ndim) + eps)
+    return (input - mean) * scale
+
+
+def batch_norm(
+    input,
+    running_mean,
+    running_var,
+    weight=None,
+    bias=None,
+    training: bool = False,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+):
+    """Batch normalization over (N, C, *) per channel C.
+
+    In training it normalizes with the batch statistics and, when running statistics are
+    given, updates them in place (without gradient) with ``momentum`` and the unbiased
+    variance, like PyTorch; otherwise it normalizes with ``running_mean``/``running_var``.
+    """
+    _check_float(input, "batch_norm")
+    if input.ndim < 2:
+        raise ValueError(f"batch_norm: expected input of rank >= 2 (N, C, *), got shape {list(input.shape)}")
+    channels = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        _check_param(t, (channels,), name, "batch_norm")
+    if training:
+        dims = (0,) + tuple(range(2, input.ndim))
+        count = 1
+        for d in dims:
+            count *= input.shape[d]
+        if count == 1:
+            raise ValueError(
+                f"Expected more than 1 value per channel when training, got input size {list(input.shape)}"
+            )
+        out, _ = standardize(input, dims, eps, center=True)
+        if running_mean is not None or running_var is not None:
+            mean, var = _batch_stats(input, dims)
+            if running_mean is not None:
+                _update_running(running_mean, mean.reshape(-1), momentum)
+            if running_var is not None:
+                _update_running(running_var, var.reshape(-1), momentum)
+    else:
+        out = _eval_normalize(input, running_mean, running_var, eps, "batch_norm")
+    w = _channel_view(weight, input.ndim) if weight is not None else None
+    b = _channel_view(bias, input.ndim) if bias is not None else None
+    return _affine(out, w, b)
+
+
+def instance_norm(
+    input,
+    running_mean=None,
+    running_var=None,
+    weight=None,
+    bias=None,
+    use_input_stats: bool = True,
+    momentum: float = 0.1,
+    eps: float = 1e-5,
+):
+    """Normalize each (sample, channel) over its spatial dims; running stats averaged over N."""
+    _check_float(input, "instance_norm")
+    if input.ndim < 3:
+        raise ValueError(f"instance_norm: expected input of rank >= 3 (N, C, *), got shape {list(input.shape)}")
+    channels = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        _check_param(t, (channels,), name, "instance_norm")
+    if use_input_stats:
+        dims = tuple(range(2, input.ndim))
+        count = 1
+        for d in dims:
+            count *= input.shape[d]
+        if count == 1:
+            raise ValueError(f"Expected more than 1 spatial element when training, got input size {list(input.shape)}")
+        out, _ = standardize(input, dims, eps, center=True)
+        if running_mean is not None or running_var is not None:
+            mean, var = _batch_stats(input, dims)
+            if running_mean is not None:
+                _update_running(running_mean, mean.reshape(input.shape[0], channels).mean(0), momentum)
+            if running_var is not None:
+                _update_running(running_var, var.reshape(input.shape[0], channels).mean(0), momentum)
+    else:
+        out = _eval_normalize(input, running_mean, running_var, eps, "instance_norm")
+    w = _channel_view(weight, input.ndim) if weight is not None else None
+    b = _channel_view(bias, input.ndim) if bias is not None else None
+    return _affine(out, w, b)
+
+
+def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """Normalize over groups of ``C // num_groups`` channels (and all spatial dims) per sample."""
+    _check_float(input, "group_norm")
+    if input.ndim < 2:
+        raise RuntimeError(f"group_norm: expected input of rank >= 2 (N, C, *), got shape {list(input.shape)}")
+    n, channels = input.shape[0], input.shape[1]
+    if num_groups <= 0 or channels % num_groups != 0:
+        raise RuntimeError(
+            f"group_norm: expected number of channels in input to be divisible by num_groups, but got input of "
+            f"shape {list(input.shape)} and num_groups={num_groups}"
+        )
+    _check_param(weight, (channels,), "weight", "group_norm")
+    _check_param(bias, (channels,), "bias", "group_norm")
+    grouped = input.reshape(n, num_groups, -1)
+    xhat, _ = standardize(grouped, (2,), eps, center=True)
+    out = xhat.reshape(tuple(input.shape))
+    w = _channel_view(weight, input.ndim) if weight is not None else None
+    b = _channel_view(bias, input.ndim) if bias is not None else None
+    return _affine(out, w, b)
+
+
+def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):
+    """Normalize by the sum of squares over ``size`` neighbouring channels (AlexNet's LRN)."""
+    import munet
+
+    if input.ndim < 3:
+        raise ValueError(
+            f"local_response_norm: expected 3D or higher dimensional input, got {input.ndim} dimensions (shape {list(input.shape)})"
+        )
+    if input.numel() == 0:
+        return input.clone()
+    n, c = input.shape[0], input.shape[1]
+    sq = (input * input).reshape(n, c, -1)
+    before, after = size // 2, (size - 1) // 2
+    zeros_before = munet.zeros(n, before, sq.shape[2], dtype=input.dtype)
+    zeros_after = munet.zeros(n, after, sq.shape[2], dtype=input.dtype)
+    padded = munet.cat([zeros_before, sq, zeros_after], dim=1)
+    total = padded.narrow(1, 0, c)
+    for i in range(1, size):
+        total = total + padded.narrow(1, i, c)
+    div = ((total / size) * alpha + k) ** beta
+    return input / div.reshape(tuple(input.shape))
+
+
+# normalize ---------------------------------------------------------------------------------------------
+
+
+def normalize(input, p: float = 2.0, dim: int = 1, eps: float = 1e-12, out=None):
+    """``input / max(||input||_p, eps)`` along ``dim``."""
+    _check_float(input, "normalize")
+    dim = wrap_dim(dim, input.ndim, "normalize")
+    denom = input.norm(p, dim, keepdim=True).clamp_min(eps).expand_as(input)
+    result = input / denom
+    if out is not None:
+        return out.copy_(result)
+    return result
