@@ -1,7 +1,237 @@
-"""(to be filled) ops of the sort family."""
+"""Sorting and searching: sort, argsort, msort, topk, kthvalue, unique, searchsorted, bucketize.
+
+``sort``, ``topk`` and ``kthvalue`` are primitives returning ``(values, indices)`` named
+tuples; the gradient of the values scatters back through the indices. ``unique``,
+``unique_consecutive`` and ``searchsorted`` have data-dependent or integer results and no
+gradient.
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
+from collections import namedtuple
+
+from munet import _dtype as D
+from munet.ops._registry import Meta, apply, define
+from munet.ops._utils import is_tensor, wrap_dim
+
+__all__ = [
+    "argsort",
+    "bucketize",
+    "kthvalue",
+    "msort",
+    "searchsorted",
+    "sort",
+    "topk",
+    "unique",
+    "unique_consecutive",
+]
 __functional__: list[str] = []
-__tensor_methods__: list[str] = []
+__tensor_methods__ = ["argsort", "kthvalue", "msort", "sort", "topk", "unique", "unique_consecutive"]
+
+SortResult = namedtuple("sort", ["values", "indices"])
+TopkResult = namedtuple("topk", ["values", "indices"])
+KthvalueResult = namedtuple("kthvalue", ["values", "indices"])
+
+
+def _check_sortable(x, caller: str) -> None:
+    if not is_tensor(x):
+        raise TypeError(f"{caller}: expected a tensor, got {type(x).__name__}")
+
+
+def _scatter_values_grad(ctx, grad):
+    """Gradient of values picked along ``dim`` at the saved ``indices``: scattered into zeros."""
+    from munet.ops.creation import zeros
+    from munet.ops.indexing import scatter_op
+
+    dim = ctx.attrs["dim"]
+    indices = ctx.saved_tensor("indices")
+    shape = tuple(ctx.input_shapes[0])
+    if not shape:
+        return grad.reshape(())
+    if ctx.attrs.get("keepdim") is False:
+        grad = grad.unsqueeze(dim)
+        indices = indices.unsqueeze(dim)
+    base = zeros(shape, dtype=grad.dtype, device=grad.device)
+    return apply(scatter_op, base, indices, grad, dim=dim, reduce=None)
+
+
+def _sort_meta(x, *, dim, descending, stable):
+    return Meta(tuple(x.shape), x.dtype), Meta(tuple(x.shape), D.int64)
+
+
+sort_op = define(
+    "sort",
+    meta=_sort_meta,
+    outputs=("values", "indices"),
+    nondiff_outputs=(1,),
+    backward=lambda ctx, g, _=None: _scatter_values_grad(ctx, g),
+    saves=("indices",),
+)
+
+
+def sort(input, dim: int = -1, descending: bool = False, stable: bool = False):
+    """Sorted values along ``dim`` and their original positions (always stable here)."""
+    _check_sortable(input, "sort")
+    d = wrap_dim(dim, input.ndim, "sort") if input.ndim else 0
+    values, indices = apply(sort_op, input, dim=d, descending=bool(descending), stable=True)
+    return SortResult(values, indices)
+
+
+def argsort(input, dim: int = -1, descending: bool = False, stable: bool = False):
+    return sort(input, dim, descending, stable).indices
+
+
+def msort(input):
+    return sort(input, 0).values
+
+
+def _topk_meta(x, *, k, dim, largest):
+    shape = list(x.shape)
+    n = shape[dim] if shape else 1
+    if not 0 <= k <= n:
+        raise RuntimeError(f"topk: selected index k ({k}) out of range for dimension {dim} of size {n}")
+    if shape:
+        shape[dim] = k
+    return Meta(tuple(shape), x.dtype), Meta(tuple(shape), D.int64)
+
+
+topk_op = define(
+    "topk",
+    meta=_topk_meta,
+    outputs=("values", "indices"),
+    nondiff_outputs=(1,),
+    backward=lambda ctx, g, _=None: _scatter_values_grad(ctx, g),
+    saves=("indices",),
+)
+
+
+def topk(input, k: int, dim: int = -1, largest: bool = True, sorted: bool = True):  # noqa: A002 - PyTorch's name
+    """The ``k`` largest (or smallest) entries along ``dim``, with indices; returned sorted."""
+    _check_sortable(input, "topk")
+    d = wrap_dim(dim, input.ndim, "topk") if input.ndim else 0
+    values, indices = apply(topk_op, input, k=int(k), dim=d, largest=bool(largest))
+    return TopkResult(values, indices)
+
+
+def _kthvalue_meta(x, *, k, dim, keepdim):
+    shape = list(x.shape)
+    n = shape[dim] if shape else 1
+    if not 1 <= k <= n:
+        raise RuntimeError(f"kthvalue: selected number k ({k}) out of range for dimension {dim} of size {n}")
+    if shape:
+        if keepdim:
+            shape[dim] = 1
+        else:
+            del shape[dim]
+    return Meta(tuple(shape), x.dtype), Meta(tuple(shape), D.int64)
+
+
+kthvalue_op = define(
+    "kthvalue",
+    meta=_kthvalue_meta,
+    outputs=("values", "indices"),
+    nondiff_outputs=(1,),
+    backward=lambda ctx, g, _=None: _scatter_values_grad(ctx, g),
+    saves=("indices",),
+)
+
+
+def kthvalue(input, k: int, dim: int = -1, keepdim: bool = False):
+    """The ``k``-th smallest entry (1-based) along ``dim`` and its index."""
+    _check_sortable(input, "kthvalue")
+    d = wrap_dim(dim, input.ndim, "kthvalue") if input.ndim else 0
+    values, indices = apply(kthvalue_op, input, k=int(k), dim=d, keepdim=bool(keepdim))
+    return KthvalueResult(values, indices)
+
+
+# unique ----------------------------------------------------------------------------------------
+
+
+def _unique_meta(x, *, dim, consecutive):
+    return Meta(None, x.dtype), Meta(None, D.int64), Meta(None, D.int64)
+
+
+unique_op = define("unique", meta=_unique_meta, outputs=("values", "inverse", "counts"))
+
+
+def _unique_result(values, inverse, counts, return_inverse: bool, return_counts: bool):
+    out = (values,)
+    if return_inverse:
+        out += (inverse,)
+    if return_counts:
+        out += (counts,)
+    return out[0] if len(out) == 1 else out
+
+
+def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim=None):  # noqa: A002
+    """Distinct values (or slices along ``dim``), sorted; optionally inverse indices and counts."""
+    _check_sortable(input, "unique")
+    d = None if dim is None else wrap_dim(dim, input.ndim, "unique")
+    values, inverse, counts = apply(unique_op, input, dim=d, consecutive=False)
+    return _unique_result(values, inverse, counts, return_inverse, return_counts)
+
+
+def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
+    """Collapse runs of equal consecutive values (or slices along ``dim``)."""
+    _check_sortable(input, "unique_consecutive")
+    d = None if dim is None else wrap_dim(dim, input.ndim, "unique_consecutive")
+    values, inverse, counts = apply(unique_op, input, dim=d, consecutive=True)
+    return _unique_result(values, inverse, counts, return_inverse, return_counts)
+
+
+# searchsorted / bucketize --------------------------------------------------------------------------
+
+
+def _searchsorted_meta(seq, values, sorter, *, right, out_int32):
+    vshape = tuple(values.shape)
+    if seq.ndim == 0:
+        raise RuntimeError("searchsorted: boundaries tensor should have at least 1 dimension, got a 0-d tensor")
+    if seq.ndim > 1 and (len(vshape) != seq.ndim or vshape[:-1] != tuple(seq.shape[:-1])):
+        raise RuntimeError(
+            "searchsorted: boundaries tensor should be 1 dimension or the first N-1 dimensions of boundaries tensor "
+            f"and input value tensor must match, but we got boundaries tensor {list(seq.shape)} and input value "
+            f"tensor {list(vshape)}"
+        )
+    if sorter is not None:
+        if tuple(sorter.shape) != tuple(seq.shape):
+            raise RuntimeError(
+                f"searchsorted: boundary and sorter must have the same size, but got boundary tensor "
+                f"{list(seq.shape)} and got sorter tensor {list(sorter.shape)}"
+            )
+        if sorter.dtype is not D.int64:
+            raise RuntimeError(f"searchsorted: sorter must be a tensor of long dtype but got {sorter.dtype.name}")
+    return Meta(vshape, D.int32 if out_int32 else D.int64)
+
+
+searchsorted_op = define("searchsorted", inputs=("sorted_sequence", "self", "sorter"), meta=_searchsorted_meta)
+
+
+def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None, sorter=None):
+    """Insertion points of ``input`` in the innermost dim of ``sorted_sequence`` (``side``: 'left'/'right')."""
+    from munet.ops.creation import tensor
+
+    if side is not None:
+        if side not in ("left", "right"):
+            raise RuntimeError(f"searchsorted: side can only be 'left' or 'right' but got {side!r}")
+        if right and side == "left":
+            raise RuntimeError(
+                "searchsorted: side and right can't be set to opposites, got side of left while right was True"
+            )
+        right = side == "right"
+    if not is_tensor(input):
+        if sorted_sequence.ndim != 1:
+            raise RuntimeError(
+                f"searchsorted: input value can be a scalar only when boundaries tensor dimension is 1, but we got "
+                f"boundaries tensor dim({sorted_sequence.ndim}) and input value's dim(0) numel(1)"
+            )
+        input = tensor(input, device=sorted_sequence.device)
+    common = D.promote_types(sorted_sequence.dtype, input.dtype)
+    seq, values = sorted_sequence.to(common), input.to(common)
+    return apply(searchsorted_op, seq, values, sorter, right=bool(right), out_int32=bool(out_int32))
+
+
+def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False):
+    """Bucket index of each entry of ``input`` for the 1-d, sorted ``boundaries``."""
+    if boundaries.ndim != 1:
+        raise RuntimeError(f"bucketize: boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
+    return searchsorted(boundaries, input, out_int32=out_int32, right=right)

@@ -418,7 +418,7 @@ def basic_index_spec(shape, index) -> tuple | None:
         index = (index,)
     for item in index:
         if not (item is None or item is Ellipsis or isinstance(item, (int, slice)) and not isinstance(item, bool)):
-            if hasattr(item, "__index__") and not hasattr(item, "shape"):
+            if hasattr(item, "__index__") and not hasattr(item, "shape") and type(item).__name__ not in ("bool", "bool_"):
                 continue
             return None
     consumed = sum(1 for item in index if item is not None and item is not Ellipsis)
