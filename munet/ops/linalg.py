@@ -534,11 +534,11 @@ def einsum(*args):
         )
     input_labels = [_parse_term(t, x.ndim, i) for i, (t, x) in enumerate(zip(terms, operands))]
     output = _output_labels(rhs if arrow else None, input_labels)
-    sizes = _label_sizes(operands, input_labels)
+    diagonals = [_take_diagonals(x, labs, i) for i, (x, labs) in enumerate(zip(operands, input_labels))]
+    sizes = _label_sizes([x for x, _ in diagonals], [labs for _, labs in diagonals])
 
     xs, labels = [], []
-    for i, (x, labs) in enumerate(zip(operands, input_labels)):
-        x, labs = _take_diagonals(x, labs, i)
+    for x, labs in diagonals:
         # A size-1 dim that broadcasts against a larger one does not depend on its label.
         squeeze = [d for d, lab in enumerate(labs) if x.shape[d] == 1 and sizes[lab] > 1]
         if squeeze:
