@@ -1,7 +1,587 @@
-"""(to be filled) ops of the activation family."""
+"""Activations, softmax family and dropout (``munet.nn.functional``).
+
+Primitives (fused CPU kernels, analytic gradients written with public ops): ``softmax``,
+``log_softmax``, ``relu``, ``threshold``, ``hardtanh``, ``leaky_relu``, ``elu`` (also
+selu/celu), ``softplus``, and the mask-gradient ops ``threshold_backward``,
+``hardtanh_backward``, ``leaky_relu_backward`` (linear in the gradient, so they are their own
+double backward, as in PyTorch). Everything else is a composite of those and of the
+elementwise math ops (``sigmoid``, ``tanh``, ``erf``, ...).
+"""
 
 from __future__ import annotations
 
-__all__: list[str] = []
-__functional__: list[str] = []
-__tensor_methods__: list[str] = []
+import math
+import warnings
+
+from munet import _dtype as D
+from munet.ops._registry import Meta, apply, apply_inplace, define
+from munet.ops._utils import wrap_dim
+
+__all__ = [
+    "relu",
+    "relu_",
+    "selu",
+    "selu_",
+    "celu",
+    "celu_",
+    "prelu",
+    "rrelu",
+    "rrelu_",
+    "threshold",
+    "threshold_",
+    "hardshrink",
+    "softmax",
+    "log_softmax",
+    "dropout",
+    "dropout_",
+    "alpha_dropout",
+    "alpha_dropout_",
+    "feature_alpha_dropout",
+]
+__functional__ = [
+    "relu",
+    "relu_",
+    "relu6",
+    "gelu",
+    "silu",
+    "mish",
+    "sigmoid",
+    "tanh",
+    "softplus",
+    "softsign",
+    "leaky_relu",
+    "leaky_relu_",
+    "elu",
+    "elu_",
+    "selu",
+    "selu_",
+    "celu",
+    "celu_",
+    "hardtanh",
+    "hardtanh_",
+    "hardsigmoid",
+    "hardswish",
+    "prelu",
+    "rrelu",
+    "rrelu_",
+    "glu",
+    "softmax",
+    "log_softmax",
+    "softmin",
+    "logsigmoid",
+    "threshold",
+    "threshold_",
+    "tanhshrink",
+    "softshrink",
+    "hardshrink",
+    "dropout",
+    "dropout1d",
+    "dropout2d",
+    "dropout3d",
+    "alpha_dropout",
+    "feature_alpha_dropout",
+]
+__tensor_methods__ = ["relu", "relu_", "prelu", "softmax", "log_softmax", "hardshrink"]
+
+
+def _munet():
+    import munet
+
+    return munet
+
+
+def _same_meta(x, *_, **__):
+    return Meta(tuple(x.shape), x.dtype)
+
+
+def _float_meta(name: str):
+    def meta(x, *_, **__):
+        if not x.dtype.is_floating_point:
+            raise RuntimeError(f"{name}: expected a floating point input, got {x.dtype.name}")
+        return Meta(tuple(x.shape), x.dtype)
+
+    return meta
+
+
+def _numeric_meta(name: str):
+    def meta(x, *_, **__):
+        if x.dtype is D.bool_:
+            raise RuntimeError(f"{name}: not implemented for bool tensors")
+        return Meta(tuple(x.shape), x.dtype)
+
+    return meta
+
+
+def _composite_inplace(input, fn):
+    """``input.copy_(fn(input))``; ``fn`` reads a copy, so its saved tensors survive the write."""
+    source = input.clone() if input.requires_grad else input
+    return input.copy_(fn(source))
+
+
+def _check_float(input, name: str) -> None:
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{name}: expected a floating point input, got {input.dtype.name}")
+
+
+# mask gradients: linear in the gradient, so each is its own double backward ------------------------
+
+
+def _grad_meta(grad, x, **_):
+    return Meta(tuple(grad.shape), grad.dtype)
+
+
+threshold_backward_op = define(
+    "threshold_backward",
+    inputs=("grad", "self"),
+    meta=_grad_meta,
+    backward=lambda ctx, gg: (apply(threshold_backward_op, gg, ctx.saved_tensor("self"), **ctx.attrs), None),
+    saves=("self",),
+)
+hardtanh_backward_op = define(
+    "hardtanh_backward",
+    inputs=("grad", "self"),
+    meta=_grad_meta,
+    backward=lambda ctx, gg: (apply(hardtanh_backward_op, gg, ctx.saved_tensor("self"), **ctx.attrs), None),
+    saves=("self",),
+)
+leaky_relu_backward_op = define(
+    "leaky_relu_backward",
+    inputs=("grad", "self"),
+    meta=_grad_meta,
+    backward=lambda ctx, gg: (apply(leaky_relu_backward_op, gg, ctx.saved_tensor("self"), **ctx.attrs), None),
+    saves=("self",),
+)
+
+
+# relu / threshold / hardtanh / leaky_relu --------------------------------------------------------------
+
+relu_op = define(
+    "relu",
+    meta=_numeric_meta("relu"),
+    backward=lambda ctx, g: apply(threshold_backward_op, g, ctx.saved_tensor("result"), threshold=0.0),
+    saves=("result",),
+)
+
+
+def relu(input, inplace: bool = False):
+    """``max(x, 0)``; the gradient at 0 is 0, like PyTorch."""
+    if inplace:
+        return relu_(input)
+    return apply(relu_op, input)
+
+
+def relu_(input):
+    return apply_inplace(relu_op, input)
+
+
+threshold_op = define(
+    "threshold",
+    meta=_numeric_meta("threshold"),
+    backward=lambda ctx, g: apply(threshold_backward_op, g, ctx.saved_tensor("self"), threshold=ctx.attrs["threshold"]),
+    saves=("self",),
+)
+
+
+def threshold(input, threshold: float, value: float, inplace: bool = False):
+    """``x if x > threshold else value``."""
+    if inplace:
+        return threshold_(input, threshold, value)
+    return apply(threshold_op, input, threshold=threshold, value=value)
+
+
+def threshold_(input, threshold: float, value: float):
+    return apply_inplace(threshold_op, input, threshold=threshold, value=value)
+
+
+hardtanh_op = define(
+    "hardtanh",
+    meta=_numeric_meta("hardtanh"),
+    backward=lambda ctx, g: apply(hardtanh_backward_op, g, ctx.saved_tensor("self"), **ctx.attrs),
+    saves=("self",),
+)
+
+
+def _hardtanh_args(min_val, max_val):
+    if min_val > max_val:
+        raise ValueError(f"hardtanh: min_val cannot be greater than max_val, got min_val={min_val}, max_val={max_val}")
+    return dict(min_val=min_val, max_val=max_val)
+
+
+def hardtanh(input, min_val: float = -1.0, max_val: float = 1.0, inplace: bool = False):
+    """Clamp to ``[min_val, max_val]``; zero gradient outside the open interval."""
+    if inplace:
+        return hardtanh_(input, min_val, max_val)
+    return apply(hardtanh_op, input, **_hardtanh_args(min_val, max_val))
+
+
+def hardtanh_(input, min_val: float = -1.0, max_val: float = 1.0):
+    return apply_inplace(hardtanh_op, input, **_hardtanh_args(min_val, max_val))
+
+
+def relu6(input, inplace: bool = False):
+    return hardtanh(input, 0.0, 6.0, inplace)
+
+
+leaky_relu_op = define(
+    "leaky_relu",
+    meta=_float_meta("leaky_relu"),
+    backward=lambda ctx, g: apply(leaky_relu_backward_op, g, ctx.saved_tensor("self"), **ctx.attrs),
+    saves=("self",),
+)
+
+
+def leaky_relu(input, negative_slope: float = 0.01, inplace: bool = False):
+    """``x if x > 0 else negative_slope * x``."""
+    if inplace:
+        return leaky_relu_(input, negative_slope)
+    return apply(leaky_relu_op, input, negative_slope=float(negative_slope))
+
+
+def leaky_relu_(input, negative_slope: float = 0.01):
+    return apply_inplace(leaky_relu_op, input, negative_slope=float(negative_slope))
+
+
+def hardsigmoid(input, inplace: bool = False):
+    """``relu6(x + 3) / 6``."""
+    if inplace:
+        return _composite_inplace(input, hardsigmoid)
+    return hardtanh(input + 3.0, 0.0, 6.0) / 6.0
+
+
+def hardswish(input, inplace: bool = False):
+    """``x * relu6(x + 3) / 6``."""
+    if inplace:
+        return _composite_inplace(input, hardswish)
+    return input * (hardtanh(input + 3.0, 0.0, 6.0) / 6.0)
+
+
+def hardshrink(input, lambd: float = 0.5):
+    """``x if |x| > lambd else 0``."""
+    return threshold(input, lambd, 0.0) - threshold(-input, lambd, 0.0)
+
+
+def softshrink(input, lambd: float = 0.5):
+    """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
+    if lambd < 0:
+        raise RuntimeError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
+    return relu(input - lambd) - relu(-input - lambd)
+
+
+def prelu(input, weight):
+    """``x if x > 0 else weight * x``; ``weight`` has 1 or C (= dim 1) elements."""
+    _check_float(input, "prelu")
+    n = weight.numel()
+    channels = input.shape[1] if input.ndim >= 2 else 1
+    if weight.ndim > 1 or (n != 1 and n != channels):
+        raise RuntimeError(
+            f"prelu: expected weight with 1 element or {channels} elements (the size of dim 1 of the input), "
+            f"got weight of shape {list(weight.shape)}"
+        )
+    if n != 1 and input.ndim >= 2:
+        weight = weight.reshape((channels,) + (1,) * (input.ndim - 2))
+    elif input.ndim == 0:
+        weight = weight.reshape(())
+    return relu(input) - weight * relu(-input)
+
+
+def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False, inplace: bool = False):
+    """Leaky ReLU with a random slope in [lower, upper] per element when training, else their mean."""
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    if inplace:
+        return _composite_inplace(input, lambda x: rrelu(x, lower, upper, training))
+    slope = _munet().rand(tuple(input.shape), dtype=input.dtype, device=input.device) * (upper - lower) + lower
+    return relu(input) - slope * relu(-input)
+
+
+def rrelu_(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False):
+    return rrelu(input, lower, upper, training, inplace=True)
+
+
+# elu family ------------------------------------------------------------------------------------------
+
+
+def _elu_backward(ctx, g):
+    m = _munet()
+    a = ctx.attrs
+    x, result = ctx.saved_tensor("self"), ctx.saved_tensor("result")
+    # for x <= 0: d/dx scale*alpha*(exp(x*s) - 1) = s * (result + scale*alpha); no overflow on x > 0
+    negative = (result + a["scale"] * a["alpha"]) * a["input_scale"]
+    return g * m.where(x > 0, a["scale"], negative)
+
+
+elu_op = define("elu", meta=_float_meta("elu"), backward=_elu_backward, saves=("self", "result"))
+
+
+def _elu(input, alpha, scale, input_scale, inplace: bool):
+    attrs = dict(alpha=float(alpha), scale=float(scale), input_scale=float(input_scale))
+    if inplace:
+        return apply_inplace(elu_op, input, **attrs)
+    return apply(elu_op, input, **attrs)
+
+
+def elu(input, alpha: float = 1.0, inplace: bool = False):
+    """``x if x > 0 else alpha * (exp(x) - 1)``."""
+    return _elu(input, alpha, 1.0, 1.0, inplace)
+
+
+def elu_(input, alpha: float = 1.0):
+    return _elu(input, alpha, 1.0, 1.0, True)
+
+
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def selu(input, inplace: bool = False):
+    return _elu(input, _SELU_ALPHA, _SELU_SCALE, 1.0, inplace)
+
+
+def selu_(input):
+    return _elu(input, _SELU_ALPHA, _SELU_SCALE, 1.0, True)
+
+
+def celu(input, alpha: float = 1.0, inplace: bool = False):
+    """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
+    if alpha == 0:
+        raise RuntimeError("celu: ZeroDivisionError, alpha must not be 0")
+    return _elu(input, alpha, 1.0, 1.0 / alpha, inplace)
+
+
+def celu_(input, alpha: float = 1.0):
+    return celu(input, alpha, True)
+
+
+# softplus and smooth activations --------------------------------------------------------------------------
+
+
+def _softplus_backward(ctx, g):
+    m = _munet()
+    x = ctx.saved_tensor("self")
+    beta, threshold = ctx.attrs["beta"], ctx.attrs["threshold"]
+    bx = x * beta
+    return g * m.where(bx > threshold, 1.0, m.sigmoid(bx))
+
+
+softplus_op = define("softplus", meta=_float_meta("softplus"), backward=_softplus_backward, saves=("self",))
+
+
+def softplus(input, beta: float = 1.0, threshold: float = 20.0):
+    """``log(1 + exp(beta * x)) / beta``, linear where ``beta * x > threshold``."""
+    return apply(softplus_op, input, beta=float(beta), threshold=float(threshold))
+
+
+def sigmoid(input):
+    return _munet().sigmoid(input)
+
+
+def tanh(input):
+    return _munet().tanh(input)
+
+
+def gelu(input, approximate: str = "none"):
+    """``x * Phi(x)`` (``approximate='none'``) or its tanh approximation (``'tanh'``)."""
+    _check_float(input, "gelu")
+    m = _munet()
+    if approximate == "none":
+        return input * 0.5 * (1.0 + m.erf(input * (1.0 / math.sqrt(2.0))))
+    if approximate == "tanh":
+        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
+        return input * 0.5 * (1.0 + m.tanh(inner))
+    raise RuntimeError(f"gelu: approximate argument must be either 'none' or 'tanh', got '{approximate}'")
+
+
+def silu(input, inplace: bool = False):
+    """``x * sigmoid(x)``."""
+    _check_float(input, "silu")
+    if inplace:
+        return _composite_inplace(input, silu)
+    return input * _munet().sigmoid(input)
+
+
+def mish(input, inplace: bool = False):
+    """``x * tanh(softplus(x))``."""
+    if inplace:
+        return _composite_inplace(input, mish)
+    return input * _munet().tanh(softplus(input))
+
+
+def softsign(input):
+    """``x / (1 + |x|)``."""
+    return input / (input.abs() + 1.0)
+
+
+def logsigmoid(input):
+    """``log(sigmoid(x))``, computed stably as ``-softplus(-x)``."""
+    return -softplus(-input)
+
+
+def tanhshrink(input):
+    return input - _munet().tanh(input)
+
+
+def glu(input, dim: int = -1):
+    """``a * sigmoid(b)`` where ``a, b`` are the two halves of ``input`` along ``dim``."""
+    if input.ndim == 0:
+        raise RuntimeError("glu: does not support scalars because halving size must be even")
+    d = wrap_dim(dim, input.ndim, "glu")
+    n = input.shape[d]
+    if n % 2:
+        raise RuntimeError(f"glu: Halving dimension must be even, but dimension {d} is size {n}")
+    a, b = input.narrow(d, 0, n // 2), input.narrow(d, n // 2, n // 2)
+    return a * _munet().sigmoid(b)
+
+
+# softmax family ---------------------------------------------------------------------------------------
+
+
+def _softmax_meta(x, *, dim):
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"softmax: expected a floating point input, got {x.dtype.name} (pass dtype=)")
+    return Meta(tuple(x.shape), x.dtype)
+
+
+def _softmax_backward(ctx, g):
+    y = ctx.saved_tensor("result")
+    dim = ctx.attrs["dim"]
+    gy = g * y
+    return gy - y * gy.sum(dim, keepdim=True)
+
+
+def _log_softmax_backward(ctx, g):
+    y = ctx.saved_tensor("result")
+    return g - y.exp() * g.sum(ctx.attrs["dim"], keepdim=True)
+
+
+softmax_op = define("softmax", meta=_softmax_meta, backward=_softmax_backward, saves=("result",))
+log_softmax_op = define("log_softmax", meta=_softmax_meta, backward=_log_softmax_backward, saves=("result",))
+
+
+def _softmax_dim(name: str, ndim: int, dim, stacklevel: int = 4) -> int:
+    if dim is None:
+        warnings.warn(
+            f"Implicit dimension choice for {name} has been deprecated. Change the call to include dim=X as an argument.",
+            stacklevel=stacklevel,
+        )
+        dim = 0 if ndim in (0, 1, 3) else 1
+    return wrap_dim(dim, ndim, name)
+
+
+def _softmax_input(input, dtype):
+    if dtype is not None and input.dtype is not dtype:
+        input = input.to(dtype)
+    return input
+
+
+def softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
+    """``exp(x) / sum(exp(x))`` along ``dim`` (computed stably); ``dtype`` casts the input first."""
+    dim = _softmax_dim("softmax", input.ndim, dim)
+    return apply(softmax_op, _softmax_input(input, dtype), dim=dim)
+
+
+def log_softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
+    """``x - logsumexp(x)`` along ``dim``."""
+    dim = _softmax_dim("log_softmax", input.ndim, dim)
+    return apply(log_softmax_op, _softmax_input(input, dtype), dim=dim)
+
+
+def softmin(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
+    """``softmax(-x)``."""
+    dim = _softmax_dim("softmin", input.ndim, dim)
+    return apply(softmax_op, -_softmax_input(input, dtype), dim=dim)
+
+
+# dropout ------------------------------------------------------------------------------------------------
+
+
+def _check_p(p: float, name: str) -> None:
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"{name}: dropout probability has to be between 0 and 1, but got {p}")
+
+
+def _keep_mask(input, shape, p: float):
+    """A 0/1 mask of ``shape`` (in ``input``'s dtype): each entry kept with probability 1 - p."""
+    m = _munet()
+    return m.bernoulli(m.full(tuple(shape), 1.0 - p, dtype=input.dtype, device=input.device))
+
+
+def _apply_noise(input, shape, p: float, alpha: bool, inplace: bool):
+    if p == 1.0 and not alpha:
+        out = input * 0.0
+    else:
+        noise = _keep_mask(input, shape, p)
+        if alpha:
+            a_const = 1.7580993408473766
+            a = 1.0 / math.sqrt((a_const * a_const * p + 1) * (1 - p))
+            b = (noise - 1.0) * (a_const * a) + a_const * a * p
+            out = input * (noise * a) + b
+        else:
+            out = input * (noise * (1.0 / (1.0 - p)))
+    return input.copy_(out) if inplace else out
+
+
+def _dropout_impl(input, p, training, inplace, shape, alpha: bool, name: str):
+    _check_p(p, name)
+    if not training or p == 0.0 or input.numel() == 0:
+        return input
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(f"{name}: expected a floating point input, got {input.dtype.name}")
+    return _apply_noise(input, shape, p, alpha, inplace)
+
+
+def dropout(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero each element with probability ``p`` and scale the rest by ``1 / (1 - p)`` (training only)."""
+    return _dropout_impl(input, p, training, inplace, tuple(input.shape), False, "dropout")
+
+
+def dropout_(input, p: float = 0.5, training: bool = True):
+    return dropout(input, p, training, inplace=True)
+
+
+def alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
+    """Dropout that keeps SELU's zero mean and unit variance."""
+    return _dropout_impl(input, p, training, inplace, tuple(input.shape), True, "alpha_dropout")
+
+
+def alpha_dropout_(input, p: float = 0.5, training: bool = False):
+    return alpha_dropout(input, p, training, inplace=True)
+
+
+def _feature_shape(input, batched_rank: int, name: str) -> tuple:
+    """Noise shape (N, C, 1, ...) for channel-wise dropout; unbatched inputs have rank - 1."""
+    if input.ndim not in (batched_rank - 1, batched_rank):
+        raise RuntimeError(
+            f"{name}: expected {batched_rank - 1}D or {batched_rank}D input, got input of shape {list(input.shape)}"
+        )
+    lead = 2 if input.ndim == batched_rank else 1
+    return tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
+
+
+def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of (N, C, L) or (C, L) inputs."""
+    return _dropout_impl(input, p, training, inplace, _feature_shape(input, 3, "dropout1d"), False, "dropout1d")
+
+
+def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of (N, C, H, W) or (C, H, W) inputs."""
+    if input.ndim == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior is "
+            "desired - input is interpreted as shape (N, C, L), where C is the channel dim.",
+            stacklevel=2,
+        )
+        return _dropout_impl(input, p, training, inplace, tuple(input.shape[:2]) + (1,), False, "dropout2d")
+    return _dropout_impl(input, p, training, inplace, _feature_shape(input, 4, "dropout2d"), False, "dropout2d")
+
+
+def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) inputs."""
+    return _dropout_impl(input, p, training, inplace, _feature_shape(input, 5, "dropout3d"), False, "dropout3d")
+
+
+def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):
+    """Alpha dropout of whole channels (dim 1)."""
+    if input.ndim < 2:
+        raise RuntimeError(f"feature_alpha_dropout: expected input of rank >= 2, got shape {list(input.shape)}")
+    shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
+    return _dropout_impl(input, p, training, inplace, shape, True, "feature_alpha_dropout")
