@@ -67,8 +67,16 @@ def conv_cases():
         x = rng.standard_normal(x_shape).astype(np.float32)
         w = rng.standard_normal(w_shape).astype(np.float32) * 0.1
         b = np.zeros(w_shape[0], np.float32)
-        mx, mw, mb = munet.tensor(x, requires_grad=True), munet.tensor(w, requires_grad=True), munet.tensor(b, requires_grad=True)
-        tx, tw, tb = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True), torch.tensor(b, requires_grad=True)
+        mx, mw, mb = (
+            munet.tensor(x, requires_grad=True),
+            munet.tensor(w, requires_grad=True),
+            munet.tensor(b, requires_grad=True),
+        )
+        tx, tw, tb = (
+            torch.tensor(x, requires_grad=True),
+            torch.tensor(w, requires_grad=True),
+            torch.tensor(b, requires_grad=True),
+        )
 
         def m_step(mx=mx, mw=mw, mb=mb):
             MF.conv2d(mx, mw, mb).sum().backward()
@@ -84,8 +92,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=2000)
     args = parser.parse_args()
-    print(f"# {time.strftime('%Y-%m-%d')} | {platform.processor() or platform.machine()} | "
-          f"torch {torch.__version__} ({torch.get_num_threads()} threads) | numpy {np.__version__}")
+    print(
+        f"# {time.strftime('%Y-%m-%d')} | {platform.processor() or platform.machine()} | "
+        f"torch {torch.__version__} ({torch.get_num_threads()} threads) | numpy {np.__version__}"
+    )
     print(f"| case | MuNet (us) | PyTorch (us) | ratio |")
     print("|---|---|---|---|")
     for name, m_fn, t_fn in small_op_cases():

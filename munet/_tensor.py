@@ -155,7 +155,9 @@ class Tensor:
             array = np.ascontiguousarray(array)
             buffer = backend.from_numpy(array.reshape(-1))
             stride = contiguous_strides(array.shape)
-            return cls._make(Storage(buffer, backend), array.shape, stride, 0, dtype, backend.view(buffer, array.shape, stride, 0))
+            return cls._make(
+                Storage(buffer, backend), array.shape, stride, 0, dtype, backend.view(buffer, array.shape, stride, 0)
+            )
         itemsize = array.itemsize
         if array.size and any(s < 0 or s % itemsize for s in array.strides):
             raise ValueError(
@@ -368,6 +370,25 @@ class Tensor:
         self._storage, self._shape, self._stride = other._storage, other._shape, other._stride
         self._offset, self._dtype, self._data = other._offset, other._dtype, other._data
 
+    def __deepcopy__(self, memo):
+        """A copy with its own storage; only leaves can be deep-copied, as in PyTorch."""
+        if id(self) in memo:
+            return memo[id(self)]
+        if self._grad_fn is not None:
+            raise RuntimeError(
+                "Only Tensors created explicitly by the user (graph leaves) support the deepcopy protocol at the moment."
+            )
+        from munet.autograd.grad_mode import no_grad
+
+        with no_grad():
+            result = self.clone()
+        result._requires_grad = self._requires_grad
+        if self.grad is not None:
+            result.grad = self.grad.__deepcopy__(memo)
+        result.__dict__.update(self.__dict__)
+        memo[id(self)] = result
+        return result
+
     # host access ---------------------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array; shares memory on cpu."""
@@ -453,5 +474,7 @@ class Tensor:
 def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
     rank = max(ndim, 1)
     if not -rank <= dim < rank:
-        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+        raise IndexError(
+            f"{op}: dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})"
+        )
     return dim % rank

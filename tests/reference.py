@@ -63,7 +63,7 @@ def to_numpy(x) -> np.ndarray:
         x = x.detach()
         if x.dtype == torch.bfloat16:
             return x.float().numpy()
-        return x.numpy()
+        return x.numpy(force=True)  # force: gradients may be ZeroTensors (e.g. sgn)
     if isinstance(x, munet.Tensor):
         arr = x.detach().cpu().numpy()
         return arr.astype(np.float32) if arr.dtype.name == "bfloat16" else arr
@@ -100,7 +100,9 @@ def assert_close(actual, expected, rtol=None, atol=None, what="output", equal_na
         assert actual == expected or (np.isnan(actual) and np.isnan(expected)), f"{what}: {actual} != {expected}"
         return
     assert isinstance(actual, munet.Tensor), f"{what}: expected a munet.Tensor, got {type(actual).__name__}"
-    assert tuple(actual.shape) == tuple(expected.shape), f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    assert tuple(actual.shape) == tuple(expected.shape), (
+        f"{what}: shape {tuple(actual.shape)} != {tuple(expected.shape)}"
+    )
     t_dtype = str(expected.dtype).replace("torch.", "")
     assert actual.dtype.name == t_dtype, f"{what}: dtype {actual.dtype.name} != {t_dtype}"
     default_rtol, default_atol = TOL.get(t_dtype, (0, 0))
@@ -151,7 +153,9 @@ def check(munet_fn, torch_fn, *inputs, grad: bool = True, rtol=None, atol=None, 
 
 def gradcheck(fn, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1e-4) -> None:
     """Finite differences in float64 against munet's backward, for every floating input."""
-    m_in = [munet.tensor(x, dtype=munet.float64, requires_grad=True) if isinstance(x, np.ndarray) else x for x in inputs]
+    m_in = [
+        munet.tensor(x, dtype=munet.float64, requires_grad=True) if isinstance(x, np.ndarray) else x for x in inputs
+    ]
     out = fn(*m_in)
     r = rng(3)
     upstream = r.standard_normal(tuple(out.shape))
@@ -165,8 +169,18 @@ def gradcheck(fn, *inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 
             plus, minus = flat.copy(), flat.copy()
             plus[i] += eps
             minus[i] -= eps
-            args_p = [munet.tensor(plus.reshape(x.shape)) if j == k else (munet.tensor(v, dtype=munet.float64) if isinstance(v, np.ndarray) else v) for j, v in enumerate(inputs)]
-            args_m = [munet.tensor(minus.reshape(x.shape)) if j == k else (munet.tensor(v, dtype=munet.float64) if isinstance(v, np.ndarray) else v) for j, v in enumerate(inputs)]
+            args_p = [
+                munet.tensor(plus.reshape(x.shape))
+                if j == k
+                else (munet.tensor(v, dtype=munet.float64) if isinstance(v, np.ndarray) else v)
+                for j, v in enumerate(inputs)
+            ]
+            args_m = [
+                munet.tensor(minus.reshape(x.shape))
+                if j == k
+                else (munet.tensor(v, dtype=munet.float64) if isinstance(v, np.ndarray) else v)
+                for j, v in enumerate(inputs)
+            ]
             with munet.no_grad():
                 fp = (fn(*args_p).numpy() * upstream).sum()
                 fm = (fn(*args_m).numpy() * upstream).sum()

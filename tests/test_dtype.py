@@ -43,7 +43,9 @@ def test_result_type_with_python_scalars(dtype, scalar):
         assert TORCH_OF[D.result_type(m, scalar)] == torch.result_type(t, scalar)
 
 
-@pytest.mark.parametrize("a,b", [(D.float16, D.float64), (D.int32, D.float16), (D.uint8, D.int64), (D.bool_, D.float32), (D.int8, D.uint8)])
+@pytest.mark.parametrize(
+    "a,b", [(D.float16, D.float64), (D.int32, D.float16), (D.uint8, D.int64), (D.bool_, D.float32), (D.int8, D.uint8)]
+)
 def test_result_type_dim_vs_zero_dim(a, b):
     ma, ta = _operand("dim", a)
     mb, tb = _operand("zero", b)
@@ -71,7 +73,18 @@ def test_default_dtype():
         munet.set_default_dtype(munet.int32)
 
 
-@pytest.mark.parametrize("method,dtype", [("float", "float32"), ("double", "float64"), ("half", "float16"), ("bfloat16", "bfloat16"), ("long", "int64"), ("int", "int32"), ("bool", "bool")])
+@pytest.mark.parametrize(
+    "method,dtype",
+    [
+        ("float", "float32"),
+        ("double", "float64"),
+        ("half", "float16"),
+        ("bfloat16", "bfloat16"),
+        ("long", "int64"),
+        ("int", "int32"),
+        ("bool", "bool"),
+    ],
+)
 def test_conversion_methods(method, dtype):
     x = munet.tensor([0.0, 1.7, -2.5])
     t = torch.tensor([0.0, 1.7, -2.5])

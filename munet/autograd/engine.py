@@ -57,7 +57,9 @@ def _collect(root_nodes, wanted_keys):
         # Nodes whose outputs are wanted but lead to no wanted input: collect their incoming
         # gradient, never run them.
         capture_only = {
-            n for n in order if n not in useful and any((id(n), nr) in wanted_keys for nr in range(len(n.output_shapes)))
+            n
+            for n in order
+            if n not in useful and any((id(n), nr) in wanted_keys for nr in range(len(n.output_shapes)))
         }
         useful |= capture_only
     for node in order:

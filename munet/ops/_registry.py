@@ -217,7 +217,9 @@ def _inplace_meta_check(op: Op, self, meta) -> None:
             f"{op.name}_: output with shape {list(self.shape)} doesn't match the broadcast shape {list(meta.shape)}"
         )
     if not can_cast(meta.dtype, self.dtype):
-        raise RuntimeError(f"{op.name}_: result type {meta.dtype.name} can't be cast to the desired output type {self.dtype.name}")
+        raise RuntimeError(
+            f"{op.name}_: result type {meta.dtype.name} can't be cast to the desired output type {self.dtype.name}"
+        )
 
 
 def apply_inplace(op: Op, self, *args, **attrs):
@@ -228,8 +230,8 @@ def apply_inplace(op: Op, self, *args, **attrs):
     _inplace_meta_check(op, self, meta)
     if _Tracing.tracer is not None:
         return _Tracing.tracer.record_inplace(op, self, args, attrs, meta)
-    needs_grad = _State.enabled and op.backward is not None and any(
-        isinstance(a, _Tensor) and a._requires_grad for a in flat
+    needs_grad = (
+        _State.enabled and op.backward is not None and any(isinstance(a, _Tensor) and a._requires_grad for a in flat)
     )
     if needs_grad:
         return _inplace_with_history(op, self, args, attrs)
@@ -248,9 +250,7 @@ def _inplace_with_history(op: Op, self, args, attrs):
     from munet.ops import view as views
 
     if self._grad_fn is None and self._requires_grad:
-        raise RuntimeError(
-            f"{op.name}_: a leaf Variable that requires grad is being used in an in-place operation."
-        )
+        raise RuntimeError(f"{op.name}_: a leaf Variable that requires grad is being used in an in-place operation.")
     reads_self = any(role == "self" for role, _ in op.saves)
     source = views.clone(self) if reads_self else self
     result = apply(op, source, *args, **attrs)

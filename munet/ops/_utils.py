@@ -43,7 +43,9 @@ def wrap_dim(dim: int, ndim: int, op: str) -> int:
     if not isinstance(dim, int):
         raise TypeError(f"{op}: dim must be an int, got {type(dim).__name__}")
     if not -rank <= dim < rank:
-        raise IndexError(f"{op}: dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})")
+        raise IndexError(
+            f"{op}: dimension out of range (expected to be in range of [{-rank}, {rank - 1}], but got {dim})"
+        )
     return dim % rank
 
 

@@ -9,7 +9,22 @@ from munet._device import as_device, get_backend
 from munet.ops._registry import Meta, apply, define, record_history
 
 __all__ = []
-__tensor_methods__ = ["to", "cpu", "cuda", "float", "double", "half", "bfloat16", "long", "int", "short", "bool", "byte", "char", "type_as"]
+__tensor_methods__ = [
+    "to",
+    "cpu",
+    "cuda",
+    "float",
+    "double",
+    "half",
+    "bfloat16",
+    "long",
+    "int",
+    "short",
+    "bool",
+    "byte",
+    "char",
+    "type_as",
+]
 
 
 def _cast_backward(ctx, grad):
@@ -35,8 +50,12 @@ def _transfer_backward(ctx, grad):
     return to_device(grad, ctx.attrs["source"])
 
 
-transfer_op = define("to_device", meta=lambda x, **_: Meta(x.shape, x.dtype), backward=_transfer_backward,
-                     backward_name="ToCopyBackward0")
+transfer_op = define(
+    "to_device",
+    meta=lambda x, **_: Meta(x.shape, x.dtype),
+    backward=_transfer_backward,
+    backward_name="ToCopyBackward0",
+)
 
 
 def to_device(x, device):
@@ -92,7 +111,9 @@ def cpu(self):
 
 
 def cuda(self, device=None):
-    return to_device(self, "cuda" if device is None else f"cuda:{device}" if isinstance(device, builtins.int) else device)
+    return to_device(
+        self, "cuda" if device is None else f"cuda:{device}" if isinstance(device, builtins.int) else device
+    )
 
 
 def float(self):  # noqa: A001 - PyTorch's method name

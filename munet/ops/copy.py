@@ -18,7 +18,9 @@ def _copy_backward(ctx, g):
     return None, reduce_grad(g, ctx.input_shapes[1]) if ctx.needs_input_grad[1] else None
 
 
-copy_op = define("copy", inputs=("self", "src"), meta=_copy_meta, backward=_copy_backward, backward_name="CopyBackwards")
+copy_op = define(
+    "copy", inputs=("self", "src"), meta=_copy_meta, backward=_copy_backward, backward_name="CopyBackwards"
+)
 
 
 def copy_(self, src, non_blocking: bool = False):
@@ -29,7 +31,9 @@ def copy_(self, src, non_blocking: bool = False):
         from munet.ops.creation import tensor
 
         src = tensor(src, dtype=self.dtype, device=self.device)
-    if len(src.shape) > len(self.shape) or broadcast_shapes(tuple(self.shape), tuple(src.shape), op="copy_") != tuple(self.shape):
+    if len(src.shape) > len(self.shape) or broadcast_shapes(tuple(self.shape), tuple(src.shape), op="copy_") != tuple(
+        self.shape
+    ):
         raise RuntimeError(f"copy_: source of shape {list(src.shape)} cannot be broadcast to {list(self.shape)}")
     if src.device != self.device:
         src = to_device(src, self.device)
@@ -51,7 +55,9 @@ def fill_(self, value):
     """Set every element to ``value`` (a number or a 0-dim tensor)."""
     if is_tensor(value):
         if value.ndim != 0:
-            raise RuntimeError(f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions.")
+            raise RuntimeError(
+                f"fill_ only supports 0-dimension value tensor but got tensor with {value.ndim} dimensions."
+            )
         if value.dtype is not self.dtype:
             value = value.to(self.dtype)
     return apply_inplace(fill_op, self, value)

@@ -44,9 +44,7 @@ def _dtype_or_default(dtype, value=None):
 
 
 full_op = define("full", meta=lambda *, shape, value, dtype: Meta(shape, dtype))
-arange_op = define(
-    "arange", meta=lambda *, start, end, step, dtype: Meta((_arange_len(start, end, step),), dtype)
-)
+arange_op = define("arange", meta=lambda *, start, end, step, dtype: Meta((_arange_len(start, end, step),), dtype))
 linspace_op = define("linspace", meta=lambda *, start, end, steps, dtype: Meta((steps,), dtype))
 eye_op = define("eye", meta=lambda *, n, m, dtype: Meta((n, m), dtype))
 empty_op = define("empty", meta=lambda *, shape, dtype: Meta(shape, dtype))
@@ -56,7 +54,9 @@ def _arange_len(start, end, step) -> int:
     if step == 0:
         raise RuntimeError("arange: step must be nonzero")
     if (end - start) * step < 0:
-        raise RuntimeError(f"arange: upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})")
+        raise RuntimeError(
+            f"arange: upper bound and larger bound inconsistent with step sign (start={start}, end={end}, step={step})"
+        )
     return max(0, math.ceil((end - start) / step))
 
 
@@ -80,11 +80,15 @@ def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = Fal
 
 
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False, **_ignored):
-    return full(as_tuple_shape(size, "zeros"), 0, dtype=_dtype_or_default(dtype), device=device, requires_grad=requires_grad)
+    return full(
+        as_tuple_shape(size, "zeros"), 0, dtype=_dtype_or_default(dtype), device=device, requires_grad=requires_grad
+    )
 
 
 def ones(*size, dtype=None, device=None, requires_grad: bool = False, **_ignored):
-    return full(as_tuple_shape(size, "ones"), 1, dtype=_dtype_or_default(dtype), device=device, requires_grad=requires_grad)
+    return full(
+        as_tuple_shape(size, "ones"), 1, dtype=_dtype_or_default(dtype), device=device, requires_grad=requires_grad
+    )
 
 
 def _like(input, dtype, device):
@@ -257,5 +261,3 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: 
 
 def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False):
     return empty(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
-
-

@@ -99,7 +99,9 @@ def _scatter_add_into_zeros(geometry):
     def backward(ctx, grad):
         shape = tuple(ctx.input_shapes[0])
         size, stride, offset = geometry(shape, _contiguous_strides(shape), 0, **ctx.attrs)
-        return apply(strided_scatter_add_op, grad, shape=shape, size=tuple(size), stride=tuple(stride), storage_offset=offset)
+        return apply(
+            strided_scatter_add_op, grad, shape=shape, size=tuple(size), stride=tuple(stride), storage_offset=offset
+        )
 
     return backward
 
@@ -142,7 +144,9 @@ def _view_strides(old_shape, old_stride, new_shape):
     view_numel = 1
     for tensor_d in range(len(old_shape) - 1, -1, -1):
         tensor_numel *= old_shape[tensor_d]
-        if tensor_d == 0 or (old_shape[tensor_d - 1] != 1 and old_stride[tensor_d - 1] != tensor_numel * chunk_base_stride):
+        if tensor_d == 0 or (
+            old_shape[tensor_d - 1] != 1 and old_stride[tensor_d - 1] != tensor_numel * chunk_base_stride
+        ):
             while view_d >= 0 and (view_numel < tensor_numel or new_shape[view_d] == 1):
                 new_stride[view_d] = view_numel * chunk_base_stride
                 view_numel *= new_shape[view_d]
@@ -185,7 +189,11 @@ def view(self, *shape):
     shape = _shape_args(shape)
     shape = _infer_size(shape, self.numel(), "view")
     if shape == tuple(self.shape):
-        return apply(view_op, self, shape_out=shape) if self._requires_grad else self._view(shape, self.stride(), self._offset)
+        return (
+            apply(view_op, self, shape_out=shape)
+            if self._requires_grad
+            else self._view(shape, self.stride(), self._offset)
+        )
     return apply(view_op, self, shape_out=shape)
 
 
@@ -418,7 +426,11 @@ def basic_index_spec(shape, index) -> tuple | None:
         index = (index,)
     for item in index:
         if not (item is None or item is Ellipsis or isinstance(item, (int, slice)) and not isinstance(item, bool)):
-            if hasattr(item, "__index__") and not hasattr(item, "shape") and type(item).__name__ not in ("bool", "bool_"):
+            if (
+                hasattr(item, "__index__")
+                and not hasattr(item, "shape")
+                and type(item).__name__ not in ("bool", "bool_")
+            ):
                 continue
             return None
     consumed = sum(1 for item in index if item is not None and item is not Ellipsis)
@@ -473,7 +485,9 @@ def select(input, dim: int, index: int):
     d = wrap_dim(dim, input.ndim, "select")
     n = input.shape[d]
     if not -n <= index < n:
-        raise IndexError(f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension {d}")
+        raise IndexError(
+            f"select(): index {index} out of range for tensor of size {list(input.shape)} at dimension {d}"
+        )
     spec = tuple(("s", 0, input.shape[i], 1) for i in range(d)) + (("i", index % n),)
     return apply(index_view_op, input, spec=spec)
 
@@ -491,7 +505,12 @@ def _as_strided_backward(ctx, grad):
     shape = tuple(ctx.input_shapes[0])
     rel = attrs["storage_offset"] - attrs["input_offset"]
     return apply(
-        strided_scatter_add_op, grad, shape=shape, size=tuple(attrs["size"]), stride=tuple(attrs["stride_out"]), storage_offset=rel
+        strided_scatter_add_op,
+        grad,
+        shape=shape,
+        size=tuple(attrs["size"]),
+        stride=tuple(attrs["stride_out"]),
+        storage_offset=rel,
     )
 
 
@@ -520,7 +539,9 @@ def as_strided(input, size, stride, storage_offset=None):
             )
     if not input.is_contiguous() and input._requires_grad:
         raise RuntimeError("as_strided: gradients through as_strided of a non-contiguous tensor are not supported")
-    return apply(as_strided_op, input, size=size, stride_out=stride, storage_offset=offset, input_offset=input.storage_offset())
+    return apply(
+        as_strided_op, input, size=size, stride_out=stride, storage_offset=offset, input_offset=input.storage_offset()
+    )
 
 
 def _unfold_geometry(shape, stride, offset, *, dimension, size, step):
@@ -572,7 +593,9 @@ def _as_strided_scatter_backward(ctx, grad):
     if ctx.needs_input_grad[0]:
         from munet.ops.creation import zeros
 
-        g_input = as_strided_scatter(grad, zeros(a["size"], dtype=grad.dtype, device=grad.device), a["size"], a["stride"], a["storage_offset"])
+        g_input = as_strided_scatter(
+            grad, zeros(a["size"], dtype=grad.dtype, device=grad.device), a["size"], a["stride"], a["storage_offset"]
+        )
     if ctx.needs_input_grad[1]:
         g = contiguous(grad)
         g_src = as_strided(g, a["size"], a["stride"], g.storage_offset() + a["storage_offset"])
@@ -594,7 +617,9 @@ def as_strided_scatter(input, src, size, stride, storage_offset: int = 0):
         raise RuntimeError(f"as_strided_scatter: expected src of shape {list(size)}, got {list(src.shape)}")
     if src.dtype is not input.dtype:
         src = src.to(input.dtype)
-    return apply(as_strided_scatter_op, input, src, size=tuple(size), stride=tuple(stride), storage_offset=int(storage_offset))
+    return apply(
+        as_strided_scatter_op, input, src, size=tuple(size), stride=tuple(stride), storage_offset=int(storage_offset)
+    )
 
 
 def _strided_scatter_add_meta(grad, *, shape, size, stride, storage_offset):

@@ -82,7 +82,9 @@ def fill_(out, value):
 
 def _strided_view(flat: np.ndarray, size, stride, offset):
     itemsize = flat.itemsize
-    return np.ndarray(size, dtype=flat.dtype, buffer=flat, offset=offset * itemsize, strides=[s * itemsize for s in stride])
+    return np.ndarray(
+        size, dtype=flat.dtype, buffer=flat, offset=offset * itemsize, strides=[s * itemsize for s in stride]
+    )
 
 
 @kernel("as_strided_scatter")

@@ -1,0 +1,62 @@
+"""Gradient clipping by total norm and by value, as ``torch.nn.utils`` does it."""
+
+from __future__ import annotations
+
+import math
+
+import munet
+from munet._tensor import Tensor
+from munet.autograd.grad_mode import no_grad
+
+
+def _grads(parameters) -> list:
+    if isinstance(parameters, Tensor):
+        parameters = [parameters]
+    return [p.grad for p in parameters if p.grad is not None]
+
+
+@no_grad()
+def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach=None) -> Tensor:
+    """The ``norm_type``-norm of all ``tensors`` together, as if concatenated."""
+    if isinstance(tensors, Tensor):
+        tensors = [tensors]
+    tensors = [t for t in tensors if t is not None]
+    norm_type = float(norm_type)
+    if not tensors:
+        return munet.tensor(0.0)
+    if math.isinf(norm_type):
+        norms = [t.detach().abs().amax() for t in tensors]
+        total = munet.stack([n.float() for n in norms]).amax() if len(norms) > 1 else norms[0].float()
+    else:
+        norms = [t.detach().float().norm(norm_type) for t in tensors]
+        total = munet.stack([n.float() for n in norms]).norm(norm_type)
+    if error_if_nonfinite and not bool(munet.isfinite(total)):
+        raise RuntimeError(
+            f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it cannot be "
+            "clipped. To disable this error and scale the gradients by the non-finite norm anyway, set "
+            "`error_if_nonfinite=False`"
+        )
+    return total
+
+
+@no_grad()
+def clip_grad_norm_(
+    parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach=None
+) -> Tensor:
+    """Scale all gradients so their total norm is at most ``max_norm``; returns the norm before clipping."""
+    grads = _grads(parameters)
+    total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    if not grads:
+        return total
+    coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
+    for g in grads:
+        g.mul_(coef.to(g.dtype))
+    return total
+
+
+@no_grad()
+def clip_grad_value_(parameters, clip_value: float, foreach=None) -> None:
+    """Clamp every gradient element into ``[-clip_value, clip_value]``."""
+    clip_value = float(clip_value)
+    for g in _grads(parameters):
+        g.clamp_(-clip_value, clip_value)
