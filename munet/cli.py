@@ -59,7 +59,7 @@ def demo(epochs: int = 40, batch_size: int = 64, lr: float = 0.1, seed: int = 0)
     steps = (n + batch_size - 1) // batch_size
     print(f"MuNet {munet.__version__} demo: MLP 64-128-10 on {n} handwritten digits (8x8), {n_test} held out")
     loss_value = float("nan")
-    for epoch in progress(range(epochs), epochs, "training"):
+    for _ in progress(range(epochs), epochs, "training"):
         perm = munet.randperm(n)
         for step in range(steps):
             idx = perm[step * batch_size : (step + 1) * batch_size]
