@@ -22,11 +22,16 @@ def random_words(generator, n: int) -> np.ndarray:
     return np.random.Philox(key=key, counter=counter).random_raw(n)
 
 
+# Significand bits per float dtype: uniforms use that many top bits of a word, so every
+# value is exact in the target dtype and 1.0 is never produced by rounding.
+_BITS = {"float64": 53, "float32": 24, "float16": 11, "bfloat16": 8}
+
+
 def uniform_open(words: np.ndarray, np_dtype) -> np.ndarray:
-    """Uniform in [0, 1): the top 53 bits for float64, the top 24 bits otherwise (float32)."""
-    if np.dtype(np_dtype) == np.float64:
-        return (words >> np.uint64(11)).astype(np.float64) * (1.0 / (1 << 53))
-    return (words >> np.uint64(40)).astype(np.float32) * np.float32(1.0 / (1 << 24))
+    """Uniform in [0, 1) from the top bits of each word: float64 for float64, else float32."""
+    bits = _BITS.get(np.dtype(np_dtype).name, 24)
+    acc = np.float64 if bits == 53 else np.float32
+    return (words >> np.uint64(64 - bits)).astype(acc) * acc(1.0 / (1 << bits))
 
 
 def _compute_dtype(np_dtype):
@@ -47,7 +52,7 @@ def standard_normal(generator, n: int) -> np.ndarray:
 @kernel("uniform")
 def uniform(*, shape, dtype, low, high, generator):
     n = int(np.prod(shape))
-    u = uniform_open(random_words(generator, n), _compute_dtype(dtype.np))
+    u = uniform_open(random_words(generator, n), dtype.np)
     out = u * (high - low) + low
     return out.astype(dtype.np).reshape(shape)
 
