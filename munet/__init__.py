@@ -70,4 +70,5 @@ from munet import _tensor_methods  # noqa: E402
 
 _tensor_methods.bind()
 
-from munet import autograd, nn  # noqa: E402,F401
+from munet import autograd, nn, optim  # noqa: E402,F401
+from munet.serialization import load, save  # noqa: E402,F401

@@ -9,8 +9,9 @@ writing ``group["lr"]``). ``state_dict`` uses PyTorch's layout: ``{"state": {ind
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 from copy import deepcopy
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from munet._tensor import Tensor
 from munet.autograd.grad_mode import no_grad
