@@ -1,0 +1,176 @@
+"""munet/ops/pooling.py: max/avg/adaptive/lp pooling against PyTorch (values, indices and
+gradients), ceil_mode, padding, dilation, ties, unbatched and non-contiguous inputs, errors."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import munet
+import munet.nn.functional as F
+from tests.reference import check, noncontiguous, randn
+
+F64 = "float64"
+
+MAX_CASES = [
+    {"kernel_size": 2},
+    {"kernel_size": 3, "stride": 2, "padding": 1},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+    {"kernel_size": (3, 2), "stride": (2, 1), "padding": (1, 0), "dilation": (2, 3)},
+    {"kernel_size": 2, "stride": 3, "ceil_mode": True},
+    {"kernel_size": (4, 3), "stride": 1, "padding": (2, 1), "dilation": 1},
+]
+
+
+@pytest.mark.parametrize("kw", MAX_CASES)
+def test_max_pool2d(kw):
+    x = randn(2, 3, 9, 8, dtype=F64)
+    check(
+        lambda x: F.max_pool2d(x, return_indices=True, **kw), lambda x: TF.max_pool2d(x, return_indices=True, **kw), x
+    )
+    check(lambda x: munet.max_pool2d(x, **kw), lambda x: torch.max_pool2d(x, **kw), noncontiguous(randn(2, 3, 9, 8)))
+
+
+def test_max_pool_ties_pick_first_and_route_gradient_once():
+    # After relu many windows are all zeros: PyTorch picks the first maximum, and overlapping
+    # windows that choose the same element add their gradients there.
+    x = np.maximum(np.round(randn(2, 2, 7, 7, dtype=F64)), 0)
+    for kw in ({"kernel_size": 3, "stride": 1}, {"kernel_size": 2}, {"kernel_size": 3, "stride": 2, "padding": 1}):
+        check(
+            lambda x: F.max_pool2d(x, return_indices=True, **kw),
+            lambda x: TF.max_pool2d(x, return_indices=True, **kw),
+            x,
+        )
+
+
+@pytest.mark.parametrize(
+    "kw", [{"kernel_size": 3}, {"kernel_size": 2, "stride": 1, "padding": 1, "dilation": 2, "ceil_mode": True}]
+)
+def test_max_pool1d_3d(kw):
+    check(
+        lambda x: F.max_pool1d(x, return_indices=True, **kw),
+        lambda x: TF.max_pool1d(x, return_indices=True, **kw),
+        randn(2, 3, 11, dtype=F64),
+    )
+    check(
+        lambda x: F.max_pool3d(x, return_indices=True, **kw),
+        lambda x: TF.max_pool3d(x, return_indices=True, **kw),
+        randn(1, 2, 6, 7, 5, dtype=F64),
+    )
+    check(
+        lambda x: munet.max_pool1d_with_indices(x, **kw),
+        lambda x: torch.max_pool1d_with_indices(x, **kw),
+        randn(3, 9, dtype=F64),
+    )
+
+
+def test_max_pool_unbatched_low_precision_and_double_backward():
+    check(
+        lambda x: F.max_pool2d(x, 2, return_indices=True),
+        lambda x: TF.max_pool2d(x, 2, return_indices=True),
+        randn(3, 6, 5),
+    )
+    for dtype in ("float16", "bfloat16"):
+        check(lambda x: F.max_pool2d(x, 3, 2, 1), lambda x: TF.max_pool2d(x, 3, 2, 1), randn(2, 2, 7, 6, dtype=dtype))
+
+    def second(grad, pool):
+        def fn(x):
+            out = pool(x, 3, 2, 1)
+            (gx,) = grad((out * out).sum(), x, create_graph=True)
+            return gx
+
+        return fn
+
+    check(
+        second(munet.autograd.grad, F.max_pool2d),
+        second(torch.autograd.grad, TF.max_pool2d),
+        randn(1, 2, 6, 6, dtype=F64),
+    )
+
+
+AVG_CASES = [
+    {"kernel_size": 2},
+    {"kernel_size": 3, "stride": 2, "padding": 1},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "count_include_pad": False},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True},
+    {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False},
+    {"kernel_size": (2, 3), "stride": (3, 2), "ceil_mode": True},
+    {"kernel_size": (3, 2), "stride": 1, "padding": (1, 1), "divisor_override": 5},
+]
+
+
+@pytest.mark.parametrize("kw", AVG_CASES)
+def test_avg_pool2d(kw):
+    check(lambda x: F.avg_pool2d(x, **kw), lambda x: TF.avg_pool2d(x, **kw), randn(2, 3, 9, 8, dtype=F64))
+
+
+def test_avg_pool_1d_3d_unbatched_float32_noncontiguous():
+    kw = {"kernel_size": 3, "stride": 2, "padding": 1, "ceil_mode": True, "count_include_pad": False}
+    check(lambda x: munet.avg_pool1d(x, **kw), lambda x: torch.avg_pool1d(x, **kw), randn(2, 3, 10, dtype=F64))
+    check(lambda x: F.avg_pool3d(x, **kw), lambda x: TF.avg_pool3d(x, **kw), randn(1, 2, 5, 6, 7, dtype=F64))
+    check(lambda x: F.avg_pool2d(x, 2), lambda x: TF.avg_pool2d(x, 2), noncontiguous(randn(3, 6, 8)))
+    check(
+        lambda x: F.avg_pool2d(x, 2, 1),
+        lambda x: TF.avg_pool2d(x, 2, 1),
+        randn(2, 2, 5, 5, dtype="float16"),
+        grad=False,
+    )
+
+
+@pytest.mark.parametrize("out", [(4, 3), 1, (None, 2), (9, 8), (7, 5), (12, 11)])
+def test_adaptive_pool2d(out):
+    x = randn(2, 3, 9, 8, dtype=F64)
+    check(lambda x: F.adaptive_avg_pool2d(x, out), lambda x: TF.adaptive_avg_pool2d(x, out), x)
+    check(
+        lambda x: F.adaptive_max_pool2d(x, out, return_indices=True),
+        lambda x: TF.adaptive_max_pool2d(x, out, return_indices=True),
+        x,
+    )
+
+
+def test_adaptive_pool_1d_3d_unbatched():
+    x = randn(2, 3, 10, dtype=F64)
+    check(lambda x: munet.adaptive_avg_pool1d(x, 4), lambda x: torch.adaptive_avg_pool1d(x, 4), x)
+    check(lambda x: F.adaptive_max_pool1d(x, 3, True), lambda x: TF.adaptive_max_pool1d(x, 3, True), x)
+    check(
+        lambda x: F.adaptive_avg_pool3d(x, (2, 3, 1)),
+        lambda x: TF.adaptive_avg_pool3d(x, (2, 3, 1)),
+        randn(1, 2, 5, 6, 4, dtype=F64),
+    )
+    check(
+        lambda x: F.adaptive_max_pool3d(x, (2, 3, 1), return_indices=True),
+        lambda x: TF.adaptive_max_pool3d(x, (2, 3, 1), return_indices=True),
+        randn(1, 2, 5, 6, 4, dtype=F64),
+    )
+    check(lambda x: F.adaptive_avg_pool2d(x, 3), lambda x: TF.adaptive_avg_pool2d(x, 3), noncontiguous(randn(3, 7, 5)))
+    check(lambda x: F.adaptive_max_pool2d(x, 3), lambda x: TF.adaptive_max_pool2d(x, 3), noncontiguous(randn(3, 7, 5)))
+
+
+def test_lp_pool():
+    x = np.abs(randn(2, 3, 8, 7, dtype=F64)) + 0.1
+    check(lambda x: F.lp_pool2d(x, 2, 2), lambda x: TF.lp_pool2d(x, 2, 2), x)
+    check(lambda x: F.lp_pool1d(x, 3, 3, 2), lambda x: TF.lp_pool1d(x, 3, 3, 2), x[0])
+
+
+def test_errors():
+    x = munet.zeros(2, 3, 8, 8)
+    with pytest.raises(
+        RuntimeError, match=r"max_pool2d: expected input of rank 3 or 4 \(N, C, H, W\), got shape \(8, 8\)"
+    ):
+        F.max_pool2d(munet.zeros(8, 8), 2)
+    with pytest.raises(RuntimeError, match="max_pool2d: pad should be at most half of effective kernel size"):
+        F.max_pool2d(x, 2, padding=2)
+    with pytest.raises(
+        RuntimeError, match=r"avg_pool2d: given input size \[2, 2\], calculated output size \[0, 0\] is too small"
+    ):
+        F.avg_pool2d(munet.zeros(1, 1, 2, 2), 3)
+    with pytest.raises(RuntimeError, match="kernel_size, stride and dilation must be greater than zero"):
+        F.max_pool2d(x, 2, stride=0)
+    with pytest.raises(RuntimeError, match="avg_pool2d: divisor must be not zero"):
+        F.avg_pool2d(x, 2, divisor_override=0)
+    with pytest.raises(
+        RuntimeError, match="adaptive_avg_pool2d: output_size must be a single int or a tuple of 2 ints"
+    ):
+        F.adaptive_avg_pool2d(x, (1, 2, 3))
+    with pytest.raises(RuntimeError, match="max_pool2d: expected a floating point input, got int64"):
+        F.max_pool2d(munet.zeros(1, 1, 4, 4, dtype=munet.int64), 2)
