@@ -380,3 +380,20 @@ def test_bilinear(lead):
     check(munet.bilinear, torch.bilinear, noncontiguous(x1), x2, noncontiguous(w), None, rtol=1e-5, atol=1e-5)
     with pytest.raises(RuntimeError, match=r"bilinear: input1 and input2 last dims must match weight's"):
         F.bilinear(munet.ones(3, 5), munet.ones(3, 5), munet.ones(6, 4, 5))
+
+
+def test_einsum_random_equations():
+    """Seeded random equations (diagonals, size-1 broadcasting, implicit output) vs PyTorch."""
+    import random
+
+    rng = random.Random(0)
+    sizes = {c: rng.randint(2, 3) for c in "abcd"}
+    for trial in range(60):
+        terms = ["".join(rng.choice("abcd") for _ in range(rng.randint(0, 3))) for _ in range(rng.randint(1, 3))]
+        used = sorted(set("".join(terms)))
+        eq = ",".join(terms) + ("->" + "".join(rng.sample(used, rng.randint(0, len(used)))) if trial % 5 else "")
+        arrays = []
+        for i, term in enumerate(terms):
+            shape = [sizes[c] if term.count(c) > 1 or rng.random() < 0.8 else 1 for c in term]
+            arrays.append(randn(*shape, dtype="float64", seed=100 * trial + i))
+        check(lambda *xs: munet.einsum(eq, *xs), lambda *xs: torch.einsum(eq, *xs), *arrays)
