@@ -21,22 +21,22 @@ def check_index(x, make_index, **kw):
 # advanced indexing --------------------------------------------------------------------------------
 
 INDEXES = [
-    lambda T: T([0, 2, 2, -1]),  # duplicates and a negative index
-    lambda T: (T([[0], [1]]), T([1, 2, 0])),  # broadcasting index tensors
-    lambda T: (0, slice(None), T([1, 3])),  # int then tensor: the int is a select (PyTorch)
-    lambda T: (T([0, 1]), slice(None), T([1, 3])),  # non-adjacent advanced dims move to the front
-    lambda T: (slice(None), T([1, 0]), T([3, 2])),  # adjacent advanced dims stay in place
-    lambda T: (None, T([0, 1]), None, slice(1, 3), T([1, 2])),
-    lambda T: (Ellipsis, T([3, 0])),
-    lambda T: (T([1]), Ellipsis, None),
-    lambda T: (T(1), slice(None), T([0, 2])),  # 0-dim tensor index acts like an int
-    lambda T: T(np.zeros((0,), np.int64)),  # empty index tensor
-    lambda T: (slice(None), T(np.zeros((2, 0), np.int64))),
-    lambda T: T(np.array([[2, 1], [0, 0]], np.int32)),  # int32 indices
-    lambda T: [0, 2],  # a list of ints is one index
-    lambda T: [[0, 1], [1, 2]],  # a list of lists is a tuple of indices
-    lambda T: np.array([1, 0]),
-    lambda T: (slice(None, None, 2), T([[1, 2]]), 1),
+    lambda mk: mk([0, 2, 2, -1]),  # duplicates and a negative index
+    lambda mk: (mk([[0], [1]]), mk([1, 2, 0])),  # broadcasting index tensors
+    lambda mk: (0, slice(None), mk([1, 3])),  # int then tensor: the int is a select (PyTorch)
+    lambda mk: (mk([0, 1]), slice(None), mk([1, 3])),  # non-adjacent advanced dims move to the front
+    lambda mk: (slice(None), mk([1, 0]), mk([3, 2])),  # adjacent advanced dims stay in place
+    lambda mk: (None, mk([0, 1]), None, slice(1, 3), mk([1, 2])),
+    lambda mk: (Ellipsis, mk([3, 0])),
+    lambda mk: (mk([1]), Ellipsis, None),
+    lambda mk: (mk(1), slice(None), mk([0, 2])),  # 0-dim tensor index acts like an int
+    lambda mk: mk(np.zeros((0,), np.int64)),  # empty index tensor
+    lambda mk: (slice(None), mk(np.zeros((2, 0), np.int64))),
+    lambda mk: mk(np.array([[2, 1], [0, 0]], np.int32)),  # int32 indices
+    lambda mk: [0, 2],  # a list of ints is one index
+    lambda mk: [[0, 1], [1, 2]],  # a list of lists is a tuple of indices
+    lambda mk: np.array([1, 0]),
+    lambda mk: (slice(None, None, 2), mk([[1, 2]]), 1),
 ]
 
 
@@ -48,27 +48,27 @@ def test_advanced_index(case):
 
 def test_advanced_index_noncontiguous_and_dtypes():
     x = noncontiguous(randn(3, 4, 5))
-    check_index(x, lambda T: (T([2, 0]), slice(None), T([4, 1])))
-    check_index(randn(3, 4, dtype="float64"), lambda T: T([[1, 2], [0, 0]]))
+    check_index(x, lambda mk: (mk([2, 0]), slice(None), mk([4, 1])))
+    check_index(randn(3, 4, dtype="float64"), lambda mk: mk([[1, 2], [0, 0]]))
     for dtype in ("float16", "bfloat16"):
-        check_index(randn(3, 4, dtype=dtype), lambda T: (slice(None), T([3, 3, 0])))
+        check_index(randn(3, 4, dtype=dtype), lambda mk: (slice(None), mk([3, 3, 0])))
     xi = np.arange(12, dtype=np.int32).reshape(3, 4)
-    check_index(xi, lambda T: (T([2, 0]), T([1, 1])))
-    check_index(np.array([True, False, True]), lambda T: T([2, 1]))
+    check_index(xi, lambda mk: (mk([2, 0]), mk([1, 1])))
+    check_index(np.array([True, False, True]), lambda mk: mk([2, 1]))
 
 
 def test_bool_masks():
     x = randn(3, 4, 5)
     mask = np.random.default_rng(1).random((3, 4)) > 0.5
-    check_index(x, lambda T: T(mask))
-    check_index(x, lambda T: (slice(None), T(mask[0])))
-    check_index(x, lambda T: (T(mask[:, 0]), 1))
-    check_index(x, lambda T: (T([True, False, True]), slice(None), T([0, 4])))
-    check_index(x, lambda T: T(np.zeros((3, 4, 5), bool)))  # empty selection
-    check_index(x, lambda T: True)
-    check_index(x, lambda T: (False, 1))
-    check_index(x, lambda T: T(True))
-    check_index(randn(), lambda T: T(True))
+    check_index(x, lambda mk: mk(mask))
+    check_index(x, lambda mk: (slice(None), mk(mask[0])))
+    check_index(x, lambda mk: (mk(mask[:, 0]), 1))
+    check_index(x, lambda mk: (mk([True, False, True]), slice(None), mk([0, 4])))
+    check_index(x, lambda mk: mk(np.zeros((3, 4, 5), bool)))  # empty selection
+    check_index(x, lambda mk: True)
+    check_index(x, lambda mk: (False, 1))
+    check_index(x, lambda mk: mk(True))
+    check_index(randn(), lambda mk: mk(True))
 
 
 def test_index_is_a_copy():
@@ -108,14 +108,14 @@ def test_index_errors():
 
 
 SETITEM = [
-    (lambda T: T([0, 2]), (2, 4)),
-    (lambda T: T([0, 2]), (4,)),  # values broadcast
-    (lambda T: (T([[0], [2]]), T([1, 3])), (2, 2)),
-    (lambda T: (slice(None), T([3, 1])), (3, 1)),
-    (lambda T: (T([True, False, True]),), (1, 4)),
-    (lambda T: (T([1, 2]), slice(1, 3)), (2, 2)),
-    (lambda T: (1, T([0, 3])), ()),
-    (lambda T: (T([0, 2]), None, T([1, 1])), (1, 2, 1)),  # value has leading 1-dims to drop
+    (lambda mk: mk([0, 2]), (2, 4)),
+    (lambda mk: mk([0, 2]), (4,)),  # values broadcast
+    (lambda mk: (mk([[0], [2]]), mk([1, 3])), (2, 2)),
+    (lambda mk: (slice(None), mk([3, 1])), (3, 1)),
+    (lambda mk: (mk([True, False, True]),), (1, 4)),
+    (lambda mk: (mk([1, 2]), slice(1, 3)), (2, 2)),
+    (lambda mk: (1, mk([0, 3])), ()),
+    (lambda mk: (mk([0, 2]), None, mk([1, 1])), (1, 2, 1)),  # value has leading 1-dims to drop
 ]
 
 
@@ -123,10 +123,10 @@ SETITEM = [
 def test_setitem_forward_and_grad(case):
     make_index, vshape = SETITEM[case]
 
-    def run(T, lib):
+    def run(mk, lib):
         def fn(x, v):
             y = x * 1
-            y[make_index(T)] = v
+            y[make_index(mk)] = v
             return y
 
         return fn
@@ -155,11 +155,11 @@ def test_setitem_leaf_error():
 
 
 def test_setitem_through_view_of_nonleaf_grad():
-    def fn(lib, T):
+    def fn(lib, mk):
         def f(x, v):
             y = x * 2
             row = y[1]
-            row[T([0, 2])] = v
+            row[mk([0, 2])] = v
             return y * row.sum()
 
         return f
