@@ -467,7 +467,9 @@ def _softmax_dim(name: str, ndim: int, dim, stacklevel: int = 4) -> int:
     return wrap_dim(dim, ndim, name)
 
 
-def _softmax_input(input, dtype):
+def _softmax_input(input, dtype, stacklevel=None):
+    if dtype is None and isinstance(stacklevel, D.dtype):
+        dtype = stacklevel  # torch.softmax(x, dim, dtype): the third positional is the dtype
     if dtype is not None and input.dtype is not dtype:
         input = input.to(dtype)
     return input
@@ -476,19 +478,19 @@ def _softmax_input(input, dtype):
 def softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
     """``exp(x) / sum(exp(x))`` along ``dim`` (computed stably); ``dtype`` casts the input first."""
     dim = _softmax_dim("softmax", input.ndim, dim)
-    return apply(softmax_op, _softmax_input(input, dtype), dim=dim)
+    return apply(softmax_op, _softmax_input(input, dtype, _stacklevel), dim=dim)
 
 
 def log_softmax(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
     """``x - logsumexp(x)`` along ``dim``."""
     dim = _softmax_dim("log_softmax", input.ndim, dim)
-    return apply(log_softmax_op, _softmax_input(input, dtype), dim=dim)
+    return apply(log_softmax_op, _softmax_input(input, dtype, _stacklevel), dim=dim)
 
 
 def softmin(input, dim: int | None = None, _stacklevel: int = 3, dtype=None):
     """``softmax(-x)``."""
     dim = _softmax_dim("softmin", input.ndim, dim)
-    return apply(softmax_op, -_softmax_input(input, dtype), dim=dim)
+    return apply(softmax_op, -_softmax_input(input, dtype, _stacklevel), dim=dim)
 
 
 # dropout ------------------------------------------------------------------------------------------------

@@ -1,7 +1,154 @@
-"""(to be filled) ops of the embedding family."""
+"""Embedding lookup (``F.embedding``) and ``F.one_hot``.
+
+``embedding`` is a primitive (a row gather) whose gradient is the primitive
+``embedding_backward`` (a scatter-add of rows into a zero table that skips ``padding_idx``
+and optionally divides by index frequency, like PyTorch's ``embedding_dense_backward``).
+The two are adjoint, so each is the other's gradient and double backward works.
+"""
 
 from __future__ import annotations
 
+from munet import _dtype as D
+from munet.autograd.grad_mode import no_grad
+from munet.ops._registry import Meta, apply, define
+
+# torch.embedding is (weight, indices, ...), the reverse of F.embedding; not exported as munet.embedding.
 __all__: list[str] = []
-__functional__: list[str] = []
+__functional__ = ["embedding", "one_hot"]
 __tensor_methods__: list[str] = []
+
+_INDEX_DTYPES = (D.int64, D.int32)
+
+
+def _check_indices(indices, op: str) -> None:
+    if indices.dtype not in _INDEX_DTYPES:
+        raise RuntimeError(f"{op}: expected indices of dtype int64 or int32, got {indices.dtype.name}")
+
+
+def _embedding_meta(weight, indices, **_):
+    if weight.ndim != 2:
+        raise RuntimeError(
+            f"embedding: expected weight of rank 2 (num_embeddings, embedding_dim), got shape {list(weight.shape)}"
+        )
+    _check_indices(indices, "embedding")
+    return Meta(tuple(indices.shape) + (weight.shape[1],), weight.dtype)
+
+
+def _embedding_backward(ctx, g):
+    indices = ctx.saved_tensor("indices")
+    attrs = ctx.attrs
+    return (
+        apply(embedding_backward_op, g, indices, num_weights=ctx.input_shapes[0][0], **attrs),
+        None,
+    )
+
+
+embedding_op = define(
+    "embedding",
+    inputs=("weight", "indices"),
+    meta=_embedding_meta,
+    backward=_embedding_backward,
+    saves=("indices",),
+)
+
+
+def _embedding_backward_meta(grad, indices, *, num_weights, padding_idx, scale_grad_by_freq):
+    return Meta((num_weights, grad.shape[-1]), grad.dtype)
+
+
+def _embedding_backward_backward(ctx, gg):
+    indices = ctx.saved_tensor("indices")
+    padding_idx, by_freq = ctx.attrs["padding_idx"], ctx.attrs["scale_grad_by_freq"]
+    if by_freq:
+        # the adjoint of "divide by frequency, then scatter" is "gather, then divide by frequency"
+        ones = gg.new_ones(tuple(indices.shape) + (1,))
+        counts = apply(
+            embedding_backward_op, ones, indices, num_weights=gg.shape[0], padding_idx=None, scale_grad_by_freq=False
+        )
+        gg = gg / counts.clamp_min(1.0)
+    out = apply(embedding_op, gg, indices, padding_idx=None, scale_grad_by_freq=False)
+    if padding_idx is not None:
+        out = out * (indices != padding_idx).unsqueeze(-1).to(out.dtype)
+    return out, None
+
+
+embedding_backward_op = define(
+    "embedding_backward",
+    inputs=("grad", "indices"),
+    meta=_embedding_backward_meta,
+    backward=_embedding_backward_backward,
+    saves=("indices",),
+)
+
+
+def _renorm_(weight, indices, max_norm: float, norm_type: float) -> None:
+    """Rescale the rows of ``weight`` looked up by ``indices`` to norm <= ``max_norm``, in place."""
+    import munet
+
+    with no_grad():
+        flat = indices.reshape(-1).to(D.int64)
+        rows = weight.index_select(0, flat)
+        norms = rows.norm(norm_type, 1, keepdim=True)
+        scale = munet.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).to(weight.dtype)
+        weight.index_copy_(0, flat, rows * scale)
+
+
+def embedding(
+    input,
+    weight,
+    padding_idx: int | None = None,
+    max_norm: float | None = None,
+    norm_type: float = 2.0,
+    scale_grad_by_freq: bool = False,
+    sparse: bool = False,
+):
+    """Rows of ``weight`` at ``input`` (int64/int32 indices): output shape ``(*input.shape, D)``.
+
+    ``padding_idx``'s row gets no gradient; ``max_norm`` renormalizes the looked-up rows of
+    ``weight`` in place first (without gradient), like PyTorch.
+    """
+    _check_indices(input, "embedding")
+    if sparse:
+        raise NotImplementedError("embedding: sparse=True gradients are not supported by munet; use sparse=False")
+    num = weight.shape[0] if weight.ndim >= 1 else 0
+    if padding_idx is not None:
+        if not -num <= padding_idx < num:
+            raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num}), got {padding_idx}")
+        padding_idx = padding_idx % num
+    if input.numel() and num:
+        with no_grad():
+            lo, hi = int(input.min()), int(input.max())
+        if lo < 0 or hi >= num:
+            raise IndexError(
+                f"embedding: index out of range in self (indices must be in [0, {num}), got {lo if lo < 0 else hi})"
+            )
+    if max_norm is not None:
+        _renorm_(weight, input, float(max_norm), float(norm_type))
+    return apply(embedding_op, weight, input, padding_idx=padding_idx, scale_grad_by_freq=bool(scale_grad_by_freq))
+
+
+# one_hot --------------------------------------------------------------------------------------------------
+
+one_hot_op = define(
+    "one_hot",
+    meta=lambda x, *, num_classes: Meta(tuple(x.shape) + (num_classes,), D.int64),
+)
+
+
+def one_hot(tensor, num_classes: int = -1):
+    """``(*, num_classes)`` int64 tensor with a 1 at each value of ``tensor`` (``-1`` infers ``max + 1``)."""
+    if tensor.dtype is not D.int64:
+        raise RuntimeError(f"one_hot is only applicable to index tensor of type LongTensor, got {tensor.dtype.name}")
+    if tensor.numel() == 0:
+        if num_classes == -1:
+            raise RuntimeError("one_hot: can not infer total number of classes from empty tensor")
+        return apply(one_hot_op, tensor, num_classes=int(num_classes))
+    with no_grad():
+        lo, hi = int(tensor.min()), int(tensor.max())
+    if lo < 0:
+        raise RuntimeError(f"one_hot: class values must be non-negative, got {lo}")
+    if num_classes == -1:
+        num_classes = hi + 1
+    elif hi >= num_classes:
+        raise RuntimeError(f"one_hot: class values must be smaller than num_classes ({num_classes}), got {hi}")
+    return apply(one_hot_op, tensor, num_classes=int(num_classes))

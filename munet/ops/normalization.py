@@ -18,7 +18,9 @@ from munet.autograd.grad_mode import no_grad
 from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import wrap_dim
 
-__all__ = ["layer_norm", "rms_norm", "batch_norm", "group_norm", "instance_norm"]
+# torch.batch_norm / torch.instance_norm take (input, weight, bias, running_mean, ...), an order
+# unlike F's; they are left out of the munet namespace rather than given F's meaning.
+__all__ = ["layer_norm", "rms_norm", "group_norm"]
 __functional__ = [
     "layer_norm",
     "rms_norm",

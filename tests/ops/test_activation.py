@@ -295,3 +295,9 @@ def test_alpha_dropout_keeps_mean_and_variance():
     dropped = np.isclose(z, alpha * a * (p - 1)).all(axis=2)
     assert np.all(kept ^ dropped), "noise is not constant per channel"
     assert 0.3 < kept.mean() < 0.7
+
+
+def test_softmax_positional_dtype_like_torch_softmax():
+    x = randn(2, 3)
+    check(lambda x: munet.softmax(x, 1, munet.float64), lambda x: torch.softmax(x, 1, torch.float64), x)
+    check(lambda x: x.log_softmax(0, munet.float64), lambda x: x.log_softmax(0, torch.float64), x)

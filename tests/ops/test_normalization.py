@@ -191,7 +191,7 @@ def test_instance_norm_with_running_stats(shape, dtype):
         x,
         atol=1e-5,
     )
-    check(lambda x: munet.instance_norm(x), lambda x: TF.instance_norm(x), noncontiguous(x), atol=1e-5)
+    check(lambda x: F.instance_norm(x), lambda x: TF.instance_norm(x), noncontiguous(x), atol=1e-5)
 
 
 # normalize / local_response_norm -------------------------------------------------------------------------------

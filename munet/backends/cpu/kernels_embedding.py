@@ -1,0 +1,33 @@
+"""CPU kernels for embedding lookup, its scatter-add gradient, and one_hot."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from munet.backends.cpu.kernels_reduce import acc_dtype
+from munet.backends.cpu.registry import kernel
+
+
+@kernel("embedding")
+def embedding(weight, indices, *, padding_idx, scale_grad_by_freq):
+    return np.take(weight, indices, axis=0)
+
+
+@kernel("embedding_backward")
+def embedding_backward(grad, indices, *, num_weights, padding_idx, scale_grad_by_freq):
+    dim = grad.shape[-1]
+    flat_idx = indices.reshape(-1).astype(np.int64)
+    rows = grad.reshape(-1, dim).astype(acc_dtype(grad) or grad.dtype)
+    if scale_grad_by_freq:
+        counts = np.bincount(flat_idx, minlength=num_weights)
+        rows = rows / counts[flat_idx][:, None].astype(rows.dtype)
+    out = np.zeros((num_weights, dim), rows.dtype)
+    np.add.at(out, flat_idx, rows)
+    if padding_idx is not None:
+        out[padding_idx] = 0
+    return out.astype(grad.dtype)
+
+
+@kernel("one_hot")
+def one_hot(x, *, num_classes):
+    return (x[..., None] == np.arange(num_classes, dtype=np.int64)).astype(np.int64)
