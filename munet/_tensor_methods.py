@@ -16,6 +16,9 @@ def _bind_methods() -> None:
     for module in ops.MODULES:
         for name in getattr(module, "__tensor_methods__", ()):
             setattr(Tensor, name, getattr(module, name))
+        # methods whose signature differs from the function's (Tensor.where(condition, y))
+        for name, fn in getattr(module, "__tensor_method_impls__", {}).items():
+            setattr(Tensor, name, fn)
 
 
 def _call(name: str):

@@ -11,10 +11,164 @@ from munet import _dtype as D
 from munet.ops._registry import Meta, apply, apply_inplace, define
 from munet.ops._utils import broadcast_shapes, is_tensor, reduce_grad, shape_of
 
-__all__ = ["add", "sub", "subtract", "mul", "multiply", "div", "divide", "true_divide", "neg", "negative", "exp", "rsub"]
+__all__ = [
+    "add",
+    "sub",
+    "subtract",
+    "mul",
+    "multiply",
+    "div",
+    "divide",
+    "true_divide",
+    "neg",
+    "negative",
+    "exp",
+    "rsub",
+    "positive",
+    "abs",
+    "absolute",
+    "sign",
+    "sgn",
+    "signbit",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "not_equal",
+    "equal",
+    "isclose",
+    "allclose",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "isnan",
+    "isinf",
+    "isposinf",
+    "isneginf",
+    "isfinite",
+    "isreal",
+    "nan_to_num",
+    "where",
+    "clamp",
+    "clip",
+    "clamp_min",
+    "clamp_max",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+]
 __tensor_methods__ = [
-    "add", "add_", "sub", "sub_", "subtract", "mul", "mul_", "multiply", "div", "div_", "divide",
-    "true_divide", "neg", "neg_", "negative", "exp", "exp_",
+    "add",
+    "add_",
+    "sub",
+    "sub_",
+    "subtract",
+    "subtract_",
+    "mul",
+    "mul_",
+    "multiply",
+    "multiply_",
+    "div",
+    "div_",
+    "divide",
+    "divide_",
+    "true_divide",
+    "true_divide_",
+    "neg",
+    "neg_",
+    "negative",
+    "negative_",
+    "exp",
+    "exp_",
+    "positive",
+    "abs",
+    "abs_",
+    "absolute",
+    "absolute_",
+    "sign",
+    "sign_",
+    "sgn",
+    "sgn_",
+    "signbit",
+    "eq",
+    "ne",
+    "lt",
+    "le",
+    "gt",
+    "ge",
+    "greater",
+    "greater_equal",
+    "less",
+    "less_equal",
+    "not_equal",
+    "eq_",
+    "ne_",
+    "lt_",
+    "le_",
+    "gt_",
+    "ge_",
+    "greater_",
+    "greater_equal_",
+    "less_",
+    "less_equal_",
+    "not_equal_",
+    "equal",
+    "isclose",
+    "allclose",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+    "logical_not",
+    "logical_and_",
+    "logical_or_",
+    "logical_xor_",
+    "logical_not_",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_not",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "bitwise_and_",
+    "bitwise_or_",
+    "bitwise_xor_",
+    "bitwise_not_",
+    "bitwise_left_shift_",
+    "bitwise_right_shift_",
+    "isnan",
+    "isinf",
+    "isposinf",
+    "isneginf",
+    "isfinite",
+    "isreal",
+    "nan_to_num",
+    "nan_to_num_",
+    "clamp",
+    "clamp_",
+    "clip",
+    "clip_",
+    "clamp_min",
+    "clamp_min_",
+    "clamp_max",
+    "clamp_max_",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
 ]
 
 
@@ -41,7 +195,9 @@ def _unary_meta(x, **_):
 def binary(op, a, b, **attrs):
     """Apply a binary primitive after promotion; ``a`` or ``b`` may be a Python number."""
     if not is_tensor(a) and not is_tensor(b):
-        raise TypeError(f"{op.name}: expected at least one tensor operand, got {type(a).__name__} and {type(b).__name__}")
+        raise TypeError(
+            f"{op.name}: expected at least one tensor operand, got {type(a).__name__} and {type(b).__name__}"
+        )
     _, (a, b) = promote_operands(op.name, a, b)
     return apply(op, a, b, **attrs)
 
@@ -51,7 +207,9 @@ def binary_inplace(op, self, other, **attrs):
 
     result = D.result_type(self, other)
     if not D.can_cast(result, self.dtype):
-        raise RuntimeError(f"{op.name}_: result type {result.name} can't be cast to the desired output type {self.dtype.name}")
+        raise RuntimeError(
+            f"{op.name}_: result type {result.name} can't be cast to the desired output type {self.dtype.name}"
+        )
     if is_tensor(other) and other.dtype is not self.dtype:
         other = cast(other, self.dtype)
     return apply_inplace(op, self, other, **attrs)
@@ -61,14 +219,21 @@ def _grads(ctx, ga, gb):
     """Reduce the gradients of a broadcasting binary op to each input's shape."""
     return (
         reduce_grad(ga, ctx.input_shapes[0]) if ga is not None and ctx.needs_input_grad[0] else None,
-        reduce_grad(gb, ctx.input_shapes[1]) if gb is not None and len(ctx.needs_input_grad) > 1 and ctx.needs_input_grad[1] else None,
+        reduce_grad(gb, ctx.input_shapes[1])
+        if gb is not None and len(ctx.needs_input_grad) > 1 and ctx.needs_input_grad[1]
+        else None,
     )
 
 
 # arithmetic -------------------------------------------------------------------------------------------
 
 add_op = define("add", inputs=("self", "other"), meta=_binary_meta, backward=lambda ctx, g: _grads(ctx, g, g))
-sub_op = define("sub", inputs=("self", "other"), meta=_binary_meta, backward=lambda ctx, g: _grads(ctx, g, -g if ctx.needs_input_grad[-1] else None))
+sub_op = define(
+    "sub",
+    inputs=("self", "other"),
+    meta=_binary_meta,
+    backward=lambda ctx, g: _grads(ctx, g, -g if ctx.needs_input_grad[-1] else None),
+)
 
 
 def _mul_backward(ctx, g):
@@ -112,10 +277,13 @@ def add(input, other, *, alpha=1, out=None):
 
 
 def sub(input, other, *, alpha=1, out=None):
+    if getattr(input, "dtype", None) is D.bool_ and getattr(other, "dtype", None) is D.bool_:
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with two bool tensors is not supported. "
+            "Use the `^` or `logical_xor()` operator instead."
+        )
     if alpha != 1:
         other = other * alpha
-    if not is_tensor(input):
-        return _out(binary(add_op, neg(other), input), out)
     return _out(binary(sub_op, input, other), out)
 
 
@@ -162,6 +330,8 @@ def add_(self, other, *, alpha=1):
 
 
 def sub_(self, other, *, alpha=1):
+    if self.dtype is D.bool_ and getattr(other, "dtype", None) is D.bool_:
+        sub(self, other)  # raises PyTorch's error
     if alpha != 1:
         other = other * alpha
     return binary_inplace(sub_op, self, other)
@@ -179,6 +349,11 @@ def div_(self, other, *, rounding_mode=None):
     if not self.dtype.is_floating_point:
         raise RuntimeError(f"div_: result type Float can't be cast to the desired output type {self.dtype.name}")
     return binary_inplace(div_op, self, other)
+
+
+subtract_ = sub_
+multiply_ = mul_
+divide_ = true_divide_ = div_
 
 
 def _out(result, out):
@@ -207,7 +382,9 @@ def _float_input(x, name: str):
 
 def neg(input):
     if input.dtype is D.bool_:
-        raise RuntimeError("Negation, the `-` operator, on a bool tensor is not supported. Use `~` or logical_not() instead.")
+        raise RuntimeError(
+            "Negation, the `-` operator, on a bool tensor is not supported. Use `~` or logical_not() instead."
+        )
     return apply(neg_op, input)
 
 
@@ -215,6 +392,8 @@ negative = neg
 
 
 def neg_(self):
+    if self.dtype is D.bool_:
+        neg(self)  # raises PyTorch's error
     return apply_inplace(neg_op, self)
 
 
@@ -223,4 +402,452 @@ def exp(input):
 
 
 def exp_(self):
+    check_float_inplace("exp", self)
     return apply_inplace(exp_op, self)
+
+
+def check_float_inplace(name: str, self) -> None:
+    """In-place float functions cannot write into integer or bool tensors (PyTorch's error)."""
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(f"{name}_: result type Float can't be cast to the desired output type {self.dtype.name}")
+
+
+def negative_(self):
+    return neg_(self)
+
+
+def positive(input):
+    """``+input``: returns ``input`` itself."""
+    if input.dtype is D.bool_:
+        raise RuntimeError("The `+` operator, on a bool tensor is not supported.")
+    return input
+
+
+def _no_bool(name: str, x) -> None:
+    if x.dtype is D.bool_:
+        raise RuntimeError(f"{name}: not implemented for bool tensors")
+
+
+def _zero_grad(ctx, g):
+    from munet.ops.creation import zeros_like
+
+    return zeros_like(g)
+
+
+abs_op = define("abs", meta=_unary_meta, backward=lambda ctx, g: g * sign(ctx.saved_tensor("self")), saves=("self",))
+sign_op = define("sign", meta=_unary_meta, backward=_zero_grad)
+
+
+def abs(input, *, out=None):  # noqa: A001 - PyTorch's name
+    _no_bool("abs", input)
+    return _out(apply(abs_op, input), out)
+
+
+def abs_(self):
+    _no_bool("abs_", self)
+    return apply_inplace(abs_op, self)
+
+
+absolute, absolute_ = abs, abs_
+
+
+def sign(input, *, out=None):
+    """-1, 0 or 1 by sign (0 for NaN, as PyTorch); bool stays bool."""
+    return _out(apply(sign_op, input), out)
+
+
+def sign_(self):
+    return apply_inplace(sign_op, self)
+
+
+sgn, sgn_ = sign, sign_
+
+
+# predicates (bool results, never differentiable) ------------------------------------------------------
+
+
+def _bool_meta(*operands, **_):
+    shapes = [shape_of(x) for x in operands if is_tensor(x)]
+    return Meta(broadcast_shapes(*shapes, op="elementwise op"), D.bool_)
+
+
+def _predicate(name: str):
+    op = define(name, meta=_bool_meta)
+
+    def fn(input):
+        return apply(op, input)
+
+    fn.__name__ = name
+    fn.__doc__ = f"Elementwise ``{name}`` as a bool tensor."
+    return fn
+
+
+isnan = _predicate("isnan")
+isinf = _predicate("isinf")
+isposinf = _predicate("isposinf")
+isneginf = _predicate("isneginf")
+isfinite = _predicate("isfinite")
+signbit = _predicate("signbit")
+
+
+def isreal(input):
+    """MuNet tensors are real: a bool tensor of True."""
+    from munet.ops.creation import ones_like
+
+    return ones_like(input, dtype=D.bool_)
+
+
+def _nan_to_num_backward(ctx, g):
+    return where(isfinite(ctx.saved_tensor("self")), g, 0.0)
+
+
+nan_to_num_op = define("nan_to_num", meta=_unary_meta, backward=_nan_to_num_backward, saves=("self",))
+
+
+def nan_to_num(input, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None, *, out=None):
+    """Replace NaN by ``nan`` and infinities by ``posinf``/``neginf`` (default: the dtype's max/min)."""
+    return _out(apply(nan_to_num_op, input, nan=nan, posinf=posinf, neginf=neginf), out)
+
+
+def nan_to_num_(self, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None):
+    return apply_inplace(nan_to_num_op, self, nan=nan, posinf=posinf, neginf=neginf)
+
+
+# comparisons ------------------------------------------------------------------------------------------------
+
+
+def _comparison(name: str):
+    op = define(name, inputs=("self", "other"), meta=_bool_meta)
+
+    def fn(input, other, *, out=None):
+        if not is_tensor(input) and not is_tensor(other):
+            raise TypeError(
+                f"{name}(): expected at least one tensor operand, got {type(input).__name__} and {type(other).__name__}"
+            )
+        _, (a, b) = promote_operands(name, input, other)
+        return _out(apply(op, a, b), out)
+
+    def fn_(self, other):
+        return _write_result(self, fn(self, other))
+
+    fn.__name__, fn_.__name__ = name, name + "_"
+    fn.__doc__ = f"Elementwise ``{name}`` after type promotion; a bool tensor."
+    return fn, fn_
+
+
+def _write_result(self, result):
+    """In-place variant of a non-differentiable op: write ``result`` into ``self`` in its dtype."""
+    if tuple(result.shape) != tuple(self.shape):
+        raise RuntimeError(
+            f"output with shape {list(self.shape)} doesn't match the broadcast shape {list(result.shape)}"
+        )
+    return self.copy_(result)
+
+
+eq, eq_ = _comparison("eq")
+ne, ne_ = _comparison("ne")
+lt, lt_ = _comparison("lt")
+le, le_ = _comparison("le")
+gt, gt_ = _comparison("gt")
+ge, ge_ = _comparison("ge")
+greater, greater_ = gt, gt_
+greater_equal, greater_equal_ = ge, ge_
+less, less_ = lt, lt_
+less_equal, less_equal_ = le, le_
+not_equal, not_equal_ = ne, ne_
+
+
+def _require_tensor(name: str, other, position: int = 2, role: str = "other") -> None:
+    if not is_tensor(other):
+        raise TypeError(f"{name}(): argument '{role}' (position {position}) must be Tensor, not {type(other).__name__}")
+
+
+def _all_true(mask) -> bool:
+    return mask.numel() == 0 or mask.logical_not().sum().item() == 0
+
+
+def equal(input, other) -> bool:
+    """True when both tensors have the same shape and the same elements."""
+    _require_tensor("equal", other)
+    if tuple(input.shape) != tuple(other.shape):
+        return False
+    return _all_true(eq(input, other))
+
+
+def isclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False):
+    """``|input - other| <= atol + rtol * |other|`` elementwise (PyTorch's formula), as a bool tensor."""
+    _require_tensor("isclose", other)
+    if input.dtype is not other.dtype:
+        raise RuntimeError(
+            f"isclose: expected both tensors to have the same dtype, got {input.dtype.name} and {other.dtype.name}"
+        )
+    if rtol < 0 or atol < 0:
+        raise RuntimeError(f"isclose: rtol and atol must be non-negative, got rtol={rtol}, atol={atol}")
+    close = eq(input, other)
+    if equal_nan and input.dtype.is_floating_point:
+        close = close | (isnan(input) & isnan(other))
+    if rtol == 0 and atol == 0:
+        return close
+    if not input.dtype.is_floating_point:
+        input, other = input.to(D.get_default_dtype()), other.to(D.get_default_dtype())
+    allowed = atol + abs(rtol * other)
+    actual = abs(input - other)
+    return close | (isfinite(actual) & le(actual, allowed))
+
+
+def allclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
+    return _all_true(isclose(input, other, rtol, atol, equal_nan))
+
+
+# logical and bitwise ------------------------------------------------------------------------------------------
+
+
+def _logical(name: str, arity: int):
+    op = define(name, inputs=("self", "other")[:arity], meta=_bool_meta)
+
+    def fn(input, *others, out=None):
+        for o in others:
+            _require_tensor(name, o)
+        return _out(apply(op, input, *others), out)
+
+    def fn_(self, *others):
+        return _write_result(self, fn(self, *others))
+
+    fn.__name__, fn_.__name__ = name, name + "_"
+    fn.__doc__ = f"Elementwise ``{name}`` of the operands' truth values (nonzero is True); a bool tensor."
+    return fn, fn_
+
+
+logical_and, logical_and_ = _logical("logical_and", 2)
+logical_or, logical_or_ = _logical("logical_or", 2)
+logical_xor, logical_xor_ = _logical("logical_xor", 2)
+logical_not, logical_not_ = _logical("logical_not", 1)
+
+
+def _check_integral(name: str, dtype, allow_bool: bool = True) -> None:
+    if dtype.is_floating_point or (dtype is D.bool_ and not allow_bool):
+        raise RuntimeError(
+            f"{name}: not implemented for {dtype.name} tensors (expected integer{' or bool' if allow_bool else ''} tensors)"
+        )
+
+
+def _bitwise(name: str, allow_bool: bool = True):
+    op = define(name, inputs=("self", "other"), meta=_binary_meta)
+
+    def fn(input, other, *, out=None):
+        if not is_tensor(input) and not is_tensor(other):
+            raise TypeError(f"{name}(): expected at least one tensor operand")
+        _check_integral(name, D.result_type(input, other), allow_bool)
+        return _out(binary(op, input, other), out)
+
+    def fn_(self, other):
+        _check_integral(name + "_", D.result_type(self, other), allow_bool)
+        return binary_inplace(op, self, other)
+
+    fn.__name__, fn_.__name__ = name, name + "_"
+    fn.__doc__ = f"Elementwise ``{name}`` of integer (or bool) tensors after type promotion."
+    return fn, fn_
+
+
+bitwise_and, bitwise_and_ = _bitwise("bitwise_and")
+bitwise_or, bitwise_or_ = _bitwise("bitwise_or")
+bitwise_xor, bitwise_xor_ = _bitwise("bitwise_xor")
+bitwise_left_shift, bitwise_left_shift_ = _bitwise("bitwise_left_shift", allow_bool=False)
+bitwise_right_shift, bitwise_right_shift_ = _bitwise("bitwise_right_shift", allow_bool=False)
+bitwise_not_op = define("bitwise_not", meta=_unary_meta)
+
+
+def bitwise_not(input, *, out=None):
+    """``~input``: bitwise NOT of integers, logical NOT of bools."""
+    _check_integral("bitwise_not", input.dtype)
+    return _out(apply(bitwise_not_op, input), out)
+
+
+def bitwise_not_(self):
+    _check_integral("bitwise_not_", self.dtype)
+    return apply_inplace(bitwise_not_op, self)
+
+
+# selection: where, clamp, maximum/minimum ---------------------------------------------------------------------
+
+
+def _where_meta(condition, a, b):
+    shape = broadcast_shapes(shape_of(condition), shape_of(a), shape_of(b), op="where")
+    return Meta(shape, D.result_type(a, b))
+
+
+def _where_backward(ctx, g):
+    need = ctx.needs_input_grad
+    c = ctx.saved_tensor("condition")
+    ga = reduce_grad(where(c, g, 0.0), ctx.input_shapes[1]) if need[1] else None
+    gb = reduce_grad(where(c, 0.0, g), ctx.input_shapes[2]) if need[2] else None
+    return None, ga, gb
+
+
+where_op = define(
+    "where", inputs=("condition", "self", "other"), meta=_where_meta, backward=_where_backward, saves=("condition",)
+)
+
+
+def where(condition, input=None, other=None, *, out=None):
+    """``input`` where ``condition`` else ``other`` (tensors or numbers, promoted together).
+
+    ``where(condition)`` is ``nonzero(condition, as_tuple=True)``.
+    """
+    if input is None and other is None:
+        from munet.ops.indexing import nonzero
+
+        return nonzero(condition, as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where(): expected both input and other, or neither")
+    if condition.dtype is not D.bool_:
+        raise RuntimeError(
+            f"where expected condition to be a boolean tensor, but got a tensor with dtype {condition.dtype.name}"
+        )
+    _, (a, b) = promote_operands("where", input, other)
+    return _out(apply(where_op, condition, a, b), out)
+
+
+def _where_method(self, condition, y):
+    """``Tensor.where(condition, y)``: ``where(condition, self, y)``."""
+    return where(condition, self, y)
+
+
+__tensor_method_impls__ = {"where": _where_method}
+
+
+def _saved_or_none(ctx, role: str):
+    return ctx.saved_tensor(role) if role in ctx.saved or role in ctx.scalars else None
+
+
+def _clamp_backward(ctx, g):
+    need = ctx.needs_input_grad
+    x, lo, hi = ctx.saved_tensor("self"), _saved_or_none(ctx, "min"), _saved_or_none(ctx, "max")
+    gx = glo = ghi = None
+    if need[0]:
+        inside = ge(x, lo) if lo is not None else None
+        if hi is not None:
+            below = le(x, hi)
+            inside = below if inside is None else inside & below
+        gx = reduce_grad(where(inside, g, 0.0), ctx.input_shapes[0])
+    if len(need) > 1 and need[1]:
+        mask = lt(x, lo) & lt(lo, hi) if hi is not None else lt(x, lo)
+        glo = reduce_grad(where(mask, g, 0.0), ctx.input_shapes[1])
+    if len(need) > 2 and need[2]:
+        mask = gt(x, hi) | lt(hi, lo) if lo is not None else gt(x, hi)
+        ghi = reduce_grad(where(mask, g, 0.0), ctx.input_shapes[2])
+    return gx, glo, ghi
+
+
+def _clamp_meta(x, lo, hi):
+    shape = broadcast_shapes(*(shape_of(t) for t in (x, lo, hi) if is_tensor(t)), op="clamp")
+    return Meta(shape, x.dtype)
+
+
+clamp_op = define(
+    "clamp", inputs=("self", "min", "max"), meta=_clamp_meta, backward=_clamp_backward, saves=("self", "min", "max")
+)
+
+
+def _clamp_operands(name: str, input, min, max):
+    if min is None and max is None:
+        raise RuntimeError(f"torch.{name}: At least one of 'min' or 'max' must not be None")
+    _, (x, lo, hi) = promote_operands(name, input, min, max)
+    return x, lo, hi
+
+
+def clamp(input, min=None, max=None, *, out=None):  # noqa: A002 - PyTorch's names
+    """``min(max(input, min), max)``; ``min``/``max`` are numbers, tensors or None. NaN propagates."""
+    return _out(apply(clamp_op, *_clamp_operands("clamp", input, min, max)), out)
+
+
+def clamp_(self, min=None, max=None):  # noqa: A002
+    from munet.ops.convert import cast
+
+    if min is None and max is None:
+        raise RuntimeError("torch.clamp: At least one of 'min' or 'max' must not be None")
+    result = D.result_type(self, min, max)
+    if not D.can_cast(result, self.dtype):
+        raise RuntimeError(
+            f"clamp_: result type {result.name} can't be cast to the desired output type {self.dtype.name}"
+        )
+    lo, hi = (cast(v, self.dtype) if is_tensor(v) else v for v in (min, max))
+    return apply_inplace(clamp_op, self, lo, hi)
+
+
+clip, clip_ = clamp, clamp_
+
+
+def clamp_min(input, min):  # noqa: A002
+    return clamp(input, min=min)
+
+
+def clamp_max(input, max):  # noqa: A002
+    return clamp(input, max=max)
+
+
+def clamp_min_(self, min):  # noqa: A002
+    return clamp_(self, min=min)
+
+
+def clamp_max_(self, max):  # noqa: A002
+    return clamp_(self, max=max)
+
+
+def _maximum_backward(ctx, g):
+    a, b = ctx.saved_tensor("self"), ctx.saved_tensor("other")
+    half = where(eq(a, b), g / 2, g)
+    ga = where(lt(a, b), 0.0, half) if ctx.needs_input_grad[0] else None
+    gb = where(gt(a, b), 0.0, half) if ctx.needs_input_grad[1] else None
+    return _grads(ctx, ga, gb)
+
+
+def _minimum_backward(ctx, g):
+    a, b = ctx.saved_tensor("self"), ctx.saved_tensor("other")
+    half = where(eq(a, b), g / 2, g)
+    ga = where(gt(a, b), 0.0, half) if ctx.needs_input_grad[0] else None
+    gb = where(lt(a, b), 0.0, half) if ctx.needs_input_grad[1] else None
+    return _grads(ctx, ga, gb)
+
+
+def _fmax_backward(ctx, g):
+    a, b = ctx.saved_tensor("self"), ctx.saved_tensor("other")
+    to_self = ge(a, b) | isnan(b)
+    return _grads(ctx, where(to_self, g, 0.0), where(to_self, 0.0, g))
+
+
+def _fmin_backward(ctx, g):
+    a, b = ctx.saved_tensor("self"), ctx.saved_tensor("other")
+    to_self = le(a, b) | isnan(b)
+    return _grads(ctx, where(to_self, g, 0.0), where(to_self, 0.0, g))
+
+
+_SELECT_BACKWARD = {
+    "maximum": _maximum_backward,
+    "minimum": _minimum_backward,
+    "fmax": _fmax_backward,
+    "fmin": _fmin_backward,
+}
+
+
+def _selection(name: str):
+    op = define(
+        name, inputs=("self", "other"), meta=_binary_meta, backward=_SELECT_BACKWARD[name], saves=("self", "other")
+    )
+
+    def fn(input, other, *, out=None):
+        _require_tensor(name, other)
+        return _out(binary(op, input, other), out)
+
+    fn.__name__ = name
+    return fn
+
+
+maximum = _selection("maximum")
+minimum = _selection("minimum")
+fmax = _selection("fmax")
+fmin = _selection("fmin")
+maximum.__doc__ = "Elementwise maximum (NaN propagates); gradient split half/half at ties."
+minimum.__doc__ = "Elementwise minimum (NaN propagates); gradient split half/half at ties."
+fmax.__doc__ = "Elementwise maximum ignoring NaN (NaN only where both are NaN)."
+fmin.__doc__ = "Elementwise minimum ignoring NaN (NaN only where both are NaN)."
