@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from munet import _dtype as D
 from munet.autograd.grad_mode import no_grad
-from munet.ops._registry import Meta, apply, define
+from munet.ops._registry import Meta, _Tracing, apply, define
 
 # torch.embedding is (weight, indices, ...), the reverse of F.embedding; not exported as munet.embedding.
 __all__: list[str] = []
@@ -115,7 +115,7 @@ def embedding(
         if not -num <= padding_idx < num:
             raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num}), got {padding_idx}")
         padding_idx = padding_idx % num
-    if input.numel() and num:
+    if input.numel() and num and _Tracing.tracer is None:  # a traced graph cannot read index values
         with no_grad():
             lo, hi = int(input.min()), int(input.max())
         if lo < 0 or hi >= num:
@@ -142,6 +142,8 @@ def one_hot(tensor, num_classes: int = -1):
     if tensor.numel() == 0:
         if num_classes == -1:
             raise RuntimeError("one_hot: can not infer total number of classes from empty tensor")
+        return apply(one_hot_op, tensor, num_classes=int(num_classes))
+    if num_classes != -1 and _Tracing.tracer is not None:  # a traced graph cannot read class values
         return apply(one_hot_op, tensor, num_classes=int(num_classes))
     with no_grad():
         lo, hi = int(tensor.min()), int(tensor.max())
