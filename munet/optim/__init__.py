@@ -1,5 +1,12 @@
-"""``munet.optim``: optimizers over parameter groups (the algorithms arrive with the training stack)."""
+"""``munet.optim``: optimizers over parameter groups, with PyTorch's update rules and defaults."""
 
+from munet.optim.adagrad import Adagrad
+from munet.optim.adam import Adam, AdamW
+from munet.optim.adamax import Adamax
+from munet.optim.nadam import NAdam
 from munet.optim.optimizer import Optimizer, required
+from munet.optim.radam import RAdam
+from munet.optim.rmsprop import RMSprop
+from munet.optim.sgd import SGD
 
-__all__ = ["Optimizer", "required"]
+__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "Optimizer", "RAdam", "RMSprop", "required"]

@@ -1,0 +1,64 @@
+"""Adamax: Adam with the infinity norm."""
+
+from __future__ import annotations
+
+from munet.autograd.grad_mode import no_grad
+from munet.ops.creation import zeros_like
+from munet.ops.elementwise import maximum
+from munet.optim.adam import check_betas, step_counter
+from munet.optim.optimizer import Optimizer
+
+
+class Adamax(Optimizer):
+    """PyTorch's ``torch.optim.Adamax``."""
+
+    def __init__(
+        self,
+        params,
+        lr: float = 2e-3,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        foreach=None,
+        *,
+        maximize: bool = False,
+        differentiable: bool = False,
+        capturable: bool = False,
+    ):
+        check_betas(lr, betas, eps, weight_decay)
+        defaults = dict(
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            foreach=foreach,
+            maximize=maximize,
+            differentiable=differentiable,
+            capturable=capturable,
+        )
+        super().__init__(params, defaults)
+
+    @no_grad()
+    def step(self, closure=None):
+        loss = self._run_closure(closure)
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = -p.grad if group["maximize"] else p.grad
+                state = self.state[p]
+                if not state:
+                    state["step"] = step_counter()
+                    state["exp_avg"] = zeros_like(p)
+                    state["exp_inf"] = zeros_like(p)
+                state["step"].add_(1)
+                if wd != 0:
+                    grad = grad.add(p, alpha=wd)
+                exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_inf.copy_(maximum(exp_inf.mul_(beta2), grad.abs().add_(eps)))
+                clr = lr / (1 - beta1 ** state["step"].item())
+                p.addcdiv_(exp_avg, exp_inf, value=-clr)
+        return loss

@@ -1,0 +1,83 @@
+"""NAdam: Adam with Nesterov momentum and momentum decay."""
+
+from __future__ import annotations
+
+from munet.autograd.grad_mode import no_grad
+from munet.ops.creation import tensor, zeros_like
+from munet.optim.adam import check_betas, step_counter
+from munet.optim.optimizer import Optimizer
+
+
+class NAdam(Optimizer):
+    """PyTorch's ``torch.optim.NAdam``."""
+
+    def __init__(
+        self,
+        params,
+        lr: float = 2e-3,
+        betas=(0.9, 0.999),
+        eps: float = 1e-8,
+        weight_decay: float = 0.0,
+        momentum_decay: float = 4e-3,
+        decoupled_weight_decay: bool = False,
+        *,
+        foreach=None,
+        maximize: bool = False,
+        capturable: bool = False,
+        differentiable: bool = False,
+    ):
+        check_betas(lr, betas, eps, weight_decay)
+        if momentum_decay < 0.0:
+            raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
+        defaults = dict(
+            lr=lr,
+            betas=tuple(betas),
+            eps=eps,
+            weight_decay=weight_decay,
+            momentum_decay=momentum_decay,
+            decoupled_weight_decay=decoupled_weight_decay,
+            maximize=maximize,
+            foreach=foreach,
+            capturable=capturable,
+            differentiable=differentiable,
+        )
+        super().__init__(params, defaults)
+
+    @no_grad()
+    def step(self, closure=None):
+        from munet import _dtype as D
+
+        loss = self._run_closure(closure)
+        for group in self.param_groups:
+            beta1, beta2 = group["betas"]
+            lr, eps, wd, psi = group["lr"], group["eps"], group["weight_decay"], group["momentum_decay"]
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                grad = -p.grad if group["maximize"] else p.grad
+                state = self.state[p]
+                if not state:
+                    state["step"] = step_counter()
+                    state["mu_product"] = tensor(1.0, dtype=D.float32)
+                    state["exp_avg"] = zeros_like(p)
+                    state["exp_avg_sq"] = zeros_like(p)
+                state["step"].add_(1)
+                step = state["step"].item()
+                bias_correction2 = 1 - beta2**step
+                if wd != 0:
+                    if group["decoupled_weight_decay"]:
+                        p.mul_(1 - lr * wd)
+                    else:
+                        grad = grad.add(p, alpha=wd)
+                mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * psi)))
+                mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * psi)))
+                mu_product = state["mu_product"]
+                mu_product.mul_(mu)
+                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+                exp_avg.lerp_(grad, 1 - beta1)
+                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                denom = exp_avg_sq.div(bias_correction2).sqrt().add_(eps)
+                product = mu_product.item()
+                p.addcdiv_(grad, denom, value=-lr * (1.0 - mu) / (1.0 - product))
+                p.addcdiv_(exp_avg, denom, value=-lr * mu_next / (1.0 - product * mu_next))
+        return loss
