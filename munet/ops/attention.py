@@ -11,6 +11,8 @@ import math
 
 from munet import _dtype as D
 from munet.ops._utils import broadcast_shapes, is_tensor
+from munet.ops.activation import dropout, softmax
+from munet.ops.elementwise import where as _where
 
 __all__: list[str] = []
 __functional__ = ["scaled_dot_product_attention"]
@@ -54,9 +56,9 @@ def scaled_dot_product_attention(
     masked = attn_mask is not None
     if masked:
         scores = _apply_mask(scores, attn_mask, query.dtype)
-    weights = _safe_softmax(scores) if masked else _softmax(scores)
+    weights = _safe_softmax(scores) if masked else softmax(scores, -1)
     if dropout_p > 0.0:
-        weights = _dropout(weights, dropout_p)
+        weights = dropout(weights, dropout_p, training=True)
     return weights @ value
 
 
@@ -133,31 +135,8 @@ def _apply_mask(scores, attn_mask, dtype):
     return scores + attn_mask.to(dtype)
 
 
-def _softmax(x):
-    from munet.nn import functional as F
-
-    if hasattr(F, "softmax"):
-        return F.softmax(x, -1)
-    return (x - x.logsumexp(-1, keepdim=True)).exp()
-
-
 def _safe_softmax(scores):
     """Softmax over the last dim, with zeros (and zero gradient) for rows that are all -inf."""
     dead = (scores == -math.inf).all(-1, keepdim=True)
-    weights = _softmax(_where(dead, 0.0, scores))
+    weights = softmax(_where(dead, 0.0, scores), -1)
     return _where(dead, 0.0, weights)
-
-
-def _dropout(weights, p: float):
-    if p == 1.0:
-        return weights * 0.0
-    import munet
-
-    keep = munet.rand_like(weights) >= p
-    return _where(keep, weights * (1.0 / (1.0 - p)), 0.0)
-
-
-def _where(condition, input, other):
-    import munet
-
-    return munet.where(condition, input, other)

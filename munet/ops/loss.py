@@ -20,6 +20,9 @@ import warnings
 from munet import _dtype as D
 from munet.ops._registry import _Tracing
 from munet.ops._utils import broadcast_shapes, is_tensor
+from munet.ops.activation import log_softmax, logsigmoid
+from munet.ops.distance import pairwise_distance
+from munet.ops.elementwise import where as _where
 
 __all__: list[str] = []
 __functional__ = [
@@ -88,12 +91,6 @@ def _check_floating(x, role: str, op: str) -> None:
     _check_tensor(x, role, op)
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"{op}: expected {role} of a floating point dtype, got {x.dtype.name}")
-
-
-def _where(condition, input, other):
-    import munet
-
-    return munet.where(condition, input, other)
 
 
 # multi_margin_loss has no ignore_index: a value no target can take.
@@ -219,14 +216,6 @@ def nll_loss(
     return _nll(input, target, weight, ignore_index, reduction)
 
 
-def _log_softmax(x, dim: int):
-    from munet.nn import functional as F
-
-    if hasattr(F, "log_softmax"):
-        return F.log_softmax(x, dim)
-    return x - x.logsumexp(dim, keepdim=True)
-
-
 def cross_entropy(
     input,
     target,
@@ -255,7 +244,7 @@ def cross_entropy(
     if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
         return _cross_entropy_probs(input, target, weight, reduction, label_smoothing, class_dim)
     _check_index_target(input, target, ignore_index, op)
-    logp = _log_softmax(input, class_dim)
+    logp = log_softmax(input, class_dim)
     nll = _nll(logp, target, weight, ignore_index, reduction)
     if label_smoothing == 0.0:
         return nll
@@ -285,7 +274,7 @@ def _cross_entropy_probs(input, target, weight, reduction: str, label_smoothing:
     n_classes = input.shape[class_dim]
     if label_smoothing > 0.0:
         target = target * (1 - label_smoothing) + label_smoothing / n_classes
-    logp = _log_softmax(input, class_dim)
+    logp = log_softmax(input, class_dim)
     terms = logp * target
     if weight is not None:
         terms = terms * _class_weight_view(weight, input.ndim, class_dim)
@@ -401,8 +390,8 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
         values = _host(input)
         if not ((values >= 0) & (values <= 1)).all():
             raise RuntimeError(f"{op}: all elements of input should be between 0 and 1")
-    log_x = input.log().clamp(min=-100)
-    log_1mx = (1 - input).log().clamp(min=-100)
+    log_x = _clamped_log(input)
+    log_1mx = _clamped_log(1 - input)
     loss = -(target * log_x + (1 - target) * log_1mx)
     if weight is not None:
         _check_tensor(weight, "weight", op)
@@ -411,9 +400,19 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
     return _reduce(loss, reduction, op)
 
 
+def _clamped_log(x):
+    """``max(log(x), -100)`` for x in [0, 1], with gradient 0 (not nan) where x == 0.
+
+    PyTorch's analytic rule gives ``(x - t) / max(x (1 - x), 1e-12)`` there instead; both
+    vanish through a saturated sigmoid, the only common way to reach exactly 0 or 1.
+    """
+    positive = x > 0
+    return _where(positive, _where(positive, x, 1).log(), -100.0).clamp(min=-100)
+
+
 def _neg_log_sigmoid(x):
-    """``-log(sigmoid(x)) = softplus(-x)``, stable for large |x|."""
-    return (-x).clamp(min=0) + (-x.abs()).exp().log1p()
+    """``-log(sigmoid(x))``, stable for large |x| (and with the exact gradient at 0)."""
+    return -logsigmoid(x)
 
 
 def binary_cross_entropy_with_logits(
@@ -608,15 +607,6 @@ def cosine_embedding_loss(
     return _reduce(positive + negative, reduction, op)
 
 
-def _pairwise_distance(x1, x2, p: float, eps: float):
-    from munet.nn import functional as F
-
-    if hasattr(F, "pairwise_distance"):
-        return F.pairwise_distance(x1, x2, p, eps)
-    diff = (x1 - x2 + eps).abs()
-    return (diff**p).sum(-1) ** (1.0 / p)
-
-
 def triplet_margin_loss(
     anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6, swap: bool = False,
     size_average=None, reduce=None, reduction: str = "mean",
@@ -631,10 +621,10 @@ def triplet_margin_loss(
             f"{op}: expected anchor, positive and negative of the same rank 1 (D,) or 2 (N, D), got "
             f"{list(anchor.shape)}, {list(positive.shape)} and {list(negative.shape)}"
         )
-    d_pos = _pairwise_distance(anchor, positive, p, eps)
-    d_neg = _pairwise_distance(anchor, negative, p, eps)
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
     if swap:
-        d_swap = _pairwise_distance(positive, negative, p, eps)
+        d_swap = pairwise_distance(positive, negative, p, eps)
         d_neg = _where(d_swap < d_neg, d_swap, d_neg)
     return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction, op)
 

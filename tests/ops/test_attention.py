@@ -109,6 +109,29 @@ def test_sdpa_empty_and_size_one():
     check_sdpa(*qkv((1,), 1, 1, 1))
 
 
+def test_sdpa_double_backward():
+    q, k, v = qkv((2,), 3, 4, 2)
+    mask = np.array([[True, False, True, True]] * 3)
+    mq, mk, mv = (munet.tensor(a, requires_grad=True) for a in (q, k, v))
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    mo = F.scaled_dot_product_attention(mq, mk, mv, attn_mask=munet.from_numpy(mask))
+    to = TF.scaled_dot_product_attention(tq, tk, tv, attn_mask=torch.from_numpy(mask))
+    mg = munet.autograd.grad((mo * mo).sum(), (mq, mk), create_graph=True)
+    tg = torch.autograd.grad((to * to).sum(), (tq, tk), create_graph=True)
+    (mg[0].sum() + (mg[1] * mg[1]).sum()).backward()
+    (tg[0].sum() + (tg[1] * tg[1]).sum()).backward()
+    for m, t in ((mq, tq), (mk, tk), (mv, tv)):
+        np.testing.assert_allclose(m.grad.numpy(), t.grad.numpy(), rtol=1e-7, atol=1e-10)
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_sdpa_half_precision(dtype):
+    mask = rng(7).uniform(size=(4, 5)) < 0.7
+    mask[:, 0] = True
+    check_sdpa(*qkv((2, 2), 4, 5, 3, dtype=dtype), attn_mask=Const(mask))
+    check_sdpa(*qkv((2, 2), 4, 5, 3, dtype=dtype), is_causal=True)
+
+
 def _t(arr):
     return munet.from_numpy(np.asarray(arr).copy())
 
@@ -127,17 +150,18 @@ def test_sdpa_dropout_zero_is_identity_and_seeded():
     assert not np.any(F.scaled_dot_product_attention(q, k, v, dropout_p=1.0).numpy())
 
 
-def test_sdpa_dropout_matches_mask_from_the_same_seed():
+def test_sdpa_dropout_is_dropout_of_the_weights():
     q, k, v = (_t(a) for a in qkv((2,), 3, 4, 2))
     munet.manual_seed(7)
     out = F.scaled_dot_product_attention(q, k, v, dropout_p=0.5)
+    weights = F.softmax(q @ k.transpose(-2, -1) / math.sqrt(2), -1)
     munet.manual_seed(7)
-    keep = munet.rand(2, 3, 4, dtype=munet.float64).numpy() >= 0.5
+    expected = F.dropout(weights, 0.5) @ v
+    np.testing.assert_allclose(out.numpy(), expected.numpy(), rtol=1e-10)
     scores = q.numpy() @ k.numpy().transpose(0, 2, 1) / math.sqrt(2)
-    weights = np.exp(scores - scores.max(-1, keepdims=True))
-    weights /= weights.sum(-1, keepdims=True)
-    expected = (weights * keep / 0.5) @ v.numpy()
-    np.testing.assert_allclose(out.numpy(), expected, rtol=1e-10)
+    reference = np.exp(scores - scores.max(-1, keepdims=True))
+    reference /= reference.sum(-1, keepdims=True)
+    np.testing.assert_allclose(weights.numpy(), reference, rtol=1e-10)
 
 
 def test_sdpa_dropout_statistics():

@@ -9,7 +9,7 @@ import torch.nn.functional as TF
 
 import munet
 import munet.nn.functional as F
-from tests.reference import check, gradcheck, noncontiguous, randn, rng
+from tests.reference import check, gradcheck, noncontiguous, randn, rng, to_torch
 
 
 class Const:
@@ -22,7 +22,7 @@ class Const:
 def _const(x, lib):
     if not isinstance(x, Const):
         return x
-    return munet.from_numpy(x.arr.copy()) if lib == "munet" else torch.from_numpy(x.arr.copy())
+    return munet.from_numpy(x.arr.copy()) if lib == "munet" else to_torch(x.arr)
 
 
 def check_loss(name, *inputs, rtol=None, atol=None, grad=True, **kwargs):
@@ -240,6 +240,17 @@ def test_binary_cross_entropy(reduction, dtype):
     check_loss("binary_cross_entropy", edge, np.array([1.0, 0.0, 0.5, 1.0], dtype), reduction=reduction, grad=False)
 
 
+def test_binary_cross_entropy_saturated_inputs_have_finite_gradients():
+    x = munet.tensor([0.0, 1.0, 0.0, 1.0, 0.5], dtype=munet.float64, requires_grad=True)
+    t = munet.tensor([1.0, 0.0, 0.0, 1.0, 0.5], dtype=munet.float64)
+    F.binary_cross_entropy(x, t).backward()
+    assert np.all(np.isfinite(x.grad.numpy()))
+    # through a saturated sigmoid the gradient vanishes, as in PyTorch
+    z = np.array([40.0, -120.0, 0.3], np.float32)  # sigmoid gives exactly 1 and 0 in float32
+    check(lambda a: F.binary_cross_entropy(a.sigmoid(), munet.tensor([0.0, 1.0, 1.0])),
+          lambda a: TF.binary_cross_entropy(a.sigmoid(), torch.tensor([0.0, 1.0, 1.0])), z)  # fmt: skip
+
+
 def test_binary_cross_entropy_errors():
     with pytest.raises(RuntimeError, match="binary_cross_entropy: all elements of input should be between 0 and 1"):
         F.binary_cross_entropy(munet.tensor([0.5, 1.5]), munet.tensor([0.0, 1.0]))
@@ -257,6 +268,8 @@ def test_binary_cross_entropy_with_logits(reduction, dtype):
                weight=Const(np.array([0.5, 1.0, 2.0], dtype)), pos_weight=Const(np.array([3.0, 1.0, 0.5], dtype)))  # fmt: skip
     check_loss("binary_cross_entropy_with_logits", randn(2, 3, 2, dtype=dtype), rng(3).uniform(0, 1, (2, 3, 2)).astype(dtype),
                reduction=reduction, pos_weight=Const(np.array([2.0, 0.5], dtype)))  # fmt: skip
+    # exactly zero logits (a zero-initialized output layer)
+    check_loss("binary_cross_entropy_with_logits", np.zeros((2, 3), dtype), t[:2].copy(), reduction=reduction)
     # numerically stable for large logits
     big = np.array([-1000.0, -50.0, 50.0, 1000.0], dtype)
     check_loss("binary_cross_entropy_with_logits", big, np.array([1.0, 0.0, 1.0, 0.0], dtype), reduction=reduction)
@@ -355,6 +368,16 @@ def test_multi_margin_loss(reduction, p):
     check_loss("multi_margin_loss", x[0].copy(), np.array(t[0]), p=p, reduction=reduction)
     with pytest.raises(IndexError, match="multi_margin_loss: target 5 is out of bounds for 5 classes"):
         F.multi_margin_loss(munet.from_numpy(x), munet.from_numpy(np.array([0, 1, 5, 2])))
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_losses_half_precision(dtype):
+    x = randn(4, 3, 2, dtype=dtype, seed=1)
+    t = targets((4, 2), 3, ignore=-100)
+    check_loss("cross_entropy", x, t, label_smoothing=0.1)
+    check_loss("nll_loss", x, t, reduction="sum")
+    check_loss("mse_loss", x, randn(4, 3, 2, dtype=dtype, seed=2))
+    check_loss("binary_cross_entropy_with_logits", x, Const(rng(3).uniform(size=(4, 3, 2)).astype(x.dtype)))
 
 
 def test_losses_gradcheck_float64():
