@@ -1,13 +1,69 @@
-"""Reductions over dims (int or tuple, keepdim) and scans."""
+"""Reductions over dims (int, tuple or None, with keepdim) and cumulative scans.
+
+Primitives with kernels: ``sum``, ``nansum``, ``prod``, ``amax``/``amin``, ``max``/``min``
+along a dim (values and indices), ``argmax``/``argmin``, ``logsumexp``, ``median``, the
+scans ``cumsum``/``cumprod``/``cummax``/``cummin``, and the boolean reductions. ``mean``,
+``var``, ``std``, ``norm`` and friends are composites of those.
+
+A few private primitives exist only for gradient rules, where PyTorch uses a dedicated
+backward formula: ``reduce_tie_weights`` (split a gradient evenly among tied extrema),
+``reduce_onehot`` (route a gradient to selected indices), ``safe_sqrt`` (sqrt whose
+gradient is 0 where the result is 0, as PyTorch's std and norm), ``prod_others`` (product
+of the other elements, exact with zeros) and the scan backward helpers.
+
+Integer and bool inputs of ``sum``/``prod``/``cumsum``/``cumprod`` accumulate in int64;
+float16/bfloat16 accumulate in float32 (the kernels' ``acc_dtype``).
+"""
 
 from __future__ import annotations
 
+import builtins
+import math
+import warnings
+from collections import namedtuple
+
 from munet import _dtype as D
 from munet.ops._registry import Meta, apply, define
-from munet.ops._utils import wrap_dims
+from munet.ops._utils import wrap_dim, wrap_dims
 
-__all__ = ["sum", "mean"]
-__tensor_methods__ = ["sum", "mean"]
+__all__ = [
+    "sum", "nansum", "mean", "nanmean", "var", "std", "var_mean", "std_mean", "max", "min", "amax", "amin",
+    "aminmax", "argmax", "argmin", "prod", "logsumexp", "cumsum", "cumprod", "cummax", "cummin", "norm",
+    "all", "any", "count_nonzero", "median", "nanmedian",
+]  # fmt: skip
+__tensor_methods__ = [
+    "sum", "nansum", "mean", "nanmean", "var", "std", "max", "min", "amax", "amin", "aminmax", "argmax",
+    "argmin", "prod", "logsumexp", "cumsum", "cumprod", "cummax", "cummin", "norm", "all", "any",
+    "count_nonzero", "median", "nanmedian",
+]  # fmt: skip
+
+_LOW_PRECISION = (D.float16, D.bfloat16)
+
+
+# return types ---------------------------------------------------------------------------------------
+
+
+def _return_type(name: str, fields: tuple[str, ...]):
+    """A named tuple printed like ``torch.return_types.<name>``."""
+    base = namedtuple(name, fields)
+
+    def __repr__(self):  # noqa: N807 - the class's own repr
+        body = ",\n".join(f"{f}={getattr(self, f)!r}" for f in fields)
+        return f"munet.return_types.{name}(\n{body})"
+
+    return type(name, (base,), {"__slots__": (), "__repr__": __repr__})
+
+
+return_max = _return_type("max", ("values", "indices"))
+return_min = _return_type("min", ("values", "indices"))
+return_cummax = _return_type("cummax", ("values", "indices"))
+return_cummin = _return_type("cummin", ("values", "indices"))
+return_median = _return_type("median", ("values", "indices"))
+return_nanmedian = _return_type("nanmedian", ("values", "indices"))
+return_aminmax = _return_type("aminmax", ("min", "max"))
+
+
+# shapes and dims ------------------------------------------------------------------------------------
 
 
 def reduced_shape(shape, dims, keepdim: bool) -> tuple:
@@ -16,8 +72,30 @@ def reduced_shape(shape, dims, keepdim: bool) -> tuple:
     return tuple(n for i, n in enumerate(shape) if i not in dims)
 
 
+def reduce_dims(input, dim, op: str) -> tuple:
+    """``dim`` (None, int, or sequence; empty means all) as sorted non-negative dims of ``input``.
+
+    A rank-0 tensor accepts dim 0 / -1 and has no dims to reduce.
+    """
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return tuple(range(input.ndim))
+    dims = wrap_dims(dim, input.ndim, op)
+    return dims if input.ndim else ()
+
+
+def _one_dim(input, dim, op: str) -> int:
+    """A single non-negative dim; 0 for rank-0 tensors (which accept 0 and -1)."""
+    return wrap_dim(dim, input.ndim, op)
+
+
 def _reduce_meta(x, *, dims, keepdim, dtype=None):
     return Meta(reduced_shape(tuple(x.shape), dims, keepdim), dtype or x.dtype)
+
+
+def _check_nonempty(op: str, x, dims) -> None:
+    for d in dims:
+        if x.shape[d] == 0:
+            raise IndexError(f"{op}(): Expected reduction dim {d} to have non-zero size.")
 
 
 def expand_reduced(g, input_shape, dims, keepdim: bool):
@@ -30,6 +108,84 @@ def expand_reduced(g, input_shape, dims, keepdim: bool):
     return g.expand(tuple(input_shape))
 
 
+def _expand_result(r, input_shape, dims, keepdim: bool):
+    return expand_reduced(r, input_shape, dims, keepdim)
+
+
+def _numel(shape, dims) -> int:
+    return math.prod(shape[d] for d in dims)
+
+
+def _cast(x, dtype):
+    return x if dtype is None or x.dtype is dtype else x.to(dtype)
+
+
+def _integral_to_int64(x, dtype):
+    """``dtype`` when given, else int64 for integer/bool inputs (PyTorch's sum/prod/cumsum rule)."""
+    if dtype is not None:
+        return dtype
+    return x.dtype if x.dtype.is_floating_point else D.int64
+
+
+def _require_float(op: str, x) -> None:
+    if not x.dtype.is_floating_point:
+        raise RuntimeError(f"{op}(): expected a floating point input, got {x.dtype.name}")
+
+
+def _upcast_low(x):
+    """float16/bfloat16 computed in float32 by composites; returns (x, dtype to cast back to)."""
+    if x.dtype in _LOW_PRECISION:
+        return x.to(D.float32), x.dtype
+    return x, None
+
+
+# gradient helper primitives ---------------------------------------------------------------------------
+
+
+def _tie_weights_meta(x, result, *, dims, keepdim):
+    return Meta(tuple(x.shape), x.dtype)
+
+
+tie_weights_op = define("reduce_tie_weights", inputs=("self", "result"), meta=_tie_weights_meta)
+
+
+def tie_weights(x, result, dims, keepdim: bool):
+    """1/count where ``x`` equals the reduced ``result`` (NaN matches NaN), 0 elsewhere."""
+    return apply(tie_weights_op, x.detach(), result.detach(), dims=dims, keepdim=keepdim)
+
+
+onehot_op = define("reduce_onehot", meta=lambda indices, *, dim, shape, keepdim, dtype: Meta(tuple(shape), dtype))
+
+
+def _select_backward(g, indices, input_shape, dim: int, keepdim: bool):
+    """The gradient of picking ``indices`` along ``dim``: ``g`` routed to those positions."""
+    mask = apply(onehot_op, indices, dim=dim, shape=tuple(input_shape), keepdim=keepdim, dtype=g.dtype)
+    return expand_reduced(g, input_shape, (dim,) if len(input_shape) else (), keepdim) * mask
+
+
+def _safe_reciprocal_backward(ctx, g):
+    r = ctx.saved_tensor("result")
+    return -g * r * r
+
+
+safe_reciprocal_op = define(
+    "safe_reciprocal", meta=lambda x: Meta(tuple(x.shape), x.dtype), backward=_safe_reciprocal_backward,
+    saves=("result",),
+)  # fmt: skip
+
+
+def _safe_sqrt_backward(ctx, g):
+    return g * 0.5 * apply(safe_reciprocal_op, ctx.saved_tensor("result"))
+
+
+safe_sqrt_op = define(
+    "safe_sqrt", meta=lambda x: Meta(tuple(x.shape), x.dtype), backward=_safe_sqrt_backward, saves=("result",)
+)
+
+
+# sum, nansum, mean, nanmean ---------------------------------------------------------------------------
+
+
 def _sum_backward(ctx, g):
     return expand_reduced(g, ctx.input_shapes[0], ctx.attrs["dims"], ctx.attrs["keepdim"])
 
@@ -37,32 +193,493 @@ def _sum_backward(ctx, g):
 sum_op = define("sum", meta=_reduce_meta, backward=_sum_backward)
 
 
-def _sum_dtype(x, dtype):
-    if dtype is not None:
-        return dtype
-    return D.int64 if not x.dtype.is_floating_point else x.dtype
-
-
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001 - PyTorch's name
     """Sum over ``dim`` (all dims when None); integer and bool inputs sum to int64."""
-    dims = wrap_dims(dim, input.ndim, "sum") if not (isinstance(dim, (list, tuple)) and len(dim) == 0) else tuple(range(input.ndim))
-    out_dtype = _sum_dtype(input, dtype)
-    if input.dtype is not out_dtype:
-        input = input.to(out_dtype)
+    dims = reduce_dims(input, dim, "sum")
+    input = _cast(input, _integral_to_int64(input, dtype))
     return apply(sum_op, input, dims=dims, keepdim=bool(keepdim))
 
 
-def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
-    """Arithmetic mean over ``dim``; floating inputs only (like PyTorch)."""
-    if dtype is not None:
-        input = input.to(dtype)
+def _nansum_backward(ctx, g):
+    from munet.ops.elementwise import isnan, where
+
+    g = expand_reduced(g, ctx.input_shapes[0], ctx.attrs["dims"], ctx.attrs["keepdim"])
+    return where(isnan(ctx.saved_tensor("self")), 0.0, g)
+
+
+nansum_op = define("nansum", meta=_reduce_meta, backward=_nansum_backward, saves=("self",))
+
+
+def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
+    """Sum treating NaN as zero."""
+    dims = reduce_dims(input, dim, "nansum")
+    input = _cast(input, _integral_to_int64(input, dtype))
+    return apply(nansum_op, input, dims=dims, keepdim=bool(keepdim))
+
+
+def _mean_input(op: str, input, dtype):
+    input = _cast(input, dtype)
     if not input.dtype.is_floating_point:
         raise RuntimeError(
-            f"mean(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. Got: {input.dtype.name}"
+            f"{op}(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
+            f"Got: {input.dtype.name}"
         )
-    dims = wrap_dims(dim, input.ndim, "mean") if not (isinstance(dim, (list, tuple)) and len(dim) == 0) else tuple(range(input.ndim))
-    count = 1
-    for d in dims:
-        count *= input.shape[d]
+    return input
+
+
+def mean(input, dim=None, keepdim: bool = False, *, dtype=None):
+    """Arithmetic mean over ``dim``; floating inputs only (like PyTorch). Mean of nothing is NaN."""
+    input = _mean_input("mean", input, dtype)
+    dims = reduce_dims(input, dim, "mean")
     total = apply(sum_op, input, dims=dims, keepdim=bool(keepdim))
+    count = _numel(input.shape, dims)
     return total / count if count else total / 0.0
+
+
+def nanmean(input, dim=None, keepdim: bool = False, *, dtype=None):
+    """Mean of the non-NaN elements."""
+    from munet.ops.elementwise import isnan
+
+    input = _mean_input("nanmean", input, dtype)
+    dims = reduce_dims(input, dim, "nanmean")
+    count = apply(sum_op, isnan(input).logical_not().to(input.dtype), dims=dims, keepdim=bool(keepdim))
+    return apply(nansum_op, input, dims=dims, keepdim=bool(keepdim)) / count
+
+
+# var, std ---------------------------------------------------------------------------------------------
+
+
+def _correction(op: str, unbiased, correction) -> float:
+    if unbiased is not None and correction is not None:
+        raise RuntimeError(f"{op}(): can't specify both unbiased and correction")
+    if correction is not None:
+        return correction
+    return 1 if unbiased is None or unbiased else 0
+
+
+def _var_args(op: str, input, dim, unbiased, keepdim, correction):
+    if isinstance(dim, bool):  # the var(input, unbiased) overload
+        dim, unbiased = None, dim
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(
+            f"{op}(): std and var only support floating point and complex dtypes, got {input.dtype.name}"
+        )
+    return reduce_dims(input, dim, op), _correction(op, unbiased, correction), bool(keepdim)
+
+
+def _var(op: str, input, dims, correction, keepdim):
+    x, back = _upcast_low(input)
+    centered = x - mean(x, dims, keepdim=True)
+    dof = _numel(x.shape, dims) - correction
+    total = sum(centered * centered, dims, keepdim)
+    if dof <= 0:
+        warnings.warn(
+            f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
+            "(input numel divided by output numel).",
+            UserWarning,
+            stacklevel=3,
+        )
+    out = total / dof if dof > 0 else total / 0.0
+    return _cast(out, back)
+
+
+def var(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """Variance over ``dim`` divided by ``N - correction`` (default correction 1, Bessel's)."""
+    dims, correction, keepdim = _var_args("var", input, dim, unbiased, keepdim, correction)
+    return _var("var", input, dims, correction, keepdim)
+
+
+def std(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """Standard deviation; its gradient is 0 where the result is 0, as PyTorch's."""
+    dims, correction, keepdim = _var_args("std", input, dim, unbiased, keepdim, correction)
+    return apply(safe_sqrt_op, _var("std", input, dims, correction, keepdim))
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """``(var, mean)`` over ``dim``."""
+    dims, correction, keepdim = _var_args("var_mean", input, dim, unbiased, keepdim, correction)
+    return _var("var_mean", input, dims, correction, keepdim), mean(input, dims, keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim: bool = False, *, correction=None):
+    """``(std, mean)`` over ``dim``."""
+    dims, correction, keepdim = _var_args("std_mean", input, dim, unbiased, keepdim, correction)
+    return apply(safe_sqrt_op, _var("std_mean", input, dims, correction, keepdim)), mean(input, dims, keepdim)
+
+
+# amax, amin, max, min, argmax, argmin ------------------------------------------------------------------
+
+
+def _extremum_backward(ctx, g):
+    dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+    shape = ctx.input_shapes[0]
+    w = tie_weights(ctx.saved_tensor("self"), ctx.saved_tensor("result"), dims, keepdim)
+    return expand_reduced(g, shape, dims, keepdim) * w
+
+
+amax_op = define("amax", meta=_reduce_meta, backward=_extremum_backward, saves=("self", "result"))
+amin_op = define("amin", meta=_reduce_meta, backward=_extremum_backward, saves=("self", "result"))
+
+
+def _amax_amin(op, name: str, input, dim, keepdim):
+    dims = reduce_dims(input, dim, name)
+    _check_nonempty(name, input, dims)
+    return apply(op, input, dims=dims, keepdim=bool(keepdim))
+
+
+def amax(input, dim=(), keepdim: bool = False):
+    """Maximum over ``dim`` (all dims by default); the gradient splits evenly among ties."""
+    return _amax_amin(amax_op, "amax", input, dim, keepdim)
+
+
+def amin(input, dim=(), keepdim: bool = False):
+    """Minimum over ``dim`` (all dims by default); the gradient splits evenly among ties."""
+    return _amax_amin(amin_op, "amin", input, dim, keepdim)
+
+
+def aminmax(input, *, dim=None, keepdim: bool = False):
+    """``(min, max)`` over ``dim`` (all dims when None)."""
+    name = "aminmax"
+    if input.numel() == 0 and dim is None:
+        raise RuntimeError(
+            f"{name}(): cannot compute aminmax over an empty dimension as the operation has no identity."
+        )
+    dims = reduce_dims(input, dim, name)
+    _check_nonempty(name, input, dims)
+    lo = apply(amin_op, input, dims=dims, keepdim=bool(keepdim))
+    hi = apply(amax_op, input, dims=dims, keepdim=bool(keepdim))
+    return return_aminmax(lo, hi)
+
+
+def _dim_meta(x, *, dim, keepdim):
+    shape = reduced_shape(tuple(x.shape), (dim,) if x.ndim else (), keepdim)
+    return Meta(shape, x.dtype), Meta(shape, D.int64)
+
+
+def _value_select_backward(ctx, g, _g_indices=None):
+    return _select_backward(g, ctx.saved_tensor("indices"), ctx.input_shapes[0], ctx.attrs["dim"], ctx.attrs["keepdim"])
+
+
+max_dim_op = define(
+    "max_dim", meta=_dim_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
+    backward=_value_select_backward, saves=("indices",),
+)  # fmt: skip
+min_dim_op = define(
+    "min_dim", meta=_dim_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
+    backward=_value_select_backward, saves=("indices",),
+)  # fmt: skip
+
+
+def _max_min(name: str, full_op, dim_op, result_type, input, dim, keepdim, other):
+    from munet.ops._utils import is_tensor
+
+    if is_tensor(dim) or other is not None:
+        import munet
+
+        return getattr(munet, "maximum" if name == "max" else "minimum")(input, dim if other is None else other)
+    if dim is None:
+        if keepdim:
+            raise TypeError(f"{name}(): keepdim requires dim to be given")
+        if input.numel() == 0:
+            raise RuntimeError(
+                f"{name}(): Expected reduction dim to be specified for input.numel() == 0. "
+                "Specify the reduction dim with the 'dim' argument."
+            )
+        return apply(full_op, input, dims=tuple(range(input.ndim)), keepdim=False)
+    d = _one_dim(input, dim, name)
+    if input.ndim:
+        _check_nonempty(name, input, (d,))
+    values, indices = apply(dim_op, input, dim=d, keepdim=bool(keepdim))
+    return result_type(values, indices)
+
+
+def max(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001 - PyTorch's name
+    """``max(input)``: the maximum; ``max(input, dim)``: ``(values, indices)`` (first occurrence);
+    ``max(input, other)``: elementwise ``maximum``."""
+    return _max_min("max", amax_op, max_dim_op, return_max, input, dim, keepdim, other)
+
+
+def min(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001 - PyTorch's name
+    """``min(input)``, ``min(input, dim)`` -> ``(values, indices)``, or elementwise ``minimum``."""
+    return _max_min("min", amin_op, min_dim_op, return_min, input, dim, keepdim, other)
+
+
+def _arg_meta(x, *, dim, keepdim):
+    if dim is None:
+        shape = (1,) * x.ndim if keepdim else ()
+    else:
+        shape = reduced_shape(tuple(x.shape), (dim,) if x.ndim else (), keepdim)
+    return Meta(shape, D.int64)
+
+
+argmax_op = define("argmax", meta=_arg_meta)
+argmin_op = define("argmin", meta=_arg_meta)
+
+
+def _arg_extremum(op, name: str, input, dim, keepdim):
+    if input.dtype is D.bool_:
+        raise RuntimeError(f"{name}(): does not support bool input")
+    if dim is None:
+        if input.numel() == 0:
+            raise RuntimeError(f"{name}(): Expected reduction dim to be specified for input.numel() == 0.")
+        return apply(op, input, dim=None, keepdim=bool(keepdim))
+    d = _one_dim(input, dim, name)
+    if input.ndim:
+        _check_nonempty(name, input, (d,))
+    return apply(op, input, dim=d, keepdim=bool(keepdim))
+
+
+def argmax(input, dim=None, keepdim: bool = False):
+    """Index of the first maximum (of the flattened input when ``dim`` is None)."""
+    return _arg_extremum(argmax_op, "argmax", input, dim, keepdim)
+
+
+def argmin(input, dim=None, keepdim: bool = False):
+    """Index of the first minimum (of the flattened input when ``dim`` is None)."""
+    return _arg_extremum(argmin_op, "argmin", input, dim, keepdim)
+
+
+# prod -------------------------------------------------------------------------------------------------
+
+
+def _prod_others_backward(ctx, g):
+    # d/dx_k prod_{j!=i} x_j = prod_{j!=i,k} x_j. Exact for inputs without zeros; this is
+    # only reached by second-order gradients of prod.
+    dims = ctx.attrs["dims"]
+    x = ctx.saved_tensor("self")
+    q = g / x
+    return ctx.saved_tensor("result") * (sum(q, dims, keepdim=True) - q)
+
+
+prod_others_op = define(
+    "prod_others", meta=lambda x, *, dims: Meta(tuple(x.shape), x.dtype), backward=_prod_others_backward,
+    saves=("self", "result"),
+)  # fmt: skip
+
+
+def _prod_backward(ctx, g):
+    dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+    others = apply(prod_others_op, ctx.saved_tensor("self"), dims=dims)
+    return expand_reduced(g, ctx.input_shapes[0], dims, keepdim) * others
+
+
+prod_op = define("prod", meta=_reduce_meta, backward=_prod_backward, saves=("self",))
+
+
+def prod(input, dim=None, keepdim: bool = False, *, dtype=None):
+    """Product over ``dim`` (all elements when None); integer and bool inputs give int64.
+
+    The gradient is exact with zeros in the input (one zero or several).
+    """
+    dims = reduce_dims(input, dim, "prod")
+    input = _cast(input, _integral_to_int64(input, dtype))
+    return apply(prod_op, input, dims=dims, keepdim=bool(keepdim))
+
+
+# logsumexp --------------------------------------------------------------------------------------------
+
+
+def _logsumexp_backward(ctx, g):
+    from munet.ops.elementwise import exp
+
+    dims, keepdim = ctx.attrs["dims"], ctx.attrs["keepdim"]
+    shape = ctx.input_shapes[0]
+    r = _expand_result(ctx.saved_tensor("result"), shape, dims, keepdim)
+    return expand_reduced(g, shape, dims, keepdim) * exp(ctx.saved_tensor("self") - r)
+
+
+logsumexp_op = define("logsumexp", meta=_reduce_meta, backward=_logsumexp_backward, saves=("self", "result"))
+
+
+def logsumexp(input, dim, keepdim: bool = False):
+    """``log(sum(exp(input)))`` over ``dim``, computed stably (shifted by the maximum)."""
+    if not input.dtype.is_floating_point:
+        input = input.to(D.get_default_dtype())
+    dims = reduce_dims(input, dim, "logsumexp")
+    return apply(logsumexp_op, input, dims=dims, keepdim=bool(keepdim))
+
+
+# scans ------------------------------------------------------------------------------------------------
+
+
+def _scan_meta(x, *, dim, **_):
+    return Meta(tuple(x.shape), x.dtype)
+
+
+def _cumsum_backward(ctx, g):
+    return apply(cumsum_op, g, dim=ctx.attrs["dim"], reverse=not ctx.attrs["reverse"])
+
+
+cumsum_op = define("cumsum", meta=_scan_meta, backward=_cumsum_backward)
+
+
+def cumsum(input, dim, *, dtype=None):
+    """Running sum along ``dim``; integer and bool inputs give int64."""
+    d = _one_dim(input, dim, "cumsum")
+    input = _cast(input, _integral_to_int64(input, dtype))
+    return apply(cumsum_op, input, dim=d, reverse=False)
+
+
+def _no_double_backward(name: str):
+    def backward(ctx, *grads):
+        raise RuntimeError(f"{name}: double backward (create_graph=True) is not supported")
+
+    return backward
+
+
+cumprod_backward_op = define(
+    "cumprod_backward", inputs=("grad", "self"), meta=lambda g, x, *, dim: Meta(tuple(x.shape), x.dtype),
+    backward=_no_double_backward("cumprod"),
+)  # fmt: skip
+
+
+def _cumprod_backward(ctx, g):
+    return apply(cumprod_backward_op, g, ctx.saved_tensor("self"), dim=ctx.attrs["dim"])
+
+
+cumprod_op = define("cumprod", meta=_scan_meta, backward=_cumprod_backward, saves=("self",))
+
+
+def cumprod(input, dim, *, dtype=None):
+    """Running product along ``dim``; the gradient is exact with zeros in the input."""
+    d = _one_dim(input, dim, "cumprod")
+    input = _cast(input, _integral_to_int64(input, dtype))
+    return apply(cumprod_op, input, dim=d)
+
+
+def _cum_select_meta(x, *, dim):
+    return Meta(tuple(x.shape), x.dtype), Meta(tuple(x.shape), D.int64)
+
+
+scatter_along_op = define(
+    "cumulative_select_backward", inputs=("grad", "indices"),
+    meta=lambda g, indices, *, dim: Meta(tuple(g.shape), g.dtype), backward=_no_double_backward("cummax/cummin"),
+)  # fmt: skip
+
+
+def _cum_select_backward(ctx, g, _g_indices=None):
+    return apply(scatter_along_op, g, ctx.saved_tensor("indices"), dim=ctx.attrs["dim"])
+
+
+cummax_op = define(
+    "cummax", meta=_cum_select_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
+    backward=_cum_select_backward, saves=("indices",),
+)  # fmt: skip
+cummin_op = define(
+    "cummin", meta=_cum_select_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
+    backward=_cum_select_backward, saves=("indices",),
+)  # fmt: skip
+
+
+def cummax(input, dim):
+    """Running maximum along ``dim`` and the index where it was reached (the latest on ties)."""
+    values, indices = apply(cummax_op, input, dim=_one_dim(input, dim, "cummax"))
+    return return_cummax(values, indices)
+
+
+def cummin(input, dim):
+    """Running minimum along ``dim`` and the index where it was reached (the latest on ties)."""
+    values, indices = apply(cummin_op, input, dim=_one_dim(input, dim, "cummin"))
+    return return_cummin(values, indices)
+
+
+# median -----------------------------------------------------------------------------------------------
+
+
+median_op = define("median", meta=_reduce_meta, backward=_extremum_backward, saves=("self", "result"))
+nanmedian_op = define("nanmedian", meta=_reduce_meta, backward=_extremum_backward, saves=("self", "result"))
+median_dim_op = define(
+    "median_dim", meta=_dim_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
+    backward=_value_select_backward, saves=("indices",),
+)  # fmt: skip
+nanmedian_dim_op = define(
+    "nanmedian_dim", meta=_dim_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
+    backward=_value_select_backward, saves=("indices",),
+)  # fmt: skip
+
+
+def _median(name, full_op, dim_op, result_type, input, dim, keepdim):
+    if dim is None:
+        return apply(full_op, input, dims=tuple(range(input.ndim)), keepdim=False)
+    d = _one_dim(input, dim, name)
+    if input.ndim:
+        _check_nonempty(name, input, (d,))
+    values, indices = apply(dim_op, input, dim=d, keepdim=bool(keepdim))
+    return result_type(values, indices)
+
+
+def median(input, dim=None, keepdim: bool = False):
+    """The lower median (NaN if any element is NaN); with ``dim``, ``(values, indices)``."""
+    return _median("median", median_op, median_dim_op, return_median, input, dim, keepdim)
+
+
+def nanmedian(input, dim=None, keepdim: bool = False):
+    """The lower median of the non-NaN elements; with ``dim``, ``(values, indices)``."""
+    return _median("nanmedian", nanmedian_op, nanmedian_dim_op, return_nanmedian, input, dim, keepdim)
+
+
+# boolean reductions -----------------------------------------------------------------------------------
+
+
+def _bool_reduce_meta(x, *, dims, keepdim):
+    return Meta(reduced_shape(tuple(x.shape), dims, keepdim), D.uint8 if x.dtype is D.uint8 else D.bool_)
+
+
+all_op = define("all", meta=_bool_reduce_meta)
+any_op = define("any", meta=_bool_reduce_meta)
+count_nonzero_op = define(
+    "count_nonzero", meta=lambda x, *, dims: Meta(reduced_shape(tuple(x.shape), dims, False), D.int64)
+)
+
+
+def all(input, dim=None, keepdim: bool = False):  # noqa: A001 - PyTorch's name
+    """True where every element over ``dim`` is nonzero (uint8 inputs give uint8)."""
+    return apply(all_op, input, dims=reduce_dims(input, dim, "all"), keepdim=bool(keepdim))
+
+
+def any(input, dim=None, keepdim: bool = False):  # noqa: A001 - PyTorch's name
+    """True where some element over ``dim`` is nonzero (uint8 inputs give uint8)."""
+    return apply(any_op, input, dims=reduce_dims(input, dim, "any"), keepdim=bool(keepdim))
+
+
+def count_nonzero(input, dim=None):
+    """Number of nonzero elements over ``dim`` (int64)."""
+    return apply(count_nonzero_op, input, dims=reduce_dims(input, dim, "count_nonzero"))
+
+
+# norm -------------------------------------------------------------------------------------------------
+
+
+def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
+    """Vector p-norm over ``dim`` (all elements when None): p = 'fro', 2, 1, inf, -inf, 0 or any number.
+
+    The gradient at a zero vector is 0 (as PyTorch's).
+    """
+    input = _cast(input, dtype)
+    if not input.dtype.is_floating_point:
+        raise RuntimeError(
+            f"norm(): input dtype should be either floating point or complex. Got {input.dtype.name} instead."
+        )
+    if p is None:
+        p = "fro"
+    if isinstance(p, str) and p != "fro":
+        raise RuntimeError(f"norm(): p={p!r} (a matrix norm) is not supported; expected 'fro' or a number")
+    dims = reduce_dims(input, dim, "norm")
+    keepdim = bool(keepdim)
+    x, back = _upcast_low(input)
+    if p == "fro" or p == 2:
+        out = apply(safe_sqrt_op, sum(x * x, dims, keepdim))
+    elif p == math.inf or p == -math.inf:
+        if builtins.any(x.shape[d] == 0 for d in dims):
+            raise RuntimeError(
+                f"norm(): cannot compute the {p} norm on an empty tensor because the operation does not have an identity"
+            )
+        out = apply(amax_op if p > 0 else amin_op, x.abs(), dims=dims, keepdim=keepdim)
+    elif p == 0:
+        # The count of nonzeros; ``sign(x) * 0`` adds nothing but a (zero) gradient, as PyTorch's.
+        out = sum(x.ne(0).to(x.dtype) + x.sign() * 0.0, dims, keepdim)
+    elif p == 1:
+        out = sum(x.abs(), dims, keepdim)
+    else:
+        out = sum(x.abs() ** p, dims, keepdim) ** (1.0 / p)
+    return _cast(out, back)
