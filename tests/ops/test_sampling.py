@@ -1,0 +1,169 @@
+"""munet/ops/sampling.py: interpolate, grid_sample, affine_grid, pixel_shuffle/unshuffle and
+unfold/fold against PyTorch (forward and gradients), float32/float64, errors."""
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import munet
+import munet.nn.functional as F
+from tests.reference import check, noncontiguous, randn
+
+F64 = "float64"
+pytestmark = pytest.mark.filterwarnings("ignore::UserWarning")
+RESIZES = [
+    {"size": (7, 4)},
+    {"size": 10},
+    {"scale_factor": 1.7},
+    {"scale_factor": (2, 0.5)},
+    {"scale_factor": 2.3, "recompute_scale_factor": True},
+    {"scale_factor": 3},
+    {"size": (1, 1)},
+]
+
+
+@pytest.mark.parametrize("kw", RESIZES)
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact", "bilinear", "bicubic", "area"])
+def test_interpolate_2d(mode, kw):
+    x = randn(2, 3, 5, 6, dtype=F64)
+    corners = [None] if mode in ("nearest", "nearest-exact", "area") else [False, True]
+    for align in corners:
+        check(
+            lambda x: F.interpolate(x, mode=mode, align_corners=align, **kw),
+            lambda x: TF.interpolate(x, mode=mode, align_corners=align, **kw),
+            x,
+        )
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear", "nearest-exact"])
+def test_interpolate_1d(mode):
+    x = randn(2, 3, 7, dtype=F64)
+    for kw in ({"size": 12}, {"scale_factor": 0.6}, {"scale_factor": 2}):
+        check(lambda x: F.interpolate(x, mode=mode, **kw), lambda x: TF.interpolate(x, mode=mode, **kw), x)
+    if mode == "linear":
+        check(
+            lambda x: F.interpolate(x, 11, mode=mode, align_corners=True),
+            lambda x: TF.interpolate(x, 11, mode=mode, align_corners=True),
+            x,
+        )
+
+
+def test_interpolate_3d_float32_noncontiguous():
+    x = randn(1, 2, 3, 4, 5)
+    for mode in ("trilinear", "nearest"):
+        check(
+            lambda x: F.interpolate(x, scale_factor=(1.5, 2, 0.7), mode=mode),
+            lambda x: TF.interpolate(x, scale_factor=(1.5, 2, 0.7), mode=mode),
+            x,
+        )
+    x4 = noncontiguous(randn(2, 3, 6, 5))
+    for mode in ("bilinear", "bicubic", "nearest"):
+        check(
+            lambda x: F.interpolate(x, size=(9, 7), mode=mode), lambda x: TF.interpolate(x, size=(9, 7), mode=mode), x4
+        )
+    check(lambda x: F.upsample_bilinear(x, scale_factor=2), lambda x: TF.upsample_bilinear(x, scale_factor=2), x4)
+    check(lambda x: F.upsample_nearest(x, size=8), lambda x: TF.upsample_nearest(x, size=8), x4)
+
+
+def test_interpolate_errors():
+    x = munet.zeros(1, 1, 4, 4)
+    with pytest.raises(ValueError, match="only one of size or scale_factor should be defined"):
+        F.interpolate(x, size=2, scale_factor=2)
+    with pytest.raises(ValueError, match="either size or scale_factor should be defined"):
+        F.interpolate(x)
+    with pytest.raises(ValueError, match="align_corners option can only be set with the interpolating modes"):
+        F.interpolate(x, size=2, align_corners=True)
+    with pytest.raises(NotImplementedError, match="got 4D input, but linear mode needs 3D input"):
+        F.interpolate(x, size=2, mode="linear")
+    with pytest.raises(ValueError, match="recompute_scale_factor is not meaningful with an explicit size"):
+        F.interpolate(x, size=2, recompute_scale_factor=True)
+    with pytest.raises(NotImplementedError, match="mode 'lanczos' is not supported"):
+        F.interpolate(x, size=2, mode="lanczos")
+
+
+@pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample(mode, padding_mode, align):
+    x = randn(2, 3, 5, 6, dtype=F64)
+    grid = randn(2, 4, 3, 2, dtype=F64, seed=2) * 1.4  # some samples fall outside [-1, 1]
+    check(
+        lambda x, g: F.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=align),
+        lambda x, g: TF.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=align),
+        x,
+        grid,
+    )
+
+
+def test_grid_sample_float32_affine_pipeline():
+    x = randn(2, 3, 6, 5)
+    theta = (np.eye(2, 3)[None] + 0.2 * randn(2, 2, 3, dtype=F64, seed=4)).astype(np.float32)
+
+    def warp(F_):
+        return lambda x, t: F_.grid_sample(x, F_.affine_grid(t, (2, 3, 4, 7), align_corners=False), align_corners=False)
+
+    check(warp(F), warp(TF), x, theta, rtol=1e-4, atol=1e-5)
+    with pytest.raises(RuntimeError, match=r"grid_sample: expected grid of shape \(N, H_out, W_out, 2\)"):
+        F.grid_sample(munet.zeros(2, 1, 3, 3), munet.zeros(2, 3, 3))
+    with pytest.raises(ValueError, match="expected padding_mode to be 'zeros', 'border', or 'reflection'"):
+        F.grid_sample(munet.zeros(1, 1, 3, 3), munet.zeros(1, 2, 2, 2), padding_mode="wrap")
+
+
+@pytest.mark.parametrize("align", [False, True])
+def test_affine_grid(align):
+    theta = randn(2, 2, 3, dtype=F64)
+    check(
+        lambda t: F.affine_grid(t, (2, 3, 4, 5), align_corners=align),
+        lambda t: TF.affine_grid(t, (2, 3, 4, 5), align_corners=align),
+        theta,
+    )
+    check(
+        lambda t: F.affine_grid(t, (2, 1, 1, 3), align_corners=align),
+        lambda t: TF.affine_grid(t, (2, 1, 1, 3), align_corners=align),
+        theta,
+    )
+    with pytest.raises(ValueError, match="expected a batch of 2D affine matrices of shape Nx2x3"):
+        F.affine_grid(munet.zeros(2, 3, 3), (2, 1, 4, 4))
+
+
+def test_pixel_shuffle_unshuffle():
+    check(lambda x: munet.pixel_shuffle(x, 2), lambda x: torch.pixel_shuffle(x, 2), randn(2, 8, 3, 2))
+    check(lambda x: F.pixel_shuffle(x, 3), lambda x: TF.pixel_shuffle(x, 3), noncontiguous(randn(9, 2, 3)))
+    check(lambda x: munet.pixel_unshuffle(x, 2), lambda x: torch.pixel_unshuffle(x, 2), randn(2, 1, 2, 4, 6))
+    with pytest.raises(
+        RuntimeError, match=r"divisible by the square of upscale_factor, but input.size\(-3\)=5 is not divisible by 4"
+    ):
+        F.pixel_shuffle(munet.zeros(1, 5, 2, 2), 2)
+    with pytest.raises(
+        RuntimeError, match="pixel_unshuffle expects height and width to be divisible by downscale_factor"
+    ):
+        F.pixel_unshuffle(munet.zeros(1, 1, 3, 4), 2)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"kernel_size": 2},
+        {"kernel_size": (2, 3), "dilation": (1, 2), "padding": 1, "stride": (2, 1)},
+        {"kernel_size": 3, "stride": 2},
+    ],
+)
+def test_unfold_fold(kw):
+    x = randn(2, 3, 5, 6, dtype=F64)
+    check(lambda x: F.unfold(x, **kw), lambda x: TF.unfold(x, **kw), x)
+    cols = TF.unfold(torch.zeros(2, 3, 5, 6), **kw)
+    c = randn(*cols.shape, dtype=F64, seed=2)
+    check(lambda c: F.fold(c, (5, 6), **kw), lambda c: TF.fold(c, (5, 6), **kw), c)
+    check(lambda c: F.fold(c, (5, 6), **kw), lambda c: TF.fold(c, (5, 6), **kw), c[0])
+    check(lambda x: F.unfold(x, **kw), lambda x: TF.unfold(x, **kw), noncontiguous(randn(3, 5, 6)))
+
+
+def test_unfold_fold_errors():
+    with pytest.raises(
+        RuntimeError,
+        match=r"fold: .*expected size of input's dimension 2 to match the calculated number of sliding blocks 4 \* 5 = 20, but got input.size\(2\)=7",
+    ):
+        F.fold(munet.zeros(1, 12, 7), (5, 6), 2)
+    with pytest.raises(RuntimeError, match=r"unfold: expected input of rank 3 or 4 \(N, C, H, W\), got shape \(5, 6\)"):
+        F.unfold(munet.zeros(5, 6), 2)
