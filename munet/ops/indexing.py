@@ -314,8 +314,15 @@ def index(self, index):
 def _check_leaf_inplace(self, caller: str) -> None:
     from munet.autograd.grad_mode import _State
 
-    if _State.enabled and self._requires_grad and self._grad_fn is None:
+    if not _State.enabled:
+        return
+    if self._requires_grad and self._grad_fn is None:
         raise RuntimeError(f"{caller}: a leaf Variable that requires grad is being used in an in-place operation.")
+    base = self._base
+    if base is not None and base._requires_grad and base._grad_fn is None:
+        raise RuntimeError(
+            f"{caller}: a view of a leaf Variable that requires grad is being used in an in-place operation."
+        )
 
 
 def _refresh_view_history(self) -> None:

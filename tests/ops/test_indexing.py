@@ -154,6 +154,35 @@ def test_setitem_leaf_error():
         x[munet.tensor([0, 1]), None] = 1.0
 
 
+def test_setitem_view_of_leaf_error():
+    x = munet.zeros(2, 3, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        x[0][munet.tensor([1])] = 1.0
+    with munet.no_grad():
+        x[0][munet.tensor([1])] = 1.0
+    assert x.grad_fn is None and x.tolist() == [[0.0, 1.0, 0.0], [0.0, 0.0, 0.0]]
+
+
+def test_setitem_values_require_grad():
+    def fn(lib, mk):
+        def f(w):
+            z = lib.zeros(2, 3, dtype=w.dtype)
+            z[mk([True, False])] = w
+            return z * z
+
+        return f
+
+    check(fn(munet, munet.tensor), fn(torch, torch.tensor), randn(3))
+
+
+def test_scatter_reduce_ties_share_gradient():
+    x = np.array([[1.0, 2.0], [3.0, 4.0]])
+    src = np.array([[1.0, 5.0], [3.0, 4.0], [3.0, 0.0]])
+    mi, ti = both(np.array([[0, 0], [1, 1], [1, 0]]))
+    for reduce in ("amax", "amin"):
+        check(lambda a, s: a.scatter_reduce(0, mi, s, reduce), lambda a, s: a.scatter_reduce(0, ti, s, reduce), x, src)
+
+
 def test_setitem_through_view_of_nonleaf_grad():
     def fn(lib, mk):
         def f(x, v):
