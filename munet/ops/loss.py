@@ -119,8 +119,10 @@ def _broadcast_pair(input, target, op: str):
     return input.expand(shape), target.expand(shape)
 
 
-def _pointwise_weight(weight, input, op: str):
-    if weight is not None and tuple(weight.shape) != tuple(input.shape):
+def _check_pointwise_weight(weight, input, op: str) -> None:
+    """mse/l1/huber ``weight``: one per element of the (un-broadcast) input, like PyTorch."""
+    _check_tensor(weight, "weight", op)
+    if tuple(weight.shape) != tuple(input.shape):
         raise ValueError(f"{op}: expected weight of the input's shape {list(input.shape)}, got {list(weight.shape)}")
 
 
@@ -172,16 +174,21 @@ def _check_index_target(input, target, ignore_index: int, op: str) -> None:
         )
 
 
-def _nll(logp, target, weight, ignore_index: int, reduction: str):
-    """Negative log-likelihood of already validated ``logp`` (N, C, ...) / (C,) and indices."""
-    class_dim = 0 if logp.ndim == 1 else 1
+def _class_targets(target, weight, ignore_index: int, dtype):
+    """(ignored mask, indices safe to gather with, per-target weight that is 0 where ignored)."""
     ignored = target == ignore_index
     safe = _where(ignored, 0, target).to(D.int64)
-    picked = logp.gather(class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
     if weight is None:
-        w = (~ignored).to(logp.dtype)
-    else:
-        w = _where(ignored, 0, weight.gather(0, safe.reshape(-1)).reshape(safe.shape))
+        return ignored, safe, (~ignored).to(dtype)
+    return ignored, safe, _where(ignored, 0, weight.gather(0, safe.reshape(-1)).reshape(safe.shape))
+
+
+def _nll(logp, target, weight, ignore_index: int, reduction: str, targets=None):
+    """Negative log-likelihood of validated ``logp`` (N, C, ...) / (C,) at class indices ``target``."""
+    class_dim = 0 if logp.ndim == 1 else 1
+    ignored, safe, w = targets or _class_targets(target, weight, ignore_index, logp.dtype)
+    picked = logp.gather(class_dim, safe.unsqueeze(class_dim)).squeeze(class_dim)
+    if weight is not None:
         picked = picked * w
     loss = _where(ignored, 0, -picked)
     if reduction == "none":
@@ -245,17 +252,20 @@ def cross_entropy(
         return _cross_entropy_probs(input, target, weight, reduction, label_smoothing, class_dim)
     _check_index_target(input, target, ignore_index, op)
     logp = log_softmax(input, class_dim)
-    nll = _nll(logp, target, weight, ignore_index, reduction)
+    targets = _class_targets(target, weight, ignore_index, logp.dtype)
+    nll = _nll(logp, target, weight, ignore_index, reduction, targets)
     if label_smoothing == 0.0:
         return nll
-    return (1 - label_smoothing) * nll + _smoothing_term(logp, target, weight, ignore_index, reduction, class_dim) * (
-        label_smoothing / n_classes
-    )
+    smooth = _smoothing_term(logp, weight, reduction, class_dim, targets)
+    return (1 - label_smoothing) * nll + smooth * (label_smoothing / n_classes)
 
 
-def _smoothing_term(logp, target, weight, ignore_index: int, reduction: str, class_dim: int):
-    """PyTorch's uniform-target part of label smoothing (weighted, ignoring ``ignore_index``)."""
-    ignored = target == ignore_index
+def _smoothing_term(logp, weight, reduction: str, class_dim: int, targets):
+    """PyTorch's uniform-target part of label smoothing (weighted, ignoring ``ignore_index``).
+
+    Its 'mean' divides by the same summed target weights as the nll part.
+    """
+    ignored, _, w = targets
     if weight is not None:
         logp = logp * _class_weight_view(weight, logp.ndim, class_dim)
     smooth = _where(ignored, 0, -logp.sum(class_dim))
@@ -263,10 +273,6 @@ def _smoothing_term(logp, target, weight, ignore_index: int, reduction: str, cla
         return smooth
     if reduction == "sum":
         return smooth.sum()
-    if weight is None:
-        return smooth.sum() / (~ignored).sum()
-    safe = _where(ignored, 0, target).to(D.int64)
-    w = _where(ignored, 0, weight.gather(0, safe.reshape(-1)).reshape(safe.shape))
     return smooth.sum() / w.sum()
 
 
@@ -288,9 +294,12 @@ def _cross_entropy_probs(input, target, weight, reduction: str, label_smoothing:
 # regression losses -------------------------------------------------------------------------------
 
 
-def _pair(input, target, op: str):
+def _pair(input, target, op: str, weight=None):
+    """Validate and broadcast ``input`` and ``target`` (and the shape of a pointwise ``weight``)."""
     _check_floating(input, "input", op)
     _check_tensor(target, "target", op)
+    if weight is not None:
+        _check_pointwise_weight(weight, input, op)
     return _broadcast_pair(input, target, op)
 
 
@@ -307,12 +316,10 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
     """Mean squared error ``(input - target) ** 2``, reduced; ``weight`` (input's shape) rescales elements."""
     op = "mse_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    input_shape = input.shape if is_tensor(input) else None
-    input, target = _pair(input, target, op)
+    input, target = _pair(input, target, op, weight)
     diff = input - target
     loss = diff * diff
     if weight is not None:
-        _pointwise_weight(weight, _Shape(input_shape), op)
         return _weighted(loss, weight, reduction, op)
     return _reduce(loss, reduction, op)
 
@@ -321,20 +328,11 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mea
     """Mean absolute error ``|input - target|``, reduced; ``weight`` (input's shape) rescales elements."""
     op = "l1_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    input_shape = input.shape if is_tensor(input) else None
-    input, target = _pair(input, target, op)
+    input, target = _pair(input, target, op, weight)
     loss = (input - target).abs()
     if weight is not None:
-        _pointwise_weight(weight, _Shape(input_shape), op)
         return _weighted(loss, weight, reduction, op)
     return _reduce(loss, reduction, op)
-
-
-class _Shape:
-    """A stand-in with a ``shape`` for weight checks against the un-broadcast input."""
-
-    def __init__(self, shape):
-        self.shape = shape
 
 
 def _quadratic_then_linear(diff, threshold: float, linear_slope: float):
@@ -362,11 +360,9 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weigh
     op = "huber_loss"
     if delta <= 0:
         raise RuntimeError(f"{op}: delta must be positive, got {delta}")
-    input_shape = input.shape if is_tensor(input) else None
-    input, target = _pair(input, target, op)
+    input, target = _pair(input, target, op, weight)
     loss = _quadratic_then_linear(input - target, delta, delta)
     if weight is not None:
-        _pointwise_weight(weight, _Shape(input_shape), op)
         return _weighted(loss, weight, reduction, op, mean_by_weight=False)
     return _reduce(loss, reduction, op)
 
@@ -463,6 +459,12 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
         positive = target > 0
         safe = _where(positive, target, 1)
         loss = _where(positive, target * safe.log(), 0) - target * input
+    if reduction == "mean":
+        warnings.warn(
+            "kl_div: reduction 'mean' divides the total loss by both the batch size and the support size; "
+            "'batchmean' divides only by the batch size and aligns with the KL math definition",
+            stacklevel=2,
+        )
     if reduction == "batchmean":
         total = loss.sum()
         return total / input.shape[0] if loss.ndim else total
