@@ -1,5 +1,6 @@
 """``munet.optim``: optimizers over parameter groups, with PyTorch's update rules and defaults."""
 
+from munet.optim import lr_scheduler
 from munet.optim.adagrad import Adagrad
 from munet.optim.adam import Adam, AdamW
 from munet.optim.adamax import Adamax
@@ -9,4 +10,16 @@ from munet.optim.radam import RAdam
 from munet.optim.rmsprop import RMSprop
 from munet.optim.sgd import SGD
 
-__all__ = ["SGD", "Adagrad", "Adam", "AdamW", "Adamax", "NAdam", "Optimizer", "RAdam", "RMSprop", "required"]
+__all__ = [
+    "SGD",
+    "Adagrad",
+    "Adam",
+    "AdamW",
+    "Adamax",
+    "NAdam",
+    "Optimizer",
+    "RAdam",
+    "RMSprop",
+    "lr_scheduler",
+    "required",
+]
