@@ -276,12 +276,24 @@ def add(input, other, *, alpha=1, out=None):
     return _out(binary(add_op, input, other), out)
 
 
-def sub(input, other, *, alpha=1, out=None):
-    if getattr(input, "dtype", None) is D.bool_ and getattr(other, "dtype", None) is D.bool_:
+def _check_sub(input, other) -> None:
+    def is_bool(x):
+        return getattr(x, "dtype", None) is D.bool_ or isinstance(x, bool)
+
+    if is_bool(input) and is_bool(other):
         raise RuntimeError(
             "Subtraction, the `-` operator, with two bool tensors is not supported. "
             "Use the `^` or `logical_xor()` operator instead."
         )
+    if is_bool(input) or is_bool(other):
+        raise RuntimeError(
+            "Subtraction, the `-` operator, with a bool tensor is not supported. "
+            "If you are trying to invert a mask, use the `~` or `logical_not()` operator instead."
+        )
+
+
+def sub(input, other, *, alpha=1, out=None):
+    _check_sub(input, other)
     if alpha != 1:
         other = other * alpha
     return _out(binary(sub_op, input, other), out)
@@ -330,8 +342,7 @@ def add_(self, other, *, alpha=1):
 
 
 def sub_(self, other, *, alpha=1):
-    if self.dtype is D.bool_ and getattr(other, "dtype", None) is D.bool_:
-        sub(self, other)  # raises PyTorch's error
+    _check_sub(self, other)
     if alpha != 1:
         other = other * alpha
     return binary_inplace(sub_op, self, other)

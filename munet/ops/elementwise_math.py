@@ -226,11 +226,17 @@ div_trunc_op = define("div_trunc", inputs=("self", "other"), meta=_binary_meta, 
 _ROUNDED = {"floor": div_floor_op, "trunc": div_trunc_op}
 
 
+def _no_bool_result(name: str, input, other) -> None:
+    if D.result_type(input, other) is D.bool_:
+        raise RuntimeError(f"{name}: not implemented for bool tensors")
+
+
 def div_rounded(input, other, rounding_mode: str):
     """``div(input, other, rounding_mode=...)`` for 'trunc' and 'floor'; integers stay integers.
 
     Integer division by zero raises (PyTorch's ``ZeroDivisionError``); the gradient is zero.
     """
+    _no_bool_result(f"div (rounding_mode={rounding_mode!r})", input, other)
     op = _ROUNDED.get(rounding_mode)
     if op is None:
         raise ValueError(
@@ -245,6 +251,7 @@ def floor_divide(input, other, *, out=None):
 
 
 def floor_divide_(self, other):
+    _no_bool_result("floor_divide_", self, other)
     return binary_inplace(div_floor_op, self, other)
 
 
@@ -264,19 +271,23 @@ fmod_op = define("fmod", inputs=("self", "other"), meta=_binary_meta, backward=_
 
 def remainder(input, other, *, out=None):
     """Python's modulus: the result has the sign of ``other``."""
+    _no_bool_result("remainder", input, other)
     return _out(binary(remainder_op, input, other), out)
 
 
 def remainder_(self, other):
+    _no_bool_result("remainder_", self, other)
     return binary_inplace(remainder_op, self, other)
 
 
 def fmod(input, other, *, out=None):
     """C's ``fmod``: the result has the sign of ``input``."""
+    _no_bool_result("fmod", input, other)
     return _out(binary(fmod_op, input, other), out)
 
 
 def fmod_(self, other):
+    _no_bool_result("fmod_", self, other)
     return binary_inplace(fmod_op, self, other)
 
 

@@ -90,6 +90,7 @@ def test_nan_to_num_values_and_grad():
     check(lambda t: munet.nan_to_num(t, nan=1.0, posinf=2.0, neginf=-3.0),
           lambda t: torch.nan_to_num(t, nan=1.0, posinf=2.0, neginf=-3.0), x)  # fmt: skip
     check(munet.nan_to_num, torch.nan_to_num, x.astype(np.float16))
+    check(munet.nan_to_num, torch.nan_to_num, x.astype(randn(1, dtype="bfloat16").dtype))
     check(munet.nan_to_num, torch.nan_to_num, x.astype(np.float64))
     check(munet.nan_to_num, torch.nan_to_num, np.arange(3))
 
@@ -329,6 +330,13 @@ def test_bool_arithmetic():
         munet.tensor(a) - munet.tensor(b)
     with pytest.raises(RuntimeError, match="Negation, the `-` operator, on a bool tensor"):
         -munet.tensor(a)
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor is not supported"):
+        munet.tensor([1, 2]) - munet.tensor(a[:2])
+    with pytest.raises(RuntimeError, match="Subtraction, the `-` operator, with a bool tensor is not supported"):
+        2 - munet.tensor(a)
+    for name in ["floor_divide", "remainder", "fmod"]:
+        with pytest.raises(RuntimeError, match="not implemented for bool tensors"):
+            getattr(munet, name)(munet.tensor(a), munet.tensor(b))
 
 
 # comparisons, logical, bitwise --------------------------------------------------------------------------------

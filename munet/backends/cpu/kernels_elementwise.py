@@ -196,7 +196,7 @@ def isfinite(x):
 
 @kernel("nan_to_num")
 def nan_to_num(x, *, nan, posinf, neginf):
-    if x.dtype.kind != "f":
+    if x.dtype.kind != "f" and x.dtype not in _HALF:
         return x.copy()
     info = ml_dtypes.finfo(x.dtype)
     posinf = float(info.max) if posinf is None else posinf
