@@ -29,12 +29,12 @@ from munet.ops._utils import wrap_dim, wrap_dims
 __all__ = [
     "sum", "nansum", "mean", "nanmean", "var", "std", "var_mean", "std_mean", "max", "min", "amax", "amin",
     "aminmax", "argmax", "argmin", "prod", "logsumexp", "cumsum", "cumprod", "cummax", "cummin", "norm",
-    "all", "any", "count_nonzero", "median", "nanmedian",
+    "all", "any", "count_nonzero", "median", "nanmedian", "mode",
 ]  # fmt: skip
 __tensor_methods__ = [
     "sum", "nansum", "mean", "nanmean", "var", "std", "max", "min", "amax", "amin", "aminmax", "argmax",
     "argmin", "prod", "logsumexp", "cumsum", "cumprod", "cummax", "cummin", "norm", "all", "any",
-    "count_nonzero", "median", "nanmedian",
+    "count_nonzero", "median", "nanmedian", "mode", "cumsum_", "cumprod_",
 ]  # fmt: skip
 
 _LOW_PRECISION = (D.float16, D.bfloat16)
@@ -60,6 +60,7 @@ return_cummax = _return_type("cummax", ("values", "indices"))
 return_cummin = _return_type("cummin", ("values", "indices"))
 return_median = _return_type("median", ("values", "indices"))
 return_nanmedian = _return_type("nanmedian", ("values", "indices"))
+return_mode = _return_type("mode", ("values", "indices"))
 return_aminmax = _return_type("aminmax", ("min", "max"))
 
 
@@ -520,6 +521,18 @@ def cumsum(input, dim, *, dtype=None):
     return apply(cumsum_op, input, dim=d, reverse=False)
 
 
+def cumsum_(self, dim, *, dtype=None):
+    """In-place :func:`cumsum`."""
+    return self.copy_(cumsum(self, dim, dtype=dtype))
+
+
+def cumprod_(self, dim, *, dtype=None):
+    """In-place :func:`cumprod`."""
+    # The gradient reads the input, so autograd needs a copy of it that the write leaves intact.
+    source = self.clone() if self.requires_grad else self
+    return self.copy_(cumprod(source, dim, dtype=dtype))
+
+
 def _no_double_backward(name: str):
     def backward(ctx, *grads):
         raise RuntimeError(f"{name}: double backward (create_graph=True) is not supported")
@@ -616,6 +629,21 @@ def median(input, dim=None, keepdim: bool = False):
 def nanmedian(input, dim=None, keepdim: bool = False):
     """The lower median of the non-NaN elements; with ``dim``, ``(values, indices)``."""
     return _median("nanmedian", nanmedian_op, nanmedian_dim_op, return_nanmedian, input, dim, keepdim)
+
+
+mode_op = define(
+    "mode", meta=_dim_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
+    backward=_value_select_backward, saves=("indices",),
+)  # fmt: skip
+
+
+def mode(input, dim: int = -1, keepdim: bool = False):
+    """The most frequent value along ``dim`` (the smallest on ties) and the index of its last occurrence."""
+    d = _one_dim(input, dim, "mode")
+    if input.ndim:
+        _check_nonempty("mode", input, (d,))
+    values, indices = apply(mode_op, input, dim=d, keepdim=bool(keepdim))
+    return return_mode(values, indices)
 
 
 # boolean reductions -----------------------------------------------------------------------------------

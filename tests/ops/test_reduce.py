@@ -486,3 +486,26 @@ def test_dim_errors():
         x.cumsum(-3)
     with pytest.raises(TypeError, match="argmax: dim must be an int"):
         x.argmax((0, 1))
+
+
+def test_mode():
+    x = np.array([[3.0, 1.0, 3.0, 1.0, 2.0], [5.0, 5.0, 4.0, 4.0, 4.0], [0.5, 0.25, 2.0, 7.0, 1.0]])
+    check(lambda t: t.mode(1), lambda t: t.mode(1), x)
+    check(lambda t: munet.mode(t, 0, keepdim=True), lambda t: torch.mode(t, 0, keepdim=True), x)
+    check(lambda t: t.mode(), lambda t: t.mode(), noncontiguous(x))
+    check(lambda t: t.mode(0), lambda t: t.mode(0), np.array(2.5))
+    check(lambda t: t.mode(-1), lambda t: t.mode(-1), np.array([[2, 2, 1, 1, 3], [0, 0, 0, 9, 9]]), grad=False)
+    with pytest.raises(IndexError, match=r"mode\(\): Expected reduction dim 1 to have non-zero size"):
+        munet.zeros(2, 0).mode(1)
+
+
+def test_inplace_scans():
+    x = randn(3, 4, seed=23, dtype="float64")
+
+    def run(mod, t):
+        y = t * 1.0
+        y.cumsum_(1)
+        y.cumprod_(0)
+        return y
+
+    check(lambda t: run(munet, t), lambda t: run(torch, t), x)

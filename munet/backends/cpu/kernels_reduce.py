@@ -216,6 +216,29 @@ def nanmedian_dim(x, *, dim, keepdim):
     return _median_dim(x, dim, keepdim, ignore_nan=True)
 
 
+@kernel("mode")
+def mode(x, *, dim, keepdim):
+    """Most frequent value along ``dim`` (smallest on ties; NaNs never equal) and its last index."""
+    if x.ndim == 0:
+        return x.copy(), np.zeros((), np.int64)
+    a = np.moveaxis(_acc(x), dim, -1)
+    n = a.shape[-1]
+    order = np.argsort(a, axis=-1, kind="stable")
+    s = np.take_along_axis(a, order, axis=-1)
+    pos = np.arange(n)
+    starts = np.ones(s.shape, bool)
+    starts[..., 1:] = s[..., 1:] != s[..., :-1]
+    run_start = np.maximum.accumulate(np.where(starts, pos, 0), axis=-1)
+    # The count so far within each run peaks at the run's last element, which (stable sort)
+    # is the value's last occurrence; argmax picks the smallest value among equal counts.
+    best = np.argmax(pos - run_start, axis=-1)[..., None]
+    values = np.take_along_axis(s, best, axis=-1)
+    indices = np.take_along_axis(order, best, axis=-1).astype(np.int64)
+    if not keepdim:
+        return values[..., 0], indices[..., 0]
+    return np.moveaxis(values, -1, dim), np.moveaxis(indices, -1, dim)
+
+
 # scans ------------------------------------------------------------------------------------------------
 
 
