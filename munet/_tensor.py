@@ -233,6 +233,8 @@ class Tensor:
         return self.numel() * self._dtype.itemsize
 
     def is_contiguous(self, memory_format=None) -> bool:
+        if 0 in self._shape:
+            return True
         expected = 1
         for size, stride in zip(reversed(self._shape), reversed(self._stride)):
             if size == 1:
@@ -350,7 +352,8 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """A tensor sharing storage (and version counter) with no autograd history."""
-        out = Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, self._base)
+        # Not a view for autograd (as in PyTorch): in-place writes to it never rebase another history.
+        out = Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, None)
         return out
 
     def detach_(self) -> Tensor:

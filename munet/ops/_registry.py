@@ -167,6 +167,9 @@ def apply(op: Op, *args, **attrs):
 
 def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
     """Attach a backward node for ``op`` to ``outputs`` if any input requires grad."""
+    for a in flat:
+        if isinstance(a, _Tensor) and a._base is not None and "_rebased" in a._base.__dict__:
+            _refresh_stale_view(a)
     needs = tuple(isinstance(a, _Tensor) and a._requires_grad for a in flat)
     if not any(needs):
         return None
@@ -200,6 +203,8 @@ def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
                     node.saved[f"{role}[{j}]"] = SavedTensor(v)
             elif value is not None:
                 node.scalars[role] = value
+    if op.view is not None and outputs[0]._base is not None and "_rebased" in outputs[0]._base.__dict__:
+        outputs[0]._rebased_seen = outputs[0]._base._rebased
     for nr, o in enumerate(outputs):
         if nr in op.nondiff_outputs or not o.dtype.is_floating_point:
             continue
@@ -230,6 +235,8 @@ def apply_inplace(op: Op, self, *args, **attrs):
     _inplace_meta_check(op, self, meta)
     if _Tracing.tracer is not None:
         return _Tracing.tracer.record_inplace(op, self, args, attrs, meta)
+    if _State.enabled and self._base is not None and "_rebased" in self._base.__dict__:
+        _refresh_stale_view(self)
     needs_grad = (
         _State.enabled and op.backward is not None and any(isinstance(a, _Tensor) and a._requires_grad for a in flat)
     )
@@ -251,6 +258,11 @@ def _inplace_with_history(op: Op, self, args, attrs):
 
     if self._grad_fn is None and self._requires_grad:
         raise RuntimeError(f"{op.name}_: a leaf Variable that requires grad is being used in an in-place operation.")
+    base = self._base
+    if base is not None and base._grad_fn is None and base._requires_grad:
+        raise RuntimeError(
+            f"{op.name}_: a view of a leaf Variable that requires grad is being used in an in-place operation."
+        )
     reads_self = any(role == "self" for role, _ in op.saves)
     source = views.clone(self) if reads_self else self
     result = apply(op, source, *args, **attrs)
@@ -282,8 +294,24 @@ def rebase_history(self, result) -> None:
         )
     geometry = dict(size=tuple(self.shape), stride=tuple(self.stride()), storage_offset=self._offset - base._offset)
     record_history(views.as_strided_scatter_op, (base, result), geometry, [base, result], (base,))
+    # Other views of ``base`` now have stale histories; ``_refresh_stale_view`` renews them on use.
+    base._rebased = base.__dict__.get("_rebased", 0) + 1
     view = views.as_strided(base, self.shape, self.stride(), self._offset)
     self._grad_fn, self._output_nr, self._requires_grad = view._grad_fn, view._output_nr, view._requires_grad
+    self._rebased_seen = base._rebased
+
+
+def _refresh_stale_view(view) -> None:
+    """Give a view created before an in-place write through another view of its base the
+    base's new history (PyTorch regenerates such a view's ``grad_fn`` lazily, too)."""
+    base = view._base
+    if view.__dict__.get("_rebased_seen") == base._rebased:
+        return
+    from munet.ops import view as views
+
+    view._rebased_seen = base._rebased
+    fresh = views.as_strided(base, view.shape, view.stride(), view._offset)
+    view._grad_fn, view._output_nr, view._requires_grad = fresh._grad_fn, fresh._output_nr, fresh._requires_grad
 
 
 def apply_factory(op: Op, device, **attrs):

@@ -8,7 +8,7 @@ at the bottom (``as_strided_scatter`` and ``strided_scatter_add``).
 from __future__ import annotations
 
 from munet.ops._registry import Meta, apply, define
-from munet.ops._utils import as_tuple_shape, reduce_grad, wrap_dim
+from munet.ops._utils import reduce_grad, wrap_dim
 
 __all__ = [
     "as_strided",
@@ -246,7 +246,7 @@ def squeeze(input, dim=None):
         dims = {i for i, s in enumerate(shape) if s == 1}
     else:
         dims = {wrap_dim(d, input.ndim, "squeeze") for d in ((dim,) if isinstance(dim, int) else dim)}
-        dims = {d for d in dims if shape[d] == 1}
+        dims = {d for d in dims if d < len(shape) and shape[d] == 1}
     if not dims:
         return view(input, shape) if input._requires_grad else input._view(shape, input.stride(), input._offset)
     return view(input, tuple(s for i, s in enumerate(shape) if i not in dims))
@@ -402,7 +402,7 @@ def _index_geometry(shape, stride, offset, *, spec):
             d += 1
         else:
             _, start, length, step = item
-            offset += start * stride[d] if length else 0
+            offset += start * stride[d]
             out_shape.append(length)
             out_stride.append(stride[d] * step)
             d += 1
@@ -452,7 +452,7 @@ def basic_index_spec(shape, index) -> tuple | None:
             if item.step is not None and item.step <= 0:
                 raise ValueError("step must be greater than zero")
             length = len(range(start, stop, step))
-            spec.append(("s", start if length else 0, length, step))
+            spec.append(("s", start, length, step))
             d += 1
         else:
             i = item.__index__()

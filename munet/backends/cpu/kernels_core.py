@@ -82,6 +82,8 @@ def fill_(out, value):
 
 def _strided_view(flat: np.ndarray, size, stride, offset):
     itemsize = flat.itemsize
+    if 0 in size:
+        offset = 0  # an empty region may start past the end of the buffer
     return np.ndarray(
         size, dtype=flat.dtype, buffer=flat, offset=offset * itemsize, strides=[s * itemsize for s in stride]
     )
