@@ -1,0 +1,1 @@
+"""``munet.utils``: activation checkpointing (``checkpoint``) and data loading (``data``)."""
