@@ -480,3 +480,26 @@ def test_pad_errors():
 def test_pad_double_backward():
     gradcheck(lambda x: F.pad(x, (1, 2), mode="reflect") ** 2, randn(1, 2, 4, dtype="float64"))
     gradcheck(lambda x: F.pad(x, (1, -1, 0, 2), value=3.0) ** 2, randn(2, 3, dtype="float64"))
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda lib, x: lib.cat([x, x[:1] * 2], 0),
+        lambda lib, x: lib.flip(x, (0, 1)),
+        lambda lib, x: lib.roll(x, (1, -2), (0, 1)),
+        lambda lib, x: lib.tril(x, 1),
+        lambda lib, x: x.repeat(2, 1, 2),
+        lambda lib, x: lib.diag_embed(x, 1),
+        lambda lib, x: lib.stack(lib.split(x, 2, 1), 0),
+        lambda lib, x: (F if lib is munet else TF).pad(x.unsqueeze(0), (2, 1), mode="reflect"),
+    ],
+)
+def test_double_backward(fn):
+    grads = []
+    for lib in (munet, torch):
+        x = lib.tensor(randn(3, 4, dtype="float64"), requires_grad=True)
+        (g,) = lib.autograd.grad((fn(lib, x) ** 3).sum(), x, create_graph=True)
+        (g**2).sum().backward()
+        grads.append(x.grad)
+    np.testing.assert_allclose(grads[0].numpy(), grads[1].numpy(), rtol=1e-10)
