@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from munet.backends.cpu.registry import kernel
 from munet.backends.cpu.kernels_reduce import acc_dtype
+from munet.backends.cpu.registry import kernel
 
 
 @kernel("matmul")
