@@ -149,4 +149,9 @@ def _without_replacement(rows: np.ndarray, generator, num_samples: int) -> np.nd
     u = uniform_open(random_words(generator, rows.size), np.float64).reshape(rows.shape)
     with np.errstate(divide="ignore"):
         keys = -np.log1p(-u) / rows  # p = 0 -> inf: never chosen
-    return np.argsort(keys, axis=1, kind="stable")[:, :num_samples].astype(np.int64)
+    if num_samples < keys.shape[1]:
+        chosen = np.argpartition(keys, num_samples - 1, axis=1)[:, :num_samples]
+    else:
+        chosen = np.broadcast_to(np.arange(keys.shape[1]), keys.shape)
+    order = np.argsort(np.take_along_axis(keys, chosen, axis=1), axis=1, kind="stable")
+    return np.take_along_axis(chosen, order, axis=1).astype(np.int64)
