@@ -1,0 +1,188 @@
+"""Datasets, samplers, collation and the DataLoader, with and without worker processes."""
+
+import math
+from collections import namedtuple
+
+import numpy as np
+import pytest
+import torch
+
+import munet
+from munet.utils.data import (
+    BatchSampler,
+    ConcatDataset,
+    DataLoader,
+    Dataset,
+    IterableDataset,
+    RandomSampler,
+    SequentialSampler,
+    Subset,
+    SubsetRandomSampler,
+    TensorDataset,
+    WeightedRandomSampler,
+    default_collate,
+    get_worker_info,
+    random_split,
+)
+from tests.reference import assert_close
+
+Point = namedtuple("Point", ["x", "y"])
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 10
+
+    def __getitem__(self, i):
+        return {"x": munet.tensor([float(i), float(i * i)]), "label": i % 3, "name": f"s{i}", "w": np.float32(i) / 2}
+
+
+class Stream(IterableDataset):
+    def __init__(self, n):
+        self.n = n
+
+    def __iter__(self):
+        info = get_worker_info()
+        start, step = (0, 1) if info is None else (info.id, info.num_workers)
+        for i in range(start, self.n, step):
+            yield munet.tensor([i])
+
+    def __len__(self):
+        return self.n
+
+
+class Failing(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        if i == 2:
+            raise KeyError("sample 2 is broken")
+        return i
+
+
+def _batches(loader):
+    return [{k: (v.tolist() if isinstance(v, munet.Tensor) else v) for k, v in b.items()} for b in loader]
+
+
+def test_default_collate_matches_pytorch_structure():
+    samples = [(np.ones(2, np.float32) * i, i, 0.5 * i, True, Point(i, [i, i])) for i in range(3)]
+    ours = default_collate(samples)
+    theirs = torch.utils.data.default_collate(samples)
+    assert_close(ours[0], theirs[0])
+    assert_close(ours[1], theirs[1])
+    assert_close(ours[2], theirs[2])
+    assert_close(ours[3], theirs[3])
+    assert isinstance(ours[4], Point) and ours[4].y[1].tolist() == theirs[4].y[1].tolist()
+    with pytest.raises(RuntimeError, match="equal size"):
+        default_collate([[1, 2], [3]])
+
+
+def test_sequential_batches_and_drop_last():
+    loader = DataLoader(Squares(), batch_size=4)
+    batches = _batches(loader)
+    assert len(loader) == 3 and len(batches) == 3
+    assert batches[0]["x"] == [[0.0, 0.0], [1.0, 1.0], [2.0, 4.0], [3.0, 9.0]]
+    assert batches[0]["label"] == [0, 1, 2, 0] and batches[0]["name"] == ["s0", "s1", "s2", "s3"]
+    assert batches[2]["w"] == [4.0, 4.5]
+    assert len(DataLoader(Squares(), batch_size=4, drop_last=True)) == 2
+
+
+def test_shuffle_with_generator_is_reproducible_and_a_permutation():
+    ds = TensorDataset(munet.arange(20))
+    runs = [
+        [b[0].tolist() for b in DataLoader(ds, batch_size=5, shuffle=True, generator=munet.Generator().manual_seed(7))]
+        for _ in range(2)
+    ]
+    assert runs[0] == runs[1]
+    flat = sorted(x for batch in runs[0] for x in batch)
+    assert flat == list(range(20)) and runs[0][0] != [0, 1, 2, 3, 4]
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_workers_yield_the_same_batches_as_the_main_process(persistent):
+    ds = Squares()
+    expected = _batches(DataLoader(ds, batch_size=3, shuffle=True, generator=munet.Generator().manual_seed(3)))
+    loader = DataLoader(
+        ds,
+        batch_size=3,
+        shuffle=True,
+        num_workers=2,
+        generator=munet.Generator().manual_seed(3),
+        persistent_workers=persistent,
+    )
+    assert _batches(loader) == expected
+    assert len(_batches(loader)) == len(expected)  # a second epoch works too
+
+
+def test_worker_init_fn_and_iterable_sharding():
+    seen = munet.tensor(sorted(int(b.item()) for b in DataLoader(Stream(9), batch_size=None, num_workers=3)))
+    assert seen.tolist() == list(range(9))
+    batches = [b.view(-1).tolist() for b in DataLoader(Stream(8), batch_size=2, num_workers=2)]
+    assert batches == [[0, 2], [1, 3], [4, 6], [5, 7]]
+    ids = [b[0].item() for b in DataLoader(_WorkerIds(), batch_size=1, num_workers=2, worker_init_fn=_init)]
+    assert sorted(ids) == [100, 100, 101, 101]
+
+
+class _WorkerIds(Dataset):
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return _INIT["id"]
+
+
+_INIT = {"id": -1}
+
+
+def _init(worker_id):
+    _INIT["id"] = 100 + worker_id
+
+
+def test_worker_exception_propagates():
+    with pytest.raises(KeyError, match="sample 2 is broken"):
+        list(DataLoader(Failing(), batch_size=1, num_workers=2))
+    with pytest.raises(KeyError, match="sample 2 is broken"):
+        list(DataLoader(Failing(), batch_size=1))
+
+
+def test_loader_argument_errors():
+    ds = Squares()
+    with pytest.raises(ValueError, match="mutually exclusive with shuffle"):
+        DataLoader(ds, sampler=SequentialSampler(ds), shuffle=True)
+    with pytest.raises(ValueError, match="batch_sampler option is mutually exclusive"):
+        DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), 2, False), batch_size=3)
+    with pytest.raises(ValueError, match="IterableDataset"):
+        DataLoader(Stream(3), shuffle=True)
+    with pytest.raises(ValueError, match="num_workers"):
+        DataLoader(ds, num_workers=-1)
+
+
+def test_samplers_and_datasets():
+    ds = TensorDataset(munet.arange(10), munet.arange(10) * 2)
+    assert ds[3][1].item() == 6 and len(ds) == 10
+    with pytest.raises(ValueError, match="size mismatch"):
+        TensorDataset(munet.zeros(3), munet.zeros(4))
+    both = ConcatDataset([ds, ds])
+    assert len(both) == 20 and both[12][0].item() == 2 and both[-1][0].item() == 9
+    sub = Subset(ds, [1, 5])
+    assert [s[0].item() for s in sub] == [1, 5]
+    assert list(BatchSampler(range(5), 2, drop_last=False)) == [[0, 1], [2, 3], [4]]
+    assert len(BatchSampler(range(5), 2, drop_last=True)) == 2
+    g = munet.Generator().manual_seed(1)
+    assert sorted(RandomSampler(range(6), generator=g)) == list(range(6))
+    assert len(list(RandomSampler(range(6), replacement=True, num_samples=20))) == 20
+    assert sorted(SubsetRandomSampler([3, 7, 9])) == [3, 7, 9]
+    draws = list(WeightedRandomSampler([0.0, 1.0, 0.0, 3.0], 200, generator=munet.Generator().manual_seed(0)))
+    assert set(draws) <= {1, 3} and 100 < draws.count(3) < 190
+
+
+def test_random_split_lengths_and_fractions():
+    parts = random_split(range(10), [3, 7], generator=munet.Generator().manual_seed(0))
+    assert [len(p) for p in parts] == [3, 7]
+    assert sorted(list(parts[0]) + list(parts[1])) == list(range(10))
+    parts = random_split(range(11), [0.5, 0.3, 0.2], generator=munet.Generator().manual_seed(0))
+    assert [len(p) for p in parts] == [6, 3, 2]
+    with pytest.raises(ValueError, match="Sum of input lengths"):
+        random_split(range(5), [2, 2])
+    assert math.isclose(sum(len(p) for p in parts), 11)
