@@ -71,5 +71,4 @@ from munet import _tensor_methods  # noqa: E402
 _tensor_methods.bind()
 
 from munet import autograd, nn, optim, utils  # noqa: E402,F401
-from munet.utils import data as _data  # noqa: E402,F401 - makes munet.utils.data importable as an attribute
 from munet.serialization import load, save  # noqa: E402,F401
