@@ -633,9 +633,9 @@ def _scatter_reduce_backward(ctx, grad):
         g_src = at_src(scaled)
     elif reduce == "prod":
         result, self_, src = ctx.saved_tensor("result"), ctx.saved_tensor("self"), ctx.saved_tensor("src")
-        full = grad * result
-        g_self = full / self_ if include_self else scatter_zero(grad)
-        g_src = at_src(full) / _leading(src, index)
+        g_self, g_src = _scatter_prod_grads(grad, index, dim, include_self, self_, _leading(src, index), result)
+        if not include_self:
+            g_self = scatter_zero(grad)
     else:  # amax / amin: the gradient is shared equally among the elements that attain the extremum
         result, self_, src = ctx.saved_tensor("result"), ctx.saved_tensor("self"), ctx.saved_tensor("src")
         src_block = _leading(src, index)
@@ -649,6 +649,26 @@ def _scatter_reduce_backward(ctx, grad):
         g_src = src_hits * at_src(shared)
     g_src = _pad_to(g_src, src_shape) if len(need) > 2 and need[2] else None
     return (g_self if need[0] else None), None, g_src
+
+
+def _scatter_prod_grads(grad, index, dim: int, include_self: bool, self_, src, result):
+    """PyTorch's rule: zeros are excluded explicitly, so a single zero gets the product of the rest."""
+    import munet
+
+    def reduce_prod(base, values):
+        return apply(scatter_reduce_values_op, base, index, values, dim=dim, reduce="prod", include_self=include_self)
+
+    def at_src(t):
+        return apply(gather_op, t, index, dim=dim)
+
+    masked_self = masked_fill(self_, self_ == 0, 1)
+    g_self = grad * reduce_prod(masked_self, src) / masked_self
+    src_zero = src == 0
+    zeros_per_slot = apply(scatter_op, _zeros(grad.shape, grad), index, src_zero.to(grad.dtype), dim=dim, reduce="add")
+    single_zero = munet.logical_and(src_zero, at_src(zeros_per_slot) == 1)
+    rest = reduce_prod(self_, masked_fill(src, single_zero, 1))
+    g_src = munet.where(single_zero, at_src(grad * rest), at_src(grad * result) / masked_fill(src, src_zero, 1))
+    return g_self, g_src
 
 
 def _leading(src, index):

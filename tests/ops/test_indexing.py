@@ -175,6 +175,19 @@ def test_setitem_values_require_grad():
     check(fn(munet, munet.tensor), fn(torch, torch.tensor), randn(3))
 
 
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_prod_with_zeros(include_self):
+    x = np.array([[0.0, 2.0, 3.0], [4.0, 5.0, 0.0]])
+    src = np.array([[2.0, 0.0, 0.0], [3.0, 0.0, 0.5], [0.0, 1.5, 2.0]])
+    mi, ti = both(np.array([[0, 0, 1], [0, 1, 1], [1, 1, 0]]))
+    check(
+        lambda a, s: a.scatter_reduce(0, mi, s, "prod", include_self=include_self),
+        lambda a, s: a.scatter_reduce(0, ti, s, "prod", include_self=include_self),
+        x,
+        src,
+    )
+
+
 def test_scatter_reduce_ties_share_gradient():
     x = np.array([[1.0, 2.0], [3.0, 4.0]])
     src = np.array([[1.0, 5.0], [3.0, 4.0], [3.0, 0.0]])
