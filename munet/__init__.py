@@ -70,5 +70,6 @@ from munet import _tensor_methods  # noqa: E402
 
 _tensor_methods.bind()
 
-from munet import autograd, nn, optim, utils  # noqa: E402,F401
+from munet import amp, autograd, nn, optim, utils  # noqa: E402,F401
+from munet.amp import autocast  # noqa: E402,F401
 from munet.serialization import load, save  # noqa: E402,F401

@@ -95,6 +95,12 @@ class _Tracing:
     tracer = None
 
 
+class _Autocast:
+    """Set by ``munet.amp.autocast``: ``cast_inputs(op, args) -> args``; ``None`` outside autocast."""
+
+    cast_inputs = None
+
+
 def _flat_tensors(op: Op, args) -> list:
     if not op.variadic:
         return list(args)
@@ -144,6 +150,8 @@ def _kernel(op: Op, backend, suffix: str = ""):
 
 def apply(op: Op, *args, **attrs):
     """Run ``op`` on ``args`` (tensors, numbers, lists of tensors for variadic ops)."""
+    if _Autocast.cast_inputs is not None:
+        args = _Autocast.cast_inputs(op, args)
     flat = _flat_tensors(op, args)
     backend = _backend_of(op, flat)
     meta = op.meta(*args, **attrs)

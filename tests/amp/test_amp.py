@@ -1,0 +1,125 @@
+"""Autocast policy, GradScaler (against PyTorch's CPU GradScaler) and float32 master weights."""
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+import munet
+import munet.nn.functional as F
+import munet.optim as optim
+from munet.amp import GradScaler, MasterWeightOptimizer
+
+
+@pytest.mark.parametrize("low", [munet.bfloat16, munet.float16])
+def test_autocast_policy(low):
+    x = munet.randn(4, 3)
+    w = munet.randn(3, 5, requires_grad=True)
+    img = munet.randn(1, 2, 5, 5)
+    k = munet.randn(3, 2, 3, 3)
+    with munet.autocast("cpu", dtype=low):
+        h = x @ w
+        assert h.dtype is low
+        assert F.linear(x, w.t()).dtype is low
+        assert munet.bmm(x[None], w[None]).dtype is low
+        assert F.conv2d(img, k).dtype is low
+        assert F.softmax(h, -1).dtype is munet.float32
+        assert F.log_softmax(h, -1).dtype is munet.float32
+        assert h.exp().dtype is munet.float32 and h.sum().dtype is munet.float32
+        assert (h + 1).dtype is low
+        assert (h + munet.ones(5)).dtype is munet.float32  # promotion for mixed inputs
+        assert (x.double() @ x.double().t()).dtype is munet.float64
+        with munet.autocast("cpu", enabled=False):
+            assert (x @ w).dtype is munet.float32
+    assert (x @ w).dtype is munet.float32
+    (h.float().sum()).backward()
+    assert w.grad.dtype is munet.float32
+
+
+def test_autocast_matches_pytorch_dtypes_for_lower_precision_ops():
+    x = np.random.default_rng(0).standard_normal((4, 3)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((5, 3)).astype(np.float32)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        t = torch.nn.functional.linear(torch.tensor(x), torch.tensor(w))
+    with munet.autocast("cpu", dtype=munet.bfloat16):
+        m = F.linear(munet.tensor(x), munet.tensor(w))
+    assert str(t.dtype) == "torch.bfloat16" and m.dtype is munet.bfloat16
+    np.testing.assert_allclose(m.float().numpy(), t.float().numpy(), rtol=2e-2, atol=2e-2)
+
+
+def test_autocast_caches_weight_casts():
+    w = munet.randn(3, 3, requires_grad=True)
+    with munet.autocast("cpu"):
+        a = munet.ones(1, 3) @ w
+        b = munet.ones(1, 3) @ w
+    assert a.grad_fn.next_functions[1][0] is b.grad_fn.next_functions[1][0]
+
+
+def test_autocast_errors():
+    with pytest.raises(ValueError, match="float16 or munet.bfloat16"):
+        munet.autocast("cpu", dtype=munet.float64)
+
+
+def _scaler_run(lib, grads_per_step, **kwargs):
+    p = lib.tensor([1.0, 2.0], requires_grad=True)
+    opt = (optim if lib is munet else torch.optim).SGD([p], lr=0.1)
+    scaler = GradScaler("cpu", **kwargs) if lib is munet else torch.amp.GradScaler("cpu", **kwargs)
+    scales, values = [], []
+    for g in grads_per_step:
+        opt.zero_grad()
+        loss = scaler.scale((p * lib.tensor(g)).sum())
+        loss.backward()
+        scaler.step(opt)
+        scaler.update()
+        scales.append(scaler.get_scale())
+        values.append(p.detach().tolist())
+    return scales, values, scaler.state_dict()
+
+
+def test_grad_scaler_matches_pytorch():
+    grads = [[1.0, 1.0], [math.inf, 1.0], [0.5, 2.0], [1.0, math.nan], [1.0, 1.0], [1.0, 1.0], [2.0, 1.0]]
+    kwargs = dict(init_scale=1024.0, growth_factor=4.0, backoff_factor=0.25, growth_interval=2)
+    ours = _scaler_run(munet, grads, **kwargs)
+    theirs = _scaler_run(torch, grads, **kwargs)
+    assert ours[0] == theirs[0]
+    np.testing.assert_allclose(ours[1], theirs[1], rtol=1e-6)
+    assert ours[2] == {k: (v.item() if hasattr(v, "item") else v) for k, v in theirs[2].items()}
+
+
+def test_grad_scaler_unscale_for_clipping_and_stage_errors():
+    p = munet.tensor([3.0, 4.0], requires_grad=True)
+    opt = optim.SGD([p], lr=1.0)
+    scaler = GradScaler(init_scale=8.0)
+    scaler.scale((p * p).sum() / 2).backward()
+    scaler.unscale_(opt)
+    assert p.grad.tolist() == [3.0, 4.0]
+    with pytest.raises(RuntimeError, match="already been called"):
+        scaler.unscale_(opt)
+    scaler.step(opt)
+    with pytest.raises(RuntimeError, match="step\\(\\) has already been called"):
+        scaler.step(opt)
+    scaler.update()
+    assert p.tolist() == [0.0, 0.0]
+    restored = GradScaler()
+    restored.load_state_dict(scaler.state_dict())
+    assert restored.get_scale() == scaler.get_scale()
+
+
+def test_master_weights_accumulate_small_updates():
+    plain = munet.ones(4).to(munet.bfloat16).requires_grad_()
+    mastered = munet.ones(4).to(munet.bfloat16).requires_grad_()
+    plain_opt = optim.SGD([plain], lr=1e-3)
+    master_opt = MasterWeightOptimizer(optim.SGD([mastered], lr=1e-3))
+    for _ in range(20):
+        for p, opt in ((plain, plain_opt), (mastered, master_opt)):
+            opt.zero_grad()
+            p.float().sum().backward()
+            opt.step()
+    assert plain.float().tolist() == [1.0] * 4  # 1 - 1e-3 rounds back to 1 in bfloat16
+    assert master_opt.master_params()[0].tolist() == pytest.approx([0.98] * 4, rel=1e-5)
+    assert mastered.dtype is munet.bfloat16 and mastered.float()[0].item() == pytest.approx(0.98, abs=4e-3)
+    state = master_opt.state_dict()
+    other = MasterWeightOptimizer(optim.SGD([munet.zeros(4).to(munet.bfloat16).requires_grad_()], lr=1e-3))
+    other.load_state_dict(state)
+    assert other.master_params()[0].tolist() == master_opt.master_params()[0].tolist()
