@@ -69,7 +69,7 @@ class MasterWeightOptimizer:
             raise ValueError(
                 f"MasterWeightOptimizer: state has {len(masters)} master weights, this optimizer has {len(self._pairs)}"
             )
-        for (model_param, master), saved in zip(self._pairs, masters):
+        for (_, master), saved in zip(self._pairs, masters):
             if tuple(saved.shape) != tuple(master.shape):
                 raise ValueError(
                     f"MasterWeightOptimizer: master weight of shape {tuple(saved.shape)} does not fit {tuple(master.shape)}"

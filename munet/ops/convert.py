@@ -50,7 +50,9 @@ def _transfer_backward(ctx, grad):
     return to_device(grad, ctx.attrs["source"])
 
 
-transfer_op = define(
+# A host transfer is not a kernel (backends only provide to_numpy/from_numpy), so this op is
+# not registered in OPS; it exists to record autograd history.
+transfer_op = Op(
     "to_device",
     meta=lambda x, **_: Meta(x.shape, x.dtype),
     backward=_transfer_backward,
