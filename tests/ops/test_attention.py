@@ -204,5 +204,9 @@ def test_sdpa_errors():
         F.scaled_dot_product_attention(
             qh, _t(randn(1, 2, 2, 2, dtype="float64")), _t(randn(1, 2, 2, 2, dtype="float64")), enable_gqa=True
         )
+    with pytest.raises(RuntimeError, match="expected attn_mask of dtype bool or floating point, got int64"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=munet.ones(3, 4, dtype=munet.int64))
+    with pytest.raises(ValueError, match="dropout probability has to be between 0 and 1"):
+        F.scaled_dot_product_attention(q, k, v, dropout_p=1.5)
     with pytest.raises(RuntimeError, match="expected query of rank >= 2"):
         F.scaled_dot_product_attention(_t(randn(2, dtype="float64")), k, v)

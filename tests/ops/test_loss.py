@@ -185,6 +185,12 @@ def test_class_loss_errors():
         F.nll_loss(munet.tensor(1.0), munet.tensor(0))
     with pytest.raises(ValueError, match="label_smoothing must be between 0.0 and 1.0"):
         F.cross_entropy(x, munet.from_numpy(np.zeros(4, np.int64)), label_smoothing=1.5)
+    with pytest.raises(RuntimeError, match=r"for input of shape \[3\] the target must have shape \[\], got \[1\]"):
+        F.cross_entropy(munet.zeros(3), munet.from_numpy(np.zeros(1, np.int64)))
+    with pytest.warns(UserWarning, match="kl_div: reduction 'mean' divides the total loss"):
+        F.kl_div(x, x)
+    with pytest.raises(ValueError, match="kl_div: 'avg' is not a valid value for reduction"):
+        F.kl_div(x, x, reduction="avg")
     with pytest.raises(RuntimeError, match="cross_entropy: expected input of a floating point dtype, got int64"):
         F.cross_entropy(munet.zeros(4, 3, dtype=munet.int64), munet.from_numpy(np.zeros(4, np.int64)))
 
