@@ -6,7 +6,7 @@ import builtins
 
 from munet import _dtype as D
 from munet._device import as_device, get_backend
-from munet.ops._registry import Meta, apply, define, record_history
+from munet.ops._registry import Meta, Op, apply, define, record_history
 
 __all__ = []
 __tensor_methods__ = [
