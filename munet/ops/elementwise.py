@@ -268,7 +268,13 @@ div_op = define(
 )
 
 
+def _check_alpha(input, other, alpha) -> None:
+    if isinstance(alpha, float) and not D.result_type(input, other).is_floating_point:
+        raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
+
+
 def add(input, other, *, alpha=1, out=None):
+    _check_alpha(input, other, alpha)
     if alpha != 1:
         other = other * alpha
     if not is_tensor(input):
@@ -294,6 +300,7 @@ def _check_sub(input, other) -> None:
 
 def sub(input, other, *, alpha=1, out=None):
     _check_sub(input, other)
+    _check_alpha(input, other, alpha)
     if alpha != 1:
         other = other * alpha
     return _out(binary(sub_op, input, other), out)
@@ -336,6 +343,7 @@ divide = true_divide = div
 
 
 def add_(self, other, *, alpha=1):
+    _check_alpha(self, other, alpha)
     if alpha != 1:
         other = other * alpha
     return binary_inplace(add_op, self, other)
@@ -343,6 +351,7 @@ def add_(self, other, *, alpha=1):
 
 def sub_(self, other, *, alpha=1):
     _check_sub(self, other)
+    _check_alpha(self, other, alpha)
     if alpha != 1:
         other = other * alpha
     return binary_inplace(sub_op, self, other)

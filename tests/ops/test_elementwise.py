@@ -654,6 +654,15 @@ def test_double_backward(name):
 # errors ---------------------------------------------------------------------------------------------------------------
 
 
+def test_add_sub_alpha():
+    a, b = randn(3, 4, seed=1), randn(4, seed=2)
+    check(lambda x, y: munet.add(x, y, alpha=-2.5), lambda x, y: torch.add(x, y, alpha=-2.5), a, b)
+    check(lambda x, y: munet.sub(x, y, alpha=0.5), lambda x, y: torch.sub(x, y, alpha=0.5), a, b)
+    check(lambda x, y: x.add(y, alpha=3), lambda x, y: x.add(y, alpha=3), np.arange(4), np.arange(4))
+    with pytest.raises(RuntimeError, match="argument alpha must not be a floating point number"):
+        munet.add(munet.tensor([1]), munet.tensor([1]), alpha=2.5)
+
+
 def test_errors_name_the_op():
     f = munet.tensor([1.0, 2.0])
     with pytest.raises(RuntimeError, match="size of tensors must match"):
