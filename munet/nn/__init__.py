@@ -1,6 +1,6 @@
-"""Neural-network building blocks: modules, containers, functional, init and utils."""
+"""Neural-network building blocks: modules, layers, containers, functional, init and utils."""
 
-from munet.nn import functional, init, utils
+from munet.nn import functional, init, modules, utils
 from munet.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from munet.nn.module import Module
 from munet.nn.parameter import Buffer, Parameter
@@ -18,3 +18,13 @@ __all__ = [
     "init",
     "utils",
 ]
+
+
+def _export_layers(namespace: dict) -> None:
+    for family in modules.FAMILIES:
+        for name in family.__all__:
+            namespace[name] = getattr(family, name)
+            __all__.append(name)
+
+
+_export_layers(globals())

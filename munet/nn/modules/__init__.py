@@ -1,0 +1,41 @@
+"""The layers of ``munet.nn``, one file per family; each file lists its layers in ``__all__``."""
+
+from munet.nn.modules import (
+    activation,
+    attention,
+    conv,
+    distance,
+    dropout,
+    flatten,
+    fold,
+    linear,
+    loss,
+    normalization,
+    padding,
+    pixelshuffle,
+    pooling,
+    rnn,
+    sparse,
+    transformer,
+    upsampling,
+)
+
+FAMILIES = (
+    activation,
+    attention,
+    conv,
+    distance,
+    dropout,
+    flatten,
+    fold,
+    linear,
+    loss,
+    normalization,
+    padding,
+    pixelshuffle,
+    pooling,
+    rnn,
+    sparse,
+    transformer,
+    upsampling,
+)

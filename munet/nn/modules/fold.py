@@ -1,0 +1,5 @@
+"""(to be filled) nn layers: fold."""
+
+from __future__ import annotations
+
+__all__: list[str] = []
