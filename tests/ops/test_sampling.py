@@ -100,8 +100,10 @@ def test_grid_sample_float32_affine_pipeline():
     x = randn(2, 3, 6, 5)
     theta = (np.eye(2, 3)[None] + 0.2 * randn(2, 2, 3, dtype=F64, seed=4)).astype(np.float32)
 
-    def warp(F_):
-        return lambda x, t: F_.grid_sample(x, F_.affine_grid(t, (2, 3, 4, 7), align_corners=False), align_corners=False)
+    def warp(fns):
+        return lambda x, t: fns.grid_sample(
+            x, fns.affine_grid(t, (2, 3, 4, 7), align_corners=False), align_corners=False
+        )
 
     check(warp(F), warp(TF), x, theta, rtol=1e-4, atol=1e-5)
     with pytest.raises(RuntimeError, match=r"grid_sample: expected grid of shape \(N, H_out, W_out, 2\)"):
