@@ -18,6 +18,7 @@ import math
 import warnings
 
 from munet import _dtype as D
+from munet.ops._autocast import float32_under_autocast
 from munet.ops._registry import _Tracing
 from munet.ops._utils import broadcast_shapes, is_tensor
 from munet.ops.activation import log_softmax, logsigmoid
@@ -205,6 +206,7 @@ def _check_nll_input(input, op: str) -> int:
     return input.shape[0 if input.ndim == 1 else 1]
 
 
+@float32_under_autocast
 def nll_loss(
     input, target, weight=None, size_average=None, ignore_index: int = -100, reduce=None, reduction: str = "mean"
 ):
@@ -223,6 +225,7 @@ def nll_loss(
     return _nll(input, target, weight, ignore_index, reduction)
 
 
+@float32_under_autocast
 def cross_entropy(
     input,
     target,
@@ -312,6 +315,7 @@ def _weighted(loss, weight, reduction: str, op: str, mean_by_weight: bool = True
     return _reduce(loss, reduction, op)
 
 
+@float32_under_autocast
 def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
     """Mean squared error ``(input - target) ** 2``, reduced; ``weight`` (input's shape) rescales elements."""
     op = "mse_loss"
@@ -324,6 +328,7 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
     return _reduce(loss, reduction, op)
 
 
+@float32_under_autocast
 def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", weight=None):
     """Mean absolute error ``|input - target|``, reduced; ``weight`` (input's shape) rescales elements."""
     op = "l1_loss"
@@ -341,6 +346,7 @@ def _quadratic_then_linear(diff, threshold: float, linear_slope: float):
     return _where(z < threshold, 0.5 * diff * diff, linear_slope * (z - 0.5 * threshold))
 
 
+@float32_under_autocast
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mean", beta: float = 1.0):
     """``0.5 * z**2 / beta`` where ``z = |input - target| < beta``, else ``z - beta / 2``; beta=0 is l1."""
     op = "smooth_l1_loss"
@@ -355,6 +361,7 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
     return _reduce(_where(z < beta, 0.5 * diff * diff / beta, z - 0.5 * beta), reduction, op)
 
 
+@float32_under_autocast
 def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weight=None):
     """``0.5 * z**2`` where ``z = |input - target| < delta``, else ``delta * (z - delta / 2)``."""
     op = "huber_loss"
@@ -370,6 +377,7 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weigh
 # probabilistic losses ----------------------------------------------------------------------------
 
 
+@float32_under_autocast
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
     """``-w * (t * log(x) + (1 - t) * log(1 - x))`` for probabilities ``x`` in [0, 1]; logs clamp at -100."""
     op = "binary_cross_entropy"
@@ -411,6 +419,7 @@ def _neg_log_sigmoid(x):
     return -logsigmoid(x)
 
 
+@float32_under_autocast
 def binary_cross_entropy_with_logits(
     input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean", pos_weight=None
 ):
@@ -442,6 +451,7 @@ def binary_cross_entropy_with_logits(
     return _reduce(loss, reduction, op)
 
 
+@float32_under_autocast
 def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean", log_target: bool = False):
     """KL divergence ``target * (log(target) - input)`` with ``input`` given as log-probabilities.
 
@@ -471,6 +481,7 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     return _reduce(loss, reduction, op)
 
 
+@float32_under_autocast
 def poisson_nll_loss(
     input,
     target,
@@ -499,6 +510,7 @@ def poisson_nll_loss(
     return _reduce(loss, reduction, op)
 
 
+@float32_under_autocast
 def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6, reduction: str = "mean"):
     """Gaussian negative log-likelihood ``0.5 * (log(var) + (input - target)**2 / var)``.
 
@@ -547,6 +559,7 @@ def _clamp_keep_grad(x, low: float):
 # margin and embedding losses ---------------------------------------------------------------------
 
 
+@float32_under_autocast
 def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: str = "mean"):
     """``log(1 + exp(-target * input))`` for targets in {1, -1}."""
     op = "soft_margin_loss"
@@ -555,6 +568,7 @@ def soft_margin_loss(input, target, size_average=None, reduce=None, reduction: s
     return _reduce(_neg_log_sigmoid(target * input), reduction, op)
 
 
+@float32_under_autocast
 def margin_ranking_loss(
     input1, input2, target, margin: float = 0, size_average=None, reduce=None, reduction: str = "mean"
 ):
@@ -572,6 +586,7 @@ def margin_ranking_loss(
     return _reduce((-target * (input1 - input2) + margin).clamp(min=0), reduction, op)
 
 
+@float32_under_autocast
 def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, reduce=None, reduction: str = "mean"):
     """``input`` where target is 1, ``max(0, margin - input)`` where target is -1."""
     op = "hinge_embedding_loss"
@@ -583,6 +598,7 @@ def hinge_embedding_loss(input, target, margin: float = 1.0, size_average=None, 
     return _reduce(margin_part + self_part, reduction, op)
 
 
+@float32_under_autocast
 def cosine_embedding_loss(
     input1, input2, target, margin: float = 0, size_average=None, reduce=None, reduction: str = "mean"
 ):
@@ -609,6 +625,7 @@ def cosine_embedding_loss(
     return _reduce(positive + negative, reduction, op)
 
 
+@float32_under_autocast
 def triplet_margin_loss(
     anchor, positive, negative, margin: float = 1.0, p: float = 2, eps: float = 1e-6, swap: bool = False,
     size_average=None, reduce=None, reduction: str = "mean",
@@ -631,6 +648,7 @@ def triplet_margin_loss(
     return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction, op)
 
 
+@float32_under_autocast
 def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None, reduction: str = "mean"):
     """Mean over classes of the binary logistic loss of each label; ``weight`` (C,) rescales classes."""
     op = "multilabel_soft_margin_loss"
@@ -644,6 +662,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
     return _reduce(loss, reduction, op)
 
 
+@float32_under_autocast
 def multi_margin_loss(
     input, target, p: int = 1, margin: float = 1.0, weight=None, size_average=None, reduce=None, reduction: str = "mean"
 ):

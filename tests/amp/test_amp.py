@@ -123,3 +123,13 @@ def test_master_weights_accumulate_small_updates():
     other = MasterWeightOptimizer(optim.SGD([munet.zeros(4).to(munet.bfloat16).requires_grad_()], lr=1e-3))
     other.load_state_dict(state)
     assert other.master_params()[0].tolist() == master_opt.master_params()[0].tolist()
+
+
+def test_losses_run_in_float32_under_autocast():
+    logits = munet.randn(4, 5).bfloat16()
+    target = munet.tensor([0, 1, 2, 3])
+    with munet.autocast("cpu", dtype=munet.bfloat16):
+        assert F.cross_entropy(logits, target).dtype is munet.float32
+        assert F.mse_loss(logits, logits * 0).dtype is munet.float32
+        assert F.layer_norm(logits, (5,)).dtype is munet.float32
+    assert F.mse_loss(logits, logits * 0).dtype is munet.bfloat16

@@ -1,0 +1,117 @@
+"""Autocast policy: which ops run in low precision and which in float32 under ``munet.autocast``.
+
+The policy is a table keyed by op name, applied to the inputs of every primitive in
+``apply`` (so methods, functions and composites all follow it), plus entry casts of
+composite functions decorated with ``@float32_under_autocast`` (the losses):
+
+- ``LOWER_PRECISION``: float32 inputs are cast to the autocast dtype (float64 is left alone).
+- ``FLOAT32``: float16/bfloat16 inputs are cast to float32.
+- every other op runs in the dtype its inputs promote to (PyTorch's rules).
+
+Casts of leaf tensors (weights) are cached for the duration of the outermost autocast block.
+``munet.amp.autocast`` switches the policy on and off.
+"""
+
+from __future__ import annotations
+
+import functools
+
+from munet import _dtype as D
+from munet._tensor import Tensor
+
+LOWER_PRECISION = frozenset({"matmul", "convolution"})
+FLOAT32 = frozenset(
+    {
+        "softmax",
+        "log_softmax",
+        "standardize",
+        "exp",
+        "exp2",
+        "expm1",
+        "log",
+        "log2",
+        "log10",
+        "log1p",
+        "pow",
+        "sum",
+        "nansum",
+        "prod",
+        "cumsum",
+        "cumprod",
+        "logsumexp",
+        "erfinv",
+        "reciprocal",
+        "rsqrt",
+        "softplus",
+        "acos",
+        "asin",
+        "cosh",
+        "sinh",
+        "tan",
+        "grid_sampler_2d",
+        "embedding_backward",
+    }
+)
+FP32_FUNCTIONS: set[str] = set()
+
+
+class _State:
+    depth = 0
+    dtype = None
+    device_type = None
+    cache: dict = {}
+
+
+def _cast(t, dtype):
+    from munet.ops.convert import cast
+
+    if t._grad_fn is None and t.requires_grad:
+        key = (id(t), dtype)
+        hit = _State.cache.get(key)
+        if hit is not None and hit[0] is t and hit[2] == t._version:
+            return hit[1]
+        out = cast(t, dtype)
+        _State.cache[key] = (t, out, t._version)
+        return out
+    return cast(t, dtype)
+
+
+def _cast_all(args, wanted, eligible):
+    out = []
+    for a in args:
+        if isinstance(a, Tensor) and eligible(a.dtype):
+            out.append(_cast(a, wanted))
+        elif isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor):
+            out.append(type(a)(_cast(x, wanted) if eligible(x.dtype) else x for x in a))
+        else:
+            out.append(a)
+    return tuple(out)
+
+
+def _low(dtype) -> bool:
+    return dtype is D.float16 or dtype is D.bfloat16
+
+
+def _cast_inputs(op, args):
+    name = op.name
+    if name in LOWER_PRECISION:
+        target = _State.dtype
+        return _cast_all(args, target, lambda d: d.is_floating_point and d is not D.float64 and d is not target)
+    if name in FLOAT32:
+        return _cast_all(args, D.float32, _low)
+    return args
+
+
+def float32_under_autocast(fn):
+    """Decorator for composite functions (losses, norms) that autocast runs in float32."""
+    FP32_FUNCTIONS.add(fn.__name__)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _State.depth == 0:
+            return fn(*args, **kwargs)
+        args = _cast_all(args, D.float32, _low)
+        kwargs = {k: (_cast(v, D.float32) if isinstance(v, Tensor) and _low(v.dtype) else v) for k, v in kwargs.items()}
+        return fn(*args, **kwargs)
+
+    return wrapper
