@@ -1,6 +1,6 @@
 """``munet.optim``: optimizers over parameter groups, with PyTorch's update rules and defaults."""
 
-from munet.optim import lr_scheduler
+from munet.optim import lr_scheduler, swa_utils
 from munet.optim.adagrad import Adagrad
 from munet.optim.adam import Adam, AdamW
 from munet.optim.adamax import Adamax
