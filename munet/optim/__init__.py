@@ -22,4 +22,5 @@ __all__ = [
     "RMSprop",
     "lr_scheduler",
     "required",
+    "swa_utils",
 ]
