@@ -418,11 +418,11 @@ class Module:
                     entries[pre + name] = (module, "buffer", name)
         return entries
 
-    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False) -> _IncompatibleKeys:
-        """Copy ``state_dict`` into parameters and buffers after validating all of it.
+    def check_state_dict(self, state_dict, strict: bool = True):
+        """Validate ``state_dict`` against this module without changing anything.
 
-        Missing or unexpected keys (when ``strict``), a shape mismatch, or a dtype that cannot
-        be converted raise ``RuntimeError`` listing every problem; nothing is assigned then.
+        Returns ``(entries, missing_keys, unexpected_keys)``; raises ``RuntimeError`` listing every
+        problem (missing/unexpected keys when ``strict``, shape or dtype mismatches).
         """
         if not hasattr(state_dict, "items"):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict).__name__}.")
@@ -461,6 +461,15 @@ class Module:
                 )
         if errors:
             raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" + "\n\t".join(errors))
+        return entries, missing, unexpected
+
+    def load_state_dict(self, state_dict, strict: bool = True, assign: bool = False) -> _IncompatibleKeys:
+        """Copy ``state_dict`` into parameters and buffers after validating all of it.
+
+        Missing or unexpected keys (when ``strict``), a shape mismatch, or a dtype that cannot
+        be converted raise ``RuntimeError`` listing every problem; nothing is assigned then.
+        """
+        entries, missing, unexpected = self.check_state_dict(state_dict, strict)
         with no_grad():
             for key, (module, kind, name) in entries.items():
                 if key not in state_dict:
