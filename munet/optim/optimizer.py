@@ -133,6 +133,19 @@ class Optimizer:
 
     def load_state_dict(self, state_dict: dict) -> None:
         """Restore state and hyperparameters, after checking the groups match this optimizer's."""
+        groups, new_state = self._prepare_state(state_dict)
+        self.state = new_state
+        for saved, mine in zip(groups, self.param_groups):
+            for k, v in saved.items():
+                if k != "params":
+                    mine[k] = v
+
+    def check_state_dict(self, state_dict: dict) -> None:
+        """Raise ``ValueError`` if ``state_dict`` does not fit this optimizer; changes nothing."""
+        self._prepare_state(state_dict)
+
+    def _prepare_state(self, state_dict: dict):
+        """Validate ``state_dict`` and build the new per-parameter state, without assigning it."""
         state_dict = deepcopy(state_dict) if not _has_tensors(state_dict) else _shallow_copy(state_dict)
         groups = state_dict.get("param_groups")
         if groups is None or "state" not in state_dict:
@@ -157,12 +170,14 @@ class Optimizer:
             if key not in id_map:
                 raise ValueError(f"optimizer state_dict has state for parameter {key}, which no group contains")
             p = id_map[key]
+            for name, v in value.items():
+                if isinstance(v, Tensor) and v.ndim > 0 and tuple(v.shape) != tuple(p.shape):
+                    raise ValueError(
+                        f"optimizer state '{name}' of parameter {key} has shape {tuple(v.shape)}, "
+                        f"the parameter has shape {tuple(p.shape)}"
+                    )
             new_state[p] = {name: _cast_state(p, name, v) for name, v in value.items()}
-        self.state = new_state
-        for saved, mine in zip(groups, self.param_groups):
-            for k, v in saved.items():
-                if k != "params":
-                    mine[k] = v
+        return groups, new_state
 
     # hooks -------------------------------------------------------------------------------------------
     def register_step_pre_hook(self, hook):
