@@ -440,16 +440,25 @@ def argmin(input, dim=None, keepdim: bool = False):
     return _arg_extremum(argmin_op, "argmin", input, dim, keepdim)
 
 
+def _no_double_backward(name: str):
+    def backward(ctx, *grads):
+        raise RuntimeError(f"{name}: double backward (create_graph=True) is not supported")
+
+    return backward
+
+
 # prod -------------------------------------------------------------------------------------------------
 
 
+prod_others_backward_op = define(
+    "prod_others_backward", inputs=("grad", "self"), meta=lambda g, x, *, dims: Meta(tuple(x.shape), x.dtype),
+    backward=_no_double_backward("prod (third order)"),
+)  # fmt: skip
+
+
 def _prod_others_backward(ctx, g):
-    # d/dx_k prod_{j!=i} x_j = prod_{j!=i,k} x_j. Exact for inputs without zeros; this is
-    # only reached by second-order gradients of prod.
-    dims = ctx.attrs["dims"]
-    x = ctx.saved_tensor("self")
-    q = g / x
-    return ctx.saved_tensor("result") * (sum(q, dims, keepdim=True) - q)
+    # Reached by second-order gradients of prod: sum_{i!=k} g_i prod_{j!=i,k} x_j, exact with zeros.
+    return apply(prod_others_backward_op, g, ctx.saved_tensor("self"), dims=ctx.attrs["dims"])
 
 
 prod_others_op = define(
@@ -531,13 +540,6 @@ def cumprod_(self, dim, *, dtype=None):
     # The gradient reads the input, so autograd needs a copy of it that the write leaves intact.
     source = self.clone() if self.requires_grad else self
     return self.copy_(cumprod(source, dim, dtype=dtype))
-
-
-def _no_double_backward(name: str):
-    def backward(ctx, *grads):
-        raise RuntimeError(f"{name}: double backward (create_graph=True) is not supported")
-
-    return backward
 
 
 cumprod_backward_op = define(

@@ -464,6 +464,20 @@ def test_double_backward(name):
     assert_close(mx.grad, tx.grad, rtol=1e-6, atol=1e-8, what="second-order grad")
 
 
+@pytest.mark.parametrize("zeros", [(), (1,), (0, 2), (0, 1, 3)])
+def test_prod_double_backward_with_zeros(zeros):
+    x = randn(2, 4, seed=24, dtype="float64")
+    x[0, list(zeros)] = 0.0
+    v = randn(2, 4, seed=25, dtype="float64")
+    mx = munet.tensor(x, requires_grad=True)
+    tx = to_torch(x).requires_grad_(True)
+    m_out = _second_order(munet, lambda t: t.prod(1), mx, munet.tensor(v))
+    t_out = _second_order(torch, lambda t: t.prod(1), tx, to_torch(v))
+    m_out.backward()
+    t_out.backward()
+    assert_close(mx.grad, tx.grad, what="second-order grad")
+
+
 def test_cumprod_double_backward_raises():
     x = munet.tensor([1.0, 2.0, 3.0], requires_grad=True)
     (g,) = munet.autograd.grad(x.cumprod(0).sum(), x, create_graph=True)

@@ -72,6 +72,29 @@ def prod_others(x, *, dims):
     return np.where(zeros == 0, no_zero, np.where(zeros == 1, one_zero, np.zeros((), a.dtype)))
 
 
+@kernel("prod_others_backward")
+def prod_others_backward(g, x, *, dims):
+    """``sum_{i != k} g_i prod_{j != i, k} x_j`` for each k over ``dims`` (exact with zeros).
+
+    With no other zero than possibly x_k it is ``prod_{j != k} x_j * sum_{i != k} g_i / x_i``;
+    with exactly one other zero z only the term i = z survives; with more it is 0.
+    """
+    a, gm = _acc(x), _acc(g)
+    zero = a == 0
+    one = np.ones((), a.dtype)
+    nonzero = np.where(zero, one, a)
+    with np.errstate(all="ignore"):
+        nz_prod = np.prod(nonzero, axis=dims, keepdims=True)
+        q = np.sum(np.where(zero, 0, gm / nonzero), axis=dims, keepdims=True)
+        others = nz_prod / nonzero  # product of the nonzeros other than x_k
+        no_other_zero = others * (q - np.where(zero, 0, gm / nonzero))
+    zeros = zero.sum(axis=dims, keepdims=True)
+    other_zeros = zeros - zero
+    g_at_zeros = np.sum(np.where(zero, gm, 0), axis=dims, keepdims=True)
+    one_other_zero = (g_at_zeros - np.where(zero, gm, 0)) * others
+    return np.where(other_zeros == 0, no_other_zero, np.where(other_zeros == 1, one_other_zero, 0))
+
+
 @kernel("logsumexp")
 def logsumexp(x, *, dims, keepdim):
     a = _acc(x)
