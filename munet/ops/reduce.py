@@ -329,7 +329,11 @@ def _amax_amin(op, name: str, input, dim, keepdim):
 
 
 def amax(input, dim=(), keepdim: bool = False):
-    """Maximum over ``dim`` (all dims by default); the gradient splits evenly among ties."""
+    """Maximum over ``dim`` (all dims by default); the gradient splits evenly among ties.
+
+    A NaN maximum routes the gradient to the NaNs (as PyTorch's ``max()``); PyTorch's ``amax``
+    gives NaN gradients to the whole reduced slice instead.
+    """
     return _amax_amin(amax_op, "amax", input, dim, keepdim)
 
 
