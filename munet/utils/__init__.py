@@ -1,5 +1,5 @@
-"""``munet.utils``: activation checkpointing (``checkpoint``) and data loading (``data``)."""
+"""``munet.utils``: activation checkpointing, data loading, and saving/resuming training runs."""
 
-from munet.utils import checkpoint, data
+from munet.utils import checkpoint, data, training_state
 
-__all__ = ["checkpoint", "data"]
+__all__ = ["checkpoint", "data", "training_state"]
