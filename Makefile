@@ -17,8 +17,10 @@ $(STAMP): $(VENV)/bin/python pyproject.toml
 demo: $(STAMP)
 	$(PY) -m munet.cli demo
 
+# Two test processes share the two cores: one BLAS/OpenMP thread each, or spinning BLAS threads
+# oversubscribe the machine and small matmuls get 100x slower.
 test: $(STAMP)
-	$(PY) -m pytest -n 2 --dist loadfile
+	OPENBLAS_NUM_THREADS=1 OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 $(PY) -m pytest -n 2 --dist loadfile
 
 lint: $(STAMP)
 	$(PY) -m ruff check munet tests benchmarks examples
