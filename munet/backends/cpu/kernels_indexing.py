@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from munet.backends.cpu.kernels_reduce import LOW_PRECISION
 from munet.backends.cpu.registry import kernel
-
-LOW_PRECISION = ("float16", "bfloat16")
 
 
 class IndexOutOfRangeError(IndexError, RuntimeError):
@@ -38,7 +37,7 @@ def _key(shape, indices, positions, caller: str, wrap: bool) -> tuple:
 
 def _ufunc_at(ufunc, out: np.ndarray, key, values) -> None:
     """``ufunc.at(out, key, values)`` in place; 16-bit floats are computed in float32."""
-    if out.dtype.name in LOW_PRECISION:
+    if out.dtype in LOW_PRECISION:
         wide = out.astype(np.float32)
         ufunc.at(wide, key, np.asarray(values, dtype=np.float32))
         out[...] = wide.astype(out.dtype)
@@ -141,7 +140,7 @@ def _identity(reduce: str, dtype):
         return 0
     if reduce == "prod":
         return 1
-    big = np.inf if dtype.kind == "f" or dtype.name in LOW_PRECISION else np.iinfo(dtype).max
+    big = np.inf if dtype.kind == "f" or dtype in LOW_PRECISION else np.iinfo(dtype).max
     return -big if reduce == "amax" else big
 
 

@@ -5,25 +5,26 @@ Kernels return new arrays; the caller casts each result to the dtype the op decl
 
 from __future__ import annotations
 
+import ml_dtypes
 import numpy as np
 
 from munet.backends.cpu.registry import kernel
 
-LOW_PRECISION = ("float16", "bfloat16")
+LOW_PRECISION = frozenset({np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)})
 
 
 def acc_dtype(x: np.ndarray):
     """The accumulation dtype for ``x``: float32 for 16-bit floats, else ``x``'s own."""
-    return np.float32 if x.dtype.name in LOW_PRECISION else None
+    return np.float32 if x.dtype in LOW_PRECISION else None
 
 
 def _acc(x: np.ndarray) -> np.ndarray:
     """``x`` in its accumulation dtype (a copy only for 16-bit floats)."""
-    return x.astype(np.float32) if x.dtype.name in LOW_PRECISION else x
+    return x.astype(np.float32) if x.dtype in LOW_PRECISION else x
 
 
 def _is_float(x: np.ndarray) -> bool:
-    return x.dtype.kind == "f" or x.dtype.name in LOW_PRECISION
+    return x.dtype.kind == "f" or x.dtype in LOW_PRECISION
 
 
 def _fresh(out, x):

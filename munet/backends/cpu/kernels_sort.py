@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from munet.backends.cpu.kernels_reduce import LOW_PRECISION
 from munet.backends.cpu.registry import kernel
-
-LOW_PRECISION = ("float16", "bfloat16")
 
 
 def _sortable(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float32) if x.dtype.name in LOW_PRECISION else x
+    return x.astype(np.float32) if x.dtype in LOW_PRECISION else x
 
 
 def stable_argsort(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
