@@ -3,6 +3,7 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-test
+DEMO_STAMP := $(VENV)/.installed-demo
 
 .PHONY: demo test lint bench clean
 
@@ -14,7 +15,11 @@ $(STAMP): $(VENV)/bin/python pyproject.toml
 	$(PY) -m pip install --quiet -e '.[test]'
 	touch $(STAMP)
 
-demo: $(STAMP)
+$(DEMO_STAMP): $(VENV)/bin/python pyproject.toml
+	$(PY) -m pip install --quiet -e '.[demo]'
+	touch $(DEMO_STAMP)
+
+demo: $(DEMO_STAMP)
 	$(PY) -m munet.cli demo
 
 # Two test processes share the two cores: one BLAS/OpenMP thread each, or spinning BLAS threads
