@@ -56,16 +56,12 @@ class Adagrad(Optimizer):
     def step(self, closure=None):
         loss = self._run_closure(closure)
         for group in self.param_groups:
-            lr, lr_decay, wd, eps = group["lr"], group["lr_decay"], group["weight_decay"], group["eps"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = -p.grad if group["maximize"] else p.grad
+            lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
+            for p, grad in self._grads(group):
                 state = self.state[p]
                 state["step"].add_(1)
                 step = state["step"].item()
-                if wd != 0:
-                    grad = grad.add(p, alpha=wd)
+                grad = self._weight_decay(p, grad, group)
                 clr = lr / (1 + (step - 1) * lr_decay)
                 state["sum"].addcmul_(grad, grad, value=1)
                 std = state["sum"].sqrt().add_(eps)

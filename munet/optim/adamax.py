@@ -43,19 +43,15 @@ class Adamax(Optimizer):
         loss = self._run_closure(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = -p.grad if group["maximize"] else p.grad
+            lr, eps = group["lr"], group["eps"]
+            for p, grad in self._grads(group):
                 state = self.state[p]
                 if not state:
                     state["step"] = step_counter()
                     state["exp_avg"] = zeros_like(p)
                     state["exp_inf"] = zeros_like(p)
                 state["step"].add_(1)
-                if wd != 0:
-                    grad = grad.add(p, alpha=wd)
+                grad = self._weight_decay(p, grad, group)
                 exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
                 exp_avg.lerp_(grad, 1 - beta1)
                 exp_inf.copy_(maximum(exp_inf.mul_(beta2), grad.abs().add_(eps)))

@@ -50,11 +50,8 @@ class NAdam(Optimizer):
         loss = self._run_closure(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            lr, eps, wd, psi = group["lr"], group["eps"], group["weight_decay"], group["momentum_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = -p.grad if group["maximize"] else p.grad
+            lr, eps, psi = group["lr"], group["eps"], group["momentum_decay"]
+            for p, grad in self._grads(group):
                 state = self.state[p]
                 if not state:
                     state["step"] = step_counter()
@@ -64,11 +61,7 @@ class NAdam(Optimizer):
                 state["step"].add_(1)
                 step = state["step"].item()
                 bias_correction2 = 1 - beta2**step
-                if wd != 0:
-                    if group["decoupled_weight_decay"]:
-                        p.mul_(1 - lr * wd)
-                    else:
-                        grad = grad.add(p, alpha=wd)
+                grad = self._weight_decay(p, grad, group)
                 mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * psi)))
                 mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * psi)))
                 mu_product = state["mu_product"]

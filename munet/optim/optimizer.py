@@ -101,6 +101,25 @@ class Optimizer:
     def step(self, closure: Callable | None = None):
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
+    @staticmethod
+    def _grads(group: dict):
+        """The group's ``(param, gradient)`` pairs, gradient negated when the group maximizes."""
+        maximize = group.get("maximize", False)
+        for p in group["params"]:
+            if p.grad is not None:
+                yield p, (-p.grad if maximize else p.grad)
+
+    @staticmethod
+    def _weight_decay(p: Tensor, grad: Tensor, group: dict) -> Tensor:
+        """L2 penalty added to the gradient, or (decoupled) applied to the parameter in place."""
+        wd = group["weight_decay"]
+        if wd == 0:
+            return grad
+        if group.get("decoupled_weight_decay", False):
+            p.mul_(1 - group["lr"] * wd)
+            return grad
+        return grad.add(p, alpha=wd)
+
     def _run_closure(self, closure):
         if closure is None:
             return None

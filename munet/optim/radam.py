@@ -46,11 +46,8 @@ class RAdam(Optimizer):
         loss = self._run_closure(closure)
         for group in self.param_groups:
             beta1, beta2 = group["betas"]
-            lr, eps, wd = group["lr"], group["eps"], group["weight_decay"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = -p.grad if group["maximize"] else p.grad
+            lr, eps = group["lr"], group["eps"]
+            for p, grad in self._grads(group):
                 state = self.state[p]
                 if not state:
                     state["step"] = step_counter()
@@ -58,11 +55,7 @@ class RAdam(Optimizer):
                     state["exp_avg_sq"] = zeros_like(p)
                 state["step"].add_(1)
                 step = state["step"].item()
-                if wd != 0:
-                    if group["decoupled_weight_decay"]:
-                        p.mul_(1 - lr * wd)
-                    else:
-                        grad = grad.add(p, alpha=wd)
+                grad = self._weight_decay(p, grad, group)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 exp_avg.lerp_(grad, 1 - beta1)
                 exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)

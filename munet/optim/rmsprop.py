@@ -53,11 +53,8 @@ class RMSprop(Optimizer):
         loss = self._run_closure(closure)
         for group in self.param_groups:
             lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
-            wd, momentum, centered = group["weight_decay"], group["momentum"], group["centered"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = -p.grad if group["maximize"] else p.grad
+            momentum, centered = group["momentum"], group["centered"]
+            for p, grad in self._grads(group):
                 state = self.state[p]
                 if not state:
                     state["step"] = step_counter()
@@ -67,8 +64,7 @@ class RMSprop(Optimizer):
                     if centered:
                         state["grad_avg"] = zeros_like(p)
                 state["step"].add_(1)
-                if wd != 0:
-                    grad = grad.add(p, alpha=wd)
+                grad = self._weight_decay(p, grad, group)
                 square_avg = state["square_avg"]
                 square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
                 if centered:

@@ -49,13 +49,9 @@ class SGD(Optimizer):
         loss = self._run_closure(closure)
         for group in self.param_groups:
             lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-            weight_decay, nesterov, maximize = group["weight_decay"], group["nesterov"], group["maximize"]
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                grad = -p.grad if maximize else p.grad
-                if weight_decay != 0:
-                    grad = grad.add(p, alpha=weight_decay)
+            nesterov = group["nesterov"]
+            for p, grad in self._grads(group):
+                grad = self._weight_decay(p, grad, group)
                 if momentum != 0:
                     state = self.state[p]
                     buf = state.get("momentum_buffer")
