@@ -6,7 +6,7 @@ dtypes, autograd, ``nn``, ``optim``. See README.md and docs/.
 
 from munet import backends as _backends  # noqa: F401 - registers the cpu device
 from munet import ops as _ops
-from munet._device import DeviceError, device, devices
+from munet._device import DeviceError, DeviceLostError, OutOfMemoryError, device, devices
 from munet._dtype import (
     bfloat16,
     bool_ as bool,  # noqa: A001 - PyTorch's name
@@ -70,6 +70,6 @@ from munet import _tensor_methods  # noqa: E402
 
 _tensor_methods.bind()
 
-from munet import amp, autograd, nn, optim, utils  # noqa: E402,F401
+from munet import amp, autograd, nn, optim, utils, vulkan  # noqa: E402,F401
 from munet.amp import autocast  # noqa: E402,F401
 from munet.serialization import load, save  # noqa: E402,F401

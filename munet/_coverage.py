@@ -17,9 +17,10 @@ def _kernel_tables() -> dict[str, set]:
     load_kernel_modules()
     tables = {"cpu": set(KERNELS)}
     for name in sorted(_BACKENDS):
-        if name != "cpu":
-            module = __import__(f"munet.backends.{name}.registry", fromlist=["KERNELS"])
-            tables[name] = set(module.KERNELS)
+        package = _BACKENDS[name].package
+        if package not in tables:  # device types sharing a backend (vulkan, webgpu) share a column
+            module = __import__(f"munet.backends.{package}.registry", fromlist=["KERNELS"])
+            tables[package] = set(module.KERNELS)
     return tables
 
 

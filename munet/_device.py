@@ -7,11 +7,19 @@ device that no backend provides raises :class:`DeviceError` naming it and listin
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 
 class DeviceError(RuntimeError):
     """A device is unknown or unavailable, or an op cannot run on the device it was given."""
+
+
+class OutOfMemoryError(RuntimeError):
+    """A device allocation failed; the message gives the size asked for and what is in use."""
+
+
+class DeviceLostError(RuntimeError):
+    """The device was lost (driver reset, GPU removed); its tensors are gone."""
 
 
 class device:  # noqa: N801 - PyTorch's name
@@ -56,22 +64,33 @@ class device:  # noqa: N801 - PyTorch's name
 
 
 class _BackendEntry:
-    def __init__(self, list_devices: Callable[[], list[tuple[int, str, str]]], factory: Callable[[int], object]):
+    def __init__(
+        self,
+        list_devices: Callable[[], list[tuple[int, str, str]]],
+        factory: Callable[[int], object],
+        explain_unavailable: Callable[[int], str] | None = None,
+        package: str | None = None,
+    ):
         self.list_devices = list_devices
         self.factory = factory
+        self.explain_unavailable = explain_unavailable
+        self.package = package
         self.instances: dict[int, object] = {}
 
 
 _BACKENDS: dict[str, _BackendEntry] = {}
 
 
-def register_backend(device_type: str, list_devices, factory) -> None:
+def register_backend(device_type: str, list_devices, factory, explain_unavailable=None, package=None) -> None:
     """Register a device type.
 
     ``list_devices()`` returns ``[(index, name, kind), ...]`` for the devices available now;
-    ``factory(index)`` builds the backend object for one device.
+    ``factory(index)`` builds the backend object for one device. ``explain_unavailable(index)``,
+    if given, says why a missing device is missing and how to get it (for the DeviceError).
+    ``package`` names the ``munet.backends`` package holding the kernel table (default: the
+    device type), so two device types can share one backend.
     """
-    _BACKENDS[device_type] = _BackendEntry(list_devices, factory)
+    _BACKENDS[device_type] = _BackendEntry(list_devices, factory, explain_unavailable, package or device_type)
 
 
 def devices() -> list[str]:
@@ -97,7 +116,11 @@ def get_backend(dev: device):
     backend = entry.instances.get(index)
     if backend is None:
         if index not in {i for i, _, _ in entry.list_devices()}:
-            raise DeviceError(f"device '{dev}' is not available; available devices: {_available_labels()}")
+            reason = entry.explain_unavailable(index) if entry.explain_unavailable is not None else ""
+            raise DeviceError(
+                f"device '{dev}' is not available; {reason + '; ' if reason else ''}"
+                f"available devices: {_available_labels()}"
+            )
         backend = entry.factory(index)
         entry.instances[index] = backend
     return backend

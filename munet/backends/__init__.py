@@ -2,5 +2,7 @@
 
 from munet._device import register_backend
 from munet.backends.cpu.backend import CpuBackend, _list_devices
+from munet.backends.vulkan import adapters as _vulkan_adapters
 
 register_backend("cpu", _list_devices, CpuBackend)
+_vulkan_adapters.register()

@@ -1,0 +1,51 @@
+"""Strided copies with dtype conversion: the one place views are made contiguous or cast.
+
+``copy_into`` is the backend's ``copy_``, the ``clone``/``cast``/``copy``/``fill`` kernels and
+the compaction before a host read.
+"""
+
+from __future__ import annotations
+
+import math
+
+from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
+from munet.backends.vulkan.wgsl import Scalar, elementwise
+
+
+def new_view(rt, shape, dtype) -> VkView:
+    """A fresh contiguous tensor of ``shape`` and ``dtype``."""
+    storage_type(dtype)
+    numel = math.prod(shape)
+    return VkView(rt.allocator.allocate(numel, dtype), shape, contiguous_strides(shape), 0, dtype)
+
+
+def cast_expr(src: str, dst: str) -> tuple[str, bool]:
+    """(WGSL expression of ``a`` converted from storage kind ``src`` to ``dst``, is it a bool)."""
+    if src == dst:
+        return "a", False
+    if dst == "u32":  # bool
+        return ("a != 0.0" if src == "f32" else "a != 0"), True
+    return f"{dst}(a)", False
+
+
+def copy_into(rt, dst: VkView, src) -> VkView:
+    """Write ``src`` (a VkView broadcastable to ``dst`` or a number) into ``dst``, converting dtype."""
+    out_kind = storage_type(dst.dtype)
+    if not isinstance(src, VkView):
+        return elementwise(rt, "a", [Scalar(out_kind, src)], dst)
+    if src.buffer is dst.buffer:  # a buffer cannot be read and written by one dispatch
+        src = clone(rt, src)
+    expr, cond = cast_expr(storage_type(src.dtype), out_kind)
+    return elementwise(rt, expr, [src], dst, cond)
+
+
+def cast_to(rt, x: VkView, dtype) -> VkView:
+    return copy_into(rt, new_view(rt, x.shape, dtype), x)
+
+
+def clone(rt, x):
+    return copy_into(rt, new_view(rt, x.shape, x.dtype), x)
+
+
+def contiguous(rt, x: VkView) -> VkView:
+    return x if x.is_contiguous() else clone(rt, x)

@@ -1,0 +1,250 @@
+"""Reductions: sum, amax, amin (workgroup trees, two passes for long rows) and argmax/argmin.
+
+The input is read in place through its strides: the kept dims index the output, the reduced
+dims are walked by each workgroup's threads (``j += 256``) and combined in a shared-memory
+tree. Short rows use one thread per output instead; long rows with few outputs are split
+into chunks whose partial results a second pass reduces.
+"""
+
+from __future__ import annotations
+
+import math
+
+from munet import _dtype as D
+from munet._device import DeviceError
+from munet.backends.vulkan.copies import new_view
+from munet.backends.vulkan.registry import kernel
+from munet.backends.vulkan.views import VkView, coalesce, storage_type
+from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, _decompose, bindings, elementwise
+
+_SHORT_ROW = 32
+_CHUNK = 8192
+
+_COMBINE = {
+    "sum": {"f32": "x + y", "i32": "x + y", "u32": "x + y"},
+    "amax": {"f32": "max_f(x, y)", "i32": "max(x, y)", "u32": "max(x, y)"},
+    "amin": {"f32": "min_f(x, y)", "i32": "min(x, y)", "u32": "min(x, y)"},
+}
+_IDENTITY = {
+    "sum": {"f32": "0.0", "i32": "0", "u32": "0u"},
+    "amax": {"f32": "-inf_f()", "i32": "i32(-2147483647) - 1", "u32": "0u"},
+    "amin": {"f32": "inf_f()", "i32": "2147483647", "u32": "1u"},
+}
+
+
+def _geometry(x: VkView, dims):
+    kept = [d for d in range(x.ndim) if d not in dims]
+    kshape, (kstrides,) = coalesce([x.shape[d] for d in kept], [x.strides[d] for d in kept])
+    rshape, (rstrides,) = coalesce([x.shape[d] for d in dims], [x.strides[d] for d in dims])
+    return kshape or (1,), kstrides or (0,), rshape or (1,), rstrides or (0,)
+
+
+def _out_shape(shape, dims, keepdim: bool) -> tuple:
+    return tuple(1 if d in dims else n for d, n in enumerate(shape) if keepdim or d not in dims)
+
+
+def _reduce_source(op: str, kind: str, krank: int, rrank: int, tree: bool, chunked: bool) -> str:
+    # P: [n_out, R, chunks, chunk_len, offset, kshape.., kstrides.., rshape.., rstrides..]
+    kbase, rbase = 5, 5 + 2 * krank
+    combine = f"fn combine(x: {kind}, y: {kind}) -> {kind} {{ return {_COMBINE[op][kind]}; }}"
+    head = f"""{PRELUDE}
+{bindings(kind, [kind])}
+{combine}
+"""
+    kept = _decompose("o", kbase, krank, "k")
+    koff = " + ".join(["P[4]"] + [f"k{d} * P[{kbase + krank + d}]" for d in range(krank)])
+    roff = " + ".join(["base"] + [f"r{d} * P[{rbase + rrank + d}]" for d in range(rrank)])
+    walk = f"""  let chunk = g % P[2];
+  let o = g / P[2];
+{kept}
+  let base = {koff};
+  let lo = chunk * P[3];
+  let hi = min(P[1], lo + P[3]);"""
+    if not tree:
+        return (
+            head
+            + f"""@compute @workgroup_size({WORKGROUP})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let g = gid.x + gid.y * nwg.x * {WORKGROUP}u;
+  if (g >= P[0] * P[2]) {{ return; }}
+{walk}
+  var acc: {kind} = {_IDENTITY[op][kind]};
+  for (var j = lo; j < hi; j = j + 1u) {{
+{_decompose("j", rbase, rrank, "r")}
+    acc = combine(acc, IN0[{roff}]);
+  }}
+  OUT[g] = acc;
+}}
+"""
+        )
+    return (
+        head
+        + f"""var<workgroup> part: array<{kind}, {WORKGROUP}>;
+@compute @workgroup_size({WORKGROUP})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {{
+  let g = wid.x + wid.y * nwg.x;
+  let live = g < P[0] * P[2];
+  var acc: {kind} = {_IDENTITY[op][kind]};
+  if (live) {{
+{walk}
+    for (var j = lo + t; j < hi; j = j + {WORKGROUP}u) {{
+{_decompose("j", rbase, rrank, "r")}
+      acc = combine(acc, IN0[{roff}]);
+    }}
+  }}
+  part[t] = acc;
+  workgroupBarrier();
+  for (var s = {WORKGROUP // 2}u; s > 0u; s = s >> 1u) {{
+    if (t < s) {{ part[t] = combine(part[t], part[t + s]); }}
+    workgroupBarrier();
+  }}
+  if (live && t == 0u) {{ OUT[g] = part[0]; }}
+}}
+"""
+    )
+
+
+def reduce(rt, op: str, x: VkView, dims, keepdim: bool) -> VkView:
+    dims = tuple(sorted(d % max(x.ndim, 1) for d in dims)) if x.ndim else ()
+    out_shape = _out_shape(x.shape, dims, keepdim)
+    kind = storage_type(x.dtype, op)
+    n_out = math.prod(out_shape)
+    rows = math.prod(x.shape[d] for d in dims)
+    out = new_view(rt, out_shape, x.dtype)
+    if n_out == 0:
+        return out
+    if rows == 0:
+        from munet.backends.vulkan.copies import copy_into
+
+        return copy_into(rt, out, 0)
+    kshape, kstrides, rshape, rstrides = _geometry(x, dims)
+    chunks = 1
+    if rows > 8 * _CHUNK and n_out < 256:
+        chunks = min(-(-rows // _CHUNK), 1024)
+    chunk_len = -(-rows // chunks)
+    target = out if chunks == 1 else new_view(rt, (*out_shape, chunks), x.dtype)
+    tree = chunk_len > _SHORT_ROW
+    source = _reduce_source(op, kind, len(kshape), len(rshape), tree, chunks > 1)
+    params = [n_out, rows, chunks, chunk_len, x.offset, *kshape, *kstrides, *rshape, *rstrides]
+    total = n_out * chunks
+    groups = rt.grid(total if tree else -(-total // WORKGROUP))
+    rt.dispatch(source, [target.buffer, x.buffer], [True, False], params, groups)
+    if chunks == 1:
+        return out
+    partial = reduce(rt, op, target, (target.ndim - 1,), False)
+    return VkView(partial.buffer, out_shape, out.strides, 0, x.dtype)
+
+
+@kernel("sum")
+def sum_(rt, x, *, dims, keepdim, dtype=None):
+    if x.dtype is D.bool_:
+        raise DeviceError("sum: bool input must be cast to an integer dtype first")
+    return reduce(rt, "sum", x, dims, keepdim)
+
+
+@kernel("amax")
+def amax(rt, x, *, dims, keepdim):
+    return reduce(rt, "amax", x, dims, keepdim)
+
+
+@kernel("amin")
+def amin(rt, x, *, dims, keepdim):
+    return reduce(rt, "amin", x, dims, keepdim)
+
+
+@kernel("reduce_tie_weights")
+def tie_weights(rt, x, result, *, dims, keepdim):
+    """1/count at the elements equal to their reduced ``result`` (NaN matches NaN), else 0."""
+    if not keepdim:  # re-insert the reduced dims as size-1 dims
+        shape, strides, it = [], [], iter(zip(result.shape, result.strides))
+        for d in range(x.ndim):
+            shape.append(1) if d in dims else None
+            strides.append(0) if d in dims else None
+            if d not in dims:
+                n, s = next(it)
+                shape.append(n)
+                strides.append(s)
+        result = VkView(result.buffer, shape, strides, result.offset, result.dtype)
+    kind = storage_type(x.dtype, "reduce_tie_weights")
+    same = "a == b || (isnan_f(a) && isnan_f(b))" if kind == "f32" else "a == b"
+    mask = elementwise(rt, same, [x, result], new_view(rt, x.shape, D.float32), cond=True)
+    count = reduce(rt, "sum", mask, dims, True)
+    return elementwise(rt, "a / max(b, 1.0)", [mask, count], new_view(rt, x.shape, D.float32))
+
+
+def _arg_source(kind: str, krank: int, rrank: int, largest: bool) -> str:
+    kbase, rbase = 5, 5 + 2 * krank
+    cmp = ">" if largest else "<"
+    nan = "isnan_f(v) && !isnan_f(bv)" if kind == "f32" else "false"
+    kept = _decompose("g", kbase, krank, "k")
+    koff = " + ".join(["P[4]"] + [f"k{d} * P[{kbase + krank + d}]" for d in range(krank)])
+    roff = " + ".join(["base"] + [f"r{d} * P[{rbase + rrank + d}]" for d in range(rrank)])
+    return f"""{PRELUDE}
+{bindings("i32", [kind])}
+var<workgroup> pv: array<{kind}, {WORKGROUP}>;
+var<workgroup> pi: array<u32, {WORKGROUP}>;
+fn better(v: {kind}, i: u32, bv: {kind}, bi: u32) -> bool {{
+  if (bi == 0xffffffffu) {{ return i != 0xffffffffu; }}
+  if (i == 0xffffffffu) {{ return false; }}
+  {"if (isnan_f(bv)) { return isnan_f(v) && i < bi; }" if kind == "f32" else ""}
+  if ({nan}) {{ return true; }}
+  return v {cmp} bv || (v == bv && i < bi);
+}}
+@compute @workgroup_size({WORKGROUP})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) t: u32) {{
+  let g = wid.x + wid.y * nwg.x;
+  let live = g < P[0];
+  var bv: {kind};
+  var bi = 0xffffffffu;
+  if (live) {{
+{kept}
+    let base = {koff};
+    for (var j = t; j < P[1]; j = j + {WORKGROUP}u) {{
+{_decompose("j", rbase, rrank, "r")}
+      let v = IN0[{roff}];
+      if (better(v, j, bv, bi)) {{ bv = v; bi = j; }}
+    }}
+  }}
+  pv[t] = bv;
+  pi[t] = bi;
+  workgroupBarrier();
+  for (var s = {WORKGROUP // 2}u; s > 0u; s = s >> 1u) {{
+    if (t < s && better(pv[t + s], pi[t + s], pv[t], pi[t])) {{ pv[t] = pv[t + s]; pi[t] = pi[t + s]; }}
+    workgroupBarrier();
+  }}
+  if (live && t == 0u) {{ OUT[g] = i32(pi[0]); }}
+}}
+"""
+
+
+def _arg(rt, x: VkView, dim, keepdim: bool, largest: bool) -> VkView:
+    if x.dtype is D.bool_:
+        raise DeviceError("argmax/argmin: bool input is not supported")
+    if dim is None:
+        dims = tuple(range(x.ndim))
+        out_shape = (1,) * x.ndim if keepdim else ()
+    else:
+        dims = (dim % x.ndim,) if x.ndim else ()
+        out_shape = _out_shape(x.shape, dims, keepdim)
+    out = new_view(rt, out_shape, D.int64)
+    n_out = math.prod(out_shape)
+    if n_out == 0:
+        return out
+    kshape, kstrides, rshape, rstrides = _geometry(x, dims)
+    rows = math.prod(x.shape[d] for d in dims)
+    source = _arg_source(storage_type(x.dtype), len(kshape), len(rshape), largest)
+    params = [n_out, rows, 1, rows, x.offset, *kshape, *kstrides, *rshape, *rstrides]
+    rt.dispatch(source, [out.buffer, x.buffer], [True, False], params, rt.grid(n_out))
+    return out
+
+
+@kernel("argmax")
+def argmax(rt, x, *, dim, keepdim):
+    return _arg(rt, x, dim, keepdim, True)
+
+
+@kernel("argmin")
+def argmin(rt, x, *, dim, keepdim):
+    return _arg(rt, x, dim, keepdim, False)

@@ -1,0 +1,137 @@
+"""Device memory: ``DeviceBuffer`` (a storage's buffer) and the caching allocator.
+
+Buffer sizes are rounded up to size classes (powers of two up to 1 MiB, then multiples of
+1 MiB) and a freed block goes back to a free list of its class for the next allocation of
+that class: eager code allocates a temporary per op, and creating a wgpu buffer costs far
+more than reusing one. A block is freed when its ``DeviceBuffer`` is garbage collected (a
+weakref finalizer); blocks freed while commands that may use them are still being recorded
+are held back until those commands are submitted, because later queue writes would
+otherwise overtake them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import weakref
+
+from munet._device import OutOfMemoryError
+
+_MIB = 1 << 20
+_MIN_BLOCK = 256
+
+
+def size_class(nbytes: int) -> int:
+    """The block size an allocation of ``nbytes`` gets."""
+    if nbytes <= _MIN_BLOCK:
+        return _MIN_BLOCK
+    if nbytes <= _MIB:
+        return 1 << (nbytes - 1).bit_length()
+    return -(-nbytes // _MIB) * _MIB
+
+
+class Block:
+    __slots__ = ("gpu", "size", "address")
+
+    def __init__(self, gpu, size: int, address: int):
+        self.gpu, self.size, self.address = gpu, size, address
+
+
+class DeviceBuffer:
+    """A storage's flat device buffer: ``numel`` elements of ``dtype`` in one block."""
+
+    __slots__ = ("block", "numel", "dtype", "__weakref__")
+
+    def __init__(self, block: Block, numel: int, dtype):
+        self.block, self.numel, self.dtype = block, numel, dtype
+
+    @property
+    def gpu(self):
+        return self.block.gpu
+
+    @property
+    def nbytes(self) -> int:
+        return self.numel * 4
+
+
+class Allocator:
+    """Caching allocator over one wgpu device."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self.free: dict[int, list[Block]] = {}
+        self.deferred: list[Block] = []
+        self._addresses = itertools.count(1 << 32, 1 << 32)
+        self.allocated_bytes = 0
+        self.reserved_bytes = 0
+        self.peak_allocated_bytes = 0
+        self.counts = {"device_allocations": 0, "cache_hits": 0, "frees": 0}
+
+    def allocate(self, numel: int, dtype) -> DeviceBuffer:
+        nbytes = max(numel, 1) * 4
+        limit = self.runtime.max_binding
+        if nbytes > limit:
+            raise RuntimeError(
+                f"{self.runtime.label}: a tensor of {numel} elements ({nbytes} bytes) exceeds this device's "
+                f"max_storage_buffer_binding_size ({limit} bytes), the largest buffer one kernel can bind"
+            )
+        size = min(size_class(nbytes), limit)
+        cached = self.free.get(size)
+        if cached:
+            block = cached.pop()
+            self.counts["cache_hits"] += 1
+        else:
+            block = Block(self._create(size), size, next(self._addresses))
+            self.reserved_bytes += size
+            self.counts["device_allocations"] += 1
+        self.allocated_bytes += size
+        self.peak_allocated_bytes = max(self.peak_allocated_bytes, self.allocated_bytes)
+        buffer = DeviceBuffer(block, numel, dtype)
+        weakref.finalize(buffer, self._release, block).atexit = False
+        return buffer
+
+    def _create(self, size: int):
+        wgpu = self.runtime.wgpu
+        usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+        for attempt in range(2):
+            try:
+                return self.runtime.device.create_buffer(size=size, usage=usage)
+            except Exception as exc:
+                self.runtime.check_lost(exc)
+                if attempt == 0:
+                    self.empty_cache()
+                    continue
+                raise OutOfMemoryError(
+                    f"{self.runtime.label}: could not allocate {size} bytes; {self.allocated_bytes} bytes are "
+                    f"allocated by tensors and {self.reserved_bytes} bytes reserved in total ({exc})"
+                ) from exc
+        raise AssertionError("unreachable")
+
+    def _release(self, block: Block) -> None:
+        self.allocated_bytes -= block.size
+        self.counts["frees"] += 1
+        if self.runtime.recording:
+            self.deferred.append(block)
+        else:
+            self.free.setdefault(block.size, []).append(block)
+
+    def after_submit(self) -> None:
+        for block in self.deferred:
+            self.free.setdefault(block.size, []).append(block)
+        self.deferred.clear()
+
+    def empty_cache(self) -> None:
+        """Destroy every cached (free) block."""
+        for blocks in self.free.values():
+            for block in blocks:
+                self.reserved_bytes -= block.size
+                block.gpu.destroy()
+        self.free.clear()
+
+    def stats(self) -> dict:
+        return {
+            "allocated_bytes": self.allocated_bytes,
+            "reserved_bytes": self.reserved_bytes,
+            "peak_allocated_bytes": self.peak_allocated_bytes,
+            "cached_blocks": sum(len(b) for b in self.free.values()) + len(self.deferred),
+            **self.counts,
+        }

@@ -1,0 +1,176 @@
+"""One wgpu device: pipelines, the pending command encoder, submits and host transfers.
+
+Kernels call :meth:`Runtime.dispatch`; dispatches are recorded into one compute pass of a
+pending command encoder, and their small parameter blocks (shapes, strides, scalars) into
+one host arena that becomes a single buffer write. The batch is submitted at a sync point:
+a host read, ``munet.vulkan.synchronize()``, or after ``MAX_PENDING`` dispatches. So eager
+code pays one submit per batch, not one per op; ``stats()`` counts both.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from munet._device import DeviceLostError
+from munet.backends.vulkan.memory import Allocator
+
+MAX_PENDING = 256
+_PARAM_ARENA = 1 << 18
+
+
+class Runtime:
+    def __init__(self, adapter, label: str):
+        import wgpu
+
+        self.wgpu = wgpu
+        self.label = label
+        self.adapter = adapter
+        self.limits = dict(adapter.limits)
+        try:
+            self.device = adapter.request_device_sync(required_limits=self.limits, label=label)
+        except Exception as exc:
+            raise DeviceLostError(f"{label}: could not open the device ({exc})") from exc
+        self.queue = self.device.queue
+        self.max_binding = min(self.limits["max-storage-buffer-binding-size"], self.limits["max-buffer-size"])
+        self.max_groups = self.limits["max-compute-workgroups-per-dimension"]
+        self.align = max(4, self.limits["min-storage-buffer-offset-alignment"])
+        self.allocator = Allocator(self)
+        self._layouts: dict[tuple, tuple] = {}
+        self._pipelines: dict[tuple, object] = {}
+        self._params = self.device.create_buffer(
+            size=_PARAM_ARENA, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
+        )
+        self._arena = bytearray()
+        self._encoder = None
+        self._pass = None
+        self._pending = 0
+        self.counts = {"dispatches": 0, "submits": 0, "pipelines": 0, "readbacks": 0, "uploads": 0}
+
+    @property
+    def recording(self) -> bool:
+        return self._encoder is not None
+
+    # pipelines ----------------------------------------------------------------------------------
+    def _layout(self, writable: tuple[bool, ...]):
+        layout = self._layouts.get(writable)
+        if layout is None:
+            wgpu = self.wgpu
+            entries = [
+                {
+                    "binding": i,
+                    "visibility": wgpu.ShaderStage.COMPUTE,
+                    "buffer": {"type": "storage" if w else "read-only-storage"},
+                }
+                for i, w in enumerate((False, *writable))
+            ]
+            group = self.device.create_bind_group_layout(entries=entries)
+            layout = (group, self.device.create_pipeline_layout(bind_group_layouts=[group]))
+            self._layouts[writable] = layout
+        return layout
+
+    def pipeline(self, source: str, writable: tuple[bool, ...]):
+        """The compute pipeline of ``source`` (entry point ``main``), compiled once per process."""
+        key = (source, writable)
+        cached = self._pipelines.get(key)
+        if cached is not None:
+            return cached
+        group, layout = self._layout(writable)
+        try:
+            module = self.device.create_shader_module(code=source)
+            pipeline = self.device.create_compute_pipeline(
+                layout=layout, compute={"module": module, "entry_point": "main"}
+            )
+        except Exception as exc:
+            self.check_lost(exc)
+            raise RuntimeError(f"{self.label}: internal error, a MuNet WGSL kernel failed to compile:\n{exc}") from exc
+        self.counts["pipelines"] += 1
+        self._pipelines[key] = (pipeline, group)
+        return pipeline, group
+
+    # recording and submitting -------------------------------------------------------------------
+    def dispatch(self, source: str, buffers, writable, params, groups: tuple[int, int, int]) -> None:
+        """Record one dispatch of ``source`` over ``groups`` workgroups.
+
+        ``buffers`` are the DeviceBuffers bound at bindings 1..n (``writable[i]`` says which
+        are written); ``params`` (ints, as u32 words) are bound at binding 0.
+        """
+        if groups[0] == 0 or groups[1] == 0 or groups[2] == 0:
+            return
+        pipeline, group = self.pipeline(source, tuple(writable))
+        words = struct.pack(f"<{len(params) or 1}I", *[p & 0xFFFFFFFF for p in params] or [0])
+        if self._pending >= MAX_PENDING or len(self._arena) + len(words) + self.align > _PARAM_ARENA:
+            self.flush()
+        if self._encoder is None:
+            self._encoder = self.device.create_command_encoder()
+            self._pass = self._encoder.begin_compute_pass()
+        offset = -(-len(self._arena) // self.align) * self.align
+        self._arena.extend(b"\0" * (offset - len(self._arena)))
+        self._arena.extend(words)
+        entries = [{"binding": 0, "resource": {"buffer": self._params, "offset": offset, "size": len(words)}}]
+        for i, buf in enumerate(buffers):
+            size = min(buf.block.size, self.max_binding)
+            entries.append({"binding": i + 1, "resource": {"buffer": buf.block.gpu, "offset": 0, "size": size}})
+        bind_group = self.device.create_bind_group(layout=group, entries=entries)
+        self._pass.set_pipeline(pipeline)
+        self._pass.set_bind_group(0, bind_group)
+        self._pass.dispatch_workgroups(*groups)
+        self._pending += 1
+        self.counts["dispatches"] += 1
+
+    def grid(self, workgroups: int) -> tuple[int, int, int]:
+        """A 2-D grid of at least ``workgroups`` groups (kernels linearize x + y * nx)."""
+        if workgroups <= self.max_groups:
+            return (workgroups, 1, 1)
+        return (self.max_groups, -(-workgroups // self.max_groups), 1)
+
+    def flush(self) -> None:
+        """Submit the pending commands (no wait)."""
+        if self._encoder is None:
+            return
+        self._pass.end()
+        try:
+            self.queue.write_buffer(self._params, 0, bytes(self._arena))
+            self.queue.submit([self._encoder.finish()])
+        except Exception as exc:
+            self.check_lost(exc)
+            raise
+        self._encoder = self._pass = None
+        self._arena = bytearray()
+        self._pending = 0
+        self.counts["submits"] += 1
+        self.allocator.after_submit()
+
+    def synchronize(self) -> None:
+        """Submit pending work and wait until the device has finished it."""
+        self.flush()
+        try:
+            # Mapping a buffer waits for all work submitted before it (wgpu-py 0.32's
+            # on_submitted_work_done_sync is broken), so a 4-byte read is the fence.
+            self.queue.read_buffer(self._params, 0, 4)
+        except Exception as exc:
+            self.check_lost(exc)
+            raise
+
+    # host transfer --------------------------------------------------------------------------------
+    def write(self, buffer, data: bytes) -> None:
+        if data:
+            self.queue.write_buffer(buffer.block.gpu, 0, data)
+            self.counts["uploads"] += 1
+
+    def read(self, buffer, byte_offset: int, nbytes: int) -> bytes:
+        """``nbytes`` from ``buffer`` at ``byte_offset`` (submits pending work first)."""
+        self.flush()
+        try:
+            data = self.queue.read_buffer(buffer.block.gpu, byte_offset, nbytes)
+        except Exception as exc:
+            self.check_lost(exc)
+            raise
+        self.counts["readbacks"] += 1
+        return bytes(data)
+
+    def check_lost(self, exc: Exception) -> None:
+        if "lost" in str(exc).lower():
+            raise DeviceLostError(f"{self.label}: the device was lost ({exc}); its tensors are gone") from exc
+
+    def stats(self) -> dict:
+        return {**self.allocator.stats(), **self.counts, "pending_dispatches": self._pending}

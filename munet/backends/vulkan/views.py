@@ -1,0 +1,93 @@
+"""``VkView``: a tensor's data on the vulkan backend, a descriptor over a ``DeviceBuffer``.
+
+Views cost nothing: no device work happens until a kernel reads one. Kernels index their
+operands through (offset, strides) so most strided views are read in place; ``coalesce``
+merges dims that are contiguous in every operand so the index arithmetic stays short.
+"""
+
+from __future__ import annotations
+
+from munet import _dtype as D
+from munet._device import DeviceError
+
+# How each dtype is held on the device (WGSL has 32-bit scalars only, in storage buffers).
+STORAGE = {D.float32: "f32", D.int32: "i32", D.int64: "i32", D.bool_: "u32"}
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def storage_type(dtype, op: str = "vulkan") -> str:
+    kind = STORAGE.get(dtype)
+    if kind is None:
+        raise DeviceError(
+            f"{op}: dtype {dtype.name} is not supported on the vulkan backend yet "
+            "(float32, int32, int64 as int32, and bool are); cast with .float() or .int() first"
+        )
+    return kind
+
+
+def contiguous_strides(shape) -> tuple:
+    strides, acc = [], 1
+    for s in reversed(shape):
+        strides.append(acc)
+        acc *= max(s, 1)
+    return tuple(reversed(strides))
+
+
+class VkView:
+    """(buffer, shape, strides, offset, dtype): what a kernel needs to read a tensor."""
+
+    __slots__ = ("buffer", "shape", "strides", "offset", "dtype")
+
+    def __init__(self, buffer, shape, strides, offset: int, dtype):
+        self.buffer, self.shape, self.strides, self.offset, self.dtype = (
+            buffer,
+            tuple(shape),
+            tuple(strides),
+            offset,
+            dtype,
+        )
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        n = 1
+        for s in self.shape:
+            n *= s
+        return n
+
+    def is_contiguous(self) -> bool:
+        expected = 1
+        for size, stride in zip(reversed(self.shape), reversed(self.strides)):
+            if size != 1 and stride != expected:
+                return False
+            expected *= size
+        return True
+
+    def expand_to(self, shape) -> tuple:
+        """Strides of this view broadcast to ``shape`` (0 along broadcast dims)."""
+        lead = len(shape) - len(self.shape)
+        out = [0] * lead
+        for size, stride, target in zip(self.shape, self.strides, shape[lead:]):
+            out.append(stride if size == target else 0)
+        return tuple(out)
+
+    def __repr__(self) -> str:
+        return f"VkView(shape={self.shape}, strides={self.strides}, offset={self.offset}, dtype={self.dtype.name})"
+
+
+def coalesce(shape, *stride_sets) -> tuple:
+    """Merge adjacent dims that are contiguous in every stride set; drop size-1 dims."""
+    dims = [(n, [s[d] for s in stride_sets]) for d, n in enumerate(shape) if n != 1]
+    merged: list = []
+    for n, strides in dims:
+        if merged:
+            pn, pstrides = merged[-1]
+            if all(ps == s * n for ps, s in zip(pstrides, strides)):
+                merged[-1] = (pn * n, strides)
+                continue
+        merged.append((n, strides))
+    new_shape = tuple(n for n, _ in merged)
+    return new_shape, [tuple(st[k] for _, st in merged) for k in range(len(stride_sets))]

@@ -1,0 +1,168 @@
+"""WGSL building blocks shared by the kernels: helper functions, bindings, strided indexing.
+
+Every kernel reads its parameters (sizes, strides, offsets, scalars) from a ``u32`` storage
+array ``P`` at binding 0, so one compiled pipeline serves every shape of the same rank.
+Sources are specialized only on what changes the code: ranks, operand types, scalar-ness.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from munet.backends.vulkan.views import INT32_MAX, INT32_MIN, VkView, coalesce
+
+WORKGROUP = 256
+
+PRELUDE = """
+fn isnan_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u; }
+fn isinf_f(x: f32) -> bool { return (bitcast<u32>(x) & 0x7fffffffu) == 0x7f800000u; }
+fn inf_f() -> f32 { return bitcast<f32>(0x7f800000u); }
+fn nan_f() -> f32 { return bitcast<f32>(0x7fc00000u); }
+fn max_f(a: f32, b: f32) -> f32 { if (isnan_f(a) || isnan_f(b)) { return nan_f(); } return select(b, a, a > b); }
+fn min_f(a: f32, b: f32) -> f32 { if (isnan_f(a) || isnan_f(b)) { return nan_f(); } return select(b, a, a < b); }
+fn fmax_f(a: f32, b: f32) -> f32 { if (isnan_f(a)) { return b; } if (isnan_f(b)) { return a; } return select(b, a, a > b); }
+fn fmin_f(a: f32, b: f32) -> f32 { if (isnan_f(a)) { return b; } if (isnan_f(b)) { return a; } return select(b, a, a < b); }
+fn sign_f(x: f32) -> f32 { return select(select(0.0, -1.0, x < 0.0), 1.0, x > 0.0); }
+fn tanh_f(x: f32) -> f32 { if (isnan_f(x)) { return x; } return tanh(clamp(x, -15.0, 15.0)); }
+fn sigmoid_f(x: f32) -> f32 { let e = exp(-abs(x)); return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0); }
+fn expm1_f(x: f32) -> f32 {
+  if (abs(x) < 1e-3) { return x + x * x * (0.5 + x * (1.0 / 6.0 + x / 24.0)); }
+  return exp(x) - 1.0;
+}
+fn log1p_f(x: f32) -> f32 { let u = 1.0 + x; if (u == 1.0) { return x; } return log(u) * x / (u - 1.0); }
+fn pow_f(a: f32, b: f32) -> f32 {
+  if (b == 0.0 || a == 1.0) { return 1.0; }
+  if (isnan_f(a) || isnan_f(b)) { return nan_f(); }
+  let m = abs(a);
+  var r: f32;
+  if (m == 0.0) { r = select(inf_f(), 0.0, b > 0.0); } else { r = exp2(b * log2(m)); }
+  if (a < 0.0) {
+    if (b != trunc(b)) { return nan_f(); }
+    if (abs(b) < 16777216.0 && fract(b * 0.5) != 0.0) { r = -r; }
+  }
+  return r;
+}
+fn pow_i(a: i32, b: i32) -> i32 {
+  if (b < 0) { if (a == 1) { return 1; } if (a == -1) { return select(1, -1, (b & 1) == 1); } return 0; }
+  var r = 1; var x = a; var e = b;
+  loop { if (e == 0) { break; } if ((e & 1) == 1) { r = r * x; } x = x * x; e = e >> 1u; }
+  return r;
+}
+fn remainder_f(a: f32, b: f32) -> f32 { let r = a % b; return select(r, r + b, r != 0.0 && ((r < 0.0) != (b < 0.0))); }
+"""
+
+
+class Scalar:
+    """A number operand of a kernel, passed in ``P`` as one 32-bit word of ``kind``."""
+
+    __slots__ = ("kind", "value")
+
+    def __init__(self, kind: str, value):
+        self.kind, self.value = kind, value
+
+    def word(self) -> int:
+        return scalar_word(self.kind, self.value)
+
+
+def scalar_word(kind: str, value) -> int:
+    if kind == "f32":
+        return struct.unpack("<I", struct.pack("<f", float(value)))[0]
+    if kind == "u32":
+        return int(bool(value)) if isinstance(value, bool) else int(value) & 0xFFFFFFFF
+    value = int(value)
+    if not INT32_MIN <= value <= INT32_MAX:
+        raise OverflowError(f"vulkan: integer {value} does not fit in int32, the device's integer representation")
+    return value & 0xFFFFFFFF
+
+
+def load_scalar(kind: str, word_index: int) -> str:
+    return f"P[{word_index}]" if kind == "u32" else f"bitcast<{kind}>(P[{word_index}])"
+
+
+def store_cond(kind: str, expr: str) -> str:
+    """A WGSL bool ``expr`` as a value of storage ``kind``."""
+    one, zero = {"f32": ("1.0", "0.0"), "i32": ("1", "0"), "u32": ("1u", "0u")}[kind]
+    return f"select({zero}, {one}, {expr})"
+
+
+def bindings(out_kind: str | None, in_kinds) -> str:
+    lines = ["@group(0) @binding(0) var<storage, read> P: array<u32>;"]
+    binding = 1
+    if out_kind is not None:
+        lines.append(f"@group(0) @binding(1) var<storage, read_write> OUT: array<{out_kind}>;")
+        binding = 2
+    for k, kind in enumerate(in_kinds):
+        lines.append(f"@group(0) @binding({binding + k}) var<storage, read> IN{k}: array<{kind}>;")
+    return "\n".join(lines)
+
+
+NAMES = "abcdefgh"
+
+
+def elementwise(rt, expr: str, operands, out: VkView, cond: bool = False) -> VkView:
+    """Write ``expr`` (over operands named a, b, c, ... and the linear index ``idx``) into ``out``.
+
+    Tensor operands are VkViews broadcast to ``out.shape`` and read through their strides;
+    ``out`` may be strided too (``copy_`` into a view). ``cond`` means ``expr`` is a WGSL bool.
+    """
+    numel = out.size
+    if numel == 0:
+        return out
+    tensors = [op for op in operands if isinstance(op, VkView)]
+    shape, strides = coalesce(out.shape, out.strides, *(t.expand_to(out.shape) for t in tensors))
+    if not shape:
+        shape, strides = (1,), [(0,) for _ in strides]
+    rank = len(shape)
+    out_kind = STORAGE_OF(out)
+    params = [numel, *shape, out.offset, *strides[0]]
+    loads, in_kinds, buffers = [], [], [out.buffer]
+    t = 0
+    for name, op in zip(NAMES, operands):
+        if isinstance(op, VkView):
+            base = len(params)
+            params += [op.offset, *strides[1 + t]]
+            k = len(in_kinds)
+            in_kinds.append(STORAGE_OF(op))
+            buffers.append(op.buffer)
+            loads.append(f"  let {name} = IN{k}[{_offset(base, rank)}];")
+            t += 1
+        else:
+            loads.append(f"  let {name} = {load_scalar(op.kind, len(params))};")
+            params.append(op.word())
+    value = store_cond(out_kind, expr) if cond else expr
+    source = f"""{PRELUDE}
+{bindings(out_kind, in_kinds)}
+@compute @workgroup_size({WORKGROUP})
+fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
+  let idx = gid.x + gid.y * nwg.x * {WORKGROUP}u;
+  if (idx >= P[0]) {{ return; }}
+{_decompose("idx", 1, rank)}
+{chr(10).join(loads)}
+  OUT[{_offset(1 + rank, rank)}] = {value};
+}}
+"""
+    groups = rt.grid(-(-numel // WORKGROUP))
+    rt.dispatch(source, buffers, [True] + [False] * len(in_kinds), params, groups)
+    return out
+
+
+def STORAGE_OF(view: VkView) -> str:  # noqa: N802 - reads like a type constructor
+    from munet.backends.vulkan.views import storage_type
+
+    return storage_type(view.dtype)
+
+
+def _decompose(index: str, shape_base: int, rank: int, prefix: str = "c") -> str:
+    """Coordinates ``c0..c{rank-1}`` of ``index`` over the shape at ``P[shape_base..]``."""
+    lines = [f"  var rem_{prefix} = {index};"]
+    for d in reversed(range(rank)):
+        lines.append(
+            f"  let {prefix}{d} = rem_{prefix} % P[{shape_base + d}]; rem_{prefix} = rem_{prefix} / P[{shape_base + d}];"
+        )
+    return "\n".join(lines)
+
+
+def _offset(base: int, rank: int, prefix: str = "c") -> str:
+    """``P[base] + c0 * P[base+1] + ...``: an element offset from an (offset, strides) block."""
+    terms = [f"P[{base}]"] + [f"{prefix}{d} * P[{base + 1 + d}]" for d in range(rank)]
+    return " + ".join(terms)

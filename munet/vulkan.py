@@ -1,0 +1,55 @@
+"""``munet.vulkan``: the Vulkan/WebGPU devices' runtime controls (like ``torch.cuda``).
+
+>>> munet.vulkan.is_available()
+True
+>>> munet.vulkan.memory_stats()["submits"]
+3
+"""
+
+from __future__ import annotations
+
+from munet._device import DeviceError, as_device, get_backend
+
+__all__ = ["is_available", "device_count", "synchronize", "memory_stats", "empty_cache", "get_device_name"]
+
+
+def _backend(device=None):
+    dev = as_device("vulkan" if device is None else f"vulkan:{device}" if isinstance(device, int) else device)
+    if dev.type not in ("vulkan", "webgpu"):
+        raise DeviceError(f"munet.vulkan: expected a vulkan or webgpu device, got '{dev}'")
+    return get_backend(dev)
+
+
+def device_count() -> int:
+    """The number of Vulkan adapters (``vulkan:0`` .. ``vulkan:N-1``)."""
+    from munet.backends.vulkan import adapters
+
+    return len(adapters.list_devices("vulkan"))
+
+
+def is_available() -> bool:
+    return device_count() > 0
+
+
+def get_device_name(device=None) -> str:
+    return _backend(device).runtime.adapter.info.get("device", "")
+
+
+def synchronize(device=None) -> None:
+    """Submit the recorded kernels and wait for the device to finish them."""
+    _backend(device).synchronize()
+
+
+def memory_stats(device=None) -> dict:
+    """Allocator and queue counters: ``allocated_bytes``, ``reserved_bytes``, ``peak_allocated_bytes``,
+    ``cached_blocks``, ``device_allocations``, ``cache_hits``, ``frees``, ``dispatches``, ``submits``,
+    ``pipelines``, ``readbacks``, ``uploads``, ``pending_dispatches``."""
+    return _backend(device).runtime.stats()
+
+
+def empty_cache(device=None) -> None:
+    """Release the allocator's cached (unused) blocks to the driver."""
+    backend = _backend(device)
+    backend.runtime.flush()
+    backend.runtime.allocator.after_submit()
+    backend.runtime.allocator.empty_cache()
