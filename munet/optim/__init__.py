@@ -4,6 +4,7 @@ from munet.optim import lr_scheduler, swa_utils
 from munet.optim.adagrad import Adagrad
 from munet.optim.adam import Adam, AdamW
 from munet.optim.adamax import Adamax
+from munet.optim.lbfgs import LBFGS
 from munet.optim.nadam import NAdam
 from munet.optim.optimizer import Optimizer, required
 from munet.optim.radam import RAdam
@@ -16,6 +17,7 @@ __all__ = [
     "Adam",
     "AdamW",
     "Adamax",
+    "LBFGS",
     "NAdam",
     "Optimizer",
     "RAdam",
