@@ -6,7 +6,7 @@ import operator
 from collections import OrderedDict
 from itertools import islice
 
-from munet.nn.module import Module
+from munet.nn.module import Module, _addindent
 from munet.nn.parameter import Parameter
 
 
@@ -93,6 +93,23 @@ class ModuleList(Module):
         super().__init__()
         if modules is not None:
             self.extend(modules)
+
+    def __repr__(self) -> str:
+        """Like PyTorch: runs of identical children collapse to ``(0-3): 4 x Layer(...)``."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs = []  # [start, end, repr]
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = []
+        for start, end, r in runs:
+            head = f"({start}): " if start == end else f"({start}-{end}): {end - start + 1} x "
+            lines.append(_addindent(head + r, 2))
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):

@@ -196,3 +196,11 @@ def test_deepcopy_keeps_ties_and_copies_data():
     with munet.no_grad():
         clone[0].scale.fill_(0)
     assert seq[0].scale.tolist() == [2.0, 2.0, 2.0]
+
+
+def test_module_list_repr_collapses_repeats_like_pytorch():
+    import torch
+
+    ours = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2)])
+    theirs = torch.nn.ModuleList([torch.nn.Linear(2, 2), torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 2)])
+    assert repr(ours) == repr(theirs)
