@@ -45,6 +45,7 @@ __functional__ = [
     "smooth_l1_loss",
     "soft_margin_loss",
     "triplet_margin_loss",
+    "triplet_margin_with_distance_loss",
 ]
 __tensor_methods__: list[str] = []
 
@@ -645,6 +646,30 @@ def triplet_margin_loss(
     if swap:
         d_swap = pairwise_distance(positive, negative, p, eps)
         d_neg = _where(d_swap < d_neg, d_swap, d_neg)
+    return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction, op)
+
+
+def triplet_margin_with_distance_loss(
+    anchor, positive, negative, *, distance_function=None, margin: float = 1.0, swap: bool = False,
+    reduction: str = "mean",
+):  # fmt: skip
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with any ``distance_function(x1, x2)`` (default pairwise_distance)."""
+    op = "triplet_margin_with_distance_loss"
+    _check_reduction(reduction, op)
+    if margin <= 0:
+        raise ValueError(f"{op}: margin must be greater than 0, got {margin}")
+    if not (anchor.ndim == positive.ndim == negative.ndim):
+        raise RuntimeError(
+            f"{op}: the anchor, positive, and negative tensors are expected to have the same number of dimensions, "
+            f"but got: anchor {anchor.ndim}D, positive {positive.ndim}D, and negative {negative.ndim}D inputs"
+        )
+    distance = pairwise_distance if distance_function is None else distance_function
+    d_pos = distance(anchor, positive)
+    d_neg = distance(anchor, negative)
+    if swap:
+        from munet.ops.elementwise import minimum
+
+        d_neg = minimum(d_neg, distance(positive, negative))
     return _reduce((margin + d_pos - d_neg).clamp(min=0), reduction, op)
 
 

@@ -97,6 +97,8 @@ CASES = [
     ("CosineEmbeddingLoss", {"margin": 0.2}, "cosine"),
     ("TripletMarginLoss", {}, "triplet"),
     ("TripletMarginLoss", {"margin": 0.5, "p": 1.0, "swap": True}, "triplet"),
+    ("TripletMarginWithDistanceLoss", {}, "triplet"),
+    ("TripletMarginWithDistanceLoss", {"margin": 0.5, "swap": True}, "triplet"),
     ("MultiLabelSoftMarginLoss", {}, "multilabel"),
     ("MultiLabelSoftMarginLoss", {"weight": W}, "multilabel"),
     ("MultiMarginLoss", {}, "multimargin"),
@@ -217,6 +219,32 @@ def test_constructor_errors_name_the_layer():
         munet.nn.MSELoss(reduction="avg")(munet.ones(2), munet.ones(2))
     with pytest.warns(FutureWarning, match="NLLLoss2d"):
         munet.nn.NLLLoss2d()
+
+
+@pytest.mark.parametrize("swap", [False, True])
+def test_triplet_margin_with_custom_distance_function(swap):
+    def m_cosine_distance(x1, x2):
+        return 1 - munet.nn.functional.cosine_similarity(x1, x2)
+
+    def t_cosine_distance(x1, x2):
+        return 1 - torch.nn.functional.cosine_similarity(x1, x2)
+
+    arrays = INPUTS["triplet"](np.random.default_rng(4))
+    m_layer = munet.nn.TripletMarginWithDistanceLoss(distance_function=m_cosine_distance, margin=0.8, swap=swap)
+    t_layer = torch.nn.TripletMarginWithDistanceLoss(distance_function=t_cosine_distance, margin=0.8, swap=swap)
+    assert repr(m_layer) == repr(t_layer) == "TripletMarginWithDistanceLoss()"
+    m_in = [munet.tensor(a, requires_grad=True) for a, _ in arrays]
+    t_in = [to_torch(a).requires_grad_(True) for a, _ in arrays]
+    m_out, t_out = m_layer(*m_in), t_layer(*t_in)
+    assert_close(m_out, t_out)
+    m_out.backward()
+    t_out.backward()
+    for i, (m, t) in enumerate(zip(m_in, t_in)):
+        assert_close(m.grad, t.grad, what=f"grad of input {i}")
+    with pytest.raises(ValueError, match="TripletMarginWithDistanceLoss: expected margin to be greater than 0"):
+        munet.nn.TripletMarginWithDistanceLoss(margin=-1.0)
+    with pytest.raises(RuntimeError, match="anchor 2D, positive 1D, and negative 2D"):
+        m_layer(m_in[0], m_in[1][0], m_in[2])
 
 
 def test_every_layer_is_exported_and_tested():

@@ -14,6 +14,7 @@ import warnings
 
 from munet.nn import functional as F
 from munet.nn.module import Module
+from munet.nn.modules.distance import PairwiseDistance
 from munet.ops.loss import _legacy_reduction
 
 __all__ = [
@@ -36,6 +37,7 @@ __all__ = [
     "SmoothL1Loss",
     "SoftMarginLoss",
     "TripletMarginLoss",
+    "TripletMarginWithDistanceLoss",
 ]
 
 
@@ -283,6 +285,31 @@ class TripletMarginLoss(_Loss):
             margin=self.margin,
             p=self.p,
             eps=self.eps,
+            swap=self.swap,
+            reduction=self.reduction,
+        )
+
+
+class TripletMarginWithDistanceLoss(_Loss):
+    """``max(d(a, p) - d(a, n) + margin, 0)`` with any distance (default ``PairwiseDistance()``, a child module)."""
+
+    def __init__(self, *, distance_function=None, margin: float = 1.0, swap: bool = False, reduction: str = "mean"):
+        super().__init__(size_average=None, reduce=None, reduction=reduction)
+        if margin <= 0:
+            raise ValueError(
+                f"TripletMarginWithDistanceLoss: expected margin to be greater than 0, got {margin} instead"
+            )
+        self.distance_function = distance_function if distance_function is not None else PairwiseDistance()
+        self.margin = margin
+        self.swap = swap
+
+    def forward(self, anchor, positive, negative):
+        return F.triplet_margin_with_distance_loss(
+            anchor,
+            positive,
+            negative,
+            distance_function=self.distance_function,
+            margin=self.margin,
             swap=self.swap,
             reduction=self.reduction,
         )
