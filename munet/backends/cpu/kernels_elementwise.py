@@ -27,6 +27,11 @@ def _compute(x):
 
 def _operands(*args):
     """Compute-dtype arrays for all operands: Python numbers take the array operands' dtype."""
+    for a in args:
+        if type(a) is not np.ndarray or a.dtype in _HALF:
+            break
+    else:
+        return args  # the common case: arrays of one computable dtype, nothing to convert
     args = [_compute(a) for a in args]
     dtype = next((a.dtype for a in args if isinstance(a, np.ndarray)), None)
     if dtype is None:
