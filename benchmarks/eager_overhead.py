@@ -3,13 +3,20 @@
 Runs MuNet and PyTorch (CPU) side by side in one process and prints the median time per
 call and the ratio MuNet / PyTorch. Usage:
 
-    .venv/bin/python benchmarks/eager_overhead.py [--repeat 2000]
+    .venv/bin/python benchmarks/eager_overhead.py [--repeat 2000] [--threads 1]
 
 Small-op figures are dispatch overhead (4x4 inputs); the conv figures are forward+backward
 of conv(1->32, 3x3) on 64x1x28x28 and conv(32->64, 3x3) on 64x32x26x26.
 """
 
 from __future__ import annotations
+
+import os
+import sys
+
+# BLAS threads must be fixed before NumPy loads; both libraries get the same count.
+_THREADS = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "1"
+os.environ.setdefault("OPENBLAS_NUM_THREADS", _THREADS)
 
 import argparse
 import platform
@@ -91,12 +98,14 @@ def conv_cases():
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=2000)
+    parser.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads for both libraries")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     print(
         f"# {time.strftime('%Y-%m-%d')} | {platform.processor() or platform.machine()} | "
         f"torch {torch.__version__} ({torch.get_num_threads()} threads) | numpy {np.__version__}"
     )
-    print(f"| case | MuNet (us) | PyTorch (us) | ratio |")
+    print("| case | MuNet (us) | PyTorch (us) | ratio |")
     print("|---|---|---|---|")
     for name, m_fn, t_fn in small_op_cases():
         m, t = median_us(m_fn, args.repeat), median_us(t_fn, args.repeat)
