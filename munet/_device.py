@@ -103,6 +103,18 @@ def devices() -> list[str]:
     return out
 
 
+def backend_status() -> list[tuple[str, list[str], str]]:
+    """For each registered device type: ``(type, [device lines], why none is available)``."""
+    status = []
+    for type_name, entry in _BACKENDS.items():
+        lines = [line for line in devices() if line.split("  ")[0].split(":")[0] == type_name]
+        reason = ""
+        if not lines and entry.explain_unavailable is not None:
+            reason = entry.explain_unavailable(0)
+        status.append((type_name, lines, reason))
+    return status
+
+
 def _available_labels() -> str:
     return ", ".join(d.split("  ")[0] for d in devices()) or "none"
 

@@ -7,12 +7,28 @@ import sys
 
 
 def info() -> None:
+    """Version, and each backend with its devices or the reason it has none."""
     import munet
+    from munet._device import backend_status
 
-    print(f"MuNet {munet.__version__}")
-    print("devices:")
-    for d in munet.devices():
-        print(f"  {d}")
+    print(f"MuNet {munet.__version__} (NumPy {_version('numpy')}, ml_dtypes {_version('ml_dtypes')})")
+    print("backends:")
+    for type_name, lines, reason in backend_status():
+        if lines:
+            for line in lines:
+                print(f"  {line}")
+        else:
+            print(f"  {type_name}: unavailable: {reason or 'no device found'}")
+    print("  cuda: unavailable: the CUDA backend is not part of this MuNet release yet")
+
+
+def _version(package: str) -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(package)
+    except PackageNotFoundError:
+        return "not installed"
 
 
 def main(argv=None) -> int:
@@ -22,7 +38,7 @@ def main(argv=None) -> int:
     p_demo.add_argument("--epochs", type=int, default=12)
     p_demo.add_argument("--seed", type=int, default=0)
     p_demo.add_argument("--out", default="demo-output", help="folder for the checkpoint and plot")
-    sub.add_parser("info", help="version and devices")
+    sub.add_parser("info", help="version, backends and devices (and why an absent one is absent)")
     args = parser.parse_args(argv)
     if args.command == "demo":
         from munet.demo import train
