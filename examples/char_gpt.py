@@ -7,7 +7,7 @@ Trained with AdamW and a warmup + cosine schedule; at the end it samples text wi
 temperature and top-k multinomial sampling. Written as the PyTorch script would be, with
 ``import munet as torch``.
 
-    python examples/char_gpt.py --steps 300 --context 64 --width 64 --layers 2 --heads 4
+    python examples/char_gpt.py --steps 400 --context 64 --width 64 --layers 2 --heads 4
 """
 
 from __future__ import annotations
@@ -28,14 +28,14 @@ DEFAULT_TEXT = Path(__file__).resolve().parent / "data" / "public_domain.txt"
 def parse_args(argv=None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description="character-level GPT on a small public-domain text")
     parser.add_argument("--text", type=Path, default=DEFAULT_TEXT)
-    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--steps", type=int, default=400)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--context", type=int, default=64, help="tokens the model sees (block size)")
     parser.add_argument("--width", type=int, default=64, help="embedding width")
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--heads", type=int, default=4)
     parser.add_argument("--dropout", type=float, default=0.0)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--lr", type=float, default=6e-3)
     parser.add_argument("--weight-decay", type=float, default=0.1)
     parser.add_argument("--no-tie-weights", dest="tie_weights", action="store_false")
     parser.add_argument("--log-every", type=int, default=50, help="print the loss every K steps")
@@ -97,7 +97,7 @@ class MLP(nn.Module):
     def __init__(self, width: int, dropout: float):
         super().__init__()
         self.fc = nn.Linear(width, 4 * width)
-        self.gelu = nn.GELU(approximate="tanh")
+        self.gelu = nn.GELU(approximate="tanh")  # GPT-2's GELU
         self.proj = nn.Linear(4 * width, width)
         self.dropout = nn.Dropout(dropout)
 
@@ -225,7 +225,7 @@ def main(argv=None) -> dict:
     model = GPT(tokenizer.vocab_size, args.context, args.width, args.layers, args.heads, args.dropout, args.tie_weights)
     print(f"{sum(p.numel() for p in model.parameters())} parameters")
 
-    # Weight decay on matrices only, as in GPT-2; not on biases, LayerNorm or embeddings' ...
+    # Weight decay on the matrices (linear weights, embeddings), not on biases or LayerNorm.
     decay = [p for p in model.parameters() if p.dim() >= 2]
     no_decay = [p for p in model.parameters() if p.dim() < 2]
     optimizer = optim.AdamW(
