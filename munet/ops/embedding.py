@@ -8,13 +8,16 @@ The two are adjoint, so each is the other's gradient and double backward works.
 
 from __future__ import annotations
 
+import numpy as np
+
 from munet import _dtype as D
 from munet.autograd.grad_mode import no_grad
 from munet.ops._registry import Meta, _Tracing, apply, define
+from munet.ops.creation import tensor, zeros
 
 # torch.embedding is (weight, indices, ...), the reverse of F.embedding; not exported as munet.embedding.
 __all__: list[str] = []
-__functional__ = ["embedding", "one_hot"]
+__functional__ = ["embedding", "embedding_bag", "one_hot"]
 __tensor_methods__: list[str] = []
 
 _INDEX_DTYPES = (D.int64, D.int32)
@@ -154,3 +157,94 @@ def one_hot(tensor, num_classes: int = -1):
     elif hi >= num_classes:
         raise RuntimeError(f"one_hot: class values must be smaller than num_classes ({num_classes}), got {hi}")
     return apply(one_hot_op, tensor, num_classes=int(num_classes))
+
+
+def _bag_layout(input, offsets, include_last_offset: bool, op: str):
+    """Flat indices plus, per flat position, its bag (-1 outside every bag), and the bag count."""
+    if input.ndim == 2:
+        if offsets is not None:
+            raise ValueError(
+                f"{op}: if input is 2D, then offsets has to be None, as input is treated is a mini-batch of fixed "
+                f"length sequences. However, found offsets of type {type(offsets)}"
+            )
+        bags, length = input.shape
+        return input.reshape(-1), np.repeat(np.arange(bags), length), bags
+    if input.ndim != 1:
+        raise ValueError(f"{op}: input has to be 1D or 2D Tensor, but got Tensor of dimension {input.ndim}")
+    if offsets is None:
+        raise ValueError(f"{op}: offsets has to be a 1D Tensor but got None")
+    if offsets.ndim != 1:
+        raise ValueError(f"{op}: offsets has to be a 1D Tensor, got shape {list(offsets.shape)}")
+    if offsets.dtype.is_floating_point or offsets.dtype.name == "bool":
+        raise TypeError(f"{op}: offsets must be an integer tensor, got {offsets.dtype.name}")
+    total = input.shape[0]
+    bounds = offsets.detach().cpu().numpy().astype(np.int64)
+    if not include_last_offset:
+        bounds = np.append(bounds, total)
+    bags = max(len(bounds) - 1, 0)
+    if len(bounds) and bounds[0] != 0:
+        raise ValueError(
+            f"{op}: offsets[0] has to be 0, i.e., the first sequence in the mini-batch has to start from "
+            f"position 0. However, got {int(bounds[0])}"
+        )
+    if np.any(np.diff(bounds) < 0) or (len(bounds) and bounds[-1] > total):
+        raise ValueError(f"{op}: offsets must be non-decreasing and at most len(input)={total}, got {bounds.tolist()}")
+    bag_of = np.full(total, -1, dtype=np.int64)
+    if bags:
+        bag_of[: bounds[-1]] = np.repeat(np.arange(bags), np.diff(bounds))
+    return input, bag_of, bags
+
+
+def embedding_bag(
+    input, weight, offsets=None, max_norm=None, norm_type: float = 2, scale_grad_by_freq: bool = False,
+    mode: str = "mean", sparse: bool = False, per_sample_weights=None, include_last_offset: bool = False,
+    padding_idx=None,
+):  # fmt: skip
+    """Sum, mean or max of each bag of embedding rows (PyTorch's ``F.embedding_bag``).
+
+    Composed from differentiable ops: ``embedding`` for the lookup and max-norm
+    renormalization, ``index_select`` to drop padding entries, ``index_add`` for sums and
+    ``scatter_reduce('amax')`` for maxima. The bag layout is read from the indices and offsets
+    on the host, so it runs eagerly but cannot be traced.
+    """
+    op = "embedding_bag"
+    if sparse:
+        raise NotImplementedError("embedding_bag: sparse=True gradients are not supported by munet")
+    if weight.ndim != 2:
+        raise ValueError(f"{op}: weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
+    if per_sample_weights is not None and tuple(per_sample_weights.shape) != tuple(input.shape):
+        raise ValueError(
+            f"{op}: If per_sample_weights ({list(per_sample_weights.shape)}) is not None, then it must have the "
+            f"same shape as the input ({list(input.shape)})"
+        )
+    if mode not in ("sum", "mean", "max"):
+        raise ValueError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
+    if mode == "max" and scale_grad_by_freq:
+        raise ValueError(f"{op}: max mode does not support scaling the gradient by the frequency")
+    if per_sample_weights is not None and mode != "sum":
+        raise NotImplementedError(
+            f"{op}: per_sample_weights was not None. per_sample_weights is only supported for mode='sum' "
+            f"(got mode='{mode}')"
+        )
+    flat, bag_of, bags = _bag_layout(input, offsets, include_last_offset, op)
+    # The lookup covers every index (so max_norm and gradient frequencies see all of them, like
+    # PyTorch); entries outside every bag and padding entries are then dropped.
+    rows = embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq)
+    keep = bag_of >= 0
+    if padding_idx is not None:
+        keep &= flat.detach().cpu().numpy() != padding_idx
+    positions = tensor(np.nonzero(keep)[0], device=weight.device)
+    rows = rows.index_select(0, positions)
+    bag_ids = tensor(bag_of[keep], device=weight.device)
+    dim = weight.shape[1]
+    out = zeros((bags, dim), dtype=weight.dtype, device=weight.device)
+    if mode == "max":
+        index = bag_ids.unsqueeze(1).expand(bag_ids.shape[0], dim)
+        return out.scatter_reduce(0, index, rows, "amax", include_self=False)
+    if per_sample_weights is not None:
+        rows = rows * per_sample_weights.reshape(-1).index_select(0, positions).unsqueeze(1)
+    out = out.index_add(0, bag_ids, rows)
+    if mode == "mean":
+        counts = np.maximum(np.bincount(bag_of[keep], minlength=bags), 1)
+        out = out / tensor(counts, dtype=weight.dtype, device=weight.device).unsqueeze(1)
+    return out

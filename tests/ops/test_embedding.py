@@ -103,3 +103,25 @@ def test_one_hot_empty_and_errors():
         F.one_hot(munet.tensor([0, 2], dtype=munet.int32))
     out = F.one_hot(munet.tensor([1, 0]))
     assert out.dtype is munet.int64 and not out.requires_grad
+
+
+def test_functional_embedding_bag_matches_pytorch():
+    import numpy as np
+    import torch
+
+    import munet
+    import munet.nn.functional as F
+    from tests.reference import assert_close
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((10, 4)).astype(np.float32)
+    idx = np.array([1, 2, 4, 5, 4, 3, 2, 9])
+    offsets = np.array([0, 3, 3, 6])
+    for mode in ("sum", "mean", "max"):
+        mw, tw = munet.tensor(w, requires_grad=True), torch.tensor(w, requires_grad=True)
+        m = F.embedding_bag(munet.tensor(idx), mw, munet.tensor(offsets), mode=mode)
+        t = torch.nn.functional.embedding_bag(torch.tensor(idx), tw, torch.tensor(offsets), mode=mode)
+        assert_close(m, t)
+        m.sum().backward()
+        t.sum().backward()
+        assert_close(mw.grad, tw.grad)
