@@ -57,10 +57,22 @@ def test_unary_special_values(vulkan):
 
 
 BINARY = ["add", "sub", "mul", "div", "maximum", "minimum", "fmax", "fmin", "atan2", "hypot", "copysign",
-          "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "remainder", "fmod"]  # fmt: skip
+          "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_xor", "remainder", "fmod",
+          "xlogy", "heaviside", "pow"]  # fmt: skip
 
 
-TENSOR_ONLY = {"maximum", "minimum", "fmax", "fmin", "atan2", "hypot", "logical_and", "logical_or", "logical_xor"}
+TENSOR_ONLY = {
+    "heaviside",
+    "maximum",
+    "minimum",
+    "fmax",
+    "fmin",
+    "atan2",
+    "hypot",
+    "logical_and",
+    "logical_or",
+    "logical_xor",
+}
 
 
 @pytest.mark.parametrize("name", BINARY)

@@ -94,7 +94,7 @@ _register(
         "atan2": ("atan2(a, b)", None, None),
         "hypot": ("sqrt(a * a + b * b)", None, None),
         "copysign": ("select(abs(a), -abs(a), (bitcast<u32>(b) & 0x80000000u) != 0u)", None, None),
-        "xlogy": ("select(a * log(b), 0.0, a == 0.0 && !isnan_f(b))", None, None),
+        "xlogy": ("select(a * select(log(b), nan_f(), b < 0.0), 0.0, a == 0.0 && !isnan_f(b))", None, None),
         "heaviside": ("select(select(0.0, 1.0, a > 0.0), b, a == 0.0)", "select(select(0, 1, a > 0), b, a == 0)", None),
         "remainder": ("remainder_f(a, b)", None, None),
         "fmod": ("a % b", None, None),

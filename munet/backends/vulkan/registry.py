@@ -25,8 +25,10 @@ def kernel(*names: str):
 
 from munet.backends.vulkan import (  # noqa: E402,F401
     kernels_activation,
+    kernels_conv,
     kernels_core,
     kernels_elementwise,
     kernels_linalg,
+    kernels_movement,
     kernels_reduce,
 )
