@@ -26,6 +26,7 @@ from munet._dtype import (
     can_cast,
 )
 from munet._tensor import Size, Tensor
+from munet._threads import get_num_threads, set_num_threads
 from munet.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
 
 half = float16
@@ -73,3 +74,4 @@ _tensor_methods.bind()
 from munet import amp, autograd, nn, optim, utils, vulkan  # noqa: E402,F401
 from munet.amp import autocast  # noqa: E402,F401
 from munet.serialization import load, save  # noqa: E402,F401
+from munet.compiler import compile  # noqa: E402,F401,A004

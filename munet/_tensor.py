@@ -152,7 +152,7 @@ class Tensor:
         dtype = D.from_numpy_dtype(array.dtype)
         backend = get_backend(as_device(device))
         if backend.device.type != "cpu":
-            array = np.ascontiguousarray(array)
+            array = np.asarray(array, order="C")  # ascontiguousarray would make 0-d arrays 1-d
             buffer = backend.from_numpy(array.reshape(-1))
             stride = contiguous_strides(array.shape)
             return cls._make(

@@ -125,7 +125,9 @@ default_generator = Generator("cpu")
 
 
 def manual_seed(seed) -> Generator:
-    """Seed the default generator; returns it."""
+    """Seed the default generator of every device type; returns the cpu one."""
+    for gen in _device_defaults.values():
+        gen.manual_seed(seed)
     return default_generator.manual_seed(seed)
 
 
@@ -146,8 +148,23 @@ def set_rng_state(new_state) -> None:
     default_generator.set_state(new_state)
 
 
+# One default generator per device type (as torch.cuda's default generators); ``manual_seed``
+# seeds them all, so the same seed gives the same stream on every backend.
+_device_defaults: dict[str, Generator] = {}
+
+
+def _default_for(device_type: str) -> Generator:
+    if device_type == "cpu":
+        return default_generator
+    gen = _device_defaults.get(device_type)
+    if gen is None:
+        gen = _device_defaults[device_type] = Generator(device_type)
+        gen.manual_seed(default_generator.initial_seed())
+    return gen
+
+
 def _generator(generator, device, op: str) -> Generator:
-    gen = default_generator if generator is None else generator
+    gen = _default_for(as_device(device).type) if generator is None else generator
     if not isinstance(gen, Generator):
         raise TypeError(f"{op}: generator must be a munet.Generator, got {type(gen).__name__}")
     if gen.device.type != as_device(device).type:

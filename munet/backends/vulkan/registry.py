@@ -28,7 +28,10 @@ from munet.backends.vulkan import (  # noqa: E402,F401
     kernels_conv,
     kernels_core,
     kernels_elementwise,
+    kernels_indexing,
     kernels_linalg,
     kernels_movement,
+    kernels_random,
     kernels_reduce,
+    kernels_sort,
 )
