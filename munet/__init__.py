@@ -75,3 +75,4 @@ from munet import amp, autograd, nn, optim, utils, vulkan  # noqa: E402,F401
 from munet.amp import autocast  # noqa: E402,F401
 from munet.serialization import load, save  # noqa: E402,F401
 from munet.compiler import compile  # noqa: E402,F401,A004
+from munet.compiler import compile  # noqa: E402,F401,A004

@@ -401,7 +401,8 @@ class Tensor:
             raise TypeError(
                 f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
             )
-        return self._storage.backend.to_numpy(self._data)
+        # np.asarray is free for arrays; on a tensor traced by munet.compile it raises HostReadError.
+        return np.asarray(self._storage.backend.to_numpy(self._data))
 
     def __array__(self, dtype=None, copy=None):
         arr = self.detach().numpy(force=True)

@@ -5,8 +5,10 @@ from __future__ import annotations
 import math
 
 from munet.autograd.grad_mode import no_grad
+from munet.ops._registry import _Tracing
 from munet.ops.creation import tensor, zeros_like
 from munet.ops.elementwise import maximum
+from munet.ops.elementwise_math import pow as _pow
 from munet.optim.optimizer import Optimizer
 
 
@@ -84,6 +86,11 @@ class Adam(Optimizer):
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 exp_avg.lerp_(grad, 1 - beta1)
                 exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                if _Tracing.tracer is not None:
+                    # munet.compile: the step count is traced state, so the bias corrections are
+                    # tensor ops (PyTorch's capturable formulation) instead of host arithmetic.
+                    _traced_update(p, state, exp_avg, exp_avg_sq, group, beta1, beta2, lr, eps)
+                    continue
                 step = state["step"].item()
                 bias_correction1 = 1 - beta1**step
                 bias_correction2_sqrt = math.sqrt(1 - beta2**step)
@@ -94,6 +101,20 @@ class Adam(Optimizer):
                     denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
                 p.addcdiv_(exp_avg, denom, value=-lr / bias_correction1)
         return loss
+
+
+def _traced_update(p, state, exp_avg, exp_avg_sq, group, beta1, beta2, lr, eps) -> None:
+    from munet import _dtype as D
+
+    # float64, then float32: the same numbers as eager's host arithmetic on the step count
+    step = state["step"].to(D.float64)
+    bias_correction1 = 1 - _pow(beta1, step)
+    bias_correction2_sqrt = (1 - _pow(beta2, step)).sqrt().to(p.dtype)
+    if group["amsgrad"]:
+        state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
+        exp_avg_sq = state["max_exp_avg_sq"]
+    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
+    p.sub_(exp_avg / denom * (lr / bias_correction1).to(p.dtype))
 
 
 class AdamW(Adam):

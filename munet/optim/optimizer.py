@@ -220,16 +220,25 @@ def _with_step_hooks(step):
 
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
-        for hook in list(self._step_pre_hooks.values()):
-            result = hook(self, args, kwargs)
-            if result is not None:
-                args, kwargs = result
-        out = step(self, *args, **kwargs)
-        for hook in list(self._step_post_hooks.values()):
-            hook(self, args, kwargs)
-        return out
+        from munet.ops._registry import _Tracing
+
+        if _Tracing.tracer is not None:  # munet.compile: hyperparameters become graph inputs
+            with _Tracing.tracer.optimizer_step(self):
+                return _run_with_hooks(self, step, args, kwargs)
+        return _run_with_hooks(self, step, args, kwargs)
 
     return wrapper
+
+
+def _run_with_hooks(self, step, args, kwargs):
+    for hook in list(self._step_pre_hooks.values()):
+        result = hook(self, args, kwargs)
+        if result is not None:
+            args, kwargs = result
+    out = step(self, *args, **kwargs)
+    for hook in list(self._step_post_hooks.values()):
+        hook(self, args, kwargs)
+    return out
 
 
 def _has_tensors(obj) -> bool:

@@ -1,0 +1,456 @@
+"""``munet.compile``: trace on first call, optimize, replay; one specialization per guard key.
+
+A :class:`CompiledFunction` keeps a bounded LRU cache of specializations keyed by the guards:
+each tensor argument's shape, dtype, device, requires_grad and contiguity, the value of every
+other argument, grad mode, ``training`` of the modules involved, and the Python-side state the
+trace read (which gradients and optimizer-state tensors exist, and hyperparameters that are
+not graph inputs). A miss traces a new specialization; the least recently used one is evicted
+when the cache is full. ``stats()`` reports what ran.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from munet._tensor import Tensor
+from munet.autograd.grad_mode import _State
+from munet.compiler import passes
+from munet.compiler.executable import Executable
+from munet.compiler.ir import verify
+from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
+from munet.ops._registry import Meta
+
+
+def compile(fn=None, *, device=None, dynamic: bool = False, fuse: bool = True, cache_size: int = 8, optimize=True):  # noqa: A001
+    """Compile ``fn`` (a function or an ``nn.Module``) into a traced, optimized, replayed step.
+
+    Use as ``munet.compile(fn)``, ``@munet.compile`` or ``@munet.compile(cache_size=4)``.
+    The first call with new guards traces ``fn`` with symbolic tensors; later calls replay the
+    graph. Reading a traced value on the host inside ``fn`` raises ``HostReadError``.
+
+    ``dynamic=True`` (shape-polymorphic graphs) is not implemented yet and raises. ``fuse`` is
+    accepted for forward compatibility; this version does not fuse (``stats()['fused_groups']``).
+    """
+    if fn is None:
+        return lambda f: compile(f, device=device, dynamic=dynamic, fuse=fuse, cache_size=cache_size, optimize=optimize)
+    if dynamic:
+        raise NotImplementedError("munet.compile(dynamic=True): shape-polymorphic graphs are not implemented yet")
+    if cache_size < 1:
+        raise ValueError(f"munet.compile: cache_size must be at least 1, got {cache_size}")
+    return CompiledFunction(fn, device=device, fuse=fuse, cache_size=cache_size, optimize=optimize)
+
+
+class CompiledFunction:
+    """The callable ``munet.compile`` returns; ``stats()``, ``describe()`` and ``graph``."""
+
+    def __init__(self, fn, *, device=None, fuse=True, cache_size=8, optimize=True):
+        from munet.nn.module import Module
+
+        self.module = fn if isinstance(fn, Module) else None
+        self.fn = fn
+        self.device = device
+        self.fuse = fuse
+        self.cache_size = cache_size
+        self.optimize = optimize
+        self._cache: OrderedDict = OrderedDict()
+        self._last = None
+        self._modules = list(fn.modules()) if self.module is not None else _modules_reachable(fn)
+        self._leaves: list = []
+        self._leaf_ids: set = set()
+        self._optimizers: list = []
+        self._counters = dict(calls=0, cache_hits=0, traces=0, evictions=0)
+        self._times = dict(trace_ms=0.0, compile_ms=0.0, run_ms=0.0, last_run_ms=0.0)
+        self.__wrapped__ = fn
+        self.__doc__ = getattr(fn, "__doc__", None)
+
+    # calling ---------------------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        flat, rebuild = _flatten((args, kwargs))
+        key = self._key(flat)
+        entry = self._cache.get(key)
+        self._counters["calls"] += 1
+        if entry is not None and not entry.guards_hold():
+            del self._cache[key]
+            entry = None
+        if entry is None:
+            entry = self._trace(flat, rebuild)
+            self._cache[key] = entry
+            if len(self._cache) > self.cache_size:
+                self._cache.popitem(last=False)
+                self._counters["evictions"] += 1
+        else:
+            self._cache.move_to_end(key)
+            self._counters["cache_hits"] += 1
+        self._last = entry
+        start = time.perf_counter()
+        out = entry.run(flat)
+        ms = (time.perf_counter() - start) * 1e3
+        self._times["run_ms"] += ms
+        self._times["last_run_ms"] = ms
+        return out
+
+    def _key(self, flat) -> tuple:
+        parts = [_State.enabled]
+        for x in flat:
+            if isinstance(x, Tensor):
+                parts.append((tuple(x.shape), x.dtype, str(x.device), x.requires_grad, x.is_contiguous()))
+            else:
+                parts.append((type(x), _hashable(x)))
+        parts.append(tuple(m.training for m in self._modules))
+        parts.append(tuple(0 if p.grad is None else id(p.grad) for p in self._leaves))
+        for opt in self._optimizers:
+            parts.append(tuple(_state_signature(opt.state.get(p)) for g in opt.param_groups for p in g["params"]))
+            parts.append(_hyper_signature(opt))
+        return tuple(parts)
+
+    def _trace(self, flat, rebuild):
+        from munet._device import get_backend
+
+        start = time.perf_counter()
+        tracer = Tracer()
+        # Leaves known from earlier traces: their gradient before this call (zero_grad may
+        # clear it before the trace meets the leaf).
+        tracer.leaves.update({id(p): (p, p.grad) for p in self._leaves})
+        graph = tracer.graph
+        sym_flat = []
+        for k, x in enumerate(flat):
+            if isinstance(x, Tensor):
+                v = graph.add_input(tuple(x.shape), x.dtype, x.device, source=("arg", k), label=f"argument {k}")
+                t = tracer.wrap(v, get_backend(x.device))
+                t._requires_grad = x.requires_grad
+                sym_flat.append(t)
+            else:
+                sym_flat.append(x)
+        args, kwargs = rebuild(sym_flat)
+        try:
+            with tracing(tracer):
+                result = self.fn(*args, **kwargs)
+            out_flat, out_rebuild = _flatten(result)
+            entry = _Specialization(self, tracer, out_flat, out_rebuild)
+        except BaseException:
+            tracer.restore(failed=True)
+            raise
+        tracer.restore(failed=False)
+        self._watch(tracer)
+        traced = time.perf_counter()
+        self._times["trace_ms"] += (traced - start) * 1e3
+        try:
+            entry.lower(self.optimize, self.device if self.device is not None else _device_of(flat, tracer))
+        except BaseException:
+            entry.abandon()
+            raise
+        self._times["compile_ms"] += (time.perf_counter() - traced) * 1e3
+        self._counters["traces"] += 1
+        return entry
+
+    def _watch(self, tracer) -> None:
+        for leaf, _ in tracer.leaves.values():
+            if id(leaf) not in self._leaf_ids:
+                self._leaf_ids.add(id(leaf))
+                self._leaves.append(leaf)
+        for opt in tracer.optimizers:
+            if all(o is not opt for o in self._optimizers):
+                self._optimizers.append(opt)
+
+    # reporting ---------------------------------------------------------------------------------------
+    @property
+    def graph(self):
+        """The optimized graph of the most recently used specialization."""
+        if self._last is None:
+            raise RuntimeError("munet.compile: nothing traced yet; call the compiled function first")
+        return self._last.graph
+
+    def describe(self) -> str:
+        """The lowered plan of the most recently used specialization, kernel by kernel."""
+        if self._last is None:
+            raise RuntimeError("munet.compile: nothing traced yet; call the compiled function first")
+        return self._last.executable.describe()
+
+    def stats(self) -> dict:
+        last = self._last
+        return {
+            "backend": "cpu",
+            "generated_code": False,
+            "fallback": "numpy kernels (no code generation in this version)",
+            "fusion": False,
+            "fused_groups": 0,
+            "arena_bytes": None,
+            "kernels": last.executable.kernels if last else 0,
+            "nodes_traced": last.nodes_traced if last else 0,
+            "nodes": len(last.graph.nodes) if last else 0,
+            "passes": dict(last.pass_report) if last else {},
+            "calls": self._counters["calls"],
+            "cache_hits": self._counters["cache_hits"],
+            "traces": self._counters["traces"],
+            "retraces": max(self._counters["traces"] - 1, 0),
+            "cache_entries": len(self._cache),
+            "cache_size": self.cache_size,
+            "evictions": self._counters["evictions"],
+            "trace_ms": round(self._times["trace_ms"], 3),
+            "compile_ms": round(self._times["compile_ms"], 3),
+            "run_ms": round(self._times["run_ms"], 3),
+            "last_run_ms": round(self._times["last_run_ms"], 3),
+        }
+
+
+class _Specialization:
+    """One traced graph with its input fetchers and what to do with its outputs."""
+
+    def __init__(self, owner, tracer: Tracer, out_flat, out_rebuild):
+        graph = tracer.graph
+        self.out_rebuild = out_rebuild
+        self.out_template = []
+        outputs = []
+        for x in out_flat:
+            if isinstance(x, Tensor):
+                outputs.append(tracer.value_of(x))
+                self.out_template.append(len(outputs) - 1)
+            else:
+                self.out_template.append(("const", float(x) if isinstance(x, SymScalar) else x))
+        self.n_results = len(outputs)
+        self.state_writes = []
+        for buf in tracer.state_buffers:
+            if buf.value is not buf.input_value:
+                self.state_writes.append(buf.representative)
+                outputs.append(buf.value)
+        self.bindings = []  # (setter target, value index or None)
+        self._python_state = []  # what to restore if the first run fails
+        for leaf, before in tracer.leaves.values():
+            g = leaf.grad
+            self._python_state.append((leaf, before))
+            if g is before:
+                continue
+            if g is None:
+                self.bindings.append((("grad", leaf), None))
+                continue
+            if (
+                not is_symbolic(g)
+                and before is not None
+                and g._storage is before._storage
+                and tuple(g.shape) == tuple(before.shape)
+                and g.stride() == before.stride()
+                and g._offset == before._offset
+            ):
+                leaf.grad = before  # an alias of the same memory (zero_grad(set_to_none=False))
+                continue
+            outputs.append(tracer.value_of(g))
+            self.bindings.append((("grad", leaf), len(outputs) - 1))
+            leaf.grad = before  # the first run writes the new gradient into it (or replaces it)
+        for opt in tracer.optimizers:
+            for st in opt.state.values():
+                for k, v in st.items():
+                    if is_symbolic(v):
+                        outputs.append(tracer.value_of(v))
+                        self.bindings.append((("item", st, k), len(outputs) - 1))
+        self._tracer = tracer
+        self.guards = tracer.guards
+        graph.outputs = outputs
+        self.graph = graph
+        self.nodes_traced = len(graph.nodes)
+
+    def guards_hold(self) -> bool:
+        """Whether every Python branch the trace took on a hyperparameter still goes the same way."""
+        for value, fn, other, outcome in self.guards:
+            if fn(_evaluate_scalar(value), other) != outcome:
+                return False
+        return True
+
+    def abandon(self) -> None:
+        self._tracer.restore(failed=True)
+
+    def lower(self, optimize: bool, device) -> None:
+        verify(self.graph)
+        self.pass_report = passes.run_default(self.graph) if optimize else {}
+        verify(self.graph)
+        self.executable = Executable(self.graph, device)
+        self.backend = self.executable.backend
+        fetchers = []
+        for v in self.graph.inputs:
+            src = v.source
+            if isinstance(src, Tensor):
+                fetchers.append(lambda flat, t=src: t._data)
+            elif isinstance(src, tuple) and src[0] == "arg":
+                fetchers.append(lambda flat, k=src[1]: np.ascontiguousarray(flat[k]._data))
+            else:
+                fetchers.append(_hyper_fetcher(*src))
+        self.fetchers = fetchers
+        self.first = True
+
+    def run(self, flat):
+        inputs = [f(flat) for f in self.fetchers]
+        try:
+            outs = self.executable.run(inputs)
+        except BaseException:
+            if self.first:
+                self.abandon()
+            raise
+        self.first = False
+        owned = _ownership(self.executable)
+        n = self.n_results
+        sources = []
+        for j, t in enumerate(self.state_writes):
+            arr = outs[n + j]
+            if owned[n + j] is False:
+                arr = arr.copy()
+            sources.append((t, arr))
+        for t, arr in sources:
+            np.copyto(t._data, arr, casting="unsafe")
+            t._storage.version += 1
+        for target, index in self.bindings:
+            _bind(
+                target,
+                None if index is None else outs[index],
+                self.backend,
+                self.graph.outputs[index] if index is not None else None,
+            )
+        results = []
+        for item in self.out_template:
+            if isinstance(item, tuple):
+                results.append(item[1])
+                continue
+            arr = outs[item]
+            if not owned[item]:
+                arr = arr.copy()
+            v = self.graph.outputs[item]
+            results.append(Tensor._from_kernel(self.backend, arr, Meta(v.shape, v.dtype)))
+        return self.out_rebuild(results)
+
+
+def _ownership(executable) -> list:
+    """Per graph output: True when its array is a fresh kernel result nobody else holds."""
+    inputs = set(executable.input_slots) | executable.constant_slots
+    seen: dict = {}
+    owned = []
+    for i in executable.output_slots:
+        owned.append(i not in inputs and i not in seen)
+        seen[i] = True
+    # A view node's output shares memory with its source.
+    views = {executable.slot[n.outputs[0]] for n in executable.graph.nodes if getattr(n.op, "view", None) is not None}
+    return [o and i not in views for o, i in zip(owned, executable.output_slots)]
+
+
+def _bind(target, arr, backend, value) -> None:
+    kind = target[0]
+    current = target[1].grad if kind == "grad" else target[1].get(target[2])
+    if arr is None:
+        new = None
+    elif (
+        isinstance(current, Tensor)
+        and not is_symbolic(current)
+        and tuple(current.shape) == tuple(arr.shape)
+        and current.dtype is value.dtype
+    ):
+        np.copyto(current._data, arr, casting="unsafe")
+        current._storage.version += 1
+        return
+    else:
+        new = Tensor._from_kernel(backend, np.array(arr, copy=True), Meta(value.shape, value.dtype))
+    if kind == "grad":
+        target[1].grad = new
+    else:
+        target[1][target[2]] = new
+
+
+def _evaluate_scalar(value):
+    """The current value of a symbolic scalar: read its hyperparameters, redo its arithmetic."""
+    if value.source is not None:
+        return _hyper_fetcher(*value.source)(None)
+    node = value.producer
+    args = [_evaluate_scalar(a) if hasattr(a, "producer") else a for a in node.args]
+    return node.op.fn(*args)
+
+
+def _hyper_fetcher(opt, g, key, index):
+    if index is None:
+        return lambda flat: float(opt.param_groups[g][key])
+    return lambda flat: float(opt.param_groups[g][key][index])
+
+
+def _state_signature(state) -> tuple:
+    if not state:
+        return ()
+    return tuple((k, id(v) if isinstance(v, Tensor) else _hashable(v)) for k, v in state.items())
+
+
+def _hyper_signature(opt) -> tuple:
+    from munet.compiler.trace import SYMBOLIC_HYPERPARAMETERS
+
+    symbolic = SYMBOLIC_HYPERPARAMETERS.get(type(opt).__name__, ())
+    parts = []
+    for g, group in enumerate(opt.param_groups):
+        for k, v in group.items():
+            if k == "params":
+                continue
+            if k in symbolic:
+                continue
+            parts.append((g, k, _hashable(v)))
+    return tuple(parts)
+
+
+def _hashable(x):
+    try:
+        hash(x)
+        return x
+    except TypeError:
+        return ("id", id(x))
+
+
+def _device_of(flat, tracer):
+    for x in flat:
+        if isinstance(x, Tensor):
+            return x.device
+    for buf in tracer.state_buffers:
+        return buf.representative.device
+    return "cpu"
+
+
+def _flatten(obj):
+    """Leaves of nested tuples/lists/dicts, and a function rebuilding the structure from new leaves."""
+    leaves = []
+
+    def walk(x):
+        if isinstance(x, (list, tuple)) and not hasattr(x, "_fields"):
+            parts = [walk(item) for item in x]
+            kind = type(x)
+            return lambda it: kind(p(it) for p in parts)
+        if isinstance(x, dict):
+            parts = [(k, walk(v)) for k, v in x.items()]
+            return lambda it: {k: p(it) for k, p in parts}
+        leaves.append(x)
+        return lambda it: next(it)
+
+    build = walk(obj)
+    return leaves, lambda new: build(iter(new))
+
+
+def _modules_reachable(fn) -> list:
+    """Modules a plain function can reach through its closure, globals it names, or ``self``."""
+    from munet.nn.module import Module
+
+    found, seen = [], set()
+
+    def add(obj):
+        if isinstance(obj, Module) and id(obj) not in seen:
+            for m in obj.modules():
+                if id(m) not in seen:
+                    seen.add(id(m))
+                    found.append(m)
+
+    owner = getattr(fn, "__self__", None)
+    if owner is not None:
+        add(owner)
+        for v in getattr(owner, "__dict__", {}).values():
+            add(v)
+    code = getattr(fn, "__code__", None)
+    if code is not None:
+        for cell in fn.__closure__ or ():
+            try:
+                add(cell.cell_contents)
+            except ValueError:
+                pass
+        for name in code.co_names:
+            add(fn.__globals__.get(name))
+    return found

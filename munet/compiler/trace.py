@@ -1,0 +1,462 @@
+"""Capture a Python function into a :class:`~munet.compiler.ir.Graph` by tracing.
+
+While a :class:`Tracer` is installed as ``_Tracing.tracer``, every ``apply``,
+``apply_inplace`` and ``apply_factory`` records a node instead of running a kernel, so the
+graph holds exactly what eager would run, autograd included (``record_history`` runs on the
+symbolic outputs, and gradient rules are public ops, so ``loss.backward()`` records the
+backward nodes).
+
+Symbolic tensors are ordinary ``Tensor`` objects whose storage holds a :class:`SymBuffer`
+(the current SSA value of the whole buffer) and whose ``_data`` is a poison object: reading it
+on the host raises :class:`HostReadError` naming the user's line. Real tensors met during the
+trace (parameters, buffers, optimizer state, gradients) become *state inputs*; in-place writes
+to any tensor are functionalized (the buffer gets a new value) and writes to real tensors
+become *state outputs*, copied back after each call.
+
+Optimizer hyperparameters become graph inputs read from ``param_groups`` at every call
+(:class:`SymScalar`), so learning-rate schedules do not retrace. Comparing one in Python
+(``if wd == 0``, ``alpha != 1``) guards on the comparison's outcome; converting it to a plain
+float guards on its value.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import operator
+import os
+import traceback
+
+from munet._tensor import Storage, Tensor, contiguous_strides
+from munet.autograd.grad_mode import _State, no_grad
+from munet.compiler.ir import SCALAR_OPS, Graph, Value
+from munet.ops._registry import Meta, _flat_tensors, _Tracing, rebase_history, record_history
+
+_MUNET_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+# Hyperparameters an optimizer's traced step reads only through traceable arithmetic, so they
+# can be graph inputs. Others are guarded by value (a change retraces).
+SYMBOLIC_HYPERPARAMETERS = {
+    "Adam": ("lr", "betas", "eps", "weight_decay"),
+    "AdamW": ("lr", "betas", "eps", "weight_decay"),
+    "SGD": ("lr",),
+}
+
+
+class HostReadError(RuntimeError):
+    """A traced tensor's value was needed on the host (tensor-dependent Python control flow)."""
+
+
+def _user_line() -> str:
+    """The innermost stack frame outside the munet package, as ``file:line: code``."""
+    for frame in reversed(traceback.extract_stack()):
+        if not os.path.abspath(frame.filename).startswith(_MUNET_DIR + os.sep):
+            return f'File "{frame.filename}", line {frame.lineno}: {(frame.line or "").strip()}'
+    return "<unknown location>"
+
+
+def host_read_error(what: str = "read a traced tensor's value on the host") -> HostReadError:
+    return HostReadError(
+        f"munet.compile: {_user_line()}\n"
+        f"  tried to {what} (.item(), bool(), .numpy(), .tolist() or `if tensor ...:`) while tracing. "
+        "Tensor-dependent Python control flow cannot be compiled: the traced graph must be the same "
+        "for every call. Move the host read out of the compiled function, or express the choice "
+        "with tensor ops (munet.where, masks)."
+    )
+
+
+class _Poison:
+    """The ``_data`` of a symbolic tensor: any use on the host raises :class:`HostReadError`."""
+
+    __slots__ = ()
+
+    def __getattr__(self, name):
+        raise host_read_error()
+
+    def __array__(self, *a, **k):
+        raise host_read_error()
+
+    def __bool__(self):
+        raise host_read_error()
+
+    def __len__(self):
+        raise host_read_error()
+
+    def __getitem__(self, item):
+        raise host_read_error()
+
+    def __float__(self):
+        raise host_read_error()
+
+    def __int__(self):
+        raise host_read_error()
+
+
+POISON = _Poison()
+
+
+class _FakePointer:
+    def __init__(self, obj):
+        self.data = id(obj)
+
+
+class SymBuffer:
+    """The traced contents of one storage: its current SSA value in the root geometry.
+
+    ``root`` is ``(shape, stride, offset)`` of the value; a tensor with another geometry over
+    the same storage reads ``as_strided(value)`` and writes with ``as_strided_scatter``.
+    """
+
+    def __init__(self, value: Value, root, dtype, real_storage=None, representative=None):
+        self.value = value
+        self.input_value = value
+        self.root = root
+        self.dtype = dtype
+        self.version = 0
+        self.views: dict = {}  # geometry -> (version, Value)
+        self.real_storage = real_storage
+        self.representative = representative  # the real tensor whose memory receives state writes
+        self.ctypes = _FakePointer(self)
+
+
+def is_symbolic(t) -> bool:
+    return isinstance(t, Tensor) and isinstance(t._storage.data, SymBuffer)
+
+
+def _geometry(t) -> tuple:
+    return (tuple(t._shape), tuple(t._stride), t._offset)
+
+
+class SymScalar(float):
+    """A Python float whose value is a graph input (or an expression of inputs).
+
+    Arithmetic with numbers records scalar nodes; comparisons and ``float()`` guard the
+    sources' values (the trace is then valid only for those values).
+    """
+
+    def __new__(cls, number, tracer, value: Value, sources: frozenset):
+        obj = float.__new__(cls, number)
+        obj._tracer, obj._value, obj._sources = tracer, value, sources
+        return obj
+
+    def _binary(self, name, other, reverse=False):
+        if isinstance(other, Tensor) or not isinstance(other, (int, float)):
+            return NotImplemented
+        a, b = (other, self) if reverse else (self, other)
+        return self._tracer.scalar_op(name, a, b)
+
+    def __add__(self, o):
+        return self._binary("add", o)
+
+    def __radd__(self, o):
+        return self._binary("add", o, True)
+
+    def __sub__(self, o):
+        return self._binary("sub", o)
+
+    def __rsub__(self, o):
+        return self._binary("sub", o, True)
+
+    def __mul__(self, o):
+        return self._binary("mul", o)
+
+    def __rmul__(self, o):
+        return self._binary("mul", o, True)
+
+    def __truediv__(self, o):
+        return self._binary("truediv", o)
+
+    def __rtruediv__(self, o):
+        return self._binary("truediv", o, True)
+
+    def __pow__(self, o):
+        return self._binary("pow", o)
+
+    def __rpow__(self, o):
+        return self._binary("pow", o, True)
+
+    def __neg__(self):
+        return self._tracer.scalar_op("neg", self)
+
+    def _compare(self, name, other, fn):
+        outcome = fn(float.__float__(self), other)
+        self._tracer.guard_compare(self, fn, other, outcome)
+        return outcome
+
+    def __float__(self):
+        return self._compare("eq", float.__float__(self), operator.eq) and float.__float__(self)
+
+    def __int__(self):
+        return int(self.__float__())
+
+    def __bool__(self):
+        return self._compare("ne", 0.0, operator.ne)
+
+    def __eq__(self, o):
+        return self._compare("eq", o, operator.eq)
+
+    def __ne__(self, o):
+        return self._compare("ne", o, operator.ne)
+
+    def __lt__(self, o):
+        return self._compare("lt", o, operator.lt)
+
+    def __le__(self, o):
+        return self._compare("le", o, operator.le)
+
+    def __gt__(self, o):
+        return self._compare("gt", o, operator.gt)
+
+    def __ge__(self, o):
+        return self._compare("ge", o, operator.ge)
+
+    __hash__ = float.__hash__
+
+
+class Tracer:
+    """Records ops into ``self.graph`` while installed as ``_Tracing.tracer``."""
+
+    def __init__(self):
+        self.graph = Graph()
+        self._buffers: dict[int, SymBuffer] = {}  # id(real storage) -> buffer
+        self.state_buffers: list[SymBuffer] = []
+        self._poisoned: list = []  # (real tensor, its _data)
+        self._versions: dict = {}  # real storage -> version before the trace
+        self.leaves: dict[int, tuple] = {}  # id(real leaf) -> (leaf, grad before the trace)
+        self.optimizers: list = []
+        self._opt_snapshots: list = []
+        self._hyper: dict = {}  # (id(opt), group, key, index) -> Value
+        self.hyper_sources: dict = {}  # Value -> (opt, group, key, index)
+        self.guards: list = []  # (scalar Value, comparison, other operand, outcome seen while tracing)
+
+    # values ------------------------------------------------------------------------------------
+    def _buffer(self, t: Tensor) -> SymBuffer:
+        data = t._storage.data
+        if isinstance(data, SymBuffer):
+            return data
+        buf = self._buffers.get(id(t._storage))
+        if buf is None:
+            buf = self._new_state(t)
+        if t._data is not POISON:
+            self._poisoned.append((t, t._data))
+            t._data = POISON
+        return buf
+
+    def _new_state(self, t: Tensor) -> SymBuffer:
+        storage = t._storage
+        size = int(storage.data.shape[0]) if hasattr(storage.data, "shape") else t.numel()
+        if t.is_contiguous() and t._offset == 0 and t.numel() == size:
+            root, rep = _geometry(t), t
+        else:
+            root = ((size,), (1,), 0)
+            rep = Tensor._make(
+                storage, (size,), (1,), 0, t._dtype, storage.backend.view(storage.data, (size,), (1,), 0)
+            )
+        label = "state " + ("parameter " if t._requires_grad and t._grad_fn is None else "") + "tensor"
+        value = self.graph.add_input(root[0], t._dtype, t.device, source=rep, label=label)
+        buf = SymBuffer(value, root, t._dtype, storage, rep)
+        self._buffers[id(storage)] = buf
+        self.state_buffers.append(buf)
+        self._versions[storage] = storage.version
+        if t._requires_grad and t._grad_fn is None and id(t) not in self.leaves:
+            self.leaves[id(t)] = (t, t.grad)
+        return buf
+
+    def value_of(self, t: Tensor) -> Value:
+        buf = self._buffer(t)
+        if t._requires_grad and t._grad_fn is None and id(t) not in self.leaves and buf.real_storage is not None:
+            self.leaves[id(t)] = (t, t.grad)
+        geom = _geometry(t)
+        if geom == buf.root:
+            return buf.value
+        hit = buf.views.get(geom)
+        if hit is not None and hit[0] == buf.version:
+            return hit[1]
+        from munet.ops.view import as_strided_op
+
+        shape, stride, offset = geom
+        attrs = dict(size=shape, stride_out=stride, storage_offset=offset - buf.root[2], input_offset=0)
+        v = self._emit(as_strided_op, (buf.value,), attrs, Meta(shape, t._dtype), t.device)[0]
+        buf.views[geom] = (buf.version, v)
+        return v
+
+    def _arg(self, a):
+        if isinstance(a, Tensor):
+            return self.value_of(a)
+        if isinstance(a, SymScalar):
+            return a._value
+        if isinstance(a, (list, tuple)) and any(isinstance(x, (Tensor, SymScalar)) for x in a):
+            return type(a)(self._arg(x) for x in a)
+        return a
+
+    def _emit(self, op, args, attrs, meta, device) -> list[Value]:
+        metas = meta if isinstance(meta, tuple) and not isinstance(meta, Meta) else (meta,)
+        out_types = [(m.shape, m.dtype, device, "tensor") for m in metas]
+        node = self.graph.add_node(
+            op, [self._arg(a) for a in args], {k: self._arg(v) for k, v in attrs.items()}, out_types
+        )
+        return node.outputs
+
+    def _symbolic(self, value: Value, backend) -> Tensor:
+        shape = tuple(value.shape)
+        stride = contiguous_strides(shape)
+        storage = Storage(SymBuffer(value, (shape, stride, 0), value.dtype), backend)
+        return Tensor._make(storage, shape, stride, 0, value.dtype, POISON)
+
+    def wrap(self, value: Value, backend) -> Tensor:
+        """A symbolic tensor for ``value`` (graph inputs and constants)."""
+        return self._symbolic(value, backend)
+
+    # the hooks ``apply`` calls ------------------------------------------------------------------------
+    def record(self, op, args, attrs, meta):
+        flat = _flat_tensors(op, args)
+        first = next(a for a in flat if isinstance(a, Tensor))
+        backend = first._storage.backend
+        if op.view is not None:
+            base = args[0]
+            in_value = self.value_of(base)
+            shape, stride, offset = op.view(base, **attrs)
+            value = self._emit(op, (in_value,), attrs, meta, base.device)[0]
+            root = base._base if base._base is not None else base
+            out = Tensor._make(base._storage, shape, tuple(stride), offset, base._dtype, POISON, root)
+            buf = self._buffer(base)
+            buf.views[_geometry(out)] = (buf.version, value)
+            outputs = (out,)
+        else:
+            values = self._emit(op, args, attrs, meta, first.device)
+            outputs = tuple(self._symbolic(v, backend) for v in values)
+        if _State.enabled and op.backward is not None:
+            record_history(op, args, attrs, flat, outputs)
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    def record_inplace(self, op, self_t, args, attrs, meta):
+        flat = [self_t, *_flat_tensors(op, args)]
+        needs_grad = (
+            _State.enabled and op.backward is not None and any(isinstance(a, Tensor) and a._requires_grad for a in flat)
+        )
+        if needs_grad:
+            return self._inplace_with_history(op, self_t, args, attrs)
+        value = self._emit(op, (self_t, *args), attrs, meta, self_t.device)[0]
+        if value.dtype is not self_t.dtype:
+            from munet.ops.convert import cast
+
+            with no_grad():
+                value = self.value_of(cast(self._symbolic(value, self_t._storage.backend), self_t.dtype))
+        self.write(self_t, value)
+        return self_t
+
+    def _inplace_with_history(self, op, self_t, args, attrs):
+        from munet.ops import view as views
+        from munet.ops._registry import apply
+
+        if self_t._grad_fn is None and self_t._requires_grad:
+            raise RuntimeError(
+                f"{op.name}_: a leaf Variable that requires grad is being used in an in-place operation."
+            )
+        reads_self = any(role == "self" for role, _ in op.saves)
+        source = views.clone(self_t) if reads_self else self_t
+        result = apply(op, source, *args, **attrs)
+        if result.dtype is not self_t.dtype:
+            result = result.to(self_t.dtype)
+        self.write(self_t, self.value_of(result))
+        rebase_history(self_t, result)
+        return self_t
+
+    def record_factory(self, op, device, attrs, meta):
+        from munet._device import get_backend
+
+        value = self._emit(op, (), attrs, meta, device)[0]
+        return self._symbolic(value, get_backend(device))
+
+    def write(self, t: Tensor, value: Value) -> None:
+        """Functionalize an in-place write of ``value`` into ``t``'s memory."""
+        buf = self._buffer(t)
+        geom = _geometry(t)
+        if geom == buf.root:
+            buf.value = value
+            buf.views = {}
+        else:
+            from munet.ops.view import as_strided_scatter_op
+
+            shape, stride, offset = geom
+            attrs = dict(size=shape, stride=stride, storage_offset=offset - buf.root[2])
+            meta = Meta(buf.root[0], buf.dtype)
+            buf.value = self._emit(as_strided_scatter_op, (buf.value, value), attrs, meta, t.device)[0]
+            buf.views = {}
+        buf.version += 1
+        if geom != buf.root:
+            buf.views[geom] = (buf.version, value)
+        t._storage.version += 1
+
+    # scalars -------------------------------------------------------------------------------------------
+    def scalar_op(self, name, a, b=None):
+        operands = (a,) if b is None else (a, b)
+        number = SCALAR_OPS[name].fn(*(float.__float__(x) if isinstance(x, SymScalar) else x for x in operands))
+        sources = frozenset().union(*(x._sources for x in operands if isinstance(x, SymScalar)))
+        node = self.graph.add_node(
+            SCALAR_OPS[name], [self._arg(x) for x in operands], {}, [(None, None, None, "scalar")]
+        )
+        return SymScalar(number, self, node.outputs[0], sources)
+
+    def guard_compare(self, scalar: SymScalar, fn, other, outcome) -> None:
+        """The trace took a Python branch on ``fn(scalar, other)``; it stays valid while the outcome does."""
+        self.guards.append((scalar._value, fn, other, outcome))
+
+    def _hyper_scalar(self, opt, g: int, key: str, index, number):
+        k = (id(opt), g, key, index)
+        value = self._hyper.get(k)
+        source = (opt, g, key, index)
+        if value is None:
+            label = f"{type(opt).__name__}.param_groups[{g}][{key!r}]" + ("" if index is None else f"[{index}]")
+            value = self.graph.add_input(kind="scalar", source=source, label=label)
+            self._hyper[k] = value
+            self.hyper_sources[value] = source
+        return SymScalar(number, self, value, frozenset([source]))
+
+    @contextlib.contextmanager
+    def optimizer_step(self, opt):
+        """Around ``opt.step()``: its float hyperparameters become graph inputs."""
+        if all(o is not opt for o in self.optimizers):
+            self.optimizers.append(opt)
+            self._opt_snapshots.append((opt, {p: dict(s) for p, s in opt.state.items()}))
+        names = SYMBOLIC_HYPERPARAMETERS.get(type(opt).__name__, ())
+        saved = []
+        for g, group in enumerate(opt.param_groups):
+            for key in names:
+                v = group.get(key)
+                if type(v) is float:
+                    saved.append((group, key, v))
+                    group[key] = self._hyper_scalar(opt, g, key, None, v)
+                elif isinstance(v, tuple) and all(type(x) is float for x in v):
+                    saved.append((group, key, v))
+                    group[key] = tuple(self._hyper_scalar(opt, g, key, i, x) for i, x in enumerate(v))
+        try:
+            yield
+        finally:
+            for group, key, v in saved:
+                group[key] = v
+
+    # ending ----------------------------------------------------------------------------------------------
+    def restore(self, *, failed: bool) -> None:
+        """Undo what tracing did to real objects (poisoned data, versions; on failure, grads and state)."""
+        for t, data in self._poisoned:
+            t._data = data
+        for storage, version in self._versions.items():
+            storage.version = version
+        if failed:
+            for leaf, grad in self.leaves.values():
+                leaf.grad = grad
+            for opt, snapshot in self._opt_snapshots:
+                opt.state.clear()
+                for p, s in snapshot.items():
+                    opt.state[p] = s
+
+
+@contextlib.contextmanager
+def tracing(tracer: Tracer):
+    if _Tracing.tracer is not None:
+        raise RuntimeError("munet.compile: a compiled function was called while another one is being traced")
+    _Tracing.tracer = tracer
+    try:
+        yield tracer
+    finally:
+        _Tracing.tracer = None
