@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from munet._device import get_backend
+from munet._device import as_device, get_backend
 from munet._tensor import Tensor
 from munet.compiler.ir import CONSTANT, Graph, ScalarOp, Value, format_node
 
@@ -22,7 +22,7 @@ class Executable:
 
     def __init__(self, graph: Graph, device):
         self.graph = graph
-        self.backend = get_backend(device)
+        self.backend = get_backend(as_device(device))
         if self.backend.device.type != "cpu":
             raise NotImplementedError(
                 f"munet.compile: this version replays graphs on 'cpu' only, got device '{self.backend.device}'"
