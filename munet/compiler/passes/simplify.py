@@ -2,7 +2,7 @@
 
 Rules (each applies only when the output keeps the input's shape and dtype):
 ``x * 1``, ``1 * x``, ``x + 0``, ``0 + x``, ``x - 0``, ``x / 1`` (a Python number or an
-all-ones/all-zeros constant); ``clone``, ``cast`` to the same dtype, ``view``/``expand`` to the
+all-ones/all-zeros constant); ``cast`` to the same dtype, ``view``/``expand`` to the
 same shape, the identity ``permute`` and ``copy(x, y)`` of a same-typed ``y`` are that value; ``permute(permute(x))`` composes into one
 permute (or ``x``); ``view(view(x))`` becomes one view of ``x`` when ``x`` is not itself a view.
 """
@@ -56,7 +56,9 @@ def _identity(node):
         return node.args[1]  # a functional copy of a same-shaped source is the source
     if not _same_type(out, x):
         return None
-    if node.name in ("clone", "cast", "view", "expand"):
+    # ``clone`` stays: values are immutable in the graph, but clone also makes a transposed
+    # view contiguous, and elementwise kernels on mixed layouts are many times slower.
+    if node.name in ("cast", "view", "expand"):
         return x
     if node.name == "permute" and tuple(node.attrs["dims"]) == tuple(range(len(out.shape))):
         return x
