@@ -33,5 +33,7 @@ from munet.backends.vulkan import (  # noqa: E402,F401
     kernels_movement,
     kernels_random,
     kernels_reduce,
+    kernels_rows,
+    kernels_scan,
     kernels_sort,
 )

@@ -99,11 +99,12 @@ def bindings(out_kind: str | None, in_kinds) -> str:
 NAMES = "abcdefgh"
 
 
-def elementwise(rt, expr: str, operands, out: VkView, cond: bool = False) -> VkView:
+def elementwise(rt, expr: str, operands, out: VkView, cond: bool = False, prelude: str = "") -> VkView:
     """Write ``expr`` (over operands named a, b, c, ... and the linear index ``idx``) into ``out``.
 
     Tensor operands are VkViews broadcast to ``out.shape`` and read through their strides;
     ``out`` may be strided too (``copy_`` into a view). ``cond`` means ``expr`` is a WGSL bool.
+    ``prelude`` adds WGSL functions that ``expr`` calls.
     """
     numel = out.size
     if numel == 0:
@@ -130,7 +131,7 @@ def elementwise(rt, expr: str, operands, out: VkView, cond: bool = False) -> VkV
             loads.append(f"  let {name} = {load_scalar(op.kind, len(params))};")
             params.append(op.word())
     value = store_cond(out_kind, expr) if cond else expr
-    source = f"""{PRELUDE}
+    source = f"""{PRELUDE}{prelude}
 {bindings(out_kind, in_kinds)}
 @compute @workgroup_size({WORKGROUP})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
