@@ -160,16 +160,26 @@ def test_reduction_edge_cases(vulkan):
     assert_same(*both(lambda t: t.sum(), np.array(2.5, np.float32), vulkan=vulkan))
 
 
+@pytest.fixture(params=["tiled", "blocked"])
+def matmul_kernel(request, vulkan, monkeypatch):
+    """Run matmul with each of its two kernels: tiled (GPUs) and register-blocked (CPU drivers)."""
+    runtime = munet._device.get_backend(vulkan).runtime
+    monkeypatch.setattr(runtime, "cpu_driver", request.param == "blocked")
+    return vulkan
+
+
 @pytest.mark.parametrize("sa,sb", [((70, 33), (33, 90)), ((1, 1), (1, 1)), ((2, 3, 64, 16), (16, 65)),
-                                   ((4, 1, 5, 7), (3, 7, 2)), ((128, 128), (128, 128))])  # fmt: skip
-def test_matmul(vulkan, sa, sb):
+                                   ((4, 1, 5, 7), (3, 7, 2)), ((128, 128), (128, 128)), ((130, 5), (5, 260))])  # fmt: skip
+def test_matmul(matmul_kernel, sa, sb):
+    vulkan = matmul_kernel
     a, b = rand(*sa), rand(*sb)
     assert_same(*both(munet.matmul, a, b, vulkan=vulkan), rtol=1e-4, atol=1e-4)
     assert_same(*both(lambda x, y: x.mT @ y.mT.contiguous().mT, a.swapaxes(-1, -2).copy(), b, vulkan=vulkan),
                 rtol=1e-4, atol=1e-4)  # fmt: skip
 
 
-def test_integer_matmul(vulkan):
+def test_integer_matmul(matmul_kernel):
+    vulkan = matmul_kernel
     a, b = np.random.randint(-5, 5, (9, 20)).astype(np.int32), np.random.randint(-5, 5, (20, 3)).astype(np.int32)
     assert_same(*both(munet.matmul, a, b, vulkan=vulkan))
 

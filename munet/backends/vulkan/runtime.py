@@ -13,6 +13,7 @@ import struct
 
 from munet._device import DeviceLostError
 from munet.backends.vulkan.memory import Allocator
+from munet.backends.vulkan.wgsl import hoist_params
 
 MAX_PENDING = 256
 _PARAM_ARENA = 1 << 18
@@ -25,6 +26,8 @@ class Runtime:
         self.wgpu = wgpu
         self.label = label
         self.adapter = adapter
+        # Kernels whose best shape differs on CPU drivers (lavapipe) choose by this.
+        self.cpu_driver = adapter.info.get("adapter_type") == "CPU"
         self.limits = dict(adapter.limits)
         try:
             self.device = adapter.request_device_sync(required_limits=self.limits, label=label)
@@ -76,7 +79,7 @@ class Runtime:
             return cached
         group, layout = self._layout(writable)
         try:
-            module = self.device.create_shader_module(code=source)
+            module = self.device.create_shader_module(code=hoist_params(source))
             pipeline = self.device.create_compute_pipeline(
                 layout=layout, compute={"module": module, "entry_point": "main"}
             )
