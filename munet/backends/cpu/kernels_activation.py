@@ -4,13 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from munet.backends.cpu.kernels_reduce import acc_dtype
+from munet.backends.cpu.kernels_reduce import upcast
 from munet.backends.cpu.registry import kernel
-
-
-def _up(x: np.ndarray) -> np.ndarray:
-    acc = acc_dtype(x)
-    return x.astype(acc) if acc is not None else x
 
 
 def _scalar(value, x: np.ndarray):
@@ -22,7 +17,7 @@ def _scalar(value, x: np.ndarray):
 def softmax(x, *, dim):
     if x.size == 0:
         return np.empty(x.shape, x.dtype)
-    xf = _up(x)
+    xf = upcast(x)
     shifted = xf - np.max(xf, axis=dim, keepdims=True)
     e = np.exp(shifted)
     return (e / np.sum(e, axis=dim, keepdims=True)).astype(x.dtype)
@@ -32,7 +27,7 @@ def softmax(x, *, dim):
 def log_softmax(x, *, dim):
     if x.size == 0:
         return np.empty(x.shape, x.dtype)
-    xf = _up(x)
+    xf = upcast(x)
     shifted = xf - np.max(xf, axis=dim, keepdims=True)
     return (shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))).astype(x.dtype)
 
@@ -54,13 +49,13 @@ def hardtanh(x, *, min_val, max_val):
 
 @kernel("leaky_relu")
 def leaky_relu(x, *, negative_slope):
-    xf = _up(x)
+    xf = upcast(x)
     return np.where(xf > 0, xf, xf * _scalar(negative_slope, xf)).astype(x.dtype)
 
 
 @kernel("elu")
 def elu(x, *, alpha, scale, input_scale):
-    xf = _up(x)
+    xf = upcast(x)
     with np.errstate(over="ignore"):
         negative = np.expm1(np.minimum(xf, 0) * _scalar(input_scale, xf)) * _scalar(alpha * scale, xf)
     return np.where(xf > 0, xf * _scalar(scale, xf), negative).astype(x.dtype)
@@ -68,7 +63,7 @@ def elu(x, *, alpha, scale, input_scale):
 
 @kernel("softplus")
 def softplus(x, *, beta, threshold):
-    xf = _up(x)
+    xf = upcast(x)
     bx = xf * _scalar(beta, xf)
     smooth = np.logaddexp(np.zeros((), xf.dtype), bx) / _scalar(beta, xf)
     return np.where(bx > threshold, xf, smooth).astype(x.dtype)
@@ -87,5 +82,5 @@ def hardtanh_backward(grad, x, *, min_val, max_val):
 
 @kernel("leaky_relu_backward")
 def leaky_relu_backward(grad, x, *, negative_slope):
-    gf = _up(grad)
+    gf = upcast(grad)
     return np.where(x > 0, gf, gf * _scalar(negative_slope, gf)).astype(grad.dtype)

@@ -13,22 +13,19 @@ import math
 import ml_dtypes
 import numpy as np
 
+from munet.backends.cpu.kernels_reduce import LOW_PRECISION, upcast
 from munet.backends.cpu.registry import kernel
-
-_HALF = (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16))
 
 
 def _compute(x):
     """Upcast float16/bfloat16 arrays to float32; other arrays and numbers pass through."""
-    if isinstance(x, np.ndarray) and x.dtype in _HALF:
-        return x.astype(np.float32)
-    return x
+    return upcast(x) if isinstance(x, np.ndarray) else x
 
 
 def _operands(*args):
     """Compute-dtype arrays for all operands: Python numbers take the array operands' dtype."""
     for a in args:
-        if type(a) is not np.ndarray or a.dtype in _HALF:
+        if type(a) is not np.ndarray or a.dtype in LOW_PRECISION:
             break
     else:
         return args  # the common case: arrays of one computable dtype, nothing to convert
@@ -174,34 +171,28 @@ def signbit(x):
     return np.signbit(x) if x.dtype.kind == "f" else (x < 0)
 
 
-@_ew("isnan")
-def isnan(x):
-    return np.isnan(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
+def _float_test(test, integer_answer: bool):
+    """``test`` on floating arrays; an integer or bool array answers ``integer_answer`` everywhere."""
+
+    def run(x):
+        return test(x) if x.dtype.kind == "f" else np.full(x.shape, integer_answer, np.bool_)
+
+    return run
 
 
-@_ew("isinf")
-def isinf(x):
-    return np.isinf(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
-
-
-@_ew("isposinf")
-def isposinf(x):
-    return np.isposinf(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
-
-
-@_ew("isneginf")
-def isneginf(x):
-    return np.isneginf(x) if x.dtype.kind == "f" else np.zeros(x.shape, np.bool_)
-
-
-@_ew("isfinite")
-def isfinite(x):
-    return np.isfinite(x) if x.dtype.kind == "f" else np.ones(x.shape, np.bool_)
+for _name, _test, _integer_answer in (
+    ("isnan", np.isnan, False),
+    ("isinf", np.isinf, False),
+    ("isposinf", np.isposinf, False),
+    ("isneginf", np.isneginf, False),
+    ("isfinite", np.isfinite, True),
+):
+    _ew(_name)(_float_test(_test, _integer_answer))
 
 
 @kernel("nan_to_num")
 def nan_to_num(x, *, nan, posinf, neginf):
-    if x.dtype.kind != "f" and x.dtype not in _HALF:
+    if x.dtype.kind != "f" and x.dtype not in LOW_PRECISION:
         return x.copy()
     info = ml_dtypes.finfo(x.dtype)
     posinf = float(info.max) if posinf is None else posinf
@@ -474,24 +465,20 @@ def _truth(x):
     return x if x.dtype == np.bool_ else (_compute(x) != 0)
 
 
-@kernel("logical_and")
-def logical_and(a, b):
-    return np.logical_and(_truth(a), _truth(b))
+def _logical(ufunc):
+    def run(*args):
+        return ufunc(*(_truth(a) for a in args))
+
+    return run
 
 
-@kernel("logical_or")
-def logical_or(a, b):
-    return np.logical_or(_truth(a), _truth(b))
-
-
-@kernel("logical_xor")
-def logical_xor(a, b):
-    return np.logical_xor(_truth(a), _truth(b))
-
-
-@kernel("logical_not")
-def logical_not(a):
-    return np.logical_not(_truth(a))
+for _name, _fn in {
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+    "logical_not": np.logical_not,
+}.items():
+    kernel(_name)(_logical(_fn))
 
 
 for _name, _fn in {"bitwise_and": np.bitwise_and, "bitwise_or": np.bitwise_or, "bitwise_xor": np.bitwise_xor}.items():

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from munet.backends.cpu.kernels_reduce import acc_dtype
+from munet.backends.cpu.kernels_reduce import upcast
 from munet.backends.cpu.registry import kernel
 
 
@@ -46,9 +46,7 @@ def _positions(out, kernel, stride, pad, dilation, nd):
 @kernel("max_pool")
 def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
     dtype = x.dtype
-    acc = acc_dtype(x)
-    if acc is not None:
-        x = x.astype(acc)
+    x = upcast(x)
     nd = len(kernel_size)
     spatial = x.shape[2:]
     hi = tuple(
@@ -69,9 +67,7 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
 @kernel("adaptive_max_pool")
 def adaptive_max_pool(x, *, output_size):
     dtype = x.dtype
-    acc = acc_dtype(x)
-    if acc is not None:
-        x = x.astype(acc)
+    x = upcast(x)
     nd = len(output_size)
     spatial = x.shape[2:]
     positions = []

@@ -18,8 +18,8 @@ def acc_dtype(x: np.ndarray):
     return np.float32 if x.dtype in LOW_PRECISION else None
 
 
-def _acc(x: np.ndarray) -> np.ndarray:
-    """``x`` in its accumulation dtype (a copy only for 16-bit floats)."""
+def upcast(x: np.ndarray) -> np.ndarray:
+    """``x`` in its accumulation dtype (a float32 copy only for 16-bit floats)."""
     return x.astype(np.float32) if x.dtype in LOW_PRECISION else x
 
 
@@ -50,19 +50,19 @@ def sum_(x, *, dims, keepdim, dtype=None):
 
 @kernel("nansum")
 def nansum(x, *, dims, keepdim):
-    return _fresh(np.nansum(_acc(x), axis=dims, keepdims=keepdim), x)
+    return _fresh(np.nansum(upcast(x), axis=dims, keepdims=keepdim), x)
 
 
 @kernel("prod")
 def prod(x, *, dims, keepdim):
     with np.errstate(all="ignore"):
-        return _fresh(np.prod(_acc(x), axis=dims, keepdims=keepdim), x)
+        return _fresh(np.prod(upcast(x), axis=dims, keepdims=keepdim), x)
 
 
 @kernel("prod_others")
 def prod_others(x, *, dims):
     """For each element, the product of the other elements over ``dims`` (exact with zeros)."""
-    a = _acc(x)
+    a = upcast(x)
     zero = a == 0
     nonzero = np.where(zero, np.ones((), a.dtype), a)
     with np.errstate(all="ignore"):
@@ -80,7 +80,7 @@ def prod_others_backward(g, x, *, dims):
     With no other zero than possibly x_k it is ``prod_{j != k} x_j * sum_{i != k} g_i / x_i``;
     with exactly one other zero z only the term i = z survives; with more it is 0.
     """
-    a, gm = _acc(x), _acc(g)
+    a, gm = upcast(x), upcast(g)
     zero = a == 0
     one = np.ones((), a.dtype)
     nonzero = np.where(zero, one, a)
@@ -98,7 +98,7 @@ def prod_others_backward(g, x, *, dims):
 
 @kernel("logsumexp")
 def logsumexp(x, *, dims, keepdim):
-    a = _acc(x)
+    a = upcast(x)
     if any(a.shape[d] == 0 for d in dims):
         shape = tuple(1 if i in dims else n for i, n in enumerate(a.shape))
         out = np.full(shape, -np.inf, a.dtype)
@@ -115,18 +115,18 @@ def logsumexp(x, *, dims, keepdim):
 
 @kernel("amax")
 def amax(x, *, dims, keepdim):
-    return _fresh(np.max(_acc(x), axis=dims, keepdims=keepdim), x)
+    return _fresh(np.max(upcast(x), axis=dims, keepdims=keepdim), x)
 
 
 @kernel("amin")
 def amin(x, *, dims, keepdim):
-    return _fresh(np.min(_acc(x), axis=dims, keepdims=keepdim), x)
+    return _fresh(np.min(upcast(x), axis=dims, keepdims=keepdim), x)
 
 
 @kernel("reduce_tie_weights")
 def tie_weights(x, result, *, dims, keepdim):
     """1/count at the elements equal to their reduced ``result`` (NaN matches NaN), else 0."""
-    a, r = _acc(x), _acc(result)
+    a, r = upcast(x), upcast(result)
     if not keepdim:
         r = np.expand_dims(r, dims)
     mask = a == r
@@ -149,7 +149,7 @@ def _select_along(x, dim, keepdim, pick):
     """(values, int64 indices) of ``pick`` (argmax/argmin) along ``dim``."""
     if x.ndim == 0:
         return x.copy(), np.zeros((), np.int64)
-    a = _acc(x)
+    a = upcast(x)
     idx = pick(a, axis=dim, keepdims=True)
     values = np.take_along_axis(a, idx, axis=dim)
     if not keepdim:
@@ -168,7 +168,7 @@ def min_dim(x, *, dim, keepdim):
 
 
 def _arg(x, dim, keepdim, pick):
-    a = _acc(x)
+    a = upcast(x)
     if dim is None:
         out = np.asarray(pick(a.reshape(-1)), np.int64)
         return out.reshape((1,) * x.ndim) if keepdim else out
@@ -204,7 +204,7 @@ def _median_last(a, ignore_nan: bool):
 
 
 def _median_full(x, ignore_nan: bool):
-    a = _acc(x).reshape(-1)
+    a = upcast(x).reshape(-1)
     if a.size == 0:
         return np.full((), np.nan, a.dtype if _is_float(a) else np.float64)
     return np.asarray(_median_last(a, ignore_nan)[0])
@@ -213,7 +213,7 @@ def _median_full(x, ignore_nan: bool):
 def _median_dim(x, dim, keepdim, ignore_nan: bool):
     if x.ndim == 0:
         return x.copy(), np.zeros((), np.int64)
-    a = np.moveaxis(_acc(x), dim, -1)
+    a = np.moveaxis(upcast(x), dim, -1)
     values, idx = _median_last(a, ignore_nan)
     if keepdim:
         values, idx = np.expand_dims(values, dim), np.expand_dims(idx, dim)
@@ -245,7 +245,7 @@ def mode(x, *, dim, keepdim):
     """Most frequent value along ``dim`` (smallest on ties; NaNs never equal) and its last index."""
     if x.ndim == 0:
         return x.copy(), np.zeros((), np.int64)
-    a = np.moveaxis(_acc(x), dim, -1)
+    a = np.moveaxis(upcast(x), dim, -1)
     n = a.shape[-1]
     order = np.argsort(a, axis=-1, kind="stable")
     s = np.take_along_axis(a, order, axis=-1)
@@ -268,7 +268,7 @@ def mode(x, *, dim, keepdim):
 
 @kernel("cumsum")
 def cumsum(x, *, dim, reverse):
-    a = _acc(x)
+    a = upcast(x)
     if a.ndim == 0:
         return a.copy()
     if reverse:
@@ -278,7 +278,7 @@ def cumsum(x, *, dim, reverse):
 
 @kernel("cumprod")
 def cumprod(x, *, dim):
-    a = _acc(x)
+    a = upcast(x)
     if a.ndim == 0:
         return a.copy()
     with np.errstate(all="ignore"):
@@ -294,9 +294,9 @@ def cumprod_backward(g, x, *, dim):
     it, every product contains x_z, so the gradient is 0.
     """
     if x.ndim == 0:
-        return _acc(g).copy()
-    a = np.moveaxis(_acc(x), dim, -1)
-    gm = np.moveaxis(_acc(g), dim, -1)
+        return upcast(g).copy()
+    a = np.moveaxis(upcast(x), dim, -1)
+    gm = np.moveaxis(upcast(g), dim, -1)
     n = a.shape[-1]
     if n == 0:
         return np.zeros(x.shape, a.dtype)
@@ -320,7 +320,7 @@ def cumprod_backward(g, x, *, dim):
 def _cum_extreme(x, dim, accumulate):
     if x.ndim == 0:
         return x.copy(), np.zeros((), np.int64)
-    a = _acc(x)
+    a = upcast(x)
     values = accumulate(a, axis=dim)
     hit = a == values
     if _is_float(a):
@@ -343,7 +343,7 @@ def cummin(x, *, dim):
 @kernel("cumulative_select_backward")
 def cumulative_select_backward(g, indices, *, dim):
     """``zeros_like(g).scatter_add(dim, indices, g)``: each gradient goes to the index it came from."""
-    gm = _acc(g)
+    gm = upcast(g)
     if gm.ndim == 0 or gm.size == 0:
         return gm.copy()
     gm = np.moveaxis(gm, dim, -1)
@@ -362,12 +362,12 @@ def cumulative_select_backward(g, indices, *, dim):
 @kernel("safe_sqrt")
 def safe_sqrt(x):
     with np.errstate(all="ignore"):
-        return np.sqrt(_acc(x))
+        return np.sqrt(upcast(x))
 
 
 @kernel("safe_reciprocal")
 def safe_reciprocal(x):
-    a = _acc(x)
+    a = upcast(x)
     nonzero = a != 0
     with np.errstate(all="ignore"):
         return np.where(
@@ -380,14 +380,14 @@ def safe_reciprocal(x):
 
 @kernel("all")
 def all_(x, *, dims, keepdim):
-    return np.asarray(np.all(_acc(x), axis=dims, keepdims=keepdim))
+    return np.asarray(np.all(upcast(x), axis=dims, keepdims=keepdim))
 
 
 @kernel("any")
 def any_(x, *, dims, keepdim):
-    return np.asarray(np.any(_acc(x), axis=dims, keepdims=keepdim))
+    return np.asarray(np.any(upcast(x), axis=dims, keepdims=keepdim))
 
 
 @kernel("count_nonzero")
 def count_nonzero(x, *, dims):
-    return np.asarray(np.count_nonzero(_acc(x), axis=dims) if dims else (_acc(x) != 0).astype(np.int64))
+    return np.asarray(np.count_nonzero(upcast(x), axis=dims) if dims else (upcast(x) != 0).astype(np.int64))

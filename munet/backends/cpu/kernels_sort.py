@@ -4,17 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from munet.backends.cpu.kernels_reduce import LOW_PRECISION
+from munet.backends.cpu.kernels_reduce import upcast
 from munet.backends.cpu.registry import kernel
-
-
-def _sortable(x: np.ndarray) -> np.ndarray:
-    return x.astype(np.float32) if x.dtype in LOW_PRECISION else x
 
 
 def stable_argsort(x: np.ndarray, axis: int, descending: bool) -> np.ndarray:
     """Stable order along ``axis``; descending keeps equal elements in their original order."""
-    keys = _sortable(x)
+    keys = upcast(x)
     if not descending:
         return np.argsort(keys, axis=axis, kind="stable")
     # Sorting the reversed array ascending and reversing the result is stable for descending
@@ -53,7 +49,7 @@ def kthvalue(x, *, k, dim, keepdim):
 def _unique_flat(x: np.ndarray, consecutive: bool):
     flat = x.reshape(-1)
     if not consecutive:
-        values, inverse, counts = np.unique(_sortable(flat), return_inverse=True, return_counts=True)
+        values, inverse, counts = np.unique(upcast(flat), return_inverse=True, return_counts=True)
         return values.astype(x.dtype), inverse.reshape(x.shape), counts
     if flat.size == 0:
         return flat.copy(), np.zeros(x.shape, np.int64), np.zeros(0, np.int64)
@@ -65,7 +61,7 @@ def _unique_flat(x: np.ndarray, consecutive: bool):
 
 def _unique_along(x: np.ndarray, dim: int, consecutive: bool):
     if not consecutive:
-        values, inverse, counts = np.unique(_sortable(x), return_inverse=True, return_counts=True, axis=dim)
+        values, inverse, counts = np.unique(upcast(x), return_inverse=True, return_counts=True, axis=dim)
         return values.astype(x.dtype), inverse.reshape(-1), counts
     n = x.shape[dim]
     rows = np.moveaxis(x, dim, 0).reshape(n, -1)
@@ -92,7 +88,7 @@ def searchsorted(seq, values, sorter, *, right, out_int32):
     out_dtype = np.int32 if out_int32 else np.int64
     if sorter is not None:
         seq = np.take_along_axis(seq, sorter, axis=-1)
-    seq, values = _sortable(seq), _sortable(values)
+    seq, values = upcast(seq), upcast(values)
     if seq.ndim == 1:
         return np.searchsorted(seq, values, side=side).astype(out_dtype)
     return _batched_searchsorted(seq, values, right).astype(out_dtype)
