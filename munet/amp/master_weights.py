@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from munet import _dtype as D
 from munet.autograd.grad_mode import no_grad
+from munet.nn.module import _zero_grads
 
 
 class MasterWeightOptimizer:
@@ -37,15 +38,7 @@ class MasterWeightOptimizer:
         return self.optimizer.state
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for model_param, master in self._pairs:
-            for p in (model_param, master):
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad = p.grad.detach()
-                    p.grad.zero_()
+        _zero_grads((p for pair in self._pairs for p in pair), set_to_none)
 
     @no_grad()
     def step(self, closure=None):

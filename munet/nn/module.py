@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from munet._tensor import Tensor
@@ -43,6 +43,21 @@ class _RemovableHandle:
 
     def __exit__(self, *exc):
         self.remove()
+
+
+def _zero_grads(params: Iterable[Tensor], set_to_none: bool) -> None:
+    """Drop (``set_to_none``) or zero in place the ``.grad`` of each tensor that has one.
+
+    Shared by ``Module.zero_grad``, ``Optimizer.zero_grad`` and ``MasterWeightOptimizer``.
+    """
+    for p in params:
+        if p.grad is None:
+            continue
+        if set_to_none:
+            p.grad = None
+        else:
+            p.grad = p.grad.detach()
+            p.grad.zero_()
 
 
 def _addindent(text: str, spaces: int) -> str:
@@ -299,14 +314,7 @@ class Module:
         return self
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for p in self.parameters():
-            if p.grad is None:
-                continue
-            if set_to_none:
-                p.grad = None
-            else:
-                p.grad = p.grad.detach()
-                p.grad.zero_()
+        _zero_grads(self.parameters(), set_to_none)
 
     def apply(self, fn: Callable[[Module], None]) -> Module:
         for m in self.children():

@@ -88,15 +88,9 @@ class Optimizer:
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none: bool = True) -> None:
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if set_to_none:
-                    p.grad = None
-                else:
-                    p.grad = p.grad.detach()
-                    p.grad.zero_()
+        from munet.nn.module import _zero_grads
+
+        _zero_grads((p for group in self.param_groups for p in group["params"]), set_to_none)
 
     def step(self, closure: Callable | None = None):
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
@@ -212,6 +206,14 @@ class Optimizer:
         handle = _RemovableHandle(self._step_post_hooks)
         self._step_post_hooks[handle.id] = hook
         return handle
+
+
+def step_counter() -> Tensor:
+    """A fresh per-parameter step count: a float32 scalar tensor, as in PyTorch's state dicts."""
+    from munet import _dtype as D
+    from munet.ops.creation import tensor
+
+    return tensor(0.0, dtype=D.float32)
 
 
 def _with_step_hooks(step):
