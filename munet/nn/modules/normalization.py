@@ -31,6 +31,20 @@ __all__ = [
 ]
 
 
+def _register_affine(module: Module, shape, bias: bool, device, dtype) -> None:
+    """Register ``weight`` (and ``bias`` unless ``bias=False``) of ``shape``; ``shape=None``
+    registers both as ``None`` (no affine transform)."""
+    if shape is None:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+        return
+    module.weight = Parameter(empty(shape, device=device, dtype=dtype))
+    if bias:
+        module.bias = Parameter(empty(shape, device=device, dtype=dtype))
+    else:
+        module.register_parameter("bias", None)
+
+
 class _NormBase(Module):
     """Common base of the batch and instance norms: affine parameters and running statistics."""
 
@@ -54,15 +68,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(empty(num_features, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(num_features, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, num_features if affine else None, bias, device, dtype)
         if track_running_stats:
             self.register_buffer("running_mean", zeros(num_features, device=device, dtype=dtype))
             self.register_buffer("running_var", ones(num_features, device=device, dtype=dtype))
@@ -236,15 +242,7 @@ class LayerNorm(Module):
         self.normalized_shape = _shape_tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(self.normalized_shape, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, self.normalized_shape if elementwise_affine else None, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
@@ -284,15 +282,7 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(empty(num_channels, device=device, dtype=dtype))
-            if bias:
-                self.bias = Parameter(empty(num_channels, device=device, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _register_affine(self, num_channels if affine else None, bias, device, dtype)
         self.reset_parameters()
 
     def reset_parameters(self) -> None:
