@@ -121,6 +121,7 @@ class Allocator:
 
     def empty_cache(self) -> None:
         """Destroy every cached (free) block."""
+        self.runtime.forget_bind_groups()
         for blocks in self.free.values():
             for block in blocks:
                 self.reserved_bytes -= block.size

@@ -10,6 +10,7 @@ code pays one submit per batch, not one per op; ``stats()`` counts both.
 from __future__ import annotations
 
 import struct
+from collections import OrderedDict
 
 from munet._device import DeviceLostError
 from munet.backends.vulkan.memory import Allocator
@@ -17,6 +18,7 @@ from munet.backends.vulkan.wgsl import hoist_params
 
 MAX_PENDING = 256
 _PARAM_ARENA = 1 << 18
+_BIND_GROUP_CACHE = 4096
 
 
 class Runtime:
@@ -40,6 +42,10 @@ class Runtime:
         self.allocator = Allocator(self)
         self._layouts: dict[tuple, tuple] = {}
         self._pipelines: dict[tuple, object] = {}
+        # Bind groups by (layout, parameter block size, buffers): the parameter block is bound
+        # with a dynamic offset, so a group is reused whenever a kernel sees the same blocks
+        # again (the caching allocator hands them back); creating one costs more than a dispatch.
+        self._bind_groups: OrderedDict = OrderedDict()
         self._params = self.device.create_buffer(
             size=_PARAM_ARENA, usage=wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.COPY_SRC
         )
@@ -62,7 +68,7 @@ class Runtime:
                 {
                     "binding": i,
                     "visibility": wgpu.ShaderStage.COMPUTE,
-                    "buffer": {"type": "storage" if w else "read-only-storage"},
+                    "buffer": {"type": "storage" if w else "read-only-storage", "has_dynamic_offset": i == 0},
                 }
                 for i, w in enumerate((False, *writable))
             ]
@@ -109,16 +115,31 @@ class Runtime:
         offset = -(-len(self._arena) // self.align) * self.align
         self._arena.extend(b"\0" * (offset - len(self._arena)))
         self._arena.extend(words)
-        entries = [{"binding": 0, "resource": {"buffer": self._params, "offset": offset, "size": len(words)}}]
+        self._pass.set_pipeline(pipeline)
+        self._pass.set_bind_group(0, self._bind_group(group, len(words), buffers), [offset])
+        self._pass.dispatch_workgroups(*groups)
+        self._pending += 1
+        self.counts["dispatches"] += 1
+
+    def _bind_group(self, group, param_bytes: int, buffers):
+        key = (id(group), param_bytes, *(buf.block.address for buf in buffers))
+        bind_group = self._bind_groups.get(key)
+        if bind_group is not None:
+            self._bind_groups.move_to_end(key)
+            return bind_group
+        entries = [{"binding": 0, "resource": {"buffer": self._params, "offset": 0, "size": param_bytes}}]
         for i, buf in enumerate(buffers):
             size = min(buf.block.size, self.max_binding)
             entries.append({"binding": i + 1, "resource": {"buffer": buf.block.gpu, "offset": 0, "size": size}})
         bind_group = self.device.create_bind_group(layout=group, entries=entries)
-        self._pass.set_pipeline(pipeline)
-        self._pass.set_bind_group(0, bind_group)
-        self._pass.dispatch_workgroups(*groups)
-        self._pending += 1
-        self.counts["dispatches"] += 1
+        self._bind_groups[key] = bind_group
+        if len(self._bind_groups) > _BIND_GROUP_CACHE:
+            self._bind_groups.popitem(last=False)
+        return bind_group
+
+    def forget_bind_groups(self) -> None:
+        """Drop cached bind groups (their buffers are being destroyed)."""
+        self._bind_groups.clear()
 
     def grid(self, workgroups: int) -> tuple[int, int, int]:
         """A 2-D grid of at least ``workgroups`` groups (kernels linearize x + y * nx)."""
