@@ -6,13 +6,14 @@ import math
 
 from munet.autograd.grad_mode import no_grad
 from munet.ops._registry import _Tracing
-from munet.ops.creation import tensor, zeros_like
+from munet.ops.creation import zeros_like
 from munet.ops.elementwise import maximum
 from munet.ops.elementwise_math import pow as _pow
-from munet.optim.optimizer import Optimizer
+from munet.optim.optimizer import Optimizer, step_counter
 
 
-def check_betas(lr, betas, eps, weight_decay) -> None:
+def check_adam_hyperparameters(lr, betas, eps, weight_decay) -> None:
+    """Raise ``ValueError`` like PyTorch for the hyperparameters the Adam family shares."""
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
     if not 0.0 <= eps:
@@ -25,11 +26,10 @@ def check_betas(lr, betas, eps, weight_decay) -> None:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
 
 
-def step_counter():
-    """The per-parameter step count, a float32 scalar tensor as in PyTorch's state dicts."""
-    from munet import _dtype as D
-
-    return tensor(0.0, dtype=D.float32)
+def update_moments(exp_avg, exp_avg_sq, grad, beta1: float, beta2: float) -> None:
+    """Adam's running averages of the gradient and of its square, updated in place."""
+    exp_avg.lerp_(grad, 1 - beta1)
+    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 
 
 class Adam(Optimizer):
@@ -51,7 +51,7 @@ class Adam(Optimizer):
         fused=None,
         decoupled_weight_decay: bool = False,
     ):
-        check_betas(lr, betas, eps, weight_decay)
+        check_adam_hyperparameters(lr, betas, eps, weight_decay)
         defaults = dict(
             lr=lr,
             betas=tuple(betas),
@@ -84,8 +84,7 @@ class Adam(Optimizer):
                 state["step"].add_(1)
                 grad = self._weight_decay(p, grad, group)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
                 if _Tracing.tracer is not None:
                     # munet.compile: the step count is traced state, so the bias corrections are
                     # tensor ops (PyTorch's capturable formulation) instead of host arithmetic.

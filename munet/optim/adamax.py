@@ -5,8 +5,8 @@ from __future__ import annotations
 from munet.autograd.grad_mode import no_grad
 from munet.ops.creation import zeros_like
 from munet.ops.elementwise import maximum
-from munet.optim.adam import check_betas, step_counter
-from munet.optim.optimizer import Optimizer
+from munet.optim.adam import check_adam_hyperparameters
+from munet.optim.optimizer import Optimizer, step_counter
 
 
 class Adamax(Optimizer):
@@ -25,7 +25,7 @@ class Adamax(Optimizer):
         differentiable: bool = False,
         capturable: bool = False,
     ):
-        check_betas(lr, betas, eps, weight_decay)
+        check_adam_hyperparameters(lr, betas, eps, weight_decay)
         defaults = dict(
             lr=lr,
             betas=tuple(betas),

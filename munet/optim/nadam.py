@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from munet.autograd.grad_mode import no_grad
 from munet.ops.creation import tensor, zeros_like
-from munet.optim.adam import check_betas, step_counter
-from munet.optim.optimizer import Optimizer
+from munet.optim.adam import check_adam_hyperparameters, update_moments
+from munet.optim.optimizer import Optimizer, step_counter
 
 
 class NAdam(Optimizer):
@@ -26,7 +26,7 @@ class NAdam(Optimizer):
         capturable: bool = False,
         differentiable: bool = False,
     ):
-        check_betas(lr, betas, eps, weight_decay)
+        check_adam_hyperparameters(lr, betas, eps, weight_decay)
         if momentum_decay < 0.0:
             raise ValueError(f"Invalid momentum_decay value: {momentum_decay}")
         defaults = dict(
@@ -67,8 +67,7 @@ class NAdam(Optimizer):
                 mu_product = state["mu_product"]
                 mu_product.mul_(mu)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
                 denom = exp_avg_sq.div(bias_correction2).sqrt().add_(eps)
                 product = mu_product.item()
                 p.addcdiv_(grad, denom, value=-lr * (1.0 - mu) / (1.0 - product))

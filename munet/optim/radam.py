@@ -6,8 +6,8 @@ import math
 
 from munet.autograd.grad_mode import no_grad
 from munet.ops.creation import zeros_like
-from munet.optim.adam import check_betas, step_counter
-from munet.optim.optimizer import Optimizer
+from munet.optim.adam import check_adam_hyperparameters, update_moments
+from munet.optim.optimizer import Optimizer, step_counter
 
 
 class RAdam(Optimizer):
@@ -27,7 +27,7 @@ class RAdam(Optimizer):
         capturable: bool = False,
         differentiable: bool = False,
     ):
-        check_betas(lr, betas, eps, weight_decay)
+        check_adam_hyperparameters(lr, betas, eps, weight_decay)
         defaults = dict(
             lr=lr,
             betas=tuple(betas),
@@ -57,8 +57,7 @@ class RAdam(Optimizer):
                 step = state["step"].item()
                 grad = self._weight_decay(p, grad, group)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                exp_avg.lerp_(grad, 1 - beta1)
-                exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+                update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
                 bias_correction1 = 1 - beta1**step
                 bias_correction2 = 1 - beta2**step
                 corrected = exp_avg / bias_correction1

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from munet.autograd.grad_mode import no_grad
 from munet.ops.creation import zeros_like
-from munet.optim.adam import step_counter
-from munet.optim.optimizer import Optimizer
+from munet.optim.optimizer import Optimizer, step_counter
 
 
 class RMSprop(Optimizer):
