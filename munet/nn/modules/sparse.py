@@ -12,6 +12,16 @@ from munet.ops.creation import empty
 __all__ = ["Embedding", "EmbeddingBag"]
 
 
+def _pretrained_shape(embeddings, layer: str) -> tuple[int, int]:
+    """``(num_embeddings, embedding_dim)`` of a pretrained table, which must be 2-D."""
+    if embeddings.ndim != 2:
+        raise ValueError(
+            f"{layer}.from_pretrained: embeddings are expected to be 2-dimensional, got shape {list(embeddings.shape)}"
+        )
+    rows, cols = embeddings.shape
+    return rows, cols
+
+
 def _wrap_padding_idx(padding_idx, num_embeddings: int, layer: str):
     if padding_idx is None:
         return None
@@ -106,12 +116,7 @@ class Embedding(_EmbeddingBase):
         sparse: bool = False,
     ) -> Embedding:
         """An ``Embedding`` whose weight shares ``embeddings`` (2-D); frozen unless ``freeze=False``."""
-        if embeddings.ndim != 2:
-            raise ValueError(
-                f"Embedding.from_pretrained: embeddings are expected to be 2-dimensional, got shape "
-                f"{list(embeddings.shape)}"
-            )
-        rows, cols = embeddings.shape
+        rows, cols = _pretrained_shape(embeddings, "Embedding")
         return cls(
             num_embeddings=rows,
             embedding_dim=cols,
@@ -205,12 +210,7 @@ class EmbeddingBag(_EmbeddingBase):
         padding_idx: int | None = None,
     ) -> EmbeddingBag:
         """An ``EmbeddingBag`` whose weight shares ``embeddings`` (2-D); frozen unless ``freeze=False``."""
-        if embeddings.ndim != 2:
-            raise ValueError(
-                f"EmbeddingBag.from_pretrained: embeddings are expected to be 2-dimensional, got shape "
-                f"{list(embeddings.shape)}"
-            )
-        rows, cols = embeddings.shape
+        rows, cols = _pretrained_shape(embeddings, "EmbeddingBag")
         bag = cls(
             num_embeddings=rows,
             embedding_dim=cols,
