@@ -11,7 +11,8 @@ device (or records a node when a tracer is active) and attaches autograd history
 
 from __future__ import annotations
 
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 from munet._device import DeviceError
 from munet._tensor import Tensor as _Tensor
