@@ -1,10 +1,9 @@
-"""Shared helpers of op definitions: broadcasting, dim normalization, meta rules."""
+"""Shared helpers of op definitions: broadcasting, dim normalization, float result dtype, gradient reduction."""
 
 from __future__ import annotations
 
 from munet import _dtype as D
 from munet._tensor import Tensor
-from munet.ops._registry import Meta
 
 
 def is_tensor(x) -> bool:
@@ -59,12 +58,6 @@ def wrap_dims(dims, ndim: int, op: str) -> tuple:
     if len(set(out)) != len(out):
         raise RuntimeError(f"{op}: dim {list(dims)} appears multiple times in the list of dims")
     return out
-
-
-def elementwise_meta(*operands, dtype=None):
-    """Broadcast shape of the operands; dtype from promotion unless given."""
-    shapes = [shape_of(x) for x in operands if x is not None and not isinstance(x, (int, float, bool))]
-    return Meta(broadcast_shapes(*shapes), dtype if dtype is not None else D.result_type(*operands))
 
 
 def float_result_type(*operands):

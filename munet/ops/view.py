@@ -495,10 +495,6 @@ def select(input, dim: int, index: int):
 # as_strided and unfold --------------------------------------------------------------------------
 
 
-def _as_strided_geometry(shape, stride, offset, *, size, stride_out, storage_offset):
-    return tuple(size), tuple(stride_out), storage_offset
-
-
 def _as_strided_backward(ctx, grad):
     # Relative to the input's own start: PyTorch's as_strided offsets address the storage.
     attrs = ctx.attrs
