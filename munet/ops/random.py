@@ -241,11 +241,9 @@ def rand(
     pin_memory=False,
 ):
     """Uniform samples in [0, 1): ``munet.rand(2, 3)`` or ``munet.rand((2, 3), generator=g)``."""
-    shape = _size(args, size, "rand")
-    dtype = _float_dtype(dtype, "rand")
-    gen = _generator(generator, device, "rand")
-    t = apply_factory(uniform_op, device, shape=shape, dtype=dtype, low=0.0, high=1.0, generator=gen)
-    return _finish(t, requires_grad, out)
+    return _float_samples(
+        "rand", uniform_op, args, size, generator, out, dtype, device, requires_grad, low=0.0, high=1.0
+    )
 
 
 def randn(
@@ -260,10 +258,17 @@ def randn(
     pin_memory=False,
 ):
     """Standard normal samples: ``munet.randn(2, 3)``."""
-    shape = _size(args, size, "randn")
-    dtype = _float_dtype(dtype, "randn")
-    gen = _generator(generator, device, "randn")
-    t = apply_factory(normal_op, device, shape=shape, dtype=dtype, mean=0.0, std=1.0, generator=gen)
+    return _float_samples(
+        "randn", normal_op, args, size, generator, out, dtype, device, requires_grad, mean=0.0, std=1.0
+    )
+
+
+def _float_samples(name: str, op, args, size, generator, out, dtype, device, requires_grad, **params):
+    """The factory behind ``rand``/``randn``: ``op`` sampled into a new float tensor of the given size."""
+    shape = _size(args, size, name)
+    dtype = _float_dtype(dtype, name)
+    gen = _generator(generator, device, name)
+    t = apply_factory(op, device, shape=shape, dtype=dtype, generator=gen, **params)
     return _finish(t, requires_grad, out)
 
 
@@ -291,9 +296,11 @@ def _int_bounds(low, high, op: str) -> tuple[int, int]:
     low, high = (v.item() if is_tensor(v) else v for v in (low, high))
     if low >= high:
         raise RuntimeError(f"{op}: expected 'low' to be less than 'high', but got low={low} >= high={high}")
-    return math.ceil(low) if isinstance(low, float) else int(low), math.ceil(high) if isinstance(high, float) else int(
-        high
-    )
+    return _ceil_int(low), _ceil_int(high)
+
+
+def _ceil_int(value) -> int:
+    return math.ceil(value) if isinstance(value, float) else int(value)
 
 
 def _integer_samples(shape, low, high, dtype, device, gen, op: str):
