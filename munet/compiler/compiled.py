@@ -177,7 +177,8 @@ class CompiledFunction:
             "fallback": "numpy kernels (no code generation in this version)",
             "fusion": False,
             "fused_groups": 0,
-            "arena_bytes": None,
+            "arena_bytes": last.executable.arena.plan.total_bytes if last and last.executable.arena else None,
+            "memory": last.executable.arena.plan.summary() if last and last.executable.arena else {},
             "kernels": last.executable.kernels if last else 0,
             "nodes_traced": last.nodes_traced if last else 0,
             "nodes": len(last.graph.nodes) if last else 0,
@@ -212,9 +213,11 @@ class _Specialization:
                 self.out_template.append(("const", float(x) if isinstance(x, SymScalar) else x))
         self.n_results = len(outputs)
         self.state_writes = []
+        self.state_inputs = []  # the input value of each state write (its memory may take the update)
         for buf in tracer.state_buffers:
             if buf.value is not buf.input_value:
                 self.state_writes.append(buf.representative)
+                self.state_inputs.append(buf.input_value)
                 outputs.append(buf.value)
         self.bindings = []  # (setter target, value index or None)
         self._python_state = []  # what to restore if the first run fails
@@ -265,7 +268,9 @@ class _Specialization:
         verify(self.graph)
         self.pass_report = passes.run_default(self.graph) if optimize else {}
         verify(self.graph)
-        self.executable = Executable(self.graph, device)
+        n = self.n_results
+        donors = {self.graph.outputs[n + j]: v for j, v in enumerate(self.state_inputs)}
+        self.executable = Executable(self.graph, device, donors=donors)
         self.backend = self.executable.backend
         fetchers = []
         for v in self.graph.inputs:
@@ -297,7 +302,8 @@ class _Specialization:
                 arr = arr.copy()
             sources.append((t, arr))
         for t, arr in sources:
-            np.copyto(t._data, arr, casting="unsafe")
+            if not _same_memory(arr, t._data):  # an in-place update already wrote it
+                np.copyto(t._data, arr, casting="unsafe")
             t._storage.version += 1
         for target, index in self.bindings:
             _bind(
@@ -321,7 +327,7 @@ class _Specialization:
 
 def _ownership(executable) -> list:
     """Per graph output: True when its array is a fresh kernel result nobody else holds."""
-    inputs = set(executable.input_slots) | executable.constant_slots
+    inputs = set(executable.input_slots) | executable.constant_slots | executable.arena_slots
     seen: dict = {}
     owned = []
     for i in executable.output_slots:
@@ -330,6 +336,10 @@ def _ownership(executable) -> list:
     # A view node's output shares memory with its source.
     views = {executable.slot[n.outputs[0]] for n in executable.graph.nodes if getattr(n.op, "view", None) is not None}
     return [o and i not in views for o, i in zip(owned, executable.output_slots)]
+
+
+def _same_memory(a, b) -> bool:
+    return a.shape == b.shape and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
 
 
 def _bind(target, arr, backend, value) -> None:

@@ -14,13 +14,14 @@ import numpy as np
 
 from munet._device import as_device, get_backend
 from munet._tensor import Tensor
+from munet.compiler.arena import Arena
 from munet.compiler.ir import CONSTANT, Graph, ScalarOp, Value, format_node
 
 
 class Executable:
     """The lowered plan of one graph on one backend."""
 
-    def __init__(self, graph: Graph, device):
+    def __init__(self, graph: Graph, device, *, plan_memory: bool = True, donors: dict | None = None):
         self.graph = graph
         self.backend = get_backend(as_device(device))
         if self.backend.device.type != "cpu":
@@ -30,6 +31,8 @@ class Executable:
         self.slot: dict[Value, int] = {}
         for v in graph.inputs:
             self._assign(v)
+        # memory planning (passes/memory.py): planned outputs are written into one arena per dtype
+        self.arena = Arena(graph, donors) if plan_memory else None
         self.env_template: list = [None] * 0
         self.steps: list = []
         self.plan: list[str] = []
@@ -49,6 +52,7 @@ class Executable:
         self.output_slots = [self.slot[v] for v in graph.outputs]
         self.constant_slots = set(constants)
         self.kernels = sum(1 for node in graph.nodes if _is_kernel(node))
+        self.arena_slots = {self.slot[v] for v in self.arena.plan.offsets} if self.arena else set()
 
     def _assign(self, v: Value) -> None:
         self.slot[v] = len(self.slot)
@@ -77,6 +81,10 @@ class Executable:
             return scalar_step
         if node.op.view is not None:
             return _view_step(node.op, static, arg_fns[0], outs[0], self.backend)
+        if self.arena is not None and len(outs) == 1:
+            planned = self.arena.prepare(node, arg_fns, static, dynamic, outs[0], self.slot)
+            if planned is not None:
+                return planned
         kernel = self.backend.kernels.get(node.op.name)
         if kernel is None:
             from munet._device import DeviceError

@@ -1,0 +1,155 @@
+"""The cpu arena: planned buffers and the kernels that write into them.
+
+``OUT_KERNELS`` maps an op name to ``fn(out, *args, **attrs)`` writing the op's result into
+``out`` with the same NumPy arithmetic the eager kernel does (so results stay bit-identical),
+plus whether it is elementwise (it may then write over an input read at the same index).
+Only float32/float64 nodes whose tensor arguments all have the output's dtype take this path;
+anything else keeps the eager kernel and a fresh result.
+
+``Arena(graph, plan)`` allocates one byte buffer per dtype and hands out the planned views.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from munet.backends.cpu.kernels_elementwise import _operands
+from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
+from munet.compiler.passes.memory import MemoryPlan, plan_memory
+
+_FLOATS = ("float32", "float64")
+
+
+def _ufunc(ufunc):
+    def run(out, *args):
+        with np.errstate(all="ignore"):
+            ufunc(*_operands(*args), out=out)
+
+    return run
+
+
+def _relu(out, x):
+    np.maximum(x, np.zeros((), x.dtype), out=out)
+
+
+def _where(out, condition, a, b):
+    a, b = _operands(a, b)
+    np.copyto(out, b)
+    np.copyto(out, a, where=condition)
+
+
+def _threshold_backward(out, grad, x, *, threshold):
+    keep = x > np.asarray(threshold).astype(x.dtype)
+    out[...] = 0
+    np.copyto(out, grad, where=keep)
+
+
+def _lerp(out, start, end, weight):
+    start, end, weight = _operands(start, end, weight)
+    with np.errstate(all="ignore"):
+        diff = end - start
+        if np.abs(weight) < 0.5:
+            np.multiply(weight, diff, out=diff)
+            np.add(start, diff, out=out)
+        else:
+            np.multiply(diff, 1 - weight, out=diff)
+            np.subtract(end, diff, out=out)
+
+
+def _clone(out, x):
+    np.copyto(out, x)
+
+
+OUT_KERNELS = {
+    **{
+        name: (_ufunc(fn), True)
+        for name, fn in {
+            "add": np.add,
+            "sub": np.subtract,
+            "mul": np.multiply,
+            "div": np.true_divide,
+            "maximum": np.maximum,
+            "minimum": np.minimum,
+            "neg": np.negative,
+            "exp": np.exp,
+            "log": np.log,
+            "sqrt": np.sqrt,
+            "tanh": np.tanh,
+        }.items()
+    },  # fmt: skip
+    "relu": (_relu, True),
+    "where": (_where, True),
+    "threshold_backward": (_threshold_backward, True),
+    "lerp": (_lerp, True),
+    "clone": (_clone, True),
+    "matmul": (_ufunc(np.matmul), False),
+}
+
+
+def writes_into(node) -> bool:
+    """Whether ``node`` can be lowered to an ``OUT_KERNELS`` call writing a planned buffer."""
+    if node.op is CONSTANT or isinstance(node.op, ScalarOp) or getattr(node.op, "view", None) is not None:
+        return False
+    if node.name not in OUT_KERNELS or len(node.outputs) != 1 or node.effectful:
+        return False
+    out = node.outputs[0]
+    if out.kind != "tensor" or out.shape is None or out.dtype is None or out.dtype.np.name not in _FLOATS:
+        return False
+    tensors = [v for v in iter_values(node.args) if v.kind == "tensor"]
+    if node.name == "where":
+        condition, tensors = tensors[0], tensors[1:]
+        if condition is not node.args[0] or condition.dtype.np != np.bool_:
+            return False
+    if node.name == "lerp" and isinstance(node.args[2], Value) and node.args[2].kind == "tensor":
+        return False  # a tensor weight picks per element; only a scalar weight is lowered
+    return all(v.dtype is out.dtype for v in tensors)
+
+
+def is_elementwise(node) -> bool:
+    return OUT_KERNELS.get(node.name, (None, False))[1]
+
+
+class Arena:
+    """One byte buffer per dtype; ``buffer(value)`` is the planned array for a value."""
+
+    def __init__(self, graph, donors: dict | None = None):
+        self.plan: MemoryPlan = plan_memory(graph, writes_into, donors, is_elementwise)
+        self.storage = {key: np.empty(size, np.uint8) for key, size in self.plan.arena_bytes.items()}
+
+    def buffer(self, v: Value) -> np.ndarray:
+        key, offset = self.plan.offsets[v]
+        n = v.dtype.np.itemsize
+        for s in v.shape:
+            n *= s
+        return self.storage[key][offset : offset + n].view(v.dtype.np).reshape(v.shape)
+
+    def prepare(self, node, arg_fns, static: dict, dynamic: list, out_slot: int, slot: dict):
+        """A step writing ``node``'s output into its planned buffer, or None when it is not planned."""
+        out = node.outputs[0] if len(node.outputs) == 1 else None
+        fn = OUT_KERNELS.get(node.name, (None,))[0]
+        if out is None or fn is None:
+            return None
+        source, target = None, None
+        if out in self.plan.inplace:
+            source = slot[self.plan.inplace[out]]
+        elif out in self.plan.offsets:
+            target = self.buffer(out)
+        else:
+            return None
+        shape, np_dtype = out.shape, out.dtype.np
+
+        def arena_step(env):
+            attrs = static
+            if dynamic:
+                attrs = dict(static)
+                for k, f in dynamic:
+                    attrs[k] = f(env)
+            buf = target
+            if buf is None:  # the state input's own memory (checked: a caller may pass anything)
+                buf = env[source]
+                if buf.shape != shape or buf.dtype != np_dtype or not buf.flags.c_contiguous:
+                    buf = np.empty(shape, np_dtype)
+            fn(buf, *[f(env) for f in arg_fns], **attrs)
+            env[out_slot] = buf
+
+        return arena_step

@@ -1,0 +1,187 @@
+"""Memory planning (passes/memory.py) and the cpu arena (compiler/arena.py).
+
+Arena sizes are exact: a broken liveness or reuse rule changes them, and the alias tests fail
+when a buffer is handed out while a view (or a possibly aliasing kernel result) still reads it.
+"""
+
+import numpy as np
+import pytest
+
+import munet
+import munet.nn.functional as F
+from munet import nn
+from munet.compiler.arena import OUT_KERNELS, Arena, is_elementwise, writes_into
+from munet.compiler.executable import Executable
+from munet.compiler.ir import Graph
+from munet.compiler.passes.memory import ALIGNMENT, plan_memory
+from munet.ops._registry import OPS
+
+F32 = munet.float32
+CPU = munet.device("cpu")
+BLOCK = ALIGNMENT  # a (2, 3) float32 value (24 bytes) takes one aligned block
+
+
+def _node(g, name, args, attrs=None, shape=(2, 3)):
+    return g.add_node(OPS[name], args, attrs or {}, [(shape, F32, CPU, "tensor")]).outputs[0]
+
+
+def _graph():
+    g = Graph()
+    return g, g.add_input((2, 3), F32, CPU, label="x")
+
+
+def _plan(g, donors=None):
+    return plan_memory(g, writes_into, donors, is_elementwise)
+
+
+def test_chain_reuses_two_blocks():
+    g, x = _graph()
+    v = x
+    for name in ("exp", "neg", "exp", "neg", "exp", "neg"):
+        v = _node(g, name, [v])
+    g.outputs = [v]
+    plan = _plan(g)
+    assert len(plan.offsets) == 6
+    assert plan.arena_bytes == {"float32": 2 * BLOCK}  # without reuse: 6 blocks
+    assert plan.reused == 4
+    assert plan.naive_bytes == 6 * 24
+
+
+def test_value_read_later_keeps_its_block():
+    g, x = _graph()
+    a = _node(g, "exp", [x])
+    b = _node(g, "neg", [a])
+    c = _node(g, "exp", [b])
+    d = _node(g, "add", [a, c])
+    g.outputs = [d]
+    plan = _plan(g)
+    offsets = {v: plan.offsets[v][1] for v in (a, b, c, d)}
+    assert len({offsets[a], offsets[b], offsets[c]}) == 3  # all live at once while c is computed
+    assert offsets[d] == offsets[b]  # b died after c: d takes its block
+    assert plan.arena_bytes["float32"] == 3 * BLOCK
+
+
+def test_view_keeps_its_source_alive():
+    g, x = _graph()
+    a = _node(g, "exp", [x])
+    view = _node(g, "view", [a], {"shape_out": (3, 2)}, shape=(3, 2))
+    b = _node(g, "neg", [x])
+    c = _node(g, "neg", [b])
+    out = _node(g, "mul", [view, view], shape=(3, 2))
+    g.outputs = [c, out]
+    plan = _plan(g)
+    assert view not in plan.offsets
+    assert plan.offsets[b][1] != plan.offsets[a][1] and plan.offsets[c][1] != plan.offsets[a][1]
+
+
+def test_unplanned_kernel_result_may_alias_its_inputs():
+    g, x = _graph()
+    a = _node(g, "exp", [x])
+    s = _node(g, "sin", [a])  # not an OUT_KERNELS op: its result might be ``a`` itself
+    b = _node(g, "neg", [x])
+    g.outputs = [s, b]
+    plan = _plan(g)
+    assert s not in plan.offsets
+    assert plan.offsets[b][1] != plan.offsets[a][1]
+
+
+def test_outputs_live_to_the_end():
+    g, x = _graph()
+    a = _node(g, "exp", [x])
+    b = _node(g, "neg", [x])
+    c = _node(g, "exp", [b])
+    g.outputs = [a, c]
+    plan = _plan(g)
+    assert len({plan.offsets[v][1] for v in (a, b, c)}) == 3
+
+
+def _state_graph(read_after: bool):
+    g = Graph()
+    p = g.add_input((2, 3), F32, CPU, label="state parameter tensor")
+    grad = g.add_input((2, 3), F32, CPU, label="grad")
+    step = _node(g, "mul", [grad, 0.1])
+    new_p = _node(g, "sub", [p, step])
+    g.outputs = [new_p]
+    if read_after:
+        g.outputs.append(_node(g, "exp", [p]))
+    return g, p, new_p
+
+
+def test_state_update_writes_into_the_state_input_when_nobody_reads_it_after():
+    g, p, new_p = _state_graph(read_after=False)
+    plan = _plan(g, {new_p: p})
+    assert plan.inplace == {new_p: p} and new_p not in plan.offsets
+    g2, p2, new_p2 = _state_graph(read_after=True)
+    plan2 = _plan(g2, {new_p2: p2})
+    assert plan2.inplace == {} and new_p2 in plan2.offsets
+
+
+def test_executable_writes_arena_and_state_memory_and_matches_unplanned():
+    g, p, new_p = _state_graph(read_after=False)
+    param = np.arange(6, dtype=np.float32).reshape(2, 3)
+    grad = np.full((2, 3), 0.5, np.float32)
+    expected = Executable(g, "cpu", plan_memory=False).run([param.copy(), grad])[0]
+    ex = Executable(g, "cpu", donors={new_p: p})
+    (result,) = ex.run([param, grad])
+    assert np.shares_memory(result, param)
+    np.testing.assert_array_equal(param, expected)
+    step = g.nodes[0].outputs[0]
+    assert np.shares_memory(ex.arena.buffer(step), ex.arena.storage["float32"])
+
+
+@pytest.mark.parametrize("name", sorted(OUT_KERNELS))
+def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
+    kernels = munet._device.get_backend(CPU).kernels
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((4, 5)).astype(np.float32)
+    b = rng.standard_normal((4, 5)).astype(np.float32) + 2
+    a[0, 0], b[1, 1], a[2, 2] = np.nan, np.inf, -0.0
+    cases = {
+        "matmul": [(a, b.T.copy())],
+        "where": [(a > 0, a, b), (a > 0, a, 0.5)],
+        "threshold_backward": [(a, b - 2, {"threshold": 0.0})],
+        "lerp": [(a, b, 0.1), (a, b, 0.9)],
+        "add": [(a, b), (a, 2.5), (a, b[0])],
+    }
+    unary = {"neg", "exp", "log", "sqrt", "tanh", "relu", "clone"}
+    default = [(np.abs(b),)] if name in unary else [(a, b)]
+    for args in cases.get(name, default):
+        attrs = args[-1] if isinstance(args[-1], dict) else {}
+        args = args[:-1] if attrs else args
+        expected = np.asarray(kernels[name](*args, **attrs))
+        out = np.empty(expected.shape, np.float32)
+        OUT_KERNELS[name][0](out, *args, **attrs)
+        np.testing.assert_array_equal(out.view(np.int32), expected.astype(np.float32).view(np.int32))
+
+
+def _mlp_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def test_compiled_adamw_step_updates_state_in_place_and_matches_eager():
+    def make():
+        munet.manual_seed(0)
+        model = nn.Sequential(nn.Linear(8, 16), nn.ReLU(), nn.Linear(16, 4))
+        return model, munet.optim.AdamW(model.parameters(), lr=1e-2)
+
+    munet.manual_seed(1)
+    x, y = munet.randn(5, 8), munet.randint(0, 4, (5,))
+    eager_model, eager_opt = make()
+    model, opt = make()
+    step = munet.compile(_mlp_step, fuse=False)  # generated kernels round differently; this test is about memory
+    addresses = [p._data.__array_interface__["data"][0] for p in model.parameters()]
+    for _ in range(4):
+        expected = _mlp_step(eager_model, eager_opt, x, y).item()
+        assert step(model, opt, x, y).item() == expected
+    for p, q in zip(model.parameters(), eager_model.parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    assert [p._data.__array_interface__["data"][0] for p in model.parameters()] == addresses
+    memory = step.stats()["memory"]
+    # every parameter, both moments and the step count of 4 parameters are updated in place
+    assert memory["inplace_updates"] == 16
+    assert 0 < step.stats()["arena_bytes"] < memory["naive_bytes"]
+    assert isinstance(step._last.executable.arena, Arena)
