@@ -28,6 +28,7 @@ __all__ = ["load", "save"]
 
 MANIFEST_KEY = "munet.manifest"
 FORMAT_VERSION = 1
+PROGRAM_FORMAT = "munet-program"  # a compiled program (munet.compiler.saving)
 _MAX_HEADER = 100 * 1024 * 1024
 
 _CODE_OF = {
@@ -128,7 +129,16 @@ def _tensor_bytes(t: Tensor) -> bytes:
 
 
 def save(obj, f, *, metadata: dict | None = None) -> None:
-    """Save ``obj`` (tensors, state dicts, nested containers) to the file ``f`` atomically."""
+    """Save ``obj`` (tensors, state dicts, nested containers) to the file ``f`` atomically.
+
+    A compiled step (``munet.compile``) or a loaded program is saved as a program: its optimized
+    graph and current state, loadable without the Python code (see ``munet.compiler.saving``).
+    """
+    from munet.compiler.saving import is_program, save_program
+
+    if is_program(obj):
+        save_program(obj, f, metadata=metadata)
+        return
     packer = _Packer()
     if _is_state_dict(obj):
         tree = {"t": "dict", "k": [], "v": []}
@@ -137,21 +147,25 @@ def save(obj, f, *, metadata: dict | None = None) -> None:
             tree["v"].append(packer.add_tensor(v, k))
     else:
         tree = packer.pack(obj, "")
+    entries = [(name, t.dtype, tuple(t.shape), _tensor_bytes(t)) for name, t in packer.tensors.items()]
+    write_file(f, entries, {"format": "munet", "version": FORMAT_VERSION, "tree": tree}, metadata)
+
+
+def write_file(f, entries, manifest: dict, metadata: dict | None = None) -> None:
+    """Write ``entries`` (``(name, dtype, shape, raw bytes)``) and ``manifest`` as one safetensors file.
+
+    The manifest gets a SHA-256 per tensor; the write is atomic.
+    """
     header: dict = {}
     hashes = {}
     chunks = []
     offset = 0
-    for name, t in packer.tensors.items():
-        data = _tensor_bytes(t)
-        header[name] = {
-            "dtype": _CODE_OF[t.dtype],
-            "shape": list(t.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
+    for name, dtype, shape, data in entries:
+        header[name] = {"dtype": _CODE_OF[dtype], "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
         hashes[name] = hashlib.sha256(data).hexdigest()
         chunks.append(data)
         offset += len(data)
-    manifest = {"format": "munet", "version": FORMAT_VERSION, "tree": tree, "sha256": hashes}
+    manifest = {**manifest, "sha256": hashes}
     meta = {MANIFEST_KEY: json.dumps(manifest, separators=(",", ":"))}
     for k, v in (metadata or {}).items():
         if not isinstance(k, str) or not isinstance(v, str):
@@ -310,10 +324,34 @@ def _unpack(path, node, tensors: dict):
     _fail(path, f"manifest has an unknown node type '{kind}'")
 
 
-def load(f, map_location=None, *, weights_only: bool = True, mmap=None):
-    """Load what ``save`` wrote (or any safetensors file, as a state dict), fully validated first."""
+def load(f, map_location=None, *, device=None, weights_only: bool = True, mmap=None):
+    """Load what ``save`` wrote (or any safetensors file, as a state dict), fully validated first.
+
+    ``device`` (or ``map_location``) names the device to load onto. A saved compiled program
+    comes back as a runnable ``munet.compiler.saving.LoadedProgram``.
+    """
     from munet.ops.creation import tensor as make_tensor
 
+    manifest, arrays = read_file(f)
+    device = _map_device(device if device is not None else map_location)
+    if manifest is not None and manifest["format"] == PROGRAM_FORMAT:
+        from munet.compiler.saving import load_program
+
+        return load_program(f, manifest, arrays, device)
+    # Everything is validated; now build tensors and the structure.
+    tensors = {
+        name: make_tensor(arr, dtype=D.from_numpy_dtype(arr.dtype), device=device) for name, arr in arrays.items()
+    }
+    if manifest is None:
+        return OrderedDict((name, tensors[name]) for name in arrays)
+    return _unpack(f, manifest["tree"], tensors)
+
+
+def read_file(f) -> tuple[dict | None, OrderedDict]:
+    """The manifest (None for a plain safetensors file) and the tensors as read-only NumPy arrays.
+
+    Header, sizes, offsets, format version and every SHA-256 are checked first.
+    """
     raw = _read_file(f)
     _check_not_pickle(f, raw)
     header, start = _parse_header(f, raw)
@@ -327,7 +365,9 @@ def load(f, map_location=None, *, weights_only: bool = True, mmap=None):
             manifest = json.loads(metadata[MANIFEST_KEY])
         except json.JSONDecodeError as exc:
             _fail(f, f"manifest is not valid JSON ({exc})")
-        if not isinstance(manifest, dict) or manifest.get("format") != "munet" or "tree" not in manifest:
+        if not isinstance(manifest, dict) or manifest.get("format") not in ("munet", PROGRAM_FORMAT):
+            _fail(f, "manifest is malformed")
+        if manifest["format"] == "munet" and "tree" not in manifest:
             _fail(f, "manifest is malformed")
         if manifest.get("version", 0) > FORMAT_VERSION:
             _fail(
@@ -335,22 +375,15 @@ def load(f, map_location=None, *, weights_only: bool = True, mmap=None):
                 f"written by a newer MuNet (format version {manifest.get('version')}); this one reads {FORMAT_VERSION}",
             )
         hashes = manifest.get("sha256", {})
-        if set(hashes) != set(layout):
+        if not isinstance(hashes, dict) or set(hashes) != set(layout):
             _fail(f, "manifest hashes do not list exactly the tensors in the file")
-    device = _map_device(map_location)
-    arrays = {}
+    arrays = OrderedDict()
     for name, (dtype, shape, begin, end) in layout.items():
         chunk = raw[start + begin : start + end]
         if manifest is not None and hashlib.sha256(chunk).hexdigest() != manifest["sha256"][name]:
             _fail(f, f"tensor '{name}' fails its SHA-256 check (the file is damaged)")
         arrays[name] = np.frombuffer(chunk, dtype=dtype.np).reshape(shape)
-    # Everything is validated; now build tensors and the structure.
-    tensors = {
-        name: make_tensor(arr, dtype=D.from_numpy_dtype(arr.dtype), device=device) for name, arr in arrays.items()
-    }
-    if manifest is None:
-        return OrderedDict((name, tensors[name]) for name in layout)
-    return _unpack(f, manifest["tree"], tensors)
+    return manifest, arrays
 
 
 def _map_device(map_location):

@@ -58,6 +58,7 @@ class CompiledFunction:
         self._cache: OrderedDict = OrderedDict()
         self._last = None
         self._modules = list(fn.modules()) if self.module is not None else _modules_reachable(fn)
+        self._module_ids = {id(m) for m in self._modules}
         self._leaves: list = []
         self._leaf_ids: set = set()
         self._optimizers: list = []
@@ -69,6 +70,7 @@ class CompiledFunction:
     # calling ---------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         flat, rebuild = _flatten((args, kwargs))
+        self._note_modules(flat)
         key = self._key(flat)
         entry = self._cache.get(key)
         self._counters["calls"] += 1
@@ -91,6 +93,17 @@ class CompiledFunction:
         self._times["run_ms"] += ms
         self._times["last_run_ms"] = ms
         return out
+
+    def _note_modules(self, flat) -> None:
+        """Modules passed as arguments: their ``training`` is guarded and ``munet.save`` names their state."""
+        from munet.nn.module import Module
+
+        for x in flat:
+            if isinstance(x, Module) and id(x) not in self._module_ids:
+                for m in x.modules():
+                    if id(m) not in self._module_ids:
+                        self._module_ids.add(id(m))
+                        self._modules.append(m)
 
     def _key(self, flat) -> tuple:
         parts = [_State.enabled]
