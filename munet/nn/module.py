@@ -35,6 +35,15 @@ class _RemovableHandle:
         self.hooks = hooks
         self.id = next(self._ids)
 
+    @classmethod
+    def add(cls, hooks: dict, hook, *, prepend: bool = False) -> _RemovableHandle:
+        """Store ``hook`` in ``hooks`` under a fresh id (first when ``prepend``); its handle removes it."""
+        handle = cls(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
     def remove(self) -> None:
         self.hooks.pop(self.id, None)
 
@@ -497,34 +506,24 @@ class Module:
 
     # hooks and call ----------------------------------------------------------------------------------------
     def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False):
-        handle = _RemovableHandle(self._forward_pre_hooks)
-        self._forward_pre_hooks[handle.id] = hook
+        handle = _RemovableHandle.add(self._forward_pre_hooks, hook, prepend=prepend)
         if with_kwargs:
             self._forward_pre_hooks_with_kwargs[handle.id] = True
-        if prepend:
-            self._forward_pre_hooks.move_to_end(handle.id, last=False)
         return handle
 
     def register_forward_hook(
         self, hook, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
     ):
-        handle = _RemovableHandle(self._forward_hooks)
-        self._forward_hooks[handle.id] = hook
+        handle = _RemovableHandle.add(self._forward_hooks, hook, prepend=prepend)
         if with_kwargs:
             self._forward_hooks_with_kwargs[handle.id] = True
-        if prepend:
-            self._forward_hooks.move_to_end(handle.id, last=False)
         return handle
 
     def register_state_dict_hook(self, hook):
-        handle = _RemovableHandle(self._state_dict_hooks)
-        self._state_dict_hooks[handle.id] = hook
-        return handle
+        return _RemovableHandle.add(self._state_dict_hooks, hook)
 
     def register_load_state_dict_pre_hook(self, hook):
-        handle = _RemovableHandle(self._load_state_dict_pre_hooks)
-        self._load_state_dict_pre_hooks[handle.id] = lambda sd, *a: hook(self, sd, *a)
-        return handle
+        return _RemovableHandle.add(self._load_state_dict_pre_hooks, lambda sd, *a: hook(self, sd, *a))
 
     def __call__(self, *args, **kwargs):
         for hook_id, hook in list(self._forward_pre_hooks.items()):

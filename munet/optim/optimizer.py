@@ -196,16 +196,12 @@ class Optimizer:
     def register_step_pre_hook(self, hook):
         from munet.nn.module import _RemovableHandle
 
-        handle = _RemovableHandle(self._step_pre_hooks)
-        self._step_pre_hooks[handle.id] = hook
-        return handle
+        return _RemovableHandle.add(self._step_pre_hooks, hook)
 
     def register_step_post_hook(self, hook):
         from munet.nn.module import _RemovableHandle
 
-        handle = _RemovableHandle(self._step_post_hooks)
-        self._step_post_hooks[handle.id] = hook
-        return handle
+        return _RemovableHandle.add(self._step_post_hooks, hook)
 
 
 def step_counter() -> Tensor:
