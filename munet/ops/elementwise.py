@@ -175,7 +175,7 @@ __tensor_methods__ = [
 # promotion ------------------------------------------------------------------------------------------
 
 
-def promote_operands(op_name: str, *operands, dtype=None):
+def promote_operands(*operands, dtype=None):
     """Cast tensor operands to their common dtype (or ``dtype``); numbers pass through."""
     from munet.ops.convert import cast
 
@@ -198,7 +198,7 @@ def binary(op, a, b, **attrs):
         raise TypeError(
             f"{op.name}: expected at least one tensor operand, got {type(a).__name__} and {type(b).__name__}"
         )
-    _, (a, b) = promote_operands(op.name, a, b)
+    _, (a, b) = promote_operands(a, b)
     return apply(op, a, b, **attrs)
 
 
@@ -335,7 +335,7 @@ def div(input, other, *, rounding_mode=None, out=None):
         from munet.ops.creation import full
 
         input = full((), input, dtype=target, device=other.device)
-    _, (a, b) = promote_operands("div", input, other, dtype=target)
+    _, (a, b) = promote_operands(input, other, dtype=target)
     return _out(apply(div_op, a, b), out)
 
 
@@ -391,7 +391,7 @@ neg_op = define("neg", meta=_unary_meta, backward=lambda ctx, g: -g)
 exp_op = define("exp", meta=_unary_meta, backward=lambda ctx, g: g * ctx.saved_tensor("result"), saves=("result",))
 
 
-def _float_input(x, name: str):
+def _float_input(x):
     """Integer inputs of float-valued functions are computed in the default float dtype."""
     if x.dtype.is_floating_point:
         return x
@@ -418,7 +418,7 @@ def neg_(self):
 
 
 def exp(input):
-    return apply(exp_op, _float_input(input, "exp"))
+    return apply(exp_op, _float_input(input))
 
 
 def exp_(self):
@@ -544,7 +544,7 @@ def _comparison(name: str):
             raise TypeError(
                 f"{name}(): expected at least one tensor operand, got {type(input).__name__} and {type(other).__name__}"
             )
-        _, (a, b) = promote_operands(name, input, other)
+        _, (a, b) = promote_operands(input, other)
         return _out(apply(op, a, b), out)
 
     def fn_(self, other):
@@ -724,7 +724,7 @@ def where(condition, input=None, other=None, *, out=None):
         raise RuntimeError(
             f"where expected condition to be a boolean tensor, but got a tensor with dtype {condition.dtype.name}"
         )
-    _, (a, b) = promote_operands("where", input, other)
+    _, (a, b) = promote_operands(input, other)
     return _out(apply(where_op, condition, a, b), out)
 
 
@@ -772,7 +772,7 @@ clamp_op = define(
 def _clamp_operands(name: str, input, min, max):
     if min is None and max is None:
         raise RuntimeError(f"torch.{name}: At least one of 'min' or 'max' must not be None")
-    _, (x, lo, hi) = promote_operands(name, input, min, max)
+    _, (x, lo, hi) = promote_operands(input, min, max)
     return x, lo, hi
 
 

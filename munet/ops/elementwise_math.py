@@ -102,7 +102,7 @@ def _float_unary(name: str):
     op = define(name, meta=_unary_meta, backward=backward, saves=saves)
 
     def fn(input, *, out=None):
-        return _out(apply(op, _float_input(input, name)), out)
+        return _out(apply(op, _float_input(input)), out)
 
     def fn_(self):
         check_float_inplace(name, self)
@@ -144,7 +144,7 @@ rad2deg, rad2deg_ = _float_unary("rad2deg")
 
 def logit(input, eps: float | None = None):
     """``log(p / (1 - p))``, with ``p`` clamped to ``[eps, 1 - eps]`` when ``eps`` is given."""
-    p = _float_input(input, "logit")
+    p = _float_input(input)
     if eps is not None:
         p = p.clamp(eps, 1 - eps)
     return log(p / (1 - p))
@@ -372,7 +372,7 @@ def float_power_(self, exponent):
 
 def _float_binary(op, input, other):
     target = float_result_type(input, other)
-    _, (a, b) = promote_operands(op.name, input, other, dtype=target)
+    _, (a, b) = promote_operands(input, other, dtype=target)
     return apply(op, a, b)
 
 

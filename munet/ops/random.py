@@ -412,7 +412,7 @@ def normal(
     if is_tensor(mean) and is_tensor(std) and mean.dtype is not std.dtype:
         from munet.ops.elementwise import promote_operands
 
-        _, (mean, std) = promote_operands("normal", mean, std)
+        _, (mean, std) = promote_operands(mean, std)
     device = (mean if is_tensor(mean) else std).device
     gen = _generator(generator, device, "normal")
     mean, std = (float(v) if not is_tensor(v) else v for v in (mean, std))
