@@ -46,7 +46,7 @@ def _collect(root_nodes, wanted_keys):
     if wanted_keys is not None:
         useful = set()
         for node in sorted(order, key=lambda n: n.seq):  # producers before consumers
-            for i, edge in enumerate(node.next_edges):
+            for edge in node.next_edges:
                 if edge is None:
                     continue
                 if edge[1] < 0:
@@ -153,7 +153,7 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, i
             for i in wanted.get(key, ()):
                 captured[i] = _run_leaf_hooks(leaf, g)
         result = []
-        for i, t in enumerate(inputs):
+        for i in range(len(inputs)):
             g = captured.get(i)
             if g is None and not allow_unused:
                 raise RuntimeError(
