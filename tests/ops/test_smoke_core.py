@@ -7,7 +7,9 @@ import munet
 from tests.reference import check, noncontiguous, randn
 
 
-@pytest.mark.parametrize("shapes", [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((), (2, 3)), ((0, 3), (1, 3)), ((5,), (2, 1, 5))])
+@pytest.mark.parametrize(
+    "shapes", [((3, 4), (3, 4)), ((3, 1), (1, 4)), ((), (2, 3)), ((0, 3), (1, 3)), ((5,), (2, 1, 5))]
+)
 @pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
 def test_binary_broadcast(name, shapes):
     a, b = randn(*shapes[0], seed=1), randn(*shapes[1], seed=2)
