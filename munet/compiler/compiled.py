@@ -20,6 +20,7 @@ from munet.autograd.grad_mode import _State
 from munet.compiler import passes
 from munet.compiler.executable import Executable
 from munet.compiler.ir import verify
+from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
 from munet.ops._registry import Meta
 
@@ -186,10 +187,7 @@ class CompiledFunction:
         last = self._last
         return {
             "backend": "cpu",
-            "generated_code": False,
-            "fallback": "numpy kernels (no code generation in this version)",
-            "fusion": False,
-            "fused_groups": 0,
+            **_codegen_stats(last.executable.codegen if last else None, self.fuse),
             "arena_bytes": last.executable.arena.plan.total_bytes if last and last.executable.arena else None,
             "memory": last.executable.arena.plan.summary() if last and last.executable.arena else {},
             "kernels": last.executable.kernels if last else 0,
@@ -262,6 +260,7 @@ class _Specialization:
                         outputs.append(tracer.value_of(v))
                         self.bindings.append((("item", st, k), len(outputs) - 1))
         self._tracer = tracer
+        self.fuse = owner.fuse
         self.guards = tracer.guards
         graph.outputs = outputs
         self.graph = graph
@@ -280,6 +279,8 @@ class _Specialization:
     def lower(self, optimize: bool, device) -> None:
         verify(self.graph)
         self.pass_report = passes.run_default(self.graph) if optimize else {}
+        if optimize and self.fuse:
+            self.pass_report["fuse"] = fuse_elementwise(self.graph)
         verify(self.graph)
         n = self.n_results
         donors = {self.graph.outputs[n + j]: v for j, v in enumerate(self.state_inputs)}
@@ -336,6 +337,24 @@ class _Specialization:
             v = self.graph.outputs[item]
             results.append(Tensor._from_kernel(self.backend, arr, Meta(v.shape, v.dtype)))
         return self.out_rebuild(results)
+
+
+def _codegen_stats(counters, fuse: bool) -> dict:
+    """Whether fused groups ran generated C or the NumPy plan (see ``lower_cpu.py``)."""
+    counters = counters or {"generated": 0, "numpy": 0, "cache_hits": 0, "compiler": None, "fallback_reason": None}
+    groups = counters["generated"] + counters["numpy"]
+    fallback = None
+    if counters["numpy"]:
+        fallback = f"numpy kernels for {counters['numpy']} fused groups: {counters['fallback_reason']}"
+    return {
+        "generated_code": counters["generated"] > 0,
+        "fallback": fallback,
+        "fusion": fuse,
+        "fused_groups": groups,
+        "generated_kernels": counters["generated"],
+        "kernel_cache_hits": counters["cache_hits"],
+        "c_compiler": counters["compiler"],
+    }
 
 
 def _ownership(executable) -> list:

@@ -16,6 +16,8 @@ from munet._device import as_device, get_backend
 from munet._tensor import Tensor
 from munet.compiler.arena import Arena
 from munet.compiler.ir import CONSTANT, Graph, ScalarOp, Value, format_node
+from munet.compiler.lower_cpu import new_counters, prepare_fused
+from munet.compiler.passes.fuse import FUSED
 
 
 class Executable:
@@ -33,6 +35,7 @@ class Executable:
             self._assign(v)
         # memory planning (passes/memory.py): planned outputs are written into one arena per dtype
         self.arena = Arena(graph, donors) if plan_memory else None
+        self.codegen = new_counters()  # fused groups: generated kernels, NumPy fallbacks, cache hits
         self.env_template: list = [None] * 0
         self.steps: list = []
         self.plan: list[str] = []
@@ -79,6 +82,8 @@ class Executable:
                 env[out] = fn(*[f(env) for f in arg_fns])
 
             return scalar_step
+        if node.op is FUSED:
+            return prepare_fused(node, self)
         if node.op.view is not None:
             return _view_step(node.op, static, arg_fns[0], outs[0], self.backend)
         if self.arena is not None and len(outs) == 1:

@@ -56,7 +56,7 @@ def test_mlp_adamw_with_scheduler_matches_eager_without_retracing():
     stats = compiled.stats()
     # one trace creates the optimizer state, the second is the steady step; lr changes don't retrace
     assert stats["traces"] == 2 and stats["cache_hits"] == 5
-    assert stats["backend"] == "cpu" and stats["generated_code"] is False and stats["kernels"] > 0
+    assert stats["backend"] == "cpu" and stats["kernels"] > 0 and stats["fused_groups"] > 0
     for p1, p2 in zip(o1.state.values(), o2.state.values()):
         np.testing.assert_allclose(p2["exp_avg_sq"].numpy(), p1["exp_avg_sq"].numpy(), rtol=RTOL, atol=1e-12)
         assert p2["step"].item() == p1["step"].item() == 7

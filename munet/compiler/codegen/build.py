@@ -1,0 +1,105 @@
+"""Compile generated C with the system compiler and load it with ctypes.
+
+The compiler is found at run time: ``$CC`` when set (a missing binary means "no compiler";
+that is how tests simulate a machine without one), else ``cc``, ``gcc`` or ``clang`` on
+``PATH``. Flags: ``-O3`` (vectorizes) for the baseline ISA, so cached binaries stay
+portable; ``-ffp-contract=off`` keeps ``a * b + c`` two roundings as NumPy does;
+``-fno-math-errno`` lets ``sqrt`` vectorize; ``-fopenmp`` when the compiler accepts it.
+
+``load_kernel(source, name)`` returns ``(function, cache_hit)``; it raises
+:class:`CompilerUnavailableError` when no compiler works.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+from munet.compiler.codegen import cache
+
+BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c99", "-ffp-contract=off", "-fno-math-errno")
+
+
+class CompilerUnavailableError(RuntimeError):
+    """No working C compiler: the cpu plan runs NumPy kernels instead."""
+
+
+@functools.cache
+def _probe(cc_env: str | None, path_env: str | None):
+    names = [cc_env] if cc_env else ["cc", "gcc", "clang"]
+    for name in names:
+        exe = shutil.which(name)
+        if exe is None:
+            continue
+        try:
+            version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+        except (OSError, subprocess.SubprocessError):
+            continue
+        flags = BASE_FLAGS + (("-fopenmp",) if _accepts(exe, "-fopenmp") else ())
+        return exe, f"{exe}\n{version}", flags
+    return None
+
+
+def _accepts(exe: str, flag: str) -> bool:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "probe.c"
+        src.write_text("int probe(void) { return 0; }\n")
+        result = subprocess.run(
+            [exe, *BASE_FLAGS, flag, str(src), "-o", str(Path(tmp) / "probe.so")], capture_output=True, timeout=60
+        )
+        return result.returncode == 0
+
+
+def find_compiler():
+    """``(path, identity, flags)`` of the C compiler to use, or None."""
+    return _probe(os.environ.get("CC"), os.environ.get("PATH"))
+
+
+def compiler_name() -> str | None:
+    found = find_compiler()
+    return None if found is None else found[0]
+
+
+def _compile(exe: str, flags: tuple, source: str, target: Path) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "kernel.c"
+        src.write_text(source)
+        out = Path(tmp) / "kernel.so"
+        result = subprocess.run([exe, *flags, str(src), "-o", str(out), "-lm"], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise RuntimeError(f"munet codegen: {exe} failed on a generated kernel:\n{result.stderr}\n{source}")
+        cache.write_entry(target, out.read_bytes())
+
+
+_loaded: dict = {}  # path -> CDLL, so a process loads each entry once
+
+
+def load_kernel(source: str, name: str):
+    """Compile (or fetch from the disk cache) ``source`` and return ``(function, cache_hit)``."""
+    found = find_compiler()
+    if found is None:
+        raise CompilerUnavailableError("no C compiler found ($CC, cc, gcc or clang)")
+    exe, identity, flags = found
+    path = cache.entry_path(cache.cache_key(source, identity, flags))
+    hit = cache.entry_valid(path)
+    lib = _loaded.get(str(path))
+    if lib is None:
+        if not hit:
+            _compile(exe, flags, source, path)
+        try:
+            lib = ctypes.CDLL(str(path))
+            getattr(lib, name)
+        except (OSError, AttributeError):  # a corrupt or truncated entry: rebuild it
+            hit = False
+            _compile(exe, flags, source, path)
+            lib = ctypes.CDLL(str(path))
+        _loaded[str(path)] = lib
+    fn = getattr(lib, name)
+    fn.restype = None
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    return fn, hit

@@ -1,0 +1,98 @@
+"""Lowering of ``fused`` nodes on the cpu backend: a prepared call of the generated C kernel.
+
+``prepare_fused(node, executable)`` builds the group's kernel IR, renders it as C, compiles it
+(or takes it from the disk cache) and returns a step ``step(env)`` that reads the inputs from
+the executable's environment, calls the kernel through ctypes into fresh contiguous outputs
+and stores them. Without a working C compiler (or ``fuse`` disabled by a failing build) the
+step runs the group's member nodes with the NumPy kernels instead, and the executable's
+``codegen`` counters say so. BLAS-bound nodes (matmul, convolution) are never fused: they
+keep calling NumPy.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from munet.compiler.codegen import build
+from munet.compiler.codegen.c import render_c
+from munet.compiler.codegen.kernel import kernel_from_group
+from munet.compiler.ir import Graph
+
+
+def new_counters() -> dict:
+    return {"generated": 0, "numpy": 0, "cache_hits": 0, "compiler": None, "fallback_reason": None}
+
+
+def prepare_fused(node, executable):
+    """The step running fused ``node`` in ``executable`` (generated C, else the NumPy plan)."""
+    counters = executable.codegen
+    group = node.attrs["group"]
+    try:
+        kernel, tensors, scalars = kernel_from_group(group)
+        source = render_c(kernel)
+        fn, hit = build.load_kernel(source, kernel.name)
+    except build.CompilerUnavailableError as e:
+        counters["numpy"] += 1
+        counters["fallback_reason"] = str(e)
+        return _numpy_step(node, executable)
+    group.kernel = kernel
+    counters["generated"] += 1
+    counters["cache_hits"] += int(hit)
+    counters["compiler"] = build.compiler_name()
+    return _kernel_step(fn, kernel, tensors, scalars, node, executable)
+
+
+def _kernel_step(fn, kernel, tensors, scalars, node, executable):
+    slot = executable.slot
+    in_slots = [slot[v] for v in tensors]
+    in_dtypes = [np.dtype(v.dtype.np) for v in tensors]
+    in_shapes = [tuple(v.shape) for v in tensors]
+    param_slots = [slot[v] for v in scalars]
+    outs = [(slot[v], tuple(v.shape), np.dtype(v.dtype.np)) for v in node.outputs]
+    in_ptrs = (ctypes.c_void_p * max(len(in_slots), 1))()
+    out_ptrs = (ctypes.c_void_p * max(len(outs), 1))()
+    params = (ctypes.c_double * max(len(param_slots), 1))()
+    addr_in, addr_out, addr_p = ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), ctypes.addressof(params)
+
+    def fused_step(env):
+        keep = []
+        for k, i in enumerate(in_slots):
+            a = env[i]
+            if not (type(a) is np.ndarray and a.flags.c_contiguous and a.dtype == in_dtypes[k]):
+                a = np.ascontiguousarray(a, dtype=in_dtypes[k]).reshape(in_shapes[k])
+                keep.append(a)
+            in_ptrs[k] = a.ctypes.data
+        for k, i in enumerate(param_slots):
+            params[k] = env[i]
+        results = []
+        for k, (i, shape, dtype) in enumerate(outs):
+            r = np.empty(shape, dtype)
+            out_ptrs[k] = r.ctypes.data
+            results.append((i, r))
+        fn(addr_in, addr_out, addr_p)
+        for i, r in results:
+            env[i] = r
+
+    return fused_step
+
+
+def _numpy_step(node, executable):
+    from munet.compiler.executable import Executable
+
+    group = node.attrs["group"]
+    sub = Graph()
+    sub.inputs = list(group.inputs)
+    sub.nodes = list(group.members)
+    sub.outputs = list(group.outputs)
+    inner = Executable(sub, executable.backend.device, plan_memory=False)  # results must be fresh arrays
+    in_slots = [executable.slot[v] for v in group.inputs]
+    out_slots = [executable.slot[v] for v in group.outputs]
+
+    def numpy_step(env):
+        results = inner.run([env[i] for i in in_slots])
+        for i, r in zip(out_slots, results):
+            env[i] = r
+
+    return numpy_step

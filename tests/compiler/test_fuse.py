@@ -1,0 +1,87 @@
+"""passes/fuse.py: which nodes form fused groups, on small compiled functions."""
+
+import numpy as np
+import pytest
+
+import munet
+from munet.compiler.ir import verify
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+
+
+def _fused(graph):
+    return [n for n in graph.nodes if n.name == "fused"]
+
+
+def _ops(node):
+    return [m.name for m in node.attrs["group"].members if m.op.view is None]
+
+
+def _run(fn, *arrays, fuse=True):
+    compiled = munet.compile(fn, fuse=fuse)
+    out = compiled(*[munet.tensor(a) for a in arrays])
+    verify(compiled.graph)
+    return compiled, out
+
+
+def test_an_elementwise_chain_with_broadcasting_is_one_group():
+    rng = np.random.default_rng(0)
+    x, b = rng.standard_normal((4, 5), np.float32), rng.standard_normal(5, np.float32)
+    compiled, out = _run(lambda x, b: ((x * b + x) - 2.0).relu() / 3.0, x, b)
+    (node,) = _fused(compiled.graph)
+    assert _ops(node) == ["mul", "add", "sub", "relu", "div"]
+    assert len(compiled.graph.nodes) == 1 and compiled.stats()["fused_groups"] == 1
+    np.testing.assert_array_equal(out.numpy(), np.maximum((x * b + x) - np.float32(2), 0) / np.float32(3))
+
+
+def test_a_matmul_splits_chains_into_two_groups():
+    rng = np.random.default_rng(1)
+    x, w = rng.standard_normal((3, 4), np.float32), rng.standard_normal((4, 2), np.float32)
+    compiled, _ = _run(lambda x, w: ((x * 2 + 1) @ w + 1).relu(), x, w)
+    names = [n.name for n in compiled.graph.nodes]
+    assert names == ["fused", "matmul", "fused"]
+
+
+def test_a_transpose_is_folded_into_the_kernels_index_expression():
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((5, 3), np.float32), rng.standard_normal((3, 5), np.float32)
+    compiled, out = _run(lambda x, y: x.t() * y + 1, x, y)
+    (node,) = _fused(compiled.graph)
+    assert all(n.name != "permute" for n in compiled.graph.nodes)  # no view left outside the group
+    assert node.attrs["group"].folded_views == 1 and node.args[0] is compiled.graph.inputs[0]
+    np.testing.assert_array_equal(out.numpy(), x.T * y + np.float32(1))
+
+
+def test_no_group_reads_its_own_output_through_another_node():
+    # a feeds the matmul and the final product: c may not join a's group (that would be a cycle)
+    rng = np.random.default_rng(3)
+    x, w = rng.standard_normal((4, 4), np.float32), rng.standard_normal((4, 4), np.float32)
+
+    def fn(x, w):
+        a = x * 2 + 1
+        return (a * (a @ w)) - 1
+
+    compiled, out = _run(fn, x, w)
+    assert [n.name for n in compiled.graph.nodes] == ["fused", "matmul", "fused"]
+    a = x * np.float32(2) + np.float32(1)
+    np.testing.assert_array_equal(out.numpy(), a * (a @ w) - np.float32(1))
+
+
+def test_single_ops_and_fuse_false_form_no_group():
+    x = np.ones((2, 3), np.float32)
+    compiled, _ = _run(lambda x: x * 2, x)
+    assert not _fused(compiled.graph)
+    compiled, _ = _run(lambda x: (x * 2 + 1).exp(), x, fuse=False)
+    assert not _fused(compiled.graph) and compiled.stats()["fused_groups"] == 0
+
+
+def test_groups_of_different_shapes_stay_apart():
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((3, 4), np.float32), rng.standard_normal((3, 4), np.float32)
+    compiled, out = _run(lambda x, y: (x * y + 1).sum(1) * 2 + 1, x, y)
+    assert [n.name for n in compiled.graph.nodes] == ["fused", "sum", "fused"]
+    expected = (x * y + np.float32(1)).sum(1) * np.float32(2) + np.float32(1)
+    np.testing.assert_array_equal(out.numpy(), expected)
