@@ -15,6 +15,7 @@ import ctypes
 
 import numpy as np
 
+from munet._threads import get_num_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.kernel import kernel_from_group
@@ -41,10 +42,10 @@ def prepare_fused(node, executable):
     counters["generated"] += 1
     counters["cache_hits"] += int(hit)
     counters["compiler"] = build.compiler_name()
-    return _kernel_step(fn, kernel, tensors, scalars, node, executable)
+    return _kernel_step(fn, source, tensors, scalars, node, executable)
 
 
-def _kernel_step(fn, kernel, tensors, scalars, node, executable):
+def _kernel_step(fn, source, tensors, scalars, node, executable):
     slot = executable.slot
     in_slots = [slot[v] for v in tensors]
     in_dtypes = [np.dtype(v.dtype.np) for v in tensors]
@@ -54,6 +55,8 @@ def _kernel_step(fn, kernel, tensors, scalars, node, executable):
     in_ptrs = (ctypes.c_void_p * max(len(in_slots), 1))()
     out_ptrs = (ctypes.c_void_p * max(len(outs), 1))()
     params = (ctypes.c_double * max(len(param_slots), 1))()
+    # read once: querying OpenBLAS costs milliseconds; set_num_threads applies to later compiles
+    threads = get_num_threads() if "omp parallel" in source else 1
     addr_in, addr_out, addr_p = ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), ctypes.addressof(params)
 
     def fused_step(env):
@@ -71,7 +74,7 @@ def _kernel_step(fn, kernel, tensors, scalars, node, executable):
             r = np.empty(shape, dtype)
             out_ptrs[k] = r.ctypes.data
             results.append((i, r))
-        fn(addr_in, addr_out, addr_p)
+        fn(addr_in, addr_out, addr_p, threads)
         for i, r in results:
             env[i] = r
 

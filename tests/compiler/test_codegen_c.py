@@ -28,7 +28,7 @@ def _call(kernel, inputs, params=()):
     ins = (ctypes.c_void_p * len(inputs))(*[a.ctypes.data for a in inputs])
     ps = (ctypes.c_double * max(len(params), 1))(*params)
     outs_p = (ctypes.c_void_p * len(outs))(*[o.ctypes.data for o in outs])
-    fn(ctypes.addressof(ins), ctypes.addressof(outs_p), ctypes.addressof(ps))
+    fn(ctypes.addressof(ins), ctypes.addressof(outs_p), ctypes.addressof(ps), 2)
     return outs, hit
 
 

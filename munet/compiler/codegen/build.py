@@ -101,5 +101,5 @@ def load_kernel(source: str, name: str):
         _loaded[str(path)] = lib
     fn = getattr(lib, name)
     fn.restype = None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
     return fn, hit

@@ -1,8 +1,11 @@
 """Render a kernel IR :class:`Kernel` as one C function.
 
 ``render_c(kernel) -> str`` gives a translation unit exporting
-``void <kernel.name>(void *const *in, void *const *out, const double *p)``: ``in``/``out`` are
-data pointers of the C-contiguous buffers, ``p`` the runtime scalars. Dimensions that every
+``void <kernel.name>(void *const *in, void *const *out, const double *p, int threads)``:
+``in``/``out`` are data pointers of the C-contiguous buffers, ``p`` the runtime scalars,
+``threads`` how many OpenMP threads a large kernel may use (the caller passes MuNet's
+thread count, the one NumPy's BLAS uses: spinning threads on a busy machine cost more
+than they save). Dimensions that every
 load walks contiguously are collapsed, so a plain elementwise chain is one flat loop that
 the compiler vectorizes; the outermost loop is split across cores with OpenMP when the
 kernel is large. Float math is IEEE per operation, in the kernel's dtype (the build uses
@@ -134,7 +137,7 @@ def render_c(kernel: Kernel) -> str:
     stores = [f"out{st.buffer}[{index(collapsed[0])}] = {body.emit(st.expr)};" for st in kernel.stores]
 
     lines = ["#include <math.h>", "#include <stdint.h>", ""]
-    lines.append(f"void {kernel.name}(void *const *in, void *const *out, const double *p) {{")
+    lines.append(f"void {kernel.name}(void *const *in, void *const *out, const double *p, int threads) {{")
     for k, dt in enumerate(kernel.inputs):
         lines.append(f"    const {C_TYPES[dt]} *in{k} = (const {C_TYPES[dt]} *)in[{k}];")
     for k, dt in enumerate(kernel.outputs):
@@ -146,7 +149,7 @@ def render_c(kernel: Kernel) -> str:
         return "\n".join(lines) + "\n"
     if kernel.numel >= PARALLEL_MIN_ELEMENTS:
         lines.append("#ifdef _OPENMP")
-        lines.append("    #pragma omp parallel for schedule(static)")
+        lines.append("    #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)")
         lines.append("#endif")
     for d in range(rank):
         lines.append(f"{indent}for (int64_t i{d} = 0; i{d} < {shape[d]}; i{d}++) {{")
@@ -155,5 +158,6 @@ def render_c(kernel: Kernel) -> str:
     for _ in range(rank):
         indent = indent[:-4]
         lines.append(indent + "}")
+    lines.append("    (void)threads;")
     lines.append("}")
     return "\n".join(lines) + "\n"
