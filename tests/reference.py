@@ -7,11 +7,24 @@ plain Python values passed through unchanged.
 
 Default tolerances: float64 rtol=1e-7 atol=1e-9; float32 rtol=1e-5 atol=1e-6;
 float16 / bfloat16 rtol=atol=1e-2 (bfloat16 2e-2).
+
+Devices: ``check`` runs MuNet on ``device=`` (default :data:`DEVICE`, which the ``munet_device``
+fixture in tests/conftest.py sets from ``pytest --munet-device=vulkan`` or
+``MUNET_TEST_DEVICE``; :func:`on_device` sets it in a block). The inputs, their gradients'
+upstream and strided layouts are made on that device; the PyTorch reference stays on the
+CPU. On a device other than cpu, float32 tolerances are at least :data:`DEVICE_TOL` (GPU math
+libraries and summation orders differ by a few ulps), and a ``DeviceError`` saying the device
+lacks a kernel or a dtype skips the test with that message (``docs/op_coverage.md`` lists the
+missing kernels).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+
 import numpy as np
+import pytest
 import torch
 
 import munet
@@ -22,6 +35,22 @@ TOL = {
     "float16": (1e-2, 1e-2),
     "bfloat16": (2e-2, 2e-2),
 }
+
+
+DEVICE = os.environ.get("MUNET_TEST_DEVICE", "cpu")
+DEVICE_TOL = {"float32": (1e-4, 1e-5)}
+_MIXED = "expected all tensors on the same device"
+
+
+@contextlib.contextmanager
+def on_device(device):
+    """Run the ``check`` calls inside the block on ``device``."""
+    global DEVICE
+    saved, DEVICE = DEVICE, str(device)
+    try:
+        yield
+    finally:
+        DEVICE = saved
 
 
 def rng(seed: int = 0) -> np.random.Generator:
@@ -70,13 +99,26 @@ def to_numpy(x) -> np.ndarray:
     return np.asarray(x)
 
 
-def _make_inputs(inputs, requires_grad: bool):
+def _on_device(x: np.ndarray, device: str):
+    """``x`` as a munet tensor on ``device``, strided there when ``x`` is not C-contiguous."""
+    if device == "cpu":
+        # Keep the layout: munet.from_numpy shares the (possibly strided) array.
+        return munet.from_numpy(x.copy() if x.flags.c_contiguous else x)
+    m = munet.from_numpy(x.copy(order="C")).to(device)
+    if x.flags.c_contiguous or x.size == 0:
+        return m
+    big = munet.zeros(*(2 * n for n in x.shape), dtype=m.dtype, device=device)
+    view = big[tuple(slice(None, None, 2) for _ in x.shape)]
+    view.copy_(m)
+    return view
+
+
+def _make_inputs(inputs, requires_grad: bool, device: str = "cpu"):
     m_in, t_in = [], []
     for x in inputs:
         if isinstance(x, np.ndarray):
             floating = x.dtype.kind == "f" or x.dtype.name == "bfloat16"
-            # Keep the layout: munet.from_numpy shares the (possibly strided) array.
-            m = munet.from_numpy(x.copy() if x.flags.c_contiguous else x)
+            m = _on_device(x, device)
             t = to_torch(x)
             if requires_grad and floating:
                 m.requires_grad_(True)
@@ -108,6 +150,8 @@ def assert_close(actual, expected, rtol=None, atol=None, what="output", equal_na
     default_rtol, default_atol = TOL.get(t_dtype, (0, 0))
     rtol = default_rtol if rtol is None else rtol
     atol = default_atol if atol is None else atol
+    if actual.device.type != "cpu" and t_dtype in DEVICE_TOL:
+        rtol, atol = max(rtol, DEVICE_TOL[t_dtype][0]), max(atol, DEVICE_TOL[t_dtype][1])
     a, e = to_numpy(actual), to_numpy(expected)
     if a.dtype.kind in "biu":
         np.testing.assert_array_equal(a, e, err_msg=what)
@@ -117,11 +161,44 @@ def assert_close(actual, expected, rtol=None, atol=None, what="output", equal_na
         )
 
 
-def check(munet_fn, torch_fn, *inputs, grad: bool = True, rtol=None, atol=None, grad_rtol=None, grad_atol=None, seed=1):
-    """Forward (and gradients, when ``grad``) of ``munet_fn`` equal ``torch_fn``'s."""
-    m_in, t_in = _make_inputs(inputs, requires_grad=grad)
+def _skip_int64_beyond_int32(t_out, device: str) -> None:
+    """Skip when the expected int64 values do not fit in int32, the vulkan backend's int64."""
+    for t in t_out if isinstance(t_out, (tuple, list)) else (t_out,):
+        if isinstance(t, torch.Tensor) and t.dtype == torch.int64 and t.numel():
+            if t.min() < -(2**31) or t.max() >= 2**31:
+                pytest.skip(f"on {device}: int64 results beyond the int32 range (int64 is held as int32)")
+
+
+def check(
+    munet_fn,
+    torch_fn,
+    *inputs,
+    grad: bool = True,
+    rtol=None,
+    atol=None,
+    grad_rtol=None,
+    grad_atol=None,
+    seed=1,
+    device=None,
+):
+    """Forward (and gradients, when ``grad``) of ``munet_fn`` on ``device`` equal ``torch_fn``'s."""
+    device = str(device or DEVICE)
+    if device == "cpu":
+        return _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, seed, device)
+    try:
+        return _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, seed, device)
+    except munet.DeviceError as exc:
+        if _MIXED in str(exc):
+            pytest.skip(f"on {device}: the test makes cpu tensors inside its function ({exc})")
+        pytest.skip(f"on {device}: {exc}")
+
+
+def _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, seed, device):
+    m_in, t_in = _make_inputs(inputs, requires_grad=grad, device=device)
     m_out = munet_fn(*m_in)
     t_out = torch_fn(*t_in)
+    if device != "cpu":
+        _skip_int64_beyond_int32(t_out, device)
     assert_close(m_out, t_out, rtol, atol)
     if not grad:
         return m_out
@@ -138,7 +215,7 @@ def check(munet_fn, torch_fn, *inputs, grad: bool = True, rtol=None, atol=None, 
     if not t_diff:
         return m_out
     t_grads_in = [to_torch(g.astype(to_numpy(t).dtype)).to(t.dtype) for g, t in zip(upstream_m, t_diff)]
-    m_grads_in = [munet.tensor(g).to(m.dtype) for g, m in zip(upstream_m, m_diff)]
+    m_grads_in = [munet.tensor(g).to(m.dtype).to(m.device) for g, m in zip(upstream_m, m_diff)]
     torch.autograd.backward(t_diff, t_grads_in)
     munet.autograd.backward(m_diff, m_grads_in)
     for i, (m, t) in enumerate(zip(m_in, t_in)):

@@ -24,7 +24,7 @@ def cast_expr(src: str, dst: str) -> tuple[str, bool]:
     if src == dst:
         return "a", False
     if dst == "u32":  # bool
-        return ("a != 0.0" if src == "f32" else "a != 0"), True
+        return ("!(a == 0.0)" if src == "f32" else "a != 0"), True  # NaN is true (lavapipe's != is ordered)
     return f"{dst}(a)", False
 
 

@@ -108,10 +108,12 @@ _register(
     }
 )
 
+# Float ``!=`` is written ``!(a == b)``: lavapipe evaluates WGSL's ``!=`` as an ordered
+# comparison, so NaN != x came out false.
 _register(
     {
         "eq": ("a == b",) * 3,
-        "ne": ("a != b",) * 3,
+        "ne": ("!(a == b)", "a != b", "a != b"),
         "lt": ("a < b",) * 3,
         "le": ("a <= b",) * 3,
         "gt": ("a > b",) * 3,
@@ -131,7 +133,7 @@ _ZERO = {"f32": "0.0", "i32": "0", "u32": "0u"}
 
 def _truth(name: str, x) -> str:
     kind = storage_type(x.dtype) if isinstance(x, VkView) else "f32"
-    return f"({name} != {_ZERO[kind]})"
+    return f"!({name} == {_ZERO[kind]})"  # not ``!=``: NaN must count as true (see "ne")
 
 
 def _logical(op: str):
@@ -156,7 +158,7 @@ kernel("logical_not")(_logical(""))
 def where(rt, condition, a, b):
     ref = a if isinstance(a, VkView) else b
     kind = storage_type(ref.dtype, "where")
-    cond = condition if condition.dtype is D.bool_ else run(rt, "ne", {kind: "a != b"}, [condition, 0], cond=True)
+    cond = condition if condition.dtype is D.bool_ else run(rt, "ne", {kind: "!(a == b)"}, [condition, 0], cond=True)
     shape = tuple(np.broadcast_shapes(*(v.shape for v in (cond, a, b) if isinstance(v, VkView))))
     operands = [cond] + [x if isinstance(x, VkView) else Scalar(kind, x) for x in (a, b)]
     return elementwise(rt, "select(c, b, a != 0u)", operands, new_view(rt, shape, ref.dtype))
