@@ -6,7 +6,11 @@ plus whether it is elementwise (it may then write over an input read at the same
 Only float32/float64 nodes whose tensor arguments all have the output's dtype take this path;
 anything else keeps the eager kernel and a fresh result.
 
-``Arena(graph, plan)`` allocates one byte buffer per dtype and hands out the planned views.
+``Arena(graph, donors)`` plans the graph, allocates one byte buffer per dtype and hands out
+the planned views. Other lowerings opt in by setting ``writes_planned_outputs = True`` on
+their op and writing each output into ``arena.output(value, env)`` (``None``: allocate).
+An op that also sets ``reads_at_write_index(node, source)`` may have a state update written
+over a state input it reads (the fused elementwise kernels can).
 """
 
 from __future__ import annotations
@@ -87,9 +91,11 @@ OUT_KERNELS = {
 
 
 def writes_into(node) -> bool:
-    """Whether ``node`` can be lowered to an ``OUT_KERNELS`` call writing a planned buffer."""
+    """Whether ``node``'s lowering writes planned buffers (an ``OUT_KERNELS`` call, or an opted-in op)."""
     if node.op is CONSTANT or isinstance(node.op, ScalarOp) or getattr(node.op, "view", None) is not None:
         return False
+    if getattr(node.op, "writes_planned_outputs", False):
+        return True
     if node.name not in OUT_KERNELS or len(node.outputs) != 1 or node.effectful:
         return False
     out = node.outputs[0]
@@ -105,38 +111,53 @@ def writes_into(node) -> bool:
     return all(v.dtype is out.dtype for v in tensors)
 
 
-def is_elementwise(node) -> bool:
+def overwrites(node, source) -> bool:
+    """Whether ``node`` may write its output over its input ``source`` (read only at the written index)."""
+    rule = getattr(node.op, "reads_at_write_index", None)
+    if rule is not None:
+        return rule(node, source)
     return OUT_KERNELS.get(node.name, (None, False))[1]
 
 
 class Arena:
-    """One byte buffer per dtype; ``buffer(value)`` is the planned array for a value."""
+    """One byte buffer per dtype; ``target(value)`` says where a planned value is written."""
 
-    def __init__(self, graph, donors: dict | None = None):
-        self.plan: MemoryPlan = plan_memory(graph, writes_into, donors, is_elementwise)
+    def __init__(self, graph, donors: dict | None = None, slot: dict | None = None):
+        self.plan: MemoryPlan = plan_memory(graph, writes_into, donors, overwrites)
+        self.slot = slot if slot is not None else {}  # environment slots of the graph inputs
         self.storage = {key: np.empty(size, np.uint8) for key, size in self.plan.arena_bytes.items()}
 
     def buffer(self, v: Value) -> np.ndarray:
+        """The arena view planned for ``v``."""
         key, offset = self.plan.offsets[v]
         n = v.dtype.np.itemsize
         for s in v.shape:
             n *= s
         return self.storage[key][offset : offset + n].view(v.dtype.np).reshape(v.shape)
 
-    def prepare(self, node, arg_fns, static: dict, dynamic: list, out_slot: int, slot: dict):
+    def target(self, v: Value):
+        """``env -> array`` to write ``v`` into (its arena view or its state input), or None if unplanned."""
+        if v in self.plan.offsets:
+            view = self.buffer(v)
+            return lambda env: view
+        if v not in self.plan.inplace:
+            return None
+        source, shape, np_dtype = self.slot[self.plan.inplace[v]], v.shape, v.dtype.np
+
+        def state_memory(env):
+            buf = env[source]  # checked: a caller may pass anything as state
+            if type(buf) is not np.ndarray or buf.shape != shape or buf.dtype != np_dtype or not buf.flags.c_contiguous:
+                return np.empty(shape, np_dtype)
+            return buf
+
+        return state_memory
+
+    def prepare(self, node, arg_fns, static: dict, dynamic: list, out_slot: int):
         """A step writing ``node``'s output into its planned buffer, or None when it is not planned."""
-        out = node.outputs[0] if len(node.outputs) == 1 else None
         fn = OUT_KERNELS.get(node.name, (None,))[0]
-        if out is None or fn is None:
+        target = self.target(node.outputs[0]) if fn is not None and len(node.outputs) == 1 else None
+        if target is None:
             return None
-        source, target = None, None
-        if out in self.plan.inplace:
-            source = slot[self.plan.inplace[out]]
-        elif out in self.plan.offsets:
-            target = self.buffer(out)
-        else:
-            return None
-        shape, np_dtype = out.shape, out.dtype.np
 
         def arena_step(env):
             attrs = static
@@ -144,11 +165,7 @@ class Arena:
                 attrs = dict(static)
                 for k, f in dynamic:
                     attrs[k] = f(env)
-            buf = target
-            if buf is None:  # the state input's own memory (checked: a caller may pass anything)
-                buf = env[source]
-                if buf.shape != shape or buf.dtype != np_dtype or not buf.flags.c_contiguous:
-                    buf = np.empty(shape, np_dtype)
+            buf = target(env)
             fn(buf, *[f(env) for f in arg_fns], **attrs)
             env[out_slot] = buf
 

@@ -34,7 +34,7 @@ class Executable:
         for v in graph.inputs:
             self._assign(v)
         # memory planning (passes/memory.py): planned outputs are written into one arena per dtype
-        self.arena = Arena(graph, donors) if plan_memory else None
+        self.arena = Arena(graph, donors, self.slot) if plan_memory else None
         self.codegen = new_counters()  # fused groups: generated kernels, NumPy fallbacks, cache hits
         self.env_template: list = [None] * 0
         self.steps: list = []
@@ -87,7 +87,7 @@ class Executable:
         if node.op.view is not None:
             return _view_step(node.op, static, arg_fns[0], outs[0], self.backend)
         if self.arena is not None and len(outs) == 1:
-            planned = self.arena.prepare(node, arg_fns, static, dynamic, outs[0], self.slot)
+            planned = self.arena.prepare(node, arg_fns, static, dynamic, outs[0])
             if planned is not None:
                 return planned
         kernel = self.backend.kernels.get(node.op.name)

@@ -10,7 +10,7 @@ import pytest
 import munet
 import munet.nn.functional as F
 from munet import nn
-from munet.compiler.arena import OUT_KERNELS, Arena, is_elementwise, writes_into
+from munet.compiler.arena import OUT_KERNELS, Arena, overwrites, writes_into
 from munet.compiler.executable import Executable
 from munet.compiler.ir import Graph
 from munet.compiler.passes.memory import ALIGNMENT, plan_memory
@@ -31,7 +31,7 @@ def _graph():
 
 
 def _plan(g, donors=None):
-    return plan_memory(g, writes_into, donors, is_elementwise)
+    return plan_memory(g, writes_into, donors, overwrites)
 
 
 def test_chain_reuses_two_blocks():
@@ -185,3 +185,30 @@ def test_compiled_adamw_step_updates_state_in_place_and_matches_eager():
     assert memory["inplace_updates"] == 16
     assert 0 < step.stats()["arena_bytes"] < memory["naive_bytes"]
     assert isinstance(step._last.executable.arena, Arena)
+
+
+class _OptedInOp:
+    """Stands for a lowering (fused kernels) that writes every output into ``Arena.target``."""
+
+    name = "opted_in"
+    view = None
+    writes_planned_outputs = True
+
+    @staticmethod
+    def reads_at_write_index(node, source):
+        return True
+
+
+def test_opted_in_multi_output_op_is_planned_and_may_update_state_in_place():
+    g = Graph()
+    p = g.add_input((2, 3), F32, CPU, label="state parameter tensor")
+    grad = g.add_input((2, 3), F32, CPU, label="grad")
+    node = g.add_node(_OptedInOp(), [p, grad], {}, [((2, 3), F32, CPU, "tensor")] * 2)
+    new_p, extra = node.outputs
+    g.outputs = [new_p, _node(g, "exp", [extra])]
+    arena = Arena(g, {new_p: p}, {p: 0, grad: 1})
+    assert arena.plan.inplace == {new_p: p} and extra in arena.plan.offsets
+    param = np.zeros((2, 3), np.float32)
+    assert arena.target(new_p)([param, None]) is param
+    assert np.shares_memory(arena.target(extra)([param, None]), arena.storage["float32"])
+    assert arena.target(g.outputs[1]) is not None and arena.target(p) is None

@@ -70,16 +70,17 @@ def _tensor(v) -> bool:
     return isinstance(v, Value) and v.kind == "tensor" and v.shape is not None and v.dtype is not None
 
 
-def plan_memory(graph: Graph, writes_into, donors: dict | None = None, elementwise=None) -> MemoryPlan:
+def plan_memory(graph: Graph, writes_into, donors: dict | None = None, overwrites=None) -> MemoryPlan:
     """Plan ``graph``'s temporaries; see the module docstring.
 
-    ``writes_into(node)``: whether the node's single output can be written into a given buffer.
+    ``writes_into(node)``: whether the node's outputs can be written into given buffers.
     ``donors``: state output -> state input (same buffer before and after the call).
-    ``elementwise(node)``: whether the node may write over an input it reads at the same index
-    (a donor read by its own update, e.g. ``exp_avg = lerp(exp_avg, grad, w)``).
+    ``overwrites(node, source)``: whether the node may write its output over input ``source``
+    that it reads itself (true when it reads every element of ``source`` only at the index it
+    writes, e.g. ``exp_avg = lerp(exp_avg, grad, w)``).
     """
     donors = donors or {}
-    elementwise = elementwise or (lambda node: False)
+    overwrites = overwrites or (lambda node, source: False)
     end = len(graph.nodes)
     position: dict = {}
     planned: set = set()
@@ -90,10 +91,10 @@ def plan_memory(graph: Graph, writes_into, donors: dict | None = None, elementwi
         ins = [v for v in node.inputs() if _tensor(v)]
         for v in node.outputs:
             position[v] = i
-        if len(node.outputs) == 1 and _tensor(node.outputs[0]) and node.op is not CONSTANT and writes_into(node):
-            out = node.outputs[0]
-            planned.add(out)
-            roots[out] = frozenset((out,))
+        if node.op is not CONSTANT and node.outputs and all(map(_tensor, node.outputs)) and writes_into(node):
+            for out in node.outputs:
+                planned.add(out)
+                roots[out] = frozenset((out,))
             continue
         if _is_view(node):
             roots[node.outputs[0]] = roots.get(node.args[0], frozenset())
@@ -126,7 +127,7 @@ def plan_memory(graph: Graph, writes_into, donors: dict | None = None, elementwi
             continue
         at = position[out]
         source_last = last.get(source, -1)
-        if source_last < at or (source_last == at and elementwise(out.producer)):
+        if source_last < at or (source_last == at and overwrites(out.producer, source)):
             plan.inplace[out] = source
 
     free: dict = {}  # dtype name -> sorted list of (offset, size)
