@@ -9,7 +9,7 @@ from munet import ops as _ops
 from munet._device import DeviceError, DeviceLostError, OutOfMemoryError, device, devices
 from munet._dtype import (
     bfloat16,
-    bool_ as bool,  # noqa: A001 - PyTorch's name
+    can_cast,
     dtype,
     float16,
     float32,
@@ -20,10 +20,14 @@ from munet._dtype import (
     int32,
     int64,
     promote_types,
-    result_type as _result_type,
     set_default_dtype,
     uint8,
-    can_cast,
+)
+from munet._dtype import (
+    bool_ as bool,  # noqa: A001 - PyTorch's name
+)
+from munet._dtype import (
+    result_type as _result_type,
 )
 from munet._tensor import Size, Tensor
 from munet._threads import get_num_threads, set_num_threads
@@ -73,6 +77,5 @@ _tensor_methods.bind()
 
 from munet import amp, autograd, nn, optim, utils, vulkan  # noqa: E402,F401
 from munet.amp import autocast  # noqa: E402,F401
+from munet.compiler import compile  # noqa: E402,F401,A004
 from munet.serialization import load, save  # noqa: E402,F401
-from munet.compiler import compile  # noqa: E402,F401,A004
-from munet.compiler import compile  # noqa: E402,F401,A004
