@@ -51,7 +51,7 @@ def _reduce_source(op: str, kind: str, krank: int, rrank: int, tree: bool, chunk
 {bindings(kind, [kind])}
 {combine}
 """
-    kept = _decompose("o", kbase, krank, "k")
+    kept = _decompose("o", kbase, krank, "k", bounded=True)
     koff = " + ".join(["P[4]"] + [f"k{d} * P[{kbase + krank + d}]" for d in range(krank)])
     roff = " + ".join(["base"] + [f"r{d} * P[{rbase + rrank + d}]" for d in range(rrank)])
     walk = f"""  let chunk = g % P[2];
@@ -70,7 +70,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 {walk}
   var acc: {kind} = {_IDENTITY[op][kind]};
   for (var j = lo; j < hi; j = j + 1u) {{
-{_decompose("j", rbase, rrank, "r")}
+{_decompose("j", rbase, rrank, "r", bounded=True)}
     acc = combine(acc, IN0[{roff}]);
   }}
   OUT[g] = acc;
@@ -89,7 +89,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (live) {{
 {walk}
     for (var j = lo + t; j < hi; j = j + {WORKGROUP}u) {{
-{_decompose("j", rbase, rrank, "r")}
+{_decompose("j", rbase, rrank, "r", bounded=True)}
       acc = combine(acc, IN0[{roff}]);
     }}
   }}
@@ -177,7 +177,7 @@ def _arg_source(kind: str, krank: int, rrank: int, largest: bool) -> str:
     kbase, rbase = 5, 5 + 2 * krank
     cmp = ">" if largest else "<"
     nan = "isnan_f(v) && !isnan_f(bv)" if kind == "f32" else "false"
-    kept = _decompose("g", kbase, krank, "k")
+    kept = _decompose("g", kbase, krank, "k", bounded=True)
     koff = " + ".join(["P[4]"] + [f"k{d} * P[{kbase + krank + d}]" for d in range(krank)])
     roff = " + ".join(["base"] + [f"r{d} * P[{rbase + rrank + d}]" for d in range(rrank)])
     return f"""{PRELUDE}
@@ -202,7 +202,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 {kept}
     let base = {koff};
     for (var j = t; j < P[1]; j = j + {WORKGROUP}u) {{
-{_decompose("j", rbase, rrank, "r")}
+{_decompose("j", rbase, rrank, "r", bounded=True)}
       let v = IN0[{roff}];
       if (better(v, j, bv, bi)) {{ bv = v; bi = j; }}
     }}

@@ -138,7 +138,7 @@ def elementwise(rt, expr: str, operands, out: VkView, cond: bool = False, prelud
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
   let idx = gid.x + gid.y * nwg.x * {WORKGROUP}u;
   if (idx >= P[0]) {{ return; }}
-{_decompose("idx", 1, rank) if rank > 1 else "  let c0 = idx;  // contiguous operands: no div/mod"}
+{_decompose("idx", 1, rank, bounded=True)}
 {chr(10).join(loads)}
   OUT[{_offset(1 + rank, rank)}] = {value};
 }}
@@ -190,8 +190,14 @@ def hoist_params(source: str) -> str:
     return source[: open_at + 1] + lets + body + source[end:]
 
 
-def _decompose(index: str, shape_base: int, rank: int, prefix: str = "c") -> str:
-    """Coordinates ``c0..c{rank-1}`` of ``index`` over the shape at ``P[shape_base..]``."""
+def _decompose(index: str, shape_base: int, rank: int, prefix: str = "c", bounded: bool = False) -> str:
+    """Coordinates ``c0..c{rank-1}`` of ``index`` over the shape at ``P[shape_base..]``.
+
+    ``bounded``: the caller guarantees ``index`` < the shape's size, so a rank-1 index is
+    its own coordinate (no div/mod: coalesced contiguous operands are rank 1).
+    """
+    if bounded and rank == 1:
+        return f"  let {prefix}0 = {index};"
     lines = [f"  var rem_{prefix} = {index};"]
     for d in reversed(range(rank)):
         lines.append(

@@ -1,0 +1,203 @@
+"""The vulkan backend against NumPy and PyTorch (CPU) on the same machine, in one run.
+
+Cases: matmul GFLOP/s on n x n float32 squares (256 up to ``--max-size``), elementwise GB/s
+on 4M-element tensors, conv2d forward and forward+backward (when the vulkan backend has a
+``convolution`` kernel), and one training step of an MLP (784-512-512-10, batch 256, SGD).
+Every vulkan figure includes a ``synchronize()``, so it is device time plus host dispatch.
+Usage:
+
+    .venv/bin/python benchmarks/vulkan.py [--device vulkan:0] [--max-size 4096] [--json out.json]
+
+On lavapipe (Mesa's CPU Vulkan driver) a 4096 matmul takes minutes: pass ``--max-size 1024``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+# BLAS threads must be fixed before NumPy loads; NumPy, PyTorch and lavapipe get the same count.
+_THREADS = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else str(os.cpu_count() or 1)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", _THREADS)
+os.environ.setdefault("LP_NUM_THREADS", _THREADS)
+
+import argparse
+import json
+import platform
+import time
+
+import numpy as np
+
+import munet
+import munet.nn.functional as MF
+
+try:
+    import torch
+except ImportError:  # the figures for PyTorch are left out
+    torch = None
+
+
+def seconds_per_call(fn, sync=lambda: None, min_time: float = 0.5, max_calls: int = 50) -> float:
+    """Median-free but robust enough: one warm-up call, then enough calls to fill ``min_time``."""
+    fn()
+    sync()
+    start = time.perf_counter()
+    fn()
+    sync()
+    once = time.perf_counter() - start
+    calls = max(1, min(max_calls, int(min_time / max(once, 1e-9))))
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return (time.perf_counter() - start) / calls
+
+
+class Bench:
+    def __init__(self, device: str):
+        self.device = device
+        self.sync = lambda: munet.vulkan.synchronize(device)
+        self.rows: list[dict] = []
+
+    def row(self, case: str, unit: str, work: float, times: dict) -> None:
+        """Record ``times`` (seconds per call by library) as ``work / time`` in ``unit``."""
+        figures = {lib: (work / t if unit != "ms" else t * 1e3) for lib, t in times.items() if t is not None}
+        self.rows.append({"case": case, "unit": unit, **{lib: round(v, 4) for lib, v in figures.items()}})
+        cells = " | ".join(f"{figures[lib]:.2f}" if lib in figures else "-" for lib in ("vulkan", "numpy", "torch"))
+        print(f"| {case} | {unit} | {cells} |", flush=True)
+
+
+def matmul_cases(b: Bench, sizes) -> None:
+    rng = np.random.default_rng(0)
+    for n in sizes:
+        a, c = rng.standard_normal((n, n), dtype=np.float32), rng.standard_normal((n, n), dtype=np.float32)
+        va, vc = munet.tensor(a, device=b.device), munet.tensor(c, device=b.device)
+        times = {
+            "vulkan": seconds_per_call(lambda va=va, vc=vc: va @ vc, b.sync),
+            "numpy": seconds_per_call(lambda a=a, c=c: a @ c),
+        }
+        if torch is not None:
+            ta, tc = torch.from_numpy(a), torch.from_numpy(c)
+            times["torch"] = seconds_per_call(lambda ta=ta, tc=tc: ta @ tc)
+        b.row(f"matmul {n}x{n}", "GFLOP/s", 2 * n**3 / 1e9, times)
+
+
+def elementwise_cases(b: Bench, numel: int = 1 << 22) -> None:
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal(numel, dtype=np.float32), rng.standard_normal(numel, dtype=np.float32)
+    vx, vy = munet.tensor(x, device=b.device), munet.tensor(y, device=b.device)
+    tx, ty = (torch.from_numpy(x), torch.from_numpy(y)) if torch is not None else (None, None)
+    mb = numel * 4 / 1e9
+    for case, traffic, v_fn, n_fn, t_fn in (
+        ("x * 2.0", 2, lambda: vx * 2.0, lambda: x * 2.0, lambda: tx * 2.0),
+        ("x + y", 3, lambda: vx + vy, lambda: x + y, lambda: tx + ty),
+        ("exp(x)", 2, lambda: vx.exp(), lambda: np.exp(x), lambda: tx.exp()),
+        ("x.sum()", 1, lambda: vx.sum(), lambda: x.sum(), lambda: tx.sum()),
+    ):
+        times = {"vulkan": seconds_per_call(v_fn, b.sync), "numpy": seconds_per_call(n_fn)}
+        if torch is not None:
+            times["torch"] = seconds_per_call(t_fn)
+        b.row(f"{case}, 4M float32", "GB/s", traffic * mb, times)
+
+
+def conv_cases(b: Bench) -> None:
+    from munet.backends.vulkan.registry import KERNELS
+
+    if "convolution" not in KERNELS:
+        print("| conv2d | - | no vulkan convolution kernel | | |")
+        return
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((16, 32, 26, 26), dtype=np.float32)
+    w = rng.standard_normal((64, 32, 3, 3), dtype=np.float32) * 0.1
+    flops = 2 * 16 * 64 * 24 * 24 * 32 * 9 / 1e9
+    vx, vw = munet.tensor(x, device=b.device), munet.tensor(w, device=b.device)
+    gx, gw = (munet.tensor(a, device=b.device, requires_grad=True) for a in (x, w))
+
+    def vulkan_step():
+        MF.conv2d(gx, gw).sum().backward()
+
+    fwd = {"vulkan": seconds_per_call(lambda: MF.conv2d(vx, vw), b.sync), "numpy": None}
+    step = {"vulkan": seconds_per_call(vulkan_step, b.sync), "numpy": None}
+    if torch is not None:
+        tx, tw = torch.from_numpy(x), torch.from_numpy(w)
+        sx, sw = (torch.from_numpy(a.copy()).requires_grad_() for a in (x, w))
+        fwd["torch"] = seconds_per_call(lambda: torch.nn.functional.conv2d(tx, tw))
+        step["torch"] = seconds_per_call(lambda: torch.nn.functional.conv2d(sx, sw).sum().backward())
+    b.row("conv2d 32->64 3x3, 16x26x26 fwd", "GFLOP/s", flops, fwd)
+    b.row("conv2d 32->64 3x3, 16x26x26 fwd+bwd", "GFLOP/s", 3 * flops, step)
+
+
+def mlp_case(b: Bench) -> None:
+    """One SGD step of 784-512-512-10 on a batch of 256: vulkan, munet on cpu (NumPy), torch."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((256, 784), dtype=np.float32)
+    y = rng.integers(0, 10, 256)
+    times = {}
+    for lib, device in (("vulkan", b.device), ("numpy", "cpu")):
+        model = munet.nn.Sequential(
+            munet.nn.Linear(784, 512), munet.nn.ReLU(), munet.nn.Linear(512, 512), munet.nn.ReLU(),
+            munet.nn.Linear(512, 10),
+        ).to(device)  # fmt: skip
+        opt = munet.optim.SGD(model.parameters(), lr=0.01)
+        mx, my = munet.tensor(x, device=device), munet.tensor(y, device=device)
+
+        def step(model=model, opt=opt, mx=mx, my=my):
+            opt.zero_grad()
+            MF.cross_entropy(model(mx), my).backward()
+            opt.step()
+
+        times[lib] = seconds_per_call(step, b.sync if lib == "vulkan" else lambda: None, max_calls=20)
+    if torch is not None:
+        model = torch.nn.Sequential(
+            torch.nn.Linear(784, 512), torch.nn.ReLU(), torch.nn.Linear(512, 512), torch.nn.ReLU(),
+            torch.nn.Linear(512, 10),
+        )  # fmt: skip
+        opt = torch.optim.SGD(model.parameters(), lr=0.01)
+        tx, ty = torch.from_numpy(x), torch.from_numpy(y)
+
+        def torch_step():
+            opt.zero_grad()
+            torch.nn.functional.cross_entropy(model(tx), ty).backward()
+            opt.step()
+
+        times["torch"] = seconds_per_call(torch_step, max_calls=20)
+    b.row("MLP 784-512-512-10 SGD step, batch 256", "ms", 1.0, times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--device", default="vulkan:0")
+    parser.add_argument("--max-size", type=int, default=4096, help="largest matmul size (256, 512, ... up to this)")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="CPU threads for NumPy, torch, lavapipe")
+    parser.add_argument("--json", help="also write the figures to this file")
+    args = parser.parse_args()
+    if torch is not None:
+        torch.set_num_threads(args.threads)
+    bench = Bench(args.device)
+    name = munet.vulkan.get_device_name(args.device)
+    kind = dict(munet._device.get_backend(munet.device(args.device)).runtime.adapter.info).get("adapter_type", "?")
+    header = {
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "device": f"{args.device}: {name} ({kind})",
+        "cpu": f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}",
+        "threads": args.threads,
+        "numpy": np.__version__,
+        "torch": torch.__version__ if torch is not None else None,
+        "munet": getattr(munet, "__version__", "?"),
+    }
+    for key, value in header.items():
+        print(f"# {key}: {value}")
+    print("| case | unit | vulkan | numpy | torch |\n|---|---|---|---|---|")
+    sizes = [n for n in (256, 512, 1024, 2048, 4096) if n <= args.max_size]
+    matmul_cases(bench, sizes)
+    elementwise_cases(bench)
+    conv_cases(bench)
+    mlp_case(bench)
+    print(f"# load average after: {os.getloadavg()[0]:.1f}")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({**header, "rows": bench.rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
