@@ -85,3 +85,19 @@ def test_groups_of_different_shapes_stay_apart():
     assert [n.name for n in compiled.graph.nodes] == ["fused", "sum", "fused"]
     expected = (x * y + np.float32(1)).sum(1) * np.float32(2) + np.float32(1)
     np.testing.assert_array_equal(out.numpy(), expected)
+
+
+def test_a_group_does_not_join_one_that_reads_it_through_a_reduction():
+    # b's group reads the mean m; m's gradient chain reads sum(b-group output): merging them,
+    # or letting each take the other's nodes, would make a cycle (found by the property test)
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((3, 4), np.float32), rng.standard_normal((3, 4), np.float32)
+
+    def fn(x, w):
+        m = w.mean(0, keepdim=True)
+        b = (w - w) * m
+        return ((b * x).sum(0, keepdim=True) + m.relu() * 2 + m).sum() + b.sum()
+
+    compiled, out = _run(fn, x, w)
+    eager = fn(munet.tensor(x), munet.tensor(w))
+    np.testing.assert_allclose(out.numpy(), eager.numpy(), rtol=1e-6)

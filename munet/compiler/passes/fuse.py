@@ -110,15 +110,11 @@ def _view_chain(v: Value):
 
 def fuse_elementwise(graph: Graph) -> int:
     """Replace fusible chains by ``fused`` nodes; returns how many groups were formed."""
-    grouping = _Grouping()
-    empty: frozenset = frozenset()
-    for node in graph.nodes:
-        d = empty.union(*(grouping.deps.get(v, empty) for v in node.inputs()))
-        if _fusible(node):
-            d = d | {grouping.place(node)}
-        for v in node.outputs:
-            grouping.deps[v] = d
     position = {n: i for i, n in enumerate(graph.nodes)}
+    grouping = _Grouping(position)
+    for node in graph.nodes:
+        if _fusible(node):
+            grouping.place(node)
     kept = [sorted(g, key=position.get) for g in grouping.groups() if len(g) >= MIN_MEMBERS]
     if not kept:
         return 0
@@ -139,13 +135,18 @@ def fuse_elementwise(graph: Graph) -> int:
 
 
 class _Grouping:
-    """Groups as a union-find: a node joins (and merges) the groups of its same-shaped producers."""
+    """Groups as a union-find: a node joins (and merges) the groups of its same-shaped producers.
 
-    def __init__(self):
+    A join is refused when it would make a cycle: a group runs as one kernel, so it depends on
+    every input of every member; the check walks back from the new operands through outside
+    nodes and other groups (no further back than the chosen groups' first member).
+    """
+
+    def __init__(self, position: dict):
+        self.position = position
         self.parent: list[int] = []
         self.members: dict = {}  # root id -> nodes
         self.group_of: dict = {}  # node -> group id (maybe not a root)
-        self.deps: dict = {}  # value -> ids of the groups it depends on
 
     def find(self, g: int) -> int:
         while self.parent[g] != g:
@@ -160,21 +161,32 @@ class _Grouping:
         p = v.producer
         return self.find(self.group_of[p]) if p is not None and p in self.group_of else None
 
-    def _independent(self, node, chosen: set) -> bool:
-        """Whether ``node`` reads members of ``chosen`` only directly, not through outside nodes."""
-        for u in node.inputs():
-            if self._root_of(u) in chosen:
+    def _reaches(self, values: list, chosen: set) -> bool:
+        """Whether any of ``values`` depends on a member of the ``chosen`` groups."""
+        floor = min(self.position[self.members[g][0]] for g in chosen)
+        stack, seen, seen_groups = list(values), set(), set()
+        while stack:
+            p = stack.pop().producer
+            if p is None or p in seen or self.position.get(p, -1) < floor:
                 continue
-            if any(self.find(g) in chosen for g in self.deps.get(u, ())):
-                return False
-        return True
+            seen.add(p)
+            root = self.find(self.group_of[p]) if p in self.group_of else None
+            if root is None:
+                stack.extend(p.inputs())
+            elif root in chosen:
+                return True
+            elif root not in seen_groups:
+                seen_groups.add(root)
+                for m in self.members[root]:
+                    stack.extend(m.inputs())
+        return False
+
+    def _outside_inputs(self, node, chosen: set) -> list:
+        return [u for u in node.inputs() if self._root_of(u) not in chosen]
 
     def _can_merge(self, node, chosen: set) -> bool:
-        if not self._independent(node, chosen):
-            return False
-        if len(chosen) == 1:
-            return True
-        return all(self._independent(m, chosen) for g in chosen for m in self.members[g])
+        nodes = [node] + ([m for g in chosen for m in self.members[g]] if len(chosen) > 1 else [])
+        return not any(self._reaches(self._outside_inputs(n, chosen), chosen) for n in nodes)
 
     def place(self, node) -> int:
         """Put ``node`` in a group (merging its producers' groups when that makes no cycle); its id."""
@@ -201,6 +213,7 @@ class _Grouping:
             for g in chosen - {root}:
                 self.parent[g] = root
                 self.members[root].extend(self.members.pop(g))
+            self.members[root].sort(key=self.position.get)
         self.members[root].append(node)
         self.group_of[node] = root
         return root
