@@ -4,6 +4,8 @@ Cases: matmul GFLOP/s on n x n float32 squares (256 up to ``--max-size``), eleme
 on 4M-element tensors, conv2d forward and forward+backward (when the vulkan backend has a
 ``convolution`` kernel), and one training step of an MLP (784-512-512-10, batch 256, SGD).
 Every vulkan figure includes a ``synchronize()``, so it is device time plus host dispatch.
+The ``numpy`` column is NumPy itself for matmul and elementwise ops, and MuNet on the cpu
+device (whose kernels are NumPy) for conv2d and the MLP step.
 Usage:
 
     .venv/bin/python benchmarks/vulkan.py [--device vulkan:0] [--max-size 4096] [--json out.json]
@@ -116,8 +118,17 @@ def conv_cases(b: Bench) -> None:
     def vulkan_step():
         MF.conv2d(gx, gw).sum().backward()
 
-    fwd = {"vulkan": seconds_per_call(lambda: MF.conv2d(vx, vw), b.sync), "numpy": None}
-    step = {"vulkan": seconds_per_call(vulkan_step, b.sync), "numpy": None}
+    cx, cw = munet.tensor(x), munet.tensor(w)
+    hx, hw = munet.tensor(x, requires_grad=True), munet.tensor(w, requires_grad=True)
+
+    def cpu_step():
+        MF.conv2d(hx, hw).sum().backward()
+
+    fwd = {
+        "vulkan": seconds_per_call(lambda: MF.conv2d(vx, vw), b.sync),
+        "numpy": seconds_per_call(lambda: MF.conv2d(cx, cw)),
+    }
+    step = {"vulkan": seconds_per_call(vulkan_step, b.sync), "numpy": seconds_per_call(cpu_step)}
     if torch is not None:
         tx, tw = torch.from_numpy(x), torch.from_numpy(w)
         sx, sw = (torch.from_numpy(a.copy()).requires_grad_() for a in (x, w))
