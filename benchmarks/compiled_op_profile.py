@@ -1,0 +1,54 @@
+"""Where a compiled training step spends its time: per-op totals of one step's prepared kernels.
+
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compiled_op_profile.py gpt [--no-fuse] [--steps 5]
+
+Workloads are those of ``compare_pytorch.py`` (mlp, cnn, gpt). Each prepared step of the
+executable is wrapped with a timer; the figures are means over ``--steps`` calls after 3 warm-up calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import time
+
+from compare_pytorch import build, munet_step
+
+import munet
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("workload", choices=("mlp", "cnn", "gpt"))
+    parser.add_argument("--no-fuse", action="store_true")
+    parser.add_argument("--steps", type=int, default=5)
+    args = parser.parse_args()
+    model, opt, x, y = build(args.workload, "munet")
+    fn = munet.compile(munet_step, fuse=not args.no_fuse)
+    for _ in range(3):
+        fn(model, opt, x, y)
+    executable = fn._last.executable
+    nodes = [n for n in executable.graph.nodes if n.op.name != "constant"]
+    seconds, calls = collections.Counter(), collections.Counter()
+
+    def timed(step, name):
+        def run(env):
+            start = time.perf_counter()
+            step(env)
+            seconds[name] += time.perf_counter() - start
+            calls[name] += 1
+
+        return run
+
+    executable.steps = [timed(s, n.op.name) for s, n in zip(executable.steps, nodes, strict=True)]
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        fn(model, opt, x, y).item()
+    total = (time.perf_counter() - start) / args.steps * 1e3
+    print(f"{args.workload}: {total:.1f} ms/step, {sum(seconds.values()) / args.steps * 1e3:.1f} ms in kernels")
+    for name, s in seconds.most_common(15):
+        print(f"  {name:24s} {s / args.steps * 1e3:8.1f} ms  x{calls[name] // args.steps}")
+
+
+if __name__ == "__main__":
+    main()
