@@ -4,8 +4,10 @@
 per group, out[n, o, p] = sum_r W[o, r] * X_col[r, (n, p)] with r = (c, kernel position). The
 columns are never materialized: each workgroup computes a 64x64 output tile (output channels
 x (batch, pixel)), staging 16-deep K slices of W and of the gathered input window in
-workgroup memory, with a 4x4 register block per thread (the matmul kernel's scheme). A
-transposed convolution gathers too: output pixel q takes input pixel (q + pad - k*d) / s
+workgroup memory, with a 4x4 register block per thread (the matmul kernel's scheme). On CPU
+drivers (``runtime.cpu_driver``: lavapipe, SwiftShader) each invocation instead computes a 16x16
+block from registers with no workgroup memory, as matmul does there (6x on lavapipe, see
+docs/perf/vulkan.md). A transposed convolution gathers too: output pixel q takes input pixel (q + pad - k*d) / s
 when that divides exactly. Operands are read through their strides; padding is bounds checks.
 Gradients are convolutions again (``munet/ops/conv.py``), so they need no kernel of their own.
 
@@ -163,6 +165,101 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 """
 
 
+# Register-blocked kernel for CPU drivers (matmul's scheme, see kernels_linalg): a
+# (BLOCK_Y * RB) x (BLOCK_X * RB) tile of (output channel, column) per workgroup, no workgroup
+# memory; invocation (x, y) owns channels y*RB .. y*RB+RB-1 and columns x, x+BLOCK_X, ...
+# Each column's batch offset and window origin are decoded once, before the K loop.
+BLOCK_X, BLOCK_Y, RB = 8, 4, 16
+
+
+def _blocked_source(kind: str, nd: int, transposed: bool) -> str:
+    lay = _Layout(nd)
+    zero = f"{kind}(0)"
+    rows, cols = range(RB), range(RB)
+    pre = []
+    for j in cols:
+        pre += [
+            f"  let col{j} = min(c0 + {BLOCK_X * j}u, NCOL - 1u);",
+            f"  let xb{j} = {lay['XOFF']} + (col{j} / {lay['PP']}) * {lay['XSN']} + g * {lay['Cg']} * {lay['XSC']};",
+            f"  var pr{j} = col{j} % {lay['PP']};",
+        ]
+        for i in reversed(range(nd)):
+            size = lay.at("OUT", i)
+            o = f"(pr{j} % {size})"
+            if transposed:  # input pixel (o + pad - k*d) / s
+                pre.append(f"  let ob{j}_{i} = i32{o} + bitcast<i32>({lay.at('PAD', i)});")
+            else:  # input pixel o*s - pad + k*d
+                pre.append(f"  let ob{j}_{i} = i32({o} * {lay.at('S', i)}) - bitcast<i32>({lay.at('PAD', i)});")
+            pre.append(f"  pr{j} = pr{j} / {size};")
+    kdec = [f"    let c = r / {lay['Kp']};", f"    var krem = r % {lay['Kp']};"]
+    for i in reversed(range(nd)):
+        kdec.append(f"    let k{i} = krem % {lay.at('K', i)}; krem = krem / {lay.at('K', i)};")
+        kdec.append(f"    let kd{i} = i32(k{i} * {lay.at('DIL', i)});")
+    wk = [lay.at("WHEAD", 0)] + [f"k{i} * {lay.at('WS', i)}" for i in range(nd)]
+    if transposed:  # weight (Cin, Og, *K): row m is an output channel of group g
+        wk.append(f"(g * {lay['Cg']} + c) * {lay.at('WHEAD', 1)}")
+        wrow = lay.at("WHEAD", 2)
+    else:  # weight (Cout, Cg, *K)
+        wk += [f"g * {lay['Og']} * {lay.at('WHEAD', 1)}", f"c * {lay.at('WHEAD', 2)}"]
+        wrow = lay.at("WHEAD", 1)
+    body = kdec + [f"    let wk = {' + '.join(wk)};", f"    let cx = c * {lay['XSC']};"]
+    # Clamped (always in-bounds) weight loads; padded window taps read XOFF and are zeroed.
+    body += [f"    let a{i} = IN1[wk + min(r0 + {i}u, M - 1u) * {wrow}];" for i in rows]
+    for j in cols:
+        ok, idx = [], [f"xb{j}", "cx"]
+        for i in range(nd):
+            if transposed:
+                body += [
+                    f"    let t{j}_{i} = ob{j}_{i} - kd{i};",
+                    f"    let q{j}_{i} = t{j}_{i} / i32({lay.at('S', i)});",
+                ]
+                ok.append(
+                    f"t{j}_{i} >= 0 && t{j}_{i} % i32({lay.at('S', i)}) == 0 && q{j}_{i} < i32({lay.at('IN', i)})"
+                )
+            else:
+                body.append(f"    let q{j}_{i} = ob{j}_{i} + kd{i};")
+                ok.append(f"u32(q{j}_{i}) < {lay.at('IN', i)}")
+            idx.append(f"u32(q{j}_{i}) * {lay.at('XS', i)}")
+        body += [
+            f"    let ok{j} = {' && '.join(ok)};",
+            f"    let b{j} = select({zero}, IN0[select({lay['XOFF']}, {' + '.join(idx)}, ok{j})], ok{j});",
+        ]
+    body += [f"    acc{i}_{j} = acc{i}_{j} + a{i} * b{j};" for i in rows for j in cols]
+    stores = []
+    for j in cols:
+        stores += [
+            f"  if (c0 + {BLOCK_X * j}u < NCOL) {{",
+            f"    let ob = (col{j} / {lay['PP']}) * {lay['COUT']} * {lay['PP']} + col{j} % {lay['PP']};",
+        ]
+        stores += [
+            f"    if (r0 + {i}u < M) {{ OUT[ob + (g * M + r0 + {i}u) * {lay['PP']}] = acc{i}_{j}; }}" for i in rows
+        ]
+        stores.append("  }")
+    acc = "\n".join(f"  var acc{i}_{j} = {zero};" for i in rows for j in cols)
+    nl = "\n"
+    return f"""{bindings(kind, [kind, kind])}
+@compute @workgroup_size({BLOCK_X}, {BLOCK_Y})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_id) lid: vec3<u32>) {{
+  let tile = wid.x + wid.y * nwg.x;
+  let TM = {lay["TM"]};
+  let M = {lay["M"]};
+  let NCOL = {lay["NCOL"]};
+  let KR = {lay["KR"]};
+  if (tile >= TM * ((NCOL + {BLOCK_X * RB - 1}u) / {BLOCK_X * RB}u)) {{ return; }}
+  let g = wid.z;
+  let r0 = (tile % TM) * {BLOCK_Y * RB}u + lid.y * {RB}u;
+  let c0 = (tile / TM) * {BLOCK_X * RB}u + lid.x;
+{nl.join(pre)}
+{acc}
+  for (var r = 0u; r < KR; r = r + 1u) {{
+{nl.join(body)}
+  }}
+{nl.join(stores)}
+}}
+"""
+
+
 @kernel("convolution")
 def convolution(rt, x, w, *, stride, padding, dilation, groups, transposed, output_padding):
     kind = storage_type(x.dtype, "convolution")
@@ -195,7 +292,10 @@ def convolution(rt, x, w, *, stride, padding, dilation, groups, transposed, outp
         return copy_into(rt, out, 0)
     pp = math.prod(spatial)
     ncol = n * pp
-    tm, tn = -(-og // TILE), -(-ncol // TILE)
+    if rt.cpu_driver:
+        tm, tn = -(-og // (BLOCK_Y * RB)), -(-ncol // (BLOCK_X * RB))
+    else:
+        tm, tn = -(-og // TILE), -(-ncol // TILE)
     params = [og, ncol, cg * kp, cg, og, kp, pp, tm, cout, x.offset, x.strides[0], x.strides[1]]
     params += [*x.strides[2:], w.offset, w.strides[0], w.strides[1], *spatial_in, *spatial, *kernel_size]
     params += [*stride, *(p[0] for p in padding), *dilation, *w.strides[2:]]
@@ -203,7 +303,10 @@ def convolution(rt, x, w, *, stride, padding, dilation, groups, transposed, outp
     if groups > rt.max_groups:
         raise DeviceError(f"convolution: {groups} groups exceed this device's {rt.max_groups} workgroups per dim")
     gx, gy, _ = rt.grid(tm * tn)
-    source = _conv_source(kind, nd, bool(transposed))
+    if rt.cpu_driver:
+        source = _blocked_source(kind, nd, bool(transposed))
+    else:
+        source = _conv_source(kind, nd, bool(transposed))
     rt.dispatch(source, [out.buffer, x.buffer, w.buffer], [True, False, False], params, (gx, gy, groups))
     return out
 
