@@ -2,8 +2,10 @@
 
 ``prepare_fused(node, executable)`` builds the group's kernel IR, renders it as C, compiles it
 (or takes it from the disk cache) and returns a step ``step(env)`` that reads the inputs from
-the executable's environment, calls the kernel through ctypes into fresh contiguous outputs
-and stores them. Without a working C compiler (or ``fuse`` disabled by a failing build) the
+the executable's environment, calls the kernel through ctypes and stores its outputs. Each
+output is written where the memory plan puts it (``Arena.target``: an arena view, or the state
+input it updates in place, which the plan allows only when the kernel reads that input at the
+index it writes, ``FusedOp.reads_at_write_index``); unplanned outputs get fresh arrays. Without a working C compiler (or ``fuse`` disabled by a failing build) the
 step runs the group's member nodes with the NumPy kernels instead, and the executable's
 ``codegen`` counters say so. BLAS-bound nodes (matmul, convolution) are never fused: they
 keep calling NumPy.
@@ -52,12 +54,16 @@ def _kernel_step(fn, source, tensors, scalars, node, executable):
     in_shapes = [tuple(v.shape) for v in tensors]
     param_slots = [slot[v] for v in scalars]
     outs = [(slot[v], tuple(v.shape), np.dtype(v.dtype.np)) for v in node.outputs]
+    fixed, targets = _targets(node, executable)
     in_ptrs = (ctypes.c_void_p * max(len(in_slots), 1))()
     out_ptrs = (ctypes.c_void_p * max(len(outs), 1))()
     params = (ctypes.c_double * max(len(param_slots), 1))()
     # read once: querying OpenBLAS costs milliseconds; set_num_threads applies to later compiles
     threads = get_num_threads() if "omp parallel" in source else 1
     addr_in, addr_out, addr_p = ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), ctypes.addressof(params)
+    for k, r in enumerate(fixed):
+        if r is not None:
+            out_ptrs[k] = r.ctypes.data
 
     def fused_step(env):
         keep = []
@@ -71,14 +77,27 @@ def _kernel_step(fn, source, tensors, scalars, node, executable):
             params[k] = env[i]
         results = []
         for k, (i, shape, dtype) in enumerate(outs):
-            r = np.empty(shape, dtype)
-            out_ptrs[k] = r.ctypes.data
+            r = fixed[k]
+            if r is None:
+                t = targets[k]
+                r = np.empty(shape, dtype) if t is None else t(env)
+                out_ptrs[k] = r.ctypes.data
             results.append((i, r))
         fn(addr_in, addr_out, addr_p, threads)
         for i, r in results:
             env[i] = r
 
     return fused_step
+
+
+def _targets(node, executable) -> tuple:
+    """Per output: its arena view (fixed), else ``env -> array`` (a state updated in place), else None."""
+    arena = executable.arena
+    if arena is None:
+        return [None] * len(node.outputs), [None] * len(node.outputs)
+    fixed = [arena.buffer(v) if v in arena.plan.offsets else None for v in node.outputs]
+    targets = [None if f is not None else arena.target(v) for v, f in zip(node.outputs, fixed)]
+    return fixed, targets
 
 
 def _numpy_step(node, executable):
@@ -93,9 +112,30 @@ def _numpy_step(node, executable):
     in_slots = [executable.slot[v] for v in group.inputs]
     out_slots = [executable.slot[v] for v in group.outputs]
 
-    def numpy_step(env):
-        results = inner.run([env[i] for i in in_slots])
-        for i, r in zip(out_slots, results):
+    fixed, targets = _targets(node, executable)
+    if not any(f is not None or t is not None for f, t in zip(fixed, targets)):
+
+        def numpy_step(env):
+            results = inner.run([env[i] for i in in_slots])
+            for i, r in zip(out_slots, results):
+                env[i] = r
+
+        return numpy_step
+
+    def planned_numpy_step(env):
+        results = inner.run([env[i] for i in in_slots])  # everything is read before anything is written
+        bufs = [f if f is not None else (t(env) if t is not None else None) for f, t in zip(fixed, targets)]
+        # a result may alias an input (a kernel handing it back): copy it before any buffer is written
+        results = [
+            np.array(r, copy=True) if any(b is not None and np.may_share_memory(r, b) for b in bufs) else r
+            for r in results
+        ]
+        for i, r, b in zip(out_slots, results, bufs):
+            if b is not None:
+                np.copyto(b, r)
+                r = b
             env[i] = r
+
+    return planned_numpy_step
 
     return numpy_step

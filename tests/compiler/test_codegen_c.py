@@ -141,3 +141,110 @@ def test_without_a_compiler_the_numpy_plan_runs_and_stats_say_so(monkeypatch):
     assert "numpy kernels" in stats["fallback"] and "no C compiler" in stats["fallback"]
     for a, b in zip(m1.parameters(), m2.parameters()):
         np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+class _CountingNumpy:
+    """Stands for ``numpy`` inside lower_cpu: counts the fresh outputs the fused steps allocate."""
+
+    def __init__(self):
+        self.empty_calls = 0
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+    def empty(self, *args, **kwargs):
+        self.empty_calls += 1
+        return np.empty(*args, **kwargs)
+
+
+@needs_cc
+def test_fused_adamw_step_writes_the_arena_and_updates_state_in_place(monkeypatch):
+    from munet.compiler import lower_cpu
+
+    counting = _CountingNumpy()
+    monkeypatch.setattr(lower_cpu, "np", counting)
+    m1, m2, stats = _mlp_step_pair()
+    for a, b in zip(m1.parameters(), m2.parameters()):
+        np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-6, atol=1e-7)
+    assert counting.empty_calls == 0  # every fused output went to its arena view or its state
+    memory = stats["memory"]
+    assert memory["inplace_updates"] == 16  # every state output, as in the unfused step (test_memory)
+    assert 0 < stats["arena_bytes"] < memory["naive_bytes"]
+
+
+def _state_update(fn, p, g):
+    """Run ``fn(p, g)`` compiled, then replay its graph with the output donated to input ``p``."""
+    from munet.compiler.executable import Executable
+
+    compiled = munet.compile(fn)
+    compiled(munet.tensor(p), munet.tensor(g))
+    graph = compiled.graph
+    assert [n.name for n in graph.nodes] == ["fused"]
+    exe = Executable(graph, "cpu", donors={graph.outputs[0]: graph.inputs[0]})
+    state = p.copy()
+    (out,) = exe.run([state, g.copy()])
+    return exe.arena.plan, state, out
+
+
+@needs_cc
+def test_a_fused_state_update_read_at_its_own_index_is_written_in_place():
+    rng = np.random.default_rng(3)
+    p, g = rng.standard_normal((4, 5), np.float32), rng.standard_normal((4, 5), np.float32)
+    plan, state, out = _state_update(lambda p, g: p * 0.9 + g * 0.1, p, g)
+    assert len(plan.inplace) == 1 and out is state
+    np.testing.assert_array_equal(out, p * np.float32(0.9) + g * np.float32(0.1))
+
+
+@needs_cc
+def test_a_fused_state_update_reading_its_input_elsewhere_does_not_clobber_it():
+    # out[i, j] reads p[j, i]: writing over p row by row would read already-updated elements
+    rng = np.random.default_rng(4)
+    p, g = rng.standard_normal((6, 6), np.float32), rng.standard_normal((6, 6), np.float32)
+    plan, state, out = _state_update(lambda p, g: p.t() * 0.5 + p * 0.25 + g, p, g)
+    assert plan.inplace == {} and out is not state
+    np.testing.assert_array_equal(state, p)
+    np.testing.assert_array_equal(out, p.T * np.float32(0.5) + p * np.float32(0.25) + g)
+
+
+def test_loads_only_at_write_index_rejects_broadcast_offset_and_transposed_loads():
+    def kernel(load):
+        return Kernel("k", (2, 3), (), ["f32"], [], ["f32"], [Store(0, Apply("add", (load, Const(1.0, "f32")), "f32"))])
+
+    assert kernel_ir.loads_only_at_write_index(kernel(Load(0, (3, 1), 0, "f32")), 0)
+    assert not kernel_ir.loads_only_at_write_index(kernel(Load(0, (0, 1), 0, "f32")), 0)
+    assert not kernel_ir.loads_only_at_write_index(kernel(Load(0, (3, 1), 1, "f32")), 0)
+    assert not kernel_ir.loads_only_at_write_index(kernel(Load(0, (1, 2), 0, "f32")), 0)
+    assert not kernel_ir.loads_only_at_write_index(kernel(Load(0, (3, 1), 0, "f32")), 1)
+
+
+class _ReadsAtWriteIndex:
+    """An opted-in op claiming it reads its inputs at the written index (as a fused kernel may)."""
+
+    name = "opted_in"
+    view = None
+    writes_planned_outputs = True
+
+    @staticmethod
+    def reads_at_write_index(node, source):
+        return True
+
+
+def test_no_in_place_update_when_the_node_also_reads_the_state_through_a_view():
+    from munet.compiler.arena import overwrites, writes_into
+    from munet.compiler.ir import Graph
+    from munet.compiler.passes.memory import plan_memory
+    from munet.ops._registry import OPS
+
+    f32, cpu = munet.float32, munet.device("cpu")
+    g = Graph()
+    p = g.add_input((3, 3), f32, cpu, label="state")
+    pt = g.add_node(OPS["permute"], [p], {"dims": (1, 0)}, [((3, 3), f32, cpu, "tensor")]).outputs[0]
+    direct = g.add_node(_ReadsAtWriteIndex(), [p], {}, [((3, 3), f32, cpu, "tensor")]).outputs[0]
+    both = g.add_node(_ReadsAtWriteIndex(), [p, pt], {}, [((3, 3), f32, cpu, "tensor")]).outputs[0]
+    g.outputs = [both]
+    assert plan_memory(g, writes_into, {both: p}, overwrites).inplace == {}
+    g.nodes.remove(direct.producer)
+    g.nodes.remove(both.producer)
+    g.nodes.append(direct.producer)
+    g.outputs = [direct]
+    assert plan_memory(g, writes_into, {direct: p}, overwrites).inplace == {direct: p}

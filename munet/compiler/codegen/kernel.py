@@ -214,6 +214,35 @@ def kernel_from_group(group) -> tuple:
     return kernel, tensors, scalars
 
 
+def loads_only_at_write_index(kernel: Kernel, buffer: int) -> bool:
+    """Whether every load of input ``buffer`` reads the element at the index being written.
+
+    Then an output may be written over that input: a renderer computes all of an index's loads
+    before its stores (``c.py`` emits the loads as locals ahead of the stores), so each element
+    is read before it is overwritten. A broadcast, transposed or offset load reads elsewhere.
+    """
+    if kernel.reduce_shape:
+        return False
+    out = contiguous_strides(kernel.shape)
+    loads = []
+    seen: set = set()
+    stack = [st.expr for st in kernel.stores]
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if isinstance(e, Load) and e.buffer == buffer:
+            loads.append(e)
+        stack.extend(getattr(e, "args", ()))
+    return bool(loads) and all(
+        e.offset == 0
+        and len(e.strides) == len(out)
+        and all(a == b for a, b, s in zip(e.strides, out, kernel.shape) if s != 1)
+        for e in loads
+    )
+
+
 # Member rules: (node, argument expressions or Python constants, output dtype) -> expression.
 def _c(x, dtype):
     return x if not isinstance(x, (int, float, bool)) else Const(float(x), dtype)

@@ -32,6 +32,22 @@ class FusedOp:
 
     name = "fused"
     view = None
+    writes_planned_outputs = True  # lower_cpu writes each output into its Arena.target
+
+    @staticmethod
+    def reads_at_write_index(node, source) -> bool:
+        """Whether the group's kernel reads ``source`` only at the index it writes (memory planning)."""
+        from munet.compiler.codegen.kernel import kernel_from_group, loads_only_at_write_index
+
+        group = node.attrs["group"]
+        if group.kernel is not None:
+            kernel, tensors = group.kernel, [v for v in group.inputs if v.kind == "tensor"]
+        else:
+            try:
+                kernel, tensors, _ = kernel_from_group(group)
+            except Exception:  # no kernel: the NumPy plan runs, which writes after reading everything
+                return False
+        return source in tensors and loads_only_at_write_index(kernel, tensors.index(source))
 
     def __repr__(self) -> str:
         return "<fused>"

@@ -127,7 +127,9 @@ def plan_memory(graph: Graph, writes_into, donors: dict | None = None, overwrite
             continue
         at = position[out]
         source_last = last.get(source, -1)
-        if source_last < at or (source_last == at and overwrites(out.producer, source)):
+        if source_last < at or (
+            source_last == at and _reads_only_directly(out.producer, source, roots) and overwrites(out.producer, source)
+        ):
             plan.inplace[out] = source
 
     free: dict = {}  # dtype name -> sorted list of (offset, size)
@@ -149,6 +151,11 @@ def plan_memory(graph: Graph, writes_into, donors: dict | None = None, overwrite
             _give_back(free[key], offset, _aligned(nbytes(v)), top, key)
     plan.arena_bytes = {k: v for k, v in top.items() if v}
     return plan
+
+
+def _reads_only_directly(node, source, roots: dict) -> bool:
+    """Whether ``node`` reads ``source``'s memory only as ``source`` itself (not also through a view or alias)."""
+    return all(v is source or source not in roots.get(v, ()) for v in node.inputs())
 
 
 def _aligned(n: int) -> int:
