@@ -253,15 +253,63 @@ def _erfc64(x):
     return np.where(small, inner, np.where(np.isnan(x), x, outer))
 
 
+# Single precision needs far fewer passes: erfc from the Chebyshev fit of Numerical Recipes
+# (relative error < 1.2e-7 for every x) and, for |x| < 0.5 where 1 - erfc would cancel, nine
+# Taylor terms; both in float64, so float32/16-bit results are within one ulp.
+_ERFC_FIT = (-1.26551223, 1.00002368, 0.37409196, 0.09678418, -0.18628806, 0.27886807, -1.13520398, 1.48851587,
+             -0.82215223, 0.17087277)  # fmt: skip
+
+
+def _erfc_fit(a):
+    """erfc(a) for a >= 0 to ~1e-7 relative."""
+    t = 1.0 / (1.0 + 0.5 * a)
+    poly = _ERFC_FIT[-1]
+    for c in reversed(_ERFC_FIT[:-1]):
+        poly = c + t * poly
+    return t * np.exp(-a * a + poly)
+
+
+def _erf_taylor(x):
+    """erf(x) for |x| < 0.5: sum of (-1)^n x^(2n+1) / (n! (2n+1))."""
+    x2 = x * x
+    term = x.copy()
+    total = x.copy()
+    for n in range(1, 10):
+        term = term * -x2 / n
+        total = total + term / (2 * n + 1)
+    return 2.0 * _INV_SQRT_PI * total
+
+
+def _erf_single(x):
+    small = np.abs(x) < 0.5
+    outer = np.sign(x) * (1.0 - _erfc_fit(np.abs(x)))
+    return np.where(small, _erf_taylor(np.where(small, x, 0.0)), np.where(np.isnan(x), x, outer))
+
+
+def _erfc_single(x):
+    tail = _erfc_fit(np.abs(x))
+    return np.where(np.isnan(x), x, np.where(x < 0, 2.0 - tail, tail))
+
+
+def _single_precision(x) -> bool:
+    """float32, float16 and bfloat16 arrays take the fast path; float64 keeps full precision."""
+    dtype = getattr(x, "dtype", None)
+    return dtype is not None and dtype != np.float64
+
+
 @kernel("erf")
 def erf(x):
     with np.errstate(all="ignore"):
+        if _single_precision(x):
+            return _erf_single(np.asarray(x, np.float64))
         return _erf64(np.asarray(x, np.float64))
 
 
 @kernel("erfc")
 def erfc(x):
     with np.errstate(all="ignore"):
+        if _single_precision(x):
+            return _erfc_single(np.asarray(x, np.float64))
         return _erfc64(np.asarray(x, np.float64))
 
 
