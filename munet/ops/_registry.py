@@ -155,14 +155,15 @@ def apply(op: Op, *args, **attrs):
         args = _Autocast.cast_inputs(op, args)
     flat = _flat_tensors(op, args)
     backend = _backend_of(op, flat)
-    meta = op.meta(*args, **attrs)
-    if _Tracing.tracer is not None:
-        return _Tracing.tracer.record(op, args, attrs, meta)
-    if op.view is not None:
+    if op.view is not None and _Tracing.tracer is None:
+        # A view op's shape rule is its geometry rule (both validate), so run it once.
         base = args[0]
         shape, stride, offset = op.view(base, **attrs)
         outputs = (base._view(shape, stride, offset),)
     else:
+        meta = op.meta(*args, **attrs)
+        if _Tracing.tracer is not None:
+            return _Tracing.tracer.record(op, args, attrs, meta)
         raw = _kernel(op, backend)(*_kernel_args(op, args), **attrs)
         metas = meta if isinstance(meta, tuple) and not isinstance(meta, Meta) else (meta,)
         if len(metas) == 1:
