@@ -22,13 +22,8 @@ def _bind_methods() -> None:
 
 
 def _call(name: str):
-    """A method that looks ``name`` up in the munet namespace at call time."""
-
-    def method(self, *args, **kwargs):
-        return getattr(munet, name)(self, *args, **kwargs)
-
-    method.__name__ = name
-    return method
+    """The munet function ``name`` itself: ``Tensor.__add__`` is ``munet.add``, no extra frame."""
+    return getattr(munet, name)
 
 
 def _reflected(name: str):

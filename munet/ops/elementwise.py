@@ -180,7 +180,10 @@ def promote_operands(*operands, dtype=None):
     from munet.ops.convert import cast
 
     target = dtype if dtype is not None else D.result_type(*operands)
-    return target, tuple(cast(x, target) if is_tensor(x) and x.dtype is not target else x for x in operands)
+    for x in operands:
+        if is_tensor(x) and x.dtype is not target:
+            return target, tuple(cast(x, target) if is_tensor(x) and x.dtype is not target else x for x in operands)
+    return target, operands  # the common case: nothing to cast
 
 
 def _binary_meta(a, b, **_):

@@ -37,6 +37,9 @@ def _operands(*args):
 
 
 def _scalar(value, dtype):
+    if dtype.kind == "f" and type(value) is float:
+        with np.errstate(over="ignore"):
+            return dtype.type(value)  # a NumPy scalar: NEP 50 keeps the array's dtype
     if dtype.kind in "iu" and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         bits = 8 * dtype.itemsize
         return np.array(int(value) & ((1 << bits) - 1), dtype=np.uint64).astype(dtype)
