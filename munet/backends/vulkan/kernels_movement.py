@@ -22,7 +22,7 @@ from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import contiguous, copy_into, new_view
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import VkView, storage_type
+from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, _decompose, bindings, elementwise, scalar_word
 
 _HEAD = f"""@compute @workgroup_size({WORKGROUP})
@@ -104,17 +104,11 @@ def roll(rt, x, *, shifts, dims):
         flat = contiguous(rt, x)
         flat = VkView(flat.buffer, (x.size,), (1,), flat.offset, x.dtype)
         out = remap(rt, flat, (x.size,), (1,), (-shifts[0],), (1,))
-        return VkView(out.buffer, x.shape, new_view_strides(x.shape), 0, x.dtype)
+        return VkView(out.buffer, x.shape, contiguous_strides(x.shape), 0, x.dtype)
     shift = [0] * x.ndim
     for s, d in zip(shifts, dims):
         shift[d % x.ndim] -= s
     return remap(rt, x, x.shape, (1,) * x.ndim, tuple(shift), (1,) * x.ndim)
-
-
-def new_view_strides(shape):
-    from munet.backends.vulkan.views import contiguous_strides
-
-    return contiguous_strides(shape)
 
 
 def _tri(rt, x, diagonal: int, lower: bool):
