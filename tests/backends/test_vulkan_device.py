@@ -71,3 +71,18 @@ def test_mixing_devices_raises(vulkan):
 def test_error_classes_are_exported():
     assert issubclass(munet.OutOfMemoryError, RuntimeError)
     assert issubclass(munet.DeviceLostError, RuntimeError)
+
+
+def test_lost_device_raises_and_stays_lost(vulkan):
+    import numpy as np
+
+    from munet.backends.vulkan.backend import VulkanBackend
+
+    backend = VulkanBackend("vulkan", 0)  # a wgpu device of its own: the shared one is untouched
+    data = backend.from_numpy(np.arange(4, dtype=np.float32))
+    backend.runtime.device.destroy()
+    with pytest.raises(munet.DeviceLostError, match="vulkan:0: the device was lost"):
+        backend.to_numpy(backend.view(data, (4,), (1,), 0))
+    with pytest.raises(munet.DeviceLostError, match="its tensors are gone"):
+        backend.from_numpy(np.zeros(3, dtype=np.float32))
+    assert backend.runtime.lost_reason

@@ -127,3 +127,19 @@ def test_allocation_failure_raises_out_of_memory(vulkan, monkeypatch):
     monkeypatch.setattr(runtime.device, "create_buffer", fail)
     with pytest.raises(munet.OutOfMemoryError, match=r"could not allocate \d+ bytes"):
         munet.empty(12345, device=vulkan)
+
+
+def test_batch_scope_records_one_command_buffer(vulkan):
+    runtime = munet._device.get_backend(munet.device(vulkan)).runtime
+    x = munet.ones(64, 64, device=vulkan)
+    munet.vulkan.synchronize()
+    before = munet.vulkan.memory_stats()
+    with runtime.batch():
+        for _ in range(120):  # 360 dispatches: more than an eager batch holds
+            x = (x * 1.01 + 0.5).relu()
+        assert munet.vulkan.memory_stats()["submits"] == before["submits"]
+    total = x.sum().item()
+    after = munet.vulkan.memory_stats()
+    assert after["dispatches"] - before["dispatches"] >= 360
+    assert after["submits"] - before["submits"] <= 2  # the batch, then the sum read back
+    assert runtime.max_pending == 256 and np.isfinite(total)

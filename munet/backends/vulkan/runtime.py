@@ -4,11 +4,19 @@ Kernels call :meth:`Runtime.dispatch`; dispatches are recorded into one compute 
 pending command encoder, and their small parameter blocks (shapes, strides, scalars) into
 one host arena that becomes a single buffer write. The batch is submitted at a sync point:
 a host read, ``munet.vulkan.synchronize()``, or after ``MAX_PENDING`` dispatches. So eager
-code pays one submit per batch, not one per op; ``stats()`` counts both.
+code pays one submit per batch, not one per op; ``stats()`` counts both. Inside
+``with runtime.batch():`` (a compiled program's call) the dispatch bound is lifted, so the
+whole call is one command buffer unless the parameter arena fills.
+
+The device is opened with the adapter's limits and with ``shader-f16`` when the adapter has
+it (``has_f16``). Once wgpu reports the device lost (wgpu-native names it in the error of the
+failing call), the runtime stays lost: every later dispatch, transfer or allocation raises
+:class:`~munet.DeviceLostError` before touching the device.
 """
 
 from __future__ import annotations
 
+import contextlib
 import struct
 from collections import OrderedDict
 
@@ -17,7 +25,7 @@ from munet.backends.vulkan.memory import Allocator
 from munet.backends.vulkan.wgsl import hoist_params
 
 MAX_PENDING = 256
-_PARAM_ARENA = 1 << 18
+_PARAM_ARENA = 1 << 20
 _BIND_GROUP_CACHE = 4096
 
 
@@ -31,10 +39,15 @@ class Runtime:
         # Kernels whose best shape differs on CPU drivers (lavapipe) choose by this.
         self.cpu_driver = adapter.info.get("adapter_type") == "CPU"
         self.limits = dict(adapter.limits)
+        self.has_f16 = "shader-f16" in adapter.features
+        features = ["shader-f16"] if self.has_f16 else []
         try:
-            self.device = adapter.request_device_sync(required_limits=self.limits, label=label)
+            self.device = adapter.request_device_sync(
+                required_features=features, required_limits=self.limits, label=label
+            )
         except Exception as exc:
             raise DeviceLostError(f"{label}: could not open the device ({exc})") from exc
+        self.lost_reason: str | None = None
         self.queue = self.device.queue
         self.max_binding = min(self.limits["max-storage-buffer-binding-size"], self.limits["max-buffer-size"])
         self.max_groups = self.limits["max-compute-workgroups-per-dimension"]
@@ -53,6 +66,7 @@ class Runtime:
         self._encoder = None
         self._pass = None
         self._pending = 0
+        self.max_pending = MAX_PENDING
         self.counts = {"dispatches": 0, "submits": 0, "pipelines": 0, "readbacks": 0, "uploads": 0}
 
     @property
@@ -107,7 +121,9 @@ class Runtime:
             return
         pipeline, group = self.pipeline(source, tuple(writable))
         words = struct.pack(f"<{len(params) or 1}I", *[p & 0xFFFFFFFF for p in params] or [0])
-        if self._pending >= MAX_PENDING or len(self._arena) + len(words) + self.align > _PARAM_ARENA:
+        if self.lost_reason is not None:
+            self.raise_lost()
+        if self._pending >= self.max_pending or len(self._arena) + len(words) + self.align > _PARAM_ARENA:
             self.flush()
         if self._encoder is None:
             self._encoder = self.device.create_command_encoder()
@@ -164,6 +180,19 @@ class Runtime:
         self.counts["submits"] += 1
         self.allocator.after_submit()
 
+    @contextlib.contextmanager
+    def batch(self):
+        """Record every dispatch inside the block into one command buffer (submitted at its end
+        or at a host read inside it); only a full parameter arena submits earlier."""
+        previous = self.max_pending
+        self.max_pending = 1 << 62
+        try:
+            yield
+        finally:
+            self.max_pending = previous
+            if self._pending >= previous:
+                self.flush()
+
     def synchronize(self) -> None:
         """Submit pending work and wait until the device has finished it."""
         self.flush()
@@ -178,11 +207,19 @@ class Runtime:
     # host transfer --------------------------------------------------------------------------------
     def write(self, buffer, data: bytes) -> None:
         if data:
-            self.queue.write_buffer(buffer.block.gpu, 0, data)
+            if self.lost_reason is not None:
+                self.raise_lost()
+            try:
+                self.queue.write_buffer(buffer.block.gpu, 0, data)
+            except Exception as exc:
+                self.check_lost(exc)
+                raise
             self.counts["uploads"] += 1
 
     def read(self, buffer, byte_offset: int, nbytes: int) -> bytes:
         """``nbytes`` from ``buffer`` at ``byte_offset`` (submits pending work first)."""
+        if self.lost_reason is not None:
+            self.raise_lost()
         self.flush()
         try:
             data = self.queue.read_buffer(buffer.block.gpu, byte_offset, nbytes)
@@ -192,9 +229,16 @@ class Runtime:
         self.counts["readbacks"] += 1
         return bytes(data)
 
+    def raise_lost(self, cause: Exception | None = None):
+        raise DeviceLostError(f"{self.label}: the device was lost ({self.lost_reason}); its tensors are gone") from cause
+
     def check_lost(self, exc: Exception) -> None:
-        if "lost" in str(exc).lower():
-            raise DeviceLostError(f"{self.label}: the device was lost ({exc}); its tensors are gone") from exc
+        """Raise DeviceLostError (and stay lost) when ``exc`` is wgpu reporting a lost device."""
+        if self.lost_reason is None and "lost" not in str(exc).lower():
+            return
+        if self.lost_reason is None:
+            self.lost_reason = " ".join(str(exc).split())[-200:]
+        self.raise_lost(exc)
 
     def stats(self) -> dict:
         return {**self.allocator.stats(), **self.counts, "pending_dispatches": self._pending}
