@@ -230,7 +230,9 @@ class Runtime:
         return bytes(data)
 
     def raise_lost(self, cause: Exception | None = None):
-        raise DeviceLostError(f"{self.label}: the device was lost ({self.lost_reason}); its tensors are gone") from cause
+        raise DeviceLostError(
+            f"{self.label}: the device was lost ({self.lost_reason}); its tensors are gone"
+        ) from cause
 
     def check_lost(self, exc: Exception) -> None:
         """Raise DeviceLostError (and stay lost) when ``exc`` is wgpu reporting a lost device."""
