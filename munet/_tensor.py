@@ -321,28 +321,27 @@ class Tensor:
 
     def register_hook(self, hook):
         """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a new grad."""
-        from munet.autograd.node import _RemovableHandle
+        from munet.utils.hooks import RemovableHandle
 
         if not self._requires_grad:
             raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
         if self._grad_fn is None:
             if self._hooks is None:
-                self._hooks = []
-            return _RemovableHandle(self._hooks, hook)._register()
+                self._hooks = {}
+            return RemovableHandle.add(self._hooks, hook)
         node = self._grad_fn
         if node.pre_hooks is None:
             node.pre_hooks = {}
-        hooks = node.pre_hooks.setdefault(self._output_nr, [])
-        return _RemovableHandle(hooks, hook)._register()
+        return RemovableHandle.add(node.pre_hooks.setdefault(self._output_nr, {}), hook)
 
     def register_post_accumulate_grad_hook(self, hook):
-        from munet.autograd.node import _RemovableHandle
+        from munet.utils.hooks import RemovableHandle
 
         if self._grad_fn is not None:
             raise RuntimeError("post accumulate grad hooks cannot be registered on non-leaf tensors")
         if self._post_acc_hooks is None:
-            self._post_acc_hooks = []
-        return _RemovableHandle(self._post_acc_hooks, hook)._register()
+            self._post_acc_hooks = {}
+        return RemovableHandle.add(self._post_acc_hooks, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph: bool = False, inputs=None) -> None:
         """Accumulate d(self)/d(leaf) into every leaf's ``.grad``."""

@@ -178,7 +178,7 @@ def _add_leaf(leaf_grads, leaf, g):
 def _run_pre_hooks(node: Node, grads: list) -> list:
     if node.pre_hooks:
         for nr, hooks in node.pre_hooks.items():
-            for hook in list(hooks):
+            for hook in list(hooks.values()):
                 if grads[nr] is None:
                     break
                 out = hook(grads[nr])
@@ -200,7 +200,7 @@ def _execute(node, grads, buffers, leaf_grads, deps, ready, retain_graph):
         out = (out,)
     flat = _flatten_grads(node, out)
     if node.post_hooks:
-        for hook in node.post_hooks:
+        for hook in list(node.post_hooks.values()):
             replaced = hook(tuple(flat), tuple(grads))
             if replaced is not None:
                 flat = list(replaced)
@@ -237,7 +237,7 @@ def _flatten_grads(node, out) -> list:
 
 
 def _run_leaf_hooks(leaf, g):
-    for hook in list(leaf._hooks or ()):
+    for hook in list((leaf._hooks or {}).values()):
         out = hook(g)
         if out is not None:
             g = out
@@ -260,5 +260,5 @@ def _store_leaf_grads(leaf_grads, create_graph: bool) -> None:
             leaf.grad = g
         else:
             leaf.grad = leaf.grad + g
-        for hook in list(leaf._post_acc_hooks or ()):
+        for hook in list((leaf._post_acc_hooks or {}).values()):
             hook(leaf)

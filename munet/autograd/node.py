@@ -63,7 +63,7 @@ class Node:
         self.input_dtypes = input_dtypes
         self.output_shapes = ()
         self.output_dtypes = ()
-        self.pre_hooks = None  # {output_nr: [hook, ...]} for hooks on non-leaf outputs
+        self.pre_hooks = None  # {output_nr: {handle id: hook}} for hooks on non-leaf outputs
         self.post_hooks = None
         self.retained = None  # {output_nr: weakref(tensor)} for retain_grad()
         self.seq = next(_sequence)
@@ -89,9 +89,11 @@ class Node:
         return tuple(out)
 
     def register_hook(self, fn):
+        from munet.utils.hooks import RemovableHandle
+
         if self.post_hooks is None:
-            self.post_hooks = []
-        return _RemovableHandle(self.post_hooks, fn)._register()
+            self.post_hooks = {}
+        return RemovableHandle.add(self.post_hooks, fn)
 
     # -- ctx API used by gradient rules ------------------------------------------------
     def saved_tensor(self, role: str):
@@ -150,25 +152,3 @@ class _AccumulateGradView:
 
     def __repr__(self) -> str:
         return "<AccumulateGrad object>"
-
-
-class _RemovableHandle:
-    def __init__(self, container, item):
-        self._container = container
-        self._item = item
-
-    def _register(self):
-        self._container.append(self._item)
-        return self
-
-    def remove(self) -> None:
-        try:
-            self._container.remove(self._item)
-        except ValueError:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()

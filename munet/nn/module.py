@@ -8,7 +8,6 @@ validates every key, shape and dtype before it assigns anything.
 
 from __future__ import annotations
 
-import itertools
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
@@ -16,6 +15,7 @@ from typing import Any, NamedTuple
 from munet._tensor import Tensor
 from munet.autograd.grad_mode import no_grad
 from munet.nn.parameter import Buffer, Parameter
+from munet.utils.hooks import RemovableHandle
 
 
 class _IncompatibleKeys(NamedTuple):
@@ -26,32 +26,6 @@ class _IncompatibleKeys(NamedTuple):
         if not self.missing_keys and not self.unexpected_keys:
             return "<All keys matched successfully>"
         return f"_IncompatibleKeys(missing_keys={self.missing_keys}, unexpected_keys={self.unexpected_keys})"
-
-
-class _RemovableHandle:
-    _ids = itertools.count()
-
-    def __init__(self, hooks: dict):
-        self.hooks = hooks
-        self.id = next(self._ids)
-
-    @classmethod
-    def add(cls, hooks: dict, hook, *, prepend: bool = False) -> _RemovableHandle:
-        """Store ``hook`` in ``hooks`` under a fresh id (first when ``prepend``); its handle removes it."""
-        handle = cls(hooks)
-        hooks[handle.id] = hook
-        if prepend:
-            hooks.move_to_end(handle.id, last=False)
-        return handle
-
-    def remove(self) -> None:
-        self.hooks.pop(self.id, None)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 def _zero_grads(params: Iterable[Tensor], set_to_none: bool) -> None:
@@ -506,7 +480,7 @@ class Module:
 
     # hooks and call ----------------------------------------------------------------------------------------
     def register_forward_pre_hook(self, hook, *, prepend: bool = False, with_kwargs: bool = False):
-        handle = _RemovableHandle.add(self._forward_pre_hooks, hook, prepend=prepend)
+        handle = RemovableHandle.add(self._forward_pre_hooks, hook, prepend=prepend)
         if with_kwargs:
             self._forward_pre_hooks_with_kwargs[handle.id] = True
         return handle
@@ -514,16 +488,16 @@ class Module:
     def register_forward_hook(
         self, hook, *, prepend: bool = False, with_kwargs: bool = False, always_call: bool = False
     ):
-        handle = _RemovableHandle.add(self._forward_hooks, hook, prepend=prepend)
+        handle = RemovableHandle.add(self._forward_hooks, hook, prepend=prepend)
         if with_kwargs:
             self._forward_hooks_with_kwargs[handle.id] = True
         return handle
 
     def register_state_dict_hook(self, hook):
-        return _RemovableHandle.add(self._state_dict_hooks, hook)
+        return RemovableHandle.add(self._state_dict_hooks, hook)
 
     def register_load_state_dict_pre_hook(self, hook):
-        return _RemovableHandle.add(self._load_state_dict_pre_hooks, lambda sd, *a: hook(self, sd, *a))
+        return RemovableHandle.add(self._load_state_dict_pre_hooks, lambda sd, *a: hook(self, sd, *a))
 
     def __call__(self, *args, **kwargs):
         for hook_id, hook in list(self._forward_pre_hooks.items()):

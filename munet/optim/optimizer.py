@@ -194,14 +194,14 @@ class Optimizer:
 
     # hooks -------------------------------------------------------------------------------------------
     def register_step_pre_hook(self, hook):
-        from munet.nn.module import _RemovableHandle
+        from munet.utils.hooks import RemovableHandle
 
-        return _RemovableHandle.add(self._step_pre_hooks, hook)
+        return RemovableHandle.add(self._step_pre_hooks, hook)
 
     def register_step_post_hook(self, hook):
-        from munet.nn.module import _RemovableHandle
+        from munet.utils.hooks import RemovableHandle
 
-        return _RemovableHandle.add(self._step_post_hooks, hook)
+        return RemovableHandle.add(self._step_post_hooks, hook)
 
 
 def step_counter() -> Tensor:

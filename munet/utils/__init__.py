@@ -1,5 +1,5 @@
-"""``munet.utils``: activation checkpointing, data loading, and saving/resuming training runs."""
+"""``munet.utils``: activation checkpointing, data loading, hook handles, and saving/resuming training runs."""
 
-from munet.utils import checkpoint, data, training_state
+from munet.utils import checkpoint, data, hooks, training_state
 
-__all__ = ["checkpoint", "data", "training_state"]
+__all__ = ["checkpoint", "data", "hooks", "training_state"]
