@@ -55,6 +55,9 @@ class Module:
 
     training: bool
     _version = 1
+    # Buffers that state dicts written before they existed lack; a strict load accepts their
+    # absence and keeps the current value (PyTorch does the same for unversioned state dicts).
+    _optional_state_keys: tuple = ()
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
@@ -420,7 +423,11 @@ class Module:
         for hook in self._load_state_dict_pre_hooks.values():
             hook(state_dict, "", {}, strict, [], [], [])
         entries = self._state_entries()
-        missing = [k for k in entries if k not in state_dict]
+        missing = [
+            k
+            for k, (module, _, name) in entries.items()
+            if k not in state_dict and name not in module._optional_state_keys
+        ]
         unexpected = [k for k in state_dict if k not in entries]
         errors = []
         if strict:

@@ -204,3 +204,16 @@ def test_module_list_repr_collapses_repeats_like_pytorch():
     ours = nn.ModuleList([nn.Linear(2, 2), nn.Linear(2, 2), nn.ReLU(), nn.Linear(2, 2)])
     theirs = torch.nn.ModuleList([torch.nn.Linear(2, 2), torch.nn.Linear(2, 2), torch.nn.ReLU(), torch.nn.Linear(2, 2)])
     assert repr(ours) == repr(theirs)
+
+
+def test_batchnorm_loads_state_dict_without_num_batches_tracked():
+    old = nn.BatchNorm1d(3)
+    state = {k: v for k, v in old.state_dict().items() if k != "num_batches_tracked"}
+    state["running_mean"] = munet.tensor([1.0, 2.0, 3.0])
+    bn = nn.BatchNorm1d(3)
+    bn.num_batches_tracked.fill_(5)
+    result = bn.load_state_dict(state)
+    assert result.missing_keys == [] and bn.num_batches_tracked.item() == 5
+    assert bn.running_mean.tolist() == [1.0, 2.0, 3.0]
+    with pytest.raises(RuntimeError, match='Missing key.*"running_var"'):
+        nn.BatchNorm1d(3).load_state_dict({k: v for k, v in state.items() if k != "running_var"})

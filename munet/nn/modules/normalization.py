@@ -49,6 +49,7 @@ class _NormBase(Module):
     """Common base of the batch and instance norms: affine parameters and running statistics."""
 
     _version = 2
+    _optional_state_keys = ("num_batches_tracked",)  # added in PyTorch 0.4.1
 
     def __init__(
         self,
