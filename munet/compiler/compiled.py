@@ -13,8 +13,6 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 
-import numpy as np
-
 from munet._tensor import Tensor
 from munet.autograd.grad_mode import _State
 from munet.compiler import passes
@@ -186,8 +184,8 @@ class CompiledFunction:
     def stats(self) -> dict:
         last = self._last
         return {
-            "backend": "cpu",
-            **_codegen_stats(last.executable.codegen if last else None, self.fuse),
+            "backend": last.executable.backend.device.type if last else _device_type(self.device),
+            **(_codegen_stats(last.executable, self.fuse) if last else _codegen_stats(None, self.fuse)),
             "arena_bytes": last.executable.arena.plan.total_bytes if last and last.executable.arena else None,
             "memory": last.executable.arena.plan.summary() if last and last.executable.arena else {},
             "kernels": last.executable.kernels if last else 0,
@@ -286,19 +284,24 @@ class _Specialization:
         donors = {self.graph.outputs[n + j]: v for j, v in enumerate(self.state_inputs)}
         self.executable = Executable(self.graph, device, donors=donors)
         self.backend = self.executable.backend
+        self.target = self.executable.target
         fetchers = []
         for v in self.graph.inputs:
             src = v.source
             if isinstance(src, Tensor):
                 fetchers.append(lambda flat, t=src: t._data)
             elif isinstance(src, tuple) and src[0] == "arg":
-                fetchers.append(lambda flat, k=src[1]: np.ascontiguousarray(flat[k]._data))
+                fetchers.append(lambda flat, k=src[1], argument=self.target.argument: argument(flat[k]))
             else:
                 fetchers.append(_hyper_fetcher(*src))
         self.fetchers = fetchers
         self.first = True
 
     def run(self, flat):
+        with self.executable.scope():  # vulkan: the call and its write-back are one command buffer
+            return self._run(flat)
+
+    def _run(self, flat):
         inputs = [f(flat) for f in self.fetchers]
         try:
             outs = self.executable.run(inputs)
@@ -307,40 +310,41 @@ class _Specialization:
                 self.abandon()
             raise
         self.first = False
-        owned = _ownership(self.executable)
+        executable = self.executable
+        owned = _ownership(executable)
         n = self.n_results
         sources = []
         for j, t in enumerate(self.state_writes):
             arr = outs[n + j]
+            plan = executable.target_on(t.device)
             if owned[n + j] is False:
-                arr = arr.copy()
-            sources.append((t, arr))
-        for t, arr in sources:
-            if not _same_memory(arr, t._data):  # an in-place update already wrote it
-                np.copyto(t._data, arr, casting="unsafe")
+                arr = plan.clone(arr)
+            sources.append((t, arr, plan))
+        for t, arr, plan in sources:
+            if not plan.same_memory(arr, t._data):  # an in-place update already wrote it
+                plan.copy_into(t._data, arr)
             t._storage.version += 1
         for target, index in self.bindings:
-            _bind(
-                target,
-                None if index is None else outs[index],
-                self.backend,
-                self.graph.outputs[index] if index is not None else None,
-            )
+            _bind(target, None if index is None else outs[index], index, executable)
         results = []
         for item in self.out_template:
             if isinstance(item, tuple):
                 results.append(item[1])
                 continue
+            v = self.graph.outputs[item]
+            plan = executable.target_on(v.device)
             arr = outs[item]
             if not owned[item]:
-                arr = arr.copy()
-            v = self.graph.outputs[item]
-            results.append(Tensor._from_kernel(self.backend, arr, Meta(v.shape, v.dtype)))
+                arr = plan.clone(arr)
+            results.append(Tensor._from_kernel(plan.backend, arr, Meta(v.shape, v.dtype)))
         return self.out_rebuild(results)
 
 
-def _codegen_stats(counters, fuse: bool) -> dict:
-    """Whether fused groups ran generated C or the NumPy plan (see ``lower_cpu.py``)."""
+def _codegen_stats(executable, fuse: bool) -> dict:
+    """Whether fused groups ran generated code or a fallback (``lower_cpu.py``, ``lower_vulkan.py``)."""
+    if executable is not None and executable.backend.device.type != "cpu":
+        return {"fusion": fuse, "c_compiler": None, **executable.target.stats()}
+    counters = executable.codegen if executable is not None else None
     counters = counters or {"generated": 0, "numpy": 0, "cache_hits": 0, "compiler": None, "fallback_reason": None}
     groups = counters["generated"] + counters["numpy"]
     fallback = None
@@ -357,6 +361,14 @@ def _codegen_stats(counters, fuse: bool) -> dict:
     }
 
 
+def _device_type(device) -> str | None:
+    if device is None:
+        return None
+    from munet._device import as_device
+
+    return as_device(device).type
+
+
 def _ownership(executable) -> list:
     """Per graph output: True when its array is a fresh kernel result nobody else holds."""
     inputs = set(executable.input_slots) | executable.constant_slots | executable.arena_slots
@@ -370,26 +382,29 @@ def _ownership(executable) -> list:
     return [o and i not in views for o, i in zip(owned, executable.output_slots)]
 
 
-def _same_memory(a, b) -> bool:
-    return a.shape == b.shape and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+def _bind(target, arr, index, executable) -> None:
+    """Hand output ``index`` (``arr``) to Python-side state (a ``.grad`` or an optimizer-state entry).
 
-
-def _bind(target, arr, backend, value) -> None:
+    The new value is written into the tensor already there when it fits (identities stay stable),
+    else a copy becomes the new tensor.
+    """
     kind = target[0]
-    current = target[1].grad if kind == "grad" else target[1].get(target[2])
-    if arr is None:
-        new = None
-    elif (
-        isinstance(current, Tensor)
-        and not is_symbolic(current)
-        and tuple(current.shape) == tuple(arr.shape)
-        and current.dtype is value.dtype
-    ):
-        np.copyto(current._data, arr, casting="unsafe")
-        current._storage.version += 1
-        return
-    else:
-        new = Tensor._from_kernel(backend, np.array(arr, copy=True), Meta(value.shape, value.dtype))
+    new = None
+    if arr is not None:
+        value = executable.graph.outputs[index]
+        plan = executable.target_on(value.device)
+        current = target[1].grad if kind == "grad" else target[1].get(target[2])
+        if (
+            isinstance(current, Tensor)
+            and not is_symbolic(current)
+            and tuple(current.shape) == tuple(arr.shape)
+            and current.dtype is value.dtype
+            and current.device == plan.backend.device
+        ):
+            plan.copy_into(current._data, arr)
+            current._storage.version += 1
+            return
+        new = Tensor._from_kernel(plan.backend, plan.clone(arr), Meta(value.shape, value.dtype))
     if kind == "grad":
         target[1].grad = new
     else:

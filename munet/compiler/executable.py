@@ -1,42 +1,127 @@
-"""Replay of an optimized graph: a flat list of prepared kernel calls.
+"""Replay of an optimized graph: a flat list of prepared kernel calls, on any backend.
 
-``Executable(graph)`` assigns every value a slot in one environment list and turns each node
-into a closure that reads its argument slots, calls the backend kernel (the same function
+``Executable(graph, device)`` assigns every value a slot in one environment list and turns each
+node into a closure that reads its argument slots, calls the backend kernel (the same function
 eager ``apply`` calls, without autograd or dispatch) and stores its outputs. View nodes
 recompute their geometry with the op's own view rule; scalar nodes do host arithmetic;
 constants are filled in once. ``run(inputs)`` returns the environment values of
-``graph.outputs``. This increment lowers to the ``cpu`` backend's NumPy kernels only.
+``graph.outputs``.
+
+Each node runs on the backend of the device its outputs live on: a vulkan graph may hold a few
+cpu nodes (Adam's step count is a cpu tensor, as in PyTorch), and ``to_device`` nodes copy
+between the two. What differs per device type is a *target*: :class:`CpuTarget` (NumPy
+arrays, the memory arena, fused groups as generated C through ``lower_cpu``) and
+``lower_vulkan.VulkanTarget`` (VkViews that stay on the device, fused groups as generated
+WGSL, a whole call recorded into one command buffer). Callers run a call inside
+``executable.scope()`` and move results with the target's ``clone``/``copy_into``.
 """
 
 from __future__ import annotations
 
+import contextlib
+from types import SimpleNamespace
+
 import numpy as np
 
-from munet._device import as_device, get_backend
+from munet._device import DeviceError, as_device, get_backend
 from munet._tensor import Tensor
 from munet.compiler.arena import Arena
 from munet.compiler.ir import CONSTANT, Graph, ScalarOp, Value, format_node
 from munet.compiler.lower_cpu import new_counters, prepare_fused
 from munet.compiler.passes.fuse import FUSED
 
+TRANSFER = "to_device"
+
+
+class CpuTarget:
+    """The cpu side of a plan: contiguous NumPy results, the arena, generated C for fused groups."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.counters = new_counters()  # fused groups: generated kernels, NumPy fallbacks, cache hits
+
+    def result(self, raw, np_dtype):
+        data = self.backend.wrap(raw, np_dtype)[2]
+        return data if data.flags.c_contiguous else np.ascontiguousarray(data)
+
+    def view_step(self, op, attrs, source, out, value):
+        view_rule, backend = op.view, self.backend
+
+        def view_step(env):
+            t = Tensor._from_numpy(source(env))
+            shape, stride, offset = view_rule(t, **attrs)
+            env[out] = backend.view(t._storage.data, shape, stride, offset)
+
+        return view_step
+
+    def fused_step(self, node, executable):
+        # lower_cpu reads codegen/slot/arena/backend; a cpu node of a vulkan plan has no arena
+        arena = executable.arena if executable.target is self else None
+        context = SimpleNamespace(codegen=self.counters, slot=executable.slot, arena=arena, backend=self.backend)
+        return prepare_fused(node, context)
+
+    def constant(self, value):
+        return value
+
+    def argument(self, t: Tensor):
+        return np.ascontiguousarray(t._data)
+
+    def upload(self, host: np.ndarray):
+        return host
+
+    def download(self, data) -> np.ndarray:
+        return np.ascontiguousarray(data)
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def clone(self, data):
+        return np.array(data, copy=True)
+
+    def copy_into(self, dst, src) -> None:
+        np.copyto(dst, src, casting="unsafe")
+
+    @staticmethod
+    def same_memory(a, b) -> bool:
+        return a.shape == b.shape and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+
+    def describe_fused(self, node) -> list[str]:
+        return []
+
+    def stats(self) -> dict:
+        return {}
+
+
+def target_for(backend):
+    """The target of ``backend``'s device type (cpu or vulkan)."""
+    kind = backend.device.type
+    if kind == "cpu":
+        return CpuTarget(backend)
+    if kind in ("vulkan", "webgpu"):
+        from munet.compiler.lower_vulkan import VulkanTarget
+
+        return VulkanTarget(backend)
+    raise NotImplementedError(
+        f"munet.compile: replay is implemented on 'cpu' and 'vulkan', got device '{backend.device}'"
+    )
+
 
 class Executable:
-    """The lowered plan of one graph on one backend."""
+    """The lowered plan of one graph on one device (plus the cpu nodes it holds)."""
 
     def __init__(self, graph: Graph, device, *, plan_memory: bool = True, donors: dict | None = None):
         self.graph = graph
         self.backend = get_backend(as_device(device))
-        if self.backend.device.type != "cpu":
-            raise NotImplementedError(
-                f"munet.compile: this version replays graphs on 'cpu' only, got device '{self.backend.device}'"
-            )
+        self.target = target_for(self.backend)
+        self._targets = {self.backend.device: self.target}
         self.slot: dict[Value, int] = {}
         for v in graph.inputs:
             self._assign(v)
-        # memory planning (passes/memory.py): planned outputs are written into one arena per dtype
-        self.arena = Arena(graph, donors, self.slot) if plan_memory else None
-        self.codegen = new_counters()  # fused groups: generated kernels, NumPy fallbacks, cache hits
-        self.env_template: list = [None] * 0
+        # memory planning (passes/memory.py) writes planned outputs into one NumPy arena per
+        # dtype; on vulkan results come from the backend's caching allocator instead
+        on_cpu = self.backend.device.type == "cpu"
+        self.arena = Arena(graph, donors, self.slot) if plan_memory and on_cpu else None
+        self.codegen = self.target.counters
         self.steps: list = []
         self.plan: list[str] = []
         constants = {}
@@ -44,10 +129,12 @@ class Executable:
             for v in node.outputs:
                 self._assign(v)
             if node.op is CONSTANT:
-                constants[self.slot[node.outputs[0]]] = node.constant
+                constants[self.slot[node.outputs[0]]] = self._target_of(node).constant(node.constant)
                 continue
             self.steps.append(self._prepare(node))
             self.plan.append(format_node(node))
+            if node.op is FUSED:
+                self.plan.extend(self._target_of(node).describe_fused(node))
         self.env_template = [None] * len(self.slot)
         for i, array in constants.items():
             self.env_template[i] = array
@@ -59,6 +146,20 @@ class Executable:
 
     def _assign(self, v: Value) -> None:
         self.slot[v] = len(self.slot)
+
+    def _target_of(self, node):
+        """The target of the device ``node``'s outputs live on (the plan's own by default)."""
+        return self.target_on(node.outputs[0].device if node.outputs else None)
+
+    def target_on(self, device):
+        """The target of ``device`` (a plan may hold values of a second device, see the docstring)."""
+        if device is None:
+            return self.target
+        device = as_device(device)
+        target = self._targets.get(device)
+        if target is None:
+            target = self._targets[device] = target_for(get_backend(device))
+        return target
 
     def _getter(self, a):
         if isinstance(a, Value):
@@ -82,25 +183,22 @@ class Executable:
                 env[out] = fn(*[f(env) for f in arg_fns])
 
             return scalar_step
+        target = self._target_of(node)
         if node.op is FUSED:
-            return prepare_fused(node, self)
+            return target.fused_step(node, self)
+        if node.name == TRANSFER:
+            return self._transfer_step(node, arg_fns[0], outs[0])
         if node.op.view is not None:
-            return _view_step(node.op, static, arg_fns[0], outs[0], self.backend)
-        if self.arena is not None and len(outs) == 1:
+            return target.view_step(node.op, static, arg_fns[0], outs[0], node.outputs[0])
+        if self.arena is not None and target is self.target and len(outs) == 1:
             planned = self.arena.prepare(node, arg_fns, static, dynamic, outs[0])
             if planned is not None:
                 return planned
-        kernel = self.backend.kernels.get(node.op.name)
+        kernel = target.backend.kernels.get(node.op.name)
         if kernel is None:
-            from munet._device import DeviceError
-
-            raise DeviceError(f"{node.op.name}: no kernel for device '{self.backend.device}'")
-        wrap = self.backend.wrap
+            raise DeviceError(f"{node.op.name}: no kernel for device '{target.backend.device}'")
+        finish = target.result
         np_dtypes = [v.dtype.np for v in node.outputs]
-
-        def finish(raw, np_dtype):
-            data = wrap(raw, np_dtype)[2]
-            return data if data.flags.c_contiguous else np.ascontiguousarray(data)
 
         if len(outs) == 1:
             out, np_dtype = outs[0], np_dtypes[0]
@@ -125,6 +223,21 @@ class Executable:
 
         return multi_step
 
+    def _transfer_step(self, node, source, out):
+        """A ``to_device`` node: through host memory, as eager ``Tensor.to(device)`` does."""
+        src = self.target_on(node.args[0].device)
+        dst = self._target_of(node)
+        shape = tuple(node.outputs[0].shape)
+
+        def transfer_step(env):
+            env[out] = dst.upload(src.download(source(env)).reshape(shape))
+
+        return transfer_step
+
+    def scope(self):
+        """The context one call runs in (on vulkan: one command buffer, submitted at its end)."""
+        return self.target.scope()
+
     def run(self, inputs: list) -> list:
         env = list(self.env_template)
         for i, x in zip(self.input_slots, inputs):
@@ -135,8 +248,13 @@ class Executable:
 
     def describe(self) -> str:
         lines = [f"plan on {self.backend.device}: {len(self.steps)} steps ({self.kernels} kernels)"]
-        for i, text in enumerate(self.plan):
-            lines.append(f"  [{i:3d}] {text}")
+        step = 0
+        for text in self.plan:
+            if text.startswith(" "):  # a fused kernel's source under its node
+                lines.append(f"        {text}")
+                continue
+            lines.append(f"  [{step:3d}] {text}")
+            step += 1
         return "\n".join(lines)
 
 
@@ -148,14 +266,3 @@ def _has_value(v) -> bool:
 
 def _is_kernel(node) -> bool:
     return node.op is not CONSTANT and not isinstance(node.op, ScalarOp) and node.op.view is None
-
-
-def _view_step(op, attrs, source, out, backend):
-    view_rule = op.view
-
-    def view_step(env):
-        t = Tensor._from_numpy(source(env))
-        shape, stride, offset = view_rule(t, **attrs)
-        env[out] = backend.view(t._storage.data, shape, stride, offset)
-
-    return view_step

@@ -108,12 +108,13 @@ def _traced_update(p, state, exp_avg, exp_avg_sq, group, beta1, beta2, lr, eps) 
     # float64, then float32: the same numbers as eager's host arithmetic on the step count
     step = state["step"].to(D.float64)
     bias_correction1 = 1 - _pow(beta1, step)
-    bias_correction2_sqrt = (1 - _pow(beta2, step)).sqrt().to(p.dtype)
+    # on another device than the cpu step count: computed on the cpu, then moved as eager's floats are
+    bias_correction2_sqrt = (1 - _pow(beta2, step)).sqrt().to(p.dtype).to(p.device)
     if group["amsgrad"]:
         state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
         exp_avg_sq = state["max_exp_avg_sq"]
     denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-    p.sub_(exp_avg / denom * (lr / bias_correction1).to(p.dtype))
+    p.sub_(exp_avg / denom * (lr / bias_correction1).to(p.dtype).to(p.device))
 
 
 class AdamW(Adam):

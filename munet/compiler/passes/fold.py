@@ -49,7 +49,8 @@ def fold_constants(graph: Graph) -> int:
         raws = raw if len(node.outputs) > 1 else (raw,)
         for v, r in zip(node.outputs, raws):
             array = backend.wrap(r, v.dtype.np)[2]
-            array.flags.writeable = False  # shared by every call: no kernel may write it
+            if hasattr(array, "flags"):  # a NumPy array (a vulkan constant is a VkView on the device)
+                array.flags.writeable = False  # shared by every call: no kernel may write it
             const = CONSTANT
             from munet.compiler.ir import Node
 

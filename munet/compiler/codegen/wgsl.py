@@ -1,0 +1,303 @@
+"""Render a kernel IR :class:`Kernel` as a WGSL compute shader for the vulkan backend.
+
+``render_wgsl(kernel) -> str`` follows the vulkan backend's kernel conventions
+(``munet/backends/vulkan/wgsl.py``): entry point ``main``, ``@workgroup_size(256)``, a 2-D grid
+linearized as ``gid.x + gid.y * nwg.x * 256`` (``Runtime.grid``), binding 0 the ``u32``
+parameter block ``P`` (bound at a dynamic offset), then the outputs ``OUT0..`` (read_write) and
+the inputs ``IN0..`` (read) at bindings ``1..``. The parameter block holds, per input, the
+element offset of its view (``P[k]``), then the kernel's runtime scalars as f32 bits
+(``bitcast<f32>(P[n_inputs + j])``): a learning rate is data, so one pipeline serves every
+step. Shapes and strides are fixed per compiled graph and written into the source as
+constants (cheap index arithmetic); dims that every access walks contiguously are collapsed.
+
+Storage types are the backend's: f32, and bool as u32 0/1. Float math is the eager vulkan
+kernels' own (the same ``PRELUDE`` helpers: NaN-propagating ``max_f``, ``tanh_f``, ``log``/
+``sqrt`` of a negative number is NaN), so a fused chain computes what the unfused kernels do,
+up to the shader compiler contracting ``a * b + c`` into a fused multiply-add (one rounding
+instead of two, within an ulp). A :class:`~munet.compiler.codegen.kernel.Reduce` is a loop over
+the reduction space per output element, accumulating in f32 in index order (``sum``; ``max``
+propagates NaN); NumPy's pairwise order differs by rounding. Anything else (float64, an op
+without a WGSL form) raises :class:`UnsupportedKernelError`, and the lowering runs the group's
+member nodes with the unfused vulkan kernels instead.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from munet.backends.vulkan.kernels_rows import _SPECIAL as SPECIAL_FUNCTIONS  # erf_f, the eager kernel's
+from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP
+from munet.compiler.codegen.c import collapse
+from munet.compiler.codegen.kernel import (
+    ELEMENTWISE_RULES,
+    Apply,
+    Const,
+    Kernel,
+    Load,
+    Param,
+    Reduce,
+    contiguous_strides,
+)
+
+WGSL_TYPES = {"f32": "f32", "bool": "bool"}
+STORAGE_TYPES = {"f32": "f32", "bool": "u32"}
+
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "gt": ">", "ge": ">="}
+_GUARDED = {"log": "log", "sqrt": "sqrt"}  # NaN below zero, as the eager kernels say explicitly
+_CALLS = {"exp": "exp", "abs": "abs", "tanh": "tanh_f"}
+
+
+SUM_BLOCK = 128  # a sum adds blocks of this many terms into its total (error ~ (128 + n/128) ulp)
+# Fewer outputs than this over a longer reduction run unfused: one invocation per output
+# would loop alone over the whole reduction, where the eager reduction kernel is parallel.
+SERIAL_OUTPUTS, SERIAL_REDUCE_LIMIT = 256, 1 << 14
+
+
+class UnsupportedKernelError(NotImplementedError):
+    """A kernel this renderer cannot express (the lowering falls back to unfused kernels)."""
+
+
+def _literal(value: float, dtype: str) -> str:
+    if dtype == "bool":
+        return "true" if value else "false"
+    value = float(np.float32(value))
+    if value != value:
+        return "nan_f()"
+    if value in (float("inf"), float("-inf")):
+        return ("-" if value < 0 else "") + "inf_f()"
+    return f"{value!r}f"
+
+
+def _check_dtype(dtype: str, what: str) -> None:
+    if dtype not in WGSL_TYPES:
+        raise UnsupportedKernelError(f"render_wgsl: {what} has dtype {dtype}; vulkan kernels are f32 or bool")
+
+
+class _Emitter:
+    """Emits each distinct expression once as a ``let``; returns WGSL expressions.
+
+    ``reduced`` maps each :class:`Reduce` to the accumulator holding its value (a reduction
+    kernel computes them in its loop before the epilogue is emitted).
+    """
+
+    def __init__(self, index_of_load, n_inputs: int, lines: list, prefix: str = "t", reduced=None):
+        self.index_of_load = index_of_load
+        self.n_inputs = n_inputs
+        self.lines = lines
+        self.names: dict = {}
+        self.prefix = prefix
+        self.reduced = reduced or {}
+        self.uses_erf = False
+
+    def emit(self, e) -> str:
+        if isinstance(e, Const):
+            return _literal(e.value, e.dtype)
+        if isinstance(e, Param):
+            if e.dtype == "bool":
+                return f"(P[{self.n_inputs + e.index}] != 0u)"
+            return f"bitcast<f32>(P[{self.n_inputs + e.index}])"
+        if isinstance(e, Reduce):
+            if e not in self.reduced:
+                raise UnsupportedKernelError("render_wgsl: a reduction inside a reduction")
+            return self.reduced[e]
+        name = self.names.get(e)
+        if name is not None:
+            return name
+        _check_dtype(e.dtype, type(e).__name__)
+        text = self._text(e)
+        name = f"{self.prefix}{len(self.names)}"
+        self.names[e] = name
+        self.lines.append(f"let {name} = {text};")
+        return name
+
+    def _text(self, e) -> str:
+        if isinstance(e, Load):
+            value = f"IN{e.buffer}[{self.index_of_load(e)}]"
+            return f"({value} != 0u)" if e.dtype == "bool" else value
+        if not isinstance(e, Apply):
+            raise UnsupportedKernelError(f"render_wgsl: unknown expression {e!r}")
+        x = _erf_argument(e)
+        if x is not None:
+            self.uses_erf = True
+            return f"erf_f({self.emit(x)})"
+        a = [self.emit(x) for x in e.args]
+        if e.op in _INFIX:
+            return f"{a[0]} {_INFIX[e.op]} {a[1]}"
+        if e.op == "neg":
+            return f"-{a[0]}"
+        if e.op == "maximum":
+            return f"max_f({a[0]}, {a[1]})"
+        if e.op == "where":
+            return f"select({a[2]}, {a[1]}, {a[0]})"
+        if e.op == "cast":
+            return _cast(a[0], e.args[0].dtype, e.dtype)
+        if e.op in _GUARDED:
+            return f"select({_GUARDED[e.op]}({a[0]}), nan_f(), {a[0]} < 0.0)"
+        if e.op in _CALLS:
+            return f"{_CALLS[e.op]}({a[0]})"
+        raise UnsupportedKernelError(f"render_wgsl: scalar op '{e.op}' has no WGSL form yet")
+
+
+def _erf_argument(e):
+    """``x`` when ``e`` is kernel.py's float32 ``erf`` rule applied to ``x``, else None.
+
+    That rule expands a float32 erf into float64 arithmetic, which WGSL lacks; the expansion is
+    recognized by rebuilding it from ``x`` and rendered with the eager vulkan kernels' ``erf_f``.
+    """
+    if not (isinstance(e, Apply) and e.op == "cast" and e.dtype == "f32" and e.args[0].dtype == "f64"):
+        return None
+    stack, seen = [e.args[0]], set()
+    while stack:
+        n = stack.pop()
+        if not isinstance(n, Apply) or id(n) in seen:
+            continue
+        seen.add(id(n))
+        if n.op == "cast" and n.dtype == "f64" and n.args[0].dtype == "f32":
+            x = n.args[0]
+            rule = ELEMENTWISE_RULES.get("erf")
+            return x if rule is not None and rule(None, [x], "f32") == e else None
+        stack.extend(n.args)
+    return None
+
+
+def _cast(a: str, src: str, dst: str) -> str:
+    _check_dtype(src, "a cast operand")
+    if src == dst:
+        return a
+    if dst == "bool":
+        return f"!({a} == 0.0)"  # NaN is true; lavapipe evaluates != as an ordered comparison
+    return f"select(0.0, 1.0, {a})"
+
+
+def _walk(exprs) -> list:
+    """Every distinct :class:`Load` and :class:`Reduce` under ``exprs`` (not inside a Reduce)."""
+    found, seen = [], set()
+    stack = list(exprs)
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if isinstance(e, (Load, Reduce)):
+            found.append(e)
+        else:
+            stack.extend(getattr(e, "args", ()))
+    return found
+
+
+def _coords(index: str, shape, prefix: str) -> list[str]:
+    """Lines defining ``{prefix}0..`` as the coordinates of ``index`` (known < numel) over ``shape``."""
+    if not shape:
+        return []
+    if len(shape) == 1:
+        return [f"let {prefix}0 = {index};"]
+    lines = [f"var rem_{prefix} = {index};"]
+    for d in reversed(range(len(shape))):
+        lines.append(f"let {prefix}{d} = rem_{prefix} % {shape[d]}u; rem_{prefix} = rem_{prefix} / {shape[d]}u;")
+    return lines
+
+
+def _index(base: str, offset: int, names, strides) -> str:
+    terms = [base] + ([f"{offset}u"] if offset else [])
+    terms += [n if st == 1 else f"{n} * {st}u" for n, st in zip(names, strides) if st != 0]
+    return " + ".join(terms) if terms else "0u"
+
+
+def _store(kernel: Kernel, buffer: int, index: str, value: str) -> str:
+    if kernel.outputs[buffer] == "bool":
+        value = f"select(0u, 1u, {value})"
+    return f"OUT{buffer}[{index}] = {value};"
+
+
+def render_wgsl(kernel: Kernel) -> str:
+    """The WGSL source of ``kernel`` (see the module docstring for bindings and parameters)."""
+    for k, dt in enumerate(kernel.inputs):
+        _check_dtype(dt, f"input {k}")
+    for k, dt in enumerate(kernel.outputs):
+        _check_dtype(dt, f"output {k}")
+    body, uses_erf = _reduction_body(kernel) if kernel.reduce_shape else _elementwise_body(kernel)
+    decls = ["@group(0) @binding(0) var<storage, read> P: array<u32>;"]
+    binding = 1
+    for k, dt in enumerate(kernel.outputs):
+        decls.append(f"@group(0) @binding({binding}) var<storage, read_write> OUT{k}: array<{STORAGE_TYPES[dt]}>;")
+        binding += 1
+    for k, dt in enumerate(kernel.inputs):
+        decls.append(f"@group(0) @binding({binding}) var<storage, read> IN{k}: array<{STORAGE_TYPES[dt]}>;")
+        binding += 1
+    header = f"// {kernel.name}: {len(kernel.stores)} outputs over {list(kernel.shape)}"
+    if kernel.reduce_shape:
+        header += f", reducing {list(kernel.reduce_shape)}"
+    main = [
+        f"@compute @workgroup_size({WORKGROUP})",
+        "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
+        f"  let idx = gid.x + gid.y * nwg.x * {WORKGROUP}u;",
+        f"  if (idx >= {kernel.numel}u) {{ return; }}",
+        *("  " + line for line in body),
+        "}",
+    ]
+    prelude = PRELUDE.strip("\n") + ("\n" + SPECIAL_FUNCTIONS.strip("\n") if uses_erf else "")
+    return "\n".join([prelude, header, *decls, *main]) + "\n"
+
+
+def _elementwise_body(kernel: Kernel) -> list[str]:
+    loads = [e for e in _walk(st.expr for st in kernel.stores) if isinstance(e, Load)]
+    shape, collapsed = collapse(kernel.shape, [contiguous_strides(kernel.shape)] + [ld.strides for ld in loads])
+    per_load = {ld: collapsed[k + 1] for k, ld in enumerate(loads)}
+    names = [f"c{d}" for d in range(len(shape))]
+    lines = _coords("idx", shape, "c")
+    emitter = _Emitter(lambda ld: _index(f"P[{ld.buffer}]", ld.offset, names, per_load[ld]), len(kernel.inputs), lines)
+    stores = [_store(kernel, st.buffer, "idx", emitter.emit(st.expr)) for st in kernel.stores]
+    return lines + stores, emitter.uses_erf
+
+
+def _reduction_body(kernel: Kernel) -> list[str]:
+    """One invocation per kept index: a loop over the reduction space computes every Reduce
+    (sums in blocks of ``SUM_BLOCK`` partial sums) and every full-space store, then the
+    epilogue stores run on the reduced values."""
+    rank, reduce_numel = len(kernel.shape), int(np.prod(kernel.reduce_shape, dtype=np.int64))
+    if kernel.numel < SERIAL_OUTPUTS and reduce_numel > SERIAL_REDUCE_LIMIT:
+        raise UnsupportedKernelError(
+            f"render_wgsl: a reduction of {reduce_numel} elements into {kernel.numel} outputs would run on "
+            f"{kernel.numel} invocations (the unfused reduction kernel is parallel)"
+        )
+    names = [f"c{d}" for d in range(rank)] + [f"q{d}" for d in range(len(kernel.reduce_shape))]
+
+    def index_of_load(ld) -> str:
+        return _index(f"P[{ld.buffer}]", ld.offset, names, ld.strides)
+
+    outside = [st for st in kernel.stores if not hasattr(st, "strides")]
+    full = [st for st in kernel.stores if hasattr(st, "strides")]
+    reduces = [e for e in _walk(st.expr for st in outside) if isinstance(e, Reduce)]
+    for e in reduces:
+        if e.op not in ("sum", "max") or e.dtype != "f32":
+            raise UnsupportedKernelError(f"render_wgsl: reduction '{e.op}' over {e.dtype} is not supported")
+    lines = _coords("idx", kernel.shape, "c")
+    accumulators = {e: f"acc{k}" for k, e in enumerate(reduces)}
+    for e, acc in accumulators.items():
+        lines.append(f"var {acc}: f32 = {'0.0' if e.op == 'sum' else '-inf_f()'};")
+        if e.op == "sum":
+            lines.append(f"var part_{acc}: f32 = 0.0;")
+    loop: list = _coords("r", kernel.reduce_shape, "q")
+    inner = _Emitter(index_of_load, len(kernel.inputs), loop, prefix="u")
+    for e, acc in accumulators.items():
+        value = inner.emit(e.expr)
+        loop.append(f"part_{acc} = part_{acc} + {value};" if e.op == "sum" else f"{acc} = max_f({acc}, {value});")
+    for st in full:
+        loop.append(_store(kernel, st.buffer, _index("0u", 0, names, st.strides), inner.emit(st.expr)))
+    sums = [acc for e, acc in accumulators.items() if e.op == "sum"]
+    if sums:
+        flush = " ".join(f"{acc} = {acc} + part_{acc}; part_{acc} = 0.0;" for acc in sums)
+        loop.append(f"if (r % {SUM_BLOCK}u == {SUM_BLOCK - 1}u) {{ {flush} }}")
+    lines.append(f"for (var r = 0u; r < {reduce_numel}u; r = r + 1u) {{")
+    lines.extend("  " + line for line in loop)
+    lines.append("}")
+    lines.extend(f"{acc} = {acc} + part_{acc};" for acc in sums)
+    epilogue = _Emitter(index_of_load, len(kernel.inputs), lines, reduced=accumulators)
+    stores = [_store(kernel, st.buffer, "idx", epilogue.emit(st.expr)) for st in outside]
+    return lines + stores, inner.uses_erf or epilogue.uses_erf
+
+
+def strip_prelude(source: str) -> str:
+    """``source`` without the shared helper functions (for ``describe()``)."""
+    source = source.replace(PRELUDE.strip("\n") + "\n", "", 1)
+    return source.replace(SPECIAL_FUNCTIONS.strip("\n") + "\n", "", 1)

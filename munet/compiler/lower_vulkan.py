@@ -1,0 +1,174 @@
+"""Lowering on the vulkan backend: the plan's values are VkViews that stay on the device.
+
+:class:`VulkanTarget` is the executable's target for ``vulkan``/``webgpu`` devices:
+
+- unfused nodes call the backend's kernels (``backend.kernels[name]``, the functions eager
+  runs), which take and return VkView descriptors; views are new descriptors, no device work;
+- a ``fused`` node is its group's kernel IR rendered as WGSL (``codegen/wgsl.py``), compiled
+  into a pipeline once when the plan is built, and dispatched through ``Runtime.dispatch`` into
+  fresh buffers from the caching allocator (no arena: the allocator hands the same blocks back
+  at every call, see docs/decisions.md). A group the renderer cannot express runs its member
+  nodes with the unfused kernels; ``stats()`` counts and names those fallbacks;
+- ``scope()`` records the whole call (and the write-back of state that follows it) inside
+  ``Runtime.batch()`` and submits it at its end: one command buffer per call, unless the call
+  reads a value on the host in the middle (a ``to_device`` node to the cpu) or fills the
+  parameter arena;
+- state (parameters, optimizer moments, running stats) is written back with device copies
+  into the tensors' own buffers (``copy_into``); nothing goes through host memory.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+
+from munet._tensor import Storage, Tensor
+from munet.backends.vulkan.copies import clone, contiguous, copy_into, new_view
+from munet.backends.vulkan.views import VkView, contiguous_strides
+from munet.backends.vulkan.wgsl import WORKGROUP, scalar_word
+from munet.compiler.codegen.kernel import kernel_from_group
+from munet.compiler.codegen.wgsl import UnsupportedKernelError, render_wgsl, strip_prelude
+from munet.compiler.ir import Graph
+
+
+def new_counters() -> dict:
+    return {"generated": 0, "fallback": 0, "pipeline_cache_hits": 0, "fallback_reasons": []}
+
+
+class VulkanTarget:
+    """The vulkan side of a plan (see the module docstring)."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.runtime = backend.runtime
+        self.counters = new_counters()
+        self.sources: dict = {}  # fused node -> its WGSL source (describe)
+
+    # values -------------------------------------------------------------------------------------
+    def result(self, raw, np_dtype):
+        return self.backend.wrap(raw, np_dtype)[2]
+
+    def view_step(self, op, attrs, source, out, value):
+        view_rule, backend, dtype = op.view, self.backend, value.dtype
+
+        def view_step(env):
+            x = source(env)
+            t = Tensor._make(Storage(x.buffer, backend), x.shape, x.strides, x.offset, x.dtype, x)
+            shape, stride, offset = view_rule(t, **attrs)
+            env[out] = VkView(x.buffer, shape, stride, offset, dtype)
+
+        return view_step
+
+    def constant(self, value):
+        return value if isinstance(value, VkView) else self.upload(np.asarray(value))
+
+    def argument(self, t: Tensor):
+        return t._data
+
+    def upload(self, host: np.ndarray) -> VkView:
+        host = np.ascontiguousarray(host)
+        buffer = self.backend.from_numpy(host.reshape(-1))
+        return VkView(buffer, host.shape, contiguous_strides(host.shape), 0, buffer.dtype)
+
+    def download(self, data: VkView) -> np.ndarray:
+        return self.backend.to_numpy(data)
+
+    @contextlib.contextmanager
+    def scope(self):
+        with self.runtime.batch():
+            yield
+        self.runtime.flush()
+
+    def clone(self, data: VkView) -> VkView:
+        return clone(self.runtime, data)
+
+    def copy_into(self, dst: VkView, src: VkView) -> None:
+        copy_into(self.runtime, dst, src)
+
+    @staticmethod
+    def same_memory(a: VkView, b: VkView) -> bool:
+        return a.buffer is b.buffer and a.offset == b.offset and a.shape == b.shape and a.strides == b.strides
+
+    # fused groups ---------------------------------------------------------------------------------
+    def fused_step(self, node, executable):
+        group = node.attrs["group"]
+        try:
+            kernel, tensors, scalars = kernel_from_group(group)
+            source = render_wgsl(kernel)
+        except (UnsupportedKernelError, KeyError) as exc:
+            reason = str(exc) if isinstance(exc, UnsupportedKernelError) else f"no kernel IR rule for {exc}"
+            self.counters["fallback"] += 1
+            self.counters["fallback_reasons"].append(reason)
+            return self._members_step(node, executable)
+        group.kernel = kernel
+        writable = (True,) * len(kernel.outputs) + (False,) * len(kernel.inputs)
+        compiled = self.runtime.counts["pipelines"]
+        self.runtime.pipeline(source, writable)  # compile now, not inside the first call
+        self.counters["generated"] += 1
+        self.counters["pipeline_cache_hits"] += int(self.runtime.counts["pipelines"] == compiled)
+        self.sources[node] = source
+        return self._dispatch_step(source, writable, kernel, tensors, scalars, node, executable)
+
+    def _dispatch_step(self, source, writable, kernel, tensors, scalars, node, executable):
+        rt = self.runtime
+        slot = executable.slot
+        in_slots = [slot[v] for v in tensors]
+        param_slots = [slot[v] for v in scalars]
+        param_kinds = ["u32" if dt == "bool" else "f32" for dt in kernel.params]
+        outs = [(slot[v], tuple(v.shape), v.dtype) for v in node.outputs]
+        groups = rt.grid(-(-max(kernel.numel, 1) // WORKGROUP))
+
+        def fused_step(env):
+            views = [contiguous(rt, env[i]) for i in in_slots]
+            words = [x.offset for x in views]
+            words += [scalar_word(kind, env[i]) for kind, i in zip(param_kinds, param_slots)]
+            results = [new_view(rt, shape, dtype) for _, shape, dtype in outs]
+            buffers = [r.buffer for r in results] + [x.buffer for x in views]
+            rt.dispatch(source, buffers, writable, words, groups)
+            for (i, _, _), r in zip(outs, results):
+                env[i] = r
+
+        return fused_step
+
+    def _members_step(self, node, executable):
+        """Run the group's member nodes with the unfused vulkan kernels."""
+        from munet.compiler.executable import Executable
+
+        group = node.attrs["group"]
+        sub = Graph()
+        sub.inputs = list(group.inputs)
+        sub.nodes = list(group.members)
+        sub.outputs = list(group.outputs)
+        inner = Executable(sub, self.backend.device, plan_memory=False)
+        in_slots = [executable.slot[v] for v in group.inputs]
+        out_slots = [executable.slot[v] for v in group.outputs]
+
+        def members_step(env):
+            for i, r in zip(out_slots, inner.run([env[i] for i in in_slots])):
+                env[i] = r
+
+        return members_step
+
+    # reporting -----------------------------------------------------------------------------------
+    def describe_fused(self, node) -> list[str]:
+        source = self.sources.get(node)
+        if source is None:
+            return ["  (unfused: member nodes run with the vulkan kernels)"]
+        return ["  " + line for line in strip_prelude(source).rstrip("\n").split("\n")]
+
+    def stats(self) -> dict:
+        c = self.counters
+        fallback = None
+        if c["fallback"]:
+            reasons = sorted(set(c["fallback_reasons"]))
+            fallback = f"unfused vulkan kernels for {c['fallback']} fused groups: " + "; ".join(reasons)
+        return {
+            "generated_code": c["generated"] > 0,
+            "fallback": fallback,
+            "fused_groups": c["generated"] + c["fallback"],
+            "generated_kernels": c["generated"],
+            "kernel_cache_hits": c["pipeline_cache_hits"],
+            "shader_language": "wgsl",
+            "memory_plan": "caching allocator (no arena on vulkan)",
+        }
