@@ -21,7 +21,7 @@ C_TYPES = {"f32": "float", "f64": "double", "bool": "unsigned char"}
 PARALLEL_MIN_ELEMENTS = 1 << 16
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "gt": ">", "ge": ">="}
-_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "abs": "fabs"}
+_MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "abs": "fabs", "erf": "erf"}
 
 
 def _math(name: str, dtype: str) -> str:

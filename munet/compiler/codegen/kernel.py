@@ -41,6 +41,7 @@ SCALAR_OPS = {
     "log": 1,
     "sqrt": 1,
     "tanh": 1,
+    "erf": 1,  # float64 only: a float32 erf is expanded into arithmetic (see _erf)
     "cast": 1,
     "where": 3,
 }
@@ -287,6 +288,37 @@ def _identity(node, a, t):
     return a[0]
 
 
+# erf(x) = x * g(x*x) with g(t) = erf(sqrt(t)) / sqrt(t) on t in [0, 16]: a degree-17 Chebyshev fit
+# (relative error 2.5e-9) in monomial form in u = t / 8 - 1. Evaluated in float64 by Estrin's scheme
+# (short dependency chains, so the loop vectorizes well), then rounded: a float32 erf within 0.54 ulp,
+# about 8x faster than the C library's scalar erff. |x| >= 4 gives +-1 (erf(4) rounds to 1 in float32).
+_ERF_G = (0.3535309963615689, -0.17657623587308396, 0.131675001456858, -0.10771028937932434, 0.0902120426726717,
+          -0.07473053609886163, 0.059855993577738034, -0.04574400172857171, 0.03321700110805473,
+          -0.02256359771211882, 0.01390814619362078, -0.008382074119608637, 0.005577363702497675,
+          -0.002911839025843321, 0.0006166107016690305, -0.0003243025630073823, 0.0005964250771541936,
+          -0.0002467088299454191)  # fmt: skip
+
+
+def _erf(node, a, t):
+    if t != "f32":
+        return Apply("erf", (a[0],), t)
+    d = "f64"
+
+    def op(name, *args):
+        return Apply(name, tuple(_c(v, d) for v in args), d)
+
+    x = Apply("cast", (a[0],), d)
+    above, below = Apply("gt", (x, Const(4.0, d)), "bool"), Apply("lt", (x, Const(-4.0, d)), "bool")
+    clamped = op("where", above, 4.0, op("where", below, -4.0, x))  # NaN passes through
+    u = op("sub", op("mul", op("mul", clamped, clamped), 0.125), 1.0)
+    terms, power = [Const(c, d) for c in _ERF_G], u
+    while len(terms) > 1:
+        pairs = [terms[i : i + 2] for i in range(0, len(terms), 2)]
+        terms = [op("add", p[0], op("mul", p[1], power)) if len(p) == 2 else p[0] for p in pairs]
+        power = op("mul", power, power)
+    return Apply("cast", (op("mul", terms[0], clamped),), t)
+
+
 ELEMENTWISE_RULES = {
     "add": _binary("add"),
     "sub": _binary("sub"),
@@ -297,6 +329,7 @@ ELEMENTWISE_RULES = {
     "log": _unary("log"),
     "sqrt": _unary("sqrt"),
     "tanh": _unary("tanh"),
+    "erf": _erf,
     "lerp": _lerp,
     "relu": _relu,
     "threshold_backward": _threshold_backward,

@@ -1,0 +1,205 @@
+"""Compiled training steps of whole workloads equal eager ones (issue 5 Tests), and what their graphs hold.
+
+The MLP and BatchNorm CNN pairs live in test_compile.py; here: a GPT-style transformer (token
+and position embeddings, LayerNorm, causal ``scaled_dot_product_attention``, GELU MLP, tied or
+untied head, cross-entropy, AdamW) and the digits demo's model and step (``munet/demo.py``:
+conv/BatchNorm/ReLU, dropout, label smoothing, AdamW with weight decay, OneCycleLR). After each
+step the losses agree, and after N steps every parameter and optimizer moment, to relative 1e-5.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import munet
+import munet.nn.functional as F
+from munet import nn
+from munet.compiler.codegen import build
+
+RTOL = 1e-5
+
+
+def _assert_same(name, got, want, rtol=RTOL, atol=1e-12):
+    """``|got - want| <= rtol * max|want| + atol`` elementwise: relative to the tensor's scale.
+
+    Fused kernels take ``exp`` from the C library, which differs from NumPy's by up to an ulp, so
+    gradients differ by float32 rounding; an element whose gradient cancels to almost nothing then
+    has a large relative difference (AdamW divides by its magnitude), while the tensor agrees.
+    """
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    assert got.shape == want.shape, name
+    bound = rtol * (np.abs(want).max() if want.size else 0.0) + atol
+    worst = np.abs(got - want).max() if want.size else 0.0
+    assert worst <= bound, (
+        f"{name}: max |compiled - eager| = {worst:.3g} > {bound:.3g} (max |eager| {bound / rtol:.3g})"
+    )
+
+
+def _training_state(model, opt) -> list:
+    """``(name, array)`` of every state-dict entry (parameters, buffers) and optimizer moment."""
+    items = [(name, t.numpy()) for name, t in model.state_dict().items()]
+    for k, state in enumerate(opt.state.values()):
+        items += [(f"optimizer state {k} {key}", state[key].numpy()) for key in ("exp_avg", "exp_avg_sq", "step")]
+    return items
+
+
+def _assert_same_training_state(m1, o1, m2, o2, exact=False):
+    for (name, want), (_, got) in zip(_training_state(m1, o1), _training_state(m2, o2), strict=True):
+        if exact:
+            np.testing.assert_array_equal(got, want, err_msg=name)
+        else:
+            _assert_same(name, got, want)
+
+
+class _Block(nn.Module):
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        # no qkv bias: the key bias's gradient is zero in exact arithmetic (softmax ignores a per-query
+        # shift), so AdamW would turn its rounding noise into full-size updates that no two programs share
+        self.qkv, self.proj = nn.Linear(width, 3 * width, bias=False), nn.Linear(width, width)
+        self.fc, self.out = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
+        q, k, v = (z.reshape(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class _GPT(nn.Module):
+    def __init__(self, vocab=13, context=8, width=16, heads=2, layers=2, tied=False):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(vocab, width), nn.Embedding(context, width)
+        self.blocks = nn.ModuleList([_Block(width, heads) for _ in range(layers)])
+        self.ln = nn.LayerNorm(width)
+        self.head = nn.Linear(width, vocab, bias=not tied)
+        if tied:
+            self.head.weight = self.tok.weight
+        self.vocab = vocab
+
+    def forward(self, idx):
+        x = self.tok(idx) + self.pos.weight[: idx.shape[1]]
+        for block in self.blocks:
+            x = block(x)
+        return self.head(self.ln(x)).reshape(-1, self.vocab)
+
+
+def _gpt_step(model, opt, idx, targets):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(idx), targets)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+def _make_gpt(tied):
+    munet.manual_seed(0)
+    model = _GPT(tied=tied)
+    return model, munet.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
+
+
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+@pytest.mark.parametrize("tied", [False, True], ids=["untied", "tied"])
+def test_gpt_adamw_steps_match_eager(tied, fuse):
+    """Fused: equal to relative 1e-5; unfused (the same NumPy kernels as eager): bit for bit."""
+    m1, o1 = _make_gpt(tied)
+    m2, o2 = _make_gpt(tied)
+    compiled = munet.compile(_gpt_step, fuse=fuse)
+    gen = np.random.default_rng(3)
+    batches = [(munet.tensor(gen.integers(0, 13, (3, 8))), munet.tensor(gen.integers(0, 13, 24))) for _ in range(3)]
+    losses = []
+    for step in range(6):
+        idx, targets = batches[step % len(batches)]
+        eager = _gpt_step(m1, o1, idx, targets).item()
+        got = compiled(m2, o2, idx, targets).item()
+        assert got == eager if not fuse else abs(got - eager) <= RTOL * abs(eager), (step, got, eager)
+        losses.append(got)
+    assert losses[-1] < losses[0]  # it trains
+    _assert_same_training_state(m1, o1, m2, o2, exact=not fuse)
+    if tied:
+        assert m2.head.weight is m2.tok.weight and len(o2.state) == len(list(m2.parameters()))
+    stats = compiled.stats()
+    assert stats["traces"] == 2 and stats["cache_hits"] == 4 and (stats["fused_groups"] > 0) == fuse
+
+
+def _demo_batches(n_batches: int, batch_size: int):
+    from munet.demo import split_digits
+
+    (images, labels), _, _ = split_digits(seed=0)
+    return [
+        (images[k * batch_size : (k + 1) * batch_size], labels[k * batch_size : (k + 1) * batch_size])
+        for k in range(n_batches)
+    ]
+
+
+def _make_demo(total_steps: int):
+    from munet.demo import build_model
+
+    munet.manual_seed(0)
+    model = build_model()
+    optimizer = munet.optim.AdamW(model.parameters(), lr=4e-3, weight_decay=1e-4)
+    scheduler = munet.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=4e-3, total_steps=total_steps)
+    return model, optimizer, scheduler
+
+
+def _demo_step(model, optimizer, images, labels):
+    """The loop body of ``munet.demo.train`` (the scheduler steps outside the compiled function)."""
+    loss = F.cross_entropy(model(images), labels, label_smoothing=0.05)
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    return loss
+
+
+def test_digits_demo_model_and_step_match_eager():
+    steps = 5
+    batches = _demo_batches(3, 32)
+    m1, o1, s1 = _make_demo(steps)
+    m2, o2, s2 = _make_demo(steps)
+    compiled = munet.compile(_demo_step)
+    for step in range(steps):
+        images, labels = batches[step % len(batches)]
+        munet.manual_seed(100 + step)  # the same dropout masks for both
+        eager = _demo_step(m1, o1, images, labels).item()
+        munet.manual_seed(100 + step)
+        got = compiled(m2, o2, images, labels).item()
+        assert abs(got - eager) <= RTOL * abs(eager), (step, got, eager)
+        s1.step()
+        s2.step()
+    assert o2.param_groups[0]["lr"] == o1.param_groups[0]["lr"]
+    _assert_same_training_state(m1, o1, m2, o2)  # BatchNorm running stats are in the state dict
+    assert compiled.stats()["traces"] == 2
+
+
+@pytest.mark.skipif(build.find_compiler() is None, reason="needs a C compiler (the fused erf is generated C)")
+def test_fused_float32_erf_is_within_one_ulp_of_exact_erf():
+    x = np.concatenate(
+        [
+            np.linspace(-6, 6, 100001, dtype=np.float32),
+            np.geomspace(1e-30, 4.5, 4000).astype(np.float32),
+            np.array([np.inf, -np.inf, 0.0, -0.0, 3.9999998, 4.0, -4.0], np.float32),
+        ]
+    )
+    compiled = munet.compile(lambda z: munet.erf(z * 2.0))
+    got = compiled(munet.tensor(x)).numpy()
+    assert compiled.stats()["fused_groups"] == 1 and compiled.stats()["generated_code"]
+    exact = np.array([math.erf(2.0 * float(v)) for v in x])
+    ulps = np.abs(got - exact) / np.spacing(np.abs(exact).astype(np.float32)).astype(np.float64)
+    assert ulps.max() <= 1.0, f"erf({x[ulps.argmax()] * 2}) is {ulps.max():.2f} ulp off"
+    assert np.signbit(got[x == 0]).tolist() == np.signbit(x[x == 0]).tolist()  # erf(-0) = -0
+    assert np.isnan(compiled(munet.tensor(np.array([np.nan], np.float32))).numpy()).all()
+
+
+def test_gelu_compiled_matches_eager_in_both_dtypes():
+    gen = np.random.default_rng(0)
+    # float32: both erfs are within an ulp; GELU's tail (1 + erf(x) for x << 0) magnifies that ulp
+    for dtype, rtol in ((np.float32, 1e-6), (np.float64, 1e-14)):
+        x = munet.tensor(gen.standard_normal(4096).astype(dtype) * 3)
+        compiled = munet.compile(lambda z: F.gelu(z * 1.5 + 0.25))
+        got, want = compiled(x).numpy(), F.gelu(x * 1.5 + 0.25).numpy()
+        np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 4, err_msg=dtype.__name__)
