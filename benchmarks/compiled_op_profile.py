@@ -1,9 +1,10 @@
 """Where a compiled training step spends its time: per-op totals of one step's prepared kernels.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compiled_op_profile.py gpt [--no-fuse] [--steps 5]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compiled_op_profile.py gpt [--no-fuse] [--steps 5] [--nodes 10]
 
 Workloads are those of ``compare_pytorch.py`` (mlp, cnn, gpt). Each prepared step of the
 executable is wrapped with a timer; the figures are means over ``--steps`` calls after 3 warm-up calls.
+``--nodes N`` also lists the N slowest single nodes with their plan line (op, shapes, attributes).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ def main() -> None:
     parser.add_argument("workload", choices=("mlp", "cnn", "gpt"))
     parser.add_argument("--no-fuse", action="store_true")
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=0, help="also list the N slowest single nodes")
     args = parser.parse_args()
     model, opt, x, y = build(args.workload, "munet")
     fn = munet.compile(munet_step, fuse=not args.no_fuse)
@@ -29,18 +31,20 @@ def main() -> None:
         fn(model, opt, x, y)
     executable = fn._last.executable
     nodes = [n for n in executable.graph.nodes if n.op.name != "constant"]
-    seconds, calls = collections.Counter(), collections.Counter()
+    seconds, calls, per_node = collections.Counter(), collections.Counter(), collections.Counter()
 
-    def timed(step, name):
+    def timed(step, name, index):
         def run(env):
             start = time.perf_counter()
             step(env)
-            seconds[name] += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            seconds[name] += elapsed
+            per_node[index] += elapsed
             calls[name] += 1
 
         return run
 
-    executable.steps = [timed(s, n.op.name) for s, n in zip(executable.steps, nodes, strict=True)]
+    executable.steps = [timed(s, n.op.name, i) for i, (s, n) in enumerate(zip(executable.steps, nodes, strict=True))]
     start = time.perf_counter()
     for _ in range(args.steps):
         fn(model, opt, x, y).item()
@@ -48,6 +52,10 @@ def main() -> None:
     print(f"{args.workload}: {total:.1f} ms/step, {sum(seconds.values()) / args.steps * 1e3:.1f} ms in kernels")
     for name, s in seconds.most_common(15):
         print(f"  {name:24s} {s / args.steps * 1e3:8.1f} ms  x{calls[name] // args.steps}")
+    if args.nodes:
+        print(f"slowest {args.nodes} nodes:")
+        for index, s in per_node.most_common(args.nodes):
+            print(f"  {s / args.steps * 1e3:8.1f} ms  {executable.plan[index][:200]}")
 
 
 if __name__ == "__main__":

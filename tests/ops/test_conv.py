@@ -8,6 +8,7 @@ import torch.nn.functional as TF
 
 import munet
 import munet.nn.functional as F
+from munet.backends.cpu import kernels_conv
 from tests.reference import check, gradcheck, noncontiguous, randn
 
 F64 = "float64"
@@ -224,6 +225,62 @@ def test_mnist_cnn_layers_float32():
         randn(6, seed=5),
         rtol=1e-4,
         atol=1e-4,
+    )
+
+
+@pytest.fixture(params=["whole", "one_per_block"])
+def conv_blocks(request, monkeypatch):
+    """The cpu kernel works in blocks of images (or channels) of about CHUNK_BYTES; at 1 byte
+    every block holds a single one, so the block loops and their edges are exercised too."""
+    if request.param == "one_per_block":
+        monkeypatch.setattr(kernels_conv, "CHUNK_BYTES", 1)
+
+
+BLOCK_CASES = [
+    # stride 1: whole-row paths (forward, weight gradient over rows, col2im over rows)
+    (2, (3, 4, 9, 8), (6, 4, 3, 3), {}),
+    (2, (3, 4, 9, 8), (6, 2, 3, 2), {"groups": 2, "padding": (2, 1), "dilation": (2, 1)}),
+    (2, (3, 4, 7, 7), (5, 4, 5, 4), {}),  # output smaller than the kernel in the forward itself
+    (3, (2, 2, 5, 6, 5), (3, 2, 2, 3, 2), {"padding": 1}),
+    (1, (3, 2, 12), (4, 2, 5), {"dilation": 2, "padding": 3}),
+    # strided: window paths and the strided col2im
+    (2, (3, 4, 9, 8), (6, 4, 3, 3), {"stride": 2, "padding": 1}),
+    (2, (3, 4, 9, 8), (4, 1, 3, 3), {"groups": 4, "stride": (2, 1), "dilation": 2}),
+    (2, (2, 3, 8, 8), (4, 3, 5, 5), {"stride": 3}),
+    (3, (2, 2, 5, 6, 5), (2, 1, 2, 2, 2), {"groups": 2, "stride": (1, 2, 2)}),
+]
+
+
+@pytest.mark.parametrize("n, x_shape, w_shape, kw", BLOCK_CASES)
+def test_conv_blocked_paths(conv_blocks, n, x_shape, w_shape, kw):
+    # Forward and both gradients (the input gradient is a transposed convolution, the weight
+    # gradient one whose output is smaller than its kernel), contiguous and strided inputs.
+    _conv_case(n, x_shape, w_shape, **kw)
+    fn_m, fn_t = getattr(F, f"conv{n}d"), getattr(TF, f"conv{n}d")
+    x, w = noncontiguous(randn(*x_shape, dtype=F64, seed=4)), noncontiguous(randn(*w_shape, dtype=F64, seed=5))
+    check(lambda x, w: fn_m(x, w, **kw), lambda x, w: fn_t(x, w, **kw), x, w)
+
+
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {},
+        {"padding": 1},
+        {"padding": (2, 0), "output_padding": (1, 0), "dilation": (2, 1)},
+        {"groups": 2, "dilation": 2, "padding": 1},
+        {"stride": 2, "padding": 1, "output_padding": 1},
+    ],
+)
+def test_conv_transpose_blocked_paths(conv_blocks, kw):
+    g = kw.get("groups", 1)
+    x = randn(3, 4, 5, 4, dtype=F64, seed=1)
+    w = randn(4, 6 // g, 3, 2, dtype=F64, seed=2)
+    check(lambda x, w: F.conv_transpose2d(x, w, **kw), lambda x, w: TF.conv_transpose2d(x, w, **kw), x, w)
+    check(
+        lambda x, w: F.conv_transpose3d(x, w, stride=1, padding=1),
+        lambda x, w: TF.conv_transpose3d(x, w, stride=1, padding=1),
+        noncontiguous(randn(2, 2, 3, 4, 3, dtype=F64, seed=3)),
+        randn(2, 3, 2, 3, 2, dtype=F64, seed=4),
     )
 
 

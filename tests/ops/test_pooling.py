@@ -88,6 +88,38 @@ def test_max_pool_unbatched_low_precision_and_double_backward():
     )
 
 
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"kernel_size": 2},
+        {"kernel_size": 3, "stride": 1, "padding": 1},
+        {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2, "ceil_mode": True},
+    ],
+)
+def test_max_pool_nan_and_minus_inf_windows(kw):
+    # PyTorch: a window holding NaN gives NaN at its last NaN; a window with nothing above -inf
+    # points at its first cell inside the input (not at padding).
+    x = randn(2, 2, 7, 6, dtype=F64)
+    x[0, 0, 1, 1] = x[0, 0, 1, 2] = x[1, 1, 4, 0] = np.nan
+    x[0, 1, :4, :4] = -np.inf
+    x[1, 0, :, 3:] = -np.inf
+    check(
+        lambda x: F.max_pool2d(x, return_indices=True, **kw),
+        lambda x: TF.max_pool2d(x, return_indices=True, **kw),
+        x,
+        grad=False,
+    )
+
+
+def test_max_pool_large_windows():
+    # More kernel positions than a 16-bit counter of the winning position holds.
+    check(
+        lambda x: F.max_pool3d(x, (33, 33, 32), stride=1, return_indices=True),
+        lambda x: TF.max_pool3d(x, (33, 33, 32), stride=1, return_indices=True),
+        randn(1, 1, 34, 33, 32, dtype=F64),
+    )
+
+
 AVG_CASES = [
     {"kernel_size": 2},
     {"kernel_size": 3, "stride": 2, "padding": 1},

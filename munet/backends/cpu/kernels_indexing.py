@@ -112,6 +112,10 @@ def _scatter_into(out, index, src, dim, reduce, caller) -> None:
     key = _coords(i1, dim)
     if reduce is None:
         o1[key] = values
+    elif reduce == "add" and o1.flags.c_contiguous and i1.ndim > 1:
+        # ufunc.at is several times faster with one flat index than with a tuple of coordinates
+        flat = np.ravel_multi_index(key, o1.shape).ravel()
+        _ufunc_at(np.add, o1.reshape(-1), flat, np.broadcast_to(values, i1.shape).ravel())
     elif reduce == "add":
         _ufunc_at(np.add, o1, key, values)
     else:

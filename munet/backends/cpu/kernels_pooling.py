@@ -3,6 +3,9 @@ one vectorized argmax over each window, and PyTorch's flat-per-plane indices."""
 
 from __future__ import annotations
 
+import itertools
+import math
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -29,22 +32,37 @@ def _select_max(windows: np.ndarray, positions, spatial):
     return values, index
 
 
-def _positions(out, kernel, stride, pad, dilation, nd):
-    """Per dim i: input coordinate o*stride - pad + k*dilation, shaped for (*out, *K) broadcasting."""
-    result = []
-    for i in range(nd):
-        o = np.arange(out[i]) * stride[i] - pad[i]
-        k = np.arange(kernel[i]) * dilation[i]
-        shape_o = [1] * (2 * nd)
-        shape_o[i] = out[i]
-        shape_k = [1] * (2 * nd)
-        shape_k[nd + i] = kernel[i]
-        result.append(o.reshape(shape_o) + k.reshape(shape_k))
-    return result
+def _window_starts(out, stride, pad, dilation, spatial):
+    """Per dim: each window's first cell, and the first of its cells inside the input (PyTorch
+    reports that one when a window holds nothing above -inf)."""
+    starts, firsts = [], []
+    for o, s, p, d, size in zip(out, stride, pad, dilation, spatial):
+        start = np.arange(o) * s - p
+        skip = np.where(start < 0, -(start // d), 0)  # ceil(-start / d) cells of padding
+        starts.append(start)
+        firsts.append(np.minimum(start + skip * d, size - 1))
+    return starts, firsts
+
+
+def _flat(coords, spatial) -> np.ndarray:
+    """Flat index in the input plane of the grid ``coords[0] x coords[1] x ...`` (broadcast)."""
+    nd = len(spatial)
+    index = np.zeros((1,) * nd, dtype=np.int64)
+    for i, (c, size) in enumerate(zip(coords, spatial)):
+        shape = [1] * nd
+        shape[i] = len(c)
+        index = index * size + c.reshape(shape)
+    return index
 
 
 @kernel("max_pool")
 def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
+    """A running maximum over the kernel positions, one vectorized pass over a strided view each.
+
+    A cell replaces the maximum only when strictly greater (the first maximum wins, as in
+    PyTorch); a window holding NaN reports NaN and its last NaN. Indices are flat in the
+    unpadded input plane.
+    """
     dtype = x.dtype
     x = upcast(x)
     nd = len(kernel_size)
@@ -53,15 +71,40 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
         max(0, (o - 1) * s + d * (k - 1) + 1 - size - p)
         for o, s, d, k, size, p in zip(output_size, stride, dilation, kernel_size, spatial, padding)
     )
-    xp = np.pad(x, ((0, 0), (0, 0)) + tuple(zip(padding, hi)), constant_values=-np.inf)
+    xp = x
+    if any(padding) or any(hi):
+        xp = np.pad(x, ((0, 0), (0, 0)) + tuple(zip(padding, hi)), constant_values=-np.inf)
+    lead = tuple(x.shape[:2]) + tuple(output_size)
     st = xp.strides
-    shape = tuple(x.shape[:2]) + tuple(output_size) + tuple(kernel_size)
-    strides = (
-        st[:2] + tuple(st[2 + i] * stride[i] for i in range(nd)) + tuple(st[2 + i] * dilation[i] for i in range(nd))
+    windows = as_strided(
+        xp,
+        lead + tuple(kernel_size),
+        st[:2] + tuple(st[2 + i] * stride[i] for i in range(nd)) + tuple(st[2 + i] * dilation[i] for i in range(nd)),
+        writeable=False,
     )
-    windows = as_strided(xp, shape, strides, writeable=False)
-    values, index = _select_max(windows, _positions(output_size, kernel_size, stride, padding, dilation, nd), spatial)
-    return values.astype(dtype, copy=False), index
+    positions = list(itertools.product(*(range(k) for k in kernel_size)))
+    best = np.full(lead, -np.inf, dtype=xp.dtype)
+    chosen = np.full(lead, -1, dtype=np.int64 if len(positions) > 32767 else np.int16)
+    take = np.empty(lead, dtype=bool)
+    for number, pos in enumerate(positions):
+        cell = windows[(Ellipsis,) + pos]
+        np.greater(cell, best, out=take)
+        np.copyto(chosen, number, where=take)
+        np.maximum(best, cell, out=best)  # NaN propagates
+    starts, firsts = _window_starts(output_size, stride, padding, dilation, spatial)
+    base = _flat(starts, spatial)
+    pitch = [math.prod(spatial[i + 1 :]) for i in range(nd)]
+    offsets = np.array([sum(k * d * p for k, d, p in zip(pos, dilation, pitch)) for pos in positions], dtype=np.int64)
+    index = base + offsets[chosen]
+    if (chosen < 0).any():  # windows with nothing above -inf
+        np.copyto(index, np.broadcast_to(_flat(firsts, spatial), lead), where=chosen < 0)
+    nan = np.isnan(best)
+    if nan.any():
+        for number, pos in enumerate(positions):
+            np.copyto(
+                index, np.broadcast_to(base + offsets[number], lead), where=nan & np.isnan(windows[(Ellipsis,) + pos])
+            )
+    return best.astype(dtype, copy=False), index
 
 
 @kernel("adaptive_max_pool")
