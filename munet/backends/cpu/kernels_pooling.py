@@ -84,26 +84,33 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
     )
     positions = list(itertools.product(*(range(k) for k in kernel_size)))
     best = np.full(lead, -np.inf, dtype=xp.dtype)
-    chosen = np.full(lead, -1, dtype=np.int64 if len(positions) > 32767 else np.int16)
+    # chosen = 1 + the last kernel position that raised the maximum (0: none did), built with
+    # branch-free integer multiply/max instead of masked stores
+    counter = np.uint8 if len(positions) < 255 else np.int32
+    chosen = np.zeros(lead, dtype=counter)
     take = np.empty(lead, dtype=bool)
-    for number, pos in enumerate(positions):
+    raised = np.empty(lead, dtype=counter)
+    for number, pos in enumerate(positions, start=1):
         cell = windows[(Ellipsis,) + pos]
         np.greater(cell, best, out=take)
-        np.copyto(chosen, number, where=take)
+        np.multiply(take, counter(number), out=raised)
+        np.maximum(chosen, raised, out=chosen)
         np.maximum(best, cell, out=best)  # NaN propagates
     starts, firsts = _window_starts(output_size, stride, padding, dilation, spatial)
-    base = _flat(starts, spatial)
+    base = _flat(starts, spatial).reshape(-1)
     pitch = [math.prod(spatial[i + 1 :]) for i in range(nd)]
-    offsets = np.array([sum(k * d * p for k, d, p in zip(pos, dilation, pitch)) for pos in positions], dtype=np.int64)
-    index = base + offsets[chosen]
-    if (chosen < 0).any():  # windows with nothing above -inf
-        np.copyto(index, np.broadcast_to(_flat(firsts, spatial), lead), where=chosen < 0)
+    # offsets[0] is never used as is: windows without a winner get their first valid cell below
+    offsets = np.array([0] + [sum(k * d * p for k, d, p in zip(pos, dilation, pitch)) for pos in positions])
+    index = np.empty(lead, dtype=np.int64)
+    flat_out = (-1, base.size)
+    np.add(np.take(offsets, chosen).reshape(flat_out), base, out=index.reshape(flat_out))
+    if not chosen.all():  # windows with nothing above -inf
+        np.copyto(index, np.broadcast_to(_flat(firsts, spatial), lead), where=chosen == 0)
     nan = np.isnan(best)
     if nan.any():
-        for number, pos in enumerate(positions):
-            np.copyto(
-                index, np.broadcast_to(base + offsets[number], lead), where=nan & np.isnan(windows[(Ellipsis,) + pos])
-            )
+        for number, pos in enumerate(positions, start=1):
+            last = nan & np.isnan(windows[(Ellipsis,) + pos])
+            np.copyto(index, np.broadcast_to((base + offsets[number]).reshape(output_size), lead), where=last)
     return best.astype(dtype, copy=False), index
 
 
