@@ -1,12 +1,13 @@
-"""The op parity suite (tests/ops) on the vulkan device: the same test functions, float32.
+"""The op parity suite (tests/ops) on the vulkan device: the same test functions, float32 and float16.
 
 Every test function of tests/ops runs here with ``tests.reference.check`` pointed at
-``vulkan:0`` (the PyTorch reference stays on the CPU): all its float32 parametrizations, or
-those without a dtype, at most ``PER_TEST`` of them, spread evenly. Nothing is duplicated:
-the cases are read from the functions' ``parametrize`` marks.
+``vulkan:0`` (the PyTorch reference stays on the CPU): its float32 parametrizations, or
+those without a dtype, at most ``PER_TEST`` of them, spread evenly, and its float16 ones, at
+most ``PER_TEST_F16``. Nothing is duplicated: the cases are read from the functions'
+``parametrize`` marks.
 
-Tolerance: float32 rtol 1e-4 / atol 1e-5 at least (``tests.reference.DEVICE_TOL``); a test's
-own looser tolerance stands. A case skips, with the reason, when the device lacks a kernel
+Tolerance: float32 rtol 1e-4 / atol 1e-5 at least (``tests.reference.DEVICE_TOL``), float16 the
+CPU suite's (rtol = atol = 1e-2); a test's own looser tolerance stands. A case skips, with the reason, when the device lacks a kernel
 or dtype (``docs/op_coverage.md``), when int64 results leave the int32 range (int64 is held
 as int32), or when the test builds cpu tensors inside its function. The whole suite runs on
 vulkan with ``pytest tests/ops --munet-device=vulkan``.
@@ -26,6 +27,7 @@ import tests.ops
 from tests import reference
 
 PER_TEST = 8
+PER_TEST_F16 = 4
 DTYPE_ARGS = ("dtype", "dt")
 
 
@@ -48,15 +50,20 @@ def _cases(fn) -> list[dict]:
     return [dict(collections.ChainMap(*combo)) for combo in itertools.product(*axes)]
 
 
-def _float32(case: dict) -> bool:
-    return all(str(case[k]) in ("float32", "munet.float32", "torch.float32") for k in DTYPE_ARGS if k in case)
+def _of_dtype(case: dict, name: str) -> bool:
+    """Whether ``case``'s dtype arguments are all ``name`` (a case without one counts as float32)."""
+    return all(str(case[k]) in (name, f"munet.{name}", f"torch.{name}") for k in DTYPE_ARGS if k in case)
 
 
-def _select(cases: list) -> list:
-    if len(cases) <= PER_TEST:
+def _has_dtype(case: dict) -> bool:
+    return any(k in case for k in DTYPE_ARGS)
+
+
+def _select(cases: list, limit: int) -> list:
+    if len(cases) <= limit:
         return cases
-    step = len(cases) / PER_TEST
-    return [cases[int(i * step)] for i in range(PER_TEST)]
+    step = len(cases) / limit
+    return [cases[int(i * step)] for i in range(limit)]
 
 
 def _label(value) -> str:
@@ -74,10 +81,12 @@ def _collect():
         for name, fn in inspect.getmembers(module, inspect.isfunction):
             if not name.startswith("test_") or fn.__module__ != module.__name__:
                 continue
-            cases = [c for c in _cases(fn) if _float32(c)]
+            every = _cases(fn)
+            cases = _select([c for c in every if _of_dtype(c, "float32")], PER_TEST)
+            cases += _select([c for c in every if _has_dtype(c) and _of_dtype(c, "float16")], PER_TEST_F16)
             if set(inspect.signature(fn).parameters) - set(cases[0] if cases else {}):
                 continue  # needs a fixture
-            for k, case in enumerate(_select(cases)):
+            for k, case in enumerate(cases):
                 label = "-".join(_label(v) for v in case.values())[:60]
                 params.append(pytest.param(fn, case, id=f"{info.name[5:]}::{name}[{k}:{label}]"))
     return params

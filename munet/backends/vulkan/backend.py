@@ -2,7 +2,8 @@
 
 A storage's buffer is a :class:`DeviceBuffer`; a tensor's data is a :class:`VkView`
 descriptor over it. Host transfers read back exactly the elements of the view asked for.
-int64 tensors are held as int32 (values are range-checked on upload); bool as u32 0/1.
+int64 tensors are held as int32 (values are range-checked on upload); bool as u32 0/1;
+float16 as f16 (2 bytes; transfers are padded to the 4-byte granularity of wgpu's copies).
 """
 
 from __future__ import annotations
@@ -15,9 +16,9 @@ from munet.backends.vulkan import adapters
 from munet.backends.vulkan.copies import cast_to, contiguous, copy_into
 from munet.backends.vulkan.registry import KERNELS
 from munet.backends.vulkan.runtime import Runtime
-from munet.backends.vulkan.views import INT32_MAX, INT32_MIN, VkView, storage_type
+from munet.backends.vulkan.views import INT32_MAX, INT32_MIN, VkView, element_type, storage_type
 
-_HOST = {"f32": np.float32, "i32": np.int32, "u32": np.uint32}
+_HOST = {"f32": np.float32, "f16": np.float16, "i32": np.int32, "u32": np.uint32}
 
 
 class VulkanBackend:
@@ -45,7 +46,7 @@ class VulkanBackend:
             raw = VkView(buffer, array.shape, tuple(s // array.itemsize for s in array.strides), 0, buffer.dtype)
         dtype = D.from_numpy_dtype(np.dtype(np_dtype))
         if raw.dtype is not dtype:
-            if storage_type(raw.dtype) == storage_type(dtype):  # int32 <-> int64: same representation
+            if element_type(raw.dtype) == element_type(dtype):  # int32 <-> int64: same representation
                 raw = VkView(raw.buffer, raw.shape, raw.strides, raw.offset, dtype)
             else:
                 raw = cast_to(self.runtime, raw, dtype)
@@ -60,7 +61,7 @@ class VulkanBackend:
     # host transfer --------------------------------------------------------------------------------
     def from_numpy(self, array: np.ndarray):
         dtype = D.from_numpy_dtype(array.dtype)
-        kind = storage_type(dtype, "to('vulkan')")
+        storage_type(dtype, "to('vulkan')")
         if dtype is D.int64 and array.size:
             lo, hi = int(array.min()), int(array.max())
             if lo < INT32_MIN or hi > INT32_MAX:
@@ -68,9 +69,10 @@ class VulkanBackend:
                     f"{self.device}: int64 values must lie in the int32 range [{INT32_MIN}, {INT32_MAX}] "
                     f"(int64 is held as int32 on this backend); got values in [{lo}, {hi}]"
                 )
-        host = np.ascontiguousarray(array, dtype=_HOST[kind])
+        host = np.ascontiguousarray(array, dtype=_HOST[element_type(dtype)])
         buffer = self.runtime.allocator.allocate(host.size, dtype)
-        self.runtime.write(buffer, host.tobytes())
+        data = host.tobytes()
+        self.runtime.write(buffer, data + b"\0" * (-len(data) % 4))
         return buffer
 
     def to_numpy(self, data: VkView) -> np.ndarray:
@@ -78,9 +80,12 @@ class VulkanBackend:
         if data.size == 0:
             return np.empty(data.shape, data.dtype.np)
         view = contiguous(self.runtime, data)
-        kind = storage_type(view.dtype)
-        raw = self.runtime.read(view.buffer, view.offset * 4, view.size * 4)
-        host = np.frombuffer(raw, dtype=_HOST[kind]).astype(data.dtype.np)
+        element = _HOST[element_type(view.dtype)]
+        itemsize = np.dtype(element).itemsize
+        start, end = view.offset * itemsize, (view.offset + view.size) * itemsize
+        aligned = start - start % 4  # wgpu reads whole 4-byte words
+        raw = self.runtime.read(view.buffer, aligned, -(-end // 4) * 4 - aligned)
+        host = np.frombuffer(raw, dtype=element, count=view.size, offset=start - aligned).astype(data.dtype.np)
         return host.reshape(data.shape)
 
     def synchronize(self) -> None:

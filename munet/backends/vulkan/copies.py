@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
+from munet.backends.vulkan.views import VkView, compute_dtype, contiguous_strides, storage_type
 from munet.backends.vulkan.wgsl import Scalar, elementwise
 
 
@@ -45,6 +45,12 @@ def cast_to(rt, x: VkView, dtype) -> VkView:
 
 def clone(rt, x):
     return copy_into(rt, new_view(rt, x.shape, x.dtype), x)
+
+
+def work_copy(rt, x: VkView) -> VkView:
+    """A contiguous copy of ``x`` in its compute dtype: what atomics update (they work on whole
+    32-bit words, so float16 accumulates in a float32 copy and is rounded once, by the caller's cast)."""
+    return cast_to(rt, x, compute_dtype(x.dtype))
 
 
 def contiguous(rt, x: VkView) -> VkView:

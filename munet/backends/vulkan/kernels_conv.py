@@ -485,9 +485,11 @@ def _grid_params(x, grid, mode, padding_mode, align_corners, total):
 
 
 def _check_grid(x, grid, mode):
-    storage_type(x.dtype, "grid_sampler_2d")
-    if x.dtype is not D.float32 or grid.dtype is not D.float32:
-        raise DeviceError("grid_sampler_2d: the vulkan kernel supports float32 input and grid")
+    if storage_type(x.dtype, "grid_sampler_2d") != "f32" or grid.dtype is not x.dtype:
+        raise DeviceError(
+            f"grid_sampler_2d: expected float32 or float16 input and grid of one dtype on vulkan, "
+            f"got {x.dtype.name} and {grid.dtype.name}"
+        )
     if mode not in ("bilinear", "nearest"):
         raise DeviceError(f"grid_sampler_2d: mode '{mode}' is not supported on vulkan")
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
-from munet.backends.vulkan.copies import clone, contiguous, copy_into, new_view
+from munet.backends.vulkan.copies import contiguous, copy_into, new_view, work_copy
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, elementwise, scalar_word
@@ -203,7 +203,7 @@ def _scatter_pass(rt, out: VkView, index: VkView, src, dim: int, reduce: str | N
 
 @kernel("scatter")
 def scatter(rt, x, index, src, *, dim, reduce):
-    out = clone(rt, x)
+    out = work_copy(rt, x)
     _scatter_pass(rt, out, index, src, dim, reduce)
     return out
 
@@ -219,7 +219,7 @@ _IDENTITY = {
 
 @kernel("scatter_reduce", "scatter_reduce_values")
 def scatter_reduce(rt, x, index, src, *, dim, reduce, include_self):
-    out = clone(rt, x)
+    out = work_copy(rt, x)
     kind = kind_of(out)
     if not include_self:
         _scatter_pass(rt, out, index, _IDENTITY[reduce][kind], dim, None)
@@ -299,7 +299,7 @@ def index(rt, x, indices, *, positions, caller="index", wrap=True):
 
 @kernel("index_put")
 def index_put(rt, x, values, indices, *, positions, accumulate, caller="index_put_", wrap=True):
-    out = clone(rt, x)
+    out = work_copy(rt, x)
     kind = kind_of(out)
     shape = _index_result_shape(out, indices, positions)
     p = Params()

@@ -12,9 +12,9 @@ import math
 
 from munet import _dtype as D
 from munet._device import DeviceError
-from munet.backends.vulkan.copies import new_view
+from munet.backends.vulkan.copies import copy_into, new_view
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import VkView, coalesce, storage_type
+from munet.backends.vulkan.views import VkView, coalesce, compute_dtype, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, _decompose, bindings, elementwise
 
 _SHORT_ROW = 32
@@ -115,15 +115,13 @@ def reduce(rt, op: str, x: VkView, dims, keepdim: bool) -> VkView:
     if n_out == 0:
         return out
     if rows == 0:
-        from munet.backends.vulkan.copies import copy_into
-
         return copy_into(rt, out, 0)
     kshape, kstrides, rshape, rstrides = _geometry(x, dims)
     chunks = 1
     if rows > 8 * _CHUNK and n_out < 256:
         chunks = min(-(-rows // _CHUNK), 1024)
     chunk_len = -(-rows // chunks)
-    target = out if chunks == 1 else new_view(rt, (*out_shape, chunks), x.dtype)
+    target = out if chunks == 1 else new_view(rt, (*out_shape, chunks), compute_dtype(x.dtype))
     tree = chunk_len > _SHORT_ROW
     source = _reduce_source(op, kind, len(kshape), len(rshape), tree, chunks > 1)
     params = [n_out, rows, chunks, chunk_len, x.offset, *kshape, *kstrides, *rshape, *rstrides]
@@ -133,6 +131,8 @@ def reduce(rt, op: str, x: VkView, dims, keepdim: bool) -> VkView:
     if chunks == 1:
         return out
     partial = reduce(rt, op, target, (target.ndim - 1,), False)
+    if partial.dtype is not x.dtype:
+        return copy_into(rt, out, partial)
     return VkView(partial.buffer, out_shape, out.strides, 0, x.dtype)
 
 

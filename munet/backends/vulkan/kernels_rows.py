@@ -17,6 +17,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+
 from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import clone, copy_into, new_view
@@ -630,16 +632,14 @@ def elu(rt, x, *, alpha, scale, input_scale):
     return run(rt, "elu", {"f32": expr}, [x, alpha, scale, input_scale])
 
 
-_F32_MAX = 3.4028234663852886e38
-
-
 @kernel("nan_to_num")
 def nan_to_num(rt, x, *, nan, posinf, neginf):
     kind = storage_type(x.dtype, "nan_to_num")
     if kind != "f32":
         return _copy(rt, x)
-    posinf = _F32_MAX if posinf is None else posinf
-    neginf = -_F32_MAX if neginf is None else neginf
+    largest = float(np.finfo(x.dtype.np).max)  # float16's, not f32's, for float16
+    posinf = largest if posinf is None else posinf
+    neginf = -largest if neginf is None else neginf
     expr = "select(select(select(a, c, isinf_f(a) && a > 0.0), d, isinf_f(a) && a < 0.0), b, isnan_f(a))"
     return run(rt, "nan_to_num", {"f32": expr}, [x, nan, posinf, neginf])
 

@@ -28,7 +28,7 @@ from munet.backends.vulkan.kernels_rows import (
     unpack_fn,
 )
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import VkView, storage_type
+from munet.backends.vulkan.views import VkView, compute_dtype, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, elementwise
 
 
@@ -252,7 +252,7 @@ def cumulative_select_backward(rt, g, indices, *, dim):
         raise DeviceError("cumulative_select_backward: expected a float32 gradient")
     if g.ndim == 0 or g.size == 0:
         return clone(rt, g)
-    out = copy_into(rt, new_view(rt, g.shape, g.dtype), 0)
+    out = copy_into(rt, new_view(rt, g.shape, compute_dtype(g.dtype)), 0)  # atomics add 32-bit words
     geo = Rows(g.shape, (dim,), [g, indices, out])
     source = _scatter_add_source(geo.wgsl(2))
     groups = rt.grid(-(-g.size // WORKGROUP))
@@ -285,9 +285,10 @@ def cumprod_backward(rt, g, x, *, dim):
     pos_args = [Scalar("u32", inner), Scalar("u32", shape[dim])]
     pos = "f32((idx / c) % d)"
     y = cumprod(rt, x, dim=dim)
-    gy = elementwise(rt, "a * b", [g, y], new_view(rt, shape, x.dtype))
+    work = compute_dtype(x.dtype)
+    gy = elementwise(rt, "a * b", [g, y], new_view(rt, shape, work))
     tail = cumsum(rt, gy, dim=dim, reverse=True)
-    skipped = elementwise(rt, f"select(a, 1.0, {pos} == b)", [x, first, *pos_args], new_view(rt, shape, x.dtype))
+    skipped = elementwise(rt, f"select(a, 1.0, {pos} == b)", [x, first, *pos_args], new_view(rt, shape, work))
     y_skip = cumprod(rt, skipped, dim=dim)
     (grad_first,) = stats_views(reduce_rows(rt, _SUM_AFTER, [g, y_skip, _expand(first, shape)], dims,
                                             [(D.float32, "s.f0")]), shape, dims)  # fmt: skip

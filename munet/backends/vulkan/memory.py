@@ -14,7 +14,9 @@ from __future__ import annotations
 import itertools
 import weakref
 
-from munet._device import OutOfMemoryError
+from munet import _dtype as D
+from munet._device import DeviceError, OutOfMemoryError
+from munet.backends.vulkan.views import element_bytes
 
 _MIB = 1 << 20
 _MIN_BLOCK = 256
@@ -50,7 +52,7 @@ class DeviceBuffer:
 
     @property
     def nbytes(self) -> int:
-        return self.numel * 4
+        return self.numel * element_bytes(self.dtype)
 
 
 class Allocator:
@@ -67,7 +69,12 @@ class Allocator:
         self.counts = {"device_allocations": 0, "cache_hits": 0, "frees": 0}
 
     def allocate(self, numel: int, dtype) -> DeviceBuffer:
-        nbytes = max(numel, 1) * 4
+        if dtype is D.float16 and not self.runtime.has_f16:
+            raise DeviceError(
+                f"{self.runtime.label}: float16 needs the adapter feature shader-f16, which this adapter "
+                "lacks; cast to float32 with .float() first"
+            )
+        nbytes = -(-max(numel, 1) * element_bytes(dtype) // 4) * 4  # bindings and copies are 4-byte aligned
         limit = self.runtime.max_binding
         if nbytes > limit:
             raise RuntimeError(

@@ -21,8 +21,9 @@ import struct
 from collections import OrderedDict
 
 from munet._device import DeviceLostError
+from munet._dtype import float16
 from munet.backends.vulkan.memory import Allocator
-from munet.backends.vulkan.wgsl import hoist_params
+from munet.backends.vulkan.wgsl import half_storage, hoist_params
 
 MAX_PENDING = 256
 _PARAM_ARENA = 1 << 20
@@ -91,15 +92,16 @@ class Runtime:
             self._layouts[writable] = layout
         return layout
 
-    def pipeline(self, source: str, writable: tuple[bool, ...]):
-        """The compute pipeline of ``source`` (entry point ``main``), compiled once per process."""
-        key = (source, writable)
+    def pipeline(self, source: str, writable: tuple[bool, ...], halves: tuple[int, ...] = ()):
+        """The compute pipeline of ``source`` (entry point ``main``), compiled once per process;
+        ``halves`` are the bindings of float16 buffers (see ``wgsl.half_storage``)."""
+        key = (source, writable, halves)
         cached = self._pipelines.get(key)
         if cached is not None:
             return cached
         group, layout = self._layout(writable)
         try:
-            module = self.device.create_shader_module(code=hoist_params(source))
+            module = self.device.create_shader_module(code=hoist_params(half_storage(source, halves)))
             pipeline = self.device.create_compute_pipeline(
                 layout=layout, compute={"module": module, "entry_point": "main"}
             )
@@ -119,7 +121,8 @@ class Runtime:
         """
         if groups[0] == 0 or groups[1] == 0 or groups[2] == 0:
             return
-        pipeline, group = self.pipeline(source, tuple(writable))
+        halves = tuple(i for i, buf in enumerate(buffers, 1) if buf.dtype is float16)
+        pipeline, group = self.pipeline(source, tuple(writable), halves)
         words = struct.pack(f"<{len(params) or 1}I", *[p & 0xFFFFFFFF for p in params] or [0])
         if self.lost_reason is not None:
             self.raise_lost()

@@ -10,19 +10,48 @@ from __future__ import annotations
 from munet import _dtype as D
 from munet._device import DeviceError
 
-# How each dtype is held on the device (WGSL has 32-bit scalars only, in storage buffers).
-STORAGE = {D.float32: "f32", D.int32: "i32", D.int64: "i32", D.bool_: "u32"}
+# How kernels compute with each dtype: WGSL scalars are 32-bit (``storage_type``). float16 is
+# stored as ``f16`` (2 bytes, the adapter's ``shader-f16``), loaded as f32 and rounded to f16
+# once when stored (``wgsl.half_storage`` rewrites the kernel's f32 bindings of f16 buffers).
+STORAGE = {D.float32: "f32", D.float16: "f32", D.int32: "i32", D.int64: "i32", D.bool_: "u32"}
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+# What to do instead, for the dtypes the device cannot hold.
+_UNSUPPORTED = {
+    "float64": "WGSL has no 64-bit floats; cast with .float() (float32) first",
+    "bfloat16": "WGSL has no bfloat16; cast with .float() (float32) or .half() (float16) first",
+    "int8": "storage buffers hold 32-bit integers; cast with .int() (int32) first",
+    "uint8": "storage buffers hold 32-bit integers; cast with .int() (int32) first",
+    "int16": "storage buffers hold 32-bit integers; cast with .int() (int32) first",
+}
 
 
 def storage_type(dtype, op: str = "vulkan") -> str:
+    """The WGSL scalar type kernels compute ``dtype`` in (float16 computes in f32)."""
     kind = STORAGE.get(dtype)
     if kind is None:
+        advice = _UNSUPPORTED.get(dtype.name, "cast with .float() or .int() first")
         raise DeviceError(
-            f"{op}: dtype {dtype.name} is not supported on the vulkan backend yet "
-            "(float32, int32, int64 as int32, and bool are); cast with .float() or .int() first"
+            f"{op}: dtype {dtype.name} is not supported on the vulkan backend ({advice}; "
+            "the backend holds float32, float16 with shader-f16, int32, int64 as int32, and bool)"
         )
     return kind
+
+
+def element_type(dtype) -> str:
+    """The WGSL type of one element of a ``dtype`` buffer: ``f16`` for float16, else ``storage_type``."""
+    return "f16" if dtype is D.float16 else storage_type(dtype)
+
+
+def element_bytes(dtype) -> int:
+    """Bytes per element of a ``dtype`` buffer on the device."""
+    return 2 if dtype is D.float16 else 4
+
+
+def compute_dtype(dtype):
+    """The dtype of a kernel's intermediates for ``dtype`` (float32 for float16, so partial sums
+    and statistics are not rounded to 11 bits between passes)."""
+    return D.float32 if dtype is D.float16 else dtype
 
 
 def contiguous_strides(shape) -> tuple:

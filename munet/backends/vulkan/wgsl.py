@@ -190,6 +190,86 @@ def hoist_params(source: str) -> str:
     return source[: open_at + 1] + lets + body + source[end:]
 
 
+_DECLARATION = re.compile(r"@binding\((\d+)\)\s*var<storage,\s*(?:read|read_write)>\s*(\w+)\s*:\s*array<([^;]*)>;")
+_STORE = re.compile(r"\s*([-+*/]?)=(?!=)")
+
+# Stores round once, to nearest even; out-of-range values become +-inf explicitly (a WGSL f32 -> f16
+# conversion of a value beyond the f16 range is not defined), as NumPy and PyTorch do.
+_STORE_F16 = """
+fn store_f16(x: f32) -> f16 {
+  if (abs(x) >= 65520.0) { return f16(select(-1.0, 1.0, x > 0.0) * bitcast<f32>(0x7f800000u)); }
+  return f16(x);
+}
+"""
+
+
+def half_storage(source: str, halves: tuple[int, ...]) -> str:
+    """``source`` with the buffers at bindings ``halves`` (float16 tensors) declared ``array<f16>``.
+
+    Kernels are written over f32 (``storage_type(float16)`` is ``f32``). Here each read of such a
+    buffer becomes ``f32(NAME[i])`` and each store ``NAME[i] = store_f16(value)`` (compound
+    assignments likewise), so arithmetic runs in f32 and a result is rounded to float16 once,
+    where it is stored. This is PyTorch's CPU float16 arithmetic, so results match it. A kernel
+    that binds a float16 buffer other than as ``array<f32>`` (atomics) is a bug and raises.
+    """
+    if not halves:
+        return source
+    names = []
+    for binding in halves:
+        found = [m for m in _DECLARATION.finditer(source) if int(m.group(1)) == binding]
+        if len(found) != 1 or found[0].group(3) != "f32":
+            declared = found[0].group(3) if found else "nothing"
+            raise RuntimeError(
+                f"internal error: a vulkan kernel binds a float16 buffer at binding {binding} as "
+                f"array<{declared}>, expected array<f32> (float16 kernels compute in f32)"
+            )
+        m = found[0]
+        names.append(m.group(2))
+        source = source[: m.start(3)] + "f16" + source[m.end(3) :]
+    access = re.compile(r"(?<![\w.])(" + "|".join(names) + r")\s*\[")
+    return "enable f16;\n" + _rewrite_half_accesses(source, access) + _STORE_F16
+
+
+def _rewrite_half_accesses(text: str, access: re.Pattern) -> str:
+    out, pos = [], 0
+    while (m := access.search(text, pos)) is not None:
+        out.append(text[pos : m.start()])
+        if text[: m.start()].rstrip().endswith("&"):
+            raise RuntimeError(f"internal error: a vulkan kernel takes a pointer into float16 buffer {m.group(1)}")
+        close = _closing(text, m.end() - 1)
+        ref = f"{m.group(1)}[{_rewrite_half_accesses(text[m.end() : close], access)}]"
+        store = _STORE.match(text, close + 1)
+        if store is None:
+            out.append(f"f32({ref})")
+            pos = close + 1
+            continue
+        end = _closing(text, store.end() - 1, ";")
+        value = _rewrite_half_accesses(text[store.end() : end], access).strip()
+        if store.group(1):
+            value = f"f32({ref}) {store.group(1)} ({value})"
+        out.append(f"{ref} = store_f16({value})")
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
+
+
+def _closing(text: str, start: int, target: str = "]") -> int:
+    """Index of the ``target`` that closes the bracket at ``start`` (or, for ``;``, ends the
+    statement after ``start``), skipping nested brackets."""
+    depth = 0
+    for i in range(start, len(text)):
+        c = text[i]
+        if c in "([":
+            depth += 1
+        elif c in ")]":
+            depth -= 1
+            if depth == 0 and c == target:
+                return i
+        elif c == target and depth == 0:
+            return i
+    raise RuntimeError(f"internal error: unbalanced WGSL near {text[start : start + 60]!r}")
+
+
 def _decompose(index: str, shape_base: int, rank: int, prefix: str = "c", bounded: bool = False) -> str:
     """Coordinates ``c0..c{rank-1}`` of ``index`` over the shape at ``P[shape_base..]``.
 

@@ -1,0 +1,363 @@
+"""float16 on the vulkan backend (``shader-f16``): munet on vulkan against PyTorch float16 on CPU.
+
+Buffers hold ``f16``; kernels load f32, compute in f32 and round to f16 once when they store,
+which is also how PyTorch's CPU float16 kernels compute, so the CPU suite's float16 tolerances
+apply: rtol = atol = 1e-2 (``tests.reference.TOL``) unless a case states its own. Each kernel
+family is represented by a few ops, forward and gradient. A ``DeviceError`` here is a failure,
+not a skip (``tests.reference.check`` skips on it for the parity suite).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as TF
+
+import munet
+import munet.nn.functional as F
+from munet._device import get_backend
+from tests import reference
+
+F16 = "float16"
+
+
+def check16(munet_fn, torch_fn, *inputs, vulkan, **tolerances):
+    try:
+        return reference.check(munet_fn, torch_fn, *inputs, device=vulkan, **tolerances)
+    except pytest.skip.Exception as exc:
+        pytest.fail(f"float16 on vulkan skipped: {exc}")
+
+
+def randn(*shape, seed=0):
+    return reference.randn(*shape, dtype=F16, seed=seed)
+
+
+def uniform(low, high, *shape, seed=0):
+    return reference.rng(seed).uniform(low, high, shape).astype(np.float16)
+
+
+# storage, transfers, casts, views ------------------------------------------------------------------
+
+
+def test_round_trip_is_exact_including_odd_offsets(vulkan):
+    x = randn(7, 5)  # 35 elements: the buffer is padded to whole 4-byte words
+    t = munet.tensor(x).to(vulkan)
+    assert t.dtype is munet.float16 and t.device.type == "vulkan"
+    np.testing.assert_array_equal(t.cpu().numpy(), x)
+    np.testing.assert_array_equal(t[1:, 1::2].cpu().numpy(), x[1:, 1::2])  # strided, odd offset
+    np.testing.assert_array_equal(t.view(-1)[3:6].cpu().numpy(), x.reshape(-1)[3:6])  # contiguous, odd offset
+    assert t.view(-1)[3].item() == float(x.reshape(-1)[3])
+    assert t.view(-1)[4].item() == float(x.reshape(-1)[4])
+
+
+def test_casts_round_to_nearest_even_with_overflow_and_subnormals(vulkan):
+    values = [1.0, 65504.0, 65519.0, 65520.0, 1e6, -1e6, np.inf, -np.inf, 1e-5, 6e-8, 2.9e-8, 1 + 2**-11]
+    values += [1 + 3 * 2**-11, -0.0, 0.1, -2.5]
+    x = np.array(values, np.float32)
+    half = munet.tensor(x).to(vulkan).half()
+    assert half.dtype is munet.float16
+    np.testing.assert_array_equal(half.cpu().numpy(), torch.from_numpy(x).half().numpy())
+    assert np.signbit(half.cpu().numpy()[13])
+    nan = munet.tensor(np.array([np.nan], np.float32)).to(vulkan).half()
+    assert np.isnan(nan.cpu().numpy()).all()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int32", "int64", "bool"])
+def test_casts_to_and_from_every_dtype(vulkan, dtype):
+    x = uniform(-40, 40, 6, 5)
+    x[0, :3] = [0.0, -0.0, 0.5]
+    m = munet.tensor(x).to(vulkan)
+    target = getattr(munet, dtype)
+    out = m.to(target)
+    expected = torch.from_numpy(x).to(getattr(torch, dtype))
+    assert out.dtype is target
+    np.testing.assert_array_equal(out.cpu().numpy(), expected.numpy())
+    back = out.to(munet.float16)
+    np.testing.assert_array_equal(back.cpu().numpy(), expected.to(torch.float16).numpy())
+
+
+def test_copy_into_strided_float16_view(vulkan):
+    base = munet.zeros(6, 8, dtype=munet.float16, device=vulkan)
+    src = np.arange(12, dtype=np.float32).reshape(3, 4) / 3
+    base[1::2, 1::2].copy_(munet.tensor(src).to(vulkan))  # float32 into a strided float16 view
+    expected = np.zeros((6, 8), np.float16)
+    expected[1::2, 1::2] = src
+    np.testing.assert_array_equal(base.cpu().numpy(), expected)
+
+
+def test_creation_ops(vulkan):
+    np.testing.assert_array_equal(munet.full((3, 3), 0.1, dtype=munet.float16, device=vulkan).cpu().numpy(),
+                                  np.full((3, 3), 0.1, np.float16))  # fmt: skip
+    ar = munet.arange(0, 5, 0.5, dtype=munet.float16, device=vulkan)
+    np.testing.assert_array_equal(ar.cpu().numpy(), torch.arange(0, 5, 0.5, dtype=torch.float16).numpy())
+    ls = munet.linspace(-1, 1, 7, dtype=munet.float16, device=vulkan)  # computed in f32, rounded once:
+    expected = torch.linspace(-1, 1, 7, dtype=torch.float16).numpy()  # within one float16 ulp of PyTorch's
+    np.testing.assert_allclose(ls.cpu().numpy(), expected, rtol=1e-3, atol=0)
+
+
+# elementwise -----------------------------------------------------------------------------------------
+
+UNARY = {
+    "exp": (munet.exp, torch.exp, (-4, 4)),
+    "log": (munet.log, torch.log, (0.1, 8)),
+    "sqrt": (munet.sqrt, torch.sqrt, (0.1, 8)),
+    "tanh": (munet.tanh, torch.tanh, (-4, 4)),
+    "sigmoid": (munet.sigmoid, torch.sigmoid, (-6, 6)),
+    "sin": (munet.sin, torch.sin, (-3, 3)),
+    "gelu": (F.gelu, TF.gelu, (-4, 4)),
+    "silu": (F.silu, TF.silu, (-4, 4)),
+    "softplus": (F.softplus, TF.softplus, (-4, 4)),
+    "erf": (munet.erf, torch.erf, (-3, 3)),
+    "relu": (munet.relu, torch.relu, (-3, 3)),
+    "reciprocal": (munet.reciprocal, torch.reciprocal, (0.5, 4)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(UNARY))
+def test_unary(vulkan, name):
+    m_fn, t_fn, (low, high) = UNARY[name]
+    check16(m_fn, t_fn, uniform(low, high, 5, 9).T, vulkan=vulkan)  # transposed: strided input
+
+
+BINARY = {
+    "add": (munet.add, torch.add),
+    "mul": (munet.mul, torch.mul),
+    "div": (munet.div, torch.div),
+    "maximum": (munet.maximum, torch.maximum),
+    "pow": (lambda a, b: munet.abs(a) ** b, lambda a, b: torch.abs(a) ** b),
+    "atan2": (munet.atan2, torch.atan2),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BINARY))
+def test_binary_broadcasting(vulkan, name):
+    m_fn, t_fn = BINARY[name]
+    check16(m_fn, t_fn, uniform(0.5, 2, 3, 1, 5), uniform(-2, 2, 4, 1, seed=1), vulkan=vulkan)
+
+
+def test_scalars_comparisons_and_ternary(vulkan):
+    a, b = randn(4, 6), randn(4, 6, seed=1)
+    check16(lambda x: x * 0.5 + 3, lambda x: x * 0.5 + 3, a, vulkan=vulkan)
+    check16(lambda x, y: x < y, lambda x, y: x < y, a, b, vulkan=vulkan, grad=False)
+    check16(lambda x, y: munet.where(x > 0, x, y), lambda x, y: torch.where(x > 0, x, y), a, b, vulkan=vulkan)
+    check16(lambda x: x.clamp(-0.5, 0.5), lambda x: x.clamp(-0.5, 0.5), a, vulkan=vulkan)
+    check16(lambda x, y: munet.lerp(x, y, 0.3), lambda x, y: torch.lerp(x, y, 0.3), a, b, vulkan=vulkan)
+
+
+def test_mixed_float16_float32_promotes(vulkan):
+    check16(lambda x, y: x + y, lambda x, y: x + y, randn(3, 4), reference.randn(3, 4, seed=2), vulkan=vulkan)
+
+
+# reductions, scans, rows ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "name",
+    ["sum", "mean", "amax", "prod", "var", "std", "logsumexp", "norm"],
+)
+def test_reductions(vulkan, name):
+    x = uniform(0.5, 1.5, 6, 70) if name == "prod" else randn(6, 70)
+    if name in ("sum", "mean", "amax", "var", "std", "logsumexp"):
+        m_fn = lambda t: getattr(munet, name)(t, 1)  # noqa: E731
+        t_fn = lambda t: getattr(torch, name)(t, 1)  # noqa: E731
+    elif name == "prod":
+        m_fn, t_fn = (lambda t: munet.prod(t[:, :8], 1)), (lambda t: torch.prod(t[:, :8], 1))
+    else:
+        m_fn, t_fn = (lambda t: munet.norm(t, dim=1)), (lambda t: torch.norm(t, dim=1))
+    check16(m_fn, t_fn, x, vulkan=vulkan)
+
+
+def test_long_sum_two_passes_in_float32(vulkan):
+    x = np.full(100_000, 0.01, np.float16)  # chunked: float32 partials, then one rounding (a float16
+    total = munet.tensor(x).to(vulkan).sum()  # running sum would stall at 32)
+    assert total.dtype is munet.float16
+    assert total.item() == float(torch.from_numpy(x).sum())
+
+
+def test_arg_and_index_reductions(vulkan):
+    x = randn(5, 33)
+    check16(lambda t: t.argmax(1), lambda t: t.argmax(1), x, vulkan=vulkan, grad=False)
+    check16(lambda t: t.max(1), lambda t: t.max(1), x, vulkan=vulkan)
+    check16(lambda t: munet.median(t, 1), lambda t: torch.median(t, 1), x, vulkan=vulkan)
+
+
+def test_scans(vulkan):
+    x = uniform(0.5, 1.5, 4, 40)
+    check16(lambda t: munet.cumsum(t, 1), lambda t: torch.cumsum(t, 1), x, vulkan=vulkan)
+    check16(lambda t: munet.cumprod(t[:, :10], 1), lambda t: torch.cumprod(t[:, :10], 1), x, vulkan=vulkan)
+    check16(lambda t: munet.cummax(t, 1), lambda t: torch.cummax(t, 1), x, vulkan=vulkan)
+
+
+def test_softmax_family_and_norms(vulkan):
+    x = randn(6, 40) * np.float16(3)
+    check16(lambda t: F.softmax(t, -1), lambda t: TF.softmax(t, -1), x, vulkan=vulkan)
+    check16(lambda t: F.log_softmax(t, 0), lambda t: TF.log_softmax(t, 0), x, vulkan=vulkan)
+    w, b = randn(40, seed=1), randn(40, seed=2)
+    check16(lambda t, w, b: F.layer_norm(t, (40,), w, b), lambda t, w, b: TF.layer_norm(t, (40,), w, b),
+            x, w, b, vulkan=vulkan)  # fmt: skip
+    img = randn(4, 6, 5, 5)
+    g, h = randn(6, seed=3), randn(6, seed=4)
+    check16(lambda t, g, h: F.group_norm(t, 3, g, h), lambda t, g, h: TF.group_norm(t, 3, g, h),
+            img, g, h, vulkan=vulkan)  # fmt: skip
+
+
+def test_losses(vulkan):
+    logits, target = randn(8, 10), np.arange(8) % 10
+    check16(F.cross_entropy, TF.cross_entropy, logits, target, vulkan=vulkan)
+    check16(F.mse_loss, TF.mse_loss, randn(5, 4), randn(5, 4, seed=1), vulkan=vulkan)
+
+
+# matmul, convolution, pooling -----------------------------------------------------------------------
+
+
+def test_matmul_and_linear(vulkan):
+    check16(munet.matmul, torch.matmul, randn(2, 17, 33), randn(33, 9, seed=1), vulkan=vulkan)
+    check16(lambda a, b: a @ b.T, lambda a, b: a @ b.T, randn(20, 12), randn(7, 12, seed=1), vulkan=vulkan)
+    check16(F.linear, TF.linear, randn(5, 16), randn(8, 16, seed=1), randn(8, seed=2), vulkan=vulkan)
+
+
+def test_matmul_accumulates_in_float32(vulkan):
+    k = 4096
+    a, b = np.full((2, k), 0.01, np.float16), np.ones((k, 3), np.float16)
+    out = (munet.tensor(a).to(vulkan) @ munet.tensor(b).to(vulkan)).cpu().numpy()
+    expected = (torch.from_numpy(a) @ torch.from_numpy(b)).numpy()
+    np.testing.assert_allclose(out.astype(np.float32), expected.astype(np.float32), rtol=1e-2)
+
+
+def test_convolution(vulkan):
+    x, w, b = randn(2, 4, 9, 9), randn(6, 4, 3, 3, seed=1), randn(6, seed=2)
+    check16(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
+            lambda x, w, b: TF.conv2d(x, w, b, stride=2, padding=1), x, w, b, vulkan=vulkan)  # fmt: skip
+    wt = randn(4, 3, 3, 3, seed=3)
+    check16(lambda x, w: F.conv_transpose2d(x, w, stride=2), lambda x, w: TF.conv_transpose2d(x, w, stride=2),
+            x, wt, vulkan=vulkan)  # fmt: skip
+    x1, w1 = randn(2, 3, 20), randn(5, 3, 4, seed=4)
+    check16(F.conv1d, TF.conv1d, x1, w1, vulkan=vulkan)
+
+
+def test_pooling_and_interpolation(vulkan):
+    x = randn(2, 3, 8, 8)
+    check16(lambda t: F.max_pool2d(t, 2), lambda t: TF.max_pool2d(t, 2), x, vulkan=vulkan)
+    check16(lambda t: F.avg_pool2d(t, 3, 2, 1), lambda t: TF.avg_pool2d(t, 3, 2, 1), x, vulkan=vulkan)
+    check16(lambda t: F.adaptive_avg_pool2d(t, 3), lambda t: TF.adaptive_avg_pool2d(t, 3), x, vulkan=vulkan)
+    check16(lambda t: F.interpolate(t, scale_factor=2, mode="bilinear", align_corners=False),
+            lambda t: TF.interpolate(t, scale_factor=2, mode="bilinear", align_corners=False),
+            x, vulkan=vulkan)  # fmt: skip
+    grid = uniform(-1.1, 1.1, 2, 5, 4, 2, seed=1)
+    check16(lambda t, g: F.grid_sample(t, g, align_corners=False), lambda t, g: TF.grid_sample(t, g, align_corners=False),
+            x, grid, vulkan=vulkan)  # fmt: skip
+
+
+# indexing, sorting, movement ---------------------------------------------------------------------------
+
+
+def test_indexing(vulkan):
+    x = randn(6, 5)
+    idx = np.array([4, 0, 4, 2])
+    check16(lambda t, i: t[i], lambda t, i: t[i], x, idx, vulkan=vulkan)  # gradient: index_put accumulate
+    gidx = np.array([[0, 1, 1], [4, 0, 2]])
+    check16(lambda t, i: munet.gather(t, 1, i), lambda t, i: torch.gather(t, 1, i), x[:2], gidx, vulkan=vulkan)
+    src = randn(2, 3, seed=1)
+    check16(lambda t, i, s: t.scatter_add(1, i, s), lambda t, i, s: t.scatter_add(1, i, s),
+            x[:2], gidx, src, vulkan=vulkan)  # fmt: skip
+    check16(lambda t, i, s: t.scatter_reduce(1, i, s, "amax"), lambda t, i, s: t.scatter_reduce(1, i, s, "amax"),
+            x[:2], gidx, src, vulkan=vulkan, grad=False)  # fmt: skip
+    mask = x > 0
+    check16(lambda t, m: t.masked_fill(m, -2.5), lambda t, m: t.masked_fill(m, -2.5), x, mask, vulkan=vulkan)
+    check16(lambda w, i: F.embedding(i, w), lambda w, i: TF.embedding(i, w), x, np.array([[1, 5, 1]]),
+            vulkan=vulkan)  # fmt: skip
+    check16(lambda t: t[t > 0.5], lambda t: t[t > 0.5], x, vulkan=vulkan)  # nonzero
+
+
+def test_sorting(vulkan):
+    x = randn(3, 50)
+    check16(lambda t: munet.sort(t, 1, descending=True), lambda t: torch.sort(t, dim=1, descending=True, stable=True),
+            x, vulkan=vulkan)  # fmt: skip
+    check16(lambda t: munet.topk(t, 5, 1), lambda t: torch.topk(t, 5, 1), x, vulkan=vulkan)
+    check16(lambda t: munet.unique(t), lambda t: torch.unique(t), np.array([2, 1, 2, 0.5], np.float16),
+            vulkan=vulkan, grad=False)  # fmt: skip
+
+
+def test_movement(vulkan):
+    x = randn(3, 4, 5)
+    check16(lambda t: munet.cat([t, t * 2], 1), lambda t: torch.cat([t, t * 2], 1), x, vulkan=vulkan)
+    check16(lambda t: t.permute(2, 0, 1).contiguous(), lambda t: t.permute(2, 0, 1).contiguous(), x, vulkan=vulkan)
+    check16(lambda t: F.pad(t, (1, 2)), lambda t: TF.pad(t, (1, 2)), x, vulkan=vulkan)
+    check16(lambda t: munet.flip(t, (0, 2)), lambda t: torch.flip(t, (0, 2)), x, vulkan=vulkan)
+    check16(lambda t: munet.tril(t[0]), lambda t: torch.tril(t[0]), x, vulkan=vulkan)
+
+
+# random ------------------------------------------------------------------------------------------------
+
+
+def test_random(vulkan):
+    munet.manual_seed(0)
+    u = munet.rand(4000, dtype=munet.float16, device=vulkan)
+    n = munet.randn(4000, dtype=munet.float16, device=vulkan)
+    assert u.dtype is munet.float16 and n.dtype is munet.float16
+    u, n = u.cpu().numpy().astype(np.float32), n.cpu().numpy().astype(np.float32)
+    assert 0.0 <= u.min() and u.max() <= 1.0 and abs(u.mean() - 0.5) < 0.03
+    assert abs(n.mean()) < 0.06 and abs(n.std() - 1.0) < 0.06
+    x = munet.ones(2000, dtype=munet.float16, device=vulkan)
+    kept = F.dropout(x, 0.25, training=True).cpu().numpy()
+    assert set(np.unique(kept).tolist()) <= {0.0, float(np.float16(1 / 0.75))}
+    assert abs((kept == 0).mean() - 0.25) < 0.04
+
+
+# mixed precision --------------------------------------------------------------------------------------
+
+
+def _mlp_step(device, autocast_device):
+    munet.manual_seed(0)
+    model = munet.nn.Sequential(munet.nn.Linear(12, 32), munet.nn.GELU(), munet.nn.Linear(32, 5)).to(device)
+    opt = munet.optim.SGD(model.parameters(), lr=0.1)
+    x = munet.tensor(reference.randn(16, 12, seed=5)).to(device)
+    y = munet.tensor(np.arange(16) % 5).to(device)
+    losses = []
+    for _ in range(3):
+        opt.zero_grad()
+        with munet.amp.autocast(autocast_device, dtype=munet.float16):
+            assert munet.matmul(x, x.T).dtype is munet.float16
+            logits = model(x)
+            loss = F.cross_entropy(logits, y)
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+    return losses, [p.detach().cpu().numpy() for p in model.parameters()]
+
+
+def test_autocast_float16_mlp_training_matches_cpu(vulkan):
+    gpu_losses, gpu_params = _mlp_step(vulkan, "vulkan")
+    cpu_losses, cpu_params = _mlp_step("cpu", "cpu")
+    assert gpu_losses[-1] < gpu_losses[0]
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-2, atol=1e-2)
+    for g, c in zip(gpu_params, cpu_params):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, c, rtol=1e-2, atol=1e-2)
+
+
+# what raises ---------------------------------------------------------------------------------------
+
+
+def test_float16_without_shader_f16_raises(vulkan, monkeypatch):
+    runtime = get_backend(vulkan).runtime
+    keep = munet.ones(3, device=vulkan)
+    monkeypatch.setattr(runtime, "has_f16", False)
+    for make in (
+        lambda: munet.ones(3, dtype=munet.float16).to(vulkan),
+        lambda: munet.zeros(3, dtype=munet.float16, device=vulkan),
+        lambda: keep.half(),
+    ):
+        with pytest.raises(munet.DeviceError, match="shader-f16.*float32"):
+            make()
+
+
+@pytest.mark.parametrize("dtype", ["float64", "bfloat16", "int8", "uint8", "int16"])
+def test_unsupported_dtypes_raise_naming_the_dtype(vulkan, dtype):
+    cpu = munet.ones(3, dtype=getattr(munet, dtype))
+    with pytest.raises(munet.DeviceError, match=f"dtype {dtype} is not supported.*cast with"):
+        cpu.to(vulkan)
+    on_device = munet.ones(3, device=vulkan)
+    with pytest.raises(munet.DeviceError, match=f"dtype {dtype} is not supported"):
+        on_device.to(getattr(munet, dtype))
