@@ -18,9 +18,10 @@ def softmax(x, *, dim):
     if x.size == 0:
         return np.empty(x.shape, x.dtype)
     xf = upcast(x)
-    shifted = xf - np.max(xf, axis=dim, keepdims=True)
-    e = np.exp(shifted)
-    return (e / np.sum(e, axis=dim, keepdims=True)).astype(x.dtype)
+    e = np.subtract(xf, np.max(xf, axis=dim, keepdims=True), out=np.empty(xf.shape, xf.dtype))  # one temporary
+    np.exp(e, out=e)
+    np.divide(e, np.sum(e, axis=dim, keepdims=True), out=e)
+    return e.astype(x.dtype, copy=False)
 
 
 @kernel("log_softmax")
@@ -28,8 +29,9 @@ def log_softmax(x, *, dim):
     if x.size == 0:
         return np.empty(x.shape, x.dtype)
     xf = upcast(x)
-    shifted = xf - np.max(xf, axis=dim, keepdims=True)
-    return (shifted - np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True))).astype(x.dtype)
+    shifted = np.subtract(xf, np.max(xf, axis=dim, keepdims=True), out=np.empty(xf.shape, xf.dtype))
+    np.subtract(shifted, np.log(np.sum(np.exp(shifted), axis=dim, keepdims=True)), out=shifted)
+    return shifted.astype(x.dtype, copy=False)
 
 
 @kernel("relu")

@@ -14,7 +14,11 @@ def standardize(x, *, dims, eps, center):
     kept = tuple(1 if i in dims else n for i, n in enumerate(x.shape))
     if xf.size == 0 or any(x.shape[d] == 0 for d in dims):
         return np.empty(x.shape, x.dtype), np.full(kept, np.nan, x.dtype)
-    centered = xf - np.mean(xf, axis=dims, keepdims=True) if center else xf
-    var = np.mean(centered * centered, axis=dims, keepdims=True)
+    centered = (
+        np.subtract(xf, np.mean(xf, axis=dims, keepdims=True), out=np.empty(xf.shape, xf.dtype)) if center else xf
+    )
+    var = np.mean(np.square(centered), axis=dims, keepdims=True)
     rstd = 1.0 / np.sqrt(var + np.asarray(eps, dtype=xf.dtype))
-    return (centered * rstd).astype(x.dtype), rstd.astype(x.dtype)
+    out = centered if center else np.empty_like(xf)  # the centered temporary becomes the output
+    np.multiply(centered, rstd, out=out)
+    return out.astype(x.dtype, copy=False), rstd.astype(x.dtype)
