@@ -186,7 +186,17 @@ def test_scans(vulkan):
     x = uniform(0.5, 1.5, 4, 40)
     check16(lambda t: munet.cumsum(t, 1), lambda t: torch.cumsum(t, 1), x, vulkan=vulkan)
     check16(lambda t: munet.cumprod(t[:, :10], 1), lambda t: torch.cumprod(t[:, :10], 1), x, vulkan=vulkan)
+    with_zeros = np.array([[1.5, 0, 2, 0.5, 0, 3]], np.float16)  # cumprod_backward's exact-zero path
+    check16(lambda t: munet.cumprod(t, 1), lambda t: torch.cumprod(t, 1), with_zeros, vulkan=vulkan)
     check16(lambda t: munet.cummax(t, 1), lambda t: torch.cummax(t, 1), x, vulkan=vulkan)
+
+
+def test_long_rows_take_the_multi_pass_kernels(vulkan):
+    x = uniform(-2, 2, 2, 70_000)  # rows beyond 65536: chunked row kernels and three-pass scans
+    check16(lambda t: F.softmax(t, -1), lambda t: TF.softmax(t, -1), x, vulkan=vulkan)
+    check16(lambda t: t.std(-1), lambda t: t.std(-1), x, vulkan=vulkan)
+    small = uniform(0, 1e-3, 1, 70_000)
+    check16(lambda t: munet.cumsum(t, -1), lambda t: torch.cumsum(t, -1), small, vulkan=vulkan)
 
 
 def test_softmax_family_and_norms(vulkan):
@@ -200,6 +210,10 @@ def test_softmax_family_and_norms(vulkan):
     g, h = randn(6, seed=3), randn(6, seed=4)
     check16(lambda t, g, h: F.group_norm(t, 3, g, h), lambda t, g, h: TF.group_norm(t, 3, g, h),
             img, g, h, vulkan=vulkan)  # fmt: skip
+    check16(lambda t, g, h: F.batch_norm(t, None, None, g, h, training=True),
+            lambda t, g, h: TF.batch_norm(t, None, None, g, h, training=True), img, g, h, vulkan=vulkan)  # fmt: skip
+    q, k, v = randn(2, 3, 4, 8), randn(2, 3, 4, 8, seed=1), randn(2, 3, 4, 8, seed=2)
+    check16(F.scaled_dot_product_attention, TF.scaled_dot_product_attention, q, k, v, vulkan=vulkan)
 
 
 def test_losses(vulkan):
@@ -211,7 +225,14 @@ def test_losses(vulkan):
 # matmul, convolution, pooling -----------------------------------------------------------------------
 
 
-def test_matmul_and_linear(vulkan):
+@pytest.fixture(params=["tiled", "blocked"])
+def variant(request, vulkan, monkeypatch):
+    """Run matmul/convolution with each kernel: tiled (GPUs) and register-blocked (CPU drivers)."""
+    monkeypatch.setattr(get_backend(vulkan).runtime, "cpu_driver", request.param == "blocked")
+    return request.param
+
+
+def test_matmul_and_linear(vulkan, variant):
     check16(munet.matmul, torch.matmul, randn(2, 17, 33), randn(33, 9, seed=1), vulkan=vulkan)
     check16(lambda a, b: a @ b.T, lambda a, b: a @ b.T, randn(20, 12), randn(7, 12, seed=1), vulkan=vulkan)
     check16(F.linear, TF.linear, randn(5, 16), randn(8, 16, seed=1), randn(8, seed=2), vulkan=vulkan)
@@ -225,7 +246,7 @@ def test_matmul_accumulates_in_float32(vulkan):
     np.testing.assert_allclose(out.astype(np.float32), expected.astype(np.float32), rtol=1e-2)
 
 
-def test_convolution(vulkan):
+def test_convolution(vulkan, variant):
     x, w, b = randn(2, 4, 9, 9), randn(6, 4, 3, 3, seed=1), randn(6, seed=2)
     check16(lambda x, w, b: F.conv2d(x, w, b, stride=2, padding=1),
             lambda x, w, b: TF.conv2d(x, w, b, stride=2, padding=1), x, w, b, vulkan=vulkan)  # fmt: skip
@@ -238,7 +259,9 @@ def test_convolution(vulkan):
 
 def test_pooling_and_interpolation(vulkan):
     x = randn(2, 3, 8, 8)
-    check16(lambda t: F.max_pool2d(t, 2), lambda t: TF.max_pool2d(t, 2), x, vulkan=vulkan)
+    check16(lambda t: F.max_pool2d(t, 2, return_indices=True), lambda t: TF.max_pool2d(t, 2, return_indices=True),
+            x, vulkan=vulkan)  # fmt: skip
+    check16(lambda t: F.adaptive_max_pool2d(t, 3), lambda t: TF.adaptive_max_pool2d(t, 3), x, vulkan=vulkan)
     check16(lambda t: F.avg_pool2d(t, 3, 2, 1), lambda t: TF.avg_pool2d(t, 3, 2, 1), x, vulkan=vulkan)
     check16(lambda t: F.adaptive_avg_pool2d(t, 3), lambda t: TF.adaptive_avg_pool2d(t, 3), x, vulkan=vulkan)
     check16(lambda t: F.interpolate(t, scale_factor=2, mode="bilinear", align_corners=False),
