@@ -11,7 +11,7 @@ from munet import nn
 from munet.compiler.codegen import build, cache
 from munet.compiler.codegen import kernel as kernel_ir
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.kernel import Apply, Const, Kernel, Load, Param, Store
+from munet.compiler.codegen.kernel import Apply, Const, Kernel, Load, Param, Reduce, Store, StoreFull
 
 needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
 
@@ -22,9 +22,10 @@ def _cache(tmp_path, monkeypatch):
     monkeypatch.setattr(build, "_loaded", {})
 
 
-def _call(kernel, inputs, params=()):
+def _call(kernel, inputs, params=(), shapes=None):
     fn, hit = build.load_kernel(render_c(kernel), kernel.name)
-    outs = [np.empty(kernel.shape, np.float32 if d == "f32" else np.float64) for d in kernel.outputs]
+    shapes = shapes or [kernel.shape] * len(kernel.outputs)
+    outs = [np.empty(s, np.float32 if d == "f32" else np.float64) for s, d in zip(shapes, kernel.outputs)]
     ins = (ctypes.c_void_p * len(inputs))(*[a.ctypes.data for a in inputs])
     ps = (ctypes.c_double * max(len(params), 1))(*params)
     outs_p = (ctypes.c_void_p * len(outs))(*[o.ctypes.data for o in outs])
@@ -117,8 +118,11 @@ def test_compiled_adamw_step_runs_generated_code_and_matches_eager():
 
 @needs_cc
 def test_fused_arithmetic_is_bit_identical_to_eager(monkeypatch):
+    # reductions sum in another order than NumPy (tests/compiler/test_fuse_reduce.py): not fused here
     for op in ("exp", "log", "tanh"):
         monkeypatch.delitem(kernel_ir.ELEMENTWISE_RULES, op)
+    for op in ("sum", "amax"):
+        monkeypatch.delitem(kernel_ir.REDUCTIONS, op)
     m1, m2, stats = _mlp_step_pair()
     assert stats["generated_kernels"] > 0
     for a, b in zip(m1.parameters(), m2.parameters()):
@@ -248,3 +252,109 @@ def test_no_in_place_update_when_the_node_also_reads_the_state_through_a_view():
     g.nodes.append(direct.producer)
     g.outputs = [direct]
     assert plan_memory(g, writes_into, {direct: p}, overwrites).inplace == {direct: p}
+
+
+# reduction kernels (the fusion side: tests/compiler/test_fuse_reduce.py) -------------------------------
+
+
+@needs_cc
+@pytest.mark.parametrize("rows", [True, False])
+def test_reduction_kernel_sums_rows_or_columns_with_epilogue_and_full_store(rows):
+    # x (37, 300) seen as kept x reduced: rows=True reduces the contiguous dim (lanes), else the
+    # outer one (the column loop); offset 300 skips x's first row
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((38, 300), np.float32)
+    b = rng.standard_normal(300 if not rows else 37, np.float32)
+    kept, red = ((37, 300), (300, 1)) if rows else ((300, 37), (1, 300))
+    v = Load(0, red, 300, "f32")
+    relu = Apply("maximum", (v, Const(0.0, "f32")), "f32")
+    total = Reduce("sum", relu, "f32")
+    peak = Reduce("max", v, "f32")
+    epilogue = Apply("add", (Apply("mul", (total, Param(0, "f32")), "f32"), Load(1, (1,), 0, "f32")), "f32")
+    full = (300, 1) if rows else (1, 300)  # relu written in x's own layout, (37, 300)
+    kernel = Kernel(
+        f"k_red_{rows}", (kept[0],), (kept[1],), ["f32", "f32"], ["f64"], ["f32", "f32", "f32"],
+        [Store(0, epilogue), Store(1, peak), StoreFull(2, full, relu)],
+    )  # fmt: skip
+    source = render_c(kernel)
+    assert ("lane0" in source) is rows and "omp parallel" not in source  # 11100 elements: one thread
+    (out, mx, stored), _ = _call(kernel, [x, b], [0.5], [(kept[0],), (kept[0],), (37, 300)])
+    body = x[1:]
+    axis = 1 if rows else 0
+    r = np.maximum(body, 0)
+    np.testing.assert_array_equal(stored, r)
+    want = (r.astype(np.float64).sum(axis).astype(np.float32) * np.float32(0.5)) + b
+    np.testing.assert_allclose(out, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(mx, body.max(axis))
+
+
+@needs_cc
+def test_reduction_kernel_over_several_dims_to_a_scalar_and_an_empty_sum():
+    x = np.random.default_rng(6).standard_normal((5, 6, 7))
+    # reduce dims (0, 2), keep dim 1: index space (6,), reduction space (5, 7)
+    kernel = Kernel(
+        "k_red_02", (6,), (5, 7), ["f64"], [], ["f64"], [Store(0, Reduce("sum", Load(0, (7, 42, 1), 0, "f64"), "f64"))]
+    )
+    (out,), _ = _call(kernel, [x])
+    np.testing.assert_allclose(out, x.sum((0, 2)), rtol=1e-14)
+    kernel = Kernel(
+        "k_red_all",
+        (),
+        (5, 6, 7),
+        ["f64"],
+        [],
+        ["f64"],
+        [Store(0, Reduce("sum", Load(0, (42, 7, 1), 0, "f64"), "f64"))],
+    )
+    (out,), _ = _call(kernel, [x])
+    np.testing.assert_allclose(out, x.sum(), rtol=1e-14)
+    kernel = Kernel("k_red_empty", (3,), (0,), ["f64"], [], ["f64", "f64"], [
+        Store(0, Reduce("sum", Load(0, (0, 1), 0, "f64"), "f64")), Store(1, Reduce("max", Load(0, (0, 1), 0, "f64"), "f64"))
+    ])  # fmt: skip
+    (total, peak), _ = _call(kernel, [x])
+    assert list(total) == [0.0] * 3 and list(peak) == [-np.inf] * 3
+
+
+@needs_cc
+def test_large_reduction_runs_across_threads_with_the_same_result():
+    x = np.random.default_rng(7).standard_normal((512, 1024)).astype(np.float32)
+    kernel = Kernel(
+        "k_red_big",
+        (512,),
+        (1024,),
+        ["f32"],
+        [],
+        ["f32"],
+        [Store(0, Reduce("sum", Load(0, (1024, 1), 0, "f32"), "f32"))],
+    )
+    assert "omp parallel" in render_c(kernel)
+    fn, _ = build.load_kernel(render_c(kernel), kernel.name)
+    results = []
+    for threads in (1, 2):
+        out = np.empty(512, np.float32)
+        ins = (ctypes.c_void_p * 1)(x.ctypes.data)
+        outs = (ctypes.c_void_p * 1)(out.ctypes.data)
+        ps = (ctypes.c_double * 1)()
+        fn(ctypes.addressof(ins), ctypes.addressof(outs), ctypes.addressof(ps), threads)
+        results.append(out)
+    np.testing.assert_array_equal(results[0], results[1])  # the order does not depend on threads
+    np.testing.assert_array_equal(results[0], x.astype(np.float64).sum(1).astype(np.float32))
+
+
+def test_loads_inside_a_reduction_never_allow_writing_in_place():
+    inside = Load(0, (1, 4), 0, "f32")
+    outside = Load(0, (1,), 0, "f32")
+    kernel = Kernel(
+        "k", (4,), (3,), ["f32"], [], ["f32"], [Store(0, Apply("add", (Reduce("sum", inside, "f32"), outside), "f32"))]
+    )
+    assert not kernel_ir.loads_only_at_write_index(kernel, 0)
+    kernel = Kernel(
+        "k",
+        (4,),
+        (3,),
+        ["f32", "f32"],
+        [],
+        ["f32"],
+        [Store(0, Apply("add", (Reduce("sum", inside, "f32"), Load(1, (1,), 0, "f32")), "f32"))],
+    )
+    assert kernel_ir.loads_only_at_write_index(kernel, 1) and not kernel_ir.loads_only_at_write_index(kernel, 0)

@@ -1,22 +1,54 @@
 """The kernel IR: what one generated kernel computes, independent of the target language.
 
-A :class:`Kernel` has an index space (``shape``, the output space) and, when it reduces, a
-trailing reduction space (``reduce_shape``). Expressions form a scalar DAG of frozen
-dataclasses (equal subtrees are one value, so renderers emit each once):
+A :class:`Kernel` has an index space ``shape`` (the output space; for a reduction kernel the
+kept dims) and, when it reduces, a reduction space ``reduce_shape`` (the reduced dims).
+Expressions form a scalar DAG of frozen dataclasses (equal subtrees are one value, so
+renderers emit each once):
 
 - :class:`Load` reads input buffer ``buffer`` (C-contiguous in memory) at
   ``offset + sum(index[d] * strides[d])``: broadcasting is a zero stride, a folded
   transpose or view is a permuted/partial stride, so views cost nothing;
 - :class:`Param` is a runtime host scalar (a learning rate), :class:`Const` a literal;
 - :class:`Apply` is one scalar op of :data:`SCALAR_OPS`;
-- :class:`Reduce` folds an expression over the reduction space (``sum`` in NumPy's
-  pairwise order, ``max`` propagating NaN); loads inside it index ``shape + reduce_shape``.
+- :class:`Reduce` folds an expression over the reduction space.
 
-``stores`` write expressions over the output space into contiguous outputs. A renderer
-(``c.py``; later CUDA and WGSL) needs only these classes and the op vocabulary.
+Elementwise kernels (``reduce_shape == ()``): every :class:`Store` writes its expression at
+each index of ``shape`` into a contiguous output of that shape.
+
+Reduction kernels (``reduce_shape != ()``; ``passes/fuse.py`` makes them from a reduction
+with its elementwise producers and consumers):
+
+- An expression *inside* a :class:`Reduce` (its ``expr`` subtree, and a :class:`StoreFull`'s)
+  is evaluated at each index of the full space ``shape + reduce_shape``: its loads have
+  ``len(shape) + len(reduce_shape)`` strides, kept dims first. This is the prologue
+  (elementwise producers inlined into the reduced expression). A ``Reduce`` never contains
+  another ``Reduce``; all of a kernel's ``Reduce`` s run over the same ``reduce_shape``.
+- An expression *outside* every ``Reduce`` (a :class:`Store`'s, above its ``Reduce`` s) is
+  evaluated at each index of ``shape``: its loads have ``len(shape)`` strides, and a
+  ``Reduce`` in it stands for the reduced value at that index. This is the epilogue
+  (elementwise consumers of the reduced value: ``sum(x) / n``, ``sqrt(sum(x * x))``, an
+  optimizer update of a bias from its gradient sum).
+- :class:`Store` writes an outside expression at each index of ``shape`` into a contiguous
+  output of that shape; :class:`StoreFull` writes an inside expression at each index of the
+  full space into output ``buffer`` at ``sum(index[d] * strides[d])`` (a prologue value that
+  is also used elsewhere, e.g. the ReLU gradient whose batch sum is a bias gradient), every
+  element once.
+- ``Reduce("sum", e, dtype)``: the sum of ``e`` over the reduction space, rounded to ``dtype``
+  (``e`` has that dtype). Order is the renderer's choice, but float32 sums must be at least as
+  accurate as NumPy's pairwise float32 sum: the C renderer accumulates in float64 (8 lanes,
+  blocks of 128 folded into a compensated total), so a float32 result is the exact sum
+  correctly rounded up to ~1e-13 relative to ``sum(|e|)``; a renderer without float64 (WGSL)
+  may use a tree/pairwise float32 order. The sum over an empty space is 0.
+- ``Reduce("max", e, dtype)``: NumPy's ``max``: NaN if any element is NaN (NaN propagates),
+  else the largest element; which of ``-0.0``/``0.0`` is returned when they tie is unspecified.
+  Computed in ``dtype`` (exact). Over an empty space it is ``-inf`` (fusion never forms one:
+  eager ``amax`` raises there).
+
+A renderer (``c.py``; ``wgsl.py``; later CUDA) needs only these classes and the op vocabulary.
 
 ``kernel_from_group(group)`` builds the kernel of a fused group (``passes/fuse.py``):
-each member node is turned into an expression by its rule in :data:`ELEMENTWISE_RULES`.
+each member node is turned into an expression by its rule in :data:`ELEMENTWISE_RULES`
+(reductions by :data:`REDUCTIONS`).
 """
 
 from __future__ import annotations
@@ -78,14 +110,25 @@ class Apply:
 
 @dataclass(frozen=True)
 class Reduce:
-    op: str  # "sum" or "max"
-    expr: object
+    op: str  # "sum" or "max" (see the module docstring for accumulation and NaN)
+    expr: object  # evaluated over shape + reduce_shape
     dtype: str
 
 
 @dataclass(frozen=True)
 class Store:
+    """Write ``expr`` at each index of ``shape`` into contiguous output ``buffer``."""
+
     buffer: int
+    expr: object
+
+
+@dataclass(frozen=True)
+class StoreFull:
+    """Write inside expression ``expr`` at each index of ``shape + reduce_shape`` to ``buffer[index . strides]``."""
+
+    buffer: int
+    strides: tuple
     expr: object
 
 
@@ -159,11 +202,19 @@ def kernel_from_group(group) -> tuple:
     """``(kernel, tensor inputs, scalar inputs)`` for a fused group (``passes/fuse.py``).
 
     The kernel's input buffers are the group's tensor inputs in order (read C-contiguous),
-    its params the group's scalar inputs, its outputs the group's outputs.
+    its params the group's scalar inputs, its outputs the group's outputs. A reduction group
+    (``group.reduce_dims``) has the reduction's input shape as ``group.shape``: members of
+    that shape are inside the reduction (prologue, :class:`StoreFull` outputs), the others
+    have the reduced shape up to size-1 dims (epilogue, :class:`Store` outputs).
     """
     import hashlib
 
-    shape = tuple(group.shape)
+    full = tuple(group.shape)
+    dims = tuple(getattr(group, "reduce_dims", ()))
+    kept_axes = [a for a in range(len(full)) if a not in dims and full[a] != 1] if dims else list(range(len(full)))
+    shape = tuple(full[a] for a in kept_axes)
+    reduce_shape = tuple(full[a] for a in dims)
+    order = kept_axes + list(dims)
     tensors = [v for v in group.inputs if v.kind == "tensor"]
     scalars = [v for v in group.inputs if v.kind != "tensor"]
     buffer = {v: i for i, v in enumerate(tensors)}
@@ -171,7 +222,16 @@ def kernel_from_group(group) -> tuple:
     geometry: dict = {}  # folded view value -> (base, shape, strides, offset)
     exprs: dict = {}
 
-    def operand(a, dtype):
+    def index_strides(target, vshape, vstrides) -> tuple:
+        """Strides in the kernel's index order of an operand ``vshape``/``vstrides`` read by a ``target``-shaped member."""
+        strides = broadcast_strides(vshape, vstrides, target)
+        if not dims:
+            return strides
+        if target == full:  # inside the reduction: kept dims, then reduced dims
+            return tuple(strides[a] for a in order)
+        return tuple(st for s, st in zip(target, strides) if s != 1)  # the reduced shape up to size-1 dims
+
+    def operand(a, dtype, target):
         if not hasattr(a, "kind"):
             return a
         if a in exprs:
@@ -180,14 +240,17 @@ def kernel_from_group(group) -> tuple:
             return Param(param[a], dtype)
         if a in geometry:
             base, vshape, vstrides, offset = geometry[a]
-            return Load(buffer[base], broadcast_strides(vshape, vstrides, shape), offset, short_dtype(a.dtype))
-        strides = broadcast_strides(a.shape, contiguous_strides(a.shape), shape)
+            return Load(buffer[base], index_strides(target, vshape, vstrides), offset, short_dtype(a.dtype))
+        strides = index_strides(target, tuple(a.shape), contiguous_strides(a.shape))
         return Load(buffer[a], strides, 0, short_dtype(a.dtype))
 
     for node in group.members:
         out = node.outputs[0]
         if node.op.view is not None:
             src = node.args[0]
+            if src in exprs:  # a view of a reduced value that keeps its element order (checked by fuse)
+                exprs[out] = exprs[src]
+                continue
             base, g = (
                 (src, (tuple(src.shape), contiguous_strides(src.shape), 0))
                 if src in buffer
@@ -199,14 +262,21 @@ def kernel_from_group(group) -> tuple:
             geometry[out] = (base, *apply_view(node, *g, base.dtype.np))
             continue
         dtype = short_dtype(out.dtype)
-        args = [operand(a, dtype) for a in node.args]
+        if node.name in REDUCTIONS:
+            exprs[out] = Reduce(REDUCTIONS[node.name], operand(node.args[0], dtype, full), dtype)
+            continue
+        args = [operand(a, dtype, tuple(out.shape)) for a in node.args]
         exprs[out] = ELEMENTWISE_RULES[node.name](node, args, dtype)
-    stores = [Store(i, exprs[v]) for i, v in enumerate(group.outputs)]
-    digest = hashlib.sha1(repr((shape, stores)).encode()).hexdigest()[:16]
+    full_strides = tuple(contiguous_strides(full)[a] for a in order)
+    stores = [
+        StoreFull(i, full_strides, exprs[v]) if dims and tuple(v.shape) == full else Store(i, exprs[v])
+        for i, v in enumerate(group.outputs)
+    ]
+    digest = hashlib.sha1(repr((shape, reduce_shape, stores)).encode()).hexdigest()[:16]
     kernel = Kernel(
         name=f"fused_{digest}",
         shape=shape,
-        reduce_shape=(),
+        reduce_shape=reduce_shape,
         inputs=[short_dtype(v.dtype) for v in tensors],
         params=["f64"] * len(scalars),
         outputs=[short_dtype(v.dtype) for v in group.outputs],
@@ -220,22 +290,26 @@ def loads_only_at_write_index(kernel: Kernel, buffer: int) -> bool:
 
     Then an output may be written over that input: a renderer computes all of an index's loads
     before its stores (``c.py`` emits the loads as locals ahead of the stores), so each element
-    is read before it is overwritten. A broadcast, transposed or offset load reads elsewhere.
+    is read before it is overwritten. A broadcast, transposed or offset load reads elsewhere,
+    and so does a load inside a reduction (or feeding a :class:`StoreFull`): only a reduction
+    kernel's epilogue loads qualify there.
     """
-    if kernel.reduce_shape:
-        return False
     out = contiguous_strides(kernel.shape)
     loads = []
     seen: set = set()
-    stack = [st.expr for st in kernel.stores]
+    stack = [(st.expr, isinstance(st, StoreFull)) for st in kernel.stores]
     while stack:
-        e = stack.pop()
-        if e in seen:
+        e, inside = stack.pop()
+        if (e, inside) in seen:
             continue
-        seen.add(e)
+        seen.add((e, inside))
         if isinstance(e, Load) and e.buffer == buffer:
+            if inside:
+                return False
             loads.append(e)
-        stack.extend(getattr(e, "args", ()))
+        if isinstance(e, Reduce):
+            stack.append((e.expr, True))
+        stack.extend((a, inside) for a in getattr(e, "args", ()))
     return bool(loads) and all(
         e.offset == 0
         and len(e.strides) == len(out)
@@ -338,4 +412,5 @@ ELEMENTWISE_RULES = {
     "clone": _identity,
 }
 
-REDUCTIONS = ("sum", "max")
+# Reduction member ops -> the Reduce op they become.
+REDUCTIONS = {"sum": "sum", "amax": "max"}

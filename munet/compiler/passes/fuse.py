@@ -1,4 +1,4 @@
-"""Fusion: group elementwise chains (with broadcasting) into ``fused`` nodes, one kernel each.
+"""Fusion: group elementwise chains (with broadcasting) and reductions into ``fused`` nodes, one kernel each.
 
 A node can join a group when its op has a rule in the kernel IR
 (:data:`~munet.compiler.codegen.kernel.ELEMENTWISE_RULES`), it produces one float tensor of
@@ -7,7 +7,17 @@ and joining creates no cycle (none of its other operands depends on the group). 
 (reshape, permute, expand, ...) between a group and its inputs are folded: the group reads
 the view's base and the kernel indexes it through the view's strides.
 
-Each group of two or more elementwise nodes becomes one node ``fused(*inputs, group=...)``
+A reduction (``sum``, ``amax`` over dims of a float tensor, more than one element reduced)
+starts or joins a *reduction group*: its elementwise producers of the reduction's input shape
+join as the prologue (read inside the reduction loop; those used elsewhere are also stored at
+full shape), and later elementwise consumers of the reduced shape (up to size-1 dims, also
+through views that keep the element order, such as ``view(1, C) -> (C,)``) join as the
+epilogue: ``sum(x) / n``, a bias's AdamW update from its gradient sum. Several reductions with
+the same input shape and dims share a group when one group would read both (``sum(a) / sum(b)``).
+A node of the input shape that reads a reduced value (``x - max(x)``) does not join: that needs
+a second pass over the input. A group's kernel is one reduction kernel (``codegen/kernel.py``).
+
+Each group of two or more nodes becomes one node ``fused(*inputs, group=...)``
 whose outputs are the member values used outside the group. ``group.members`` (copies of
 the folded views, then the elementwise nodes, in order) still form a runnable graph, which
 is how the NumPy plan runs a group where no C compiler exists. Nodes are then re-ordered
@@ -19,7 +29,13 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
-from munet.compiler.codegen.kernel import ELEMENTWISE_RULES, short_dtype, view_geometry
+from munet.compiler.codegen.kernel import (
+    ELEMENTWISE_RULES,
+    REDUCTIONS,
+    contiguous_strides,
+    short_dtype,
+    view_geometry,
+)
 from munet.compiler.ir import CONSTANT, Graph, Node, ScalarOp, Value
 from munet.compiler.passes.dce import eliminate_dead_code
 
@@ -63,9 +79,10 @@ class FusedGroup:
     members: list
     inputs: list
     outputs: list
-    shape: tuple
+    shape: tuple  # the output shape; for a reduction group, the reductions' input shape
     folded_views: int = 0
     kernel: object = field(default=None, repr=False)  # filled by lowering, for describe()
+    reduce_dims: tuple = ()  # a reduction group's reduced dims (of ``shape``)
 
     def __repr__(self) -> str:
         ops = [m.name for m in self.members if m.op.view is None]
@@ -109,6 +126,57 @@ def _fusible(node: Node) -> bool:
     return True
 
 
+def _reducible(node: Node) -> bool:
+    """A ``sum``/``amax`` of one float tensor over dims reducing more than one element, none empty."""
+    if node.op is CONSTANT or isinstance(node.op, (ScalarOp, FusedOp)) or node.effectful:
+        return False
+    if (
+        node.name not in REDUCTIONS
+        or len(node.outputs) != 1
+        or len(node.args) != 1
+        or set(node.attrs) != {"dims", "keepdim"}
+    ):
+        return False
+    x, out = node.args[0], node.outputs[0]
+    if not isinstance(x, Value) or x.kind != "tensor" or x.shape is None or out.kind != "tensor":
+        return False
+    if short_dtype(out.dtype) not in ("f32", "f64") or x.dtype is not out.dtype:
+        return False
+    dims = node.attrs["dims"]
+    if not dims or 0 in x.shape or _numel(x.shape[d] for d in dims) < 2:
+        return False
+    return True
+
+
+def _numel(shape) -> int:
+    n = 1
+    for s in shape:
+        n *= s
+    return n
+
+
+def _squeezed(shape) -> tuple:
+    return tuple(s for s in shape if s != 1)
+
+
+def _kept(full, dims) -> tuple:
+    """The reduced shape without size-1 dims: what a reduction group's epilogue members have."""
+    return tuple(s for d, s in enumerate(full) if d not in dims and s != 1)
+
+
+def _keeps_order(chain, base) -> bool:
+    """Whether view nodes ``chain`` of ``base`` only reshape it (element k of the view is element k of base)."""
+    geometry = view_geometry(chain, base)
+    if geometry is None:
+        return False
+    shape, strides, offset = geometry
+    return (
+        offset == 0
+        and _numel(shape) == _numel(base.shape)
+        and all(a == b for a, b, s in zip(strides, contiguous_strides(shape), shape) if s != 1)
+    )
+
+
 def _broadcastable(shape, target) -> bool:
     if shape is None or len(shape) > len(target):
         return False
@@ -129,16 +197,16 @@ def fuse_elementwise(graph: Graph) -> int:
     position = {n: i for i, n in enumerate(graph.nodes)}
     grouping = _Grouping(position)
     for node in graph.nodes:
-        if _fusible(node):
+        if _fusible(node) or _reducible(node):
             grouping.place(node)
-    kept = [sorted(g, key=position.get) for g in grouping.groups() if len(g) >= MIN_MEMBERS]
+    kept = [(sorted(g, key=position.get), kind) for g, kind in grouping.groups() if len(g) >= MIN_MEMBERS]
     if not kept:
         return 0
     users = graph.users()
     fused_at = {}
-    for members in kept:
-        fused_at[members[-1]] = _make_fused_node(graph, members, users)
-    dropped = {n for g in kept for n in g}
+    for members, kind in kept:
+        fused_at[members[-1]] = _make_fused_node(graph, members, users, kind)
+    dropped = {n for g, _ in kept for n in g}
     nodes = []
     for node in graph.nodes:
         if node in fused_at:
@@ -151,18 +219,21 @@ def fuse_elementwise(graph: Graph) -> int:
 
 
 class _Grouping:
-    """Groups as a union-find: a node joins (and merges) the groups of its same-shaped producers.
+    """Groups as a union-find: a node joins (and merges) the groups of its producers that fit it.
 
-    A join is refused when it would make a cycle: a group runs as one kernel, so it depends on
-    every input of every member; the check walks back from the new operands through outside
-    nodes and other groups (no further back than the chosen groups' first member).
+    A group's kind is ``(shape, ())`` for an elementwise group, ``(input shape, dims)`` for a
+    reduction group. A join is refused when it would make a cycle: a group runs as one kernel,
+    so it depends on every input of every member; the check walks back from the new operands
+    through outside nodes and other groups (no further back than the chosen groups' first member).
     """
 
     def __init__(self, position: dict):
         self.position = position
         self.parent: list[int] = []
         self.members: dict = {}  # root id -> nodes
+        self.kind: dict = {}  # root id -> (shape, reduce dims)
         self.group_of: dict = {}  # node -> group id (maybe not a root)
+        self._reductions: set = set()  # placed reduction nodes
 
     def find(self, g: int) -> int:
         while self.parent[g] != g:
@@ -171,11 +242,22 @@ class _Grouping:
         return g
 
     def groups(self) -> list:
-        return list(self.members.values())
+        return [(members, self.kind[root]) for root, members in self.members.items()]
 
     def _root_of(self, v):
         p = v.producer
         return self.find(self.group_of[p]) if p is not None and p in self.group_of else None
+
+    def _reduced_source(self, v):
+        """``(root, base)`` when ``v`` is a reduced-shape value of a reduction group seen through views that keep its order."""
+        base, chain = _view_chain(v)
+        root = self._root_of(base) if chain else None
+        if root is None:
+            return None
+        full, dims = self.kind[root]
+        if not dims or _squeezed(base.shape) != _kept(full, dims) or not _keeps_order(chain, base):
+            return None
+        return root, base
 
     def _reaches(self, values: list, chosen: set) -> bool:
         """Whether any of ``values`` depends on a member of the ``chosen`` groups."""
@@ -197,29 +279,91 @@ class _Grouping:
                     stack.extend(m.inputs())
         return False
 
-    def _outside_inputs(self, node, chosen: set) -> list:
-        return [u for u in node.inputs() if self._root_of(u) not in chosen]
+    def _inside(self, u, chosen: set) -> bool:
+        if self._root_of(u) in chosen:
+            return True
+        source = self._reduced_source(u)
+        return source is not None and source[0] in chosen
 
-    def _can_merge(self, node, chosen: set) -> bool:
+    def _outside_inputs(self, node, chosen: set) -> list:
+        return [u for u in node.inputs() if not self._inside(u, chosen)]
+
+    def _merged_kind(self, kind: tuple, chosen: set) -> tuple:
+        if kind[1]:
+            return kind
+        return next((self.kind[g] for g in chosen if self.kind[g][1]), kind)
+
+    def _can_merge(self, node, chosen: set, kind: tuple) -> bool:
         nodes = [node] + ([m for g in chosen for m in self.members[g]] if len(chosen) > 1 else [])
-        return not any(self._reaches(self._outside_inputs(n, chosen), chosen) for n in nodes)
+        if any(self._reaches(self._outside_inputs(n, chosen), chosen) for n in nodes):
+            return False
+        full, dims = self._merged_kind(kind, chosen)
+        if not dims:
+            return True
+        # inside the reduction loop (full-shape members, reductions) nothing may read a reduced value
+        everyone = [node, *(m for g in chosen for m in self.members[g])]
+        for n in everyone:
+            if n in self._reductions or tuple(n.outputs[0].shape) == full:
+                if any(self._inside(u, chosen) and tuple(u.shape) != full for u in n.inputs()):
+                    return False
+        return True
+
+    def _fits(self, node, g: int) -> bool:
+        """Whether every operand ``node`` reads from group ``g`` has the shape ``node``'s role in it needs."""
+        full, dims = self.kind[g]
+        if node in self._reductions:
+            x = node.args[0]
+            return tuple(x.shape) == full and (not dims or dims == tuple(node.attrs["dims"]))
+        shape = tuple(node.outputs[0].shape)
+        for u in node.inputs():
+            if self._root_of(u) == g:
+                if not dims:
+                    ok = shape == full
+                elif shape == full:  # a full-shape member: reads only full-shape members
+                    ok = tuple(u.shape) == full
+                else:  # an epilogue member: reads reduced-shape members
+                    ok = _squeezed(shape) == _kept(full, dims) and _squeezed(u.shape) == _kept(full, dims)
+            else:
+                source = self._reduced_source(u)
+                if source is None or source[0] != g:
+                    continue
+                ok = _squeezed(shape) == _kept(full, dims)
+            if not ok:
+                return False
+        return True
+
+    def _candidates(self, node) -> list:
+        found = []
+        for u in node.inputs():
+            g = self._root_of(u)
+            if g is None:
+                source = self._reduced_source(u)
+                g = None if source is None else source[0]
+            if g is not None and g not in found and self._fits(node, g):
+                found.append(g)
+        reductions = [g for g in found if self.kind[g][1]]
+        if reductions:  # one reduction space per group
+            want = self.kind[reductions[0]]
+            found = [g for g in found if not self.kind[g][1] or self.kind[g] == want]
+        return found
 
     def place(self, node) -> int:
         """Put ``node`` in a group (merging its producers' groups when that makes no cycle); its id."""
-        shape = node.outputs[0].shape
-        candidates = []
-        for u in node.inputs():
-            g = self._root_of(u)
-            if g is not None and g not in candidates and self.members[g][0].outputs[0].shape == shape:
-                candidates.append(g)
+        if node.name in REDUCTIONS and _reducible(node):
+            self._reductions.add(node)
+            kind = (tuple(node.args[0].shape), tuple(node.attrs["dims"]))
+        else:
+            kind = (tuple(node.outputs[0].shape), ())
+        candidates = self._candidates(node)
         chosen: set = set()
-        if candidates and self._can_merge(node, set(candidates)):
+        if candidates and self._can_merge(node, set(candidates), kind):
             chosen = set(candidates)
         else:
             for g in candidates:
-                if self._can_merge(node, {g}):
+                if self._can_merge(node, {g}, kind):
                     chosen = {g}
                     break
+        new_kind = self._merged_kind(kind, chosen)
         if not chosen:
             root = len(self.parent)
             self.parent.append(root)
@@ -229,22 +373,36 @@ class _Grouping:
             for g in chosen - {root}:
                 self.parent[g] = root
                 self.members[root].extend(self.members.pop(g))
+                del self.kind[g]
             self.members[root].sort(key=self.position.get)
+        self.kind[root] = new_kind
         self.members[root].append(node)
         self.group_of[node] = root
         return root
 
 
-def _make_fused_node(graph: Graph, members: list, users: dict) -> Node:
+def _make_fused_node(graph: Graph, members: list, users: dict, kind: tuple) -> Node:
+    shape, reduce_dims = kind
     produced = {n.outputs[0] for n in members}
     inside_uses: dict = {}
     inputs: list = []
-    view_copies: list = []
+    view_copies: list = []  # folded views of inputs: they run first
+    body: list = []  # members, with copies of the views of reduced values they read
     folded = {}
 
     def external(v):
         if v not in inputs:
             inputs.append(v)
+
+    def copy_chain(chain, current, into: list):
+        for view in chain:
+            copy = Node(view.op, (current,) + tuple(view.args[1:]), dict(view.attrs))
+            out = graph.new_value(view.outputs[0].shape, view.outputs[0].dtype, view.outputs[0].device)
+            out.producer = copy
+            copy.outputs.append(out)
+            into.append(copy)
+            current = out
+        return current
 
     def fold(v):
         """The value a member should read for operand ``v`` (a folded view copy, or ``v``)."""
@@ -254,29 +412,25 @@ def _make_fused_node(graph: Graph, members: list, users: dict) -> Node:
             external(v)
             return v
         base, chain = _view_chain(v)
+        if chain and base in produced and reduce_dims:  # a reduced value seen through a reshape (fits, by _Grouping)
+            if v not in folded:
+                folded[v] = copy_chain(chain, base, body)
+            return folded[v]
         if not chain or base in produced or view_geometry(chain, base) is None:
             external(v)
             return v
-        if v in folded:
-            return folded[v]
-        external(base)
-        current = base
-        for view in chain:
-            copy = Node(view.op, (current,) + tuple(view.args[1:]), dict(view.attrs))
-            out = graph.new_value(view.outputs[0].shape, view.outputs[0].dtype, view.outputs[0].device)
-            out.producer = copy
-            copy.outputs.append(out)
-            view_copies.append(copy)
-            current = out
-        folded[v] = current
-        return current
+        if v not in folded:
+            external(base)
+            folded[v] = copy_chain(chain, base, view_copies)
+        return folded[v]
 
     for node in members:
         for v in node.inputs():
             inside_uses[v] = inside_uses.get(v, 0) + 1
         node.args = tuple(fold(a) if isinstance(a, Value) else a for a in node.args)
+        body.append(node)
     outputs = [v for v in (n.outputs[0] for n in members) if users.get(v, 0) > inside_uses.get(v, 0)]
-    group = FusedGroup(view_copies + members, inputs, outputs, members[0].outputs[0].shape, len(folded))
+    group = FusedGroup(view_copies + body, inputs, outputs, shape, len(folded), reduce_dims=reduce_dims)
     fused = Node(FUSED, tuple(inputs), {"group": group})
     fused.outputs = list(outputs)
     for v in outputs:

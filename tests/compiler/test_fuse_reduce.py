@@ -1,0 +1,218 @@
+"""passes/fuse.py reduction groups: prologues, epilogues, full-shape stores, and their C kernels.
+
+Tolerance: a fused float32 sum accumulates in float64 (codegen/c.py), so it is compared with
+the float64 sum of the same values at relative 1e-6 (it is the exact sum rounded to float32),
+and with eager (NumPy's pairwise float32 sum) at relative 1e-5 plus 1e-6 * sum(|x|) absolute.
+"""
+
+import numpy as np
+import pytest
+
+import munet
+from munet.compiler.codegen import build
+from munet.compiler.codegen.kernel import Reduce, Store, StoreFull
+from munet.compiler.ir import verify
+
+needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+
+
+def _compiled(fn, *arrays):
+    compiled = munet.compile(fn)
+    out = compiled(*[munet.tensor(a) for a in arrays])
+    verify(compiled.graph)
+    return compiled, out
+
+
+def _fused(compiled):
+    return [n for n in compiled.graph.nodes if n.name == "fused"]
+
+
+def _ops(node):
+    return [m.name for m in node.attrs["group"].members if m.op.view is None]
+
+
+def _kernel(node):
+    group = node.attrs["group"]
+    assert group.kernel is not None, "the group ran no generated kernel"
+    return group.kernel
+
+
+def _close(got, want, magnitude=None, rtol=1e-5):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    atol = 0.0 if magnitude is None else 1e-6 * float(np.max(magnitude))
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=atol)
+
+
+@needs_cc
+def test_prologue_reduction_and_epilogue_are_one_kernel():
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((3, 40), np.float32), rng.standard_normal((3, 40), np.float32)
+    compiled, out = _compiled(lambda x, y: (x * y + 1).sum(1) * 2 + 1, x, y)
+    (node,) = _fused(compiled)
+    assert [n.name for n in compiled.graph.nodes] == ["fused"]
+    assert _ops(node) == ["mul", "add", "sum", "mul", "add"]
+    kernel = _kernel(node)
+    assert kernel.shape == (3,) and kernel.reduce_shape == (40,)
+    (store,) = kernel.stores
+    assert isinstance(store, Store) and isinstance(store.expr.args[0].args[0], Reduce)
+    exact = (x.astype(np.float64) * y + 1).sum(1).astype(np.float32) * np.float32(2) + np.float32(1)
+    np.testing.assert_allclose(out.numpy(), exact, rtol=1e-6)
+    _close(out.numpy(), (x * y + np.float32(1)).sum(1) * np.float32(2) + np.float32(1))
+
+
+@needs_cc
+def test_a_prologue_value_used_elsewhere_is_stored_at_full_shape_in_the_same_pass():
+    # the ReLU gradient feeds a matmul and its batch sum (the bias gradient): one pass writes both
+    rng = np.random.default_rng(1)
+    g, h, w = (rng.standard_normal(s, np.float32) for s in ((64, 300), (64, 300), (300, 5)))
+
+    def fn(g, h, w):
+        d = munet.where(h > 0, g, 0.0)
+        return d @ w, d.sum(0)
+
+    compiled, (mm, bias) = _compiled(fn, g, h, w)
+    (node,) = _fused(compiled)
+    kernel = _kernel(node)
+    assert kernel.shape == (300,) and kernel.reduce_shape == (64,)
+    assert sorted(type(s).__name__ for s in kernel.stores) == ["Store", "StoreFull"]
+    d = np.where(h > 0, g, np.float32(0))
+    np.testing.assert_array_equal(mm.numpy(), d @ w)  # the stored value is exact
+    np.testing.assert_allclose(bias.numpy(), d.astype(np.float64).sum(0), rtol=1e-6, atol=1e-6)
+    _close(bias.numpy(), d.sum(0), magnitude=np.abs(d).sum(0))
+
+
+@needs_cc
+def test_an_epilogue_reads_the_reduced_value_through_a_reshape():
+    rng = np.random.default_rng(2)
+    x, b = rng.standard_normal((50, 7), np.float32), rng.standard_normal(7, np.float32)
+    compiled, out = _compiled(lambda x, b: x.sum(0, keepdim=True).view(-1) * 0.5 + b, x, b)
+    assert [n.name for n in compiled.graph.nodes] == ["fused"]
+    (node,) = _fused(compiled)
+    assert _ops(node) == ["sum", "mul", "add"]
+    _close(out.numpy(), x.sum(0, keepdims=True).reshape(-1) * np.float32(0.5) + b, magnitude=np.abs(x).sum(0))
+
+
+@needs_cc
+def test_reductions_over_the_same_dims_share_a_kernel():
+    rng = np.random.default_rng(3)
+    a, m = rng.standard_normal(200, np.float32), (rng.random(200) > 0.3).astype(np.float32)
+    compiled, out = _compiled(lambda a, m: (a * m).sum() / m.sum(), a, m)
+    (node,) = _fused(compiled)
+    reduces = {e for st in _kernel(node).stores for e in st.expr.args if isinstance(e, Reduce)}
+    assert len(reduces) == 2 and _ops(node).count("sum") == 2
+    _close(out.numpy(), (a * m).sum() / m.sum(), rtol=2e-6)
+
+
+@needs_cc
+def test_a_node_reading_a_reduced_value_at_full_shape_starts_another_kernel():
+    # x - max(x) needs the maximum before the first element: no second pass inside one kernel
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 33), np.float32)
+    x[2, 5] = np.nan
+    compiled, out = _compiled(lambda x: (x - x.amax(1, keepdim=True)).exp().sum(1), x)
+    for node in _fused(compiled):
+        kernel = _kernel(node)
+        assert not any(isinstance(e, Reduce) for st in kernel.stores if isinstance(st, StoreFull) for e in [st.expr])
+    assert (
+        sum(_ops(n).count("amax") for n in _fused(compiled)) + [n.name for n in compiled.graph.nodes].count("amax") == 1
+    )
+    want = np.exp(x - x.max(1, keepdims=True)).sum(1)
+    assert np.isnan(out.numpy()[2]) and np.isnan(want[2])
+    _close(np.delete(out.numpy(), 2), np.delete(want, 2))
+
+
+@needs_cc
+def test_max_propagates_nan_like_numpy():
+    x = np.random.default_rng(5).standard_normal((4, 300), np.float32)
+    x[1, 17] = np.nan
+    x[3, :] = -np.inf
+    compiled, out = _compiled(lambda x: (x * 2).amax(1) + 1, x)
+    (node,) = _fused(compiled)
+    assert _ops(node) == ["mul", "amax", "add"]
+    np.testing.assert_array_equal(out.numpy(), (x * np.float32(2)).max(1) + np.float32(1))
+    compiled, out = _compiled(lambda x: (x * 2).amax(0) + 1, x)  # the column loop
+    np.testing.assert_array_equal(out.numpy(), (x * np.float32(2)).max(0) + np.float32(1))
+
+
+@needs_cc
+@pytest.mark.parametrize("dims", [(0,), (1,), (0, 2), (1, 2), (0, 1, 2)])
+def test_sums_over_any_dims_match_float64(dims):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((9, 130, 11), np.float32)
+    compiled, out = _compiled(lambda x: (x * 3).sum(dims) - 1, x)
+    assert _ops(_fused(compiled)[0]) == ["mul", "sum", "sub"]
+    exact = (x.astype(np.float64) * 3).sum(dims).astype(np.float32) - np.float32(1)
+    np.testing.assert_allclose(out.numpy(), exact, rtol=1e-6, atol=1e-5)
+    _close(out.numpy(), (x * np.float32(3)).sum(dims) - np.float32(1), magnitude=3 * np.abs(x).sum(dims))
+
+
+@needs_cc
+def test_a_long_float32_row_sums_more_accurately_than_numpy():
+    # 2**20 values of mixed magnitude: NumPy's pairwise float32 sum drifts, float64 lanes do not
+    rng = np.random.default_rng(7)
+    x = (rng.standard_normal(1 << 20) * 10.0 ** rng.integers(-3, 4, 1 << 20)).astype(np.float32) + 1
+    compiled, out = _compiled(lambda x: (x * 1.5).sum(), x)
+    assert _fused(compiled)
+    exact = (x.astype(np.float64) * 1.5).sum()
+    err = abs(float(out.numpy()) - exact)
+    assert err <= abs(float(np.float32(exact)) - exact) * 1.0001 + 1e-30  # correctly rounded
+    assert err <= abs(float((x * np.float32(1.5)).sum()) - exact)
+
+
+@needs_cc
+def test_float64_sums_are_at_least_as_accurate_as_numpy():
+    import math
+
+    rng = np.random.default_rng(10)
+    x = rng.standard_normal(300_000) * 10.0 ** rng.integers(-8, 9, 300_000)
+    compiled, out = _compiled(lambda x: (x * 2).sum(), x)  # * 2 is exact: a prologue to fuse
+    assert _fused(compiled)
+    exact = math.fsum(x) * 2
+    assert abs(float(out.numpy()) - exact) <= abs(float((x * 2).sum()) - exact)
+    # a column sum is compensated per column: 1e16 + 1 - 1e16 + 1 ... keeps every 1 (NumPy's loses them)
+    col = np.tile(np.array([1e16, 1.0, -1e16, 1.0]), 1000)[:, None].repeat(2, axis=1)
+    compiled, out = _compiled(lambda x: (x * 2).sum(0), col)
+    assert _fused(compiled)
+    np.testing.assert_array_equal(out.numpy(), [4000.0, 4000.0])
+
+
+def test_without_a_compiler_reduction_groups_run_their_numpy_members(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/bin/cc")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((5, 64), np.float32)
+    compiled, out = _compiled(lambda x: x.relu().sum(1) / 64, x)
+    assert _fused(compiled) and compiled.stats()["generated_code"] is False
+    np.testing.assert_array_equal(out.numpy(), np.maximum(x, 0).sum(1) / np.float32(64))
+
+
+@needs_cc
+def test_a_bias_update_from_its_gradient_sum_is_written_in_place():
+    # SGD on a bias from a batch sum: the epilogue reads the parameter at the written index
+    rng = np.random.default_rng(9)
+    g = rng.standard_normal((32, 20), np.float32)
+    bias = munet.zeros(20, requires_grad=True)
+    opt = munet.optim.SGD([bias], lr=0.1, momentum=0.9)
+
+    def step(g):
+        opt.zero_grad()
+        (g * bias).sum().backward()
+        opt.step()
+
+    gt = munet.tensor(g)
+    eager_bias = munet.zeros(20, requires_grad=True)
+    eager_opt = munet.optim.SGD([eager_bias], lr=0.1, momentum=0.9)
+    compiled = munet.compile(step)
+    for _ in range(3):
+        compiled(gt)
+        eager_opt.zero_grad()
+        (gt * eager_bias).sum().backward()
+        eager_opt.step()
+    _close(bias.detach().numpy(), eager_bias.detach().numpy(), magnitude=np.abs(g).sum(0))
+    (node,) = _fused(compiled)  # gradient sum, momentum and parameter update: one kernel
+    assert node.attrs["group"].reduce_dims == (0,) and _ops(node) == ["mul", "sum", "mul", "add", "mul", "add"]
+    assert compiled.stats()["memory"]["inplace_updates"] == 2  # the parameter and its momentum buffer
