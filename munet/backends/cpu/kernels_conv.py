@@ -139,7 +139,8 @@ def _conv_narrow(windows, w, groups, out):
     # (G, Cg, N, *out, *K): rows are output positions, columns kernel positions
     order = (1, 2, 0) + tuple(range(3 + nd, 3 + 2 * nd)) + tuple(range(3, 3 + nd))
     kp = math.prod(w.shape[2:])
-    return _contract_narrow(windows.transpose(order), w.reshape(w.shape[:2] + (kp,)), groups, n, out, kp)
+    wm = np.ascontiguousarray(w).reshape(w.shape[:2] + (kp,))
+    return _contract_narrow(windows.transpose(order), wm, groups, n, out)
 
 
 def _conv_narrow_rows(xp, w, groups, stride, out):
@@ -151,10 +152,10 @@ def _conv_narrow_rows(xp, w, groups, stride, out):
     kernel_size = w.shape[2:]
     pitch = _pitches(spatial)
     length = sum((k - 1) * pl for k, pl in zip(kernel_size, pitch)) + 1
-    spread = np.zeros(w.shape[:3] + tuple(spatial[1:]), dtype=w.dtype)
-    spread[(slice(None),) * 3 + tuple(slice(0, k) for k in kernel_size[1:])] = w
-    spread = spread.reshape(w.shape[:2] + (-1,))[:, :, :length]
     item = xp.itemsize
+    spread = np.zeros(w.shape[:2] + (length,), dtype=w.dtype)
+    st = spread.strides
+    np.copyto(as_strided(spread, w.shape, st[:2] + tuple(pl * item for pl in pitch)), w)
     st = xp.strides
     runs = as_strided(
         xp,
@@ -162,24 +163,29 @@ def _conv_narrow_rows(xp, w, groups, stride, out):
         (st[1] * cg, st[1], st[0]) + tuple(pl * s * item for pl, s in zip(pitch, stride)) + (item,),
         writeable=False,
     )
-    return _contract_narrow(runs, spread, groups, n, out, length)
+    return _contract_narrow(runs, spread, groups, n, out)
 
 
-def _contract_narrow(win, w, groups, n, out, kp):
-    """``result[n, g*Og + o, p] = sum_{c, k} win[g, c, n, *p, *k] * w[g*Og + o, c, k]`` (k flattened
-    to ``kp`` in ``w``), one block of channels c at a time: (G, Bc, Og, K) @ (G, Bc, K, N*P), summed."""
+def _contract_narrow(win, w, groups, n, out):
+    """``result[n, g*Og + o, p] = sum_{c, k} win[g, c, n, *p, *k] * w[g*Og + o, c, k]`` (``w`` is
+    C-contiguous (O, Cg, K), k flattened), one GEMM with the contraction over a block of channels:
+    (G, Og, Bc*K) @ (G, Bc*K, N*P), accumulated over the blocks."""
     cg = win.shape[1]
+    kp = w.shape[2]
+    nd = len(out)
     rows = n * math.prod(out)
     og = w.shape[0] // groups
-    wg = w.reshape(groups, og, cg, kp).transpose(0, 2, 1, 3)
+    wg = w.reshape(groups, og, cg * kp)
     acc = np.zeros((groups, og, rows), dtype=win.dtype)
     blocks = _blocks(cg, groups * rows * kp * win.itemsize)
-    cols = np.empty((groups, blocks[0][1] if blocks else 0, rows, kp), dtype=win.dtype)
+    cols = np.empty((groups, rows, (blocks[0][1] if blocks else 0) * kp), dtype=win.dtype)
+    # (G, Bc, N, *out, *K) -> (G, N, *out, Bc, *K): a block's columns follow its channels
+    order = (0,) + tuple(range(2, 3 + nd)) + (1,) + tuple(range(3 + nd, win.ndim))
     for lo, hi in blocks:
-        block = cols[:, : hi - lo]
-        np.copyto(block.reshape(win[:, lo:hi].shape), win[:, lo:hi])
-        part = np.matmul(wg[:, lo:hi], block.transpose(0, 1, 3, 2))
-        acc += part.sum(axis=1) if hi - lo > 1 else part[:, 0]
+        block = cols[:, :, : (hi - lo) * kp]
+        part = win[:, lo:hi].transpose(order)
+        np.copyto(block.reshape(part.shape), part)
+        acc += np.matmul(wg[:, :, lo * kp : hi * kp], block.transpose(0, 2, 1))
     return np.ascontiguousarray(acc.reshape((groups * og, n) + tuple(out)).swapaxes(0, 1))
 
 

@@ -114,8 +114,10 @@ def _scatter_into(out, index, src, dim, reduce, caller) -> None:
         o1[key] = values
     elif reduce == "add" and o1.flags.c_contiguous and i1.ndim > 1:
         # ufunc.at is several times faster with one flat index than with a tuple of coordinates
-        flat = np.ravel_multi_index(key, o1.shape).ravel()
-        _ufunc_at(np.add, o1.reshape(-1), flat, np.broadcast_to(values, i1.shape).ravel())
+        pitch = [p // o1.itemsize for p in o1.strides]
+        rest = sum(k * p for d, (k, p) in enumerate(zip(key, pitch)) if d != dim)  # small: broadcasts
+        flat = (key[dim] if pitch[dim] == 1 else key[dim] * pitch[dim]) + rest
+        _ufunc_at(np.add, o1.reshape(-1), flat.ravel(), np.broadcast_to(values, i1.shape).ravel())
     elif reduce == "add":
         _ufunc_at(np.add, o1, key, values)
     else:
