@@ -64,6 +64,10 @@ def _clone(out, x):
     np.copyto(out, x)
 
 
+def _cat(out, tensors, *, dim, sizes):
+    np.concatenate([a for a, n in zip(tensors, sizes) if n is not None], axis=dim, out=out)
+
+
 OUT_KERNELS = {
     **{
         name: (_ufunc(fn), True)
@@ -86,6 +90,7 @@ OUT_KERNELS = {
     "threshold_backward": (_threshold_backward, True),
     "lerp": (_lerp, True),
     "clone": (_clone, True),
+    "cat": (_cat, False),
     "matmul": (_ufunc(np.matmul), False),
 }
 

@@ -142,6 +142,7 @@ def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
         "threshold_backward": [(a, b - 2, {"threshold": 0.0})],
         "lerp": [(a, b, 0.1), (a, b, 0.9)],
         "add": [(a, b), (a, 2.5), (a, b[0])],
+        "cat": [([a, b.T.copy().T[:, :3]], {"dim": 1, "sizes": (5, 3)}), ([a, a[:1]], {"dim": 0, "sizes": (4, 1)})],
     }
     unary = {"neg", "exp", "log", "sqrt", "tanh", "relu", "clone"}
     default = [(np.abs(b),)] if name in unary else [(a, b)]

@@ -142,3 +142,76 @@ def test_simplify_reshape_chain_into_one_view():
     assert len(g.nodes) == 1 and g.nodes[0].args == (x,)
     arr = np.arange(6, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(_run(g, arr)[0], arr.reshape(3, 2))
+
+
+def _zeros(g, shape):
+    return g.add_constant(np.zeros(shape, np.float32), F32, munet.device("cpu"))
+
+
+def _scatter(g, base, src, shape, start, n, dim=1):
+    size = tuple(n if d == dim else s for d, s in enumerate(shape))
+    strides = (shape[1], 1)
+    region = {"size": size, "stride": strides, "storage_offset": start * strides[dim]}
+    return _node(g, "as_strided_scatter", [base, src], region, shape=shape)
+
+
+def _slabs(g, shape, starts_sizes, dim=1):
+    """Sources of slabs ``[start, start + n)`` along ``dim``, each scattered into zeros; returns (sources, sum)."""
+    sources, total = [], None
+    for k, (start, n) in enumerate(starts_sizes):
+        src_shape = tuple(n if d == dim else s for d, s in enumerate(shape))
+        src = g.add_input(src_shape, F32, munet.device("cpu"), label=f"src{k}")
+        scattered = _scatter(g, _zeros(g, shape), src, shape, start, n, dim)
+        total = scattered if total is None else _node(g, "add", [total, scattered], shape=shape)
+        sources.append(src)
+    return sources, total
+
+
+def test_simplify_split_gradient_scatters_into_one_cat():
+    g = Graph()
+    shape = (2, 9)
+    sources, total = _slabs(g, shape, [(6, 3), (0, 4), (4, 2)])  # out of order, as autograd accumulates
+    g.outputs = [total]
+    rng = np.random.default_rng(0)
+    arrays = [rng.standard_normal(tuple(v.shape)).astype(np.float32) for v in sources]
+    expected = _run(g, *arrays)[0]
+    assert simplify_algebra(g) == 1
+    eliminate_dead_code(g)
+    assert [n.name for n in g.nodes] == ["cat"]
+    assert g.nodes[0].args == ([sources[1], sources[2], sources[0]],) and g.nodes[0].attrs == {
+        "dim": 1,
+        "sizes": (4, 2, 3),
+    }
+    verify(g)
+    np.testing.assert_array_equal(_run(g, *arrays)[0], expected)
+
+
+@pytest.mark.parametrize("slabs", [[(0, 4), (3, 6)], [(0, 4), (5, 4)], [(0, 4)]], ids=["overlapping", "gap", "partial"])
+def test_simplify_keeps_scatters_that_do_not_tile(slabs):
+    g = Graph()
+    _, total = _slabs(g, (2, 9), slabs)
+    g.outputs = [total]
+    before = [n.name for n in g.nodes]
+    assert simplify_algebra(g) == 0 and [n.name for n in g.nodes] == before
+
+
+def test_simplify_keeps_scatters_into_a_nonzero_base():
+    g = Graph()
+    shape = (2, 4)
+    a, b = (g.add_input((2, 2), F32, munet.device("cpu"), label=n) for n in "ab")
+    base = g.add_constant(np.ones(shape, np.float32), F32, munet.device("cpu"))
+    total = _node(
+        g, "add", [_scatter(g, base, a, shape, 0, 2), _scatter(g, _zeros(g, shape), b, shape, 2, 2)], shape=shape
+    )
+    g.outputs = [total]
+    assert simplify_algebra(g) == 0
+
+
+def test_simplify_scatter_over_the_whole_base_is_its_source():
+    g = Graph()
+    shape = (2, 4)
+    src = g.add_input(shape, F32, munet.device("cpu"), label="src")
+    g.outputs = [_node(g, "exp", [_scatter(g, _zeros(g, shape), src, shape, 0, 4)], shape=shape)]
+    assert simplify_algebra(g) == 1
+    eliminate_dead_code(g)
+    assert [n.name for n in g.nodes] == ["exp"] and g.nodes[0].args == (src,)

@@ -5,6 +5,11 @@ Rules (each applies only when the output keeps the input's shape and dtype):
 all-ones/all-zeros constant); ``cast`` to the same dtype, ``view``/``expand`` to the
 same shape, the identity ``permute`` and ``copy(x, y)`` of a same-typed ``y`` are that value; ``permute(permute(x))`` composes into one
 permute (or ``x``); ``view(view(x))`` becomes one view of ``x`` when ``x`` is not itself a view.
+
+Gradients of views: ``as_strided_scatter(base, src)`` whose region is all of ``base`` is ``src``
+(the gradient of ``w[:n]`` when ``n`` is ``w``'s length), and a sum of scatters into zeros whose
+regions tile the result along one dim is one ``cat`` of their sources (the gradient of
+``q, k, v = qkv.split(c, dim=-1)``: one copy instead of three zero-filled scatters and two adds).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from munet.compiler.ir import CONSTANT, Graph, Value
+from munet.ops.movement import cat_op
 
 _NEUTRAL = {"mul": (1, True), "add": (0, True), "sub": (0, False), "div": (1, False)}
 
@@ -62,7 +68,84 @@ def _identity(node):
         return x
     if node.name == "permute" and tuple(node.attrs["dims"]) == tuple(range(len(out.shape))):
         return x
+    if node.name == "as_strided_scatter" and _region_dim(node) is None and _same_type(out, node.args[1]):
+        return node.args[1]
     return None
+
+
+def _contiguous_strides(shape) -> tuple:
+    strides, step = [], 1
+    for s in reversed(shape):
+        strides.append(step)
+        step *= s
+    return tuple(reversed(strides))
+
+
+def _region_dim(scatter):
+    """For ``as_strided_scatter`` of a slab ``[start, start + n)`` along one dim of its contiguous base:
+    ``(dim, start, n)``; None when the region is the whole base; False for any other region."""
+    shape = tuple(scatter.outputs[0].shape)
+    size, stride, offset = (scatter.attrs[k] for k in ("size", "stride", "storage_offset"))
+    if len(size) != len(shape) or tuple(stride) != _contiguous_strides(shape):
+        return False
+    dims = [d for d, (n, full) in enumerate(zip(size, shape)) if n != full]
+    if not dims:
+        return None if offset == 0 else False
+    if len(dims) > 1:
+        return False
+    d = dims[0]
+    start, rest = divmod(offset, stride[d]) if stride[d] else (0, offset)
+    if rest or start < 0 or start + size[d] > shape[d]:
+        return False
+    return d, start, size[d]
+
+
+def _plain_add(node) -> bool:
+    return node.name == "add" and len(node.args) == 2 and node.attrs.get("alpha", 1) == 1
+
+
+def _add_leaves(v: Value, users: dict, leaves: list) -> None:
+    """The operands of the tree of single-use plain ``add`` nodes that ends in ``v``."""
+    p = v.producer
+    inner = p is not None and p.op is not CONSTANT and _plain_add(p) and users.get(v) == 1
+    if inner and all(isinstance(a, Value) and _same_type(v, a) for a in p.args):
+        for a in p.args:
+            _add_leaves(a, users, leaves)
+    else:
+        leaves.append(v)
+
+
+def _scatters_to_cat(node, users: dict) -> bool:
+    """Rewrite a sum of zero-based scatters that tile the result along one dim into ``cat``."""
+    if not _plain_add(node):
+        return False
+    out = node.outputs[0]
+    if not all(isinstance(a, Value) and _same_type(out, a) for a in node.args):
+        return False
+    leaves: list = []
+    for a in node.args:
+        _add_leaves(a, users, leaves)
+    pieces = []
+    for v in leaves:
+        p = v.producer
+        if p is None or p.op is CONSTANT or p.name != "as_strided_scatter" or not _is_filled(p.args[0], 0):
+            return False
+        region = _region_dim(p)
+        if not region or p.args[1].dtype is not out.dtype:
+            return False
+        pieces.append((region, p.args[1]))
+    dim = pieces[0][0][0]
+    pieces.sort(key=lambda piece: piece[0][1])
+    end = 0
+    for (d, start, n), _ in pieces:
+        if d != dim or start != end:
+            return False
+        end = start + n
+    if end != out.shape[dim]:
+        return False
+    node.op, node.args = cat_op, ([src for _, src in pieces],)
+    node.attrs = {"dim": dim, "sizes": tuple(n for (_, _, n), _ in pieces)}
+    return True
 
 
 def _compose(node, graph: Graph):
@@ -93,12 +176,13 @@ def simplify_algebra(graph: Graph) -> int:
     while changed:
         changed = False
         mapping = {}
+        users = graph.users()
         for node in graph.nodes:
             if mapping:
                 node.replace_inputs(lambda v, m=mapping: m.get(v, v))
             if node.op is CONSTANT or len(node.outputs) != 1 or node.effectful:
                 continue
-            if _compose(node, graph):
+            if _compose(node, graph) or _scatters_to_cat(node, users):
                 rewrites += 1
                 changed = True
             replacement = _neutral(node) or _identity(node)
