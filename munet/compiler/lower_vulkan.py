@@ -26,9 +26,9 @@ import numpy as np
 from munet._tensor import Storage, Tensor
 from munet.backends.vulkan.copies import clone, contiguous, copy_into, new_view
 from munet.backends.vulkan.views import VkView, contiguous_strides
-from munet.backends.vulkan.wgsl import WORKGROUP, scalar_word
+from munet.backends.vulkan.wgsl import scalar_word
 from munet.compiler.codegen.kernel import kernel_from_group
-from munet.compiler.codegen.wgsl import UnsupportedKernelError, render_wgsl, strip_prelude
+from munet.compiler.codegen.wgsl import UnsupportedKernelError, render_wgsl, strip_prelude, workgroups
 from munet.compiler.ir import Graph
 
 
@@ -95,6 +95,14 @@ class VulkanTarget:
         group = node.attrs["group"]
         try:
             kernel, tensors, scalars = kernel_from_group(group)
+            buffers, limit = (
+                len(kernel.inputs) + len(kernel.outputs),
+                self.runtime.limits["max-storage-buffers-per-shader-stage"],
+            )
+            if buffers > limit:
+                raise UnsupportedKernelError(
+                    f"a fused group of {buffers} buffers exceeds this device's {limit} storage buffers per kernel"
+                )
             source = render_wgsl(kernel)
         except (UnsupportedKernelError, KeyError) as exc:
             reason = str(exc) if isinstance(exc, UnsupportedKernelError) else f"no kernel IR rule for {exc}"
@@ -117,7 +125,7 @@ class VulkanTarget:
         param_slots = [slot[v] for v in scalars]
         param_kinds = ["u32" if dt == "bool" else "f32" for dt in kernel.params]
         outs = [(slot[v], tuple(v.shape), v.dtype) for v in node.outputs]
-        groups = rt.grid(-(-max(kernel.numel, 1) // WORKGROUP))
+        groups = rt.grid(workgroups(kernel))
 
         def fused_step(env):
             views = [contiguous(rt, env[i]) for i in in_slots]

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from munet.backends.vulkan.kernels_rows import _SPECIAL as SPECIAL_FUNCTIONS  # erf_f, the eager kernel's
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP
 from munet.compiler.codegen.c import collapse
 from munet.compiler.codegen.kernel import (
@@ -45,12 +44,6 @@ STORAGE_TYPES = {"f32": "f32", "bool": "u32"}
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "gt": ">", "ge": ">="}
 _GUARDED = {"log": "log", "sqrt": "sqrt"}  # NaN below zero, as the eager kernels say explicitly
 _CALLS = {"exp": "exp", "abs": "abs", "tanh": "tanh_f"}
-
-
-SUM_BLOCK = 128  # a sum adds blocks of this many terms into its total (error ~ (128 + n/128) ulp)
-# Fewer outputs than this over a longer reduction run unfused: one invocation per output
-# would loop alone over the whole reduction, where the eager reduction kernel is parallel.
-SERIAL_OUTPUTS, SERIAL_REDUCE_LIMIT = 256, 1 << 14
 
 
 class UnsupportedKernelError(NotImplementedError):
@@ -215,7 +208,6 @@ def render_wgsl(kernel: Kernel) -> str:
         _check_dtype(dt, f"input {k}")
     for k, dt in enumerate(kernel.outputs):
         _check_dtype(dt, f"output {k}")
-    body, uses_erf = _reduction_body(kernel) if kernel.reduce_shape else _elementwise_body(kernel)
     decls = ["@group(0) @binding(0) var<storage, read> P: array<u32>;"]
     binding = 1
     for k, dt in enumerate(kernel.outputs):
@@ -227,16 +219,53 @@ def render_wgsl(kernel: Kernel) -> str:
     header = f"// {kernel.name}: {len(kernel.stores)} outputs over {list(kernel.shape)}"
     if kernel.reduce_shape:
         header += f", reducing {list(kernel.reduce_shape)}"
-    main = [
-        f"@compute @workgroup_size({WORKGROUP})",
-        "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
-        f"  let idx = gid.x + gid.y * nwg.x * {WORKGROUP}u;",
-        f"  if (idx >= {kernel.numel}u) {{ return; }}",
-        *("  " + line for line in body),
-        "}",
-    ]
-    prelude = PRELUDE.strip("\n") + ("\n" + SPECIAL_FUNCTIONS.strip("\n") if uses_erf else "")
+    if reduction_layout(kernel) == "tree":
+        main, uses_erf = _tree_reduction(kernel, decls)
+    else:
+        body, uses_erf = _reduction_body(kernel) if kernel.reduce_shape else _elementwise_body(kernel)
+        main = [
+            f"@compute @workgroup_size({WORKGROUP})",
+            "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
+            f"  let idx = gid.x + gid.y * nwg.x * {WORKGROUP}u;",
+            f"  if (idx >= {kernel.numel}u) {{ return; }}",
+            *("  " + line for line in body),
+            "}",
+        ]
+    prelude = PRELUDE.strip("\n") + ("\n" + _special_functions() if uses_erf else "")
     return "\n".join([prelude, header, *decls, *main]) + "\n"
+
+
+def reduction_layout(kernel: Kernel) -> str:
+    """How ``kernel`` runs: ``'elementwise'``, ``'serial'`` or ``'tree'`` (see ``workgroups``).
+
+    A reduction follows the eager ``sum``/``amax`` kernel's order, so fused and unfused results
+    are the same bits: rows of up to ``_SHORT_ROW`` elements are combined in order by one
+    invocation per output, longer ones by one workgroup per output (thread ``t`` combines
+    elements ``t, t + 256, ...`` in order, then a shared-memory tree). Very long rows into few
+    outputs, which the eager kernel splits into chunks over two passes, are not rendered.
+    """
+    if not kernel.reduce_shape:
+        return "elementwise"
+    from munet.backends.vulkan.kernels_reduce import _CHUNK, _SHORT_ROW
+
+    rows = _numel(kernel.reduce_shape)
+    if rows > 8 * _CHUNK and kernel.numel < 256:
+        raise UnsupportedKernelError(
+            f"render_wgsl: a reduction of {rows} elements into {kernel.numel} outputs (the eager kernel "
+            "splits such rows into chunks over two passes; the unfused kernels run it)"
+        )
+    return "tree" if rows > _SHORT_ROW else "serial"
+
+
+def workgroups(kernel: Kernel) -> int:
+    """How many workgroups a dispatch of ``kernel`` needs."""
+    if reduction_layout(kernel) == "tree":
+        return kernel.numel
+    return -(-max(kernel.numel, 1) // WORKGROUP)
+
+
+def _numel(shape) -> int:
+    return int(np.prod(shape, dtype=np.int64))
 
 
 def _elementwise_body(kernel: Kernel) -> list[str]:
@@ -250,17 +279,9 @@ def _elementwise_body(kernel: Kernel) -> list[str]:
     return lines + stores, emitter.uses_erf
 
 
-def _reduction_body(kernel: Kernel) -> list[str]:
-    """One invocation per kept index: a loop over the reduction space computes every Reduce
-    (sums in blocks of ``SUM_BLOCK`` partial sums) and every full-space store, then the
-    epilogue stores run on the reduced values."""
-    rank, reduce_numel = len(kernel.shape), int(np.prod(kernel.reduce_shape, dtype=np.int64))
-    if kernel.numel < SERIAL_OUTPUTS and reduce_numel > SERIAL_REDUCE_LIMIT:
-        raise UnsupportedKernelError(
-            f"render_wgsl: a reduction of {reduce_numel} elements into {kernel.numel} outputs would run on "
-            f"{kernel.numel} invocations (the unfused reduction kernel is parallel)"
-        )
-    names = [f"c{d}" for d in range(rank)] + [f"q{d}" for d in range(len(kernel.reduce_shape))]
+def _reduction_parts(kernel: Kernel):
+    """``(names, index_of_load, outside stores, full-space stores, {Reduce: accumulator})``."""
+    names = [f"c{d}" for d in range(len(kernel.shape))] + [f"q{d}" for d in range(len(kernel.reduce_shape))]
 
     def index_of_load(ld) -> str:
         return _index(f"P[{ld.buffer}]", ld.offset, names, ld.strides)
@@ -269,35 +290,91 @@ def _reduction_body(kernel: Kernel) -> list[str]:
     full = [st for st in kernel.stores if hasattr(st, "strides")]
     reduces = [e for e in _walk(st.expr for st in outside) if isinstance(e, Reduce)]
     for e in reduces:
-        if e.op not in ("sum", "max") or e.dtype != "f32":
+        if e.op not in _COMBINE or e.dtype != "f32":
             raise UnsupportedKernelError(f"render_wgsl: reduction '{e.op}' over {e.dtype} is not supported")
-    lines = _coords("idx", kernel.shape, "c")
-    accumulators = {e: f"acc{k}" for k, e in enumerate(reduces)}
-    for e, acc in accumulators.items():
-        lines.append(f"var {acc}: f32 = {'0.0' if e.op == 'sum' else '-inf_f()'};")
-        if e.op == "sum":
-            lines.append(f"var part_{acc}: f32 = 0.0;")
+    return names, index_of_load, outside, full, {e: f"acc{k}" for k, e in enumerate(reduces)}
+
+
+_COMBINE = {"sum": ("0.0", "{} + {}"), "max": ("-inf_f()", "max_f({}, {})")}  # as kernels_reduce
+
+
+def _row_loop(kernel, index_of_load, names, full, accumulators, start: str, step: str) -> tuple:
+    """The loop over reduction indices ``r = start, start + step, ...``: prologue, combine, full stores."""
     loop: list = _coords("r", kernel.reduce_shape, "q")
     inner = _Emitter(index_of_load, len(kernel.inputs), loop, prefix="u")
     for e, acc in accumulators.items():
-        value = inner.emit(e.expr)
-        loop.append(f"part_{acc} = part_{acc} + {value};" if e.op == "sum" else f"{acc} = max_f({acc}, {value});")
+        loop.append(f"{acc} = {_COMBINE[e.op][1].format(acc, inner.emit(e.expr))};")
     for st in full:
         loop.append(_store(kernel, st.buffer, _index("0u", 0, names, st.strides), inner.emit(st.expr)))
-    sums = [acc for e, acc in accumulators.items() if e.op == "sum"]
-    if sums:
-        flush = " ".join(f"{acc} = {acc} + part_{acc}; part_{acc} = 0.0;" for acc in sums)
-        loop.append(f"if (r % {SUM_BLOCK}u == {SUM_BLOCK - 1}u) {{ {flush} }}")
-    lines.append(f"for (var r = 0u; r < {reduce_numel}u; r = r + 1u) {{")
-    lines.extend("  " + line for line in loop)
-    lines.append("}")
-    lines.extend(f"{acc} = {acc} + part_{acc};" for acc in sums)
+    rows = _numel(kernel.reduce_shape)
+    lines = [f"for (var r = {start}; r < {rows}u; r = r + {step}) {{", *("  " + line for line in loop), "}"]
+    return lines, inner.uses_erf
+
+
+def _reduction_body(kernel: Kernel) -> tuple:
+    """Short rows: one invocation per kept index combines its row in order, then the epilogue."""
+    names, index_of_load, outside, full, accumulators = _reduction_parts(kernel)
+    lines = _coords("idx", kernel.shape, "c")
+    lines += [f"var {acc}: f32 = {_COMBINE[e.op][0]};" for e, acc in accumulators.items()]
+    loop, uses_erf = _row_loop(kernel, index_of_load, names, full, accumulators, "0u", "1u")
+    lines += loop
     epilogue = _Emitter(index_of_load, len(kernel.inputs), lines, reduced=accumulators)
     stores = [_store(kernel, st.buffer, "idx", epilogue.emit(st.expr)) for st in outside]
-    return lines + stores, inner.uses_erf or epilogue.uses_erf
+    return lines + stores, uses_erf or epilogue.uses_erf
+
+
+def _tree_reduction(kernel: Kernel, decls: list) -> tuple:
+    """Long rows: one workgroup per kept index; strided partial rows, a shared-memory tree, and
+    the epilogue on thread 0. Every thread reaches the barriers (WGSL's uniformity rules)."""
+    names, index_of_load, outside, full, accumulators = _reduction_parts(kernel)
+    decls += [f"var<workgroup> part_{acc}: array<f32, {WORKGROUP}>;" for acc in accumulators.values()]
+    loop, uses_erf = _row_loop(kernel, index_of_load, names, full, accumulators, "t", f"{WORKGROUP}u")
+    combine = " ".join(
+        f"part_{acc}[t] = {_COMBINE[e.op][1].format(f'part_{acc}[t]', f'part_{acc}[t + s]')};"
+        for e, acc in accumulators.items()
+    )
+    epilogue_lines = [f"let red_{acc} = part_{acc}[0];" for acc in accumulators.values()]
+    epilogue = _Emitter(
+        index_of_load, len(kernel.inputs), epilogue_lines, reduced={e: f"red_{a}" for e, a in accumulators.items()}
+    )
+    stores = [_store(kernel, st.buffer, "idx", epilogue.emit(st.expr)) for st in outside]
+    body = [
+        "let idx = wid.x + wid.y * nwg.x;",
+        f"let live = idx < {kernel.numel}u;",
+        *_coords("idx", kernel.shape, "c"),
+        *(f"var {acc}: f32 = {_COMBINE[e.op][0]};" for e, acc in accumulators.items()),
+        "if (live) {",
+        *("  " + line for line in loop),
+        "}",
+        *(f"part_{acc}[t] = {acc};" for acc in accumulators.values()),
+        "workgroupBarrier();",
+        f"for (var s = {WORKGROUP // 2}u; s > 0u; s = s >> 1u) {{",
+        f"  if (t < s) {{ {combine} }}",
+        "  workgroupBarrier();",
+        "}",
+        "if (live && t == 0u) {",
+        *("  " + line for line in epilogue_lines + stores),
+        "}",
+    ]
+    main = [
+        f"@compute @workgroup_size({WORKGROUP})",
+        "fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,",
+        "        @builtin(local_invocation_index) t: u32) {",
+        *("  " + line for line in body),
+        "}",
+    ]
+    return main, uses_erf or epilogue.uses_erf
 
 
 def strip_prelude(source: str) -> str:
     """``source`` without the shared helper functions (for ``describe()``)."""
     source = source.replace(PRELUDE.strip("\n") + "\n", "", 1)
-    return source.replace(SPECIAL_FUNCTIONS.strip("\n") + "\n", "", 1)
+    return source.replace(_special_functions() + "\n", "", 1)
+
+
+def _special_functions() -> str:
+    """The eager vulkan kernels' special functions (``erf_f``), imported late: the kernel
+    modules import each other through the vulkan registry."""
+    from munet.backends.vulkan.kernels_rows import _SPECIAL
+
+    return _SPECIAL.strip("\n")
