@@ -16,6 +16,8 @@ import munet
 import munet.nn.functional as F
 from munet import nn
 from munet.compiler.codegen import build
+from munet.compiler.codegen.kernel import view_geometry
+from munet.compiler.ir import format_node
 
 RTOL = 1e-5
 
@@ -203,3 +205,76 @@ def test_gelu_compiled_matches_eager_in_both_dtypes():
         compiled = munet.compile(lambda z: F.gelu(z * 1.5 + 0.25))
         got, want = compiled(x).numpy(), F.gelu(x * 1.5 + 0.25).numpy()
         np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol * 4, err_msg=dtype.__name__)
+
+
+# views feeding matmul --------------------------------------------------------------------------------
+_COPIES = ("clone", "contiguous", "copy")
+
+
+def _view_chain(v):
+    """``(value, [view nodes from value to v])``: ``v`` seen through the views it is made of."""
+    chain = []
+    while v.producer is not None and getattr(v.producer.op, "view", None) is not None:
+        chain.append(v.producer)
+        v = v.producer.args[0]
+    return v, chain[::-1]
+
+
+def _copies_a_view_would_serve(graph) -> list:
+    """Copies feeding a matmul (through views) whose source, seen through the same views, needs no copy."""
+    found = []
+    for node in graph.nodes:
+        if node.op.name != "matmul":
+            continue
+        for operand in node.args:
+            copied, after = _view_chain(operand)
+            copy = copied.producer
+            if copy is None or copy.op.name not in _COPIES:
+                continue
+            base, before = _view_chain(copy.args[-1])
+            geometry = view_geometry(before + after, base)  # None when a view rule refuses the layout
+            if geometry is not None:
+                found.append(format_node(copy))
+    return found
+
+
+def _users(graph, node):
+    out = node.outputs[0]
+    return [n for n in graph.nodes if out in n.inputs()]
+
+
+def _step_graph(make, x, y, step):
+    model, opt = make()
+    compiled = munet.compile(step)
+    for _ in range(2):
+        compiled(model, opt, x, y)
+    return compiled.graph
+
+
+def test_matmul_operands_are_views_not_copies():
+    """Transposes (Linear's W.T, its weight gradient's X.T, attention's K.T) reach matmul as views; the
+    one copy left per attention layer, ``y.transpose(1, 2).reshape(b, t, c)``, is a layout no view has."""
+    gen = np.random.default_rng(0)
+    idx, targets = munet.tensor(gen.integers(0, 13, (3, 8))), munet.tensor(gen.integers(0, 13, 24))
+    gpt = _step_graph(lambda: _make_gpt(False), idx, targets, _gpt_step)
+
+    def mlp():
+        munet.manual_seed(0)
+        model = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Linear(32, 5))
+        return model, munet.optim.AdamW(model.parameters())
+
+    mlp_graph = _step_graph(mlp, munet.randn(16, 12), munet.randint(0, 5, (16,)), _gpt_step)
+    for graph in (gpt, mlp_graph):
+        assert sum(n.op.name == "matmul" for n in graph.nodes) > 0
+        assert _copies_a_view_would_serve(graph) == []
+        transposed = [n for n in graph.nodes if n.op.name == "matmul" and any(_view_chain(a)[1] for a in n.args)]
+        assert transposed  # the transposes are there, as views
+    copies = [n for n in gpt.nodes if n.op.name in _COPIES and any(u.op.name == "view" for u in _users(gpt, n))]
+    assert len(copies) == 2 * 3  # per layer: the forward head merge and two head merges of the backward
+
+
+def test_copy_detector_flags_a_copy_of_a_transpose():
+    """The check above fails when a copy a view would serve feeds matmul (x.t().contiguous() @ w)."""
+    compiled = munet.compile(lambda x, w: x.t().clone() @ w + x.t() @ w)
+    compiled(munet.randn(4, 3), munet.randn(4, 2))
+    assert len(_copies_a_view_would_serve(compiled.graph)) == 1
