@@ -17,6 +17,7 @@ import torch.nn.functional as TF
 import munet
 import munet.nn.functional as F
 from munet._device import get_backend
+from munet.backends.vulkan.wgsl import half_storage
 from tests import reference
 
 F16 = "float16"
@@ -35,6 +36,40 @@ def randn(*shape, seed=0):
 
 def uniform(low, high, *shape, seed=0):
     return reference.rng(seed).uniform(low, high, shape).astype(np.float16)
+
+
+# the source rewrite (no device needed) ---------------------------------------------------------------
+
+_SOURCE = """@group(0) @binding(0) var<storage, read> P: array<u32>;
+@group(0) @binding(1) var<storage, read_write> OUT: array<f32>;
+@group(0) @binding(2) var<storage, read> IN0: array<f32>;
+@group(0) @binding(3) var<storage, read> IN1: array<i32>;
+fn main() {
+  let v = IN0[IN1[P[1]]] * 2.0;
+  OUT[u32(IN1[0])] = v + IN0[0];
+  OUT[1] += OUT[2];
+  if (OUT[3] == 0.0) { OUT[3] = 1.0; }
+}"""
+
+
+def test_half_storage_rewrites_loads_and_stores_of_float16_bindings():
+    out = half_storage(_SOURCE, (1, 2))
+    assert out.startswith("enable f16;")
+    assert "var<storage, read_write> OUT: array<f16>;" in out and "IN0: array<f16>;" in out
+    assert "IN1: array<i32>;" in out  # not a float16 binding
+    assert "let v = f32(IN0[IN1[P[1]]]) * 2.0;" in out
+    assert "OUT[u32(IN1[0])] = store_f16(v + f32(IN0[0]));" in out
+    assert "OUT[1] = store_f16(f32(OUT[1]) + (f32(OUT[2])));" in out
+    assert "if (f32(OUT[3]) == 0.0) { OUT[3] = store_f16(1.0); }" in out
+    assert half_storage(_SOURCE, ()) == _SOURCE
+
+
+def test_half_storage_refuses_float16_buffers_bound_as_other_types():
+    with pytest.raises(RuntimeError, match="binding 3 as array<i32>"):
+        half_storage(_SOURCE, (3,))
+    atomic = _SOURCE.replace("OUT: array<f32>", "OUT: array<atomic<u32>>")
+    with pytest.raises(RuntimeError, match="array<atomic<u32>>"):
+        half_storage(atomic, (1,))
 
 
 # storage, transfers, casts, views ------------------------------------------------------------------
@@ -84,6 +119,19 @@ def test_copy_into_strided_float16_view(vulkan):
     expected = np.zeros((6, 8), np.float16)
     expected[1::2, 1::2] = src
     np.testing.assert_array_equal(base.cpu().numpy(), expected)
+
+
+def test_in_place_ops_on_float16_views_match_cpu(vulkan):
+    x = randn(6, 8)
+    results = []
+    for device in ("cpu", vulkan):
+        t = munet.tensor(x).to(device)
+        t[1:, ::2].add_(1.5)
+        t.mul_(2)
+        t[0].copy_(munet.arange(8, dtype=munet.float32).to(device))
+        t[2, 3] = 7.25
+        results.append(t.cpu().numpy())
+    np.testing.assert_array_equal(results[1], results[0])
 
 
 def test_creation_ops(vulkan):
@@ -358,6 +406,32 @@ def test_autocast_float16_mlp_training_matches_cpu(vulkan):
     for g, c in zip(gpu_params, cpu_params):
         assert g.dtype == np.float32
         np.testing.assert_allclose(g, c, rtol=1e-2, atol=1e-2)
+
+
+def test_half_model_training_matches_cpu(vulkan):
+    def train(device):
+        munet.manual_seed(0)
+        model = munet.nn.Sequential(munet.nn.Linear(12, 16), munet.nn.ReLU(), munet.nn.Linear(16, 3))
+        model = model.half().to(device)
+        opt = munet.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x = munet.tensor(randn(32, 12, seed=1)).to(device)
+        y = munet.tensor(np.arange(32) % 3).to(device)
+        losses = []
+        for _ in range(4):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        return losses, [p.detach().cpu().numpy() for p in model.parameters()]
+
+    gpu_losses, gpu_params = train(vulkan)
+    cpu_losses, cpu_params = train("cpu")
+    assert gpu_losses[-1] < gpu_losses[0]
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-2, atol=1e-2)
+    for g, c in zip(gpu_params, cpu_params):
+        assert g.dtype == np.float16
+        np.testing.assert_allclose(g.astype(np.float32), c.astype(np.float32), rtol=1e-2, atol=1e-2)
 
 
 # what raises ---------------------------------------------------------------------------------------
