@@ -62,6 +62,8 @@ def test_half_storage_rewrites_loads_and_stores_of_float16_bindings():
     assert "OUT[1] = store_f16(f32(OUT[1]) + (f32(OUT[2])));" in out
     assert "if (f32(OUT[3]) == 0.0) { OUT[3] = store_f16(1.0); }" in out
     assert half_storage(_SOURCE, ()) == _SOURCE
+    native = _SOURCE.replace("OUT: array<f32>", "OUT: array<f16>")
+    assert half_storage(native, (1,)) == "enable f16;\n" + native  # written for f16: left alone
 
 
 def test_half_storage_refuses_float16_buffers_bound_as_other_types():

@@ -209,14 +209,17 @@ def half_storage(source: str, halves: tuple[int, ...]) -> str:
     Kernels are written over f32 (``storage_type(float16)`` is ``f32``). Here each read of such a
     buffer becomes ``f32(NAME[i])`` and each store ``NAME[i] = store_f16(value)`` (compound
     assignments likewise), so arithmetic runs in f32 and a result is rounded to float16 once,
-    where it is stored. This is PyTorch's CPU float16 arithmetic, so results match it. A kernel
-    that binds a float16 buffer other than as ``array<f32>`` (atomics) is a bug and raises.
+    where it is stored. This is PyTorch's CPU float16 arithmetic, so results match it. A binding
+    already declared ``array<f16>`` is left as written; one declared as anything else (atomics,
+    integers) is a bug in the kernel and raises.
     """
     if not halves:
         return source
     names = []
     for binding in halves:
         found = [m for m in _DECLARATION.finditer(source) if int(m.group(1)) == binding]
+        if len(found) == 1 and found[0].group(3) == "f16":  # a kernel written for f16 storage
+            continue
         if len(found) != 1 or found[0].group(3) != "f32":
             declared = found[0].group(3) if found else "nothing"
             raise RuntimeError(
@@ -226,8 +229,11 @@ def half_storage(source: str, halves: tuple[int, ...]) -> str:
         m = found[0]
         names.append(m.group(2))
         source = source[: m.start(3)] + "f16" + source[m.end(3) :]
+    enable = "" if "enable f16;" in source else "enable f16;\n"
+    if not names:
+        return enable + source
     access = re.compile(r"(?<![\w.])(" + "|".join(names) + r")\s*\[")
-    return "enable f16;\n" + _rewrite_half_accesses(source, access) + _STORE_F16
+    return enable + _rewrite_half_accesses(source, access) + _STORE_F16
 
 
 def _rewrite_half_accesses(text: str, access: re.Pattern) -> str:
