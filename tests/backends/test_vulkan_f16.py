@@ -364,6 +364,18 @@ def test_movement(vulkan):
 # random ------------------------------------------------------------------------------------------------
 
 
+def test_uniform_and_bernoulli_are_the_cpu_stream(vulkan):
+    draws = []
+    for device in ("cpu", vulkan):
+        munet.manual_seed(3)
+        u = munet.rand(1000, dtype=munet.float16, device=device)  # the top 11 bits of each word
+        v = munet.empty(500, dtype=munet.float16, device=device).uniform_(-1, 1)
+        d = F.dropout(munet.ones(1000, dtype=munet.float16, device=device), 0.3)
+        draws.append([t.cpu().numpy() for t in (u, v, d)])
+    for g, c in zip(*draws):
+        np.testing.assert_array_equal(g, c)
+
+
 def test_random(vulkan):
     munet.manual_seed(0)
     u = munet.rand(4000, dtype=munet.float16, device=vulkan)

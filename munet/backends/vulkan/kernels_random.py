@@ -107,8 +107,10 @@ def uniform(rt, *, shape, dtype, low, high, generator):
     out = _float_out(rt, shape, dtype, "uniform")
     p = _stream(generator, out.size)
     span, lo = p.scalar("f32", high - low), p.scalar("f32", low)
+    # The top 24 bits of the word (11 for float16, as the cpu: every value exact in the dtype).
+    bits = 11 if dtype is D.float16 else 24
     # Two separate statements keep the compiler from fusing them into an fma (the cpu rounds twice).
-    body = f"""  let u = f32(word(i).y >> 8u) * 5.9604644775390625e-08;
+    body = f"""  let u = f32(word(i).y >> {32 - bits}u) * {2.0**-bits!r};
   let scaled = u * {span};
   OUT[i] = scaled + {lo};"""
     launch(rt, body, [("OUT", "f32", out.buffer)], [], p, out.size, _PHILOX)
