@@ -98,7 +98,9 @@ def _stream(generator, n_words: int) -> Params:
 
 def _float_out(rt, shape, dtype, op: str) -> VkView:
     if storage_type(dtype, op) != "f32":
-        raise DeviceError(f"{op}: dtype {dtype.name} is not a float dtype supported on vulkan (float32 is)")
+        raise DeviceError(
+            f"{op}: dtype {dtype.name} is not a float dtype supported on vulkan (float32 and float16 are)"
+        )
     return new_view(rt, tuple(shape), dtype)
 
 
@@ -291,7 +293,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 @kernel("multinomial")
 def multinomial(rt, probs, *, num_samples, replacement, generator):
     if storage_type(probs.dtype, "multinomial") != "f32":
-        raise DeviceError("multinomial: expected float32 probabilities on vulkan")
+        raise DeviceError("multinomial: expected float32 or float16 probabilities on vulkan")
     k = probs.shape[-1]
     rows = math.prod(probs.shape[:-1])
     out = new_view(rt, (*probs.shape[:-1], num_samples), D.int64)

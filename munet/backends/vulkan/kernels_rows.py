@@ -304,7 +304,7 @@ _LSE = Monoid(
 
 def _float_only(name: str, x: VkView) -> None:
     if storage_type(x.dtype, name) != "f32":
-        raise DeviceError(f"{name}: expected a float32 tensor on the vulkan backend, got {x.dtype.name}")
+        raise DeviceError(f"{name}: expected a float32 or float16 tensor on the vulkan backend, got {x.dtype.name}")
 
 
 def _softmax_stats(rt, name: str, x: VkView, dims):

@@ -249,7 +249,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 def cumulative_select_backward(rt, g, indices, *, dim):
     """Each gradient added (float atomics by compare-and-swap) at the index it came from."""
     if storage_type(g.dtype, "cumulative_select_backward") != "f32":
-        raise DeviceError("cumulative_select_backward: expected a float32 gradient")
+        raise DeviceError("cumulative_select_backward: expected a float32 or float16 gradient")
     if g.ndim == 0 or g.size == 0:
         return clone(rt, g)
     out = copy_into(rt, new_view(rt, g.shape, compute_dtype(g.dtype)), 0)  # atomics add 32-bit words
@@ -271,7 +271,7 @@ _SUM_AFTER = Monoid(("f32",), "S(0.0)", "return S(a.f0 + b.f0);", "return S(sele
 def cumprod_backward(rt, g, x, *, dim):
     """The CPU kernel's formula, exact with zeros: see ``munet.backends.cpu.kernels_reduce``."""
     if storage_type(x.dtype, "cumprod_backward") != "f32":
-        raise DeviceError("cumprod_backward: expected float32 tensors")
+        raise DeviceError("cumprod_backward: expected float32 or float16 tensors")
     if x.ndim == 0:
         return clone(rt, g)
     shape = tuple(x.shape)
