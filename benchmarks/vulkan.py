@@ -2,13 +2,14 @@
 
 Cases: matmul GFLOP/s on n x n float32 squares (256 up to ``--max-size``), elementwise GB/s
 on 4M-element tensors, conv2d forward and forward+backward (when the vulkan backend has a
-``convolution`` kernel), and one training step of an MLP (784-512-512-10, batch 256, SGD).
+``convolution`` kernel), one training step of an MLP (784-512-512-10, batch 256, SGD), and
+(``compiled``) that MLP's AdamW step under ``munet.compile`` against the same step in eager mode.
 Every vulkan figure includes a ``synchronize()``, so it is device time plus host dispatch.
 The ``numpy`` column is NumPy itself for matmul and elementwise ops, and MuNet on the cpu
 device (whose kernels are NumPy) for conv2d and the MLP step.
 Usage:
 
-    .venv/bin/python benchmarks/vulkan.py [--device vulkan:0] [--max-size 4096] [--json out.json]
+    .venv/bin/python benchmarks/vulkan.py [--device vulkan:0] [--max-size 4096] [--only compiled] [--json out.json]
 
 On lavapipe (Mesa's CPU Vulkan driver) a 4096 matmul takes minutes: pass ``--max-size 1024``.
 """
@@ -175,12 +176,74 @@ def mlp_case(b: Bench) -> None:
     b.row("MLP 784-512-512-10 SGD step, batch 256", "ms", 1.0, times)
 
 
+def compiled_mlp_case(b: Bench, widths=(784, 512, 512, 10), batch: int = 256, repeats: int = 7, steps: int = 5):
+    """One AdamW step of an MLP: ``munet.compile`` on vulkan vs eager vulkan.
+
+    Interleaved: each repeat times ``steps`` compiled steps, then ``steps`` eager ones (each
+    followed by ``synchronize()``); medians over repeats. Also prints dispatches and submits per step.
+    """
+    rng = np.random.default_rng(0)
+    x = munet.tensor(rng.standard_normal((batch, widths[0]), dtype=np.float32), device=b.device)
+    y = munet.tensor(rng.integers(0, widths[-1], batch), device=b.device)
+
+    def make():
+        munet.manual_seed(0)
+        layers = []
+        for n_in, n_out in zip(widths[:-1], widths[1:]):
+            layers += [munet.nn.Linear(n_in, n_out), munet.nn.ReLU()]
+        model = munet.nn.Sequential(*layers[:-1]).to(b.device)
+        return model, munet.optim.AdamW(model.parameters(), lr=1e-3)
+
+    def step(model, opt, x, y):
+        opt.zero_grad()
+        loss = MF.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    runtime = munet._device.get_backend(munet.device(b.device)).runtime
+    compiled = munet.compile(step)
+    runs = {"compiled": (compiled, *make()), "eager": (step, *make())}
+    counts = {}
+    for name, (fn, model, opt) in runs.items():
+        for _ in range(3):  # traces (compiled) and warm caches
+            fn(model, opt, x, y)
+        b.sync()
+        before = dict(runtime.stats())
+        fn(model, opt, x, y)
+        b.sync()
+        after = runtime.stats()
+        counts[name] = {k: after[k] - before[k] for k in ("dispatches", "submits")}
+    times = {name: [] for name in runs}
+    for _ in range(repeats):
+        for name, (fn, model, opt) in runs.items():
+            start = time.perf_counter()
+            for _ in range(steps):
+                fn(model, opt, x, y)
+                b.sync()
+            times[name].append((time.perf_counter() - start) / steps * 1e3)
+    med = {name: float(np.median(t)) for name, t in times.items()}
+    stats = compiled.stats()
+    case = f"MLP {'-'.join(map(str, widths))} AdamW step, batch {batch}"
+    print(
+        f"| {case} | ms | compiled {med['compiled']:.2f} | eager {med['eager']:.2f} "
+        f"| eager/compiled {med['eager'] / med['compiled']:.2f}x | dispatches {counts['compiled']['dispatches']} vs "
+        f"{counts['eager']['dispatches']} | submits {counts['compiled']['submits']} vs {counts['eager']['submits']} "
+        f"| fused groups {stats['fused_groups']} ({stats['generated_kernels']} WGSL) |",
+        flush=True,
+    )
+    b.rows.append({"case": f"compiled {case}", "unit": "ms", **med, "counts": counts, "runs": times})
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--device", default="vulkan:0")
     parser.add_argument("--max-size", type=int, default=4096, help="largest matmul size (256, 512, ... up to this)")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="CPU threads for NumPy, torch, lavapipe")
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument(
+        "--only", help="comma-separated cases to run: matmul, elementwise, conv, mlp, compiled (default: all)"
+    )
     args = parser.parse_args()
     if torch is not None:
         torch.set_num_threads(args.threads)
@@ -200,10 +263,18 @@ def main() -> None:
         print(f"# {key}: {value}")
     print("| case | unit | vulkan | numpy | torch |\n|---|---|---|---|---|")
     sizes = [n for n in (256, 512, 1024, 2048, 4096) if n <= args.max_size]
-    matmul_cases(bench, sizes)
-    elementwise_cases(bench)
-    conv_cases(bench)
-    mlp_case(bench)
+    cases = {
+        "matmul": lambda: matmul_cases(bench, sizes),
+        "elementwise": lambda: elementwise_cases(bench),
+        "conv": lambda: conv_cases(bench),
+        "mlp": lambda: mlp_case(bench),
+        "compiled": lambda: (compiled_mlp_case(bench), compiled_mlp_case(bench, (64, 64, 64, 10), batch=32)),
+    }
+    chosen = args.only.split(",") if args.only else list(cases)
+    for name in chosen:
+        if name not in cases:
+            parser.error(f"--only: unknown case {name!r}; choose from {', '.join(cases)}")
+        cases[name]()
     print(f"# load average after: {os.getloadavg()[0]:.1f}")
     if args.json:
         with open(args.json, "w") as f:
