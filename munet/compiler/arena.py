@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from munet.backends.cpu.kernels_conv import convolution_into
 from munet.backends.cpu.kernels_elementwise import _operands
 from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
 from munet.compiler.passes.memory import MemoryPlan, plan_memory
@@ -92,6 +93,7 @@ OUT_KERNELS = {
     "clone": (_clone, True),
     "cat": (_cat, False),
     "matmul": (_ufunc(np.matmul), False),
+    "convolution": (convolution_into, False),
 }
 
 

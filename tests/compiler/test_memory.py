@@ -129,6 +129,27 @@ def test_executable_writes_arena_and_state_memory_and_matches_unplanned():
     assert np.shares_memory(ex.arena.buffer(step), ex.arena.storage["float32"])
 
 
+def _convolution_cases(rng):
+    """Forward (whole rows, windows, strided), output smaller than the kernel, transposed
+    (stride 1 cropped by padding, strided with output padding)."""
+
+    def f32(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+
+    def case(x, w, stride=(1, 1), padding=((0, 0), (0, 0)), transposed=False, output_padding=(0, 0)):
+        attrs = {"stride": stride, "padding": padding, "dilation": (1, 1), "groups": 1}
+        return (x, w, {**attrs, "transposed": transposed, "output_padding": output_padding})
+
+    return [
+        case(f32(2, 3, 7, 6), f32(4, 3, 3, 2)),
+        case(f32(2, 1, 7, 6), f32(8, 1, 3, 3)),
+        case(f32(2, 3, 7, 6), f32(4, 3, 3, 2), stride=(2, 1), padding=((1, 1), (0, 1))),
+        case(f32(3, 2, 7, 6), f32(4, 2, 6, 5)),
+        case(f32(2, 4, 5, 4), f32(4, 3, 3, 2), padding=((1, 1), (0, 0)), transposed=True),
+        case(f32(2, 4, 5, 4), f32(4, 3, 3, 2), stride=(2, 2), transposed=True, output_padding=(1, 0)),
+    ]
+
+
 @pytest.mark.parametrize("name", sorted(OUT_KERNELS))
 def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
     kernels = munet._device.get_backend(CPU).kernels
@@ -143,6 +164,7 @@ def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
         "lerp": [(a, b, 0.1), (a, b, 0.9)],
         "add": [(a, b), (a, 2.5), (a, b[0])],
         "cat": [([a, b.T.copy().T[:, :3]], {"dim": 1, "sizes": (5, 3)}), ([a, a[:1]], {"dim": 0, "sizes": (4, 1)})],
+        "convolution": _convolution_cases(rng),
     }
     unary = {"neg", "exp", "log", "sqrt", "tanh", "relu", "clone"}
     default = [(np.abs(b),)] if name in unary else [(a, b)]

@@ -241,6 +241,7 @@ BLOCK_CASES = [
     (2, (3, 4, 9, 8), (6, 4, 3, 3), {}),
     (2, (3, 4, 9, 8), (6, 2, 3, 2), {"groups": 2, "padding": (2, 1), "dilation": (2, 1)}),
     (2, (3, 4, 7, 7), (5, 4, 5, 4), {}),  # output smaller than the kernel in the forward itself
+    (2, (3, 1, 9, 8), (16, 1, 3, 3), {}),  # fewer columns than output channels: windows, not rows
     (3, (2, 2, 5, 6, 5), (3, 2, 2, 3, 2), {"padding": 1}),
     (1, (3, 2, 12), (4, 2, 5), {"dilation": 2, "padding": 3}),
     # strided: window paths and the strided col2im

@@ -1,14 +1,22 @@
-"""CPU kernel of ``convolution``: strided windows (im2col as a view) + BLAS matmuls, in chunks.
+"""CPU kernel of ``convolution``: strided windows (im2col as a view) + BLAS matmuls, in blocks.
 
 Every path works on a block of images (or, for the weight gradient, of input channels) at a
 time, sized so that its columns stay in cache between the copy that gathers them and the GEMM
 that reads them (``CHUNK_BYTES``). Within a block there is no Python loop over pixels, batch or
-channels: the forward copies the block's receptive fields out of an ``as_strided`` view and
-multiplies them by the weight straight into the result; a convolution whose output is smaller
-than its kernel (the weight gradient, as ``ops/conv.py`` expresses it) contracts each block of
-channels and sums the blocks; the transposed direction multiplies first and scatters the
-columns back (col2im) with one strided add per kernel position. float16/bfloat16 compute in
-float32, as PyTorch does on CPU.
+channels:
+
+- forward: the block's receptive fields are copied out of an ``as_strided`` view and multiplied
+  by the weight straight into the result. With stride 1 the columns are whole input rows (one
+  long contiguous run per kernel position; the few positions past each row's end are computed
+  and dropped), which copies several times faster than one short run per output row;
+- output smaller than the kernel (the weight gradient, as ``ops/conv.py`` expresses it): one
+  GEMM per block of channels with the contraction over (channel, kernel position), accumulated;
+- transposed: GEMM first, then col2im, one add per kernel position (with stride 1, one
+  contiguous run of the output each).
+
+``convolution_into(out, ...)`` writes the result into a given C-contiguous array (the compiler's
+planned buffer); block temporaries come from ``scratch.work`` (kept between calls). float16 and
+bfloat16 compute in float32, as PyTorch does on CPU.
 """
 
 from __future__ import annotations
@@ -21,9 +29,10 @@ from numpy.lib.stride_tricks import as_strided
 
 from munet.backends.cpu.kernels_reduce import acc_dtype
 from munet.backends.cpu.registry import kernel
+from munet.backends.cpu.scratch import work
 
-# Bytes of columns per block: about half a core's L2 plus a share of L3 on the machines we
-# measured (docs/perf/cpu.md); below ~256 KiB the per-block Python overhead shows.
+# Bytes of columns per block: below ~256 KiB the per-block Python overhead shows, above a few
+# MiB the columns no longer stay in cache between the copy and the GEMM.
 CHUNK_BYTES = 1 << 21
 
 
@@ -31,6 +40,15 @@ def _blocks(total: int, bytes_per_item: int) -> list[tuple[int, int]]:
     """``[(lo, hi), ...]`` covering ``range(total)`` with about ``CHUNK_BYTES`` per block."""
     step = max(1, CHUNK_BYTES // max(bytes_per_item, 1))
     return [(lo, min(lo + step, total)) for lo in range(0, total, step)]
+
+
+def _result(out, shape, dtype) -> np.ndarray:
+    return np.empty(shape, dtype) if out is None else out
+
+
+def _pitches(shape) -> tuple[int, ...]:
+    """Element strides of a C-contiguous array of ``shape``."""
+    return tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
 
 
 def _pad(x: np.ndarray, padding) -> np.ndarray:
@@ -43,6 +61,15 @@ def _pad(x: np.ndarray, padding) -> np.ndarray:
     out = np.zeros(x.shape[:2] + tuple(n + lo + hi for n, (lo, hi) in zip(x.shape[2:], pads)), dtype=x.dtype)
     out[(slice(None), slice(None)) + tuple(slice(lo, lo + n) for n, (lo, _) in zip(x.shape[2:], pads))] = x
     return out
+
+
+def _contiguous_planes(x: np.ndarray) -> np.ndarray:
+    """``x`` itself when each (N, C) plane is C-contiguous (batch and channel strides may be
+    anything, e.g. the weight gradient's channels-as-batch view), else a contiguous copy."""
+    pitch = _pitches(x.shape[2:])
+    if all(st == p * x.itemsize or n == 1 for st, p, n in zip(x.strides[2:], pitch, x.shape[2:])):
+        return x
+    return np.ascontiguousarray(x)
 
 
 def _windows(x: np.ndarray, kernel_size, stride, padding, dilation, groups) -> tuple[np.ndarray, tuple]:
@@ -62,53 +89,54 @@ def _windows(x: np.ndarray, kernel_size, stride, padding, dilation, groups) -> t
     return as_strided(xp, shape, strides, writeable=False), out
 
 
-def _pitches(shape) -> tuple[int, ...]:
-    """Element strides of a C-contiguous array of ``shape``."""
-    return tuple(math.prod(shape[i + 1 :]) for i in range(len(shape)))
+# forward ----------------------------------------------------------------------------------------------
 
 
-def _conv_forward(x, w, stride, padding, dilation, groups):
+def _conv_forward(x, w, stride, padding, dilation, groups, out=None):
     kernel_size = w.shape[2:]
-    windows, out = _windows(x, kernel_size, stride, padding, dilation, groups)
-    if math.prod(out) >= math.prod(kernel_size):
-        if all(s == 1 for s in stride):
-            return _conv_wide_rows(np.ascontiguousarray(_pad(x, padding)), w, groups, dilation, out)
-        return _conv_wide(windows, w, groups, out)
+    windows, size = _windows(x, kernel_size, stride, padding, dilation, groups)
+    if math.prod(size) >= math.prod(kernel_size):
+        # Whole rows pay when the columns (CgK per position) outweigh the extra pass over the
+        # output (Og per position) that dropping the positions past each row costs.
+        if all(s == 1 for s in stride) and w[0].size >= w.shape[0] // groups:
+            return _conv_wide_rows(_contiguous_planes(_pad(x, padding)), w, groups, dilation, size, out)
+        return _conv_wide(windows, w, groups, size, out)
     if all(d == 1 for d in dilation):
-        return _conv_narrow_rows(np.ascontiguousarray(_pad(x, padding)), w, groups, stride, out)
-    return _conv_narrow(windows, w, groups, out)
+        return _conv_narrow_rows(_contiguous_planes(_pad(x, padding)), w, groups, stride, size, out)
+    return _conv_narrow(windows, w, groups, size, out)
 
 
-def _conv_wide(windows, w, groups, out):
+def _conv_wide(windows, w, groups, size, out):
     """Output at least as large as the kernel (the usual case), one block of images at a time:
     columns (B, G, CgK, P) @ weight (G, Og, CgK) -> (B, G, Og, P), already the (N, C, *out) layout."""
     n = windows.shape[0]
     o = w.shape[0]
     cgk = w[0].size
-    p = math.prod(out)
+    p = math.prod(size)
     wm = w.reshape(groups, o // groups, cgk)
-    result = np.empty((n, groups, o // groups, p), dtype=windows.dtype)
+    result = _result(out, (n, o) + tuple(size), windows.dtype)
+    grouped = result.reshape(n, groups, o // groups, p)
     blocks = _blocks(n, groups * cgk * p * windows.itemsize)
-    cols = np.empty((blocks[0][1] if blocks else 0, groups, cgk, p), dtype=windows.dtype)
+    cols = work("cols", (blocks[0][1] if blocks else 0, groups, cgk, p), windows.dtype)
     for lo, hi in blocks:
         block = cols[: hi - lo]
         np.copyto(block.reshape(windows[lo:hi].shape), windows[lo:hi])
-        np.matmul(wm, block, out=result[lo:hi])
-    return result.reshape((n, o) + out)
+        np.matmul(wm, block, out=grouped[lo:hi])
+    return result
 
 
-def _conv_wide_rows(xp, w, groups, dilation, out):
+def _conv_wide_rows(xp, w, groups, dilation, size, out):
     """Stride-1 ``_conv_wide`` over whole input rows: output position ``o`` is computed at flat
     offset ``sum(o_i * pitch_i)`` of the (padded) input plane, so every kernel position's
-    columns are one contiguous run of that plane (a long copy instead of one per output row).
-    The positions past each row's valid width are computed too and dropped by a strided view."""
+    columns are one contiguous run of that plane. The positions past each row's valid width
+    are computed too and dropped by a strided view."""
     n = xp.shape[0]
     o = w.shape[0]
     og = o // groups
     cg = w.shape[1]
     kernel_size = w.shape[2:]
     pitch = _pitches(xp.shape[2:])
-    length = sum((m - 1) * pl for m, pl in zip(out, pitch)) + 1
+    length = sum((m - 1) * pl for m, pl in zip(size, pitch)) + 1
     item = xp.itemsize
     st = xp.strides
     runs = as_strided(
@@ -118,98 +146,127 @@ def _conv_wide_rows(xp, w, groups, dilation, out):
         writeable=False,
     )
     wm = w.reshape(groups, og, cg * math.prod(kernel_size))
-    result = np.empty((n, o) + tuple(out), dtype=xp.dtype)
+    result = _result(out, (n, o) + tuple(size), xp.dtype)
     blocks = _blocks(n, groups * wm.shape[2] * length * item)
-    size = blocks[0][1] if blocks else 0
-    cols = np.empty((size, groups, wm.shape[2], length), dtype=xp.dtype)
-    rows = np.empty((size, groups, og, length), dtype=xp.dtype)
+    count = blocks[0][1] if blocks else 0
+    cols = work("cols", (count, groups, wm.shape[2], length), xp.dtype)
+    rows = work("rows", (count, groups, og, length), xp.dtype)
     valid_strides = rows.strides[:1] + (length * item,) + tuple(pl * item for pl in pitch)
     for lo, hi in blocks:
         b = hi - lo
         np.copyto(cols[:b].reshape(runs[lo:hi].shape), runs[lo:hi])
         np.matmul(wm, cols[:b], out=rows[:b])
-        np.copyto(result[lo:hi], as_strided(rows, (b, o) + tuple(out), valid_strides, writeable=False))
+        np.copyto(result[lo:hi], as_strided(rows, (b, o) + tuple(size), valid_strides, writeable=False))
     return result
 
 
-def _conv_narrow(windows, w, groups, out):
+# output smaller than the kernel (the weight gradient) ------------------------------------------------
+
+
+def _conv_narrow(windows, w, groups, size, out):
     """Output smaller than the kernel (the weight gradient: x by the output gradient)."""
     n = windows.shape[0]
-    nd = len(out)
+    nd = len(size)
     # (G, Cg, N, *out, *K): rows are output positions, columns kernel positions
     order = (1, 2, 0) + tuple(range(3 + nd, 3 + 2 * nd)) + tuple(range(3, 3 + nd))
     kp = math.prod(w.shape[2:])
-    wm = np.ascontiguousarray(w).reshape(w.shape[:2] + (kp,))
-    return _contract_narrow(windows.transpose(order), wm, groups, n, out)
+    wm = np.ascontiguousarray(w).reshape(w.shape[0], -1)
+
+    def weight_block(lo, hi):
+        return wm[:, lo * kp : hi * kp]
+
+    return _contract_narrow(windows.transpose(order), weight_block, kp, w.shape[0], groups, n, size, out)
 
 
-def _conv_narrow_rows(xp, w, groups, stride, out):
+def _conv_narrow_rows(xp, w, groups, stride, size, out):
     """Dilation-1 ``_conv_narrow`` over whole input rows: the kernel is spread to the input's
     row pitch (zeros between its rows), so each output position reads one contiguous run."""
     n, c = xp.shape[:2]
     cg = c // groups
-    spatial = xp.shape[2:]
     kernel_size = w.shape[2:]
-    pitch = _pitches(spatial)
+    pitch = _pitches(xp.shape[2:])
     length = sum((k - 1) * pl for k, pl in zip(kernel_size, pitch)) + 1
     item = xp.itemsize
-    spread = np.zeros(w.shape[:2] + (length,), dtype=w.dtype)
-    st = spread.strides
-    np.copyto(as_strided(spread, w.shape, st[:2] + tuple(pl * item for pl in pitch)), w)
     st = xp.strides
     runs = as_strided(
         xp,
-        (groups, cg, n) + tuple(out) + (length,),
+        (groups, cg, n) + tuple(size) + (length,),
         (st[1] * cg, st[1], st[0]) + tuple(pl * s * item for pl, s in zip(pitch, stride)) + (item,),
         writeable=False,
     )
-    return _contract_narrow(runs, spread, groups, n, out)
+    o = w.shape[0]
+
+    def weight_block(lo, hi):
+        spread = work("spread", (o, hi - lo, length), w.dtype)
+        spread[...] = 0
+        sst = spread.strides
+        np.copyto(
+            as_strided(spread, (o, hi - lo) + kernel_size, sst[:2] + tuple(pl * item for pl in pitch)), w[:, lo:hi]
+        )
+        return spread.reshape(o, -1)
+
+    return _contract_narrow(runs, weight_block, length, o, groups, n, size, out)
 
 
-def _contract_narrow(win, w, groups, n, out):
-    """``result[n, g*Og + o, p] = sum_{c, k} win[g, c, n, *p, *k] * w[g*Og + o, c, k]`` (``w`` is
-    C-contiguous (O, Cg, K), k flattened), one GEMM with the contraction over a block of channels:
-    (G, Og, Bc*K) @ (G, Bc*K, N*P), accumulated over the blocks."""
+def _contract_narrow(win, weight_block, kp, o, groups, n, size, out):
+    """``result[n, g*Og + o, p] = sum_{c, k} win[g, c, n, *p, *k] * w[g*Og + o, c, k]``, where
+    ``weight_block(lo, hi)`` gives the (O, Bc*K) weight of channels lo..hi (k flattened to ``kp``):
+    one GEMM (G, Og, Bc*K) @ (G, Bc*K, N*P) per block of channels, accumulated."""
     cg = win.shape[1]
-    kp = w.shape[2]
-    nd = len(out)
-    rows = n * math.prod(out)
-    og = w.shape[0] // groups
-    wg = w.reshape(groups, og, cg * kp)
+    nd = len(size)
+    rows = n * math.prod(size)
+    og = o // groups
     acc = np.zeros((groups, og, rows), dtype=win.dtype)
-    blocks = _blocks(cg, groups * rows * kp * win.itemsize)
-    cols = np.empty((groups, rows, (blocks[0][1] if blocks else 0) * kp), dtype=win.dtype)
+    blocks = _blocks(cg, groups * (rows + og) * kp * win.itemsize)
+    cols = work("cols", (groups, rows, (blocks[0][1] if blocks else 0) * kp), win.dtype)
     # (G, Bc, N, *out, *K) -> (G, N, *out, Bc, *K): a block's columns follow its channels
     order = (0,) + tuple(range(2, 3 + nd)) + (1,) + tuple(range(3 + nd, win.ndim))
     for lo, hi in blocks:
         block = cols[:, :, : (hi - lo) * kp]
         part = win[:, lo:hi].transpose(order)
         np.copyto(block.reshape(part.shape), part)
-        acc += np.matmul(wg[:, :, lo * kp : hi * kp], block.transpose(0, 2, 1))
-    return np.ascontiguousarray(acc.reshape((groups * og, n) + tuple(out)).swapaxes(0, 1))
+        acc += np.matmul(weight_block(lo, hi).reshape(groups, og, -1), block.transpose(0, 2, 1))
+    result = _result(out, (n, o) + tuple(size), win.dtype)
+    np.copyto(result, acc.reshape((o, n) + tuple(size)).swapaxes(0, 1))
+    return result
+
+
+# transposed -------------------------------------------------------------------------------------------
 
 
 def _transpose_geometry(spatial_in, kernel_size, stride, padding, dilation, output_padding):
     """(output size, size of the uncropped buffer the columns are added into) per spatial dim."""
-    out = tuple(
-        (size - 1) * s - p[0] - p[1] + d * (k - 1) + 1 + op
-        for size, k, s, p, d, op in zip(spatial_in, kernel_size, stride, padding, dilation, output_padding)
+    size = tuple(
+        (n - 1) * s - p[0] - p[1] + d * (k - 1) + 1 + op
+        for n, k, s, p, d, op in zip(spatial_in, kernel_size, stride, padding, dilation, output_padding)
     )
     full = tuple(
-        max((size - 1) * s + d * (k - 1) + 1, p[0] + o)
-        for size, k, s, p, d, o in zip(spatial_in, kernel_size, stride, padding, dilation, out)
+        max((n - 1) * s + d * (k - 1) + 1, p[0] + m)
+        for n, k, s, p, d, m in zip(spatial_in, kernel_size, stride, padding, dilation, size)
     )
-    return out, full
+    return size, full
 
 
-def _crop(buf, padding, out):
-    if buf.shape[2:] == tuple(out) and not any(p[0] for p in padding):
-        return buf
-    crop = tuple(slice(p[0], p[0] + o) for p, o in zip(padding, out))
-    return np.ascontiguousarray(buf[(slice(None), slice(None)) + crop])
+def _accumulator(out, shape, full, padding, dtype):
+    """A zeroed (N, C, *full) buffer to add columns into: ``out`` itself when nothing is cropped."""
+    if out is not None and full == tuple(shape[2:]) and not any(p[0] for p in padding):
+        out[...] = 0
+        return out
+    return np.zeros(tuple(shape[:2]) + full, dtype=dtype)
 
 
-def _conv_transpose(x, w, stride, padding, dilation, groups, output_padding):
+def _finish(buf, out, padding, size):
+    """Crop the accumulated ``buf`` to the output (into ``out`` when given)."""
+    if buf is out:
+        return out
+    crop = buf[(slice(None), slice(None)) + tuple(slice(p[0], p[0] + m) for p, m in zip(padding, size))]
+    if out is None:
+        return np.ascontiguousarray(crop)
+    np.copyto(out, crop)
+    return out
+
+
+def _conv_transpose(x, w, stride, padding, dilation, groups, output_padding, out=None):
     """GEMM first, then col2im, one block of images at a time:
     columns[n, g, (og, k), p] = sum_c w[g, c, og, k] * x[n, g, c, p], added back per kernel position."""
     n, cin = x.shape[:2]
@@ -221,13 +278,14 @@ def _conv_transpose(x, w, stride, padding, dilation, groups, output_padding):
     pin = math.prod(spatial_in)
     wm = w.reshape(groups, cg, og * kp).transpose(0, 2, 1)
     xm = x.reshape(n, groups, cg, pin)
-    out, full = _transpose_geometry(spatial_in, kernel_size, stride, padding, dilation, output_padding)
-    buf = np.zeros((n, groups * og) + full, dtype=np.result_type(x, w))
+    size, full = _transpose_geometry(spatial_in, kernel_size, stride, padding, dilation, output_padding)
+    dtype = np.result_type(x, w)
+    buf = _accumulator(out, (n, groups * og) + size, full, padding, dtype)
     blocks = _blocks(n, groups * og * kp * pin * buf.itemsize)
-    cols = np.empty((blocks[0][1] if blocks else 0, groups, og * kp, pin), dtype=buf.dtype)
+    cols = work("cols", (blocks[0][1] if blocks else 0, groups, og * kp, pin), dtype)
     positions = list(itertools.product(*(range(k) for k in kernel_size)))
     targets = [
-        tuple(slice(k * d, k * d + s * (size - 1) + 1, s) for k, d, s, size in zip(pos, dilation, stride, spatial_in))
+        tuple(slice(k * d, k * d + s * (m - 1) + 1, s) for k, d, s, m in zip(pos, dilation, stride, spatial_in))
         for pos in positions
     ]
     for lo, hi in blocks:
@@ -236,10 +294,10 @@ def _conv_transpose(x, w, stride, padding, dilation, groups, output_padding):
         target_block = buf[lo:hi]
         for pos, target in zip(positions, targets):
             target_block[(slice(None), slice(None)) + target] += block[(slice(None), slice(None)) + pos]
-    return _crop(buf, padding, out)
+    return _finish(buf, out, padding, size)
 
 
-def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding):
+def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out=None):
     """Stride-1 ``_conv_transpose`` with the input spread to the output's row pitch (zeros past
     each input row), so each kernel position's columns add to one contiguous run of the output."""
     n, cin = x.shape[:2]
@@ -249,7 +307,7 @@ def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding):
     og = w.shape[1]
     cg = cin // groups
     kp = math.prod(kernel_size)
-    out, full = _transpose_geometry(spatial_in, kernel_size, (1,) * nd, padding, dilation, output_padding)
+    size, full = _transpose_geometry(spatial_in, kernel_size, (1,) * nd, padding, dilation, output_padding)
     pitch = _pitches(full)
     total = math.prod(full)
     pin = spatial_in[0] * pitch[0]
@@ -259,22 +317,37 @@ def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding):
     ]
     wm = w.reshape(groups, cg, og * kp).transpose(0, 2, 1)
     dtype = np.result_type(x, w)
-    buf = np.zeros((n, groups * og, total), dtype=dtype)
+    buf = _accumulator(out, (n, groups * og) + size, full, padding, dtype)
+    flat = buf.reshape(n, groups * og, total)
     blocks = _blocks(n, groups * og * kp * pin * buf.itemsize)
-    size = blocks[0][1] if blocks else 0
-    spread = np.zeros((size, cin, spatial_in[0]) + full[1:], dtype=dtype)  # zeros past each row stay
+    count = blocks[0][1] if blocks else 0
+    spread = work("spread", (count, cin, spatial_in[0]) + full[1:], dtype)
+    spread[...] = 0  # the zeros past each row stay for every block
     inner = (slice(None), slice(None)) + tuple(slice(0, m) for m in spatial_in)
-    cols = np.empty((size, groups, og * kp, pin), dtype=dtype)
+    cols = work("cols", (count, groups, og * kp, pin), dtype)
     for lo, hi in blocks:
         b = hi - lo
         spread[:b][inner] = x[lo:hi]
         block = np.matmul(wm, spread[:b].reshape(b, groups, cg, pin), out=cols[:b])
         block = block.reshape(b, groups * og, kp, pin)
-        target = buf[lo:hi]
+        target = flat[lo:hi]
         for k, off in enumerate(offsets):
             m = min(pin, total - off)
             target[:, :, off : off + m] += block[:, :, k, :m]
-    return _crop(buf.reshape((n, groups * og) + full), padding, out)
+    return _finish(buf, out, padding, size)
+
+
+# entry points -----------------------------------------------------------------------------------------
+
+
+def convolution_into(out, x, w, *, stride, padding, dilation, groups, transposed, output_padding):
+    """The ``convolution`` kernel writing into ``out`` (C-contiguous, the result's shape and dtype;
+    ``None``: allocate). Returns the result."""
+    if transposed and all(s == 1 for s in stride):
+        return _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out)
+    if transposed:
+        return _conv_transpose(x, w, stride, padding, dilation, groups, output_padding, out)
+    return _conv_forward(x, w, stride, padding, dilation, groups, out)
 
 
 @kernel("convolution")
@@ -283,10 +356,15 @@ def convolution(x, w, *, stride, padding, dilation, groups, transposed, output_p
     acc = acc_dtype(x)
     if acc is not None:
         x, w = x.astype(acc), w.astype(acc)
-    if transposed and all(s == 1 for s in stride):
-        out = _conv_transpose_rows(x, w, padding, dilation, groups, output_padding)
-    elif transposed:
-        out = _conv_transpose(x, w, stride, padding, dilation, groups, output_padding)
-    else:
-        out = _conv_forward(x, w, stride, padding, dilation, groups)
+    out = convolution_into(
+        None,
+        x,
+        w,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        groups=groups,
+        transposed=transposed,
+        output_padding=output_padding,
+    )
     return out.astype(dtype, copy=False)

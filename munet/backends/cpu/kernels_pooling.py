@@ -11,6 +11,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from munet.backends.cpu.kernels_reduce import upcast
 from munet.backends.cpu.registry import kernel
+from munet.backends.cpu.scratch import work
 
 
 def _select_max(windows: np.ndarray, positions, spatial):
@@ -87,9 +88,10 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
     # chosen = 1 + the last kernel position that raised the maximum (0: none did), built with
     # branch-free integer multiply/max instead of masked stores
     counter = np.uint8 if len(positions) < 255 else np.int32
-    chosen = np.zeros(lead, dtype=counter)
-    take = np.empty(lead, dtype=bool)
-    raised = np.empty(lead, dtype=counter)
+    chosen = work("chosen", lead, counter)
+    chosen[...] = 0
+    take = work("take", lead, bool)
+    raised = work("raised", lead, counter)
     for number, pos in enumerate(positions, start=1):
         cell = windows[(Ellipsis,) + pos]
         np.greater(cell, best, out=take)
@@ -103,7 +105,8 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
     offsets = np.array([0] + [sum(k * d * p for k, d, p in zip(pos, dilation, pitch)) for pos in positions])
     index = np.empty(lead, dtype=np.int64)
     flat_out = (-1, base.size)
-    np.add(np.take(offsets, chosen).reshape(flat_out), base, out=index.reshape(flat_out))
+    np.take(offsets, chosen, out=index)
+    np.add(index.reshape(flat_out), base, out=index.reshape(flat_out))
     if not chosen.all():  # windows with nothing above -inf
         np.copyto(index, np.broadcast_to(_flat(firsts, spatial), lead), where=chosen == 0)
     nan = np.isnan(best)
