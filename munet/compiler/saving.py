@@ -176,6 +176,7 @@ def _extract(compiled) -> _Program:
     spec = compiled._last
     if spec is None:
         raise RuntimeError("munet.save: the compiled function has not been called yet; nothing is traced to save")
+    _require_cpu("munet.save", spec.backend.device)
     if any(target[0] == "item" for target, _ in spec.bindings):
         raise RuntimeError(
             "munet.save: the last compiled call created optimizer state (the first optimizer step), so its graph "
@@ -456,7 +457,18 @@ def _scalar_expression(value: Value, graph: Graph):
 
 def load_program(path, manifest: dict, arrays: dict, device) -> LoadedProgram:
     """Build a :class:`LoadedProgram` from a validated container (``munet.load`` calls this)."""
+    _require_cpu("munet.load", as_device(device))
     return LoadedProgram(_decode_program(path, manifest, arrays, as_device(device)))
+
+
+def _require_cpu(where: str, device) -> None:
+    """Saved programs keep their state as host arrays: they run on 'cpu' only (docs/compiler.md)."""
+    if device.type != "cpu":
+        raise NotImplementedError(
+            f"{where}: compiled programs are saved and loaded on 'cpu' only, got device '{device}'. On vulkan, "
+            "save the training state instead (munet.save({'model': model.state_dict(), 'optimizer': "
+            "opt.state_dict()}, path)) and compile the step again after loading it."
+        )
 
 
 def _fail(path, message: str):
