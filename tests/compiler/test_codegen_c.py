@@ -12,6 +12,7 @@ from munet.compiler.codegen import build, cache
 from munet.compiler.codegen import kernel as kernel_ir
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.kernel import Apply, Const, Kernel, Load, Param, Reduce, Store, StoreFull
+from munet.compiler.passes import fuse
 
 needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
 
@@ -118,11 +119,13 @@ def test_compiled_adamw_step_runs_generated_code_and_matches_eager():
 
 @needs_cc
 def test_fused_arithmetic_is_bit_identical_to_eager(monkeypatch):
-    # reductions sum in another order than NumPy (tests/compiler/test_fuse_reduce.py): not fused here
+    # reductions sum in another order than NumPy (tests/compiler/test_fuse_reduce.py) and a turned-around
+    # matmul (fuse.transpose_matmul_outputs) in another BLAS order: neither is done here
     for op in ("exp", "log", "tanh"):
         monkeypatch.delitem(kernel_ir.ELEMENTWISE_RULES, op)
     for op in ("sum", "amax"):
         monkeypatch.delitem(kernel_ir.REDUCTIONS, op)
+    monkeypatch.setattr(fuse, "transpose_matmul_outputs", lambda graph: 0)
     m1, m2, stats = _mlp_step_pair()
     assert stats["generated_kernels"] > 0
     for a, b in zip(m1.parameters(), m2.parameters()):
@@ -140,6 +143,7 @@ def test_kernels_come_from_the_cache_on_a_second_compile():
 
 def test_without_a_compiler_the_numpy_plan_runs_and_stats_say_so(monkeypatch):
     monkeypatch.setenv("CC", "/nonexistent/bin/cc")
+    monkeypatch.setattr(fuse, "transpose_matmul_outputs", lambda graph: 0)  # BLAS sums in another order
     m1, m2, stats = _mlp_step_pair()
     assert stats["generated_code"] is False and stats["fused_groups"] > 0 and stats["generated_kernels"] == 0
     assert "numpy kernels" in stats["fallback"] and "no C compiler" in stats["fallback"]
@@ -358,3 +362,15 @@ def test_loads_inside_a_reduction_never_allow_writing_in_place():
         [Store(0, Apply("add", (Reduce("sum", inside, "f32"), Load(1, (1,), 0, "f32")), "f32"))],
     )
     assert kernel_ir.loads_only_at_write_index(kernel, 1) and not kernel_ir.loads_only_at_write_index(kernel, 0)
+
+
+@needs_cc
+def test_a_transposed_load_is_read_through_tiles_with_partial_edges():
+    # out (100, 300) = a.T * b with a (300, 100): 16 x 256 tiles, the last ones partial
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((300, 100), np.float32), rng.standard_normal((100, 300), np.float32)
+    expr = Apply("mul", (Load(0, (1, 100), 0, "f32"), Load(1, (300, 1), 0, "f32")), "f32")
+    kernel = Kernel("k_tiled", (100, 300), (), ["f32", "f32"], [], ["f32"], [Store(0, expr)])
+    assert "tile0[" in render_c(kernel)
+    (out,), _ = _call(kernel, [a, b])
+    np.testing.assert_array_equal(out, a.T * b)

@@ -104,3 +104,20 @@ def test_a_group_does_not_join_one_that_reads_it_through_a_reduction():
     compiled, out = _run(fn, x, w)
     eager = fn(munet.tensor(x), munet.tensor(w))
     np.testing.assert_allclose(out.numpy(), eager.numpy(), rtol=1e-6)
+
+
+def test_a_matmul_read_only_transposed_is_computed_in_the_readers_layout():
+    # (x^T @ g)^T, the layout of a weight gradient, becomes g^T @ x: the group reads it contiguously
+    rng = np.random.default_rng(6)
+    x, g = rng.standard_normal((8, 5), np.float32), rng.standard_normal((8, 3), np.float32)
+    compiled, out = _run(lambda x, g: (x.t() @ g).t() * 2 + 1, x, g)
+    names = [n.name for n in compiled.graph.nodes]
+    assert names.count("matmul") == 1 and names[-1] == "fused"
+    (mm,) = [n for n in compiled.graph.nodes if n.name == "matmul"]
+    assert mm.outputs[0].shape == (3, 5) and mm.args[1] is compiled.graph.inputs[0]
+    assert compiled.graph.nodes[-1].attrs["group"].folded_views == 0
+    np.testing.assert_allclose(out.numpy(), (x.T @ g).T * np.float32(2) + np.float32(1), rtol=1e-6, atol=1e-6)
+    # a product also read untransposed keeps its layout
+    compiled, _ = _run(lambda x, g: (x.t() @ g).t() * 2 + (x.t() @ g).sum(), x, g)
+    (mm,) = [n for n in compiled.graph.nodes if n.name == "matmul"]
+    assert mm.outputs[0].shape == (5, 3)

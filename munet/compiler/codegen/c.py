@@ -19,6 +19,21 @@ from munet.compiler.codegen.kernel import Apply, Const, Kernel, Load, Param, Red
 
 C_TYPES = {"f32": "float", "f64": "double", "bool": "unsigned char"}
 PARALLEL_MIN_ELEMENTS = 1 << 16
+# An elementwise kernel with a transposed load walks tiles of TILE_ROWS (the dim that load walks
+# contiguously) x TILE_COLS (the last dim), copying that load's tile into a local array first.
+TILE_ROWS = 16
+CHUNK = 4096  # a large flat kernel's elements per OpenMP work item
+TILE_COLS = 256
+# Outputs alias inputs only at the index being written (the memory plan's in-place rule), so an
+# innermost loop carries no dependence; saying so lets gcc vectorize kernels with many pointers
+# (its runtime alias checks give up past ~10 pointer pairs: the AdamW update has 10 buffers).
+_NO_LOOP_CARRIED_DEPENDENCE = (
+    "#if defined(__clang__)",
+    "#pragma clang loop vectorize(assume_safety)",
+    "#elif defined(__GNUC__)",
+    "#pragma GCC ivdep",
+    "#endif",
+)
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "gt": ">", "ge": ">="}
 _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "abs": "fabs", "erf": "erf"}
@@ -56,10 +71,11 @@ def collapse(shape: tuple, strides_list: list) -> tuple:
 class _Emitter:
     """Emits each distinct expression once as a ``const`` local; returns C expressions."""
 
-    def __init__(self, index_of_load):
+    def __init__(self, index_of_load, tile_of_load=None):
         self.lines: list[str] = []
         self.names: dict = {}
         self.index_of_load = index_of_load
+        self.tile_of_load = tile_of_load or {}  # load -> C expression reading its transposed tile copy
 
     def emit(self, e) -> str:
         if isinstance(e, Const):
@@ -77,6 +93,8 @@ class _Emitter:
 
     def _text(self, e) -> str:
         if isinstance(e, Load):
+            if e in self.tile_of_load:
+                return self.tile_of_load[e]
             return f"in{e.buffer}[{self.index_of_load(e)}]"
         if isinstance(e, Apply):
             a = [self.emit(x) for x in e.args]
@@ -131,7 +149,13 @@ def render_c(kernel: Kernel) -> str:
             terms.append(str(offset))
         return " + ".join(terms) or "0"
 
-    body = _Emitter(lambda ld: index(by_load[ld], ld.offset))
+    tiled = _tiled_dim(shape, list(by_load.values()))
+    last = rank - 1
+    # loads walking the tiled dim contiguously are copied per tile into a local array, transposed,
+    # so the tile's inner loop reads everything contiguously and vectorizes
+    transposed = [ld for ld in loads if tiled is not None and by_load[ld][tiled] == 1 and by_load[ld][last] != 1]
+    tile_of_load = {ld: f"tile{k}[i{tiled} - i{tiled}b][i{last} - i{last}b]" for k, ld in enumerate(transposed)}
+    body = _Emitter(lambda ld: index(by_load[ld], ld.offset), tile_of_load)
     stores = [f"out{st.buffer}[{index(collapsed[0])}] = {body.emit(st.expr)};" for st in kernel.stores]
 
     lines = ["#include <math.h>", "#include <stdint.h>", ""]
@@ -145,20 +169,59 @@ def render_c(kernel: Kernel) -> str:
     if rank == 0:
         lines += [indent + "{", *(indent * 2 + s for s in inner), indent + "}", "}"]
         return "\n".join(lines) + "\n"
-    if kernel.numel >= PARALLEL_MIN_ELEMENTS:
-        lines.append("#ifdef _OPENMP")
-        lines.append("    #pragma omp parallel for schedule(static) num_threads(threads) if (threads > 1)")
-        lines.append("#endif")
-    for d in range(rank):
-        lines.append(f"{indent}for (int64_t i{d} = 0; i{d} < {shape[d]}; i{d}++) {{")
-        indent += "    "
-    lines += [indent + s for s in inner]
-    for _ in range(rank):
-        indent = indent[:-4]
-        lines.append(indent + "}")
+    code = _Code(lines)
+    parallel = kernel.numel >= PARALLEL_MIN_ELEMENTS
+    for d in range(rank - 1):
+        head = (
+            f"for (int64_t i{d}b = 0; i{d}b < {shape[d]}; i{d}b += {TILE_ROWS})"
+            if d == tiled
+            else _for(f"i{d}", shape[d])
+        )
+        code.open(head, parallel and d == 0)
+    if tiled is None and parallel and rank == 1:  # chunks across threads, each a vectorized loop
+        code.open(f"for (int64_t i0c = 0; i0c < {shape[0]}; i0c += {CHUNK})", True)
+        code.lines.extend(_NO_LOOP_CARRIED_DEPENDENCE)
+        code.open(f"for (int64_t i0 = i0c; i0 < (i0c + {CHUNK} < {shape[0]} ? i0c + {CHUNK} : {shape[0]}); i0++)")
+        code.add(*inner)
+        code.close(2)
+    elif tiled is None:
+        code.lines.extend(_NO_LOOP_CARRIED_DEPENDENCE)
+        code.open(_for(f"i{last}", shape[last]))
+        code.add(*inner)
+        code.close(rank)
+    else:  # tiles of (tiled, last), so a transposed read stays in cache
+        code.open(f"for (int64_t i{last}b = 0; i{last}b < {shape[last]}; i{last}b += {TILE_COLS})")
+        ranges = {
+            d: f"for (int64_t i{d} = i{d}b; i{d} < (i{d}b + {t} < {shape[d]} ? i{d}b + {t} : {shape[d]}); i{d}++)"
+            for d, t in ((tiled, TILE_ROWS), (last, TILE_COLS))
+        }
+        for k, ld in enumerate(transposed):
+            code.add(f"{C_TYPES[ld.dtype]} tile{k}[{TILE_ROWS}][{TILE_COLS}];")
+            code.open(ranges[last])
+            code.open(ranges[tiled])
+            code.add(f"{tile_of_load[ld]} = in{ld.buffer}[{index(by_load[ld], ld.offset)}];")
+            code.close(2)
+        code.open(ranges[tiled])
+        code.lines.extend(_NO_LOOP_CARRIED_DEPENDENCE)
+        code.open(ranges[last])
+        code.add(*inner)
+        code.close(rank + 2)
     lines.append("    (void)threads;")
     lines.append("}")
     return "\n".join(lines) + "\n"
+
+
+def _tiled_dim(shape: tuple, load_strides: list):
+    """The dim to tile with the last one when a large load walks it contiguously (a transposed read), else None."""
+    if len(shape) < 2 or shape[-1] < TILE_ROWS:
+        return None
+    for strides in load_strides:
+        if strides[-1] == 1:
+            continue
+        for d in range(len(shape) - 1):
+            if strides[d] == 1 and shape[d] >= TILE_ROWS:
+                return d
+    return None
 
 
 # reductions ---------------------------------------------------------------------------------------------
