@@ -30,8 +30,10 @@ def compile(fn=None, *, device=None, dynamic: bool = False, fuse: bool = True, c
     The first call with new guards traces ``fn`` with symbolic tensors; later calls replay the
     graph. Reading a traced value on the host inside ``fn`` raises ``HostReadError``.
 
-    ``dynamic=True`` (shape-polymorphic graphs) is not implemented yet and raises. ``fuse`` is
-    accepted for forward compatibility; this version does not fuse (``stats()['fused_groups']``).
+    ``device`` is where the plan runs (default: the device of the first tensor argument or
+    state): ``'cpu'`` (generated C) or ``'vulkan'`` (generated WGSL, one command buffer per call).
+    ``dynamic=True`` (shape-polymorphic graphs) is not implemented yet and raises. ``fuse=False``
+    keeps every op a separate eager kernel (``stats()['fused_groups']`` is then 0).
     """
     if fn is None:
         return lambda f: compile(f, device=device, dynamic=dynamic, fuse=fuse, cache_size=cache_size, optimize=optimize)
@@ -275,6 +277,14 @@ class _Specialization:
         self._tracer.restore(failed=True)
 
     def lower(self, optimize: bool, device) -> None:
+        from munet._device import DeviceError, as_device
+
+        for v in self.graph.inputs:  # explicit devices: no silent transfer of arguments
+            if isinstance(v.source, tuple) and v.source[0] == "arg" and as_device(v.device) != as_device(device):
+                raise DeviceError(
+                    f"munet.compile(device='{as_device(device)}'): {v.label} is on '{v.device}'; "
+                    "move the tensors to the compile device first"
+                )
         verify(self.graph)
         self.pass_report = passes.run_default(self.graph) if optimize else {}
         if optimize and self.fuse:

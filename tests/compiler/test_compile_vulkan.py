@@ -218,6 +218,7 @@ def test_one_command_buffer_per_call_and_state_stays_in_its_buffers(vulkan):
             assert after["submits"] - before["submits"] == 1
             # nothing went through host memory: no reads, no uploads (hyperparameters are kernel parameters)
             assert after["readbacks"] == before["readbacks"] and after["uploads"] == before["uploads"]
+            assert after["device_allocations"] == before["device_allocations"]  # the allocator reuses blocks
     finally:
         runtime.max_pending = 256
     assert [p._data.buffer for p in model.parameters()] + [b._data.buffer for b in model.buffers()] == buffers
@@ -291,3 +292,10 @@ def test_saving_a_compiled_program_is_cpu_only_and_says_so(vulkan, tmp_path):
     munet.save(on_cpu, tmp_path / "cpu.munet")
     with pytest.raises(NotImplementedError, match="save the training state instead"):
         munet.load(tmp_path / "cpu.munet", device=vulkan)
+
+
+def test_arguments_on_another_device_than_the_compile_device_raise(vulkan):
+    compiled = munet.compile(lambda x: x * 2.0, device=vulkan)
+    with pytest.raises(munet.DeviceError, match="argument 0 is on 'cpu'; move the tensors to the compile device"):
+        compiled(munet.ones(3))
+    assert compiled(munet.ones(3, device=vulkan)).device == vulkan
