@@ -196,10 +196,7 @@ _STORE = re.compile(r"\s*([-+*/]?)=(?!=)")
 # Stores round once, to nearest even; out-of-range values become +-inf explicitly (a WGSL f32 -> f16
 # conversion of a value beyond the f16 range is not defined), as NumPy and PyTorch do.
 _STORE_F16 = """
-fn store_f16(x: f32) -> f16 {
-  if (abs(x) >= 65520.0) { return f16(select(-1.0, 1.0, x > 0.0) * bitcast<f32>(0x7f800000u)); }
-  return f16(x);
-}
+fn store_f16(x: f32) -> f16 { return f16(select(x, x * bitcast<f32>(0x7f800000u), abs(x) >= 65520.0)); }
 """
 
 
