@@ -10,7 +10,15 @@ from __future__ import annotations
 
 from munet._device import DeviceError, as_device, get_backend
 
-__all__ = ["is_available", "device_count", "synchronize", "memory_stats", "empty_cache", "get_device_name"]
+__all__ = [
+    "is_available",
+    "device_count",
+    "synchronize",
+    "memory_stats",
+    "empty_cache",
+    "get_device_name",
+    "is_f16_supported",
+]
 
 
 def _backend(device=None):
@@ -33,6 +41,12 @@ def is_available() -> bool:
 
 def get_device_name(device=None) -> str:
     return _backend(device).runtime.adapter.info.get("device", "")
+
+
+def is_f16_supported(device=None) -> bool:
+    """Whether the adapter has ``shader-f16``, so float16 tensors can live on it (else they raise
+    ``DeviceError``; like ``torch.cuda.is_bf16_supported``)."""
+    return _backend(device).runtime.has_f16
 
 
 def synchronize(device=None) -> None:

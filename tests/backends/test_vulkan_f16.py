@@ -454,7 +454,9 @@ def test_half_model_training_matches_cpu(vulkan):
 def test_float16_without_shader_f16_raises(vulkan, monkeypatch):
     runtime = get_backend(vulkan).runtime
     keep = munet.ones(3, device=vulkan)
+    assert munet.vulkan.is_f16_supported(vulkan) is runtime.has_f16
     monkeypatch.setattr(runtime, "has_f16", False)
+    assert not munet.vulkan.is_f16_supported(vulkan)
     for make in (
         lambda: munet.ones(3, dtype=munet.float16).to(vulkan),
         lambda: munet.zeros(3, dtype=munet.float16, device=vulkan),
