@@ -158,23 +158,26 @@ def _demo_step(model, optimizer, images, labels):
     return loss
 
 
-def test_digits_demo_model_and_step_match_eager():
+@pytest.mark.parametrize("fuse", [True, False], ids=["fused", "unfused"])
+def test_digits_demo_model_and_step_match_eager(fuse):
+    """Fused: to 1e-5 of scale (fused kernels round differently from NumPy: float64-accumulated sums, the
+    C library's exp; AdamW's first steps amplify that most, to about 6e-6 here); unfused: bit for bit."""
     steps = 5
     batches = _demo_batches(3, 32)
     m1, o1, s1 = _make_demo(steps)
     m2, o2, s2 = _make_demo(steps)
-    compiled = munet.compile(_demo_step)
+    compiled = munet.compile(_demo_step, fuse=fuse)
     for step in range(steps):
         images, labels = batches[step % len(batches)]
         munet.manual_seed(100 + step)  # the same dropout masks for both
         eager = _demo_step(m1, o1, images, labels).item()
         munet.manual_seed(100 + step)
         got = compiled(m2, o2, images, labels).item()
-        assert abs(got - eager) <= RTOL * abs(eager), (step, got, eager)
+        assert got == eager if not fuse else abs(got - eager) <= RTOL * abs(eager), (step, got, eager)
         s1.step()
         s2.step()
     assert o2.param_groups[0]["lr"] == o1.param_groups[0]["lr"]
-    _assert_same_training_state(m1, o1, m2, o2)  # BatchNorm running stats are in the state dict
+    _assert_same_training_state(m1, o1, m2, o2, exact=not fuse)  # BatchNorm running stats are in the state dict
     assert compiled.stats()["traces"] == 2
 
 
