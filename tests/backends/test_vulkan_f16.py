@@ -405,7 +405,8 @@ def test_random(vulkan16):
 def _mlp_step(device, autocast_device):
     munet.manual_seed(0)
     model = munet.nn.Sequential(munet.nn.Linear(12, 32), munet.nn.GELU(), munet.nn.Linear(32, 5)).to(device)
-    opt = munet.optim.SGD(model.parameters(), lr=0.1)
+    opt = munet.optim.AdamW(model.parameters(), lr=1e-2)
+    scaler = munet.amp.GradScaler(autocast_device)
     x = munet.tensor(reference.randn(16, 12, seed=5)).to(device)
     y = munet.tensor(np.arange(16) % 5).to(device)
     losses = []
@@ -415,13 +416,14 @@ def _mlp_step(device, autocast_device):
             assert munet.matmul(x, x.T).dtype is munet.float16
             logits = model(x)
             loss = F.cross_entropy(logits, y)
-        loss.backward()
-        opt.step()
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
         losses.append(loss.item())
     return losses, [p.detach().cpu().numpy() for p in model.parameters()]
 
 
-def test_autocast_float16_mlp_training_matches_cpu(vulkan16):
+def test_autocast_float16_mlp_training_with_grad_scaler_matches_cpu(vulkan16):
     gpu_losses, gpu_params = _mlp_step(vulkan16, "vulkan")
     cpu_losses, cpu_params = _mlp_step("cpu", "cpu")
     assert gpu_losses[-1] < gpu_losses[0]
