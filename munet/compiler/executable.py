@@ -121,6 +121,8 @@ class Executable:
         # dtype; on vulkan results come from the backend's caching allocator instead
         on_cpu = self.backend.device.type == "cpu"
         self.arena = Arena(graph, donors, self.slot) if plan_memory and on_cpu else None
+        # state output -> state input that a fused kernel updates in place (vulkan; cpu: the arena)
+        self.inplace = self.target.plan_inplace(graph, donors or {}) if plan_memory and not on_cpu else {}
         self.codegen = self.target.counters
         self.steps: list = []
         self.plan: list[str] = []

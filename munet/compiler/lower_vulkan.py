@@ -23,17 +23,20 @@ import contextlib
 
 import numpy as np
 
+from munet._device import as_device
 from munet._tensor import Storage, Tensor
 from munet.backends.vulkan.copies import clone, contiguous, copy_into, new_view
 from munet.backends.vulkan.views import VkView, contiguous_strides
 from munet.backends.vulkan.wgsl import scalar_word
-from munet.compiler.codegen.kernel import kernel_from_group
+from munet.compiler.codegen.kernel import kernel_from_group, loads_only_at_write_index
 from munet.compiler.codegen.wgsl import UnsupportedKernelError, render_wgsl, strip_prelude, workgroups
 from munet.compiler.ir import Graph
+from munet.compiler.passes.fuse import FUSED
+from munet.compiler.passes.memory import plan_memory
 
 
 def new_counters() -> dict:
-    return {"generated": 0, "fallback": 0, "pipeline_cache_hits": 0, "fallback_reasons": []}
+    return {"generated": 0, "fallback": 0, "pipeline_cache_hits": 0, "inplace_updates": 0, "fallback_reasons": []}
 
 
 class VulkanTarget:
@@ -44,6 +47,7 @@ class VulkanTarget:
         self.runtime = backend.runtime
         self.counters = new_counters()
         self.sources: dict = {}  # fused node -> its WGSL source (describe)
+        self._rendered: dict = {}  # fused node -> (kernel, tensors, scalars, source) or why not
 
     # values -------------------------------------------------------------------------------------
     def result(self, raw, np_dtype):
@@ -91,34 +95,74 @@ class VulkanTarget:
         return a.buffer is b.buffer and a.offset == b.offset and a.shape == b.shape and a.strides == b.strides
 
     # fused groups ---------------------------------------------------------------------------------
-    def fused_step(self, node, executable):
-        group = node.attrs["group"]
+    def _render(self, node):
+        """``(kernel, tensor inputs, scalar inputs, source)`` of a fused node, or the reason it has none."""
+        cached = self._rendered.get(node)
+        if cached is not None:
+            return cached
         try:
-            kernel, tensors, scalars = kernel_from_group(group)
-            buffers, limit = (
-                len(kernel.inputs) + len(kernel.outputs),
-                self.runtime.limits["max-storage-buffers-per-shader-stage"],
-            )
+            kernel, tensors, scalars = kernel_from_group(node.attrs["group"])
+            buffers = len(kernel.inputs) + len(kernel.outputs)
+            limit = self.runtime.limits["max-storage-buffers-per-shader-stage"]
             if buffers > limit:
                 raise UnsupportedKernelError(
                     f"a fused group of {buffers} buffers exceeds this device's {limit} storage buffers per kernel"
                 )
-            source = render_wgsl(kernel)
+            result = (kernel, tensors, scalars, render_wgsl(kernel))
         except (UnsupportedKernelError, KeyError) as exc:
-            reason = str(exc) if isinstance(exc, UnsupportedKernelError) else f"no kernel IR rule for {exc}"
-            self.counters["fallback"] += 1
-            self.counters["fallback_reasons"].append(reason)
-            return self._members_step(node, executable)
-        group.kernel = kernel
-        writable = (True,) * len(kernel.outputs) + (False,) * len(kernel.inputs)
-        compiled = self.runtime.counts["pipelines"]
-        self.runtime.pipeline(source, writable)  # compile now, not inside the first call
-        self.counters["generated"] += 1
-        self.counters["pipeline_cache_hits"] += int(self.runtime.counts["pipelines"] == compiled)
-        self.sources[node] = source
-        return self._dispatch_step(source, writable, kernel, tensors, scalars, node, executable)
+            result = str(exc) if isinstance(exc, UnsupportedKernelError) else f"no kernel IR rule for {exc}"
+        self._rendered[node] = result
+        return result
 
-    def _dispatch_step(self, source, writable, kernel, tensors, scalars, node, executable):
+    def plan_inplace(self, graph, donors: dict) -> dict:
+        """State output -> the state input a fused kernel writes it over (``passes/memory.py`` decides:
+        nothing reads the input afterwards, and the kernel reads it only at the index it writes)."""
+
+        def renders(node) -> bool:
+            return (
+                node.op is FUSED
+                and as_device(node.outputs[0].device) == self.backend.device
+                and not isinstance(self._render(node), str)
+            )
+
+        def overwrites(node, source) -> bool:
+            kernel, tensors, _, _ = self._render(node)
+            return source in tensors and loads_only_at_write_index(kernel, tensors.index(source))
+
+        return plan_memory(graph, renders, donors, overwrites).inplace
+
+    def fused_step(self, node, executable):
+        rendered = self._render(node)
+        if isinstance(rendered, str):
+            self.counters["fallback"] += 1
+            self.counters["fallback_reasons"].append(rendered)
+            return self._members_step(node, executable)
+        kernel, tensors, scalars, source = rendered
+        node.attrs["group"].kernel = kernel
+        self.counters["generated"] += 1
+        self.sources[node] = source
+        # outputs that update a state in place read that input through their own binding
+        aliases = {}
+        for k, v in enumerate(node.outputs):
+            state = executable.inplace.get(v)
+            if state is not None and state in tensors:
+                aliases[tensors.index(state)] = k
+        variants = {False: self._pipeline(kernel, source, {})}
+        if aliases:  # describe() shows the in-place variant, the one that runs unless a state moved
+            self.sources[node] = render_wgsl(kernel, aliases)
+            variants[True] = self._pipeline(kernel, self.sources[node], aliases)
+            self.counters["inplace_updates"] += len(aliases)
+        return self._dispatch_step(variants, aliases, kernel, tensors, scalars, node, executable)
+
+    def _pipeline(self, kernel, source: str, aliases: dict) -> tuple:
+        """``(source, writable)`` of a rendered kernel, its pipeline compiled now (not in the first call)."""
+        writable = (True,) * len(kernel.outputs) + (False,) * (len(kernel.inputs) - len(aliases))
+        compiled = self.runtime.counts["pipelines"]
+        self.runtime.pipeline(source, writable)
+        self.counters["pipeline_cache_hits"] += int(self.runtime.counts["pipelines"] == compiled)
+        return source, writable
+
+    def _dispatch_step(self, variants, aliases, kernel, tensors, scalars, node, executable):
         rt = self.runtime
         slot = executable.slot
         in_slots = [slot[v] for v in tensors]
@@ -126,13 +170,26 @@ class VulkanTarget:
         param_kinds = ["u32" if dt == "bool" else "f32" for dt in kernel.params]
         outs = [(slot[v], tuple(v.shape), v.dtype) for v in node.outputs]
         groups = rt.grid(workgroups(kernel))
+        numel = kernel.numel
 
         def fused_step(env):
             views = [contiguous(rt, env[i]) for i in in_slots]
             words = [x.offset for x in views]
             words += [scalar_word(kind, env[i]) for kind, i in zip(param_kinds, param_slots)]
-            results = [new_view(rt, shape, dtype) for _, shape, dtype in outs]
-            buffers = [r.buffer for r in results] + [x.buffer for x in views]
+            results = [None] * len(outs)
+            # a state whose view is not plain contiguous memory gets a fresh output (and the copy back)
+            inplace = bool(aliases) and all(
+                views[i] is env[in_slots[i]] and views[i].offset == 0 and views[i].size == numel for i in aliases
+            )
+            if inplace:
+                for i, k in aliases.items():
+                    results[k] = views[i]
+            for k, (_, shape, dtype) in enumerate(outs):
+                if results[k] is None:
+                    results[k] = new_view(rt, shape, dtype)
+            source, writable = variants[inplace]
+            skip = aliases if inplace else {}
+            buffers = [r.buffer for r in results] + [x.buffer for i, x in enumerate(views) if i not in skip]
             rt.dispatch(source, buffers, writable, words, groups)
             for (i, _, _), r in zip(outs, results):
                 env[i] = r
@@ -179,4 +236,5 @@ class VulkanTarget:
             "kernel_cache_hits": c["pipeline_cache_hits"],
             "shader_language": "wgsl",
             "memory_plan": "caching allocator (no arena on vulkan)",
+            "inplace_updates": c["inplace_updates"],
         }

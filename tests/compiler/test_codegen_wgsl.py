@@ -230,3 +230,20 @@ def test_float32_erf_rule_renders_as_the_eager_erf(vulkan):
     assert "erf_f(" in render_wgsl(k)
     (got,) = _run(vulkan, k, [x])
     np.testing.assert_array_equal(got, munet.erf(munet.tensor(x).to(vulkan)).cpu().numpy())
+
+
+def test_in_place_update_reads_the_output_binding(vulkan):
+    """``aliases``: input 0 is updated in place (a parameter step ``p - lr * g``)."""
+    backend = get_backend(munet.device(vulkan))
+    rt = backend.runtime
+    p, g = _f32(1000), _f32(1000, seed=1)
+    step = Apply("sub", (Load(0, (1,), 0, "f32"), _mul(Param(0, "f64"), Load(1, (1,), 0, "f32"))), "f32")
+    k = _kernel((1000,), ["f32", "f32"], ["f32"], [Store(0, step)], ["f64"])
+    src = render_wgsl(k, {0: 0})
+    assert "var<storage, read> IN0" not in src and "OUT0[P[0] + c0]" in src and "in place: IN0 is OUT0" in src
+    state = VkView(backend.from_numpy(p), (1000,), (1,), 0, D.float32)
+    grad = VkView(backend.from_numpy(g), (1000,), (1,), 0, D.float32)
+    rt.dispatch(
+        src, [state.buffer, grad.buffer], [True, False], [0, 0, scalar_word("f32", 0.5)], rt.grid(workgroups(k))
+    )
+    np.testing.assert_array_equal(backend.to_numpy(state), p - np.float32(0.5) * g)

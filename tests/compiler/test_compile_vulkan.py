@@ -91,6 +91,9 @@ def test_mlp_adamw_with_scheduler_matches_eager(vulkan):
     assert stats["backend"] == "vulkan" and stats["traces"] == 2 and stats["cache_hits"] == 4
     assert stats["generated_code"] and stats["generated_kernels"] == stats["fused_groups"] > 0
     assert stats["fallback"] is None and stats["arena_bytes"] is None and "allocator" in stats["memory_plan"]
+    # AdamW writes each parameter and both moments over their inputs (3 per parameter, at most)
+    assert len(list(m2.parameters())) < stats["inplace_updates"] <= 3 * len(list(m2.parameters()))
+    assert "in place: IN" in compiled.describe()
     for p in m2.parameters():
         assert p.device == vulkan and o2.state[p]["exp_avg"].device == vulkan
         assert o2.state[p]["step"].item() == 6  # the step count is a cpu tensor, as in PyTorch

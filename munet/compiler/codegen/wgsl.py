@@ -73,8 +73,9 @@ class _Emitter:
     kernel computes them in its loop before the epilogue is emitted).
     """
 
-    def __init__(self, index_of_load, n_inputs: int, lines: list, prefix: str = "t", reduced=None):
+    def __init__(self, index_of_load, n_inputs: int, lines: list, prefix: str = "t", reduced=None, aliases=None):
         self.index_of_load = index_of_load
+        self.aliases = aliases or {}
         self.n_inputs = n_inputs
         self.lines = lines
         self.names: dict = {}
@@ -105,7 +106,8 @@ class _Emitter:
 
     def _text(self, e) -> str:
         if isinstance(e, Load):
-            value = f"IN{e.buffer}[{self.index_of_load(e)}]"
+            name = f"OUT{self.aliases[e.buffer]}" if e.buffer in self.aliases else f"IN{e.buffer}"
+            value = f"{name}[{self.index_of_load(e)}]"
             return f"({value} != 0u)" if e.dtype == "bool" else value
         if not isinstance(e, Apply):
             raise UnsupportedKernelError(f"render_wgsl: unknown expression {e!r}")
@@ -202,8 +204,14 @@ def _store(kernel: Kernel, buffer: int, index: str, value: str) -> str:
     return f"OUT{buffer}[{index}] = {value};"
 
 
-def render_wgsl(kernel: Kernel) -> str:
-    """The WGSL source of ``kernel`` (see the module docstring for bindings and parameters)."""
+def render_wgsl(kernel: Kernel, aliases: dict | None = None) -> str:
+    """The WGSL source of ``kernel`` (see the module docstring for bindings and parameters).
+
+    ``aliases`` (input -> output) renders an in-place update: the input is not bound and its
+    loads read the output's binding, which is safe when every load of it is at the index being
+    written (``kernel.loads_only_at_write_index``): an invocation reads before it stores.
+    """
+    aliases = aliases or {}
     for k, dt in enumerate(kernel.inputs):
         _check_dtype(dt, f"input {k}")
     for k, dt in enumerate(kernel.outputs):
@@ -214,15 +222,18 @@ def render_wgsl(kernel: Kernel) -> str:
         decls.append(f"@group(0) @binding({binding}) var<storage, read_write> OUT{k}: array<{STORAGE_TYPES[dt]}>;")
         binding += 1
     for k, dt in enumerate(kernel.inputs):
-        decls.append(f"@group(0) @binding({binding}) var<storage, read> IN{k}: array<{STORAGE_TYPES[dt]}>;")
-        binding += 1
+        if k not in aliases:
+            decls.append(f"@group(0) @binding({binding}) var<storage, read> IN{k}: array<{STORAGE_TYPES[dt]}>;")
+            binding += 1
     header = f"// {kernel.name}: {len(kernel.stores)} outputs over {list(kernel.shape)}"
     if kernel.reduce_shape:
         header += f", reducing {list(kernel.reduce_shape)}"
+    if aliases:
+        header += ", in place: " + ", ".join(f"IN{i} is OUT{o}" for i, o in sorted(aliases.items()))
     if reduction_layout(kernel) == "tree":
-        main, uses_erf = _tree_reduction(kernel, decls)
+        main, uses_erf = _tree_reduction(kernel, decls, aliases)
     else:
-        body, uses_erf = _reduction_body(kernel) if kernel.reduce_shape else _elementwise_body(kernel)
+        body, uses_erf = _reduction_body(kernel, aliases) if kernel.reduce_shape else _elementwise_body(kernel, aliases)
         main = [
             f"@compute @workgroup_size({WORKGROUP})",
             "fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {",
@@ -268,13 +279,15 @@ def _numel(shape) -> int:
     return int(np.prod(shape, dtype=np.int64))
 
 
-def _elementwise_body(kernel: Kernel) -> list[str]:
+def _elementwise_body(kernel: Kernel, aliases: dict) -> tuple:
     loads = [e for e in _walk(st.expr for st in kernel.stores) if isinstance(e, Load)]
     shape, collapsed = collapse(kernel.shape, [contiguous_strides(kernel.shape)] + [ld.strides for ld in loads])
     per_load = {ld: collapsed[k + 1] for k, ld in enumerate(loads)}
     names = [f"c{d}" for d in range(len(shape))]
     lines = _coords("idx", shape, "c")
-    emitter = _Emitter(lambda ld: _index(f"P[{ld.buffer}]", ld.offset, names, per_load[ld]), len(kernel.inputs), lines)
+    emitter = _Emitter(
+        lambda ld: _index(f"P[{ld.buffer}]", ld.offset, names, per_load[ld]), len(kernel.inputs), lines, aliases=aliases
+    )
     stores = [_store(kernel, st.buffer, "idx", emitter.emit(st.expr)) for st in kernel.stores]
     return lines + stores, emitter.uses_erf
 
@@ -298,10 +311,10 @@ def _reduction_parts(kernel: Kernel):
 _COMBINE = {"sum": ("0.0", "{} + {}"), "max": ("-inf_f()", "max_f({}, {})")}  # as kernels_reduce
 
 
-def _row_loop(kernel, index_of_load, names, full, accumulators, start: str, step: str) -> tuple:
+def _row_loop(kernel, index_of_load, names, full, accumulators, start: str, step: str, aliases: dict) -> tuple:
     """The loop over reduction indices ``r = start, start + step, ...``: prologue, combine, full stores."""
     loop: list = _coords("r", kernel.reduce_shape, "q")
-    inner = _Emitter(index_of_load, len(kernel.inputs), loop, prefix="u")
+    inner = _Emitter(index_of_load, len(kernel.inputs), loop, prefix="u", aliases=aliases)
     for e, acc in accumulators.items():
         loop.append(f"{acc} = {_COMBINE[e.op][1].format(acc, inner.emit(e.expr))};")
     for st in full:
@@ -311,31 +324,35 @@ def _row_loop(kernel, index_of_load, names, full, accumulators, start: str, step
     return lines, inner.uses_erf
 
 
-def _reduction_body(kernel: Kernel) -> tuple:
+def _reduction_body(kernel: Kernel, aliases: dict) -> tuple:
     """Short rows: one invocation per kept index combines its row in order, then the epilogue."""
     names, index_of_load, outside, full, accumulators = _reduction_parts(kernel)
     lines = _coords("idx", kernel.shape, "c")
     lines += [f"var {acc}: f32 = {_COMBINE[e.op][0]};" for e, acc in accumulators.items()]
-    loop, uses_erf = _row_loop(kernel, index_of_load, names, full, accumulators, "0u", "1u")
+    loop, uses_erf = _row_loop(kernel, index_of_load, names, full, accumulators, "0u", "1u", aliases)
     lines += loop
-    epilogue = _Emitter(index_of_load, len(kernel.inputs), lines, reduced=accumulators)
+    epilogue = _Emitter(index_of_load, len(kernel.inputs), lines, reduced=accumulators, aliases=aliases)
     stores = [_store(kernel, st.buffer, "idx", epilogue.emit(st.expr)) for st in outside]
     return lines + stores, uses_erf or epilogue.uses_erf
 
 
-def _tree_reduction(kernel: Kernel, decls: list) -> tuple:
+def _tree_reduction(kernel: Kernel, decls: list, aliases: dict) -> tuple:
     """Long rows: one workgroup per kept index; strided partial rows, a shared-memory tree, and
     the epilogue on thread 0. Every thread reaches the barriers (WGSL's uniformity rules)."""
     names, index_of_load, outside, full, accumulators = _reduction_parts(kernel)
     decls += [f"var<workgroup> part_{acc}: array<f32, {WORKGROUP}>;" for acc in accumulators.values()]
-    loop, uses_erf = _row_loop(kernel, index_of_load, names, full, accumulators, "t", f"{WORKGROUP}u")
+    loop, uses_erf = _row_loop(kernel, index_of_load, names, full, accumulators, "t", f"{WORKGROUP}u", aliases)
     combine = " ".join(
         f"part_{acc}[t] = {_COMBINE[e.op][1].format(f'part_{acc}[t]', f'part_{acc}[t + s]')};"
         for e, acc in accumulators.items()
     )
     epilogue_lines = [f"let red_{acc} = part_{acc}[0];" for acc in accumulators.values()]
     epilogue = _Emitter(
-        index_of_load, len(kernel.inputs), epilogue_lines, reduced={e: f"red_{a}" for e, a in accumulators.items()}
+        index_of_load,
+        len(kernel.inputs),
+        epilogue_lines,
+        reduced={e: f"red_{a}" for e, a in accumulators.items()},
+        aliases=aliases,
     )
     stores = [_store(kernel, st.buffer, "idx", epilogue.emit(st.expr)) for st in outside]
     body = [
