@@ -298,8 +298,11 @@ def _conv_transpose(x, w, stride, padding, dilation, groups, output_padding, out
 
 
 def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out=None):
-    """Stride-1 ``_conv_transpose`` with the input spread to the output's row pitch (zeros past
-    each input row), so each kernel position's columns add to one contiguous run of the output."""
+    """Stride-1 ``_conv_transpose`` over whole output planes: the input is spread into a zeroed
+    plane of the output's size, so the columns of kernel position k are the output plane shifted
+    by its flat offset, and col2im is one long add per position over all channels of a group
+    (NumPy adds a flat run several times faster than the same elements as rows). A shifted
+    column only ever carries zeros past its own plane, so spilling into the next is harmless."""
     n, cin = x.shape[:2]
     spatial_in = x.shape[2:]
     kernel_size = w.shape[2:]
@@ -310,30 +313,30 @@ def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out=No
     size, full = _transpose_geometry(spatial_in, kernel_size, (1,) * nd, padding, dilation, output_padding)
     pitch = _pitches(full)
     total = math.prod(full)
-    pin = spatial_in[0] * pitch[0]
     offsets = [
         sum(k * d * pl for k, d, pl in zip(pos, dilation, pitch))
         for pos in itertools.product(*(range(k) for k in kernel_size))
     ]
-    wm = w.reshape(groups, cg, og * kp).transpose(0, 2, 1)
+    # rows ordered (k, og): the columns of one kernel position are one (og, total) run per group
+    wm = np.ascontiguousarray(w.reshape(groups, cg, og, kp).transpose(0, 3, 2, 1)).reshape(groups, kp * og, cg)
     dtype = np.result_type(x, w)
     buf = _accumulator(out, (n, groups * og) + size, full, padding, dtype)
-    flat = buf.reshape(n, groups * og, total)
-    blocks = _blocks(n, groups * og * kp * pin * buf.itemsize)
+    flat = buf.reshape(n, groups, og * total)
+    run = og * total
+    blocks = _blocks(n, groups * og * kp * total * buf.itemsize)
     count = blocks[0][1] if blocks else 0
-    spread = work("spread", (count, cin, spatial_in[0]) + full[1:], dtype)
-    spread[...] = 0  # the zeros past each row stay for every block
+    spread = work("spread", (count, cin) + full, dtype)
+    spread[...] = 0  # only the input's own cells are written below: the rest stays zero
     inner = (slice(None), slice(None)) + tuple(slice(0, m) for m in spatial_in)
-    cols = work("cols", (count, groups, og * kp, pin), dtype)
+    cols = work("cols", (count, groups, kp * og, total), dtype)
     for lo, hi in blocks:
         b = hi - lo
         spread[:b][inner] = x[lo:hi]
-        block = np.matmul(wm, spread[:b].reshape(b, groups, cg, pin), out=cols[:b])
-        block = block.reshape(b, groups * og, kp, pin)
+        block = np.matmul(wm, spread[:b].reshape(b, groups, cg, total), out=cols[:b])
+        block = block.reshape(b, groups, kp, run)
         target = flat[lo:hi]
         for k, off in enumerate(offsets):
-            m = min(pin, total - off)
-            target[:, :, off : off + m] += block[:, :, k, :m]
+            target[:, :, off:] += block[:, :, k, : run - off]
     return _finish(buf, out, padding, size)
 
 
