@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from munet._tensor import contiguous_strides
 from munet.compiler.ir import CONSTANT, Graph, Value
 from munet.ops.movement import cat_op
 
@@ -73,20 +74,12 @@ def _identity(node):
     return None
 
 
-def _contiguous_strides(shape) -> tuple:
-    strides, step = [], 1
-    for s in reversed(shape):
-        strides.append(step)
-        step *= s
-    return tuple(reversed(strides))
-
-
 def _region_dim(scatter):
     """For ``as_strided_scatter`` of a slab ``[start, start + n)`` along one dim of its contiguous base:
     ``(dim, start, n)``; None when the region is the whole base; False for any other region."""
     shape = tuple(scatter.outputs[0].shape)
     size, stride, offset = (scatter.attrs[k] for k in ("size", "stride", "storage_offset"))
-    if len(size) != len(shape) or tuple(stride) != _contiguous_strides(shape):
+    if len(size) != len(shape) or tuple(stride) != contiguous_strides(shape):
         return False
     dims = [d for d, (n, full) in enumerate(zip(size, shape)) if n != full]
     if not dims:
