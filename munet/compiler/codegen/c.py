@@ -309,9 +309,13 @@ def render_reduction(kernel: Kernel) -> str:
             terms.append(str(offset))
         return " + ".join(terms) or "0"
 
-    wants_columns = [kv[-1] == 1 for kv in [*(k_of[ld] for ld in inside), *full_k]] if m else []
-    wants_rows = [rv[-1] == 1 for rv in [*(r_of[ld] for ld in inside), *full_r]]
-    columns = any(wants_columns) and not any(wants_rows)
+    # the column loop when something walks the last kept dim contiguously and nothing that varies with
+    # the kept index walks the last reduced dim contiguously (a per-row scalar such as LayerNorm's mean
+    # is read once per row there)
+    accesses = [*((k_of[ld], r_of[ld]) for ld in inside), *zip(full_k, full_r)]
+    wants_columns = m > 0 and any(kv[-1] == 1 for kv, _ in accesses)
+    wants_rows = any(rv[-1] == 1 and any(kv) for kv, rv in accesses)
+    columns = wants_columns and not wants_rows
 
     def body(at: str) -> list:
         """The reduction loop's body at one full index: prologue, StoreFull writes, values into ``v<j>[at]``."""
@@ -405,6 +409,7 @@ def _row_loops(code, kshape, rshape, reduces, body, epilogue, total) -> None:
     code.add(f"const int64_t bn = {last} - rb < {BLOCK} ? {last} - rb : {BLOCK};")
     # the block's values first (an elementwise loop), then the lanes: one loop doing both does not
     # vectorize (gcc 12 leaves a select feeding a float->double sum as a branch)
+    code.lines.extend(_NO_LOOP_CARRIED_DEPENDENCE)
     code.open("for (int64_t b = 0; b < bn; b++)")
     code.add(f"const int64_t r{n - 1} = rb + b;", *body("b"))
     code.close()
@@ -457,6 +462,7 @@ def _column_loops(code, kshape, rshape, reduces, body, epilogue, total) -> None:
     _values(code, reduces, COLUMNS)
     for d in range(len(rshape)):
         code.open(_for(f"r{d}", rshape[d]))
+    code.lines.extend(_NO_LOOP_CARRIED_DEPENDENCE)
     code.open("for (int64_t c = 0; c < kn; c++)")  # values first, then the sums (see _row_loops)
     code.add(f"const int64_t k{m - 1} = kb + c;", *body("c"))
     code.close()
@@ -473,6 +479,7 @@ def _column_loops(code, kshape, rshape, reduces, body, epilogue, total) -> None:
     def result(j, r):
         return f"({C_TYPES[r.dtype]})(acc{j}[c] + cmp{j}[c])" if r.op == "sum" else f"acc{j}[c]"
 
+    code.lines.extend(_NO_LOOP_CARRIED_DEPENDENCE)
     code.open("for (int64_t c = 0; c < kn; c++)")
     code.add(f"const int64_t k{m - 1} = kb + c;", *epilogue(result))
     code.close(2 + (m - 1))
