@@ -433,6 +433,32 @@ def test_autocast_float16_mlp_training_with_grad_scaler_matches_cpu(vulkan16):
         np.testing.assert_allclose(g, c, rtol=1e-2, atol=1e-2)
 
 
+def test_compiled_autocast_step_equals_eager(vulkan16):
+    x = munet.tensor(reference.randn(16, 12, seed=5)).to(vulkan16)
+    y = munet.tensor(np.arange(16) % 5).to(vulkan16)
+    results = []
+    for compiled in (False, True):
+        munet.manual_seed(0)
+        model = munet.nn.Sequential(munet.nn.Linear(12, 32), munet.nn.GELU(), munet.nn.Linear(32, 5)).to(vulkan16)
+        opt = munet.optim.SGD(model.parameters(), lr=0.1)
+
+        def step(x, y):
+            opt.zero_grad()
+            with munet.amp.autocast("vulkan"):
+                loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            return loss
+
+        fn = munet.compile(step, device=vulkan16) if compiled else step
+        losses = [fn(x, y).item() for _ in range(3)]
+        results.append((losses, [p.detach().cpu().numpy() for p in model.parameters()]))
+    (eager_losses, eager_params), (compiled_losses, compiled_params) = results
+    np.testing.assert_allclose(compiled_losses, eager_losses, rtol=1e-3)
+    for c, e in zip(compiled_params, eager_params):
+        np.testing.assert_allclose(c, e, rtol=1e-3, atol=1e-5)
+
+
 def test_half_model_training_matches_cpu(vulkan16):
     def train(device):
         munet.manual_seed(0)
