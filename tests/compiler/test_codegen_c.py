@@ -374,3 +374,21 @@ def test_a_transposed_load_is_read_through_tiles_with_partial_edges():
     assert "tile0[" in render_c(kernel)
     (out,), _ = _call(kernel, [a, b])
     np.testing.assert_array_equal(out, a.T * b)
+
+
+@needs_cc
+def test_float32_exp_is_correctly_rounded_with_nan_inf_and_underflow():
+    rng = np.random.default_rng(9)
+    special = [np.nan, np.inf, -np.inf, 0.0, -0.0, 88.72, 88.73, -87.3, -103.9, -104.0, -200.0, 1e-30]
+    x = np.concatenate([rng.uniform(-110, 95, 200_000), rng.standard_normal(200_000), special]).astype(np.float32)
+    kernel = Kernel(
+        "k_expf", (x.size,), (), ["f32"], [], ["f32"], [Store(0, Apply("exp", (Load(0, (1,), 0, "f32"),), "f32"))]
+    )
+    assert "munet_expf(" in render_c(kernel)
+    (out,), _ = _call(kernel, [x])
+    with np.errstate(over="ignore"):
+        exact = np.exp(x.astype(np.float64)).astype(np.float32)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(exact))
+    finite = ~np.isnan(exact)
+    ulps = np.abs(out[finite].view(np.int32).astype(np.int64) - exact[finite].view(np.int32).astype(np.int64))
+    assert ulps.max() <= 1 and np.mean(ulps == 0) > 0.999999

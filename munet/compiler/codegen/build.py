@@ -4,7 +4,9 @@ The compiler is found at run time: ``$CC`` when set (a missing binary means "no 
 that is how tests simulate a machine without one), else ``cc``, ``gcc`` or ``clang`` on
 ``PATH``. Flags: ``-O3`` (vectorizes) for the baseline ISA, so cached binaries stay
 portable; ``-ffp-contract=off`` keeps ``a * b + c`` two roundings as NumPy does;
-``-fno-math-errno`` lets ``sqrt`` vectorize; ``-fopenmp`` when the compiler accepts it.
+``-fno-math-errno`` lets ``sqrt`` vectorize; ``-fno-trapping-math`` lets a select next to a
+float/double conversion vectorize (gcc 12 otherwise keeps it a branch; IEEE results are unchanged,
+only exception flags, which nothing reads); ``-fopenmp`` when the compiler accepts it.
 
 ``load_kernel(source, name)`` returns ``(function, cache_hit)``; it raises
 :class:`CompilerUnavailableError` when no compiler works.
@@ -22,7 +24,7 @@ from pathlib import Path
 
 from munet.compiler.codegen import cache
 
-BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c99", "-ffp-contract=off", "-fno-math-errno")
+BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c99", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math")
 
 
 class CompilerUnavailableError(RuntimeError):
