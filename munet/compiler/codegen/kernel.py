@@ -366,7 +366,7 @@ def _identity(node, a, t):
 # (relative error 2.5e-9) in monomial form in u = t / 8 - 1. Evaluated in float64 by Estrin's scheme
 # (short dependency chains), then rounded: a float32 erf within 0.54 ulp, 2.5x faster than the C
 # library's erff as scalar code and 4x when the loop vectorizes (gcc if-converts the clamp's selects
-# only with -fno-trapping-math, and not at all next to a call such as expf). |x| >= 4 gives +-1.
+# only with -fno-trapping-math, which build.py passes). |x| >= 4 gives +-1.
 _ERF_G = (0.3535309963615689, -0.17657623587308396, 0.131675001456858, -0.10771028937932434, 0.0902120426726717,
           -0.07473053609886163, 0.059855993577738034, -0.04574400172857171, 0.03321700110805473,
           -0.02256359771211882, 0.01390814619362078, -0.008382074119608637, 0.005577363702497675,
