@@ -302,3 +302,16 @@ def test_arguments_on_another_device_than_the_compile_device_raise(vulkan):
     with pytest.raises(munet.DeviceError, match="argument 0 is on 'cpu'; move the tensors to the compile device"):
         compiled(munet.ones(3))
     assert compiled(munet.ones(3, device=vulkan)).device == vulkan
+
+
+def test_transfers_inside_a_compiled_function_and_a_compiled_module(vulkan):
+    x = munet.randn(4, 3).to(vulkan)
+    compiled = munet.compile(lambda x: ((x * 2.0).cpu() + 1.0, (x.cpu() * 3.0).to(vulkan)))
+    on_cpu, back = compiled(x)
+    assert on_cpu.device == munet.device("cpu") and back.device == vulkan
+    np.testing.assert_array_equal(on_cpu.numpy(), (x * 2.0).cpu().numpy() + 1.0)
+    np.testing.assert_array_equal(back.cpu().numpy(), x.cpu().numpy() * 3.0)
+    munet.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 8), nn.Tanh(), nn.Linear(8, 2)).to(vulkan).eval()
+    with munet.no_grad():
+        np.testing.assert_array_equal(munet.compile(model)(x).cpu().numpy(), model(x).cpu().numpy())
