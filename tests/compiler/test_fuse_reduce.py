@@ -216,3 +216,67 @@ def test_a_bias_update_from_its_gradient_sum_is_written_in_place():
     (node,) = _fused(compiled)  # gradient sum, momentum and parameter update: one kernel
     assert node.attrs["group"].reduce_dims == (0,) and _ops(node) == ["mul", "sum", "mul", "add", "mul", "add"]
     assert compiled.stats()["memory"]["inplace_updates"] == 2  # the parameter and its momentum buffer
+
+
+# random programs mixing reductions over random dims, broadcasting and views --------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+def _broadcasts(a, b) -> bool:
+    return all(x == y or x == 1 or y == 1 for x, y in zip(reversed(a.shape), reversed(b.shape)))
+
+
+def _program(steps, x, w):
+    values = [x, w, x * w]
+    for kind, k, i, j, bits in steps:
+        a, b = values[i % len(values)], values[j % len(values)]
+        if kind == "unary":
+            values.append([munet.exp, munet.relu, munet.tanh, lambda t: t * t, lambda t: -t][k % 5](a * 0.5))
+        elif kind == "binary" and _broadcasts(a, b):
+            values.append([munet.add, munet.sub, munet.mul, munet.maximum][k % 4](a, b))
+        elif kind == "reduce" and a.ndim:
+            dims = [d for d in range(a.ndim) if bits >> d & 1] or [a.ndim - 1]
+            keep = bool(bits & 8)
+            values.append(a.sum(dims, keepdim=keep) if k % 2 else a.amax(dims, keepdim=keep))
+        elif kind == "view" and a.ndim >= 2:
+            values.append(a.transpose(-1, -2) if k % 2 else a.reshape(-1))
+    return sum((v.sum() for v in values[3:]), (x * w).sum())
+
+
+_step = st.tuples(
+    st.sampled_from(["unary", "binary", "reduce", "view"]),
+    st.integers(0, 7),
+    st.integers(0, 11),
+    st.integers(0, 11),
+    st.integers(0, 15),
+)
+
+
+@needs_cc
+@settings(max_examples=30, deadline=None)
+@given(steps=st.lists(_step, min_size=1, max_size=8), seed=st.integers(0, 1000))
+def test_random_programs_with_reductions_match_eager(steps, seed):
+    rng = np.random.default_rng(seed)
+    xs = rng.standard_normal((3, 4, 5)).astype(np.float32)
+    ws = rng.standard_normal((4, 5)).astype(np.float32)
+
+    def make_step(w):
+        def step(x):
+            loss = _program(steps, x, w)
+            loss.backward()
+            return loss
+
+        return step
+
+    w1 = munet.tensor(ws, requires_grad=True)
+    eager = make_step(w1)(munet.tensor(xs))
+    w2 = munet.tensor(ws, requires_grad=True)
+    compiled = munet.compile(make_step(w2))
+    out = compiled(munet.tensor(xs))
+    verify(compiled.graph)
+    scale = max(1.0, float(np.abs(eager.detach().numpy())))
+    np.testing.assert_allclose(out.numpy(), eager.detach().numpy(), rtol=1e-5, atol=1e-5 * scale)
+    g1 = w1.grad.numpy()
+    np.testing.assert_allclose(w2.grad.numpy(), g1, rtol=1e-5, atol=1e-5 * max(1.0, float(np.abs(g1).max())))
