@@ -272,12 +272,35 @@ def test_matmul_operands_are_views_not_copies():
         assert _copies_a_view_would_serve(graph) == []
         transposed = [n for n in graph.nodes if n.op.name == "matmul" and any(_view_chain(a)[1] for a in n.args)]
         assert transposed  # the transposes are there, as views
+        assert _operands_blas_cannot_take(graph) == []
     copies = [n for n in gpt.nodes if n.op.name in _COPIES and any(u.op.name == "view" for u in _users(gpt, n))]
     assert len(copies) == 2 * 3  # per layer: the forward head merge and two head merges of the backward
 
 
+def _operands_blas_cannot_take(graph) -> list:
+    """matmul operands whose matrices have neither a unit row nor a unit column stride: NumPy would run its
+    slow non-BLAS loop on them (operands are views of contiguous buffers in the cpu plan)."""
+    found = []
+    for node in graph.nodes:
+        if node.op.name != "matmul":
+            continue
+        for operand in node.args:
+            base, chain = _view_chain(operand)
+            shape, strides, _ = view_geometry(chain, base)
+            if len(shape) < 2 or 1 in shape[-2:]:
+                continue
+            rows, cols = shape[-2:]
+            if not ((strides[-1] == 1 and strides[-2] >= cols) or (strides[-2] == 1 and strides[-1] >= rows)):
+                found.append(f"{format_node(node)}: operand strides {strides}")
+    return found
+
+
 def test_copy_detector_flags_a_copy_of_a_transpose():
-    """The check above fails when a copy a view would serve feeds matmul (x.t().contiguous() @ w)."""
+    """The checks above fail when a copy a view would serve feeds matmul (x.t().clone() @ w), or an operand
+    BLAS cannot take does."""
     compiled = munet.compile(lambda x, w: x.t().clone() @ w + x.t() @ w)
     compiled(munet.randn(4, 3), munet.randn(4, 2))
     assert len(_copies_a_view_would_serve(compiled.graph)) == 1
+    strided = munet.compile(lambda x, w: x[:, ::2] @ w)  # a column step of 2: BLAS cannot take it
+    strided(munet.randn(4, 6), munet.randn(3, 2))
+    assert len(_operands_blas_cannot_take(strided.graph)) == 1
