@@ -3,7 +3,8 @@
 Cases: matmul GFLOP/s on n x n float32 squares (256 up to ``--max-size``), elementwise GB/s
 on 4M-element tensors, conv2d forward and forward+backward (when the vulkan backend has a
 ``convolution`` kernel), one training step of an MLP (784-512-512-10, batch 256, SGD), and
-(``compiled``) that MLP's AdamW step under ``munet.compile`` against the same step in eager mode.
+(``compiled``) AdamW steps of two MLPs and a small GPT under ``munet.compile`` against the same
+steps in eager mode.
 Every vulkan figure includes a ``synchronize()``, so it is device time plus host dispatch.
 The ``numpy`` column is NumPy itself for matmul and elementwise ops, and MuNet on the cpu
 device (whose kernels are NumPy) for conv2d and the MLP step.
@@ -176,23 +177,12 @@ def mlp_case(b: Bench) -> None:
     b.row("MLP 784-512-512-10 SGD step, batch 256", "ms", 1.0, times)
 
 
-def compiled_mlp_case(b: Bench, widths=(784, 512, 512, 10), batch: int = 256, repeats: int = 7, steps: int = 5):
-    """One AdamW step of an MLP: ``munet.compile`` on vulkan vs eager vulkan.
+def compiled_step_case(b: Bench, case: str, make, x, y, repeats: int = 7, steps: int = 5) -> None:
+    """One AdamW training step of ``make()``'s model: ``munet.compile`` on vulkan vs eager vulkan.
 
     Interleaved: each repeat times ``steps`` compiled steps, then ``steps`` eager ones (each
     followed by ``synchronize()``); medians over repeats. Also prints dispatches and submits per step.
     """
-    rng = np.random.default_rng(0)
-    x = munet.tensor(rng.standard_normal((batch, widths[0]), dtype=np.float32), device=b.device)
-    y = munet.tensor(rng.integers(0, widths[-1], batch), device=b.device)
-
-    def make():
-        munet.manual_seed(0)
-        layers = []
-        for n_in, n_out in zip(widths[:-1], widths[1:]):
-            layers += [munet.nn.Linear(n_in, n_out), munet.nn.ReLU()]
-        model = munet.nn.Sequential(*layers[:-1]).to(b.device)
-        return model, munet.optim.AdamW(model.parameters(), lr=1e-3)
 
     def step(model, opt, x, y):
         opt.zero_grad()
@@ -224,7 +214,6 @@ def compiled_mlp_case(b: Bench, widths=(784, 512, 512, 10), batch: int = 256, re
             times[name].append((time.perf_counter() - start) / steps * 1e3)
     med = {name: float(np.median(t)) for name, t in times.items()}
     stats = compiled.stats()
-    case = f"MLP {'-'.join(map(str, widths))} AdamW step, batch {batch}"
     print(
         f"| {case} | ms | compiled {med['compiled']:.2f} | eager {med['eager']:.2f} "
         f"| eager/compiled {med['eager'] / med['compiled']:.2f}x | dispatches {counts['compiled']['dispatches']} vs "
@@ -233,6 +222,41 @@ def compiled_mlp_case(b: Bench, widths=(784, 512, 512, 10), batch: int = 256, re
         flush=True,
     )
     b.rows.append({"case": f"compiled {case}", "unit": "ms", **med, "counts": counts, "runs": times})
+
+
+def compiled_mlp_case(b: Bench, widths=(784, 512, 512, 10), batch: int = 256) -> None:
+    rng = np.random.default_rng(0)
+    x = munet.tensor(rng.standard_normal((batch, widths[0]), dtype=np.float32), device=b.device)
+    y = munet.tensor(rng.integers(0, widths[-1], batch), device=b.device)
+
+    def make():
+        munet.manual_seed(0)
+        layers = []
+        for n_in, n_out in zip(widths[:-1], widths[1:]):
+            layers += [munet.nn.Linear(n_in, n_out), munet.nn.ReLU()]
+        model = munet.nn.Sequential(*layers[:-1]).to(b.device)
+        return model, munet.optim.AdamW(model.parameters(), lr=1e-3)
+
+    compiled_step_case(b, f"MLP {'-'.join(map(str, widths))} AdamW step, batch {batch}", make, x, y)
+
+
+def compiled_gpt_case(b: Bench, layers=2, heads=4, width=64, context=32, vocab=65, batch=8) -> None:
+    """benchmarks/compare_pytorch.py's GPT (LayerNorm, causal attention, GELU MLP), at a size lavapipe runs."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    import compare_pytorch
+
+    compare_pytorch.GPT.update(layers=layers, heads=heads, width=width, context=context, vocab=vocab, batch=batch)
+    rng = np.random.default_rng(0)
+    x = munet.tensor(rng.integers(0, vocab, (batch, context)), device=b.device)
+    y = munet.tensor(rng.integers(0, vocab, batch * context), device=b.device)
+
+    def make():
+        munet.manual_seed(0)
+        model = compare_pytorch.gpt(munet.nn, MF).to(b.device)
+        return model, munet.optim.AdamW(model.parameters(), lr=1e-3)
+
+    case = f"GPT {layers} layers, width {width}, context {context}, batch {batch} AdamW step"
+    compiled_step_case(b, case, make, x, y, repeats=5, steps=3)
 
 
 def main() -> None:
@@ -268,7 +292,11 @@ def main() -> None:
         "elementwise": lambda: elementwise_cases(bench),
         "conv": lambda: conv_cases(bench),
         "mlp": lambda: mlp_case(bench),
-        "compiled": lambda: (compiled_mlp_case(bench), compiled_mlp_case(bench, (64, 64, 64, 10), batch=32)),
+        "compiled": lambda: (
+            compiled_mlp_case(bench),
+            compiled_mlp_case(bench, (64, 64, 64, 10), batch=32),
+            compiled_gpt_case(bench),
+        ),
     }
     chosen = args.only.split(",") if args.only else list(cases)
     for name in chosen:
