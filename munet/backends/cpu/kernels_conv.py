@@ -72,9 +72,8 @@ def _contiguous_planes(x: np.ndarray) -> np.ndarray:
     return np.ascontiguousarray(x)
 
 
-def _windows(x: np.ndarray, kernel_size, stride, padding, dilation, groups) -> tuple[np.ndarray, tuple]:
-    """Every receptive field as a read-only view of shape (N, G, Cg, *K, *out), and ``out``."""
-    xp = _pad(x, padding)
+def _windows(xp: np.ndarray, kernel_size, stride, dilation, groups) -> tuple[np.ndarray, tuple]:
+    """Every receptive field of the padded ``xp`` as a read-only view (N, G, Cg, *K, *out), and ``out``."""
     n, c = xp.shape[:2]
     spatial = xp.shape[2:]
     out = tuple((size - d * (k - 1) - 1) // s + 1 for size, k, s, d in zip(spatial, kernel_size, stride, dilation))
@@ -94,15 +93,16 @@ def _windows(x: np.ndarray, kernel_size, stride, padding, dilation, groups) -> t
 
 def _conv_forward(x, w, stride, padding, dilation, groups, out=None):
     kernel_size = w.shape[2:]
-    windows, size = _windows(x, kernel_size, stride, padding, dilation, groups)
+    xp = _pad(x, padding)
+    windows, size = _windows(xp, kernel_size, stride, dilation, groups)
     if math.prod(size) >= math.prod(kernel_size):
         # Whole rows pay when the columns (CgK per position) outweigh the extra pass over the
         # output (Og per position) that dropping the positions past each row costs.
-        if all(s == 1 for s in stride) and w[0].size >= w.shape[0] // groups:
-            return _conv_wide_rows(_contiguous_planes(_pad(x, padding)), w, groups, dilation, size, out)
+        if all(s == 1 for s in stride) and math.prod(w.shape[1:]) >= w.shape[0] // groups:
+            return _conv_wide_rows(_contiguous_planes(xp), w, groups, dilation, size, out)
         return _conv_wide(windows, w, groups, size, out)
     if all(d == 1 for d in dilation):
-        return _conv_narrow_rows(_contiguous_planes(_pad(x, padding)), w, groups, stride, size, out)
+        return _conv_narrow_rows(_contiguous_planes(xp), w, groups, stride, size, out)
     return _conv_narrow(windows, w, groups, size, out)
 
 
@@ -111,7 +111,7 @@ def _conv_wide(windows, w, groups, size, out):
     columns (B, G, CgK, P) @ weight (G, Og, CgK) -> (B, G, Og, P), already the (N, C, *out) layout."""
     n = windows.shape[0]
     o = w.shape[0]
-    cgk = w[0].size
+    cgk = math.prod(w.shape[1:])
     p = math.prod(size)
     wm = w.reshape(groups, o // groups, cgk)
     result = _result(out, (n, o) + tuple(size), windows.dtype)
