@@ -306,6 +306,10 @@ class _Specialization:
                 fetchers.append(_hyper_fetcher(*src))
         self.fetchers = fetchers
         self.first = True
+        # fixed per plan: which outputs are fresh, and the device target of each written value
+        self.owned = _ownership(self.executable)
+        self.state_plans = [self.executable.target_on(t.device) for t in self.state_writes]
+        self.output_plans = [self.executable.target_on(v.device) for v in self.graph.outputs]
 
     def run(self, flat):
         with self.executable.scope():  # vulkan: the call and its write-back are one command buffer
@@ -320,13 +324,11 @@ class _Specialization:
                 self.abandon()
             raise
         self.first = False
-        executable = self.executable
-        owned = _ownership(executable)
+        owned = self.owned
         n = self.n_results
         sources = []
-        for j, t in enumerate(self.state_writes):
+        for j, (t, plan) in enumerate(zip(self.state_writes, self.state_plans)):
             arr = outs[n + j]
-            plan = executable.target_on(t.device)
             if owned[n + j] is False:
                 arr = plan.clone(arr)
             sources.append((t, arr, plan))
@@ -335,14 +337,16 @@ class _Specialization:
                 plan.copy_into(t._data, arr)
             t._storage.version += 1
         for target, index in self.bindings:
-            _bind(target, None if index is None else outs[index], index, executable)
+            if index is None:
+                _bind(target, None, None, None)
+            else:
+                _bind(target, outs[index], self.graph.outputs[index], self.output_plans[index])
         results = []
         for item in self.out_template:
             if isinstance(item, tuple):
                 results.append(item[1])
                 continue
-            v = self.graph.outputs[item]
-            plan = executable.target_on(v.device)
+            v, plan = self.graph.outputs[item], self.output_plans[item]
             arr = outs[item]
             if not owned[item]:
                 arr = plan.clone(arr)
@@ -392,8 +396,9 @@ def _ownership(executable) -> list:
     return [o and i not in views for o, i in zip(owned, executable.output_slots)]
 
 
-def _bind(target, arr, index, executable) -> None:
-    """Hand output ``index`` (``arr``) to Python-side state (a ``.grad`` or an optimizer-state entry).
+def _bind(target, arr, value, plan) -> None:
+    """Hand ``arr``, the data of graph output ``value`` on ``plan``'s device, to Python-side state
+    (a ``.grad`` or an optimizer-state entry); ``arr`` None clears it.
 
     The new value is written into the tensor already there when it fits (identities stay stable),
     else a copy becomes the new tensor.
@@ -401,8 +406,6 @@ def _bind(target, arr, index, executable) -> None:
     kind = target[0]
     new = None
     if arr is not None:
-        value = executable.graph.outputs[index]
-        plan = executable.target_on(value.device)
         current = target[1].grad if kind == "grad" else target[1].get(target[2])
         if (
             isinstance(current, Tensor)
