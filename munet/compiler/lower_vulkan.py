@@ -109,8 +109,8 @@ class VulkanTarget:
                     f"a fused group of {buffers} buffers exceeds this device's {limit} storage buffers per kernel"
                 )
             result = (kernel, tensors, scalars, render_wgsl(kernel))
-        except (UnsupportedKernelError, KeyError) as exc:
-            result = str(exc) if isinstance(exc, UnsupportedKernelError) else f"no kernel IR rule for {exc}"
+        except (NotImplementedError, KeyError) as exc:  # UnsupportedKernelError is a NotImplementedError
+            result = f"no kernel IR rule for {exc}" if isinstance(exc, KeyError) else str(exc)
         self._rendered[node] = result
         return result
 
