@@ -13,8 +13,11 @@
   ``Runtime.batch()`` and submits it at its end: one command buffer per call, unless the call
   reads a value on the host in the middle (a ``to_device`` node to the cpu) or fills the
   parameter arena;
-- state (parameters, optimizer moments, running stats) is written back with device copies
-  into the tensors' own buffers (``copy_into``); nothing goes through host memory.
+- state (parameters, optimizer moments, running stats) stays in the tensors' own buffers: a
+  fused kernel writes an update over its state input when ``passes/memory.py`` allows it
+  (``plan_inplace``; the kernel then reads that input through its output binding), other
+  updates are copied in on the device after the call (``copy_into``); nothing goes through
+  host memory.
 """
 
 from __future__ import annotations

@@ -12,13 +12,16 @@ constants (cheap index arithmetic); dims that every access walks contiguously ar
 
 Storage types are the backend's: f32, and bool as u32 0/1. Float math is the eager vulkan
 kernels' own (the same ``PRELUDE`` helpers: NaN-propagating ``max_f``, ``tanh_f``, ``log``/
-``sqrt`` of a negative number is NaN), so a fused chain computes what the unfused kernels do,
-up to the shader compiler contracting ``a * b + c`` into a fused multiply-add (one rounding
-instead of two, within an ulp). A :class:`~munet.compiler.codegen.kernel.Reduce` is a loop over
-the reduction space per output element, accumulating in f32 in index order (``sum``; ``max``
-propagates NaN); NumPy's pairwise order differs by rounding. Anything else (float64, an op
-without a WGSL form) raises :class:`UnsupportedKernelError`, and the lowering runs the group's
-member nodes with the unfused vulkan kernels instead.
+``sqrt`` of a negative number is NaN; the kernel IR's float32 ``erf`` expansion, which needs
+float64, is recognized and rendered as the eager ``erf_f``), so a fused chain computes what the
+unfused kernels do, up to what the shader compiler does with a whole expression (lavapipe
+rewrites ``exp`` of a product, within an ulp). A :class:`~munet.compiler.codegen.kernel.Reduce`
+follows the eager ``sum``/``amax`` kernel's order (see :func:`reduction_layout`), so fused and
+unfused reductions give the same bits. ``render_wgsl(kernel, aliases)`` renders an in-place
+state update (an input read through an output's binding). Anything else (float64, an op
+without a WGSL form, a reduction the eager kernel does in two passes) raises
+:class:`UnsupportedKernelError`, and the lowering runs the group's member nodes with the
+unfused vulkan kernels instead.
 """
 
 from __future__ import annotations
