@@ -6,7 +6,15 @@ dtypes, autograd, ``nn``, ``optim``. See README.md and docs/.
 
 from munet import backends as _backends  # noqa: F401 - registers the cpu device
 from munet import ops as _ops
-from munet._device import DeviceError, DeviceLostError, OutOfMemoryError, device, devices
+from munet._device import (
+    DeviceError,
+    DeviceLostError,
+    OutOfMemoryError,
+    device,
+    devices,
+    get_default_device,
+    set_default_device,
+)
 from munet._dtype import (
     bfloat16,
     can_cast,

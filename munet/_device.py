@@ -3,10 +3,14 @@
 A backend registers a device type (``cpu``, later ``vulkan``, ``cuda``) with a function that
 lists its available indices and a factory for the per-device backend object. Asking for a
 device that no backend provides raises :class:`DeviceError` naming it and listing what exists.
+
+It also holds the default device of factory functions (``set_default_device``, and
+``with munet.device("vulkan"):``), per thread as in PyTorch.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 
 
@@ -61,6 +65,15 @@ class device:  # noqa: N801 - PyTorch's name
 
     def __hash__(self) -> int:
         return hash((self.type, self.index or 0))
+
+    def __enter__(self) -> device:
+        """``with munet.device("vulkan"):`` makes factories without ``device=`` create tensors there."""
+        _state.stack.append(_state.default)
+        _state.default = _resolve_default(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        _state.default = _state.stack.pop()
 
 
 class _BackendEntry:
@@ -138,9 +151,59 @@ def get_backend(dev: device):
     return backend
 
 
+_CPU = device("cpu")
+
+
+class _DefaultDevice(threading.local):
+    """Each thread starts with none set (cpu); ``stack`` holds what enclosing ``with`` blocks restore."""
+
+    def __init__(self):
+        self.default: device | None = None
+        self.stack: list[device | None] = []
+
+
+_state = _DefaultDevice()
+
+
+def _resolve_default(d) -> device:
+    """``d`` as a device, checked to exist now (so a typo fails here, not at the first factory call)."""
+    return get_backend(as_device(d)).device
+
+
+def set_default_device(device) -> None:
+    """Create tensors on ``device`` when a factory (``zeros``, ``tensor``, ``randn``, ...) gets no ``device=``.
+
+    ``None`` restores cpu. ``from_numpy``, ``from_dlpack`` and the ``*_like`` factories are not
+    affected (they keep their input's device). To change it for a block only, write
+    ``with munet.device("vulkan"):``; a block restores the default it found when it ends.
+
+    >>> munet.set_default_device("vulkan")
+    >>> munet.zeros(3).device
+    device(type='vulkan', index=0)
+    """
+    _state.default = None if device is None else _resolve_default(device)
+
+
+def get_default_device() -> device:
+    """The device factories use when given no ``device=`` (cpu unless set); with its index."""
+    return _state.default or _CPU
+
+
+def default_device_if_set() -> device | None:
+    """The default device when one is set (``as_tensor(tensor)`` moves its input only then)."""
+    return _state.default
+
+
+def factory_device(d) -> device:
+    """The device a factory called with ``device=d`` creates its tensor on."""
+    if d is None:
+        return _state.default or _CPU
+    return as_device(d)
+
+
 def as_device(d) -> device:
     if d is None:
-        return device("cpu")
+        return _CPU
     if isinstance(d, device):
         return d
     if isinstance(d, int):

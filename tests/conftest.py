@@ -1,4 +1,4 @@
-"""Shared pytest setup: deterministic seeds for every test, and the device of the op checks.
+"""Shared pytest setup: deterministic seeds and the default device for every test, and the device of the op checks.
 
 ``pytest tests/ops --munet-device=vulkan`` (or ``MUNET_TEST_DEVICE=vulkan``) runs every
 ``tests.reference.check`` on that device against PyTorch on the CPU; see tests/reference.py.
@@ -27,6 +27,14 @@ def _seed():
     if hasattr(munet, "manual_seed"):
         munet.manual_seed(0)
     yield
+
+
+@pytest.fixture(autouse=True)
+def _restore_default_device():
+    """A test that sets the default device (munet.set_default_device) does not leak it into the next."""
+    saved = munet._device.default_device_if_set()
+    yield
+    munet.set_default_device(saved)
 
 
 @pytest.fixture(autouse=True)

@@ -215,7 +215,7 @@ def _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, s
     if not t_diff:
         return m_out
     t_grads_in = [to_torch(g.astype(to_numpy(t).dtype)).to(t.dtype) for g, t in zip(upstream_m, t_diff)]
-    m_grads_in = [munet.tensor(g).to(m.dtype).to(m.device) for g, m in zip(upstream_m, m_diff)]
+    m_grads_in = [munet.tensor(g, dtype=m.dtype, device=m.device) for g, m in zip(upstream_m, m_diff)]
     torch.autograd.backward(t_diff, t_grads_in)
     munet.autograd.backward(m_diff, m_grads_in)
     for i, (m, t) in enumerate(zip(m_in, t_in)):

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import NamedTuple
 
-from munet._device import DeviceError
+from munet._device import DeviceError, factory_device, get_backend
 from munet._tensor import Tensor as _Tensor
 from munet.autograd.grad_mode import _State
 from munet.autograd.node import Node, SavedTensor
@@ -325,10 +325,8 @@ def _refresh_stale_view(view) -> None:
 
 
 def apply_factory(op: Op, device, **attrs):
-    """Run a creation op (no tensor inputs) on ``device``: ``full``, ``arange``, random bits."""
-    from munet._device import as_device, get_backend
-
-    backend = get_backend(as_device(device))
+    """Run a creation op (no tensor inputs) on ``device`` (``None``: the default device): ``full``, ``arange``, random bits."""
+    backend = get_backend(factory_device(device))
     meta = op.meta(**attrs)
     if _Tracing.tracer is not None:
         return _Tracing.tracer.record_factory(op, backend.device, attrs, meta)

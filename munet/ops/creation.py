@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from munet import _dtype as D
-from munet._device import as_device
+from munet._device import default_device_if_set, factory_device
 from munet.ops._registry import Meta, apply_factory, define
 from munet.ops._utils import as_tuple_shape
 
@@ -133,8 +133,9 @@ def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: 
 
 
 def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad=False, **_ignored):
-    exps = linspace(start, end, steps, dtype=D.float64, device=device)
-    out = (exps * math.log(base)).exp().to(_dtype_or_default(dtype))
+    # float64 on the host, so every device gets the same values (vulkan holds no float64)
+    exps = linspace(start, end, steps, dtype=D.float64, device="cpu")
+    out = (exps * math.log(base)).exp().to(_dtype_or_default(dtype)).to(factory_device(device))
     return _finish(out, requires_grad)
 
 
@@ -198,19 +199,24 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
 
     arr, dtype = _to_numpy_data(data, dtype)
     arr = np.array(arr, copy=True, order="C")
-    t = Tensor._from_numpy(arr, device)
+    t = Tensor._from_numpy(arr, factory_device(device))
     return _finish(t, requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):
-    """``data`` as a tensor, sharing memory when it already is one (or a NumPy array) of that dtype/device."""
+    """``data`` as a tensor, sharing memory when it already is one (or a NumPy array) of that dtype/device.
+
+    Without ``device=``, data goes to the default device, and a tensor stays where it is unless
+    a default is set (``set_default_device``, ``with munet.device(...)``), as in PyTorch.
+    """
     from munet._tensor import Tensor
 
     if isinstance(data, Tensor):
+        device = device if device is not None else default_device_if_set()
         return data.to(device=device if device is not None else data.device, dtype=dtype or data.dtype)
+    device = factory_device(device)
     if isinstance(data, np.ndarray) and (dtype is None or D.from_numpy_dtype(data.dtype) is dtype):
-        dev = as_device(device)
-        if dev.type == "cpu":
+        if device.type == "cpu":
             return from_numpy(data)
     arr, dtype = _to_numpy_data(data, dtype)
     if not arr.flags.c_contiguous or arr is data:

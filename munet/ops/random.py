@@ -19,7 +19,7 @@ import math
 import os
 
 from munet import _dtype as D
-from munet._device import as_device
+from munet._device import as_device, factory_device
 from munet.ops._registry import Meta, apply, apply_factory, define
 from munet.ops._utils import as_tuple_shape, broadcast_shapes, is_tensor
 
@@ -96,7 +96,7 @@ class Generator:
         from munet.ops.creation import tensor
 
         raw = self._seed.to_bytes(8, "little") + (self._offset % (1 << 64)).to_bytes(8, "little")
-        return tensor(list(raw), dtype=D.uint8)
+        return tensor(list(raw), dtype=D.uint8, device="cpu")  # host state whatever the default device
 
     def set_state(self, new_state) -> Generator:
         if not is_tensor(new_state) or new_state.dtype is not D.uint8:
@@ -164,13 +164,13 @@ def _default_for(device_type: str) -> Generator:
 
 
 def _generator(generator, device, op: str) -> Generator:
-    gen = _default_for(as_device(device).type) if generator is None else generator
+    """The generator for samples made on ``device`` (``None``: the default device)."""
+    device_type = factory_device(device).type
+    gen = _default_for(device_type) if generator is None else generator
     if not isinstance(gen, Generator):
         raise TypeError(f"{op}: generator must be a munet.Generator, got {type(gen).__name__}")
-    if gen.device.type != as_device(device).type:
-        raise RuntimeError(
-            f"{op}: expected a '{as_device(device).type}' generator, but got one for device '{gen.device}'"
-        )
+    if gen.device.type != device_type:
+        raise RuntimeError(f"{op}: expected a '{device_type}' generator, but got one for device '{gen.device}'")
     return gen
 
 

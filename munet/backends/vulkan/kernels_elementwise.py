@@ -156,12 +156,13 @@ kernel("logical_not")(_logical(""))
 
 @kernel("where")
 def where(rt, condition, a, b):
-    ref = a if isinstance(a, VkView) else b
-    kind = storage_type(ref.dtype, "where")
+    views = [x for x in (a, b) if isinstance(x, VkView)]
+    dtype = views[0].dtype if views else D.result_type(a, b)  # both numbers: where_op's dtype rule
+    kind = storage_type(dtype, "where")
     cond = condition if condition.dtype is D.bool_ else run(rt, "ne", {kind: "!(a == b)"}, [condition, 0], cond=True)
     shape = tuple(np.broadcast_shapes(*(v.shape for v in (cond, a, b) if isinstance(v, VkView))))
     operands = [cond] + [x if isinstance(x, VkView) else Scalar(kind, x) for x in (a, b)]
-    return elementwise(rt, "select(c, b, a != 0u)", operands, new_view(rt, shape, ref.dtype))
+    return elementwise(rt, "select(c, b, a != 0u)", operands, new_view(rt, shape, dtype))
 
 
 @kernel("clamp")
