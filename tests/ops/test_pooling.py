@@ -97,7 +97,7 @@ def test_max_pool_unbatched_low_precision_and_double_backward():
     ],
 )
 def test_max_pool_nan_and_minus_inf_windows(kw):
-    # PyTorch: a window holding NaN gives NaN at its last NaN; a window with nothing above -inf
+    # PyTorch (max and adaptive max): a window holding NaN gives NaN at its last NaN; a window with nothing above -inf
     # points at its first cell inside the input (not at padding).
     x = randn(2, 2, 7, 6, dtype=F64)
     x[0, 0, 1, 1] = x[0, 0, 1, 2] = x[1, 1, 4, 0] = np.nan
@@ -106,6 +106,12 @@ def test_max_pool_nan_and_minus_inf_windows(kw):
     check(
         lambda x: F.max_pool2d(x, return_indices=True, **kw),
         lambda x: TF.max_pool2d(x, return_indices=True, **kw),
+        x,
+        grad=False,
+    )
+    check(
+        lambda x: F.adaptive_max_pool2d(x, (3, 2), return_indices=True),
+        lambda x: TF.adaptive_max_pool2d(x, (3, 2), return_indices=True),
         x,
         grad=False,
     )

@@ -1,5 +1,6 @@
-"""CPU kernels of max pooling: windows as strided views (or gathered for adaptive windows),
-one vectorized argmax over each window, and PyTorch's flat-per-plane indices."""
+"""CPU kernels of max pooling with PyTorch's flat-per-plane indices: ``max_pool`` keeps a
+running maximum over the kernel positions of strided window views; ``adaptive_max_pool``
+gathers its unequal windows and takes one argmax over each."""
 
 from __future__ import annotations
 
@@ -23,7 +24,12 @@ def _select_max(windows: np.ndarray, positions, spatial):
     nd = len(spatial)
     lead = windows.shape[: 2 + nd]
     flat = np.ascontiguousarray(windows).reshape(lead + (-1,))
-    arg = np.argmax(flat, axis=-1)[..., None]  # flat position inside the window, first max wins
+    arg = np.argmax(flat, axis=-1)  # flat position inside the window, first max (or NaN) wins
+    nan = np.isnan(flat)
+    if nan.any():  # PyTorch reports a window's last NaN
+        last = flat.shape[-1] - 1 - np.argmax(nan[..., ::-1], axis=-1)
+        arg = np.where(nan.any(axis=-1), last, arg)
+    arg = arg[..., None]
     values = np.take_along_axis(flat, arg, axis=-1)[..., 0]
     index = np.zeros(lead, dtype=np.int64)
     for size, pos in zip(spatial, positions):
