@@ -190,3 +190,16 @@ def test_compile_traces_factories_on_the_default_device(vulkan):
         x = munet.arange(3.0)
         compiled = munet.compile(step, device=vulkan)
         assert compiled(x).cpu().tolist() == [1.0, 2.0, 3.0]
+
+
+def test_ops_make_their_own_tensors_on_the_input_device(vulkan):
+    """An op's internal tensors follow its input, not the default device (local_response_norm pads with zeros)."""
+    import munet.nn.functional as F
+
+    x = munet.randn(2, 4, 5)
+    expected = F.local_response_norm(x, 3)
+    got = F.local_response_norm(x.to(vulkan), 3)  # default cpu, input on vulkan
+    assert got.device == vulkan
+    np.testing.assert_allclose(got.cpu().numpy(), expected.numpy(), rtol=1e-5, atol=1e-6)
+    with munet.device(vulkan):  # default vulkan, input on cpu
+        assert F.local_response_norm(x, 3).device.type == "cpu"

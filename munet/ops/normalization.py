@@ -296,8 +296,8 @@ def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.7
     n, c = input.shape[0], input.shape[1]
     sq = (input * input).reshape(n, c, -1)
     before, after = size // 2, (size - 1) // 2
-    zeros_before = munet.zeros(n, before, sq.shape[2], dtype=input.dtype)
-    zeros_after = munet.zeros(n, after, sq.shape[2], dtype=input.dtype)
+    zeros_before = munet.zeros(n, before, sq.shape[2], dtype=input.dtype, device=input.device)
+    zeros_after = munet.zeros(n, after, sq.shape[2], dtype=input.dtype, device=input.device)
     padded = munet.cat([zeros_before, sq, zeros_after], dim=1)
     total = padded.narrow(1, 0, c)
     for i in range(1, size):

@@ -1,16 +1,21 @@
 """The op parity suite (tests/ops) on the vulkan device: the same test functions, float32 and float16.
 
-Every test function of tests/ops runs here with ``tests.reference.check`` pointed at
-``vulkan:0`` (the PyTorch reference stays on the CPU): its float32 parametrizations, or
+Every test function of tests/ops runs here on ``vulkan:0``: its float32 parametrizations, or
 those without a dtype, at most ``PER_TEST`` of them, spread evenly, and its float16 ones, at
 most ``PER_TEST_F16``. Nothing is duplicated: the cases are read from the functions'
-``parametrize`` marks.
+``parametrize`` marks. Each case runs with ``tests.reference.check`` pointed at the device
+(the PyTorch reference stays on the CPU) and with vulkan as the default device
+(``with munet.device(...)``), so the tensors a test body makes with ``munet.tensor``,
+``zeros``, ``randn``, ... live there too. The test bodies were written for cpu, so for the case
+``Tensor.numpy()`` reads a device tensor back to the host, ``munet.from_numpy`` copies to the
+device, and ``gradcheck`` (float64 finite differences) runs on cpu.
 
 Tolerance: float32 rtol 1e-4 / atol 1e-5 at least (``tests.reference.DEVICE_TOL``), float16 the
-CPU suite's (rtol = atol = 1e-2); a test's own looser tolerance stands. A case skips, with the reason, when the device lacks a kernel
-or dtype (``docs/op_coverage.md``), when int64 results leave the int32 range (int64 is held
-as int32), or when the test builds cpu tensors inside its function. The whole suite runs on
-vulkan with ``pytest tests/ops --munet-device=vulkan``.
+CPU suite's (rtol = atol = 1e-2); a test's own looser tolerance stands. A case skips, with the
+reason, when the device lacks a kernel or dtype (``docs/op_coverage.md``; float64 above all),
+when int64 results leave the int32 range (int64 is held as int32), or when the test checks
+cpu behaviour by nature (``HOST_ONLY``: index bounds errors, cpu generators). The whole suite
+runs its ``check`` calls on vulkan with ``pytest tests/ops --munet-device=vulkan``.
 """
 
 from __future__ import annotations
