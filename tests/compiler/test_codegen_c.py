@@ -392,3 +392,16 @@ def test_float32_exp_is_correctly_rounded_with_nan_inf_and_underflow():
     finite = ~np.isnan(exact)
     ulps = np.abs(out[finite].view(np.int32).astype(np.int64) - exact[finite].view(np.int32).astype(np.int64))
     assert ulps.max() <= 1 and np.mean(ulps == 0) > 0.999999
+
+
+@needs_cc
+def test_column_reduction_wider_than_one_block():
+    from munet.compiler.codegen import c as c_renderer
+
+    width = c_renderer.COLUMNS + 52  # a full block and a partial one
+    x = np.random.default_rng(10).standard_normal((20, width)).astype(np.float32)
+    total = Reduce("sum", Load(0, (1, width), 0, "f32"), "f32")
+    kernel = Kernel("k_cols_wide", (width,), (20,), ["f32"], [], ["f32"], [Store(0, total)])
+    assert "acc0[c]" in render_c(kernel)  # the column loop
+    (out,), _ = _call(kernel, [x])
+    np.testing.assert_array_equal(out, x.astype(np.float64).sum(0).astype(np.float32))
