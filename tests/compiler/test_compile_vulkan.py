@@ -222,6 +222,7 @@ def test_one_command_buffer_per_call_and_state_stays_in_its_buffers(vulkan):
             # nothing went through host memory: no reads, no uploads (hyperparameters are kernel parameters)
             assert after["readbacks"] == before["readbacks"] and after["uploads"] == before["uploads"]
             assert after["device_allocations"] == before["device_allocations"]  # the allocator reuses blocks
+            assert after["bind_groups"] == before["bind_groups"]  # ... the same ones, so bind groups are reused
     finally:
         runtime.max_pending = 256
     assert [p._data.buffer for p in model.parameters()] + [b._data.buffer for b in model.buffers()] == buffers

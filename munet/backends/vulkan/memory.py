@@ -3,14 +3,17 @@
 Buffer sizes are rounded up to size classes (powers of two up to 1 MiB, then multiples of
 1 MiB) and a freed block goes back to a free list of its class for the next allocation of
 that class: eager code allocates a temporary per op, and creating a wgpu buffer costs far
-more than reusing one. A block is freed when its ``DeviceBuffer`` is garbage collected (a
-weakref finalizer); blocks freed while commands that may use them are still being recorded
-are held back until those commands are submitted, because later queue writes would
-otherwise overtake them.
+more than reusing one. An allocation takes the lowest-address free block of its class, so a
+loop that allocates the same sizes in the same order (a training step, a compiled call) gets
+the same blocks every time and the runtime's bind groups, keyed by buffers, are reused. A
+block is freed when its ``DeviceBuffer`` is garbage collected (a weakref finalizer); blocks
+freed while commands that may use them are still being recorded are held back until those
+commands are submitted, because later queue writes would otherwise overtake them.
 """
 
 from __future__ import annotations
 
+import heapq
 import itertools
 import weakref
 
@@ -36,6 +39,9 @@ class Block:
 
     def __init__(self, gpu, size: int, address: int):
         self.gpu, self.size, self.address = gpu, size, address
+
+    def __lt__(self, other: Block) -> bool:  # free lists are heaps by address
+        return self.address < other.address
 
 
 class DeviceBuffer:
@@ -84,7 +90,7 @@ class Allocator:
         size = min(size_class(nbytes), limit)
         cached = self.free.get(size)
         if cached:
-            block = cached.pop()
+            block = heapq.heappop(cached)
             self.counts["cache_hits"] += 1
         else:
             block = Block(self._create(size), size, next(self._addresses))
@@ -119,11 +125,11 @@ class Allocator:
         if self.runtime.recording:
             self.deferred.append(block)
         else:
-            self.free.setdefault(block.size, []).append(block)
+            heapq.heappush(self.free.setdefault(block.size, []), block)
 
     def after_submit(self) -> None:
         for block in self.deferred:
-            self.free.setdefault(block.size, []).append(block)
+            heapq.heappush(self.free.setdefault(block.size, []), block)
         self.deferred.clear()
 
     def empty_cache(self) -> None:

@@ -68,7 +68,7 @@ class Runtime:
         self._pass = None
         self._pending = 0
         self.max_pending = MAX_PENDING
-        self.counts = {"dispatches": 0, "submits": 0, "pipelines": 0, "readbacks": 0, "uploads": 0}
+        self.counts = {"dispatches": 0, "submits": 0, "pipelines": 0, "bind_groups": 0, "readbacks": 0, "uploads": 0}
 
     @property
     def recording(self) -> bool:
@@ -151,6 +151,7 @@ class Runtime:
             size = min(buf.block.size, self.max_binding)
             entries.append({"binding": i + 1, "resource": {"buffer": buf.block.gpu, "offset": 0, "size": size}})
         bind_group = self.device.create_bind_group(layout=group, entries=entries)
+        self.counts["bind_groups"] += 1
         self._bind_groups[key] = bind_group
         if len(self._bind_groups) > _BIND_GROUP_CACHE:
             self._bind_groups.popitem(last=False)
