@@ -11,6 +11,7 @@ strides, so transposed views (as in matmul's backward) need no copy; batch dims 
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -43,6 +44,7 @@ def _batch(brank: int) -> tuple[str, str, str]:
     return "\n".join(batch), " + ".join(a_terms), " + ".join(b_terms)
 
 
+@functools.cache  # built once per (dtype, batch rank): building the string cost a third of a small op
 def _blocked_source(kind: str, brank: int) -> str:
     split, a_base, b_base = _batch(brank)
     rows, cols = range(RB), range(RB)
@@ -79,6 +81,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 """
 
 
+@functools.cache
 def _tiled_source(kind: str, brank: int) -> str:
     zero = f"{kind}(0)"
     split, a_base, b_base = _batch(brank)
