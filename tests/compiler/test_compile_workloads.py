@@ -295,6 +295,18 @@ def _operands_blas_cannot_take(graph) -> list:
     return found
 
 
+def test_attention_softmax_fuses_with_the_scale_and_causal_mask():
+    """sdpa's softmax (max, exp, sum, divide) runs in fused reduction kernels, with the scaling and the mask
+    as the max's prologue: no softmax or max kernel of its own over the (B, H, L, S) scores."""
+    gen = np.random.default_rng(0)
+    idx, targets = munet.tensor(gen.integers(0, 13, (3, 8))), munet.tensor(gen.integers(0, 13, 24))
+    graph = _step_graph(lambda: _make_gpt(False), idx, targets, _gpt_step)
+    on_scores = [n for n in graph.nodes if n.outputs and len(n.outputs[0].shape or ()) == 4]
+    assert not [n for n in on_scores if n.op.name in ("softmax", "amax", "where", "exp", "sum")]
+    groups = [repr(n.attrs["group"]) for n in graph.nodes if n.op.name == "fused"]
+    assert sum("mul where amax" in g for g in groups) == 2  # one per layer
+
+
 def test_copy_detector_flags_a_copy_of_a_transpose():
     """The checks above fail when a copy a view would serve feeds matmul (x.t().clone() @ w), or an operand
     BLAS cannot take does."""

@@ -210,3 +210,18 @@ def test_sdpa_errors():
         F.scaled_dot_product_attention(q, k, v, dropout_p=1.5)
     with pytest.raises(RuntimeError, match="expected query of rank >= 2"):
         F.scaled_dot_product_attention(_t(randn(2, dtype="float64")), k, v)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sdpa_weights_are_the_softmax_kernels_bit_for_bit(dtype):
+    """The unmasked path writes softmax out as max/exp/sum/div (so the compiler can fuse it); in eager
+    it must give exactly the softmax kernel's weights, causal rows (-inf entries) included."""
+    q, k = (munet.from_numpy(randn(2, 3, 9, 5, dtype=dtype)) for _ in range(2))
+    v = munet.from_numpy(np.eye(9, dtype=dtype)).expand(2, 3, 9, 9)  # the output is the weights themselves
+    for causal in (False, True):
+        scores = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(5))
+        if causal:
+            scores = munet.where(munet.from_numpy(np.tril(np.ones((9, 9), bool))), scores, -math.inf)
+        expected = F.softmax(scores, -1).numpy()
+        got = F.scaled_dot_product_attention(q, k, v, is_causal=causal).numpy()
+        np.testing.assert_array_equal(got, expected)
