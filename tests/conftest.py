@@ -1,9 +1,11 @@
 """Shared pytest setup: deterministic seeds and the default device for every test, and the device of the op checks.
 
-``pytest tests/ops --munet-device=vulkan`` (or ``MUNET_TEST_DEVICE=vulkan``) runs every
-``tests.reference.check`` on that device against PyTorch on the CPU; see tests/reference.py.
+``pytest tests/ops --munet-device=vulkan`` (or ``MUNET_TEST_DEVICE=vulkan``) runs every tests/ops
+function on that device, with ``tests.reference.check`` comparing against PyTorch on the CPU and
+the device as the default device; see tests/device_run.py and tests/reference.py.
 """
 
+import inspect
 import os
 
 import numpy as np
@@ -11,13 +13,14 @@ import pytest
 
 import munet
 from tests import reference
+from tests.device_run import run_on_device
 
 
 def pytest_addoption(parser):
     parser.addoption(
         "--munet-device",
         default=os.environ.get("MUNET_TEST_DEVICE", "cpu"),
-        help="device on which tests.reference.check runs MuNet (default: cpu, or $MUNET_TEST_DEVICE)",
+        help="device on which tests/ops run MuNet (default: cpu, or $MUNET_TEST_DEVICE)",
     )
 
 
@@ -35,6 +38,18 @@ def _restore_default_device():
     saved = munet._device.default_device_if_set()
     yield
     munet.set_default_device(saved)
+
+
+def pytest_pyfunc_call(pyfuncitem):
+    """With ``--munet-device`` other than cpu, a tests/ops function runs with that device as the default."""
+    device = pyfuncitem.config.getoption("--munet-device")
+    if device == "cpu" or not pyfuncitem.nodeid.startswith("tests/ops/"):
+        return None
+    fn = pyfuncitem.obj
+    kwargs = {name: pyfuncitem.funcargs[name] for name in inspect.signature(fn).parameters}
+    with pytest.MonkeyPatch.context() as monkeypatch:
+        run_on_device(fn, kwargs, device, monkeypatch)
+    return True
 
 
 @pytest.fixture(autouse=True)

@@ -526,12 +526,14 @@ def as_strided(input, size, stride, storage_offset=None):
     offset = input.storage_offset() if storage_offset is None else int(storage_offset)
     if any(s < 0 for s in stride):
         raise RuntimeError("as_strided: negative strides are not supported")
-    if all(n > 0 for n in size):
+    data = input._storage.data  # a NumPy array on cpu, a DeviceBuffer (numel) on vulkan
+    storage_size = data.shape[0] if hasattr(data, "shape") else getattr(data, "numel", None)
+    if all(n > 0 for n in size) and isinstance(storage_size, int):
         last = offset + sum((n - 1) * s for n, s in zip(size, stride))
-        if last >= input._storage.data.shape[0] if hasattr(input._storage.data, "shape") else False:
+        if last >= storage_size:
             raise RuntimeError(
                 f"as_strided: setStorage: sizes {list(size)}, strides {list(stride)}, storage offset {offset} are "
-                f"out of bounds for storage of size {input._storage.data.shape[0]}"
+                f"out of bounds for storage of size {storage_size}"
             )
     if not input.is_contiguous() and input._requires_grad:
         raise RuntimeError("as_strided: gradients through as_strided of a non-contiguous tensor are not supported")

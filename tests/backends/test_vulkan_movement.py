@@ -135,3 +135,10 @@ def test_unfold_fold(vulkan, kw):
     check(lambda a: F.unfold(a, **kw), x, vulkan=vulkan)
     cols = F.unfold(munet.tensor(x), **kw).numpy()
     check(lambda c: F.fold(c, (9, 8), **kw), cols, vulkan=vulkan, tol=SUMS)
+
+
+def test_as_strided_is_bounds_checked_against_the_storage(vulkan):
+    x = munet.zeros(2, 3, 4, device=vulkan)
+    with pytest.raises(RuntimeError, match=r"out of bounds for storage of size 24"):
+        x.as_strided((5, 5), (5, 1))
+    assert x.as_strided((4, 6), (6, 1)).shape == (4, 6)

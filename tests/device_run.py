@@ -1,0 +1,109 @@
+"""Running a tests/ops test function with a device other than cpu as the default device.
+
+The test bodies of tests/ops were written for cpu. :func:`run_on_device` runs one on another
+device: ``tests.reference.check`` pointed at it and the device made the default
+(``with munet.device(...)``), so the tensors the body makes are device tensors; for the call
+``Tensor.numpy()`` reads a device tensor back to the host, ``munet.from_numpy`` copies to the
+device, and ``gradcheck`` (float64 finite differences) runs on cpu. A ``DeviceError`` saying the
+device lacks a dtype or kernel skips the test with that message (also when a
+``pytest.raises(match=...)`` met it instead of the error it expected); a mixed-device error
+fails it. ``HOST_ONLY`` names the functions that test cpu behaviour by nature.
+
+Used by tests/backends/test_vulkan_parity.py and by ``pytest tests/ops --munet-device=vulkan``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import munet
+from tests import reference
+
+_UNCHECKED_INDICES = (
+    "checks the error for an out-of-range index, which vulkan kernels do not raise: indices are not "
+    "bounds-checked on the device (that needs a host read per op; munet/backends/vulkan/kernels_indexing.py)"
+)
+_CPU_GENERATOR = (
+    "draws from munet.Generator(), a cpu generator as in PyTorch, which a sample on another device refuses; "
+    "vulkan streams are tested in tests/backends/test_vulkan_random.py"
+)
+HOST_ONLY = {
+    "test_gather_errors": _UNCHECKED_INDICES,
+    "test_index_add_copy_fill": _UNCHECKED_INDICES,
+    "test_index_errors": _UNCHECKED_INDICES,
+    "test_index_put_errors": _UNCHECKED_INDICES,
+    "test_index_select": _UNCHECKED_INDICES,
+    "test_scatter_errors": _UNCHECKED_INDICES,
+    "test_take_and_take_along_dim": _UNCHECKED_INDICES,
+    "test_multinomial_errors": (
+        "checks the errors for invalid probability rows, which need host data: the vulkan kernel does "
+        "not check them (munet/backends/vulkan/kernels_random.py)"
+    ),
+    "test_sdpa_weights_are_the_softmax_kernels_bit_for_bit": (
+        "holds the written-out softmax to the cpu softmax kernel bit for bit; the vulkan kernel sums in "
+        "another order (they differ by an ulp)"
+    ),
+    "test_every_sampler_takes_a_generator": _CPU_GENERATOR,
+    "test_generators_are_independent": _CPU_GENERATOR,
+    "test_get_set_state": _CPU_GENERATOR,
+    "test_stream_is_philox_keyed_by_seed": _CPU_GENERATOR,
+}
+
+
+def run_on_device(fn, kwargs: dict, device, monkeypatch) -> None:
+    """Call ``fn(**kwargs)`` on ``device`` as described above (``monkeypatch`` undoes the patches)."""
+    reason = HOST_ONLY.get(fn.__name__)
+    if reason is not None:
+        pytest.skip(f"on {device}: {reason}")
+    monkeypatch.setattr(munet.Tensor, "numpy", _read_on_host(munet.Tensor.numpy))
+    monkeypatch.setattr(munet, "from_numpy", _to_device(munet.from_numpy, device))
+    if "gradcheck" in fn.__globals__:
+        monkeypatch.setitem(fn.__globals__, "gradcheck", _on_cpu(fn.__globals__["gradcheck"]))
+    with reference.on_device(device), munet.device(device):
+        try:
+            fn(**kwargs)
+        except munet.DeviceError as exc:  # a dtype or kernel the device lacks, met outside check()
+            if not _lacks_dtype_or_kernel(exc):
+                raise
+            pytest.skip(f"on {device}: {exc}")
+        except AssertionError as exc:  # pytest.raises(match=...) met that DeviceError instead
+            if not _lacks_dtype_or_kernel(exc.__context__):
+                raise
+            pytest.skip(f"on {device}: {exc.__context__}")
+
+
+def _read_on_host(numpy):
+    """``Tensor.numpy`` that copies a device tensor to the host first (the tests were written for cpu)."""
+
+    def host_numpy(self, *, force: bool = False):
+        return numpy(self.cpu() if self.device.type != "cpu" else self, force=force)
+
+    return host_numpy
+
+
+def _to_device(from_numpy, device):
+    """``munet.from_numpy`` that copies to ``device`` (test bodies build constant operands with it)."""
+
+    def from_numpy_to_device(array):
+        return from_numpy(array).to(device)
+
+    return from_numpy_to_device
+
+
+def _on_cpu(gradcheck):
+    """``gradcheck`` on cpu: finite differences need float64, which vulkan does not hold."""
+
+    def gradcheck_on_cpu(*args, **kwargs):
+        with munet.device("cpu"):
+            try:
+                return gradcheck(*args, **kwargs)
+            except munet.DeviceError as exc:
+                if reference._MIXED not in str(exc):
+                    raise
+                pytest.skip(f"gradcheck (float64, so on cpu) of a function holding device tensors: {exc}")
+
+    return gradcheck_on_cpu
+
+
+def _lacks_dtype_or_kernel(exc: BaseException | None) -> bool:
+    return isinstance(exc, munet.DeviceError) and reference._MIXED not in str(exc)
