@@ -1,8 +1,14 @@
-"""Shared pytest setup: deterministic seeds and the default device for every test, and the device of the op checks.
+"""Shared pytest setup: deterministic seeds and the default device for every test, the device of the
+op checks, and the ``vulkan`` fixture.
 
 ``pytest tests/ops --munet-device=vulkan`` (or ``MUNET_TEST_DEVICE=vulkan``) runs every tests/ops
 function on that device, with ``tests.reference.check`` comparing against PyTorch on the CPU and
 the device as the default device; see tests/device_run.py and tests/reference.py.
+
+The ``vulkan`` fixture is the Vulkan device under test: ``vulkan:0``, or
+``$MUNET_TEST_VULKAN_DEVICE`` (scripts/gpu_check.sh picks the GPU adapter that way when a CPU
+driver such as lavapipe is listed too). Without one it skips, and under ``MUNET_TEST_VULKAN=1``
+it fails instead.
 """
 
 import inspect
@@ -14,6 +20,22 @@ import pytest
 import munet
 from tests import reference
 from tests.device_run import run_on_device
+
+VULKAN_REQUIRED = os.environ.get("MUNET_TEST_VULKAN") == "1"
+VULKAN_DEVICE = os.environ.get("MUNET_TEST_VULKAN_DEVICE", "vulkan:0")
+
+
+@pytest.fixture
+def vulkan():
+    from munet.backends.vulkan import adapters
+
+    device = munet.device(VULKAN_DEVICE)
+    if (device.index or 0) >= len(adapters.list_devices("vulkan")):
+        reason = adapters.explain_unavailable("vulkan", device.index or 0)
+        if VULKAN_REQUIRED:
+            pytest.fail(f"MUNET_TEST_VULKAN=1 but no Vulkan device {device}: {reason}")
+        pytest.skip(f"no Vulkan device {device}: {reason}")
+    return device
 
 
 def pytest_addoption(parser):

@@ -11,21 +11,6 @@ import numpy as np
 import pytest
 
 import munet
-from tests.backends.conftest import DEVICE, REQUIRED
-
-
-@pytest.fixture
-def vulkan():
-    from munet.backends.vulkan import adapters
-
-    device = munet.device(DEVICE)
-    if (device.index or 0) >= len(adapters.list_devices("vulkan")):
-        reason = adapters.explain_unavailable("vulkan", device.index or 0)
-        if REQUIRED:
-            pytest.fail(f"MUNET_TEST_VULKAN=1 but no Vulkan device {device}: {reason}")
-        pytest.skip(f"no Vulkan device {device}: {reason}")
-    return device
-
 
 FACTORIES = {
     "tensor": lambda: munet.tensor([1.0, 2.0]),

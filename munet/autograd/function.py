@@ -60,8 +60,10 @@ class _FunctionOp:
             from munet.ops.creation import zeros
 
             grads = tuple(
-                zeros(shape, dtype=dtype) if g is None else g
-                for g, shape, dtype in zip(grads, node.output_shapes, node.output_dtypes)
+                zeros(shape, dtype=dtype, device=device) if g is None else g
+                for g, shape, dtype, device in zip(
+                    grads, node.output_shapes, node.output_dtypes, node.attrs["output_devices"]
+                )
             )
         out = self.fn_cls.backward(ctx, *grads)
         if not isinstance(out, tuple):
@@ -120,6 +122,7 @@ class Function:
         out_tensors = [o for o in outs if isinstance(o, Tensor)]
         node.output_shapes = tuple(o.shape for o in out_tensors)
         node.output_dtypes = tuple(o.dtype for o in out_tensors)
+        node.attrs["output_devices"] = tuple(o.device for o in out_tensors)
         for i, t in enumerate(ctx._to_save):
             if t is None:
                 continue

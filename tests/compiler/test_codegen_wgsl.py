@@ -18,9 +18,6 @@ from munet.backends.vulkan.wgsl import scalar_word
 from munet.compiler.codegen import kernel as K
 from munet.compiler.codegen.kernel import Apply, Const, Kernel, Load, Param, Reduce, Store
 from munet.compiler.codegen.wgsl import UnsupportedKernelError, reduction_layout, render_wgsl, workgroups
-from tests.backends import conftest as backends_conftest
-
-vulkan = backends_conftest.vulkan  # the device fixture: vulkan:0 (or $MUNET_TEST_VULKAN_DEVICE), else a skip
 
 _DTYPES = {"f32": D.float32, "bool": D.bool_}
 

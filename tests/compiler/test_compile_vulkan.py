@@ -15,9 +15,6 @@ import pytest
 import munet
 import munet.nn.functional as F
 from munet import nn
-from tests.backends import conftest as backends_conftest
-
-vulkan = backends_conftest.vulkan  # the device fixture: vulkan:0 (or $MUNET_TEST_VULKAN_DEVICE), else a skip
 
 VULKAN_RTOL = 2e-5
 

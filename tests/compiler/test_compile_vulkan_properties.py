@@ -11,9 +11,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import munet
-from tests.backends import conftest as backends_conftest
-
-vulkan = backends_conftest.vulkan  # the device fixture: vulkan:0 (or $MUNET_TEST_VULKAN_DEVICE), else a skip
 
 UNARY = {
     "exp": lambda a: (a * 0.5).exp(),

@@ -186,3 +186,15 @@ def test_random_split_lengths_and_fractions():
     with pytest.raises(ValueError, match="Sum of input lengths"):
         random_split(range(5), [2, 2])
     assert math.isclose(sum(len(p) for p in parts), 11)
+
+
+def test_shuffling_works_under_a_vulkan_default_device(vulkan):
+    # Index sampling draws from cpu generators (as in PyTorch), whatever the default device is.
+    data = TensorDataset(munet.arange(10.0))
+    with munet.device(vulkan):
+        loader = DataLoader(data, batch_size=4, shuffle=True)
+        seen = sorted(v for (batch,) in loader for v in batch.tolist())
+        parts = random_split(data, [3, 7])
+        weighted = list(WeightedRandomSampler([0.1, 0.9], 5))
+    assert seen == [float(i) for i in range(10)]
+    assert sorted(parts[0].indices + parts[1].indices) == list(range(10)) and len(weighted) == 5

@@ -139,7 +139,7 @@ def _base_seed(loader: DataLoader) -> int:
     so the sampler sees the same stream either way; workers are seeded from it."""
     from munet.ops.random import default_generator, randint
 
-    return int(randint(0, 2**62, (), generator=loader.generator or default_generator).item())
+    return int(randint(0, 2**62, (), generator=loader.generator or default_generator, device="cpu").item())
 
 
 class _SingleProcessIter:

@@ -121,7 +121,7 @@ def random_split(dataset: Dataset, lengths: Sequence, generator=None) -> list[Su
         lengths = counts
     if sum(lengths) != len(dataset):
         raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
-    indices = randperm(sum(lengths), generator=generator or default_generator).tolist()
+    indices = randperm(sum(lengths), generator=generator or default_generator, device="cpu").tolist()
     out = []
     offset = 0
     for n in lengths:

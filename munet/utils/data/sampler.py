@@ -11,7 +11,7 @@ def _fresh_generator(generator):
 
     if generator is not None:
         return generator
-    seed = int(randint(0, 2**62, (), generator=default_generator).item())
+    seed = int(randint(0, 2**62, (), generator=default_generator, device="cpu").item())
     return Generator().manual_seed(seed)
 
 
@@ -57,11 +57,11 @@ class RandomSampler(Sampler):
         n = len(self.data_source)
         generator = _fresh_generator(self.generator)
         if self.replacement:
-            yield from randint(0, n, (self.num_samples,), generator=generator).tolist()
+            yield from randint(0, n, (self.num_samples,), generator=generator, device="cpu").tolist()
             return
         for _ in range(self.num_samples // n):
-            yield from randperm(n, generator=generator).tolist()
-        yield from randperm(n, generator=generator).tolist()[: self.num_samples % n]
+            yield from randperm(n, generator=generator, device="cpu").tolist()
+        yield from randperm(n, generator=generator, device="cpu").tolist()[: self.num_samples % n]
 
     def __len__(self) -> int:
         return self.num_samples
@@ -77,7 +77,7 @@ class SubsetRandomSampler(Sampler):
     def __iter__(self):
         from munet.ops.random import randperm
 
-        for i in randperm(len(self.indices), generator=_fresh_generator(self.generator)).tolist():
+        for i in randperm(len(self.indices), generator=_fresh_generator(self.generator), device="cpu").tolist():
             yield self.indices[i]
 
     def __len__(self) -> int:
@@ -92,7 +92,9 @@ class WeightedRandomSampler(Sampler):
 
         if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
             raise ValueError(f"num_samples should be a positive integer value, but got num_samples={num_samples}")
-        self.weights = tensor(weights, dtype=None).double() if not hasattr(weights, "double") else weights.double()
+        self.weights = (
+            tensor(weights, dtype=None, device="cpu").double() if not hasattr(weights, "double") else weights.double()
+        )
         if self.weights.ndim != 1:
             raise ValueError(
                 f"weights should be a 1d sequence but given weights have shape {tuple(self.weights.shape)}"
