@@ -302,3 +302,20 @@ def test_diamond_graph_accumulates_once_per_path():
         c = a * 3
         (b * c).sum().backward()
     assert_close(m.grad, t.grad)
+
+
+def test_function_materializes_missing_grads_on_the_output_device(vulkan):
+    class Split(munet.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2, x * 3
+
+        @staticmethod
+        def backward(ctx, ga, gb):
+            assert ga.device == gb.device == x.device  # gb was never computed: zeros on vulkan
+            return ga * 2 + gb * 3
+
+    x = munet.ones(3, device=vulkan, requires_grad=True)
+    a, _ = Split.apply(x)
+    a.sum().backward()
+    assert x.grad.cpu().tolist() == [2.0, 2.0, 2.0]
