@@ -10,6 +10,7 @@ from munet import _dtype as D
 from munet.autograd.grad_mode import no_grad
 from munet.nn.module import Module
 from munet.ops.creation import tensor
+from munet.ops.elementwise import where
 from munet.optim.lr_scheduler import LRScheduler
 
 __all__ = [
@@ -42,10 +43,10 @@ def get_swa_multi_avg_fn():
 
     @no_grad()
     def swa_update(averaged_params, current_params, num_averaged):
-        weight = 1.0 / (float(num_averaged.item() if hasattr(num_averaged, "item") else num_averaged) + 1)
+        # avg += (current - avg) / (n + 1) with n a tensor: no host read, so it works inside munet.compile
         for avg, current in zip(averaged_params, current_params):
             if avg.is_floating_point():
-                avg.lerp_(current, weight)
+                avg.add_((current - avg) / (num_averaged + 1))
             else:
                 avg.copy_(current)
 
@@ -73,6 +74,10 @@ class AveragedModel(Module):
 
     >>> ema = AveragedModel(model, multi_avg_fn=get_ema_multi_avg_fn(0.999))
     >>> ema.update_parameters(model)  # after each optimizer step
+
+    ``update_parameters`` never reads ``n_averaged`` on the host: the first update (a plain copy)
+    is selected with ``where(n_averaged == 0, current, averaged)``, so it also runs inside a
+    ``munet.compile``d step, where ``n_averaged`` and the averages are state of the graph.
     """
 
     def __init__(self, model: Module, device=None, avg_fn=None, multi_avg_fn=None, use_buffers: bool = False):
@@ -103,14 +108,17 @@ class AveragedModel(Module):
         current = [p.detach().to(a.device) for a, p in zip(mine, theirs)]
         averaged = [a.detach() for a in mine]
         n = self.n_averaged
-        if n.item() == 0:
-            for a, c in zip(averaged, current):
-                a.copy_(c)
-        elif self.avg_fn is not None:
-            for a, c in zip(averaged, current):
-                a.copy_(self.avg_fn(a, c, n))
+        if self.avg_fn is not None:
+            updates = [self.avg_fn(a, c, n.to(a.device)) for a, c in zip(averaged, current)]
         else:
-            (self.multi_avg_fn or get_swa_multi_avg_fn())(averaged, current, n)
+            updates = averaged
+            if averaged:
+                (self.multi_avg_fn or get_swa_multi_avg_fn())(averaged, current, n.to(averaged[0].device))
+        first = {}
+        for a, c, u in zip(averaged, current, updates):
+            if a.device not in first:
+                first[a.device] = (n == 0).to(a.device)
+            a.copy_(where(first[a.device], c, u))
         if not self.use_buffers:
             for b_avg, b_model in zip(self.module.buffers(), model.buffers()):
                 b_avg.detach().copy_(b_model.detach().to(b_avg.device))

@@ -54,3 +54,36 @@ def test_clip_grad_norm_matches_eager(max_norm):
     assert (eager_norm.item() > max_norm) == (max_norm < 1)
     _assert_same_state(m1, m2)
     assert compiled.stats()["traces"] == 2
+
+
+@pytest.mark.parametrize(
+    "avg",
+    [
+        {"multi_avg_fn": munet.optim.swa_utils.get_ema_multi_avg_fn(0.9)},
+        {"avg_fn": munet.optim.swa_utils.get_ema_avg_fn(0.8)},
+        {},  # SWA: weight 1 / (n_averaged + 1)
+    ],
+    ids=["ema_multi", "ema_single", "swa"],
+)
+def test_averaged_model_update_matches_eager(avg):
+    def step(model, opt, ema, x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        ema.update_parameters(model)
+        return loss
+
+    x, y = _data()
+    (m1, o1), (m2, o2) = _mlp(), _mlp()
+    e1, e2 = munet.optim.swa_utils.AveragedModel(m1, **avg), munet.optim.swa_utils.AveragedModel(m2, **avg)
+    compiled = munet.compile(step)
+    for _ in range(4):
+        eager_loss = step(m1, o1, e1, x, y)
+        assert compiled(m2, o2, e2, x, y).item() == pytest.approx(eager_loss.item(), rel=RTOL)
+    _assert_same_state(m1, m2)
+    _assert_same_state(e1, e2)
+    assert e1.n_averaged.item() == e2.n_averaged.item() == 4
+    # the average is not a copy of the model
+    assert not np.allclose(e2.module[0].weight.detach().numpy(), m2[0].weight.detach().numpy())
+    assert compiled.stats()["traces"] == 2
