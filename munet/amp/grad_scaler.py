@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from enum import Enum
 
+from munet import _dtype as D
 from munet._tensor import Tensor
 from munet.autograd.grad_mode import no_grad
+from munet.ops.creation import tensor, zeros_like
+from munet.ops.elementwise import isfinite, logical_not, logical_or, where
 
 
 class _Stage(Enum):
@@ -17,7 +20,17 @@ class _Stage(Enum):
 class GradScaler:
     """Multiplies the loss by ``scale`` before backward, checks gradients for inf/NaN before
     each optimizer step (skipping the step if any), and adapts the scale: ``backoff_factor``
-    after an overflow, ``growth_factor`` after ``growth_interval`` clean steps."""
+    after an overflow, ``growth_factor`` after ``growth_interval`` clean steps.
+
+    The scale and the growth tracker are 0-d cpu tensors (float64 and int64), the one source of
+    truth in both modes. Eager calls read them on the host (a cpu read, never a device sync) and
+    skip ``optimizer.step`` on the host when a gradient is inf/NaN, as PyTorch does. Inside
+    ``munet.compile`` (a tracer is active) nothing is read on the host: the tensors are state of
+    the graph, ``found_inf`` is a bool tensor, ``step`` runs the optimizer and then puts every
+    parameter and optimizer-state tensor back where ``found_inf`` holds, and ``update`` adapts the
+    scale with ``where``. Optimizer state created by that step (the first step) is put back to
+    zeros, which equals fresh state only for Adam, AdamW, Adamax and SGD without dampening; other
+    optimizers raise ``NotImplementedError`` there (run their first step eagerly)."""
 
     def __init__(
         self,
@@ -35,11 +48,11 @@ class GradScaler:
         self._device = device
         self._enabled = enabled
         self._init_scale = float(init_scale)
-        self._scale = float(init_scale)
+        self._scale = tensor(float(init_scale), dtype=D.float64, device="cpu")
         self._growth_factor = growth_factor
         self._backoff_factor = backoff_factor
         self._growth_interval = growth_interval
-        self._growth_tracker = 0
+        self._growth_tracker = tensor(0, dtype=D.int64, device="cpu")
         self._per_optimizer: dict[int, dict] = {}
 
     def is_enabled(self) -> bool:
@@ -53,7 +66,13 @@ class GradScaler:
         if not self._enabled:
             return outputs
         if isinstance(outputs, Tensor):
-            return outputs * self._scale
+            if not _tracing():
+                return outputs * self._scale.item()
+            scale = self._scale.to(outputs.device)
+            if outputs.dtype in (D.float32, D.float64):
+                return outputs * scale.to(outputs.dtype)
+            # eager multiplies a 16-bit tensor by the Python float at higher precision, then rounds
+            return (outputs.to(D.float64) * scale).to(outputs.dtype)
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
         if isinstance(outputs, dict):
@@ -70,17 +89,20 @@ class GradScaler:
             raise RuntimeError("unscale_() has already been called on this optimizer since the last update().")
         if state["stage"] is _Stage.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
-        from munet.ops.elementwise import isfinite
-
-        inv = 1.0 / self._scale
-        found_inf = False
-        for group in optimizer.param_groups:
-            for p in group["params"]:
-                if p.grad is None:
-                    continue
-                if not bool(isfinite(p.grad).all()):
+        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+        if _tracing():
+            inv = 1.0 / self._scale  # float64, rounded to each gradient's dtype as eager rounds 1 / scale
+            found_inf = tensor(False)
+            for g in grads:
+                found_inf = logical_or(found_inf, logical_not(isfinite(g).all().to(found_inf.device)))
+                g.mul_(inv.to(g.device).to(g.dtype))
+        else:
+            inv = 1.0 / self._scale.item()
+            found_inf = False
+            for g in grads:
+                if not bool(isfinite(g).all()):
                     found_inf = True
-                p.grad.mul_(inv)
+                g.mul_(inv)
         state["found_inf"] = found_inf
         state["stage"] = _Stage.UNSCALED
 
@@ -95,31 +117,40 @@ class GradScaler:
             raise RuntimeError("step() has already been called since the last update().")
         if state["stage"] is _Stage.READY:
             self.unscale_(optimizer)
-        result = None if state["found_inf"] else optimizer.step(*args, **kwargs)
+        if _tracing():
+            result = _step_unless(state["found_inf"], optimizer, args, kwargs)
+        else:
+            result = None if state["found_inf"] else optimizer.step(*args, **kwargs)
         state["stage"] = _Stage.STEPPED
         return result
 
+    @no_grad()
     def update(self, new_scale=None) -> None:
         """Adapt the scale after this iteration's steps (or set it to ``new_scale``)."""
         if not self._enabled:
             return
         if new_scale is not None:
-            self._scale = float(new_scale.item() if isinstance(new_scale, Tensor) else new_scale)
+            if isinstance(new_scale, Tensor):
+                self._scale.copy_(new_scale.detach().reshape(()).to("cpu").to(D.float64))
+            else:
+                self._scale.fill_(float(new_scale))
         else:
             if not self._per_optimizer:
                 raise RuntimeError("No inf checks were recorded prior to update.")
-            if any(s["found_inf"] for s in self._per_optimizer.values()):
-                self._scale *= self._backoff_factor
-                self._growth_tracker = 0
-            else:
-                self._growth_tracker += 1
-                if self._growth_tracker == self._growth_interval:
-                    self._scale *= self._growth_factor
-                    self._growth_tracker = 0
+            found = None
+            for s in self._per_optimizer.values():
+                flag = s["found_inf"] if isinstance(s["found_inf"], Tensor) else tensor(s["found_inf"])
+                found = flag if found is None else logical_or(found, flag)
+            found = found.to("cpu")
+            tracker = where(found, 0, self._growth_tracker + 1)
+            grow = tracker == self._growth_interval
+            scale = where(grow, self._scale * self._growth_factor, self._scale)
+            self._scale.copy_(where(found, self._scale * self._backoff_factor, scale))
+            self._growth_tracker.copy_(where(grow, 0, tracker))
         self._per_optimizer = {}
 
     def get_scale(self) -> float:
-        return self._scale if self._enabled else 1.0
+        return self._scale.item() if self._enabled else 1.0
 
     def get_growth_factor(self) -> float:
         return self._growth_factor
@@ -134,11 +165,11 @@ class GradScaler:
         if not self._enabled:
             return {}
         return {
-            "scale": self._scale,
+            "scale": self._scale.item(),
             "growth_factor": self._growth_factor,
             "backoff_factor": self._backoff_factor,
             "growth_interval": self._growth_interval,
-            "_growth_tracker": self._growth_tracker,
+            "_growth_tracker": int(self._growth_tracker.item()),
         }
 
     def load_state_dict(self, state_dict: dict) -> None:
@@ -148,8 +179,60 @@ class GradScaler:
             raise RuntimeError(
                 "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler."
             )
-        self._scale = float(state_dict["scale"])
+        self._scale.fill_(float(state_dict["scale"]))
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
-        self._growth_tracker = int(state_dict["_growth_tracker"])
+        self._growth_tracker.fill_(int(state_dict["_growth_tracker"]))
+
+
+# Optimizers whose state, created on a first step, is all zeros (so a skipped traced first step can
+# leave zeros behind and the next step computes what a fresh step computes). SGD's momentum buffer
+# starts as the gradient itself, which zeros reproduce only without dampening.
+_ZERO_STATE = {
+    "Adam": lambda group: True,
+    "AdamW": lambda group: True,
+    "Adamax": lambda group: True,
+    "SGD": lambda group: group.get("dampening", 0) == 0,
+}
+
+
+def _tracing() -> bool:
+    from munet.ops._registry import _Tracing
+
+    return _Tracing.tracer is not None
+
+
+@no_grad()
+def _step_unless(found_inf: Tensor, optimizer, args, kwargs):
+    """The traced ``step``: run ``optimizer.step`` and put parameters and optimizer state back
+    where ``found_inf`` holds (no host read, so the skip is decided on every replay)."""
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    old_params = [p.detach().clone() for p in params]
+    old_state = {
+        id(p): {k: v.detach().clone() for k, v in optimizer.state[p].items() if isinstance(v, Tensor)}
+        for p in params
+        if p in optimizer.state
+    }
+    result = optimizer.step(*args, **kwargs)
+    for p, old in zip(params, old_params):
+        p.detach().copy_(where(found_inf.to(p.device), old, p.detach()))
+    for group in optimizer.param_groups:
+        for p in group["params"]:
+            before = old_state.get(id(p), {})
+            for key, value in optimizer.state.get(p, {}).items():
+                if not isinstance(value, Tensor):
+                    continue
+                old = before.get(key)
+                if old is None:
+                    zero_state = _ZERO_STATE.get(type(optimizer).__name__)
+                    if zero_state is None or not zero_state(group):
+                        raise NotImplementedError(
+                            f"GradScaler.step inside munet.compile: {type(optimizer).__name__} creates its state "
+                            f"{key!r} in this step, which a skipped step must undo; only Adam, AdamW, Adamax and "
+                            "SGD without dampening (state that starts at zeros) are supported. Run the first "
+                            "step eagerly, then compile."
+                        )
+                    old = zeros_like(value)
+                value.copy_(where(found_inf.to(value.device), old, value))
+    return result

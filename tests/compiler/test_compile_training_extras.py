@@ -87,3 +87,55 @@ def test_averaged_model_update_matches_eager(avg):
     # the average is not a copy of the model
     assert not np.allclose(e2.module[0].weight.detach().numpy(), m2[0].weight.detach().numpy())
     assert compiled.stats()["traces"] == 2
+
+
+def _scaled_step(model, opt, scaler, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    return loss
+
+
+@pytest.mark.parametrize("make_opt", ["adamw", "sgd"])
+def test_grad_scaler_matches_eager_including_skipped_steps(make_opt):
+    # also the regression test of fuse.py's cycle check: the step-count restore `where` used to join
+    # the step increment's group although found_inf depends on it through the loss-gradient/bias-update
+    # reduction group, which reaches back past that group's first member
+    x, y = _data()
+    bad = x.clone()
+    bad[3, 2] = float("inf")  # nan loss and gradients: the step is skipped and the scale backs off
+    batches = [bad, x, x, x, bad, x, x]  # the first step, which creates the optimizer state, is skipped
+
+    def make():
+        model, opt = _mlp()
+        if make_opt == "sgd":
+            opt = munet.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        return model, opt, munet.amp.GradScaler(init_scale=2.0**16, growth_interval=2)
+
+    (m1, o1, s1), (m2, o2, s2) = make(), make()
+    compiled = munet.compile(_scaled_step)
+    scales = []
+    for batch in batches:
+        eager_loss = _scaled_step(m1, o1, s1, batch, y).item()
+        loss = compiled(m2, o2, s2, batch, y).item()
+        assert loss == pytest.approx(eager_loss, rel=RTOL, nan_ok=True)
+        assert s2.get_scale() == s1.get_scale()
+        scales.append(s1.get_scale())
+        _assert_same_state(m1, m2)
+    # skip + back off, grow after 2 clean steps, one more clean, skip, 2 clean -> grow
+    assert scales == [2.0**15, 2.0**15, 2.0**16, 2.0**16, 2.0**15, 2.0**15, 2.0**16]
+    assert s2.state_dict() == s1.state_dict()
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        for key, value in o1.state[p1].items():
+            _assert_close(value, o2.state[p2][key], key)
+    assert compiled.stats()["traces"] == 2  # the first (state-creating) step and the steady one
+
+
+def test_grad_scaler_first_step_of_other_optimizers_raises_inside_compile():
+    x, y = _data()
+    model, _ = _mlp()
+    opt = munet.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, dampening=0.5)  # buffer starts as grad
+    with pytest.raises(NotImplementedError, match="SGD creates its state 'momentum_buffer'"):
+        munet.compile(_scaled_step)(model, opt, munet.amp.GradScaler(), x, y)

@@ -299,7 +299,7 @@ class _Grouping:
     A group's kind is ``(shape, ())`` for an elementwise group, ``(input shape, dims)`` for a
     reduction group. A join is refused when it would make a cycle: a group runs as one kernel,
     so it depends on every input of every member; the check walks back from the new operands
-    through outside nodes and other groups (no further back than the chosen groups' first member).
+    through outside nodes and other groups (no further back than ``_floor``).
     """
 
     def __init__(self, position: dict):
@@ -334,9 +334,20 @@ class _Grouping:
             return None
         return root, base
 
+    def _floor(self, chosen: set) -> int:
+        """A position before which nothing depends on the ``chosen`` groups: their first member's,
+        lowered to the first member of every group that straddles it (a node before a group's
+        first member can depend on it only through a group reaching back past it)."""
+        floor = min(self.position[self.members[g][0]] for g in chosen)
+        spans = sorted(((self.position[m[0]], self.position[m[-1]]) for m in self.members.values()), reverse=True)
+        for first, last in spans:  # descending firsts: a span passed never straddles a lower floor
+            if first < floor <= last:
+                floor = first
+        return floor
+
     def _reaches(self, values: list, chosen: set) -> bool:
         """Whether any of ``values`` depends on a member of the ``chosen`` groups."""
-        floor = min(self.position[self.members[g][0]] for g in chosen)
+        floor = self._floor(chosen)
         stack, seen, seen_groups = list(values), set(), set()
         while stack:
             p = stack.pop().producer
