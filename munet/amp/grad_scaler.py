@@ -68,11 +68,11 @@ class GradScaler:
         if isinstance(outputs, Tensor):
             if not _tracing():
                 return outputs * self._scale.item()
-            scale = self._scale.to(outputs.device)
-            if outputs.dtype in (D.float32, D.float64):
-                return outputs * scale.to(outputs.dtype)
-            # eager multiplies a 16-bit tensor by the Python float at higher precision, then rounds
-            return (outputs.to(D.float64) * scale).to(outputs.dtype)
+            if outputs.dtype in (D.float32, D.float64):  # cast on cpu: vulkan holds no float64
+                return outputs * self._scale.to(outputs.dtype).to(outputs.device)
+            # eager multiplies a 16-bit tensor by the Python float at higher precision, then rounds (float32
+            # here: the same for power-of-two scales, the ones growth and backoff keep by default)
+            return (outputs.float() * self._scale.float().to(outputs.device)).to(outputs.dtype)
         if isinstance(outputs, (list, tuple)):
             return type(outputs)(self.scale(o) for o in outputs)
         if isinstance(outputs, dict):
@@ -95,7 +95,7 @@ class GradScaler:
             found_inf = tensor(False)
             for g in grads:
                 found_inf = logical_or(found_inf, logical_not(isfinite(g).all().to(found_inf.device)))
-                g.mul_(inv.to(g.device).to(g.dtype))
+                g.mul_(inv.to(g.dtype).to(g.device))
         else:
             inv = 1.0 / self._scale.item()
             found_inf = False

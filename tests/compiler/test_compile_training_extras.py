@@ -139,3 +139,29 @@ def test_grad_scaler_first_step_of_other_optimizers_raises_inside_compile():
     opt = munet.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, dampening=0.5)  # buffer starts as grad
     with pytest.raises(NotImplementedError, match="SGD creates its state 'momentum_buffer'"):
         munet.compile(_scaled_step)(model, opt, munet.amp.GradScaler(), x, y)
+
+
+def test_grad_scaler_on_vulkan_matches_eager(vulkan):
+    # the scale stays a float64 cpu tensor: the compiled graph casts it on cpu and moves it to the device
+    x, y = _data()
+    bad = x.clone()
+    bad[3, 2] = float("inf")
+
+    def make():
+        model, _ = _mlp()
+        model = model.to(vulkan)
+        opt = munet.optim.AdamW(model.parameters(), lr=3e-2, weight_decay=0.05)
+        return model, opt, munet.amp.GradScaler(str(vulkan), growth_interval=2)
+
+    (m1, o1, s1), (m2, o2, s2) = make(), make()
+    compiled = munet.compile(_scaled_step)
+    for batch in [bad, x, x, x, bad, x]:
+        batch, target = batch.to(vulkan), y.to(vulkan)
+        eager_loss = _scaled_step(m1, o1, s1, batch, target).item()
+        assert compiled(m2, o2, s2, batch, target).item() == pytest.approx(eager_loss, rel=2e-5, nan_ok=True)
+        assert s2.get_scale() == s1.get_scale()
+    assert s1.get_scale() == 2.0**15
+    for (name, a), (_, b) in zip(m1.state_dict().items(), m2.state_dict().items()):
+        want, got = a.cpu().numpy().astype(np.float64), b.cpu().numpy().astype(np.float64)
+        assert np.abs(got - want).max() <= 2e-5 * np.abs(want).max(), name
+    assert compiled.stats()["backend"] == "vulkan"
