@@ -98,7 +98,18 @@ def _scaled_step(model, opt, scaler, x, y):
     return loss
 
 
-@pytest.mark.parametrize("make_opt", ["adamw", "sgd"])
+def _scaled_clipped_step(model, opt, scaler, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.unscale_(opt)
+    nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+    scaler.step(opt)
+    scaler.update()
+    return loss
+
+
+@pytest.mark.parametrize("make_opt", ["adamw", "sgd", "adamw_clip"])
 def test_grad_scaler_matches_eager_including_skipped_steps(make_opt):
     # also the regression test of fuse.py's cycle check: the step-count restore `where` used to join
     # the step increment's group although found_inf depends on it through the loss-gradient/bias-update
@@ -114,11 +125,12 @@ def test_grad_scaler_matches_eager_including_skipped_steps(make_opt):
             opt = munet.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
         return model, opt, munet.amp.GradScaler(init_scale=2.0**16, growth_interval=2)
 
+    step = _scaled_clipped_step if make_opt == "adamw_clip" else _scaled_step
     (m1, o1, s1), (m2, o2, s2) = make(), make()
-    compiled = munet.compile(_scaled_step)
+    compiled = munet.compile(step)
     scales = []
     for batch in batches:
-        eager_loss = _scaled_step(m1, o1, s1, batch, y).item()
+        eager_loss = step(m1, o1, s1, batch, y).item()
         loss = compiled(m2, o2, s2, batch, y).item()
         assert loss == pytest.approx(eager_loss, rel=RTOL, nan_ok=True)
         assert s2.get_scale() == s1.get_scale()
