@@ -345,9 +345,8 @@ class _Grouping:
                 floor = first
         return floor
 
-    def _reaches(self, values: list, chosen: set) -> bool:
-        """Whether any of ``values`` depends on a member of the ``chosen`` groups."""
-        floor = self._floor(chosen)
+    def _reaches(self, values: list, chosen: set, floor: int) -> bool:
+        """Whether any of ``values`` depends on a member of the ``chosen`` groups (``floor``: ``_floor(chosen)``)."""
         stack, seen, seen_groups = list(values), set(), set()
         while stack:
             p = stack.pop().producer
@@ -381,7 +380,8 @@ class _Grouping:
 
     def _can_merge(self, node, chosen: set, kind: tuple) -> bool:
         nodes = [node] + ([m for g in chosen for m in self.members[g]] if len(chosen) > 1 else [])
-        if any(self._reaches(self._outside_inputs(n, chosen), chosen) for n in nodes):
+        floor = self._floor(chosen)
+        if any(self._reaches(self._outside_inputs(n, chosen), chosen, floor) for n in nodes):
             return False
         full, dims = self._merged_kind(kind, chosen)
         if not dims:
