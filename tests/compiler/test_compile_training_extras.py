@@ -177,3 +177,22 @@ def test_grad_scaler_on_vulkan_matches_eager(vulkan):
         want, got = a.cpu().numpy().astype(np.float64), b.cpu().numpy().astype(np.float64)
         assert np.abs(got - want).max() <= 2e-5 * np.abs(want).max(), name
     assert compiled.stats()["backend"] == "vulkan"
+
+
+def test_fusion_refuses_a_join_that_closes_a_cycle_through_a_straddling_reduction_group():
+    # the shape of GradScaler's step-count restore: `c` starts a group; the reduction group of `a`
+    # (exp, sum, mul) starts before `c` and ends after it (it reads pow(c)), and `flag` depends on
+    # that group through the matmul; `where(flag, c, s)` joining `c`'s group would close a cycle
+    def fn(x, z, s):
+        a = x.exp()
+        flag = munet.isfinite(a.t() @ z).all()
+        c = s + 1
+        e = a.sum(0) * c.pow(2)
+        return e, munet.where(flag, c, s)
+
+    munet.manual_seed(0)
+    x, z, s = munet.randn(4, 2), munet.randn(4, 3), munet.randn(2)
+    compiled = munet.compile(fn)
+    for got, want in zip(compiled(x, z, s), fn(x, z, s)):
+        np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
+    assert compiled.stats()["fused_groups"] == 1
