@@ -92,10 +92,13 @@ class GradScaler:
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
         if _tracing():
             inv = 1.0 / self._scale  # float64, rounded to each gradient's dtype as eager rounds 1 / scale
-            found_inf = tensor(False)
+            found_inf = None
             for g in grads:
-                found_inf = logical_or(found_inf, logical_not(isfinite(g).all().to(found_inf.device)))
+                bad = logical_not(isfinite(g).all().to("cpu"))
+                found_inf = bad if found_inf is None else logical_or(found_inf, bad)
                 g.mul_(inv.to(g.dtype).to(g.device))
+            if found_inf is None:
+                found_inf = tensor(False)
         else:
             inv = 1.0 / self._scale.item()
             found_inf = False

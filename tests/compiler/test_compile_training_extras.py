@@ -196,3 +196,27 @@ def test_fusion_refuses_a_join_that_closes_a_cycle_through_a_straddling_reductio
     for got, want in zip(compiled(x, z, s), fn(x, z, s)):
         np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-6)
     assert compiled.stats()["fused_groups"] == 1
+
+
+def test_saved_step_with_grad_scaler_and_ema_replays_like_the_compiled_one(tmp_path):
+    def step(model, opt, scaler, ema, x, y):
+        loss = _scaled_step(model, opt, scaler, x, y)
+        ema.update_parameters(model)
+        return loss
+
+    x, y = _data()
+    model, opt = _mlp()
+    scaler = munet.amp.GradScaler(growth_interval=2)
+    ema = munet.optim.swa_utils.AveragedModel(model, multi_avg_fn=munet.optim.swa_utils.get_ema_multi_avg_fn(0.9))
+    compiled = munet.compile(step)
+    for _ in range(3):
+        compiled(model, opt, scaler, ema, x, y)
+    munet.save(compiled, tmp_path / "step.safetensors")
+    program = munet.load(tmp_path / "step.safetensors", device="cpu")
+    for _ in range(3):  # the program's own state: scale, growth tracker, n_averaged, averages
+        assert program(x, y).item() == compiled(model, opt, scaler, ema, x, y).item()
+    saved = program.state_dict()
+    assert 2.0**19 in [t.item() for t in saved.values() if t.dtype == munet.float64 and t.ndim == 0]
+    assert scaler.get_scale() == 2.0**19  # 2**16 grown after every 2 of 6 clean steps
+    assert saved["module1.n_averaged"].item() == ema.n_averaged.item() == 6
+    np.testing.assert_array_equal(saved["module1.module.0.weight"].numpy(), ema.module[0].weight.detach().numpy())
