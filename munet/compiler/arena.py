@@ -4,11 +4,12 @@
 ``out`` with the same NumPy arithmetic the eager kernel does (so results stay bit-identical),
 plus whether it is elementwise (it may then write over an input read at the same index).
 Only float32/float64 nodes whose tensor arguments all have the output's dtype take this path;
-anything else keeps the eager kernel and a fresh result.
+anything else keeps the eager kernel and a fresh result. A multi-output op (``max_pool``:
+values and int64 indices) gets ``out`` as a tuple of its planned buffers.
 
 ``Arena(graph, donors)`` plans the graph, allocates one byte buffer per dtype and hands out
 the planned views. Other lowerings opt in by setting ``writes_planned_outputs = True`` on
-their op and writing each output into ``arena.output(value, env)`` (``None``: allocate).
+their op and writing each output into ``arena.target(value)(env)`` (``None``: allocate).
 An op that also sets ``reads_at_write_index(node, source)`` may have a state update written
 over a state input it reads (the fused elementwise kernels can).
 """
@@ -19,6 +20,7 @@ import numpy as np
 
 from munet.backends.cpu.kernels_conv import convolution_into
 from munet.backends.cpu.kernels_elementwise import _operands
+from munet.backends.cpu.kernels_pooling import max_pool_into
 from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
 from munet.compiler.passes.memory import MemoryPlan, plan_memory
 
@@ -94,7 +96,11 @@ OUT_KERNELS = {
     "cat": (_cat, False),
     "matmul": (_ufunc(np.matmul), False),
     "convolution": (convolution_into, False),
+    "max_pool": (max_pool_into, False),
 }
+# ops with several outputs: their kernel gets a tuple of buffers, the first output has the
+# arguments' dtype, the others are planned with their own dtype (max_pool's int64 indices)
+_OUTPUTS = {"max_pool": 2}
 
 
 def writes_into(node) -> bool:
@@ -103,10 +109,12 @@ def writes_into(node) -> bool:
         return False
     if getattr(node.op, "writes_planned_outputs", False):
         return True
-    if node.name not in OUT_KERNELS or len(node.outputs) != 1 or node.effectful:
+    if node.name not in OUT_KERNELS or len(node.outputs) != _OUTPUTS.get(node.name, 1) or node.effectful:
+        return False
+    if any(v.kind != "tensor" or v.shape is None or v.dtype is None for v in node.outputs):
         return False
     out = node.outputs[0]
-    if out.kind != "tensor" or out.shape is None or out.dtype is None or out.dtype.np.name not in _FLOATS:
+    if out.dtype.np.name not in _FLOATS:
         return False
     tensors = [v for v in iter_values(node.args) if v.kind == "tensor"]
     if node.name == "where":
@@ -159,21 +167,38 @@ class Arena:
 
         return state_memory
 
-    def prepare(self, node, arg_fns, static: dict, dynamic: list, out_slot: int):
-        """A step writing ``node``'s output into its planned buffer, or None when it is not planned."""
+    def prepare(self, node, arg_fns, static: dict, dynamic: list, out_slots: list):
+        """A step writing ``node``'s outputs into their planned buffers, or None when they are not planned."""
         fn = OUT_KERNELS.get(node.name, (None,))[0]
-        target = self.target(node.outputs[0]) if fn is not None and len(node.outputs) == 1 else None
-        if target is None:
+        if fn is None or len(node.outputs) != _OUTPUTS.get(node.name, 1):
             return None
+        targets = [self.target(v) for v in node.outputs]
+        if None in targets:
+            return None
+        if len(targets) == 1:
+            (target,), (out_slot,) = targets, out_slots
 
-        def arena_step(env):
+            def arena_step(env):
+                attrs = static
+                if dynamic:
+                    attrs = dict(static)
+                    for k, f in dynamic:
+                        attrs[k] = f(env)
+                buf = target(env)
+                fn(buf, *[f(env) for f in arg_fns], **attrs)
+                env[out_slot] = buf
+
+            return arena_step
+
+        def multi_arena_step(env):
             attrs = static
             if dynamic:
                 attrs = dict(static)
                 for k, f in dynamic:
                     attrs[k] = f(env)
-            buf = target(env)
-            fn(buf, *[f(env) for f in arg_fns], **attrs)
-            env[out_slot] = buf
+            bufs = tuple(t(env) for t in targets)
+            fn(bufs, *[f(env) for f in arg_fns], **attrs)
+            for slot, buf in zip(out_slots, bufs):
+                env[slot] = buf
 
-        return arena_step
+        return multi_arena_step

@@ -192,8 +192,8 @@ class Executable:
             return self._transfer_step(node, arg_fns[0], outs[0])
         if node.op.view is not None:
             return target.view_step(node.op, static, arg_fns[0], outs[0], node.outputs[0])
-        if self.arena is not None and target is self.target and len(outs) == 1:
-            planned = self.arena.prepare(node, arg_fns, static, dynamic, outs[0])
+        if self.arena is not None and target is self.target:
+            planned = self.arena.prepare(node, arg_fns, static, dynamic, outs)
             if planned is not None:
                 return planned
         kernel = target.backend.kernels.get(node.op.name)

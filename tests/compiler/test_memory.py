@@ -150,6 +150,20 @@ def _convolution_cases(rng):
     ]
 
 
+def _max_pool_cases(rng):
+    """Tiling windows, overlapping padded and dilated ones, and NaN / -inf windows."""
+    x = rng.standard_normal((2, 3, 8, 7)).astype(np.float32)
+    x[0, 0, :2, :2] = np.nan
+    x[0, 1, :2, :2] = -np.inf
+    x[1, 2, 4:6, 2:4] = 1.0  # ties: the first maximum wins
+
+    def case(kernel_size, stride, padding, dilation, output_size):
+        attrs = {"kernel_size": kernel_size, "stride": stride, "padding": padding, "dilation": dilation}
+        return (x, {**attrs, "output_size": output_size})
+
+    return [case((2, 2), (2, 2), (0, 0), (1, 1), (4, 3)), case((3, 2), (2, 1), (1, 1), (2, 1), (3, 8))]
+
+
 @pytest.mark.parametrize("name", sorted(OUT_KERNELS))
 def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
     kernels = munet._device.get_backend(CPU).kernels
@@ -165,13 +179,21 @@ def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
         "add": [(a, b), (a, 2.5), (a, b[0])],
         "cat": [([a, b.T.copy().T[:, :3]], {"dim": 1, "sizes": (5, 3)}), ([a, a[:1]], {"dim": 0, "sizes": (4, 1)})],
         "convolution": _convolution_cases(rng),
+        "max_pool": _max_pool_cases(rng),
     }
     unary = {"neg", "exp", "log", "sqrt", "tanh", "relu", "clone"}
     default = [(np.abs(b),)] if name in unary else [(a, b)]
     for args in cases.get(name, default):
         attrs = args[-1] if isinstance(args[-1], dict) else {}
         args = args[:-1] if attrs else args
-        expected = np.asarray(kernels[name](*args, **attrs))
+        expected = kernels[name](*args, **attrs)
+        if isinstance(expected, tuple):  # values and int64 indices
+            out = tuple(np.full(e.shape, 7, e.dtype) for e in expected)
+            OUT_KERNELS[name][0](out, *args, **attrs)
+            np.testing.assert_array_equal(out[0].view(np.int32), expected[0].view(np.int32))
+            np.testing.assert_array_equal(out[1], expected[1])
+            continue
+        expected = np.asarray(expected)
         out = np.empty(expected.shape, np.float32)
         OUT_KERNELS[name][0](out, *args, **attrs)
         np.testing.assert_array_equal(out.view(np.int32), expected.astype(np.float32).view(np.int32))

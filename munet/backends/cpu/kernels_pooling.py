@@ -72,6 +72,23 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
     """
     dtype = x.dtype
     x = upcast(x)
+    lead = tuple(x.shape[:2]) + tuple(output_size)
+    best, index = np.empty(lead, x.dtype), np.empty(lead, np.int64)
+    max_pool_into(
+        (best, index),
+        x,
+        kernel_size=kernel_size,
+        stride=stride,
+        padding=padding,
+        dilation=dilation,
+        output_size=output_size,
+    )
+    return best.astype(dtype, copy=False), index
+
+
+def max_pool_into(out, x, *, kernel_size, stride, padding, dilation, output_size):
+    """``max_pool`` writing (values, indices) into ``out``, a pair of arrays; values have ``x``'s dtype."""
+    best, index = out
     nd = len(kernel_size)
     spatial = x.shape[2:]
     hi = tuple(
@@ -90,7 +107,7 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
         writeable=False,
     )
     positions = list(itertools.product(*(range(k) for k in kernel_size)))
-    best = np.full(lead, -np.inf, dtype=xp.dtype)
+    best[...] = -np.inf
     # chosen = 1 + the last kernel position that raised the maximum (0: none did), built with
     # branch-free integer multiply/max instead of masked stores
     counter = np.uint8 if len(positions) < 255 else np.int32
@@ -109,7 +126,6 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
     pitch = [math.prod(spatial[i + 1 :]) for i in range(nd)]
     # offsets[0] is never used as is: windows without a winner get their first valid cell below
     offsets = np.array([0] + [sum(k * d * p for k, d, p in zip(pos, dilation, pitch)) for pos in positions])
-    index = np.empty(lead, dtype=np.int64)
     flat_out = (-1, base.size)
     np.take(offsets, chosen, out=index)
     np.add(index.reshape(flat_out), base, out=index.reshape(flat_out))
@@ -120,7 +136,6 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
         for number, pos in enumerate(positions, start=1):
             last = nan & np.isnan(windows[(Ellipsis,) + pos])
             np.copyto(index, np.broadcast_to((base + offsets[number]).reshape(output_size), lead), where=last)
-    return best.astype(dtype, copy=False), index
 
 
 @kernel("adaptive_max_pool")
