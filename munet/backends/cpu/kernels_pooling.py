@@ -107,15 +107,23 @@ def max_pool_into(out, x, *, kernel_size, stride, padding, dilation, output_size
         writeable=False,
     )
     positions = list(itertools.product(*(range(k) for k in kernel_size)))
-    best[...] = -np.inf
     # chosen = 1 + the last kernel position that raised the maximum (0: none did), built with
     # branch-free integer multiply/max instead of masked stores
     counter = np.uint8 if len(positions) < 255 else np.int32
     chosen = work("chosen", lead, counter)
-    chosen[...] = 0
     take = work("take", lead, bool)
     raised = work("raised", lead, counter)
-    for number, pos in enumerate(positions, start=1):
+    first = 1
+    if xp is x:
+        # no padding: the first cell starts the maximum (a -inf or NaN there ends the same as
+        # when nothing raised it: index of the first cell, or the NaN pass below)
+        np.copyto(best, windows[(Ellipsis,) + positions[0]])
+        chosen[...] = 1
+        first = 2
+    else:
+        best[...] = -np.inf
+        chosen[...] = 0
+    for number, pos in enumerate(positions[first - 1 :], start=first):
         cell = windows[(Ellipsis,) + pos]
         np.greater(cell, best, out=take)
         np.multiply(take, counter(number), out=raised)
@@ -127,7 +135,7 @@ def max_pool_into(out, x, *, kernel_size, stride, padding, dilation, output_size
     # offsets[0] is never used as is: windows without a winner get their first valid cell below
     offsets = np.array([0] + [sum(k * d * p for k, d, p in zip(pos, dilation, pitch)) for pos in positions])
     flat_out = (-1, base.size)
-    np.take(offsets, chosen, out=index)
+    np.take(offsets, chosen, out=index, mode="clip")  # chosen is in range: "clip" skips the bounds check
     np.add(index.reshape(flat_out), base, out=index.reshape(flat_out))
     if not chosen.all():  # windows with nothing above -inf
         np.copyto(index, np.broadcast_to(_flat(firsts, spatial), lead), where=chosen == 0)
