@@ -13,6 +13,11 @@ update state; and the hyperparameter guards. The tensors are the current state:
 - ``rng.<i>``: the state of each random generator the graph draws from;
 - ``constant.<id>``: folded constants.
 
+The file does not depend on the device that wrote it: values marked ``host`` live on the cpu
+whatever the device (Adam's step count), the others on the device the program is loaded onto,
+and ``load`` inserts the ``to_device`` copies that device needs (none on the cpu). On vulkan
+the state is read back to save, and uploaded once to load; it then stays on the device.
+
 ``munet.load(path, device=...)`` rebuilds the program without the Python code that traced it,
 after validating everything: op names against ``munet.ops.OPS``, attribute encodings, each
 node's output types against its op's shape rule, the graph verifier, and every tensor's shape
@@ -39,12 +44,13 @@ from munet._device import device as Device
 from munet._tensor import Tensor
 from munet.compiler.ir import CONSTANT, SCALAR_OPS, Graph, Node, ScalarOp, Value, VerificationError, verify
 from munet.ops._registry import Meta
+from munet.ops.convert import transfer_op
 from munet.ops.random import Generator
 from munet.serialization import PROGRAM_FORMAT, CheckpointError, write_file
 
 __all__ = ["LoadedProgram", "is_program", "load_program", "save_program"]
 
-PROGRAM_VERSION = 1
+PROGRAM_VERSION = 2  # 2: host placement marks and to_device nodes (version 1 files still load)
 
 _COMPARISONS = {"eq": operator.eq, "ne": operator.ne, "lt": operator.lt, "le": operator.le, "gt": operator.gt}
 _COMPARISONS["ge"] = operator.ge
@@ -61,8 +67,12 @@ def is_program(obj) -> bool:
 # encoding ----------------------------------------------------------------------------------------
 
 
-def _encode(x, generator_index):
-    """A JSON form of an argument or attribute; tuples, floats, dtypes, devices, generators tagged."""
+def _encode(x, generator_index, program_device=None):
+    """A JSON form of an argument or attribute; tuples, floats, dtypes, devices, generators tagged.
+
+    A device equal to the program's is written as ``"program"`` (it becomes the device the
+    program is loaded onto), any other by name.
+    """
     if isinstance(x, Value):
         return {"value": x.id}
     if x is None or isinstance(x, (bool, str)):
@@ -74,13 +84,13 @@ def _encode(x, generator_index):
     if isinstance(x, (float, np.floating)):
         return {"float": float(x).hex()}
     if isinstance(x, tuple):
-        return {"tuple": [_encode(v, generator_index) for v in x]}
+        return {"tuple": [_encode(v, generator_index, program_device) for v in x]}
     if isinstance(x, list):
-        return {"list": [_encode(v, generator_index) for v in x]}
+        return {"list": [_encode(v, generator_index, program_device) for v in x]}
     if isinstance(x, D.dtype):
         return {"dtype": x.name}
     if isinstance(x, Device):
-        return {"device": str(x)}
+        return {"device": "program" if program_device is not None and x == program_device else str(x)}
     if isinstance(x, Generator):
         return {"generator": generator_index(x)}
     raise TypeError(f"munet.save: cannot save a compiled program holding a {type(x).__name__} ({x!r}) in its graph")
@@ -89,10 +99,11 @@ def _encode(x, generator_index):
 class _Decoder:
     """Turns the JSON forms back into Python objects, raising ``CheckpointError`` on anything unexpected."""
 
-    def __init__(self, path, values: dict, generators: list):
+    def __init__(self, path, values: dict, generators: list, device=None):
         self.path = path
         self.values = values
         self.generators = generators
+        self.device = device  # what "program" devices become
 
     def fail(self, where: str, message: str):
         raise CheckpointError(f"munet.load: {self.path}: {where}: {message}")
@@ -122,6 +133,8 @@ class _Decoder:
         if tag == "dtype":
             return self.dtype(body, where)
         if tag == "device":
+            if body == "program" and self.device is not None:
+                return self.device
             try:
                 return as_device(body)
             except Exception as exc:  # noqa: BLE001 - any failure is a bad file
@@ -155,7 +168,7 @@ class _Program:
     def __init__(self):
         self.graph: Graph | None = None
         self.roles: list = []
-        self.state: OrderedDict = OrderedDict()  # name -> NumPy array
+        self.state: OrderedDict = OrderedDict()  # name -> NumPy array (host memory, as in the file)
         self.state_dtypes: dict = {}  # name -> munet dtype
         self.state_kinds: dict = {}  # name -> parameter / buffer / optimizer / grad / tensor
         self.hyper: OrderedDict = OrderedDict()  # name -> float
@@ -166,6 +179,7 @@ class _Program:
         self.tree = None
         self.guards: list = []  # (scalar Value, comparison, other, outcome)
         self.device = None
+        self.host: set = set()  # ids of the tensor values that live on the host cpu whatever the device
         self.fuse = False  # fuse elementwise chains when lowering (the file holds the unfused graph)
 
 
@@ -176,7 +190,6 @@ def _extract(compiled) -> _Program:
     spec = compiled._last
     if spec is None:
         raise RuntimeError("munet.save: the compiled function has not been called yet; nothing is traced to save")
-    _require_cpu("munet.save", spec.backend.device)
     if any(target[0] == "item" for target, _ in spec.bindings):
         raise RuntimeError(
             "munet.save: the last compiled call created optimizer state (the first optimizer step), so its graph "
@@ -192,7 +205,7 @@ def _extract(compiled) -> _Program:
         if isinstance(src, Tensor):
             name = names.of_storage(src)
             prog.roles.append(("state", name))
-            prog.state[name] = src._data
+            prog.state[name] = _host_array(src)
             prog.state_dtypes[name] = v.dtype
         elif isinstance(src, tuple) and src[0] == "arg":
             prog.roles.append(("arg", src[1]))
@@ -211,7 +224,7 @@ def _extract(compiled) -> _Program:
             continue
         prog.state_outputs.append((index, name))
         if leaf.grad is not None and name not in prog.state:
-            prog.state[name] = leaf.grad._data
+            prog.state[name] = _host_array(leaf.grad)
         prog.state_dtypes[name] = graph.outputs[index].dtype
     prog.state_kinds = {name: names.kinds.get(name, "tensor") for name in prog.state_dtypes}
     for name in prog.cleared:
@@ -226,7 +239,66 @@ def _extract(compiled) -> _Program:
             if isinstance(v, Generator) and all(g is not v for g in generators):
                 generators.append(v)
     prog.generators = [(f"rng.{i}", g) for i, g in enumerate(generators)]
+    prog.host = _host_values(graph, prog)
     return prog
+
+
+def _host_array(t: Tensor) -> np.ndarray:
+    """A tensor's data in host memory (read back from the device once, at save time)."""
+    return t._data if t.device.type == "cpu" else t.detach().cpu().numpy()
+
+
+def _host_values(graph: Graph, prog: _Program) -> set:
+    """Ids of the tensor values that live on the host cpu whatever device the program runs on.
+
+    On a non-cpu device that is where the trace put them (Adam's step count is a cpu tensor, as
+    in PyTorch, and what is computed from it). A cpu trace cannot tell, so the step counts
+    (optimizer state ``*.step``) are the host values, with what is computed from them and from
+    nothing on the device; constants and other values computed from neither go to the host when
+    a host node reads them. ``munet.load`` onto a device inserts the ``to_device`` copies.
+    """
+    values = list(graph.inputs) + [v for node in _registry_nodes(graph) for v in node.outputs]
+    tensors = [v for v in values if v.kind == "tensor"]
+    if prog.device.type != "cpu":
+        others = {str(v.device) for v in tensors if as_device(v.device) not in (prog.device, as_device("cpu"))}
+        if others:
+            raise RuntimeError(
+                f"munet.save: the compiled program on '{prog.device}' holds values on {sorted(others)}; a saved "
+                "program runs on one device plus the host cpu. Move those tensors to the program's device."
+            )
+        return {v.id for v in tensors if as_device(v.device).type == "cpu"}
+    others = {str(v.device) for v in tensors if as_device(v.device).type != "cpu"}
+    if others:
+        raise RuntimeError(
+            f"munet.save: the compiled program on 'cpu' holds values on {sorted(others)} (a .to(device) inside the "
+            "step); a saved program runs on one device plus the host cpu. Compile the step on that device instead."
+        )
+    return _infer_host(graph, prog)
+
+
+def _infer_host(graph: Graph, prog: _Program) -> set:
+    """See :func:`_host_values`: the host values of a graph traced on the cpu."""
+    place = {}  # Value -> "host" | "device" | None (computed from neither)
+    for v, (kind, key) in zip(graph.inputs, prog.roles):
+        if v.kind == "tensor":
+            step = kind == "state" and prog.state_kinds.get(key) == "optimizer" and key.endswith(".step")
+            place[v] = "host" if step else "device"
+    nodes = list(_registry_nodes(graph))
+    for node in nodes:
+        found = {place.get(a) for a in node.inputs() if a.kind == "tensor"}
+        where = "device" if "device" in found else "host" if "host" in found else None
+        for v in node.outputs:
+            place[v] = where
+    readers: dict = {}
+    for node in nodes:
+        for a in node.inputs():
+            readers.setdefault(a, []).append(node)
+    for node in reversed(nodes):  # readers come later, so they are decided already
+        free = [v for v in node.outputs if place[v] is None]
+        for v in free:
+            host = any(place[r.outputs[0]] == "host" for r in readers.get(v, []) if r.outputs)
+            place[v] = "host" if host and v not in graph.outputs else "device"
+    return {v.id for v, where in place.items() if where == "host" and v.kind == "tensor"}
 
 
 class _StateNames:
@@ -328,7 +400,7 @@ def _rebuild(tree, leaves: list):
 
 def save_program(obj, f, *, metadata: dict | None = None) -> None:
     """Write a compiled step (its last specialization) or a loaded program to ``f``; see the module doc."""
-    prog = obj._program if isinstance(obj, LoadedProgram) else _extract(obj)
+    prog = obj._host_program() if isinstance(obj, LoadedProgram) else _extract(obj)
     manifest, entries = _encode_program(prog)
     write_file(f, entries, manifest, metadata)
 
@@ -352,24 +424,29 @@ def _encode_program(prog: _Program) -> tuple[dict, list]:
             return
         seen.add(v.id)
         shape = None if v.shape is None else [int(s) for s in v.shape]
-        values.append({"id": v.id, "kind": v.kind, "shape": shape, "dtype": None if v.dtype is None else v.dtype.name})
+        entry = {"id": v.id, "kind": v.kind, "shape": shape, "dtype": None if v.dtype is None else v.dtype.name}
+        if v.id in prog.host:
+            entry["host"] = True
+        values.append(entry)
 
     for v in graph.inputs:
         add_value(v)
     for node in _registry_nodes(graph):
         for v in node.outputs:
             add_value(v)
+        transfer = node.op is transfer_op  # its source device is its argument's: no attributes
         record = {
             "op": _op_name(node.op),
-            "args": [_encode(a, generator_index) for a in node.args],
-            "attrs": {k: _encode(v, generator_index) for k, v in node.attrs.items()},
+            "args": [_encode(a, generator_index, prog.device) for a in node.args],
+            "attrs": {} if transfer else {k: _encode(v, generator_index, prog.device) for k, v in node.attrs.items()},
             "outputs": [v.id for v in node.outputs],
         }
         if node.op is CONSTANT:
             name = f"constant.{node.outputs[0].id}"
             record["constant"] = name
             value = node.outputs[0]
-            entries.append((name, value.dtype, tuple(node.constant.shape), _bytes(node.constant)))
+            array = _constant_array(node.constant, value)
+            entries.append((name, value.dtype, value.shape, _bytes(array)))
         nodes.append(record)
     for name, array in prog.state.items():
         entries.append((f"state.{name}", prog.state_dtypes[name], tuple(array.shape), _bytes(array)))
@@ -382,7 +459,7 @@ def _encode_program(prog: _Program) -> tuple[dict, list]:
         "format": PROGRAM_FORMAT,
         "version": FORMAT_VERSION,
         "program_version": PROGRAM_VERSION,
-        "device": str(prog.device),
+        "device": str(prog.device),  # where it was saved from (information only: it loads on any device)
         "fuse": prog.fuse,
         "graph": {
             "values": values,
@@ -397,7 +474,7 @@ def _encode_program(prog: _Program) -> tuple[dict, list]:
         ],
         "state_outputs": [[index, name] for index, name in prog.state_outputs],
         "cleared": list(prog.cleared),
-        "generators": [{"name": name, "device": str(g.device)} for name, g in prog.generators],
+        "generators": [{"name": name} for name, g in prog.generators],
         "results": [r if isinstance(r, int) else {"const": _encode(r[1], None)} for r in prog.results],
         "tree": prog.tree,
         "guards": [
@@ -434,6 +511,15 @@ def _op_name(op) -> str:
     return op.name
 
 
+def _constant_array(constant, value: Value) -> np.ndarray:
+    """A folded constant in host memory with its value's dtype (a device graph may hold it on the device)."""
+    from munet._device import get_backend
+
+    if not isinstance(constant, np.ndarray) and hasattr(constant, "buffer"):  # a VkView
+        constant = get_backend(as_device(value.device)).to_numpy(constant)
+    return np.asarray(constant, dtype=value.dtype.np).reshape(value.shape)
+
+
 def _bytes(array) -> bytes:
     return np.ascontiguousarray(array).tobytes()
 
@@ -457,18 +543,7 @@ def _scalar_expression(value: Value, graph: Graph):
 
 def load_program(path, manifest: dict, arrays: dict, device) -> LoadedProgram:
     """Build a :class:`LoadedProgram` from a validated container (``munet.load`` calls this)."""
-    _require_cpu("munet.load", as_device(device))
     return LoadedProgram(_decode_program(path, manifest, arrays, as_device(device)))
-
-
-def _require_cpu(where: str, device) -> None:
-    """Saved programs keep their state as host arrays: they run on 'cpu' only (docs/compiler.md)."""
-    if device.type != "cpu":
-        raise NotImplementedError(
-            f"{where}: compiled programs are saved and loaded on 'cpu' only, got device '{device}'. On vulkan, "
-            "save the training state instead (munet.save({'model': model.state_dict(), 'optimizer': "
-            "opt.state_dict()}, path)) and compile the step again after loading it."
-        )
 
 
 def _fail(path, message: str):
@@ -491,6 +566,7 @@ def _decode_program(path, manifest: dict, arrays: dict, device) -> _Program:
     prog = _Program()
     prog.device = device
     prog.fuse = manifest.get("fuse") is True
+    host = as_device("cpu")
     spec = _field(path, manifest, "graph", dict)
     generators = []
     for i, info in enumerate(_field(path, manifest, "generators", list)):
@@ -505,12 +581,14 @@ def _decode_program(path, manifest: dict, arrays: dict, device) -> _Program:
         generators.append((name, g))
     prog.generators = generators
     values = {}
-    decoder = _Decoder(path, values, [g for _, g in generators])
+    decoder = _Decoder(path, values, [g for _, g in generators], device)
     for info in _field(path, spec, "values", list):
-        values_id, value = _decode_value(decoder, info, device)
+        values_id, value = _decode_value(decoder, info, device, host)
         if values_id in values:
             _fail(path, f"value %{values_id} is declared twice")
         values[values_id] = value
+        if isinstance(info, dict) and info.get("host") is True:
+            prog.host.add(values_id)
     graph = Graph()
     graph._next_id = max(values, default=-1) + 1
     prog.graph = graph
@@ -527,6 +605,12 @@ def _decode_program(path, manifest: dict, arrays: dict, device) -> _Program:
         _check_node_types(decoder, node, k)
     _decode_roles(path, manifest, prog, arrays)
     _decode_outputs(path, manifest, prog, decoder, arrays)
+    if version == 1 and device.type != "cpu":  # written before host marks: place as a cpu trace
+        prog.host = _infer_host(graph, prog)
+        for v in values.values():
+            if v.id in prog.host:
+                v.device = host
+    _place(graph)
     expected = {f"state.{n}" for n in prog.state} | {f"hyper.{n}" for n in prog.hyper} | {n for n, _ in generators}
     expected |= {f"constant.{node.outputs[0].id}" for node in graph.nodes if node.op is CONSTANT}
     extra = set(arrays) - expected
@@ -535,10 +619,13 @@ def _decode_program(path, manifest: dict, arrays: dict, device) -> _Program:
     return prog
 
 
-def _decode_value(decoder: _Decoder, info, device):
+def _decode_value(decoder: _Decoder, info, device, host):
     where = f"value {info.get('id') if isinstance(info, dict) else info!r}"
-    if not isinstance(info, dict) or set(info) != {"id", "kind", "shape", "dtype"} or type(info["id"]) is not int:
+    keys = {"id", "kind", "shape", "dtype"}
+    if not isinstance(info, dict) or not keys <= set(info) <= keys | {"host"} or type(info["id"]) is not int:
         decoder.fail(where, f"malformed value entry {info!r}")
+    if info.get("host", True) is not True:
+        decoder.fail(where, f"malformed host mark {info['host']!r} (true or absent)")
     kind = info["kind"]
     if kind == "scalar":
         if info["shape"] is not None or info["dtype"] is not None:
@@ -549,7 +636,45 @@ def _decode_value(decoder: _Decoder, info, device):
     shape = info["shape"]
     if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
         decoder.fail(where, f"invalid shape {shape!r}")
-    return info["id"], Value(info["id"], tuple(shape), decoder.dtype(info["dtype"], where), device)
+    on = host if info.get("host") else device  # host values stay on the cpu (Adam's step count)
+    return info["id"], Value(info["id"], tuple(shape), decoder.dtype(info["dtype"], where), on)
+
+
+def _place(graph: Graph) -> None:
+    """Copy values between the program's device and the host where a node reads one from the other side.
+
+    The file's ``to_device`` nodes are dropped and the copies inserted again for the device the
+    program is loaded onto: none on the cpu, host-to-device ones where a device node reads a
+    host value (one per value). A graph output stays where the file put it.
+    """
+    alias: dict = {}
+    copies: dict = {}
+    nodes: list = []
+
+    def on(v: Value, device) -> Value:
+        v = alias.get(v, v)
+        if v.kind != "tensor" or device is None or as_device(v.device) == as_device(device):
+            return v
+        key = (v, as_device(device))
+        if key not in copies:
+            out = Value(graph._next_id, v.shape, v.dtype, as_device(device))
+            graph._next_id += 1
+            node = Node(transfer_op, (v,), {"source": v.device}, [out])
+            out.producer = node
+            nodes.append(node)
+            copies[key] = out
+        return copies[key]
+
+    for node in graph.nodes:
+        if node.op is transfer_op:
+            alias[node.outputs[0]] = alias.get(node.args[0], node.args[0])
+            continue
+        device = node.outputs[0].device if node.outputs and node.outputs[0].kind == "tensor" else None
+        node.replace_inputs(lambda v, device=device: on(v, device))
+        nodes.append(node)
+    graph.nodes = nodes
+    graph.outputs = [on(v, v.device if v.kind == "tensor" else None) for v in graph.outputs]
+    verify(graph)
 
 
 def _decode_node(decoder: _Decoder, info, k: int, arrays: dict) -> Node:
@@ -567,6 +692,8 @@ def _decode_node(decoder: _Decoder, info, k: int, arrays: dict) -> Node:
     name = info["op"]
     if name == "constant":
         op = CONSTANT
+    elif name == transfer_op.name:  # not a registered op (no kernel): a copy between device and host
+        op = transfer_op
     elif isinstance(name, str) and name.startswith("scalar."):
         op = SCALAR_OPS.get(name[len("scalar.") :])
     else:
@@ -587,6 +714,15 @@ def _decode_node(decoder: _Decoder, info, k: int, arrays: dict) -> Node:
     for key, v in info["attrs"].items():
         attrs[key] = decoder.decode(v, f"{where} attribute {key!r}")
     outputs = [decoder.decode({"value": vid}, f"{where} outputs") for vid in info["outputs"]]
+    if op is transfer_op and (
+        len(args) != 1
+        or not isinstance(args[0], Value)
+        or args[0].kind != "tensor"
+        or attrs
+        or len(outputs) != 1
+        or outputs[0].kind != "tensor"
+    ):
+        decoder.fail(where, "a to_device node takes one tensor value, no attributes, and has one tensor output")
     node = Node(op, args, attrs, outputs)
     for v in outputs:
         if v.producer is not None:
@@ -830,7 +966,9 @@ class LoadedProgram:
     """A compiled training step loaded from a file: call it with the tensor arguments it was saved with.
 
     It owns its state (parameters, buffers, optimizer state, gradients, random generators and
-    hyperparameters) and updates it at every call. ``state_dict()`` returns the tensors (live:
+    hyperparameters) and updates it at every call; the state lives on the program's device
+    (uploaded once when loaded, read back only by ``munet.save``), host values such as Adam's
+    step counts on the cpu. ``state_dict()`` returns the tensors (live:
     they change with the next call), ``model_state_dict()`` only the module parameters and
     buffers, ``hyperparameters`` is a dict read at every call (set a new learning rate there).
     It cannot retrace: a call with another signature, or hyperparameters that change a branch
@@ -838,6 +976,7 @@ class LoadedProgram:
     """
 
     def __init__(self, program: _Program):
+        from munet.compiler.compiled import _ownership
         from munet.compiler.executable import Executable
 
         self._program = program
@@ -849,8 +988,19 @@ class LoadedProgram:
 
             fuse_elementwise(program.graph)
             verify(program.graph)
-        self.executable = Executable(program.graph, program.device)
-        self.backend = self.executable.backend
+        self.executable = ex = Executable(program.graph, program.device)
+        self.backend = ex.backend
+        # each state on the target of the device the graph reads (or writes) it on; uploaded once
+        self._targets, self._shapes = {}, {}  # by state name
+        inputs = [(key, v) for v, (kind, key) in zip(self.graph.inputs, program.roles) if kind == "state"]
+        for name, v in inputs + [(name, self.graph.outputs[i]) for i, name in program.state_outputs]:
+            self._targets.setdefault(name, ex.target_on(v.device))
+            self._shapes.setdefault(name, v.shape)
+        self._state = OrderedDict(
+            (name, Tensor._from_numpy(a, self._targets[name].backend.device)._data) for name, a in program.state.items()
+        )
+        self._owned = _ownership(ex)  # outputs that are fresh results, handed over without a copy
+        self._output_targets = [ex.target_on(v.device) for v in self.graph.outputs]
         args = sorted((key, i) for i, (kind, key) in enumerate(program.roles) if kind == "arg")
         self._arg_inputs = [i for _, i in args]
         self._calls = 0
@@ -865,24 +1015,29 @@ class LoadedProgram:
         inputs = self._inputs(tensors)
         self._check_guards()
         start = time.perf_counter()
-        outs = self.executable.run(inputs)
         prog = self._program
-        updates = [(name, np.array(outs[index], copy=True)) for index, name in prog.state_outputs]
-        for name, array in updates:
-            current = prog.state.get(name)
-            if current is not None and current.shape == array.shape:
-                np.copyto(current, array, casting="unsafe")
-            else:
-                prog.state[name] = np.ascontiguousarray(array)
-        for name in prog.cleared:
-            prog.state.pop(name, None)
         leaves = []
-        for item in prog.results:
-            if isinstance(item, tuple):
-                leaves.append(item[1])
-                continue
-            v = self.graph.outputs[item]
-            leaves.append(Tensor._from_kernel(self.backend, np.array(outs[item], copy=True), Meta(v.shape, v.dtype)))
+        with self.executable.scope():  # vulkan: the call and its state write-back are one command buffer
+            outs = self.executable.run(inputs)
+            updates = []
+            for index, name in prog.state_outputs:
+                target = self._targets[name]
+                updates.append((name, outs[index] if self._owned[index] else target.clone(outs[index]), target))
+            for name, data, target in updates:
+                current = self._state.get(name)
+                if current is None:
+                    self._state[name] = data
+                elif not target.same_memory(data, current):
+                    target.copy_into(current, data)
+            for name in prog.cleared:
+                self._state.pop(name, None)
+            for item in prog.results:
+                if isinstance(item, tuple):
+                    leaves.append(item[1])
+                    continue
+                v, target = self.graph.outputs[item], self._output_targets[item]
+                data = outs[item] if self._owned[item] else target.clone(outs[item])
+                leaves.append(Tensor._from_kernel(target.backend, data, Meta(v.shape, v.dtype)))
         self._calls += 1
         self._run_ms += (time.perf_counter() - start) * 1e3
         return _rebuild(prog.tree, leaves)
@@ -906,13 +1061,13 @@ class LoadedProgram:
                     "A loaded program cannot retrace (the Python code is not in the file); call it with the "
                     "shapes and dtypes it was saved with, or save a specialization for these inputs."
                 )
-            by_input[i] = np.ascontiguousarray(t._data)
+            by_input[i] = self.executable.target_on(v.device).argument(t.contiguous())
         inputs = []
         for i, (kind, key) in enumerate(prog.roles):
             if kind == "arg":
                 inputs.append(by_input[i])
             elif kind == "state":
-                inputs.append(prog.state[key])
+                inputs.append(self._state[key])
             else:
                 inputs.append(float(prog.hyper[key]))
         return inputs
@@ -930,8 +1085,7 @@ class LoadedProgram:
     # state ---------------------------------------------------------------------------------------------
     def state_dict(self) -> OrderedDict:
         """Every state tensor by name (parameters, buffers, ``optimizer.state.*``, ``*.grad``), sharing memory."""
-        prog = self._program
-        return OrderedDict((name, self._tensor(name, array)) for name, array in prog.state.items())
+        return OrderedDict((name, self._tensor(name, data)) for name, data in self._state.items())
 
     def model_state_dict(self) -> OrderedDict:
         """Only the module parameters and buffers, named as in the model's ``state_dict``."""
@@ -944,9 +1098,17 @@ class LoadedProgram:
         """The program's own random generators (restored from the file), by name."""
         return OrderedDict(self._program.generators)
 
-    def _tensor(self, name: str, array) -> Tensor:
+    def _tensor(self, name: str, data) -> Tensor:
         dtype = self._program.state_dtypes[name]
-        return Tensor._from_kernel(self.backend, array, Meta(tuple(array.shape), dtype))
+        return Tensor._from_kernel(self._targets[name].backend, data, Meta(self._shapes[name], dtype))
+
+    def _host_program(self) -> _Program:
+        """The program with its current state read back into host memory (what ``munet.save`` writes)."""
+        prog = self._program
+        prog.state = OrderedDict(
+            (name, self._targets[name].download(d).reshape(self._shapes[name])) for name, d in self._state.items()
+        )  # reshape: a 0-d array comes back 1-d
+        return prog
 
     # reporting -----------------------------------------------------------------------------------------
     def describe(self) -> str:

@@ -277,24 +277,6 @@ def test_learning_rate_is_kernel_data_not_source(vulkan):
     assert runtime.stats()["pipelines"] == pipelines and compiled.stats()["traces"] == 2
 
 
-def test_saving_a_compiled_program_is_cpu_only_and_says_so(vulkan, tmp_path):
-    model, opt, _ = _cnn(vulkan)()
-    munet.manual_seed(2)
-    x, y = munet.randn(6, 1, 8, 8).to(vulkan), munet.randint(0, 3, (6,)).to(vulkan)
-    compiled = munet.compile(_step)
-    for _ in range(2):
-        compiled(model, opt, x, y)
-    with pytest.raises(NotImplementedError, match="saved and loaded on 'cpu' only, got device 'vulkan:0'"):
-        munet.save(compiled, tmp_path / "step.munet")
-    cpu_model, cpu_opt, _ = _cnn("cpu")()
-    on_cpu = munet.compile(_step)
-    for _ in range(2):
-        on_cpu(cpu_model, cpu_opt, x.cpu(), y.cpu())
-    munet.save(on_cpu, tmp_path / "cpu.munet")
-    with pytest.raises(NotImplementedError, match="save the training state instead"):
-        munet.load(tmp_path / "cpu.munet", device=vulkan)
-
-
 def test_arguments_on_another_device_than_the_compile_device_raise(vulkan):
     compiled = munet.compile(lambda x: x * 2.0, device=vulkan)
     with pytest.raises(munet.DeviceError, match="argument 0 is on 'cpu'; move the tensors to the compile device"):
