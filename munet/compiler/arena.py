@@ -4,7 +4,8 @@
 ``out`` with the same NumPy arithmetic the eager kernel does (so results stay bit-identical),
 plus whether it is elementwise (it may then write over an input read at the same index).
 Only float32/float64 nodes whose tensor arguments all have the output's dtype take this path;
-anything else keeps the eager kernel and a fresh result. A multi-output op (``max_pool``:
+anything else keeps the eager kernel and a fresh result, except ``scatter``'s int64 index
+argument (``_INDEX_ARGS``). A multi-output op (``max_pool``:
 values and int64 indices) gets ``out`` as a tuple of its planned buffers.
 
 ``Arena(graph, donors)`` plans the graph, allocates one byte buffer per dtype and hands out
@@ -20,6 +21,7 @@ import numpy as np
 
 from munet.backends.cpu.kernels_conv import convolution_into
 from munet.backends.cpu.kernels_elementwise import _operands
+from munet.backends.cpu.kernels_indexing import scatter_into
 from munet.backends.cpu.kernels_pooling import max_pool_into
 from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
 from munet.compiler.passes.memory import MemoryPlan, plan_memory
@@ -97,7 +99,10 @@ OUT_KERNELS = {
     "matmul": (_ufunc(np.matmul), False),
     "convolution": (convolution_into, False),
     "max_pool": (max_pool_into, False),
+    "scatter": (scatter_into, False),
 }
+# argument position of an int64 index tensor (the other tensors have the output's dtype)
+_INDEX_ARGS = {"scatter": 1}
 # ops with several outputs: their kernel gets a tuple of buffers, the first output has the
 # arguments' dtype, the others are planned with their own dtype (max_pool's int64 indices)
 _OUTPUTS = {"max_pool": 2}
@@ -116,7 +121,13 @@ def writes_into(node) -> bool:
     out = node.outputs[0]
     if out.dtype.np.name not in _FLOATS:
         return False
-    tensors = [v for v in iter_values(node.args) if v.kind == "tensor"]
+    position = _INDEX_ARGS.get(node.name)
+    if position is not None:
+        index = node.args[position]
+        if not isinstance(index, Value) or index.dtype is None or index.dtype.np != np.int64:
+            return False
+    args = [a for i, a in enumerate(node.args) if i != position]
+    tensors = [v for v in iter_values(args) if v.kind == "tensor"]
     if node.name == "where":
         condition, tensors = tensors[0], tensors[1:]
         if condition is not node.args[0] or condition.dtype.np != np.bool_:

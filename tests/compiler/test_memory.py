@@ -171,6 +171,7 @@ def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
     a = rng.standard_normal((4, 5)).astype(np.float32)
     b = rng.standard_normal((4, 5)).astype(np.float32) + 2
     a[0, 0], b[1, 1], a[2, 2] = np.nan, np.inf, -0.0
+    index = rng.integers(0, 4, (4, 5))
     cases = {
         "matmul": [(a, b.T.copy())],
         "where": [(a > 0, a, b), (a > 0, a, 0.5)],
@@ -180,6 +181,12 @@ def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
         "cat": [([a, b.T.copy().T[:, :3]], {"dim": 1, "sizes": (5, 3)}), ([a, a[:1]], {"dim": 0, "sizes": (4, 1)})],
         "convolution": _convolution_cases(rng),
         "max_pool": _max_pool_cases(rng),
+        "scatter": [
+            (a, index, b, {"dim": 1, "reduce": "add"}),  # repeated indices accumulate
+            (a, index[:3, :2], b, {"dim": 0, "reduce": None}),
+            (a, index, b, {"dim": 1, "reduce": "multiply"}),
+            (a, index, 1.5, {"dim": 1, "reduce": None}),
+        ],
     }
     unary = {"neg", "exp", "log", "sqrt", "tanh", "relu", "clone"}
     default = [(np.abs(b),)] if name in unary else [(a, b)]
@@ -257,3 +264,26 @@ def test_opted_in_multi_output_op_is_planned_and_may_update_state_in_place():
     assert arena.target(new_p)([param, None]) is param
     assert np.shares_memory(arena.target(extra)([param, None]), arena.storage["float32"])
     assert arena.target(g.outputs[1]) is not None and arena.target(p) is None
+
+
+def test_compiled_conv_pool_step_plans_max_pool_and_its_scatter_and_matches_eager():
+    def make():
+        munet.manual_seed(0)
+        model = nn.Sequential(nn.Conv2d(2, 4, 3), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(36, 3))
+        return model, munet.optim.SGD(model.parameters(), lr=0.1)
+
+    munet.manual_seed(1)
+    x, y = munet.randn(5, 2, 8, 8), munet.randint(0, 3, (5,))
+    eager_model, eager_opt = make()
+    model, opt = make()
+    step = munet.compile(_mlp_step, fuse=False)
+    for _ in range(3):
+        assert step(model, opt, x, y).item() == _mlp_step(eager_model, eager_opt, x, y).item()
+    for p, q in zip(model.parameters(), eager_model.parameters()):
+        np.testing.assert_array_equal(p.detach().numpy(), q.detach().numpy())
+    executable = step._last.executable
+    planned = executable.arena.plan.offsets
+    nodes = [n for n in executable.graph.nodes if n.name in ("max_pool", "scatter")]
+    assert {n.name for n in nodes} == {"max_pool", "scatter"}
+    assert all(v in planned for n in nodes for v in n.outputs)
+    assert planned[[n for n in nodes if n.name == "max_pool"][0].outputs[1]][0] == "int64"

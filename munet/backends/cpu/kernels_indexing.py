@@ -131,6 +131,12 @@ def scatter(x, index, src, *, dim, reduce):
     return out
 
 
+def scatter_into(out, x, index, src, *, dim, reduce):
+    """``scatter`` writing into ``out`` (C-contiguous, the result's shape and dtype, not overlapping ``x``)."""
+    np.copyto(out, x)
+    _scatter_into(out, index, src, dim, reduce, "scatter")
+
+
 @kernel("scatter_")
 def scatter_(x, index, src, *, dim, reduce):
     if isinstance(src, np.ndarray) and np.may_share_memory(x, src):
