@@ -988,7 +988,10 @@ class LoadedProgram:
 
             fuse_elementwise(program.graph)
             verify(program.graph)
-        self.executable = ex = Executable(program.graph, program.device)
+        # a state update may be written over its input (the memory plan decides), as in the compiled step
+        state_inputs = {key: v for v, (kind, key) in zip(self.graph.inputs, program.roles) if kind == "state"}
+        donors = {self.graph.outputs[i]: state_inputs[n] for i, n in program.state_outputs if n in state_inputs}
+        self.executable = ex = Executable(program.graph, program.device, donors=donors)
         self.backend = ex.backend
         # each state on the target of the device the graph reads (or writes) it on; uploaded once
         self._targets, self._shapes = {}, {}  # by state name

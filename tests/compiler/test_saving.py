@@ -97,6 +97,18 @@ def test_resume_in_process_equals_the_uninterrupted_run_exactly(tmp_path):
     np.testing.assert_array_equal(fresh[3].weight.detach().numpy(), model[3].weight.detach().numpy())
 
 
+def test_a_version_1_file_still_loads(tmp_path):
+    path, (compiled, model, opt, _), x, y = _saved_mlp(tmp_path)
+    manifest, _ = read_file(path)
+    assert manifest["program_version"] == 2
+    assert [v["id"] for v in manifest["graph"]["values"] if v.get("host")]  # Adam's step counts, and from them
+    _rewrite(path, as_version_1)
+    program = munet.load(path)
+    for _ in range(2):
+        assert program(x, y).item() == compiled(model, opt, x, y).item()
+    _assert_equal_state(program, model, opt)
+
+
 def test_a_loaded_program_saves_again_and_resumes(tmp_path):
     path, (compiled, model, opt, _), x, y = _saved_mlp(tmp_path)
     program = munet.load(path)
@@ -212,6 +224,17 @@ def _extra_tensor(m, a):
     a["state.smuggled"] = np.zeros(3, np.float32)
 
 
+def _host_mark(m, a):
+    m["graph"]["values"][0]["host"] = "yes"
+
+
+def as_version_1(m, a):
+    """A file as program version 1 wrote it: no host marks."""
+    m["program_version"] = 1
+    for v in m["graph"]["values"]:
+        v.pop("host", None)
+
+
 @pytest.mark.parametrize(
     "edit, message",
     [
@@ -231,6 +254,8 @@ def _extra_tensor(m, a):
         (_newer_version, "newer MuNet"),
         (_dangling_input, "does not define"),
         (_extra_tensor, "does not use"),
+        (_set_op("to_device"), r"a to_device node takes one tensor value, no attributes"),
+        (_host_mark, "malformed host mark 'yes'"),
     ],
 )
 def test_tampered_programs_raise_clear_errors(tmp_path, edit, message):

@@ -15,9 +15,10 @@ import pytest
 
 import munet
 import munet.nn.functional as F
+from munet import _dtype as D
 from munet import nn
 from munet.compiler.saving import LoadedProgram
-from munet.serialization import read_file
+from munet.serialization import read_file, write_file
 
 VULKAN_RTOL = 2e-5
 LR = "optimizer.param_groups.0.lr"
@@ -38,6 +39,12 @@ def _mlp(device):
     return model, opt, munet.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
 
 
+def _mlp_dropout(device):
+    munet.manual_seed(0)
+    model = nn.Sequential(nn.Linear(12, 32), nn.ReLU(), nn.Dropout(0.2), nn.Linear(32, 5)).to(device)
+    return model, munet.optim.Adam(model.parameters(), lr=1e-2), None
+
+
 def _cnn(device):
     munet.manual_seed(0)
     model = nn.Sequential(
@@ -53,7 +60,7 @@ def _cnn(device):
 
 def _data(make, device):
     munet.manual_seed(7)
-    if make is _mlp:
+    if make in (_mlp, _mlp_dropout):
         x, y = munet.randn(16, 12), munet.randint(0, 5, (16,))
     else:
         x, y = munet.randn(6, 1, 8, 8), munet.randint(0, 3, (6,))
@@ -109,7 +116,9 @@ def _resume(program, compiled, model, opt, sched, batch, rtol, steps=3):
     _assert_state(program, model, opt, rtol)
 
 
-@pytest.mark.parametrize("make", [_mlp, _cnn], ids=["mlp_adamw", "cnn_sgd_batchnorm"])
+@pytest.mark.parametrize(
+    "make", [_mlp, _mlp_dropout, _cnn], ids=["mlp_adamw", "mlp_dropout_own_generator", "cnn_sgd_batchnorm"]
+)
 def test_a_vulkan_program_saves_and_resumes_on_vulkan_exactly(vulkan, tmp_path, make):
     compiled, model, opt, sched, batch = _trained(make, vulkan)
     path = tmp_path / "step.munet"
@@ -120,7 +129,7 @@ def test_a_vulkan_program_saves_and_resumes_on_vulkan_exactly(vulkan, tmp_path, 
     state = program.state_dict()
     for name, _ in model.named_parameters():
         assert state[name].device == vulkan  # uploaded once, updated on the device
-        if make is _mlp:
+        if make is not _cnn:
             step = state[f"optimizer.state.{name}.step"]
             assert step.device == munet.device("cpu")  # a host value, as in the compiled program
     _resume(program, compiled, model, opt, sched, batch, 0)
@@ -185,3 +194,24 @@ def test_a_cpu_program_that_moves_values_to_another_device_refuses_to_save(vulka
     with pytest.raises(RuntimeError, match=re.escape(f"compiled program on 'cpu' holds values on ['{vulkan}']")):
         munet.save(compiled, tmp_path / "f.munet")
     assert not (tmp_path / "f.munet").exists()
+
+
+def test_a_version_1_cpu_file_loads_on_vulkan(vulkan, tmp_path):
+    """Version 1 files have no host marks: loading onto vulkan places the step counts as a cpu trace would."""
+    compiled, model, opt, sched, _ = _trained(_mlp, "cpu")
+    path = tmp_path / "v1.munet"
+    munet.save(compiled, path)
+    manifest, arrays = read_file(path)
+    manifest["program_version"] = 1
+    for v in manifest["graph"]["values"]:
+        v.pop("host", None)
+    manifest.pop("sha256")
+    entries = [(k, D.from_numpy_dtype(a.dtype), a.shape, np.array(a).tobytes()) for k, a in arrays.items()]
+    write_file(path, entries, manifest)
+    program = munet.load(path, device=vulkan)
+    assert "to_device" in program.describe()
+    reference = munet.load(tmp_path / "v1.munet", device="cpu")
+    x, y = _data(_mlp, "cpu")
+    for _ in range(3):
+        want = reference(x, y).item()
+        assert program(x.to(vulkan), y.to(vulkan)).item() == pytest.approx(want, rel=VULKAN_RTOL, abs=0)
