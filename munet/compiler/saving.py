@@ -435,10 +435,12 @@ def _encode_program(prog: _Program) -> tuple[dict, list]:
         for v in node.outputs:
             add_value(v)
         transfer = node.op is transfer_op  # its source device is its argument's: no attributes
+        # a device attribute of a node on the program's device follows the program; on the host it stays cpu
+        device = None if node.outputs and node.outputs[0].id in prog.host else prog.device
         record = {
             "op": _op_name(node.op),
-            "args": [_encode(a, generator_index, prog.device) for a in node.args],
-            "attrs": {} if transfer else {k: _encode(v, generator_index, prog.device) for k, v in node.attrs.items()},
+            "args": [_encode(a, generator_index, device) for a in node.args],
+            "attrs": {} if transfer else {k: _encode(v, generator_index, device) for k, v in node.attrs.items()},
             "outputs": [v.id for v in node.outputs],
         }
         if node.op is CONSTANT:
@@ -474,7 +476,7 @@ def _encode_program(prog: _Program) -> tuple[dict, list]:
         ],
         "state_outputs": [[index, name] for index, name in prog.state_outputs],
         "cleared": list(prog.cleared),
-        "generators": [{"name": name} for name, g in prog.generators],
+        "generators": [{"name": name} for name, _ in prog.generators],
         "results": [r if isinstance(r, int) else {"const": _encode(r[1], None)} for r in prog.results],
         "tree": prog.tree,
         "guards": [
