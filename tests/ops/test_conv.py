@@ -262,6 +262,14 @@ def test_conv_blocked_paths(conv_blocks, n, x_shape, w_shape, kw):
     check(lambda x, w: fn_m(x, w, **kw), lambda x, w: fn_t(x, w, **kw), x, w)
 
 
+def test_weight_gradient_with_a_smaller_last_block(monkeypatch):
+    # x (3, 4, 9, 8), w (6, 4, 3, 3): the weight gradient contracts over 3 images as channels,
+    # 18144 bytes of float64 columns each; 40000 bytes per block: blocks of 2 and 1 image
+    # (the spread kernel buffer of the first block is reused, its zeros kept, by the second)
+    monkeypatch.setattr(kernels_conv, "CHUNK_BYTES", 40000)
+    _conv_case(2, (3, 4, 9, 8), (6, 4, 3, 3))
+
+
 @pytest.mark.parametrize(
     "kw",
     [
