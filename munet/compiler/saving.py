@@ -253,8 +253,9 @@ def _host_values(graph: Graph, prog: _Program) -> set:
 
     On a non-cpu device that is where the trace put them (Adam's step count is a cpu tensor, as
     in PyTorch, and what is computed from it). A cpu trace cannot tell, so the step counts
-    (optimizer state ``*.step``) are the host values, with what is computed from them and from
-    nothing on the device; constants and other values computed from neither go to the host when
+    (optimizer state ``*.step``), float64 state and float64 results (a GradScaler's scale and
+    its update) are the host values, with what is computed from them and from nothing on the
+    device; constants and other values computed from neither go to the host when
     a host node reads them. ``munet.load`` onto a device inserts the ``to_device`` copies.
     """
     values = list(graph.inputs) + [v for node in _registry_nodes(graph) for v in node.outputs]
@@ -282,13 +283,23 @@ def _infer_host(graph: Graph, prog: _Program) -> set:
     for v, (kind, key) in zip(graph.inputs, prog.roles):
         if v.kind == "tensor":
             step = kind == "state" and prog.state_kinds.get(key) == "optimizer" and key.endswith(".step")
-            place[v] = "host" if step else "device"
+            wide = kind == "state" and v.dtype is D.float64  # a GradScaler's scale: no float64 on vulkan
+            place[v] = "host" if step or wide else "device"
     nodes = list(_registry_nodes(graph))
     for node in nodes:
         found = {place.get(a) for a in node.inputs() if a.kind == "tensor"}
-        where = "device" if "device" in found else "host" if "host" in found else None
+        if any(v.kind == "tensor" and v.dtype is D.float64 for v in node.outputs):
+            where = "host"  # float64 arithmetic (GradScaler's scale update): vulkan has no float64
+        else:
+            where = "device" if "device" in found else "host" if "host" in found else None
         for v in node.outputs:
             place[v] = where
+    inputs = {key: v for v, (kind, key) in zip(graph.inputs, prog.roles) if kind == "state"}
+    for index, name in prog.state_outputs:  # an update is computed where its state lives
+        v, state = graph.outputs[index], inputs.get(name)
+        if state is not None and v.producer is not None and place[v] != place[state]:
+            for out in v.producer.outputs:
+                place[out] = place[state]
     readers: dict = {}
     for node in nodes:
         for a in node.inputs():
@@ -613,6 +624,11 @@ def _decode_program(path, manifest: dict, arrays: dict, device) -> _Program:
             if v.id in prog.host:
                 v.device = host
     _place(graph)
+    inputs = {key: v for v, (kind, key) in zip(graph.inputs, prog.roles) if kind == "state"}
+    for index, name in prog.state_outputs:
+        v, state = graph.outputs[index], inputs.get(name)
+        if state is not None and as_device(v.device) != as_device(state.device):
+            _fail(path, f"state '{name}' lives on {state.device} but the graph computes its update on {v.device}")
     expected = {f"state.{n}" for n in prog.state} | {f"hyper.{n}" for n in prog.hyper} | {n for n, _ in generators}
     expected |= {f"constant.{node.outputs[0].id}" for node in graph.nodes if node.op is CONSTANT}
     extra = set(arrays) - expected

@@ -215,3 +215,37 @@ def test_a_version_1_cpu_file_loads_on_vulkan(vulkan, tmp_path):
     for _ in range(3):
         want = reference(x, y).item()
         assert program(x.to(vulkan), y.to(vulkan)).item() == pytest.approx(want, rel=VULKAN_RTOL, abs=0)
+
+
+def _scaled_step_with_ema(model, opt, scaler, ema, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    scaler.scale(loss).backward()
+    scaler.step(opt)
+    scaler.update()
+    ema.update_parameters(model)
+    return loss
+
+
+@pytest.mark.parametrize("saved_on", ["cpu", "vulkan"])
+def test_a_grad_scaler_and_ema_step_loads_on_vulkan(vulkan, tmp_path, saved_on):
+    """GradScaler's scale is float64 arithmetic (host values); EMA averages and n_averaged are state."""
+    device = vulkan if saved_on == "vulkan" else "cpu"
+    model, opt, _ = _mlp(device)
+    scaler = munet.amp.GradScaler(growth_interval=2)
+    ema = munet.optim.swa_utils.AveragedModel(model, multi_avg_fn=munet.optim.swa_utils.get_ema_multi_avg_fn(0.9))
+    x, y = _data(_mlp, device)
+    compiled = munet.compile(_scaled_step_with_ema)
+    for _ in range(3):
+        compiled(model, opt, scaler, ema, x, y)
+    munet.save(compiled, tmp_path / "step.munet")
+    program = munet.load(tmp_path / "step.munet", device=vulkan)
+    rtol = 0 if saved_on == "vulkan" else VULKAN_RTOL
+    for i in range(3):
+        want = compiled(model, opt, scaler, ema, x, y).item()
+        got = program(x.to(vulkan), y.to(vulkan)).item()
+        assert got == pytest.approx(want, rel=rtol, abs=0), (i, got, want)
+    state = program.state_dict()
+    assert state["module1.n_averaged"].item() == ema.n_averaged.item() == 6
+    assert scaler.get_scale() in [t.item() for t in state.values() if t.dtype == munet.float64 and t.ndim == 0]
+    _close("ema 0.weight", _host(state["module1.module.0.weight"]), _host(ema.module[0].weight), rtol)
