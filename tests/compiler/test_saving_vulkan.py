@@ -18,7 +18,7 @@ import munet.nn.functional as F
 from munet import _dtype as D
 from munet import nn
 from munet.compiler.saving import LoadedProgram
-from munet.serialization import read_file, write_file
+from munet.serialization import CheckpointError, read_file, write_file
 
 VULKAN_RTOL = 2e-5
 LR = "optimizer.param_groups.0.lr"
@@ -249,3 +249,20 @@ def test_a_grad_scaler_and_ema_step_loads_on_vulkan(vulkan, tmp_path, saved_on):
     assert state["module1.n_averaged"].item() == ema.n_averaged.item() == 6
     assert scaler.get_scale() in [t.item() for t in state.values() if t.dtype == munet.float64 and t.ndim == 0]
     _close("ema 0.weight", _host(state["module1.module.0.weight"]), _host(ema.module[0].weight), rtol)
+
+
+def test_a_state_updated_on_another_device_than_it_lives_on_is_rejected(vulkan, tmp_path):
+    compiled, *_ = _trained(_mlp, vulkan)
+    path = tmp_path / "step.munet"
+    munet.save(compiled, path)
+    manifest, arrays = read_file(path)
+    index = next(i for i, name in manifest["state_outputs"] if name.endswith(".step"))
+    update = manifest["graph"]["outputs"][index]
+    for v in manifest["graph"]["values"]:
+        if v["id"] == update:
+            del v["host"]  # a forged file: the step count lives on the host, its update on the device
+    manifest.pop("sha256")
+    entries = [(k, D.from_numpy_dtype(a.dtype), a.shape, np.array(a).tobytes()) for k, a in arrays.items()]
+    write_file(path, entries, manifest)
+    with pytest.raises(CheckpointError, match=r"state 'optimizer.state.0.weight.step' lives on cpu but the graph"):
+        munet.load(path, device=vulkan)
