@@ -195,15 +195,16 @@ def _conv_narrow_rows(xp, w, groups, stride, size, out):
         writeable=False,
     )
     o = w.shape[0]
+    spread = []
 
     def weight_block(lo, hi):
-        spread = work("spread", (o, hi - lo, length), w.dtype)
-        spread[...] = 0
-        sst = spread.strides
-        np.copyto(
-            as_strided(spread, (o, hi - lo) + kernel_size, sst[:2] + tuple(pl * item for pl in pitch)), w[:, lo:hi]
-        )
-        return spread.reshape(o, -1)
+        if not spread:  # the first block is the largest; the cells between kernel rows stay zero
+            spread.append(work("spread", (o, hi - lo, length), w.dtype))
+            spread[0][...] = 0
+        block = spread[0][:, : hi - lo]
+        cells = as_strided(block, (o, hi - lo) + kernel_size, block.strides[:2] + tuple(pl * item for pl in pitch))
+        np.copyto(cells, w[:, lo:hi])
+        return block.reshape(o, -1)  # a view: rows of the spread kernels are contiguous
 
     return _contract_narrow(runs, weight_block, length, o, groups, n, size, out)
 
