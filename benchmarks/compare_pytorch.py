@@ -202,9 +202,10 @@ def time_steps(step, args, warmup: int, steps: int) -> tuple[float, float]:
     return statistics.median(samples), loss
 
 
-def run_mode(name, mode, warmup, steps):
+def make_step(name, mode):
+    """``(step, args)``: one training step of workload ``name`` in ``mode`` and its arguments."""
     lib = "munet" if mode.startswith("munet") else "torch"
-    model, opt, x, y = build(name, lib)
+    args = build(name, lib)
     step = munet_step if lib == "munet" else torch_step
     if mode == "munet compiled":
         step = munet.compile(step)
@@ -212,8 +213,13 @@ def run_mode(name, mode, warmup, steps):
         step = munet.compile(step, fuse=False)
     elif mode == "torch.compile":
         step = torch.compile(step)
+    return step, args
+
+
+def run_mode(name, mode, warmup, steps):
+    step, args = make_step(name, mode)
     try:
-        ms, loss = time_steps(step, (model, opt, x, y), warmup, steps)
+        ms, loss = time_steps(step, args, warmup, steps)
     except Exception as e:  # torch.compile without a working toolchain, or a MuNet gap: report, go on
         return None, f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
     extra = ""

@@ -29,7 +29,7 @@ import time
 
 import numpy as np
 import torch
-from compare_pytorch import build, gemms, munet_step, torch_step
+from compare_pytorch import gemms, make_step
 
 import munet
 
@@ -53,20 +53,12 @@ def gemm_pass(name: str):
     return run
 
 
-def make_step(name: str, mode: str):
+def make_run(name: str, mode: str):
     """``() -> None`` running one training step of ``name`` in ``mode`` (reading the loss back)."""
     if mode == "GEMM floor":
         return gemm_pass(name)
-    lib = "munet" if mode.startswith("munet") else "torch"
-    model, opt, x, y = build(name, lib)
-    step = munet_step if lib == "munet" else torch_step
-    if mode == "munet compiled":
-        step = munet.compile(step)
-    elif mode == "munet unfused":
-        step = munet.compile(step, fuse=False)
-    elif mode == "torch.compile":
-        step = torch.compile(step)
-    return lambda: step(model, opt, x, y).item()
+    step, args = make_step(name, mode)
+    return lambda: step(*args).item()
 
 
 def _ratio(samples: dict, num: str, den: str) -> float:
@@ -87,7 +79,7 @@ def main() -> None:
     threads = int(os.environ["OPENBLAS_NUM_THREADS"])
     torch.set_num_threads(threads)
     munet.set_num_threads(threads)
-    steps = {m: make_step(args.workload, m) for m in modes}
+    steps = {m: make_run(args.workload, m) for m in modes}
     for _ in range(args.warmup):
         for m in modes:
             steps[m]()
