@@ -18,20 +18,6 @@ TOL = dict(rtol=1e-4, atol=1e-4)
 EXACT = dict(rtol=0, atol=0)
 
 
-def has_kernels(*ops) -> bool:
-    """Whether the vulkan backend has kernels for ``ops`` (other families' primitives that a
-    composite or a gradient here decomposes into, e.g. ``scatter`` for max-pool gradients)."""
-    from munet.backends.vulkan.registry import KERNELS
-
-    return all(op in KERNELS for op in ops)
-
-
-def needs(*ops) -> None:
-    missing = [op for op in ops if not has_kernels(op)]
-    if missing:
-        pytest.skip(f"needs vulkan kernels {missing} (another family)")
-
-
 def rand(*shape, seed=0):
     return np.random.default_rng(seed + len(shape) + sum(shape)).standard_normal(shape).astype(np.float32)
 
@@ -114,12 +100,11 @@ def test_conv1d_conv3d_and_strided_inputs(conv_kernel):
 def test_max_pool_with_indices_and_gradients(vulkan):
     x = rand(2, 3, 11, 10)
     x[0, 0, :2, :2] = 5.0  # ties: the first index wins
-    grad = has_kernels("scatter")  # max-pool gradients scatter-add to the saved indices
-    check(lambda a: F.max_pool2d(a, 3, 2, 1, return_indices=True), x, vulkan=vulkan, grad=grad, tol=EXACT)
-    check(lambda a: F.max_pool2d(a, (2, 3), (1, 2), dilation=2, ceil_mode=True), x, vulkan=vulkan, grad=grad)
-    check(lambda a: F.max_pool1d(a, 4, 3, return_indices=True), rand(2, 3, 31), vulkan=vulkan, grad=grad)
-    check(lambda a: F.max_pool3d(a, 2), rand(1, 2, 5, 4, 6), vulkan=vulkan, grad=grad)
-    check(lambda a: F.max_pool2d(a.transpose(2, 3), 2), x, vulkan=vulkan, grad=grad)
+    check(lambda a: F.max_pool2d(a, 3, 2, 1, return_indices=True), x, vulkan=vulkan, tol=EXACT)
+    check(lambda a: F.max_pool2d(a, (2, 3), (1, 2), dilation=2, ceil_mode=True), x, vulkan=vulkan)
+    check(lambda a: F.max_pool1d(a, 4, 3, return_indices=True), rand(2, 3, 31), vulkan=vulkan)
+    check(lambda a: F.max_pool3d(a, 2), rand(1, 2, 5, 4, 6), vulkan=vulkan)
+    check(lambda a: F.max_pool2d(a.transpose(2, 3), 2), x, vulkan=vulkan)
     nan = rand(1, 1, 4, 4)
     nan[0, 0, 1, 1] = np.nan
     check(lambda a: F.max_pool2d(a, 2, return_indices=True), nan, vulkan=vulkan, grad=False)
@@ -129,9 +114,8 @@ def test_avg_and_adaptive_pools(vulkan):
     x = rand(2, 3, 11, 10)
     check(lambda a: F.avg_pool2d(a, 3, 2, 1), x, vulkan=vulkan)
     check(lambda a: F.avg_pool2d(a, 2, ceil_mode=True, count_include_pad=False), x, vulkan=vulkan)
-    grad = has_kernels("scatter")
-    check(lambda a: F.adaptive_max_pool2d(a, (4, 3), return_indices=True), x, vulkan=vulkan, grad=grad, tol=EXACT)
-    check(lambda a: F.adaptive_max_pool1d(a, 5), rand(2, 3, 17), vulkan=vulkan, grad=grad)
+    check(lambda a: F.adaptive_max_pool2d(a, (4, 3), return_indices=True), x, vulkan=vulkan, tol=EXACT)
+    check(lambda a: F.adaptive_max_pool1d(a, 5), rand(2, 3, 17), vulkan=vulkan)
     check(lambda a: F.adaptive_avg_pool2d(a, (3, 4)), x, vulkan=vulkan)
     check(lambda a: F.adaptive_avg_pool2d(a, 1), x, vulkan=vulkan)
 
@@ -139,8 +123,6 @@ def test_avg_and_adaptive_pools(vulkan):
 @pytest.mark.parametrize("kw", [dict(scale_factor=2, mode="nearest"), dict(size=(7, 5), mode="nearest"),
                                 dict(size=(13, 17), mode="bilinear"), dict(scale_factor=0.5, mode="bilinear", align_corners=True)])  # fmt: skip
 def test_interpolate(vulkan, kw):
-    if kw["mode"] == "nearest":
-        needs("index")  # nearest is a gather composite
     check(lambda a: F.interpolate(a, **kw), rand(2, 3, 6, 9), vulkan=vulkan)
 
 
@@ -183,7 +165,6 @@ def _train_cnn(device, batchnorm: bool, steps: int = 3):
 
 @pytest.mark.parametrize("batchnorm", [False, True])
 def test_cnn_training_matches_cpu(vulkan, batchnorm):
-    needs("scatter", *(("standardize",) if batchnorm else ()))  # max-pool gradient; BatchNorm
     cpu_losses, cpu_state = _train_cnn("cpu", batchnorm)
     gpu_losses, gpu_state = _train_cnn(vulkan, batchnorm)
     np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-4)

@@ -199,7 +199,6 @@ def test_reduction_over_a_leading_dim_reads_columns(vulkan):
     np.testing.assert_array_equal(got, (t.sum(dim=0) + munet.tensor(bias).to(vulkan)).cpu().numpy())
 
 
-@pytest.mark.skipif(not hasattr(K, "StoreFull"), reason="the kernel IR has no full-space stores yet")
 def test_full_space_store_beside_its_reduction(vulkan):
     x = _f32(5, 40)
     xs = Load(0, (40, 1), 0, "f32")
