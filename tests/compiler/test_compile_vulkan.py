@@ -15,6 +15,7 @@ import pytest
 import munet
 import munet.nn.functional as F
 from munet import nn
+from tests.compiler.models import GPT
 
 VULKAN_RTOL = 2e-5
 
@@ -122,43 +123,10 @@ def test_batchnorm_cnn_sgd_matches_eager_including_running_stats(vulkan, fuse):
     assert m2[1].num_batches_tracked.item() == m1[1].num_batches_tracked.item() == 5
 
 
-class _Block(nn.Module):
-    def __init__(self, width: int, heads: int):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        self.qkv, self.proj = nn.Linear(width, 3 * width, bias=False), nn.Linear(width, width)
-        self.fc, self.out = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-        q, k, v = (z.reshape(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-
-class _GPT(nn.Module):
-    def __init__(self, vocab=13, context=8, width=16, heads=2, layers=2):
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(vocab, width), nn.Embedding(context, width)
-        self.blocks = nn.ModuleList([_Block(width, heads) for _ in range(layers)])
-        self.ln = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab)
-        self.vocab = vocab
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos.weight[: idx.shape[1]]
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x)).reshape(-1, self.vocab)
-
-
 def test_gpt_transformer_adamw_matches_eager(vulkan):
     def make():
         munet.manual_seed(0)
-        model = _GPT(layers=1).to(vulkan)
+        model = GPT(layers=1).to(vulkan)
         return model, munet.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1), None
 
     gen = np.random.default_rng(3)

@@ -18,6 +18,7 @@ from munet import nn
 from munet.compiler.codegen import build
 from munet.compiler.codegen.kernel import view_geometry
 from munet.compiler.ir import format_node
+from tests.compiler.models import GPT
 
 RTOL = 1e-5
 
@@ -54,43 +55,6 @@ def _assert_same_training_state(m1, o1, m2, o2, exact=False):
             _assert_same(name, got, want)
 
 
-class _Block(nn.Module):
-    def __init__(self, width: int, heads: int):
-        super().__init__()
-        self.heads = heads
-        self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
-        # no qkv bias: the key bias's gradient is zero in exact arithmetic (softmax ignores a per-query
-        # shift), so AdamW would turn its rounding noise into full-size updates that no two programs share
-        self.qkv, self.proj = nn.Linear(width, 3 * width, bias=False), nn.Linear(width, width)
-        self.fc, self.out = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
-
-    def forward(self, x):
-        b, t, c = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(c, dim=2)
-        q, k, v = (z.reshape(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
-        y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(y.transpose(1, 2).reshape(b, t, c))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-
-class _GPT(nn.Module):
-    def __init__(self, vocab=13, context=8, width=16, heads=2, layers=2, tied=False):
-        super().__init__()
-        self.tok, self.pos = nn.Embedding(vocab, width), nn.Embedding(context, width)
-        self.blocks = nn.ModuleList([_Block(width, heads) for _ in range(layers)])
-        self.ln = nn.LayerNorm(width)
-        self.head = nn.Linear(width, vocab, bias=not tied)
-        if tied:
-            self.head.weight = self.tok.weight
-        self.vocab = vocab
-
-    def forward(self, idx):
-        x = self.tok(idx) + self.pos.weight[: idx.shape[1]]
-        for block in self.blocks:
-            x = block(x)
-        return self.head(self.ln(x)).reshape(-1, self.vocab)
-
-
 def _gpt_step(model, opt, idx, targets):
     opt.zero_grad()
     loss = F.cross_entropy(model(idx), targets)
@@ -101,7 +65,7 @@ def _gpt_step(model, opt, idx, targets):
 
 def _make_gpt(tied):
     munet.manual_seed(0)
-    model = _GPT(tied=tied)
+    model = GPT(tied=tied)
     return model, munet.optim.AdamW(model.parameters(), lr=3e-3, weight_decay=0.1)
 
 
