@@ -217,7 +217,6 @@ def test_full_space_store_beside_its_reduction(vulkan):
     np.testing.assert_array_equal(backend.to_numpy(sums), t.relu().sum(dim=1).cpu().numpy())
 
 
-@pytest.mark.skipif("erf" not in K.ELEMENTWISE_RULES, reason="the kernel IR has no erf rule")
 def test_float32_erf_rule_renders_as_the_eager_erf(vulkan):
     x = np.concatenate([np.linspace(-5, 5, 1001, dtype=np.float32), np.array([np.nan, np.inf, -0.0], np.float32)])
     xs = Load(0, (1,), 0, "f32")
