@@ -27,7 +27,7 @@ from munet._device import DeviceError, as_device, get_backend
 from munet._tensor import Tensor
 from munet.compiler.arena import Arena
 from munet.compiler.ir import CONSTANT, Graph, ScalarOp, Value, format_node
-from munet.compiler.lower_cpu import new_counters, prepare_fused
+from munet.compiler.lower_cpu import new_counters, prepare_fused, prepare_max_pool
 from munet.compiler.passes.fuse import FUSED
 
 TRANSFER = "to_device"
@@ -59,6 +59,15 @@ class CpuTarget:
         arena = executable.arena if executable.target is self else None
         context = SimpleNamespace(codegen=self.counters, slot=executable.slot, arena=arena, backend=self.backend)
         return prepare_fused(node, context)
+
+    def generated_step(self, node, executable):
+        """A generated kernel for a primitive node (an unpadded ``max_pool``), or None."""
+        if node.name != "max_pool" or executable.target is not self:
+            return None
+        context = SimpleNamespace(
+            codegen=self.counters, slot=executable.slot, arena=executable.arena, backend=self.backend
+        )
+        return prepare_max_pool(node, context)
 
     def constant(self, value):
         return value
@@ -192,6 +201,9 @@ class Executable:
             return self._transfer_step(node, arg_fns[0], outs[0])
         if node.op.view is not None:
             return target.view_step(node.op, static, arg_fns[0], outs[0], node.outputs[0])
+        generated = target.generated_step(node, self)
+        if generated is not None:
+            return generated
         if self.arena is not None and target is self.target:
             planned = self.arena.prepare(node, arg_fns, static, dynamic, outs)
             if planned is not None:

@@ -7,7 +7,8 @@ output is written where the memory plan puts it (``Arena.target``: an arena view
 input it updates in place, which the plan allows only when the kernel reads that input at the
 index it writes, ``FusedOp.reads_at_write_index``); unplanned outputs get fresh arrays. Without a working C compiler (or ``fuse`` disabled by a failing build) the
 step runs the group's member nodes with the NumPy kernels instead, and the executable's
-``codegen`` counters say so. BLAS-bound nodes (matmul, convolution) are never fused: they
+``codegen`` counters say so. ``prepare_max_pool`` does the same for an unpadded ``max_pool``
+(values and indices from one window kernel). BLAS-bound nodes (matmul, convolution) are never fused: they
 keep calling NumPy.
 """
 
@@ -20,7 +21,7 @@ import numpy as np
 from munet._threads import get_num_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.kernel import kernel_from_group
+from munet.compiler.codegen.kernel import kernel_from_group, kernel_from_max_pool
 from munet.compiler.ir import Graph
 
 
@@ -45,6 +46,24 @@ def prepare_fused(node, executable):
     counters["cache_hits"] += int(hit)
     counters["compiler"] = build.compiler_name()
     return _kernel_step(fn, source, tensors, scalars, node, executable)
+
+
+def prepare_max_pool(node, executable):
+    """The step running ``max_pool`` ``node`` as a generated window kernel, or None (padded windows,
+    another dtype, no C compiler: the NumPy kernel runs, writing into the plan all the same)."""
+    kernel = kernel_from_max_pool(node)
+    if kernel is None:
+        return None
+    source = render_c(kernel)
+    try:
+        fn, hit = build.load_kernel(source, kernel.name)
+    except build.CompilerUnavailableError:
+        return None
+    counters = executable.codegen
+    counters["generated"] += 1
+    counters["cache_hits"] += int(hit)
+    counters["compiler"] = build.compiler_name()
+    return _kernel_step(fn, source, [node.args[0]], [], node, executable)
 
 
 def _kernel_step(fn, source, tensors, scalars, node, executable):

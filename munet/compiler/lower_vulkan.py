@@ -134,6 +134,10 @@ class VulkanTarget:
 
         return plan_memory(graph, renders, donors, overwrites).inplace
 
+    def generated_step(self, node, executable):
+        """None: primitive nodes run the backend's WGSL kernels."""
+        return None
+
     def fused_step(self, node, executable):
         rendered = self._render(node)
         if isinstance(rendered, str):

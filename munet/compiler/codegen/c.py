@@ -21,9 +21,21 @@ come from the C library and may differ from NumPy's by an ulp. Reductions: see
 
 from __future__ import annotations
 
-from munet.compiler.codegen.kernel import Apply, Const, Kernel, Load, Param, Reduce, StoreFull, contiguous_strides
+import itertools
 
-C_TYPES = {"f32": "float", "f64": "double", "bool": "unsigned char"}
+from munet.compiler.codegen.kernel import (
+    Apply,
+    Const,
+    Index,
+    Kernel,
+    Load,
+    Param,
+    Reduce,
+    StoreFull,
+    contiguous_strides,
+)
+
+C_TYPES = {"f32": "float", "f64": "double", "bool": "unsigned char", "i64": "int64_t"}
 PARALLEL_MIN_ELEMENTS = 1 << 16
 # An elementwise kernel with a transposed load walks tiles of TILE_ROWS (the dim that load walks
 # contiguously) x TILE_COLS (the last dim), copying that load's tile into a local array first.
@@ -151,6 +163,8 @@ class _Emitter:
             if e in self.tile_of_load:
                 return self.tile_of_load[e]
             return f"in{e.buffer}[{self.index_of_load(e)}]"
+        if isinstance(e, Index):
+            return f"(int64_t)({self.index_of_load(e)})"
         if isinstance(e, Apply):
             a = [self.emit(x) for x in e.args]
             if e.op in _INFIX:
@@ -314,6 +328,7 @@ def _tiled_dim(shape: tuple, load_strides: list):
 
 LANES = 8  # independent accumulators per reduction, so the inner loop vectorizes without reassociation
 BLOCK = 128  # elements per lane block, folded into a compensated total
+WINDOW_MAX = 64  # the largest reduction space an argmax kernel walks (as scalars, per kept index)
 COLUMNS = 2048  # kept indices accumulated side by side when the reduced dims are the outer ones
 # (whole rows: 256-wide blocks of 4 KiB-strided rows ran 2.5x slower, the prefetcher loses them)
 
@@ -337,7 +352,7 @@ def _reduction_parts(kernel: Kernel) -> tuple:
         if (e, within) in seen:
             return
         seen.add((e, within))
-        if isinstance(e, Load):
+        if isinstance(e, (Load, Index)):
             (inside if within else outside).append(e)
         elif isinstance(e, Reduce):
             if within:
@@ -345,6 +360,8 @@ def _reduction_parts(kernel: Kernel) -> tuple:
             if e not in reduces:
                 reduces.append(e)
             walk(e.expr, True)
+            if e.key is not None:
+                walk(e.key, True)
         for a in getattr(e, "args", ()):
             walk(a, within)
 
@@ -411,6 +428,28 @@ def render_reduction(kernel: Kernel) -> str:
         writes = [f"out{sf.buffer}[{index(kv, rv)}] = {em.emit(sf.expr)};" for sf, kv, rv in zip(fulls, full_k, full_r)]
         return [*em.lines, *writes, *(f"v{j}[{at}] = {v};" for j, v in enumerate(values))]
 
+    def window_body(first: bool) -> list:
+        """The window loop's body at one full index (``first``: the window's first cell): prologue,
+        StoreFull writes, then each Reduce's step."""
+        em = _Emitter(lambda ld: index(k_of[ld], r_of[ld], ld.offset))
+        values = [em.emit(r.expr) for r in reduces]
+        keys = [em.emit(r.key) if r.op == "argmax" else None for r in reduces]
+        writes = [f"out{sf.buffer}[{index(kv, rv)}] = {em.emit(sf.expr)};" for sf, kv, rv in zip(fulls, full_k, full_r)]
+        steps = []
+        for j, (r, v, key) in enumerate(zip(reduces, values, keys)):
+            if r.op == "sum":
+                steps.append(f"tot{j} += (double){v};")
+            elif r.op == "max":
+                if _argmax_twin(reduces, r) is None:  # else the argmax's running maximum is this value
+                    steps.append(_max_into(f"mx{j}", v))
+            elif first:  # argmax: the first cell starts the maximum, whatever it holds
+                steps += [f"best{j} = {v};", f"key{j} = {key};", f"nan{j} = {v} != {v} ? {key} : -1;"]
+            else:  # a strictly greater cell replaces it; the last NaN wins (and makes the maximum NaN)
+                steps.append(f"key{j} = {v} > best{j} ? {key} : key{j};")
+                steps.append(f"best{j} = {v} > best{j} ? {v} : best{j};")
+                steps.append(f"nan{j} = {v} != {v} ? {key} : nan{j};")
+        return [*em.lines, *writes, *steps]
+
     def epilogue(result) -> list:
         """Reduced values, then the epilogue and the Stores at one kept index."""
         em = _Emitter(lambda ld: index(k_of[ld], (), ld.offset))
@@ -429,7 +468,11 @@ def render_reduction(kernel: Kernel) -> str:
     for i, dt in enumerate(kernel.outputs):
         out.append(f"    {C_TYPES[dt]} *out{i} = ({C_TYPES[dt]} *)out[{i}];")
     code = _Code(out)
-    if columns:
+    if any(r.op == "argmax" for r in reduces):
+        if _prod(kernel.reduce_shape) > WINDOW_MAX:
+            raise TypeError(f"render_c: argmax over {_prod(kernel.reduce_shape)} elements (windows up to {WINDOW_MAX})")
+        _window_loops(code, kshape, rshape, reduces, window_body, epilogue, total, kernel.shape, kernel.reduce_shape)
+    elif columns:
         _column_loops(code, kshape, rshape, reduces, body, epilogue, total)
     else:
         _row_loops(code, kshape, rshape, reduces, body, epilogue, total)
@@ -524,6 +567,58 @@ def _row_loops(code, kshape, rshape, reduces, body, epilogue, total) -> None:
 
     def result(j, r):
         return f"({C_TYPES[r.dtype]})(tot{j} + cmp{j})" if r.op == "sum" else f"mx{j}"
+
+    code.add(*epilogue(result))
+    code.close(max(m, 1))
+
+
+def _argmax_twin(reduces: list, r: Reduce):
+    """The position of an ``argmax`` of the same expression as ``max`` reduction ``r``, or None."""
+    return next((j for j, a in enumerate(reduces) if a.op == "argmax" and a.expr == r.expr), None)
+
+
+def _index_bound(index: Index, shape: tuple, reduce_shape: tuple) -> int:
+    """The largest value ``index`` takes over the full space ``shape + reduce_shape``."""
+    sizes = tuple(shape) + tuple(reduce_shape)
+    return index.offset + sum(max(st, 0) * (n - 1) for st, n in zip(index.strides, sizes))
+
+
+def _window_loops(code, kshape, rshape, reduces, body, epilogue, total, kshape_full, rshape_full) -> None:
+    """Small reduction spaces (pooling windows, ``argmax``): per kept index, the window walked in
+    scalars inside the innermost kept loop, which the compiler vectorizes once the constant-size
+    window loops are unrolled. Sums are plain double sums here (a window is short)."""
+    m = len(kshape)
+    parallel = total >= PARALLEL_MIN_ELEMENTS and m > 1 and kshape[0] > 1
+    for d in range(m - 1):
+        code.open(_for(f"k{d}", kshape[d]), parallel and d == 0)
+    if m:
+        code.lines.extend(_NO_LOOP_CARRIED_DEPENDENCE)
+        code.open(_for(f"k{m - 1}", kshape[m - 1]))
+    else:
+        code.open("")
+    for j, r in enumerate(reduces):
+        if r.op == "sum":
+            code.add(f"double tot{j} = 0.0;")
+        elif r.op == "max":
+            if _argmax_twin(reduces, r) is None:
+                code.add(f"{C_TYPES[r.dtype]} mx{j} = -INFINITY;")
+        else:  # keys in 32 bits when they fit, so they vectorize as wide as float32 values
+            key = "int32_t" if _index_bound(r.key, kshape_full, rshape_full) < 2**31 else "int64_t"
+            code.add(f"{C_TYPES[r.expr.dtype]} best{j};", f"{key} key{j}, nan{j};")
+    for k, cell in enumerate(
+        itertools.product(*(range(size) for size in rshape))
+    ):  # unrolled: the kept loop vectorizes
+        code.open("")
+        code.add(f"const int64_t {', '.join(f'r{d} = {r}' for d, r in enumerate(cell))};", *body(k == 0))
+        code.close()
+
+    def result(j, r):
+        if r.op == "sum":
+            return f"({C_TYPES[r.dtype]})tot{j}"
+        if r.op == "max":
+            twin = _argmax_twin(reduces, r)
+            return f"mx{j}" if twin is None else f"(nan{twin} >= 0 ? NAN : best{twin})"
+        return f"(nan{j} >= 0 ? nan{j} : key{j})"
 
     code.add(*epilogue(result))
     code.close(max(m, 1))

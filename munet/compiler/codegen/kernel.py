@@ -10,7 +10,9 @@ renderers emit each once):
   transpose or view is a permuted/partial stride, so views cost nothing;
 - :class:`Param` is a runtime host scalar (a learning rate), :class:`Const` a literal;
 - :class:`Apply` is one scalar op of :data:`SCALAR_OPS`;
-- :class:`Reduce` folds an expression over the reduction space.
+- :class:`Reduce` folds an expression over the reduction space;
+- :class:`Index` is an affine function of the index itself (``int64``): the position an
+  ``argmax`` reports.
 
 Elementwise kernels (``reduce_shape == ()``): every :class:`Store` writes its expression at
 each index of ``shape`` into a contiguous output of that shape.
@@ -43,6 +45,11 @@ with its elementwise producers and consumers):
   else the largest element; which of ``-0.0``/``0.0`` is returned when they tie is unspecified.
   Computed in ``dtype`` (exact). Over an empty space it is ``-inf`` (fusion never forms one:
   eager ``amax`` raises there).
+- ``Reduce("argmax", e, "i64", key)``: the value of ``key`` (an :class:`Index` over the full
+  space) where ``e`` is largest, by max pooling's rule (PyTorch's): walking the reduction space
+  in row-major order, an element replaces the maximum only when strictly greater (the first
+  maximum wins, and the first element starts it even when it is ``-inf``); when ``e`` holds NaN,
+  the key of the *last* NaN. A renderer may support it only over small spaces (windows).
 
 A renderer (``c.py``; ``wgsl.py``; later CUDA) needs only these classes and the op vocabulary.
 
@@ -78,7 +85,7 @@ SCALAR_OPS = {
     "where": 3,
 }
 
-DTYPES = ("f32", "f64", "bool")
+DTYPES = ("f32", "f64", "bool", "i64")
 
 
 @dataclass(frozen=True)
@@ -109,10 +116,20 @@ class Apply:
 
 
 @dataclass(frozen=True)
+class Index:
+    """``offset + sum(index[d] * strides[d])`` over the full space, as an ``i64`` value."""
+
+    strides: tuple
+    offset: int = 0
+    dtype: str = "i64"
+
+
+@dataclass(frozen=True)
 class Reduce:
-    op: str  # "sum" or "max" (see the module docstring for accumulation and NaN)
+    op: str  # "sum", "max" or "argmax" (see the module docstring for accumulation and NaN)
     expr: object  # evaluated over shape + reduce_shape
     dtype: str
+    key: object = None  # argmax: the Index it reports
 
 
 @dataclass(frozen=True)
@@ -150,8 +167,8 @@ class Kernel:
 
 
 def short_dtype(dtype) -> str | None:
-    """``'f32'``, ``'f64'`` or ``'bool'`` for a munet dtype, None when kernels do not support it."""
-    return {"float32": "f32", "float64": "f64", "bool": "bool"}.get(getattr(dtype, "name", str(dtype)))
+    """``'f32'``, ``'f64'``, ``'bool'`` or ``'i64'`` for a munet dtype, None when kernels do not support it."""
+    return {"float32": "f32", "float64": "f64", "bool": "bool", "int64": "i64"}.get(getattr(dtype, "name", str(dtype)))
 
 
 def contiguous_strides(shape) -> tuple:
@@ -283,6 +300,45 @@ def kernel_from_group(group) -> tuple:
         stores=stores,
     )
     return kernel, tensors, scalars
+
+
+def kernel_from_max_pool(node):
+    """The window-reduction kernel of a ``max_pool`` node (values and int64 indices), or None.
+
+    Index space (N, C, *out), reduction space the window (*kernel_size); the input is read at
+    ``out * stride + k * dilation`` per spatial dim, and the index reported is that cell's flat
+    position in the input plane, as the eager kernel reports it. Windows reaching into padding
+    (or past the input with ``ceil_mode``) need bounds checks the kernel IR has no form for: None.
+    """
+    import hashlib
+
+    x = node.args[0]
+    a = node.attrs
+    dtype = short_dtype(x.dtype)
+    if dtype not in ("f32", "f64") or x.shape is None or len(x.shape) < 3 or 0 in x.shape:
+        return None
+    spatial = tuple(x.shape[2:])
+    kernel_size, stride, dilation, out = a["kernel_size"], a["stride"], a["dilation"], a["output_size"]
+    if any(a["padding"]) or any(
+        (o - 1) * s + d * (k - 1) >= n for o, s, d, k, n in zip(out, stride, dilation, kernel_size, spatial)
+    ):
+        return None
+    xs = contiguous_strides(x.shape)
+    pitch = contiguous_strides(spatial)
+    nd = len(spatial)
+    cells = Load(
+        0,
+        xs[:2] + tuple(xs[2 + i] * stride[i] for i in range(nd)) + tuple(xs[2 + i] * dilation[i] for i in range(nd)),
+        0,
+        dtype,
+    )
+    key = Index(
+        (0, 0) + tuple(pitch[i] * stride[i] for i in range(nd)) + tuple(pitch[i] * dilation[i] for i in range(nd))
+    )
+    stores = [Store(0, Reduce("max", cells, dtype)), Store(1, Reduce("argmax", cells, "i64", key))]
+    shape = tuple(x.shape[:2]) + tuple(out)
+    digest = hashlib.sha1(repr((shape, tuple(kernel_size), stores)).encode()).hexdigest()[:16]
+    return Kernel(f"max_pool_{digest}", shape, tuple(kernel_size), [dtype], [], [dtype, "i64"], stores)
 
 
 def loads_only_at_write_index(kernel: Kernel, buffer: int) -> bool:

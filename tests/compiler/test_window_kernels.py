@@ -1,0 +1,139 @@
+"""Generated window kernels: ``max_pool`` values and indices from one C kernel (kernel IR ``argmax``).
+
+Compiled results must equal eager bit for bit (values and int64 indices; NaN compared as NaN):
+the kernel walks each window in the eager kernel's order with its tie and NaN rules.
+"""
+
+import numpy as np
+import pytest
+
+import munet
+import munet.nn.functional as F
+from munet.compiler.codegen import build
+from munet.compiler.codegen.c import render_c
+from munet.compiler.codegen.kernel import Index, Kernel, Load, Reduce, Store
+
+needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+
+
+def _pool(fn, x):
+    compiled = munet.compile(fn)
+    got = compiled(munet.tensor(x))
+    want = fn(munet.tensor(x))
+    return compiled, got, want
+
+
+def _assert_same(got, want):
+    for g, w in zip(got, want):
+        np.testing.assert_array_equal(g.numpy(), w.numpy())
+
+
+def _max_pool_nodes(compiled):
+    return [n for n in compiled.graph.nodes if n.name == "max_pool"]
+
+
+CASES = [
+    # (input shape, kernel_size, stride, dilation, ceil_mode)
+    ((2, 3, 8, 8), 2, 2, 1, False),
+    ((2, 3, 9, 7), 3, 2, 1, False),  # overlapping windows, a row and column left out
+    ((1, 2, 10, 10), 3, 1, 2, False),  # dilation
+    ((3, 1, 5, 6), (2, 3), (1, 2), 1, False),
+    ((2, 4, 1, 1), 1, 1, 1, False),  # size-1 windows
+]
+
+
+@needs_cc
+@pytest.mark.parametrize("shape, k, s, d, ceil", CASES)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool2d_values_and_indices_equal_eager(shape, k, s, d, ceil, dtype):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape).astype(dtype)
+
+    def fn(t):
+        return F.max_pool2d(t, k, s, dilation=d, ceil_mode=ceil, return_indices=True)
+
+    compiled, got, want = _pool(fn, x)
+    _assert_same(got, want)
+    assert compiled.stats()["generated_code"] is True
+
+
+@needs_cc
+def test_ties_nan_and_minus_inf_follow_the_eager_rules():
+    # relu output: many tied zeros (the first maximum wins); NaN windows report their last NaN;
+    # an all -inf window reports its first cell
+    rng = np.random.default_rng(1)
+    x = np.maximum(rng.standard_normal((2, 2, 6, 6)), 0).astype(np.float32)
+    x[0, 0, :2, :2] = [[np.nan, 1.0], [np.nan, 2.0]]
+    x[0, 1, :2, :2] = -np.inf
+    x[1, 0, 2:4, 2:4] = [[5.0, 5.0], [5.0, np.nan]]
+    x[1, 1, :2, 4:6] = [[-0.0, 0.0], [0.0, -0.0]]
+    compiled, got, want = _pool(lambda t: F.max_pool2d(t, 2, return_indices=True), x)
+    np.testing.assert_array_equal(np.isnan(got[0].numpy()), np.isnan(want[0].numpy()))
+    np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+    np.testing.assert_array_equal(np.nan_to_num(got[0].numpy()), np.nan_to_num(want[0].numpy()))
+    assert got[1].numpy()[0, 0, 0, 0] == 6  # the last NaN of the window (row 1, column 0)
+
+
+@needs_cc
+@pytest.mark.parametrize("nd", [1, 3])
+def test_max_pool1d_and_3d(nd):
+    rng = np.random.default_rng(2)
+    shape = (2, 3) + (7,) * nd
+    x = rng.standard_normal(shape).astype(np.float32)
+    pool = {1: F.max_pool1d, 3: F.max_pool3d}[nd]
+    _, got, want = _pool(lambda t: pool(t, 2, return_indices=True), x)
+    _assert_same(got, want)
+
+
+@needs_cc
+@pytest.mark.parametrize("padding, ceil", [(1, False), (0, True)])
+def test_windows_reaching_outside_the_input_keep_the_numpy_kernel(padding, ceil):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 2, 8, 8)).astype(np.float32)  # ceil_mode: a 4th window past the edge
+
+    def fn(t):
+        return F.max_pool2d(t, 3, 2, padding=padding, ceil_mode=ceil, return_indices=True)
+
+    compiled, got, want = _pool(fn, x)
+    _assert_same(got, want)
+    assert compiled.stats()["generated_code"] is False
+
+
+@needs_cc
+def test_max_pool_gradient_through_the_generated_kernel():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((4, 3, 8, 8)).astype(np.float32)
+    w = munet.tensor(rng.standard_normal((4, 3, 4, 4)).astype(np.float32))
+
+    def step(t):
+        t.requires_grad_(True)
+        loss = (F.max_pool2d(t.relu(), 2) * w).sum()
+        loss.backward()
+        return t.grad
+
+    compiled = munet.compile(step)
+    got = compiled(munet.tensor(x))
+    want = step(munet.tensor(x))
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_without_a_compiler_max_pool_runs_the_numpy_kernel(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/bin/cc")
+    x = np.random.default_rng(5).standard_normal((2, 2, 4, 4)).astype(np.float32)
+    compiled, got, want = _pool(lambda t: F.max_pool2d(t, 2, return_indices=True), x)
+    _assert_same(got, want)
+    assert compiled.stats()["generated_code"] is False
+
+
+def test_argmax_over_a_large_space_is_refused_by_the_c_renderer():
+    cells = Load(0, (64, 1), 0, "f32")
+    kernel = Kernel(
+        "k", (4,), (64 * 2,), ["f32"], [], ["i64"], [Store(0, Reduce("argmax", cells, "i64", Index((0, 1))))]
+    )
+    with pytest.raises(TypeError, match="argmax over 128 elements"):
+        render_c(kernel)
