@@ -18,6 +18,7 @@ from munet.autograd.grad_mode import _State
 from munet.compiler import passes
 from munet.compiler.executable import Executable
 from munet.compiler.ir import verify
+from munet.compiler.lower_cpu import new_counters
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
 from munet.ops._registry import Meta
@@ -359,17 +360,18 @@ def _codegen_stats(executable, fuse: bool) -> dict:
     if executable is not None and executable.backend.device.type != "cpu":
         return {"fusion": fuse, "c_compiler": None, **executable.target.stats()}
     counters = executable.codegen if executable is not None else None
-    counters = counters or {"generated": 0, "numpy": 0, "cache_hits": 0, "compiler": None, "fallback_reason": None}
+    counters = counters or new_counters()
     groups = counters["generated"] + counters["numpy"]
+    generated = counters["generated"] + counters["primitive"]
     fallback = None
     if counters["numpy"]:
         fallback = f"numpy kernels for {counters['numpy']} fused groups: {counters['fallback_reason']}"
     return {
-        "generated_code": counters["generated"] > 0,
+        "generated_code": generated > 0,
         "fallback": fallback,
         "fusion": fuse,
         "fused_groups": groups,
-        "generated_kernels": counters["generated"],
+        "generated_kernels": generated,  # fused groups' and primitive nodes' (max_pool) kernels
         "kernel_cache_hits": counters["cache_hits"],
         "c_compiler": counters["compiler"],
     }

@@ -27,7 +27,7 @@ from munet._device import DeviceError, as_device, get_backend
 from munet._tensor import Tensor
 from munet.compiler.arena import Arena
 from munet.compiler.ir import CONSTANT, Graph, ScalarOp, Value, format_node
-from munet.compiler.lower_cpu import new_counters, prepare_fused, prepare_max_pool
+from munet.compiler.lower_cpu import new_counters, prepare_fused, prepare_generated
 from munet.compiler.passes.fuse import FUSED
 
 TRANSFER = "to_device"
@@ -61,13 +61,13 @@ class CpuTarget:
         return prepare_fused(node, context)
 
     def generated_step(self, node, executable):
-        """A generated kernel for a primitive node (an unpadded ``max_pool``), or None."""
-        if node.name != "max_pool" or executable.target is not self:
+        """A generated kernel for a primitive node (``lower_cpu.prepare_generated``), or None."""
+        if executable.target is not self:
             return None
         context = SimpleNamespace(
             codegen=self.counters, slot=executable.slot, arena=executable.arena, backend=self.backend
         )
-        return prepare_max_pool(node, context)
+        return prepare_generated(node, context)
 
     def constant(self, value):
         return value

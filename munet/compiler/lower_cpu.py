@@ -7,8 +7,8 @@ output is written where the memory plan puts it (``Arena.target``: an arena view
 input it updates in place, which the plan allows only when the kernel reads that input at the
 index it writes, ``FusedOp.reads_at_write_index``); unplanned outputs get fresh arrays. Without a working C compiler (or ``fuse`` disabled by a failing build) the
 step runs the group's member nodes with the NumPy kernels instead, and the executable's
-``codegen`` counters say so. ``prepare_max_pool`` does the same for an unpadded ``max_pool``
-(values and indices from one window kernel). BLAS-bound nodes (matmul, convolution) are never fused: they
+``codegen`` counters say so. ``prepare_generated`` does the same for primitive nodes with a kernel IR form
+(``max_pool``, the scatter of its gradient). BLAS-bound nodes (matmul, convolution) are never fused: they
 keep calling NumPy.
 """
 
@@ -21,12 +21,13 @@ import numpy as np
 from munet._threads import get_num_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.kernel import kernel_from_group, kernel_from_max_pool
+from munet.compiler.codegen.kernel import kernel_from_group, kernel_from_max_pool, kernel_from_pool_scatter
 from munet.compiler.ir import Graph
 
 
 def new_counters() -> dict:
-    return {"generated": 0, "numpy": 0, "cache_hits": 0, "compiler": None, "fallback_reason": None}
+    # generated/numpy: fused groups by how they ran; primitive: primitive nodes given a generated kernel
+    return {"generated": 0, "numpy": 0, "primitive": 0, "cache_hits": 0, "compiler": None, "fallback_reason": None}
 
 
 def prepare_fused(node, executable):
@@ -48,10 +49,17 @@ def prepare_fused(node, executable):
     return _kernel_step(fn, source, tensors, scalars, node, executable)
 
 
-def prepare_max_pool(node, executable):
-    """The step running ``max_pool`` ``node`` as a generated window kernel, or None (padded windows,
-    another dtype, no C compiler: the NumPy kernel runs, writing into the plan all the same)."""
-    kernel = kernel_from_max_pool(node)
+# primitive nodes with a generated kernel: op name -> kernel IR builder (None: the pattern does not apply)
+_GENERATED = {"max_pool": kernel_from_max_pool, "scatter": kernel_from_pool_scatter}
+
+
+def prepare_generated(node, executable):
+    """The step running primitive ``node`` as a generated kernel, or None: an unpadded ``max_pool``
+    (values and indices from one window kernel) or a max-pool gradient's scatter (gathered per
+    input cell). Otherwise (or without a C compiler) the NumPy kernel runs, writing into the
+    plan all the same."""
+    builder = _GENERATED.get(node.name)
+    kernel = None if builder is None else builder(node)
     if kernel is None:
         return None
     source = render_c(kernel)
@@ -60,10 +68,11 @@ def prepare_max_pool(node, executable):
     except build.CompilerUnavailableError:
         return None
     counters = executable.codegen
-    counters["generated"] += 1
+    counters["primitive"] += 1
     counters["cache_hits"] += int(hit)
     counters["compiler"] = build.compiler_name()
-    return _kernel_step(fn, source, [node.args[0]], [], node, executable)
+    tensors = [node.args[0]] if node.name == "max_pool" else list(node.args[1:])
+    return _kernel_step(fn, source, tensors, [], node, executable)
 
 
 def _kernel_step(fn, source, tensors, scalars, node, executable):

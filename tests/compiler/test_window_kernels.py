@@ -105,14 +105,24 @@ def test_windows_reaching_outside_the_input_keep_the_numpy_kernel(padding, ceil)
 
 
 @needs_cc
-def test_max_pool_gradient_through_the_generated_kernel():
+@pytest.mark.parametrize(
+    "size, k, generated",
+    [
+        (8, 2, 2),  # windows tile the input: the gradient's scatter is a generated gather too
+        (9, 2, 1),  # a row and a column left over: the scatter stays NumPy's
+        (8, 3, 1),  # stride 3 != ... (kernel 3, stride 3 on 8: cells left over)
+    ],
+)
+def test_max_pool_gradient_equals_eager(size, k, generated):
     rng = np.random.default_rng(4)
-    x = rng.standard_normal((4, 3, 8, 8)).astype(np.float32)
-    w = munet.tensor(rng.standard_normal((4, 3, 4, 4)).astype(np.float32))
+    x = rng.standard_normal((4, 3, size, size)).astype(np.float32)
+    x[0, 0, :2, :2] = -0.0  # a -0.0 gradient cell must come out as the eager scatter's 0.0
+    out = size // k
+    w = munet.tensor(rng.standard_normal((4, 3, out, out)).astype(np.float32))
 
     def step(t):
         t.requires_grad_(True)
-        loss = (F.max_pool2d(t.relu(), 2) * w).sum()
+        loss = (F.max_pool2d(t.relu(), k) * w).sum()
         loss.backward()
         return t.grad
 
@@ -120,6 +130,9 @@ def test_max_pool_gradient_through_the_generated_kernel():
     got = compiled(munet.tensor(x))
     want = step(munet.tensor(x))
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+    assert not np.signbit(got.numpy()).any() or np.signbit(want.numpy()).any()
+    stats = compiled.stats()
+    assert stats["generated_kernels"] - stats["fused_groups"] == generated
 
 
 def test_without_a_compiler_max_pool_runs_the_numpy_kernel(monkeypatch):

@@ -54,7 +54,7 @@ _NO_LOOP_CARRIED_DEPENDENCE = (
     "#endif",
 )
 
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "gt": ">", "ge": ">="}
+_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "gt": ">", "ge": ">=", "eq": "=="}
 _MATH = {"exp": "exp", "log": "log", "sqrt": "sqrt", "tanh": "tanh", "abs": "fabs", "erf": "erf"}
 
 
@@ -190,7 +190,7 @@ def _loads(kernel: Kernel) -> list:
         if e in seen:
             return
         seen.add(e)
-        if isinstance(e, Load):
+        if isinstance(e, (Load, Index)):
             found.append(e)
         for a in getattr(e, "args", ()):
             walk(a)
@@ -222,7 +222,11 @@ def render_c(kernel: Kernel) -> str:
     last = rank - 1
     # loads walking the tiled dim contiguously are copied per tile into a local array, transposed,
     # so the tile's inner loop reads everything contiguously and vectorizes
-    transposed = [ld for ld in loads if tiled is not None and by_load[ld][tiled] == 1 and by_load[ld][last] != 1]
+    transposed = [
+        ld
+        for ld in loads
+        if isinstance(ld, Load) and tiled is not None and by_load[ld][tiled] == 1 and by_load[ld][last] != 1
+    ]
     tile_of_load = {ld: f"tile{k}[i{tiled} - i{tiled}b][i{last} - i{last}b]" for k, ld in enumerate(transposed)}
     body = _Emitter(lambda ld: index(by_load[ld], ld.offset), tile_of_load)
     stores = [f"out{st.buffer}[{index(collapsed[0])}] = {body.emit(st.expr)};" for st in kernel.stores]

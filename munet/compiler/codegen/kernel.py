@@ -74,6 +74,7 @@ SCALAR_OPS = {
     "lt": 2,
     "gt": 2,
     "ge": 2,
+    "eq": 2,
     "neg": 1,
     "abs": 1,
     "exp": 1,
@@ -339,6 +340,63 @@ def kernel_from_max_pool(node):
     shape = tuple(x.shape[:2]) + tuple(out)
     digest = hashlib.sha1(repr((shape, tuple(kernel_size), stores)).encode()).hexdigest()[:16]
     return Kernel(f"max_pool_{digest}", shape, tuple(kernel_size), [dtype], [], [dtype, "i64"], stores)
+
+
+def kernel_from_pool_scatter(node):
+    """The gather form of a max-pool gradient scatter, or None when ``node`` is not one.
+
+    ``scatter(zeros, view(indices), view(grad), dim=2, reduce='add')`` where ``indices`` are a
+    ``max_pool``'s whose windows tile the input exactly (kernel == stride, no padding, no
+    dilation, no cells left over): every input cell lies in exactly one window, so the scatter
+    is elementwise over the input, ``where(indices[window] == cell, grad[window] + 0, 0)`` (the
+    ``+ 0`` turns ``-0.0`` into ``0.0`` as adding to the zeros does). Index space (N, C, O0, K0,
+    O1, K1, ...): the input's own layout, each window's indices and gradient read with stride 0
+    over its cells.
+    """
+    import hashlib
+
+    from munet.compiler.ir import CONSTANT
+
+    zeros, index, grad = node.args if len(node.args) == 3 else (None, None, None)
+    if node.attrs != {"dim": 2, "reduce": "add"} or not all(hasattr(v, "producer") for v in (zeros, index, grad)):
+        return None
+    base = zeros.producer
+    if base is None or base.op is not CONSTANT or np.any(base.constant):
+        return None
+    view = index.producer
+    pool = view.args[0].producer if view is not None and view.op.view is not None else None
+    if pool is None or pool.name != "max_pool" or view.args[0] is not pool.outputs[1] or view.name != "view":
+        return None
+    a = pool.attrs
+    x = pool.args[0]
+    spatial, kernel_size = tuple(x.shape[2:]), tuple(a["kernel_size"])
+    if (
+        any(a["padding"])
+        or any(d != 1 for d in a["dilation"])
+        or tuple(a["stride"]) != kernel_size
+        or spatial != tuple(o * k for o, k in zip(a["output_size"], kernel_size))
+    ):
+        return None
+    dtype = short_dtype(grad.dtype)
+    if (
+        dtype not in ("f32", "f64")
+        or tuple(grad.shape) != tuple(index.shape)
+        or tuple(zeros.shape) != tuple(node.outputs[0].shape)
+    ):
+        return None
+    out_sizes = tuple(a["output_size"])
+    if tuple(index.shape) != tuple(x.shape[:2]) + (int(np.prod(out_sizes)),):
+        return None
+    shape = tuple(x.shape[:2]) + tuple(v for o, k in zip(out_sizes, kernel_size) for v in (o, k))
+    window = contiguous_strides(tuple(x.shape[:2]) + out_sizes)
+    per_window = window[:2] + tuple(v for st in window[2:] for v in (st, 0))
+    pitch = contiguous_strides(spatial)
+    cell = Index((0, 0) + tuple(v for p, k in zip(pitch, kernel_size) for v in (p * k, p)))
+    chosen = Apply("eq", (Load(0, per_window, 0, "i64"), cell), "bool")
+    value = Apply("add", (Load(1, per_window, 0, dtype), Const(0.0, dtype)), dtype)
+    stores = [Store(0, Apply("where", (chosen, value, Const(0.0, dtype)), dtype))]
+    digest = hashlib.sha1(repr((shape, stores)).encode()).hexdigest()[:16]
+    return Kernel(f"pool_scatter_{digest}", shape, (), ["i64", dtype], [], [dtype], stores)
 
 
 def loads_only_at_write_index(kernel: Kernel, buffer: int) -> bool:
