@@ -24,6 +24,7 @@ from munet.backends.cpu.kernels_elementwise import _operands
 from munet.backends.cpu.kernels_indexing import scatter_into
 from munet.backends.cpu.kernels_pooling import max_pool_into
 from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
+from munet.compiler.lower_cpu import generated_col2im
 from munet.compiler.passes.memory import MemoryPlan, plan_memory
 
 _FLOATS = ("float32", "float64")
@@ -186,6 +187,10 @@ class Arena:
         targets = [self.target(v) for v in node.outputs]
         if None in targets:
             return None
+        if node.name == "convolution":
+            col2im = generated_col2im()  # a transposed convolution's col2im as generated C, when it can be
+            if col2im is not None:
+                static = {**static, "col2im": col2im}
         if len(targets) == 1:
             (target,), (out_slot,) = targets, out_slots
 

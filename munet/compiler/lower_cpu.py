@@ -15,13 +15,23 @@ keep calling NumPy.
 from __future__ import annotations
 
 import ctypes
+import hashlib
 
 import numpy as np
 
 from munet._threads import get_num_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.kernel import kernel_from_group, kernel_from_max_pool, kernel_from_pool_scatter
+from munet.compiler.codegen.kernel import (
+    Apply,
+    Const,
+    Kernel,
+    Load,
+    Store,
+    kernel_from_group,
+    kernel_from_max_pool,
+    kernel_from_pool_scatter,
+)
 from munet.compiler.ir import Graph
 
 
@@ -73,6 +83,54 @@ def prepare_generated(node, executable):
     counters["compiler"] = build.compiler_name()
     tensors = [node.args[0]] if node.name == "max_pool" else list(node.args[1:])
     return _kernel_step(fn, source, tensors, [], node, executable)
+
+
+def shifted_sum_kernel(shape: tuple, positions: int, offsets: tuple, dtype: str) -> Kernel:
+    """The kernel of ``kernels_conv.shifted_sum`` for a (B, G, L) target and (B, G, K, L) columns of
+    a stride-1 transposed convolution: ``target[b, g, q] = sum_k columns[b, g, k, q - off_k]``, added
+    in order of k from zero as the NumPy version adds (the same bits). Where ``q < off_k`` it reads
+    the end of position k - 1's run, which holds zeros (there the columns come from spread-plane
+    cells past the input: ``off_k`` is below the zero tail's length), and adding a zero to a sum
+    that started at +0 changes nothing, so no mask is needed and the loop vectorizes. k = 0 has
+    offset 0, so no read falls before the buffer."""
+    b, g, run = shape
+    strides = (g * positions * run, positions * run, 1)
+    total = Const(0.0, dtype)
+    for k, off in enumerate(offsets):
+        total = Apply("add", (total, Load(0, strides, k * run - off, dtype)), dtype)
+    stores = [Store(0, total)]
+    digest = hashlib.sha1(repr((shape, stores)).encode()).hexdigest()[:16]
+    return Kernel(f"shifted_sum_{digest}", shape, (), [dtype], [], [dtype], stores)
+
+
+def generated_col2im():
+    """``kernels_conv.shifted_sum`` as generated C (one pass instead of a zeroing and K adds), or
+    None without a C compiler. Kernels are built per shape on first use."""
+    if build.find_compiler() is None:
+        return None
+    from munet.backends.cpu.kernels_conv import shifted_sum
+
+    kernels: dict = {}
+    threads = get_num_threads()
+
+    def col2im(target, columns, offsets):
+        dtype = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(target.dtype)
+        if (
+            dtype is None
+            or target.dtype != columns.dtype
+            or not (target.flags.c_contiguous and columns.flags.c_contiguous)
+        ):
+            return shifted_sum(target, columns, offsets)
+        key = (target.shape, columns.shape[-2], tuple(offsets), dtype)
+        fn = kernels.get(key)
+        if fn is None:
+            kernel = shifted_sum_kernel(target.shape, columns.shape[-2], tuple(offsets), dtype)
+            fn = kernels[key] = build.load_kernel(render_c(kernel), kernel.name)[0]
+        ins = (ctypes.c_void_p * 1)(columns.ctypes.data)
+        outs = (ctypes.c_void_p * 1)(target.ctypes.data)
+        fn(ctypes.addressof(ins), ctypes.addressof(outs), None, threads)
+
+    return col2im
 
 
 def _kernel_step(fn, source, tensors, scalars, node, executable):

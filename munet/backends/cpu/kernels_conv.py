@@ -298,12 +298,26 @@ def _conv_transpose(x, w, stride, padding, dilation, groups, output_padding, out
     return _finish(buf, out, padding, size)
 
 
-def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out=None):
+def shifted_sum(target: np.ndarray, block: np.ndarray, offsets) -> None:
+    """``target[..., q] = sum_k block[..., k, q - offsets[k]]`` over the ``q >= offsets[k]``, in
+    order of ``k`` from zero (col2im of whole planes). ``target`` is (..., L), ``block`` (..., K, L).
+
+    For ``_conv_transpose_rows`` the last ``max(offsets)`` elements of every position's run are
+    zeros (columns of spread-plane cells past the input), which another implementation may rely
+    on: reading ``block[..., k - 1, L + q - offsets[k]]`` for ``q < offsets[k]`` adds a zero."""
+    target[...] = 0
+    run = target.shape[-1]
+    for k, off in enumerate(offsets):
+        target[..., off:] += block[..., k, : run - off]
+
+
+def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out=None, col2im=shifted_sum):
     """Stride-1 ``_conv_transpose`` over whole output planes: the input is spread into a zeroed
     plane of the output's size, so the columns of kernel position k are the output plane shifted
-    by its flat offset, and col2im is one long add per position over all channels of a group
-    (NumPy adds a flat run several times faster than the same elements as rows). A shifted
-    column only ever carries zeros past its own plane, so spilling into the next is harmless."""
+    by its flat offset, and col2im (``col2im(target, columns, offsets)``, :func:`shifted_sum`) is
+    one long sum per position over all channels of a group (NumPy adds a flat run several times
+    faster than the same elements as rows). A shifted column only ever carries zeros past its
+    own plane, so spilling into the next is harmless."""
     n, cin = x.shape[:2]
     spatial_in = x.shape[2:]
     kernel_size = w.shape[2:]
@@ -321,7 +335,9 @@ def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out=No
     # rows ordered (k, og): the columns of one kernel position are one (og, total) run per group
     wm = np.ascontiguousarray(w.reshape(groups, cg, og, kp).transpose(0, 3, 2, 1)).reshape(groups, kp * og, cg)
     dtype = np.result_type(x, w)
-    buf = _accumulator(out, (n, groups * og) + size, full, padding, dtype)
+    shape = (n, groups * og) + size
+    exact = out is not None and full == tuple(size) and not any(p[0] for p in padding)
+    buf = out if exact else np.empty(tuple(shape[:2]) + full, dtype)  # every element is written below
     flat = buf.reshape(n, groups, og * total)
     run = og * total
     blocks = _blocks(n, groups * og * kp * total * buf.itemsize)
@@ -334,21 +350,19 @@ def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out=No
         b = hi - lo
         spread[:b][inner] = x[lo:hi]
         block = np.matmul(wm, spread[:b].reshape(b, groups, cg, total), out=cols[:b])
-        block = block.reshape(b, groups, kp, run)
-        target = flat[lo:hi]
-        for k, off in enumerate(offsets):
-            target[:, :, off:] += block[:, :, k, : run - off]
+        col2im(flat[lo:hi], block.reshape(b, groups, kp, run), offsets)
     return _finish(buf, out, padding, size)
 
 
 # entry points -----------------------------------------------------------------------------------------
 
 
-def convolution_into(out, x, w, *, stride, padding, dilation, groups, transposed, output_padding):
+def convolution_into(out, x, w, *, stride, padding, dilation, groups, transposed, output_padding, col2im=shifted_sum):
     """The ``convolution`` kernel writing into ``out`` (C-contiguous, the result's shape and dtype;
-    ``None``: allocate). Returns the result."""
+    ``None``: allocate). Returns the result. ``col2im`` computes a stride-1 transposed
+    convolution's :func:`shifted_sum` (the compiler passes a generated kernel)."""
     if transposed and all(s == 1 for s in stride):
-        return _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out)
+        return _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out, col2im)
     if transposed:
         return _conv_transpose(x, w, stride, padding, dilation, groups, output_padding, out)
     return _conv_forward(x, w, stride, padding, dilation, groups, out)

@@ -1,7 +1,9 @@
-"""Generated window kernels: ``max_pool`` values and indices from one C kernel (kernel IR ``argmax``).
+"""Generated kernels for primitive nodes on cpu: ``max_pool`` values and indices from one window
+kernel (kernel IR ``argmax``), the gather form of its gradient's scatter, and the col2im of a
+stride-1 transposed convolution.
 
 Compiled results must equal eager bit for bit (values and int64 indices; NaN compared as NaN):
-the kernel walks each window in the eager kernel's order with its tie and NaN rules.
+each kernel walks its elements in the eager kernel's order with its tie and NaN rules.
 """
 
 import numpy as np
@@ -9,6 +11,7 @@ import pytest
 
 import munet
 import munet.nn.functional as F
+from munet.compiler import lower_cpu
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.kernel import Index, Kernel, Load, Reduce, Store
@@ -19,6 +22,20 @@ needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compil
 @pytest.fixture(autouse=True)
 def _cache(tmp_path, monkeypatch):
     monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+
+
+@pytest.fixture
+def built_col2im(monkeypatch):
+    """The col2im kernels built during the test (their shapes)."""
+    built = []
+    original = lower_cpu.shifted_sum_kernel
+
+    def recording(shape, *args):
+        built.append(shape)
+        return original(shape, *args)
+
+    monkeypatch.setattr(lower_cpu, "shifted_sum_kernel", recording)
+    return built
 
 
 def _pool(fn, x):
@@ -150,3 +167,46 @@ def test_argmax_over_a_large_space_is_refused_by_the_c_renderer():
     )
     with pytest.raises(TypeError, match="argmax over 128 elements"):
         render_c(kernel)
+
+
+@needs_cc
+@pytest.mark.parametrize(
+    "shape, weight, padding, dilation, groups, output_padding",
+    [
+        ((2, 4, 5, 6), (4, 3, 3, 3), 0, 1, 1, 0),
+        ((2, 4, 5, 5), (4, 2, 3, 2), 1, 2, 2, 0),
+        ((1, 3, 4, 4), (3, 2, 2, 2), 0, 1, 1, 0),
+        ((2, 2, 7), (2, 3, 4), 1, 1, 1, 0),  # 1-D
+    ],
+)
+def test_stride1_transposed_convolution_equals_eager(
+    shape, weight, padding, dilation, groups, output_padding, built_col2im
+):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = munet.tensor(rng.standard_normal(weight).astype(np.float32))
+    fn = F.conv_transpose2d if len(shape) == 4 else F.conv_transpose1d
+
+    def step(t):
+        return fn(t, w, padding=padding, dilation=dilation, groups=groups, output_padding=output_padding) * 2
+
+    compiled = munet.compile(step)
+    np.testing.assert_array_equal(compiled(munet.tensor(x)).numpy(), step(munet.tensor(x)).numpy())
+    assert built_col2im
+    assert built_col2im
+
+
+@needs_cc
+def test_a_convolution_input_gradient_equals_eager(built_col2im):
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((3, 4, 9, 8)).astype(np.float32)
+    w = munet.tensor(rng.standard_normal((5, 4, 3, 3)).astype(np.float32))
+
+    def step(t):
+        t.requires_grad_(True)
+        F.conv2d(t, w).relu().sum().backward()
+        return t.grad
+
+    compiled = munet.compile(step)
+    np.testing.assert_array_equal(compiled(munet.tensor(x)).numpy(), step(munet.tensor(x)).numpy())
+    assert built_col2im
