@@ -46,9 +46,18 @@ class CpuTarget:
 
     def view_step(self, op, attrs, source, out, value):
         view_rule, backend = op.view, self.backend
+        geometry: dict = {}  # (shape, dtype) of a C-contiguous source -> the view's geometry
 
         def view_step(env):
-            t = Tensor._from_numpy(source(env))
+            src = source(env)
+            if src.flags.c_contiguous:  # the usual case: the geometry is computed once
+                key = (src.shape, src.dtype)
+                g = geometry.get(key)
+                if g is None:
+                    g = geometry[key] = view_rule(Tensor._from_numpy(src), **attrs)
+                env[out] = backend.view(src.reshape(-1), *g)
+                return
+            t = Tensor._from_numpy(src)
             shape, stride, offset = view_rule(t, **attrs)
             env[out] = backend.view(t._storage.data, shape, stride, offset)
 
