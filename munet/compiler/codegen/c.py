@@ -225,7 +225,7 @@ def render_c(kernel: Kernel) -> str:
     transposed = [
         ld
         for ld in loads
-        if isinstance(ld, Load) and tiled is not None and by_load[ld][tiled] == 1 and by_load[ld][last] != 1
+        if isinstance(ld, Load) and tiled is not None and by_load[ld][tiled] == 1 and by_load[ld][last] not in (0, 1)
     ]
     tile_of_load = {ld: f"tile{k}[i{tiled} - i{tiled}b][i{last} - i{last}b]" for k, ld in enumerate(transposed)}
     body = _Emitter(lambda ld: index(by_load[ld], ld.offset), tile_of_load)
@@ -320,7 +320,7 @@ def _tiled_dim(shape: tuple, load_strides: list):
     if len(shape) < 2 or shape[-1] < TILE_ROWS:
         return None
     for strides in load_strides:
-        if strides[-1] == 1:
+        if strides[-1] in (0, 1):  # contiguous, or one value per row (a per-channel bias): no tile
             continue
         for d in range(len(shape) - 1):
             if strides[d] == 1 and shape[d] >= TILE_ROWS:
