@@ -15,23 +15,14 @@ keep calling NumPy.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 
 import numpy as np
 
 from munet._threads import get_num_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.kernel import (
-    Apply,
-    Const,
-    Kernel,
-    Load,
-    Store,
-    kernel_from_group,
-    kernel_from_max_pool,
-    kernel_from_pool_scatter,
-)
+from munet.compiler.codegen.kernel import kernel_from_group
+from munet.compiler.codegen.primitives import kernel_from_max_pool, kernel_from_pool_scatter, shifted_sum_kernel
 from munet.compiler.ir import Graph
 
 
@@ -83,24 +74,6 @@ def prepare_generated(node, executable):
     counters["compiler"] = build.compiler_name()
     tensors = [node.args[0]] if node.name == "max_pool" else list(node.args[1:])
     return _kernel_step(fn, source, tensors, [], node, executable)
-
-
-def shifted_sum_kernel(shape: tuple, positions: int, offsets: tuple, dtype: str) -> Kernel:
-    """The kernel of ``kernels_conv.shifted_sum`` for a (B, G, L) target and (B, G, K, L) columns of
-    a stride-1 transposed convolution: ``target[b, g, q] = sum_k columns[b, g, k, q - off_k]``, added
-    in order of k from zero as the NumPy version adds (the same bits). Where ``q < off_k`` it reads
-    the end of position k - 1's run, which holds zeros (there the columns come from spread-plane
-    cells past the input: ``off_k`` is below the zero tail's length), and adding a zero to a sum
-    that started at +0 changes nothing, so no mask is needed and the loop vectorizes. k = 0 has
-    offset 0, so no read falls before the buffer."""
-    b, g, run = shape
-    strides = (g * positions * run, positions * run, 1)
-    total = Const(0.0, dtype)
-    for k, off in enumerate(offsets):
-        total = Apply("add", (total, Load(0, strides, k * run - off, dtype)), dtype)
-    stores = [Store(0, total)]
-    digest = hashlib.sha1(repr((shape, stores)).encode()).hexdigest()[:16]
-    return Kernel(f"shifted_sum_{digest}", shape, (), [dtype], [], [dtype], stores)
 
 
 def generated_col2im():

@@ -1,0 +1,142 @@
+"""Kernel IR kernels of primitive nodes (not fused groups) that the cpu plan runs as generated C.
+
+Each builder returns a :class:`~munet.compiler.codegen.kernel.Kernel` computing exactly what
+the eager kernel computes, or None when the node is outside the form it handles (then the
+NumPy kernel runs):
+
+- ``kernel_from_max_pool``: an unpadded ``max_pool``'s values and indices (a window kernel:
+  ``Reduce("max")`` and ``Reduce("argmax")`` over the window);
+- ``kernel_from_pool_scatter``: the scatter of a max-pool gradient, as a gather over the input;
+- ``shifted_sum_kernel``: the col2im step of a stride-1 transposed convolution
+  (``kernels_conv.shifted_sum``), called by the NumPy convolution between its GEMMs.
+
+``lower_cpu.py`` compiles and calls them; ``docs/compiler.md`` ("Generated kernels for
+primitive nodes") has the measurements.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import numpy as np
+
+from munet.compiler.codegen.kernel import (
+    Apply,
+    Const,
+    Index,
+    Kernel,
+    Load,
+    Reduce,
+    Store,
+    contiguous_strides,
+    short_dtype,
+)
+from munet.compiler.ir import CONSTANT
+
+
+def kernel_from_max_pool(node):
+    """The window-reduction kernel of a ``max_pool`` node (values and int64 indices), or None.
+
+    Index space (N, C, *out), reduction space the window (*kernel_size); the input is read at
+    ``out * stride + k * dilation`` per spatial dim, and the index reported is that cell's flat
+    position in the input plane, as the eager kernel reports it. Windows reaching into padding
+    (or past the input with ``ceil_mode``) need bounds checks the kernel IR has no form for: None.
+    """
+    x = node.args[0]
+    a = node.attrs
+    dtype = short_dtype(x.dtype)
+    if dtype not in ("f32", "f64") or x.shape is None or len(x.shape) < 3 or 0 in x.shape:
+        return None
+    spatial = tuple(x.shape[2:])
+    kernel_size, stride, dilation, out = a["kernel_size"], a["stride"], a["dilation"], a["output_size"]
+    if any(a["padding"]) or any(
+        (o - 1) * s + d * (k - 1) >= n for o, s, d, k, n in zip(out, stride, dilation, kernel_size, spatial)
+    ):
+        return None
+    xs = contiguous_strides(x.shape)
+    pitch = contiguous_strides(spatial)
+    nd = len(spatial)
+    cells = Load(
+        0,
+        xs[:2] + tuple(xs[2 + i] * stride[i] for i in range(nd)) + tuple(xs[2 + i] * dilation[i] for i in range(nd)),
+        0,
+        dtype,
+    )
+    key = Index(
+        (0, 0) + tuple(pitch[i] * stride[i] for i in range(nd)) + tuple(pitch[i] * dilation[i] for i in range(nd))
+    )
+    stores = [Store(0, Reduce("max", cells, dtype)), Store(1, Reduce("argmax", cells, "i64", key))]
+    shape = tuple(x.shape[:2]) + tuple(out)
+    digest = hashlib.sha1(repr((shape, tuple(kernel_size), stores)).encode()).hexdigest()[:16]
+    return Kernel(f"max_pool_{digest}", shape, tuple(kernel_size), [dtype], [], [dtype, "i64"], stores)
+
+
+def kernel_from_pool_scatter(node):
+    """The gather form of a max-pool gradient scatter, or None when ``node`` is not one.
+
+    ``scatter(zeros, view(indices), view(grad), dim=2, reduce='add')`` where ``indices`` are a
+    ``max_pool``'s whose windows tile the input exactly (kernel == stride, no padding, no
+    dilation, no cells left over): every input cell lies in exactly one window, so the scatter
+    is elementwise over the input, ``where(indices[window] == cell, grad[window] + 0, 0)`` (the
+    ``+ 0`` turns ``-0.0`` into ``0.0`` as adding to the zeros does). Index space (N, C, O0, K0,
+    O1, K1, ...): the input's own layout, each window's indices and gradient read with stride 0
+    over its cells.
+    """
+    zeros, index, grad = node.args if len(node.args) == 3 else (None, None, None)
+    if node.attrs != {"dim": 2, "reduce": "add"} or not all(hasattr(v, "producer") for v in (zeros, index, grad)):
+        return None
+    base = zeros.producer
+    if base is None or base.op is not CONSTANT or np.any(base.constant):
+        return None
+    view = index.producer
+    pool = view.args[0].producer if view is not None and view.op.view is not None else None
+    if pool is None or pool.name != "max_pool" or view.args[0] is not pool.outputs[1] or view.name != "view":
+        return None
+    a = pool.attrs
+    x = pool.args[0]
+    spatial, kernel_size = tuple(x.shape[2:]), tuple(a["kernel_size"])
+    if (
+        any(a["padding"])
+        or any(d != 1 for d in a["dilation"])
+        or tuple(a["stride"]) != kernel_size
+        or spatial != tuple(o * k for o, k in zip(a["output_size"], kernel_size))
+    ):
+        return None
+    dtype = short_dtype(grad.dtype)
+    if (
+        dtype not in ("f32", "f64")
+        or tuple(grad.shape) != tuple(index.shape)
+        or tuple(zeros.shape) != tuple(node.outputs[0].shape)
+    ):
+        return None
+    out_sizes = tuple(a["output_size"])
+    if tuple(index.shape) != tuple(x.shape[:2]) + (int(np.prod(out_sizes)),):
+        return None
+    shape = tuple(x.shape[:2]) + tuple(v for o, k in zip(out_sizes, kernel_size) for v in (o, k))
+    window = contiguous_strides(tuple(x.shape[:2]) + out_sizes)
+    per_window = window[:2] + tuple(v for st in window[2:] for v in (st, 0))
+    pitch = contiguous_strides(spatial)
+    cell = Index((0, 0) + tuple(v for p, k in zip(pitch, kernel_size) for v in (p * k, p)))
+    chosen = Apply("eq", (Load(0, per_window, 0, "i64"), cell), "bool")
+    value = Apply("add", (Load(1, per_window, 0, dtype), Const(0.0, dtype)), dtype)
+    stores = [Store(0, Apply("where", (chosen, value, Const(0.0, dtype)), dtype))]
+    digest = hashlib.sha1(repr((shape, stores)).encode()).hexdigest()[:16]
+    return Kernel(f"pool_scatter_{digest}", shape, (), ["i64", dtype], [], [dtype], stores)
+
+
+def shifted_sum_kernel(shape: tuple, positions: int, offsets: tuple, dtype: str) -> Kernel:
+    """The kernel of ``kernels_conv.shifted_sum`` for a (B, G, L) target and (B, G, K, L) columns of
+    a stride-1 transposed convolution: ``target[b, g, q] = sum_k columns[b, g, k, q - off_k]``, added
+    in order of k from zero as the NumPy version adds (the same bits). Where ``q < off_k`` it reads
+    the end of position k - 1's run, which holds zeros (there the columns come from spread-plane
+    cells past the input: ``off_k`` is below the zero tail's length), and adding a zero to a sum
+    that started at +0 changes nothing, so no mask is needed and the loop vectorizes. k = 0 has
+    offset 0, so no read falls before the buffer."""
+    b, g, run = shape
+    strides = (g * positions * run, positions * run, 1)
+    total = Const(0.0, dtype)
+    for k, off in enumerate(offsets):
+        total = Apply("add", (total, Load(0, strides, k * run - off, dtype)), dtype)
+    stores = [Store(0, total)]
+    digest = hashlib.sha1(repr((shape, stores)).encode()).hexdigest()[:16]
+    return Kernel(f"shifted_sum_{digest}", shape, (), [dtype], [], [dtype], stores)
