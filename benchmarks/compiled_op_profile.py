@@ -24,12 +24,13 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("workload", choices=("mlp", "cnn", "gpt"))
     parser.add_argument("--no-fuse", action="store_true")
+    parser.add_argument("--dynamic", action="store_true", help="munet.compile(dynamic=True)")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--nodes", type=int, default=0, help="also list the N slowest single nodes")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = parser.parse_args()
     model, opt, x, y = build(args.workload, "munet")
-    fn = munet.compile(munet_step, fuse=not args.no_fuse)
+    fn = munet.compile(munet_step, fuse=not args.no_fuse, dynamic=args.dynamic)
     for _ in range(3):
         fn(model, opt, x, y)
     executable = fn._last.executable

@@ -33,28 +33,30 @@ def compile(fn=None, *, device=None, dynamic: bool = False, fuse: bool = True, c
 
     ``device`` is where the plan runs (default: the device of the first tensor argument or
     state): ``'cpu'`` (generated C) or ``'vulkan'`` (generated WGSL, one command buffer per call).
-    ``dynamic=True`` (shape-polymorphic graphs) is not implemented yet and raises. ``fuse=False``
-    keeps every op a separate eager kernel (``stats()['fused_groups']`` is then 0).
+    ``dynamic=True`` makes the generated C kernels size-generic in their leading dim (a batch):
+    a call with a new batch size still traces and plans a new specialization, but reuses the
+    compiled kernels instead of compiling new ones (reductions over the batch excepted: see
+    ``codegen/c_slabs.py``). ``fuse=False`` keeps every op a separate eager kernel
+    (``stats()['fused_groups']`` is then 0).
     """
     if fn is None:
         return lambda f: compile(f, device=device, dynamic=dynamic, fuse=fuse, cache_size=cache_size, optimize=optimize)
-    if dynamic:
-        raise NotImplementedError("munet.compile(dynamic=True): shape-polymorphic graphs are not implemented yet")
     if cache_size < 1:
         raise ValueError(f"munet.compile: cache_size must be at least 1, got {cache_size}")
-    return CompiledFunction(fn, device=device, fuse=fuse, cache_size=cache_size, optimize=optimize)
+    return CompiledFunction(fn, device=device, dynamic=dynamic, fuse=fuse, cache_size=cache_size, optimize=optimize)
 
 
 class CompiledFunction:
     """The callable ``munet.compile`` returns; ``stats()``, ``describe()`` and ``graph``."""
 
-    def __init__(self, fn, *, device=None, fuse=True, cache_size=8, optimize=True):
+    def __init__(self, fn, *, device=None, dynamic=False, fuse=True, cache_size=8, optimize=True):
         from munet.nn.module import Module
 
         self.module = fn if isinstance(fn, Module) else None
         self.fn = fn
         self.device = device
         self.fuse = fuse
+        self.dynamic = bool(dynamic)
         self.cache_size = cache_size
         self.optimize = optimize
         self._cache: OrderedDict = OrderedDict()
@@ -188,6 +190,7 @@ class CompiledFunction:
         last = self._last
         return {
             "backend": last.executable.backend.device.type if last else _device_type(self.device),
+            "dynamic": self.dynamic,
             **(_codegen_stats(last.executable, self.fuse) if last else _codegen_stats(None, self.fuse)),
             "arena_bytes": last.executable.arena.plan.total_bytes if last and last.executable.arena else None,
             "memory": last.executable.arena.plan.summary() if last and last.executable.arena else {},
@@ -262,6 +265,7 @@ class _Specialization:
                         self.bindings.append((("item", st, k), len(outputs) - 1))
         self._tracer = tracer
         self.fuse = owner.fuse
+        self.dynamic = owner.dynamic
         self.guards = tracer.guards
         graph.outputs = outputs
         self.graph = graph
@@ -293,7 +297,7 @@ class _Specialization:
         verify(self.graph)
         n = self.n_results
         donors = {self.graph.outputs[n + j]: v for j, v in enumerate(self.state_inputs)}
-        self.executable = Executable(self.graph, device, donors=donors)
+        self.executable = Executable(self.graph, device, donors=donors, dynamic=self.dynamic)
         self.backend = self.executable.backend
         self.target = self.executable.target
         fetchers = []

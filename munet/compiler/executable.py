@@ -66,7 +66,9 @@ class CpuTarget:
     def fused_step(self, node, executable):
         # lower_cpu reads codegen/slot/arena/backend; a cpu node of a vulkan plan has no arena
         arena = executable.arena if executable.target is self else None
-        context = SimpleNamespace(codegen=self.counters, slot=executable.slot, arena=arena, backend=self.backend)
+        context = SimpleNamespace(
+            codegen=self.counters, slot=executable.slot, arena=arena, backend=self.backend, dynamic=executable.dynamic
+        )
         return prepare_fused(node, context)
 
     def generated_step(self, node, executable):
@@ -127,8 +129,11 @@ def target_for(backend):
 class Executable:
     """The lowered plan of one graph on one device (plus the cpu nodes it holds)."""
 
-    def __init__(self, graph: Graph, device, *, plan_memory: bool = True, donors: dict | None = None):
+    def __init__(
+        self, graph: Graph, device, *, plan_memory: bool = True, donors: dict | None = None, dynamic: bool = False
+    ):
         self.graph = graph
+        self.dynamic = dynamic  # cpu: generated kernels take their leading size at run time (codegen/c_slabs.py)
         self.backend = get_backend(as_device(device))
         self.target = target_for(self.backend)
         self._targets = {self.backend.device: self.target}

@@ -21,6 +21,7 @@ import numpy as np
 from munet._threads import get_num_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
+from munet.compiler.codegen.c_slabs import render_c_slabs
 from munet.compiler.codegen.kernel import kernel_from_group
 from munet.compiler.codegen.primitives import kernel_from_max_pool, kernel_from_pool_scatter, shifted_sum_kernel
 from munet.compiler.ir import Graph
@@ -37,8 +38,9 @@ def prepare_fused(node, executable):
     group = node.attrs["group"]
     try:
         kernel, tensors, scalars = kernel_from_group(group)
-        source = render_c(kernel)
-        fn, hit = build.load_kernel(source, kernel.name)
+        slabs = render_c_slabs(kernel) if getattr(executable, "dynamic", False) else None
+        source, name = slabs if slabs is not None else (render_c(kernel), kernel.name)
+        fn, hit = build.load_kernel(source, name)
     except build.CompilerUnavailableError as e:
         counters["numpy"] += 1
         counters["fallback_reason"] = str(e)
@@ -47,7 +49,8 @@ def prepare_fused(node, executable):
     counters["generated"] += 1
     counters["cache_hits"] += int(hit)
     counters["compiler"] = build.compiler_name()
-    return _kernel_step(fn, source, tensors, scalars, node, executable)
+    leading = (float(kernel.shape[0]),) if slabs is not None else ()  # the run-time size of a slab kernel
+    return _kernel_step(fn, source, tensors, scalars, node, executable, leading)
 
 
 # primitive nodes with a generated kernel: op name -> kernel IR builder (None: the pattern does not apply)
@@ -106,7 +109,8 @@ def generated_col2im():
     return col2im
 
 
-def _kernel_step(fn, source, tensors, scalars, node, executable):
+def _kernel_step(fn, source, tensors, scalars, node, executable, extra_params=()):
+    """The step calling kernel ``fn``; ``extra_params`` are constant run-time scalars after the group's."""
     slot = executable.slot
     in_slots = [slot[v] for v in tensors]
     in_dtypes = [np.dtype(v.dtype.np) for v in tensors]
@@ -116,7 +120,9 @@ def _kernel_step(fn, source, tensors, scalars, node, executable):
     fixed, targets = _targets(node, executable)
     in_ptrs = (ctypes.c_void_p * max(len(in_slots), 1))()
     out_ptrs = (ctypes.c_void_p * max(len(outs), 1))()
-    params = (ctypes.c_double * max(len(param_slots), 1))()
+    params = (ctypes.c_double * max(len(param_slots) + len(extra_params), 1))()
+    for k, value in enumerate(extra_params):
+        params[len(param_slots) + k] = value
     # read once: querying OpenBLAS costs milliseconds; set_num_threads applies to later compiles
     threads = get_num_threads() if "omp parallel" in source else 1
     addr_in, addr_out, addr_p = ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), ctypes.addressof(params)

@@ -200,10 +200,13 @@ def _loads(kernel: Kernel) -> list:
     return found
 
 
-def render_c(kernel: Kernel) -> str:
-    """C source for ``kernel`` (an elementwise kernel, or a reduction kernel: see ``render_reduction``)."""
+def render_c(kernel: Kernel, *, large: bool = False) -> str:
+    """C source for ``kernel`` (an elementwise kernel, or a reduction kernel: see ``render_reduction``).
+
+    ``large``: compile the AVX2 clone whatever the kernel's size (a slab that a caller runs many
+    times, ``c_slabs.py``)."""
     if kernel.reduce_shape:
-        return render_reduction(kernel)
+        return render_reduction(kernel, large=large)
     loads = _loads(kernel)
     out_strides = contiguous_strides(kernel.shape)
     vectors = [out_strides] + [ld.strides for ld in loads]
@@ -241,7 +244,7 @@ def render_c(kernel: Kernel) -> str:
     inner = [*body.lines, *stores]
     if rank == 0:
         lines += [indent + "{", *(indent * 2 + s for s in inner), indent + "}", "}"]
-        return _with_clones(lines, kernel.name, 1)
+        return _with_clones(lines, kernel.name, CLONE_MIN_ELEMENTS if large else 1)
     code = _Code(lines)
     parallel = kernel.numel >= PARALLEL_MIN_ELEMENTS
     for d in range(rank - 1):
@@ -281,7 +284,7 @@ def render_c(kernel: Kernel) -> str:
         code.close(rank + 2)
     lines.append("    (void)threads;")
     lines.append("}")
-    return _with_clones(lines, kernel.name, kernel.numel)
+    return _with_clones(lines, kernel.name, max(kernel.numel, CLONE_MIN_ELEMENTS if large else 0))
 
 
 def _with_clones(lines: list, name: str, elements: int) -> str:
@@ -374,17 +377,16 @@ def _reduction_parts(kernel: Kernel) -> tuple:
     return reduces, list(dict.fromkeys(inside)), list(dict.fromkeys(outside))
 
 
-def render_reduction(kernel: Kernel) -> str:
-    """C source for a reduction kernel (see the kernel IR's docstring for what it computes).
+def reduction_layout(kernel: Kernel) -> str:
+    """How ``render_reduction`` walks ``kernel``: ``'window'`` (an argmax), ``'columns'`` (reduced dims
+    outer, kept indices side by side) or ``'rows'`` (reduced dims inner, in lanes). The order in
+    which each kept index's sum is accumulated depends only on this and the reduction space."""
+    return _reduction_geometry(kernel)[-1]
 
-    Sums accumulate in double whatever the dtype: 8 lanes (the loop vectorizes without
-    reassociating), folded every 128 elements into a compensated (Neumaier) total, so a float32
-    sum is the exact sum correctly rounded up to ~1e-13 of ``sum(|x|)`` (NumPy's pairwise float32
-    sum errs by up to ~1e-6 on long rows) and a float64 sum is as accurate as NumPy's pairwise one.
-    When the reduced dims are the outer ones (a column sum: the bias gradient over a batch), up to
-    2048 kept indices are accumulated side by side instead, walking the rows contiguously. The order
-    depends on neither the thread count nor the data, so results are reproducible.
-    """
+
+def _reduction_geometry(kernel: Kernel) -> tuple:
+    """``(reduces, inside loads, outside loads, StoreFulls, (kept shape, kept strides), (reduced
+    shape, reduced strides), layout)``: the collapsed loop nest of a reduction kernel."""
     reduces, inside, outside = _reduction_parts(kernel)
     fulls = [st for st in kernel.stores if isinstance(st, StoreFull)]
     k = len(kernel.shape)
@@ -401,6 +403,33 @@ def render_reduction(kernel: Kernel) -> str:
         rshape, rvecs = (0,), [(0,)] * len(red_vectors)
     elif not rshape:
         rshape, rvecs = (1,), [(0,)] * len(red_vectors)
+    n_in = len(inside)
+    # the column loop when something walks the last kept dim contiguously and nothing that varies with
+    # the kept index walks the last reduced dim contiguously (a per-row scalar such as LayerNorm's mean
+    # is read once per row there)
+    accesses = [(kvecs[1 + i], rvecs[i]) for i in range(n_in)]
+    accesses += [(kvecs[1 + n_in + i], rvecs[n_in + i]) for i in range(len(fulls))]
+    wants_columns = len(kshape) > 0 and any(kv[-1] == 1 for kv, _ in accesses)
+    wants_rows = any(rv[-1] == 1 and any(kv) for kv, rv in accesses)
+    if any(r.op == "argmax" for r in reduces):
+        layout = "window"
+    else:
+        layout = "columns" if wants_columns and not wants_rows else "rows"
+    return reduces, inside, outside, fulls, (kshape, kvecs), (rshape, rvecs), layout
+
+
+def render_reduction(kernel: Kernel, *, large: bool = False) -> str:
+    """C source for a reduction kernel (see the kernel IR's docstring for what it computes).
+
+    Sums accumulate in double whatever the dtype: 8 lanes (the loop vectorizes without
+    reassociating), folded every 128 elements into a compensated (Neumaier) total, so a float32
+    sum is the exact sum correctly rounded up to ~1e-13 of ``sum(|x|)`` (NumPy's pairwise float32
+    sum errs by up to ~1e-6 on long rows) and a float64 sum is as accurate as NumPy's pairwise one.
+    When the reduced dims are the outer ones (a column sum: the bias gradient over a batch), up to
+    2048 kept indices are accumulated side by side instead, walking the rows contiguously. The order
+    depends on neither the thread count nor the data, so results are reproducible.
+    """
+    reduces, inside, outside, fulls, (kshape, kvecs), (rshape, rvecs), layout = _reduction_geometry(kernel)
     m, n = len(kshape), len(rshape)
     n_in = len(inside)
     k_of = {ld: kvecs[1 + i] for i, ld in enumerate(inside)}
@@ -416,14 +445,6 @@ def render_reduction(kernel: Kernel) -> str:
         if offset:
             terms.append(str(offset))
         return " + ".join(terms) or "0"
-
-    # the column loop when something walks the last kept dim contiguously and nothing that varies with
-    # the kept index walks the last reduced dim contiguously (a per-row scalar such as LayerNorm's mean
-    # is read once per row there)
-    accesses = [*((k_of[ld], r_of[ld]) for ld in inside), *zip(full_k, full_r)]
-    wants_columns = m > 0 and any(kv[-1] == 1 for kv, _ in accesses)
-    wants_rows = any(rv[-1] == 1 and any(kv) for kv, rv in accesses)
-    columns = wants_columns and not wants_rows
 
     def body(at: str) -> list:
         """The reduction loop's body at one full index: prologue, StoreFull writes, values into ``v<j>[at]``."""
@@ -472,17 +493,17 @@ def render_reduction(kernel: Kernel) -> str:
     for i, dt in enumerate(kernel.outputs):
         out.append(f"    {C_TYPES[dt]} *out{i} = ({C_TYPES[dt]} *)out[{i}];")
     code = _Code(out)
-    if any(r.op == "argmax" for r in reduces):
+    if layout == "window":
         if _prod(kernel.reduce_shape) > WINDOW_MAX:
             raise TypeError(f"render_c: argmax over {_prod(kernel.reduce_shape)} elements (windows up to {WINDOW_MAX})")
         _window_loops(code, kshape, rshape, reduces, window_body, epilogue, total, kernel.shape, kernel.reduce_shape)
-    elif columns:
+    elif layout == "columns":
         _column_loops(code, kshape, rshape, reduces, body, epilogue, total)
     else:
         _row_loops(code, kshape, rshape, reduces, body, epilogue, total)
     out.append("    (void)threads;")
     out.append("}")
-    return _with_clones(out, kernel.name, total)
+    return _with_clones(out, kernel.name, max(total, CLONE_MIN_ELEMENTS if large else 0))
 
 
 def _prod(shape) -> int:

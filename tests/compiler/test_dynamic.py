@@ -1,0 +1,174 @@
+"""``munet.compile(dynamic=True)``: generated kernels take their leading size at run time.
+
+A new batch size traces and plans a new specialization but compiles no kernel whose leading dim
+is kept (the slab kernels of codegen/c_slabs.py); reductions over the batch still compile per
+size. Results equal eager as with ``dynamic=False``: each slab runs the static kernel's loop over
+the other dims, so only the fused-kernel tolerances apply (a fused exp within an ulp of NumPy's:
+relative 1e-6; a training step: relative 1e-5).
+"""
+
+import numpy as np
+import pytest
+
+import munet
+import munet.nn as nn
+import munet.nn.functional as F
+from munet.compiler.codegen import build
+from munet.compiler.codegen.c import render_c
+from munet.compiler.codegen.c_slabs import render_c_slabs, slab_kernel
+from munet.compiler.codegen.kernel import Apply, Const, Index, Kernel, Load, Reduce, Store
+
+needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+
+
+@pytest.fixture
+def compiles(monkeypatch):
+    """The C compilations run during the test (kernel sources)."""
+    done = []
+    original = build._compile
+
+    def counting(exe, flags, source, target):
+        done.append(source)
+        return original(exe, flags, source, target)
+
+    monkeypatch.setattr(build, "_compile", counting)
+    return done
+
+
+def _elementwise(x, y):
+    return ((x * 2 + y).relu() - y).exp()
+
+
+@needs_cc
+def test_a_new_batch_size_compiles_nothing_for_elementwise_kernels(compiles):
+    rng = np.random.default_rng(0)
+    step = munet.compile(_elementwise, dynamic=True)
+    for batch in (16, 5, 33):
+        x, y = (rng.standard_normal((batch, 7, 12)).astype(np.float32) for _ in range(2))
+        got = step(munet.tensor(x), munet.tensor(y))
+        want = _elementwise(munet.tensor(x), munet.tensor(y)).numpy()
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)  # a fused exp is within an ulp of NumPy's
+        if batch == 16:
+            first = len(compiles)
+    assert first >= 1 and len(compiles) == first  # sizes 5 and 33 reused the binaries
+    stats = step.stats()
+    assert stats["dynamic"] is True and stats["traces"] == 3
+
+
+@needs_cc
+def test_without_dynamic_each_batch_size_compiles_its_kernels(compiles):
+    rng = np.random.default_rng(1)
+    step = munet.compile(_elementwise)
+    for batch in (16, 5):
+        x, y = (rng.standard_normal((batch, 7, 12)).astype(np.float32) for _ in range(2))
+        step(munet.tensor(x), munet.tensor(y))
+        if batch == 16:
+            first = len(compiles)
+    assert len(compiles) == 2 * first
+
+
+def _mlp_step(model, opt):
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    return step
+
+
+def _mlp(seed):
+    munet.manual_seed(seed)
+    model = nn.Sequential(nn.Linear(20, 32), nn.GELU(), nn.LayerNorm(32), nn.Linear(32, 5))
+    return model, munet.optim.AdamW(model.parameters(), lr=1e-2)
+
+
+@needs_cc
+def test_a_training_step_with_changing_batch_sizes_equals_eager(compiles):
+    rng = np.random.default_rng(2)
+    model, opt = _mlp(3)
+    ref_model, ref_opt = _mlp(3)
+    step = munet.compile(_mlp_step(model, opt), dynamic=True)
+    eager = _mlp_step(ref_model, ref_opt)
+    counts = []
+    for batch in (16, 16, 9, 9, 16, 25):
+        x = rng.standard_normal((batch, 20)).astype(np.float32)
+        y = rng.integers(0, 5, batch)
+        before = len(compiles)
+        got = step(munet.tensor(x), munet.tensor(y))
+        want = eager(munet.tensor(x), munet.tensor(y))
+        counts.append(len(compiles) - before)
+        np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
+    for p, q in zip(model.parameters(), ref_model.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
+    # a new size compiles only the reductions over the batch (bias and LayerNorm gradients)
+    # (the first two calls trace the first optimizer step, which creates the state, and the steady step)
+    assert 0 < counts[2] < max(counts[:2]) / 2 and counts[3] == counts[4] == 0 and counts[5] == counts[2]
+
+
+def test_slab_kernels_qualify_only_with_a_kept_leading_dim_at_one_step_per_buffer():
+    x = Load(0, (12, 1), 0, "f32")
+    assert slab_kernel(Kernel("k", (5, 12), (), ["f32"], [], ["f32"], [Store(0, x)])) is not None
+    # a sum over the batch (a bias gradient): slabs over the kept dim, but the batch is the
+    # reduction's size, so each batch size has its own source
+    col = Reduce("sum", Load(0, (12, 1, 36), 0, "f32"), "f32")
+    five, nine = (render_c_slabs(Kernel("k", (3, 12), (n,), ["f32"], [], ["f32"], [Store(0, col)])) for n in (5, 9))
+    assert five is not None and five != nine
+    # one buffer read at two leading strides (x and its transpose)
+    two = Apply("add", (Load(0, (12, 1), 0, "f32"), Load(0, (1, 12), 0, "f32")), "f32")
+    assert slab_kernel(Kernel("k", (12, 12), (), ["f32"], [], ["f32"], [Store(0, two)])) is None
+    # an index that varies along the leading dim
+    key = Apply("cast", (Index((12, 1)),), "f32")
+    assert slab_kernel(Kernel("k", (5, 12), (), [], [], ["f32"], [Store(0, key)])) is None
+    # a column sum over one kept dim would be a row sum in its slab (another order): static
+    column = Reduce("sum", Load(0, (1, 7), 0, "f64"), "f64")
+    assert slab_kernel(Kernel("k", (7,), (40,), ["f64"], [], ["f64"], [Store(0, column)])) is None
+    # a column sum over one kept dim would be a row sum in its slab (another order): static
+    column = Reduce("sum", Load(0, (1, 7), 0, "f64"), "f64")
+    assert slab_kernel(Kernel("k", (7,), (40,), ["f64"], [], ["f64"], [Store(0, column)])) is None
+    # the source holds no leading size
+    a = render_c_slabs(Kernel("k", (5, 12), (), ["f32"], [], ["f32"], [Store(0, x)]))
+    b = render_c_slabs(Kernel("k", (9, 12), (), ["f32"], [], ["f32"], [Store(0, x)]))
+    assert a == b
+
+
+@needs_cc
+def test_a_row_reduction_slab_equals_the_static_kernel():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((6, 300)).astype(np.float32)
+    row = Reduce("sum", Apply("mul", (Load(0, (300, 1), 0, "f32"), Const(2.0, "f32")), "f32"), "f32")
+    kernel = Kernel("k_rows", (6,), (300,), ["f32"], [], ["f32"], [Store(0, row)])
+    static, _ = build.load_kernel(render_c(kernel), kernel.name)
+    source, name = render_c_slabs(kernel)
+    dynamic, _ = build.load_kernel(source, name)
+    import ctypes
+
+    outs = [np.empty(6, np.float32), np.empty(6, np.float32)]
+    for fn, out, params in ((static, outs[0], [0.0]), (dynamic, outs[1], [6.0])):
+        ins = (ctypes.c_void_p * 1)(x.ctypes.data)
+        o = (ctypes.c_void_p * 1)(out.ctypes.data)
+        p = (ctypes.c_double * 1)(*params)
+        fn(ctypes.addressof(ins), ctypes.addressof(o), ctypes.addressof(p), 1)
+    np.testing.assert_array_equal(outs[0], outs[1])
+
+
+@needs_cc
+def test_dynamic_and_static_steps_give_the_same_bits():
+    rng = np.random.default_rng(5)
+    batches = [(rng.standard_normal((n, 20)).astype(np.float32), rng.integers(0, 5, n)) for n in (16, 16, 9, 16)]
+    results = []
+    for dynamic in (False, True):
+        model, opt = _mlp(6)
+        step = munet.compile(_mlp_step(model, opt), dynamic=dynamic)
+        losses = [step(munet.tensor(x), munet.tensor(y)).item() for x, y in batches]
+        results.append((losses, [p.detach().numpy().copy() for p in model.parameters()]))
+    (static_losses, static_params), (dynamic_losses, dynamic_params) = results
+    assert static_losses == dynamic_losses
+    for a, b in zip(static_params, dynamic_params):
+        np.testing.assert_array_equal(a, b)
