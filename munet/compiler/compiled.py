@@ -113,7 +113,8 @@ class CompiledFunction:
         parts = [_State.enabled]
         for x in flat:
             if isinstance(x, Tensor):
-                parts.append((tuple(x.shape), x.dtype, str(x.device), x.requires_grad, x.is_contiguous()))
+                has_grad = _grad_argument(x) and x.grad is not None
+                parts.append((tuple(x.shape), x.dtype, str(x.device), x.requires_grad, x.is_contiguous(), has_grad))
             else:
                 parts.append((type(x), _hashable(x)))
         parts.append(tuple(m.training for m in self._modules))
@@ -138,6 +139,15 @@ class CompiledFunction:
                 v = graph.add_input(tuple(x.shape), x.dtype, x.device, source=("arg", k), label=f"argument {k}")
                 t = tracer.wrap(v, get_backend(x.device))
                 t._requires_grad = x.requires_grad
+                if _grad_argument(x):
+                    g0 = None
+                    if x.grad is not None:  # backward inside accumulates into it, as eager does
+                        g = x.grad
+                        gv = graph.add_input(
+                            tuple(g.shape), g.dtype, g.device, source=("arg_grad", k), label=f"gradient of argument {k}"
+                        )
+                        g0 = t.grad = tracer.wrap(gv, get_backend(g.device))
+                    tracer.arg_grads.append((k, t, g0))
                 sym_flat.append(t)
             else:
                 sym_flat.append(x)
@@ -257,6 +267,14 @@ class _Specialization:
             outputs.append(tracer.value_of(g))
             self.bindings.append((("grad", leaf), len(outputs) - 1))
             leaf.grad = before  # the first run writes the new gradient into it (or replaces it)
+        for k, t, before in tracer.arg_grads:  # leaf arguments that require grad: .grad as eager sets it
+            if t.grad is before:
+                continue
+            if t.grad is None:
+                self.bindings.append((("arg_grad", k), None))
+                continue
+            outputs.append(tracer.value_of(t.grad))
+            self.bindings.append((("arg_grad", k), len(outputs) - 1))
         for opt in tracer.optimizers:
             for st in opt.state.values():
                 for k, v in st.items():
@@ -307,6 +325,8 @@ class _Specialization:
                 fetchers.append(lambda flat, t=src: t._data)
             elif isinstance(src, tuple) and src[0] == "arg":
                 fetchers.append(lambda flat, k=src[1], argument=self.target.argument: argument(flat[k]))
+            elif isinstance(src, tuple) and src[0] == "arg_grad":
+                fetchers.append(lambda flat, k=src[1], argument=self.target.argument: argument(flat[k].grad))
             else:
                 fetchers.append(_hyper_fetcher(*src))
         self.fetchers = fetchers
@@ -342,6 +362,8 @@ class _Specialization:
                 plan.copy_into(t._data, arr)
             t._storage.version += 1
         for target, index in self.bindings:
+            if target[0] == "arg_grad":  # this call's argument tensor
+                target = ("grad", flat[target[1]])
             if index is None:
                 _bind(target, None, None, None)
             else:
@@ -400,6 +422,11 @@ def _ownership(executable) -> list:
     # A view node's output shares memory with its source.
     views = {executable.slot[n.outputs[0]] for n in executable.graph.nodes if getattr(n.op, "view", None) is not None}
     return [o and i not in views for o, i in zip(owned, executable.output_slots)]
+
+
+def _grad_argument(x: Tensor) -> bool:
+    """Whether ``.grad`` of argument ``x`` is written back after a call (a leaf that requires grad)."""
+    return x.requires_grad and x.grad_fn is None
 
 
 def _bind(target, arr, value, plan) -> None:

@@ -195,6 +195,15 @@ def _extract(compiled) -> _Program:
             "munet.save: the last compiled call created optimizer state (the first optimizer step), so its graph "
             "is not the steady training step; call the compiled step once more before saving"
         )
+    written = sorted(
+        {target[1] for target, _ in spec.bindings if target[0] == "arg_grad"}
+        | {v.source[1] for v in spec.graph.inputs if isinstance(v.source, tuple) and v.source[0] == "arg_grad"}
+    )
+    if written:
+        raise RuntimeError(
+            f"munet.save: the compiled step writes the .grad of tensor argument(s) {written} (leaves that require "
+            "grad); a saved program takes plain arguments: pass them detached, or return the gradients instead"
+        )
     names = _StateNames(compiled)
     prog = _Program()
     graph = spec.graph

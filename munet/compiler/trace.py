@@ -222,6 +222,9 @@ class Tracer:
         self._poisoned: list = []  # (real tensor, its _data)
         self._versions: dict = {}  # real storage -> version before the trace
         self.leaves: dict[int, tuple] = {}  # id(real leaf) -> (leaf, grad before the trace)
+        # (argument position, symbolic argument, its symbolic .grad at the start) of leaf arguments
+        # that require grad: compiled.py writes their new .grad back after each call
+        self.arg_grads: list = []
         self.optimizers: list = []
         self._opt_snapshots: list = []
         self._hyper: dict = {}  # (id(opt), group, key, index) -> Value
