@@ -7,7 +7,7 @@ from enum import Enum
 from munet import _dtype as D
 from munet._tensor import Tensor
 from munet.autograd.grad_mode import no_grad
-from munet.ops.creation import tensor, zeros_like
+from munet.ops.creation import tensor
 from munet.ops.elementwise import isfinite, logical_not, logical_or, where
 
 
@@ -28,9 +28,10 @@ class GradScaler:
     ``munet.compile`` (a tracer is active) nothing is read on the host: the tensors are state of
     the graph, ``found_inf`` is a bool tensor, ``step`` runs the optimizer and then puts every
     parameter and optimizer-state tensor back where ``found_inf`` holds, and ``update`` adapts the
-    scale with ``where``. Optimizer state created by that step (the first step) is put back to
-    zeros, which equals fresh state only for Adam, AdamW, Adamax and SGD without dampening; other
-    optimizers raise ``NotImplementedError`` there (run their first step eagerly)."""
+    scale with ``where``. Optimizer state created by that step (the first step) cannot be put
+    back in the graph (before it there was none): the compiled call removes it from the optimizer
+    after a run whose ``found_inf`` holds (one host read of a cpu flag, in that first-step program
+    only), so the next call starts from fresh state as eager does, whatever the optimizer."""
 
     def __init__(
         self,
@@ -189,17 +190,6 @@ class GradScaler:
         self._growth_tracker.fill_(int(state_dict["_growth_tracker"]))
 
 
-# Optimizers whose state, created on a first step, is all zeros (so a skipped traced first step can
-# leave zeros behind and the next step computes what a fresh step computes). SGD's momentum buffer
-# starts as the gradient itself, which zeros reproduce only without dampening.
-_ZERO_STATE = {
-    "Adam": lambda group: True,
-    "AdamW": lambda group: True,
-    "Adamax": lambda group: True,
-    "SGD": lambda group: group.get("dampening", 0) == 0,
-}
-
-
 def _tracing() -> bool:
     from munet.ops._registry import _Tracing
 
@@ -209,7 +199,11 @@ def _tracing() -> bool:
 @no_grad()
 def _step_unless(found_inf: Tensor, optimizer, args, kwargs):
     """The traced ``step``: run ``optimizer.step`` and put parameters and optimizer state back
-    where ``found_inf`` holds (no host read, so the skip is decided on every replay)."""
+    where ``found_inf`` holds (no host read, so the skip is decided on every replay). State the
+    step creates is handed to the tracer (``undo_on_skip``): the compiled call drops it after a
+    skipped run."""
+    from munet.ops._registry import _Tracing
+
     params = [p for group in optimizer.param_groups for p in group["params"]]
     old_params = [p.detach().clone() for p in params]
     old_state = {
@@ -220,22 +214,23 @@ def _step_unless(found_inf: Tensor, optimizer, args, kwargs):
     result = optimizer.step(*args, **kwargs)
     for p, old in zip(params, old_params):
         p.detach().copy_(where(found_inf.to(p.device), old, p.detach()))
+    tracer = _Tracing.tracer
+    created = []
     for group in optimizer.param_groups:
         for p in group["params"]:
-            before = old_state.get(id(p), {})
-            for key, value in optimizer.state.get(p, {}).items():
+            if p not in optimizer.state:
+                continue
+            before = old_state.get(id(p))
+            if before is None:
+                created.append((p, optimizer.state[p]))
+            for key, value in optimizer.state[p].items():
                 if not isinstance(value, Tensor):
                     continue
-                old = before.get(key)
-                if old is None:
-                    zero_state = _ZERO_STATE.get(type(optimizer).__name__)
-                    if zero_state is None or not zero_state(group):
-                        raise NotImplementedError(
-                            f"GradScaler.step inside munet.compile: {type(optimizer).__name__} creates its state "
-                            f"{key!r} in this step, which a skipped step must undo; only Adam, AdamW, Adamax and "
-                            "SGD without dampening (state that starts at zeros) are supported. Run the first "
-                            "step eagerly, then compile."
-                        )
-                    old = zeros_like(value)
-                value.copy_(where(found_inf.to(value.device), old, value))
+                # state the step created: a real tensor (a step count) goes back to what it held
+                # before the step; a traced one only exists in this step's dict, dropped when skipped
+                old = before.get(key) if before is not None else tracer.initial_value(value)
+                if old is not None:
+                    value.copy_(where(found_inf.to(value.device), old, value))
+    if created:
+        tracer.undo_on_skip.append((optimizer, created, found_inf))
     return result

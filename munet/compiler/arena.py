@@ -44,12 +44,20 @@ def _relu(out, x):
 
 def _where(out, condition, a, b):
     a, b = _operands(a, b)
+    if np.may_share_memory(out, a) or np.may_share_memory(out, condition):
+        # written over an input it reads (a state restored from its own input): copying b in first
+        # would destroy it
+        np.copyto(out, np.where(condition, a, b))
+        return
     np.copyto(out, b)
     np.copyto(out, a, where=condition)
 
 
 def _threshold_backward(out, grad, x, *, threshold):
     keep = x > np.asarray(threshold).astype(x.dtype)
+    if np.may_share_memory(out, grad):  # zeroing first would destroy the gradient it reads
+        np.copyto(out, np.where(keep, grad, np.zeros((), grad.dtype)))
+        return
     out[...] = 0
     np.copyto(out, grad, where=keep)
 

@@ -275,6 +275,10 @@ class _Specialization:
                 continue
             outputs.append(tracer.value_of(t.grad))
             self.bindings.append((("arg_grad", k), len(outputs) - 1))
+        self.skip_undo = []  # (optimizer, [(param, its state dict)], index of found_inf among the outputs)
+        for opt, created, found_inf in tracer.undo_on_skip:
+            outputs.append(tracer.value_of(found_inf))
+            self.skip_undo.append((opt, created, len(outputs) - 1))
         for opt in tracer.optimizers:
             for st in opt.state.values():
                 for k, v in st.items():
@@ -368,6 +372,13 @@ class _Specialization:
                 _bind(target, None, None, None)
             else:
                 _bind(target, outs[index], self.graph.outputs[index], self.output_plans[index])
+        for opt, created, index in self.skip_undo:  # a skipped first step leaves no optimizer state
+            skipped = bool(self.output_plans[index].download(outs[index]))
+            for p, st in created:
+                if skipped:
+                    opt.state.pop(p, None)
+                elif opt.state.get(p) is not st:  # a run after a skipped one: the state exists now
+                    opt.state[p] = st
         results = []
         for item in self.out_template:
             if isinstance(item, tuple):

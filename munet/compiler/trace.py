@@ -225,6 +225,9 @@ class Tracer:
         # (argument position, symbolic argument, its symbolic .grad at the start) of leaf arguments
         # that require grad: compiled.py writes their new .grad back after each call
         self.arg_grads: list = []
+        # (optimizer, params, found_inf) of a GradScaler step that created optimizer state: after a
+        # run where found_inf holds, compiled.py removes that state (the step was skipped)
+        self.undo_on_skip: list = []
         self.optimizers: list = []
         self._opt_snapshots: list = []
         self._hyper: dict = {}  # (id(opt), group, key, index) -> Value
@@ -263,6 +266,14 @@ class Tracer:
         if t._requires_grad and t._grad_fn is None and id(t) not in self.leaves:
             self.leaves[id(t)] = (t, t.grad)
         return buf
+
+    def initial_value(self, t: Tensor):
+        """A symbolic tensor of what real tensor ``t`` held when the call started (its state input),
+        or None when ``t`` is symbolic (made while tracing) or a view of part of its storage."""
+        buf = self._buffers.get(id(t._storage))
+        if buf is None or buf.real_storage is None or _geometry(t) != buf.root:
+            return None
+        return self.wrap(buf.input_value, t._storage.backend)
 
     def value_of(self, t: Tensor) -> Value:
         buf = self._buffer(t)

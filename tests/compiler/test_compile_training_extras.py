@@ -142,15 +142,43 @@ def test_grad_scaler_matches_eager_including_skipped_steps(make_opt):
     for p1, p2 in zip(m1.parameters(), m2.parameters()):
         for key, value in o1.state[p1].items():
             _assert_close(value, o2.state[p2][key], key)
-    assert compiled.stats()["traces"] == 2  # the first (state-creating) step and the steady one
+    # the first step (no grads, no state: skipped, so its state is dropped), the first step again with
+    # the gradients now existing, and the steady step
+    assert compiled.stats()["traces"] == 3
 
 
-def test_grad_scaler_first_step_of_other_optimizers_raises_inside_compile():
+OPTIMIZERS = {  # optimizers whose step compiles (Adamax, Adagrad, NAdam and RAdam read their step on the host)
+    "sgd_dampening": lambda ps: munet.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),  # buffer starts as grad
+    "sgd_nesterov": lambda ps: munet.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
+    "adam": lambda ps: munet.optim.Adam(ps, lr=0.01, amsgrad=True),
+    "adamw": lambda ps: munet.optim.AdamW(ps, lr=0.01),
+}
+
+
+@pytest.mark.parametrize("name", sorted(OPTIMIZERS))
+def test_a_skipped_first_step_leaves_no_state_for_any_optimizer(name):
+    # the first step creates the optimizer state; when the scaler skips it, the compiled call drops
+    # that state as eager never made it, and the next step starts from fresh state
     x, y = _data()
-    model, _ = _mlp()
-    opt = munet.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, dampening=0.5)  # buffer starts as grad
-    with pytest.raises(NotImplementedError, match="SGD creates its state 'momentum_buffer'"):
-        munet.compile(_scaled_step)(model, opt, munet.amp.GradScaler(), x, y)
+    bad = x.clone()
+    bad[3, 2] = float("inf")
+    (m1, o1), (m2, o2) = ((m, OPTIMIZERS[name](m.parameters())) for m, _ in (_mlp(), _mlp()))
+    s1, s2 = munet.amp.GradScaler(growth_interval=2), munet.amp.GradScaler(growth_interval=2)
+    compiled = munet.compile(_scaled_step)
+    for batch in (bad, bad, x, bad, x, x):
+        eager_loss = _scaled_step(m1, o1, s1, batch, y).item()
+        loss = compiled(m2, o2, s2, batch, y).item()
+        assert loss == pytest.approx(eager_loss, rel=RTOL, nan_ok=True)
+        assert s2.get_scale() == s1.get_scale()
+        assert len(o2.state) == len(o1.state)
+        _assert_same_state(m1, m2)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        assert set(o1.state[p1]) == set(o2.state[p2])
+        for key, value in o1.state[p1].items():
+            if isinstance(value, munet.Tensor):
+                _assert_close(value, o2.state[p2][key], key)
+            else:
+                assert value == o2.state[p2][key], key
 
 
 def test_grad_scaler_on_vulkan_matches_eager(vulkan):

@@ -287,3 +287,21 @@ def test_compiled_conv_pool_step_plans_max_pool_and_its_scatter_and_matches_eage
     assert {n.name for n in nodes} == {"max_pool", "scatter"}
     assert all(v in planned for n in nodes for v in n.outputs)
     assert planned[[n for n in nodes if n.name == "max_pool"][0].outputs[1]][0] == "int64"
+
+
+@pytest.mark.parametrize("fuse", [False, True])
+def test_a_state_restored_from_its_own_input_keeps_it(fuse):
+    # where(flag, s, s + 1) written into s's own memory: the out= kernel must read s before writing
+    # (the GradScaler's skipped first step restores a step count this way)
+    s = munet.zeros(5)
+    flag = munet.tensor([True, False, True, False, True])
+
+    def step(flag):
+        s.copy_(munet.where(flag, s, s + 1))
+        return flag.sum()
+
+    compiled = munet.compile(step, fuse=fuse)
+    for _ in range(3):
+        compiled(flag)
+    assert compiled.stats()["memory"]["inplace_updates"] == 1
+    np.testing.assert_array_equal(s.numpy(), [0, 3, 0, 3, 0])
