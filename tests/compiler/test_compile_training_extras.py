@@ -147,7 +147,11 @@ def test_grad_scaler_matches_eager_including_skipped_steps(make_opt):
     assert compiled.stats()["traces"] == 3
 
 
-OPTIMIZERS = {  # optimizers whose step compiles (Adamax, Adagrad, NAdam and RAdam read their step on the host)
+OPTIMIZERS = {  # optimizers whose step compiles (NAdam and RAdam read their step count on the host)
+    "adagrad": lambda ps: munet.optim.Adagrad(
+        ps, lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1
+    ),  # state at init
+    "adamax": lambda ps: munet.optim.Adamax(ps, lr=0.01),
     "sgd_dampening": lambda ps: munet.optim.SGD(ps, lr=0.1, momentum=0.9, dampening=0.5),  # buffer starts as grad
     "sgd_nesterov": lambda ps: munet.optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True, weight_decay=1e-3),
     "adam": lambda ps: munet.optim.Adam(ps, lr=0.01, amsgrad=True),
