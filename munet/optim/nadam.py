@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from munet.autograd.grad_mode import no_grad
+from munet.ops._registry import _Tracing
 from munet.ops.creation import tensor, zeros_like
+from munet.ops.elementwise_math import pow as _pow
 from munet.optim.adam import check_adam_hyperparameters, update_moments
 from munet.optim.optimizer import Optimizer, step_counter
 
@@ -59,9 +61,12 @@ class NAdam(Optimizer):
                     state["exp_avg"] = zeros_like(p)
                     state["exp_avg_sq"] = zeros_like(p)
                 state["step"].add_(1)
+                grad = self._weight_decay(p, grad, group)
+                if _Tracing.tracer is not None:  # munet.compile: the step count is traced state
+                    _traced_update(p, grad, state, beta1, beta2, lr, eps, psi)
+                    continue
                 step = state["step"].item()
                 bias_correction2 = 1 - beta2**step
-                grad = self._weight_decay(p, grad, group)
                 mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * psi)))
                 mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * psi)))
                 mu_product = state["mu_product"]
@@ -73,3 +78,25 @@ class NAdam(Optimizer):
                 p.addcdiv_(grad, denom, value=-lr * (1.0 - mu) / (1.0 - product))
                 p.addcdiv_(exp_avg, denom, value=-lr * mu_next / (1.0 - product * mu_next))
         return loss
+
+
+def _traced_update(p, grad, state, beta1, beta2, lr, eps, psi) -> None:
+    """``step``'s update with the step count and ``mu_product`` as tensors: float64 host arithmetic
+    becomes float64 tensor ops, rounded to the parameter's dtype where eager passes a float."""
+    from munet import _dtype as D
+
+    def as_param(x):
+        return x.to(p.dtype).to(p.device)
+
+    step = state["step"].to(D.float64)
+    bias_correction2 = 1 - _pow(beta2, step)
+    mu = beta1 * (1.0 - 0.5 * _pow(0.96, step * psi))
+    mu_next = beta1 * (1.0 - 0.5 * _pow(0.96, (step + 1) * psi))
+    mu_product = state["mu_product"]
+    mu_product.mul_(mu.to(mu_product.dtype))
+    exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+    update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
+    denom = (exp_avg_sq / as_param(bias_correction2)).sqrt().add_(eps)
+    product = mu_product.to(D.float64)
+    p.sub_(grad / denom * as_param(lr * (1.0 - mu) / (1.0 - product)))
+    p.sub_(exp_avg / denom * as_param(lr * mu_next / (1.0 - product * mu_next)))

@@ -147,7 +147,7 @@ def test_grad_scaler_matches_eager_including_skipped_steps(make_opt):
     assert compiled.stats()["traces"] == 3
 
 
-OPTIMIZERS = {  # optimizers whose step compiles (NAdam and RAdam read their step count on the host)
+OPTIMIZERS = {
     "adagrad": lambda ps: munet.optim.Adagrad(
         ps, lr=0.1, lr_decay=0.01, initial_accumulator_value=0.1
     ),  # state at init
@@ -157,6 +157,36 @@ OPTIMIZERS = {  # optimizers whose step compiles (NAdam and RAdam read their ste
     "adam": lambda ps: munet.optim.Adam(ps, lr=0.01, amsgrad=True),
     "adamw": lambda ps: munet.optim.AdamW(ps, lr=0.01),
 }
+
+
+def _plain_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+STEP_COUNT_OPTIMIZERS = {  # their updates depend on the step count, which eager reads on the host
+    "adamax": lambda ps: munet.optim.Adamax(ps, lr=0.01, weight_decay=1e-3),
+    "adagrad": lambda ps: munet.optim.Adagrad(ps, lr=0.1, lr_decay=0.01),
+    "nadam": lambda ps: munet.optim.NAdam(ps, lr=0.01, momentum_decay=4e-3),
+    "radam": lambda ps: munet.optim.RAdam(ps, lr=0.01),  # rectified from the 6th step on
+}
+
+
+@pytest.mark.parametrize("name", sorted(STEP_COUNT_OPTIMIZERS))
+def test_optimizers_using_the_step_count_compile_and_match_eager(name):
+    x, y = _data()
+    (m1, o1), (m2, o2) = ((m, STEP_COUNT_OPTIMIZERS[name](m.parameters())) for m, _ in (_mlp(), _mlp()))
+    compiled = munet.compile(_plain_step)
+    for _ in range(8):
+        assert compiled(m2, o2, x, y).item() == pytest.approx(_plain_step(m1, o1, x, y).item(), rel=RTOL)
+    _assert_same_state(m1, m2)
+    for p1, p2 in zip(m1.parameters(), m2.parameters()):
+        for key, value in o1.state[p1].items():
+            _assert_close(value, o2.state[p2][key], key)
+    assert compiled.stats()["traces"] <= 2  # the step count is state: no retrace per step
 
 
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
