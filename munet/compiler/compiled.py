@@ -19,6 +19,7 @@ from munet.compiler import passes
 from munet.compiler.executable import Executable
 from munet.compiler.ir import verify
 from munet.compiler.lower_cpu import new_counters
+from munet.compiler.passes.decompose import decompose_standardize
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
 from munet.ops._registry import Meta
@@ -315,6 +316,7 @@ class _Specialization:
         verify(self.graph)
         self.pass_report = passes.run_default(self.graph) if optimize else {}
         if optimize and self.fuse:
+            self.pass_report["decompose"] = decompose_standardize(self.graph)
             self.pass_report["fuse"] = fuse_elementwise(self.graph)
         verify(self.graph)
         n = self.n_results
