@@ -19,25 +19,7 @@ from munet.compiler.codegen.c_slabs import render_c_slabs, slab_kernel
 from munet.compiler.codegen.kernel import Apply, Const, Index, Kernel, Load, Reduce, Store
 
 needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
-
-
-@pytest.fixture
-def compiles(monkeypatch):
-    """The C compilations run during the test (kernel sources)."""
-    done = []
-    original = build._compile
-
-    def counting(exe, flags, source, target):
-        done.append(source)
-        return original(exe, flags, source, target)
-
-    monkeypatch.setattr(build, "_compile", counting)
-    return done
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 def _elementwise(x, y):
@@ -45,7 +27,8 @@ def _elementwise(x, y):
 
 
 @needs_cc
-def test_a_new_batch_size_compiles_nothing_for_elementwise_kernels(compiles):
+def test_a_new_batch_size_compiles_nothing_for_elementwise_kernels(record_calls):
+    compiles = record_calls(build, "_compile")  # the C compilations of the test
     rng = np.random.default_rng(0)
     step = munet.compile(_elementwise, dynamic=True)
     for batch in (16, 5, 33):
@@ -61,7 +44,8 @@ def test_a_new_batch_size_compiles_nothing_for_elementwise_kernels(compiles):
 
 
 @needs_cc
-def test_without_dynamic_each_batch_size_compiles_its_kernels(compiles):
+def test_without_dynamic_each_batch_size_compiles_its_kernels(record_calls):
+    compiles = record_calls(build, "_compile")  # the C compilations of the test
     rng = np.random.default_rng(1)
     step = munet.compile(_elementwise)
     for batch in (16, 5):
@@ -90,7 +74,8 @@ def _mlp(seed):
 
 
 @needs_cc
-def test_a_training_step_with_changing_batch_sizes_equals_eager(compiles):
+def test_a_training_step_with_changing_batch_sizes_equals_eager(record_calls):
+    compiles = record_calls(build, "_compile")  # the C compilations of the test
     rng = np.random.default_rng(2)
     model, opt = _mlp(3)
     ref_model, ref_opt = _mlp(3)

@@ -17,25 +17,7 @@ from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.kernel import Index, Kernel, Load, Reduce, Store
 
 needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
-
-
-@pytest.fixture(autouse=True)
-def _cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
-
-
-@pytest.fixture
-def built_col2im(monkeypatch):
-    """The col2im kernels built during the test (their shapes)."""
-    built = []
-    original = lower_cpu.shifted_sum_kernel
-
-    def recording(shape, *args):
-        built.append(shape)
-        return original(shape, *args)
-
-    monkeypatch.setattr(lower_cpu, "shifted_sum_kernel", recording)
-    return built
+pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
 def _pool(fn, x):
@@ -180,8 +162,9 @@ def test_argmax_over_a_large_space_is_refused_by_the_c_renderer():
     ],
 )
 def test_stride1_transposed_convolution_equals_eager(
-    shape, weight, padding, dilation, groups, output_padding, built_col2im
+    shape, weight, padding, dilation, groups, output_padding, record_calls
 ):
+    built_col2im = record_calls(lower_cpu, "shifted_sum_kernel")
     rng = np.random.default_rng(6)
     x = rng.standard_normal(shape).astype(np.float32)
     w = munet.tensor(rng.standard_normal(weight).astype(np.float32))
@@ -197,7 +180,8 @@ def test_stride1_transposed_convolution_equals_eager(
 
 
 @needs_cc
-def test_a_convolution_input_gradient_equals_eager(built_col2im):
+def test_a_convolution_input_gradient_equals_eager(record_calls):
+    built_col2im = record_calls(lower_cpu, "shifted_sum_kernel")
     rng = np.random.default_rng(7)
     x = rng.standard_normal((3, 4, 9, 8)).astype(np.float32)
     w = munet.tensor(rng.standard_normal((5, 4, 3, 3)).astype(np.float32))
