@@ -14,6 +14,7 @@ import time
 from collections import OrderedDict
 
 from munet._tensor import Tensor
+from munet.autograd.function import Function
 from munet.autograd.grad_mode import _State
 from munet.compiler import passes
 from munet.compiler.executable import Executable
@@ -230,10 +231,13 @@ class _Specialization:
         graph = tracer.graph
         self.out_rebuild = out_rebuild
         self.out_template = []
+        self.differentiable = []  # positions in out_template of outputs eager autograd would differentiate
         outputs = []
         for x in out_flat:
             if isinstance(x, Tensor):
                 outputs.append(tracer.value_of(x))
+                if x.requires_grad and x.dtype.is_floating_point:
+                    self.differentiable.append(len(self.out_template))
                 self.out_template.append(len(outputs) - 1)
             else:
                 self.out_template.append(("const", float(x) if isinstance(x, SymScalar) else x))
@@ -391,7 +395,14 @@ class _Specialization:
             if not owned[item]:
                 arr = plan.clone(arr)
             results.append(Tensor._from_kernel(plan.backend, arr, Meta(v.shape, v.dtype)))
+        if self.differentiable and _State.enabled:
+            _mark_not_differentiable(results, self.differentiable, self.grad_leaves(flat))
         return self.out_rebuild(results)
+
+    def grad_leaves(self, flat) -> list:
+        """The leaves requiring grad this specialization read: parameters met while tracing, leaf arguments."""
+        leaves = [leaf for leaf, _ in self._tracer.leaves.values() if leaf.requires_grad]
+        return leaves + [x for x in flat if isinstance(x, Tensor) and _grad_argument(x)]
 
 
 def _codegen_stats(executable, fuse: bool) -> dict:
@@ -435,6 +446,32 @@ def _ownership(executable) -> list:
     # A view node's output shares memory with its source.
     views = {executable.slot[n.outputs[0]] for n in executable.graph.nodes if getattr(n.op, "view", None) is not None}
     return [o and i not in views for o, i in zip(owned, executable.output_slots)]
+
+
+class _CompiledOutput(Function):
+    """The ``grad_fn`` of compiled outputs that eager would differentiate: backward raises, naming the fix."""
+
+    @staticmethod
+    def forward(ctx, outputs, *leaves):
+        return outputs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            "munet.compile: gradients do not flow back through a compiled function's outputs (it keeps no "
+            "autograd graph for them). Compile the whole training step instead (forward, loss.backward() and "
+            "optimizer.step() inside the compiled function), or call it under munet.no_grad() for inference."
+        )
+
+
+def _mark_not_differentiable(results: list, positions: list, leaves: list) -> None:
+    """Give ``results[positions]`` a ``grad_fn`` that explains why backward cannot go through them
+    (eager's outputs would require grad; without this their backward says they do not)."""
+    if not leaves:
+        return
+    marked = _CompiledOutput.apply(tuple(results[k] for k in positions), *leaves)
+    for k, t in zip(positions, marked if isinstance(marked, tuple) else (marked,)):
+        results[k] = t
 
 
 def _grad_argument(x: Tensor) -> bool:

@@ -77,5 +77,5 @@ def test_random_programs_forward_and_gradients_on_vulkan(vulkan, program, seed):
     compiled = munet.compile(make_step(w2))
     got = compiled(munet.tensor(xs).to(vulkan))
     assert compiled.stats()["backend"] == "vulkan" and compiled.stats()["fallback"] is None
-    np.testing.assert_allclose(got.cpu().numpy(), eager.detach().cpu().numpy(), rtol=2e-5, atol=1e-6)
+    np.testing.assert_allclose(got.detach().cpu().numpy(), eager.detach().cpu().numpy(), rtol=2e-5, atol=1e-6)
     np.testing.assert_allclose(w2.grad.cpu().numpy(), w1.grad.cpu().numpy(), rtol=2e-5, atol=1e-6)

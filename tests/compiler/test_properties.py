@@ -49,5 +49,5 @@ def test_random_programs_forward_and_gradients(program, seed):
     eager = make_step(w1)(munet.tensor(xs))
     w2 = munet.tensor(ws, requires_grad=True)  # a parameter met while tracing: state, its grad written back
     compiled = munet.compile(make_step(w2))(munet.tensor(xs))
-    np.testing.assert_allclose(compiled.numpy(), eager.detach().numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(compiled.detach().numpy(), eager.detach().numpy(), rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(w2.grad.numpy(), w1.grad.numpy(), rtol=1e-5, atol=1e-6)
