@@ -39,6 +39,11 @@ SYMBOLIC_HYPERPARAMETERS = {
     "Adam": ("lr", "betas", "eps", "weight_decay"),
     "AdamW": ("lr", "betas", "eps", "weight_decay"),
     "SGD": ("lr",),
+    "RMSprop": ("lr",),
+    "Adamax": ("lr",),
+    "Adagrad": ("lr",),
+    "NAdam": ("lr",),
+    "RAdam": ("lr",),
 }
 
 

@@ -189,6 +189,22 @@ def test_optimizers_using_the_step_count_compile_and_match_eager(name):
     assert compiled.stats()["traces"] <= 2  # the step count is state: no retrace per step
 
 
+@pytest.mark.parametrize("name", sorted(STEP_COUNT_OPTIMIZERS) + ["rmsprop"])
+def test_a_scheduled_learning_rate_is_an_input_for_every_optimizer(name):
+    # the scheduler changes lr every step: it is read at each call, so nothing retraces
+    make = STEP_COUNT_OPTIMIZERS.get(name) or (lambda ps: munet.optim.RMSprop(ps, lr=0.01, momentum=0.5))
+    x, y = _data()
+    (m1, o1), (m2, o2) = ((m, make(m.parameters())) for m, _ in (_mlp(), _mlp()))
+    s1, s2 = (munet.optim.lr_scheduler.StepLR(o, 1, gamma=0.7) for o in (o1, o2))
+    compiled = munet.compile(_plain_step)
+    for _ in range(6):
+        assert compiled(m2, o2, x, y).item() == pytest.approx(_plain_step(m1, o1, x, y).item(), rel=RTOL)
+        s1.step()
+        s2.step()
+    _assert_same_state(m1, m2)
+    assert compiled.stats()["traces"] == 2  # the first (state-creating) step and the steady one
+
+
 @pytest.mark.parametrize("name", sorted(OPTIMIZERS))
 def test_a_skipped_first_step_leaves_no_state_for_any_optimizer(name):
     # the first step creates the optimizer state; when the scaler skips it, the compiled call drops
