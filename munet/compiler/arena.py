@@ -195,8 +195,8 @@ class Arena:
         targets = [self.target(v) for v in node.outputs]
         if None in targets:
             return None
-        if node.name == "convolution":
-            col2im = generated_col2im()  # a transposed convolution's col2im as generated C, when it can be
+        if node.name == "convolution" and node.attrs.get("transposed"):
+            col2im = generated_col2im()  # its col2im as generated C, when a compiler exists
             if col2im is not None:
                 static = {**static, "col2im": col2im}
         if len(targets) == 1:

@@ -22,7 +22,7 @@ from munet._threads import get_num_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.c_slabs import render_c_slabs
-from munet.compiler.codegen.kernel import kernel_from_group
+from munet.compiler.codegen.kernel import kernel_from_group, short_dtype
 from munet.compiler.codegen.primitives import kernel_from_max_pool, kernel_from_pool_scatter, shifted_sum_kernel
 from munet.compiler.ir import Graph
 
@@ -38,7 +38,7 @@ def prepare_fused(node, executable):
     group = node.attrs["group"]
     try:
         kernel, tensors, scalars = kernel_from_group(group)
-        slabs = render_c_slabs(kernel) if getattr(executable, "dynamic", False) else None
+        slabs = render_c_slabs(kernel) if executable.dynamic else None
         source, name = slabs if slabs is not None else (render_c(kernel), kernel.name)
         fn, hit = build.load_kernel(source, name)
     except build.CompilerUnavailableError as e:
@@ -53,7 +53,8 @@ def prepare_fused(node, executable):
     return _kernel_step(fn, source, tensors, scalars, node, executable, leading)
 
 
-# primitive nodes with a generated kernel: op name -> kernel IR builder (None: the pattern does not apply)
+# primitive nodes with a generated kernel: op name -> builder of (kernel, input values), or None
+# when the node is outside the form the kernel handles
 _GENERATED = {"max_pool": kernel_from_max_pool, "scatter": kernel_from_pool_scatter}
 
 
@@ -63,9 +64,10 @@ def prepare_generated(node, executable):
     input cell). Otherwise (or without a C compiler) the NumPy kernel runs, writing into the
     plan all the same."""
     builder = _GENERATED.get(node.name)
-    kernel = None if builder is None else builder(node)
-    if kernel is None:
+    built = None if builder is None else builder(node)
+    if built is None:
         return None
+    kernel, tensors = built
     source = render_c(kernel)
     try:
         fn, hit = build.load_kernel(source, kernel.name)
@@ -75,7 +77,6 @@ def prepare_generated(node, executable):
     counters["primitive"] += 1
     counters["cache_hits"] += int(hit)
     counters["compiler"] = build.compiler_name()
-    tensors = [node.args[0]] if node.name == "max_pool" else list(node.args[1:])
     return _kernel_step(fn, source, tensors, [], node, executable)
 
 
@@ -90,9 +91,9 @@ def generated_col2im():
     threads = get_num_threads()
 
     def col2im(target, columns, offsets):
-        dtype = {np.dtype(np.float32): "f32", np.dtype(np.float64): "f64"}.get(target.dtype)
+        dtype = short_dtype(target.dtype)
         if (
-            dtype is None
+            dtype not in ("f32", "f64")
             or target.dtype != columns.dtype
             or not (target.flags.c_contiguous and columns.flags.c_contiguous)
         ):

@@ -35,7 +35,8 @@ from munet.compiler.ir import CONSTANT
 
 
 def kernel_from_max_pool(node):
-    """The window-reduction kernel of a ``max_pool`` node (values and int64 indices), or None.
+    """``(kernel, input values)``: the window-reduction kernel of a ``max_pool`` node (values and
+    int64 indices), or None.
 
     Index space (N, C, *out), reduction space the window (*kernel_size); the input is read at
     ``out * stride + k * dilation`` per spatial dim, and the index reported is that cell's flat
@@ -68,11 +69,12 @@ def kernel_from_max_pool(node):
     stores = [Store(0, Reduce("max", cells, dtype)), Store(1, Reduce("argmax", cells, "i64", key))]
     shape = tuple(x.shape[:2]) + tuple(out)
     digest = hashlib.sha1(repr((shape, tuple(kernel_size), stores)).encode()).hexdigest()[:16]
-    return Kernel(f"max_pool_{digest}", shape, tuple(kernel_size), [dtype], [], [dtype, "i64"], stores)
+    return Kernel(f"max_pool_{digest}", shape, tuple(kernel_size), [dtype], [], [dtype, "i64"], stores), [x]
 
 
 def kernel_from_pool_scatter(node):
-    """The gather form of a max-pool gradient scatter, or None when ``node`` is not one.
+    """``(kernel, input values)``: the gather form of a max-pool gradient scatter, or None when
+    ``node`` is not one.
 
     ``scatter(zeros, view(indices), view(grad), dim=2, reduce='add')`` where ``indices`` are a
     ``max_pool``'s whose windows tile the input exactly (kernel == stride, no padding, no
@@ -121,7 +123,7 @@ def kernel_from_pool_scatter(node):
     value = Apply("add", (Load(1, per_window, 0, dtype), Const(0.0, dtype)), dtype)
     stores = [Store(0, Apply("where", (chosen, value, Const(0.0, dtype)), dtype))]
     digest = hashlib.sha1(repr((shape, stores)).encode()).hexdigest()[:16]
-    return Kernel(f"pool_scatter_{digest}", shape, (), ["i64", dtype], [], [dtype], stores)
+    return Kernel(f"pool_scatter_{digest}", shape, (), ["i64", dtype], [], [dtype], stores), [index, grad]
 
 
 def shifted_sum_kernel(shape: tuple, positions: int, offsets: tuple, dtype: str) -> Kernel:
