@@ -22,6 +22,7 @@ from collections import OrderedDict
 
 from munet._device import DeviceLostError
 from munet._dtype import float16
+from munet.backends.vulkan.device_asserts import DeviceAsserts
 from munet.backends.vulkan.memory import Allocator
 from munet.backends.vulkan.wgsl import half_storage, hoist_params
 
@@ -54,6 +55,7 @@ class Runtime:
         self.max_groups = self.limits["max-compute-workgroups-per-dimension"]
         self.align = max(4, self.limits["min-storage-buffer-offset-alignment"])
         self.allocator = Allocator(self)
+        self.asserts = DeviceAsserts(self)
         self._layouts: dict[tuple, tuple] = {}
         self._pipelines: dict[tuple, object] = {}
         # Bind groups by (layout, parameter block size, buffers): the parameter block is bound
@@ -207,6 +209,7 @@ class Runtime:
         except Exception as exc:
             self.check_lost(exc)
             raise
+        self.asserts.check()
 
     # host transfer --------------------------------------------------------------------------------
     def write(self, buffer, data: bytes) -> None:
@@ -231,6 +234,7 @@ class Runtime:
             self.check_lost(exc)
             raise
         self.counts["readbacks"] += 1
+        self.asserts.check()
         return bytes(data)
 
     def raise_lost(self, cause: Exception | None = None):

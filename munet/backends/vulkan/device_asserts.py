@@ -1,0 +1,114 @@
+"""Device-side index checks: a fault record written by kernels, raised at the next synchronization.
+
+A kernel that reads indices from a tensor (gather, scatter, index, index_put, embedding) binds
+the runtime's fault record (:attr:`DeviceAsserts.buffer`, three u32 words) read-write and calls
+the WGSL helper ``index_fault(site, value, size)`` (:data:`INDEX_FAULT`) for an index out of
+range, instead of reading or writing there. The first fault claims the record with a
+compare-and-swap and stores its site and the bad index; later ones leave it alone (dispatches
+that bind the record are ordered, so the first failing kernel in submission order wins; which
+bad index of that kernel is reported is not defined). A site is a message template interned on
+the host (:meth:`DeviceAsserts.site`), so the record stays three words and the kernel's pipeline
+does not depend on the message.
+
+The runtime calls :meth:`DeviceAsserts.check` after it has waited for the device (a host read,
+``munet.vulkan.synchronize()``): if a checked kernel ran since the last check, the record is read
+(12 bytes) and, when set, cleared and raised as :class:`IndexOutOfRangeError`, the cpu backend's
+error. So, as with CUDA's device-side asserts, the error surfaces at the next synchronization,
+not at the op. ``MUNET_VULKAN_LAUNCH_BLOCKING=1`` (CUDA_LAUNCH_BLOCKING's analog) synchronizes
+after each checked kernel, so the error is raised by the op that caused it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+
+from munet import _dtype as D
+from munet.backends.vulkan.memory import Block, DeviceBuffer
+from munet.ops.indexing import IndexOutOfRangeError
+
+_RECORD = struct.Struct("<IiI")  # site (0: no fault), bad index, size of the indexed dim
+
+# The helpers of a checked kernel; they need ``FAULT: array<atomic<u32>>`` bound read_write.
+# ``index_out_of_range(v, given, size, site)``: whether ``v`` is outside [0, size); if so, the
+# fault (site, given, size) is recorded unless an earlier one holds the record.
+INDEX_FAULT = """
+fn index_fault(site: u32, value: i32, size: u32) {
+  loop {
+    let r = atomicCompareExchangeWeak(&FAULT[0], 0u, site);
+    if (r.exchanged) { atomicStore(&FAULT[1], bitcast<u32>(value)); atomicStore(&FAULT[2], size); return; }
+    if (r.old_value != 0u) { return; }
+  }
+}
+fn index_out_of_range(v: i32, given: i32, size: u32, site: u32) -> bool {
+  if (v >= 0 && u32(v) < size) { return false; }
+  index_fault(site, given, size);
+  return true;
+}
+"""
+
+
+def out_of_bounds(caller: str, dim: int) -> str:
+    """The message template of an index out of ``[-size, size)`` or ``[0, size)``, as the cpu kernels word it."""
+    return f"{caller}: index {{value}} is out of bounds for dimension {dim} with size {{size}}"
+
+
+class DeviceAsserts:
+    """The fault record of one runtime, its message sites, and the check after each wait."""
+
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self.blocking = os.environ.get("MUNET_VULKAN_LAUNCH_BLOCKING") == "1"
+        self._buffer: DeviceBuffer | None = None
+        self._sites: dict[str, int] = {}
+        self._messages: list[str] = []
+        self._armed = False  # a kernel bound the record since the last check
+
+    @property
+    def buffer(self) -> DeviceBuffer:
+        """The record, to bind read-write in a checked kernel (binding it arms the next check)."""
+        if self._buffer is None:
+            wgpu = self.runtime.wgpu
+            usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+            gpu = self.runtime.device.create_buffer(size=_RECORD.size, usage=usage)
+            self._buffer = DeviceBuffer(Block(gpu, _RECORD.size, 0), 3, D.int32)  # address 0: no allocator block
+        self._armed = True
+        return self._buffer
+
+    def site(self, message: str) -> int:
+        """The id (a u32 word, never 0) a kernel passes to ``index_fault`` to raise ``message``.
+
+        ``message`` may use ``{value}`` (the bad index) and ``{size}``; see :func:`out_of_bounds`.
+        """
+        found = self._sites.get(message)
+        if found is None:
+            self._messages.append(message)
+            found = self._sites[message] = len(self._messages)
+        return found
+
+    def launched(self) -> None:
+        """After recording a checked kernel: in launch-blocking mode, wait for it and check now."""
+        if self.blocking:
+            self.runtime.synchronize()
+
+    def check(self) -> None:
+        """Raise the recorded fault, if any, and clear it; the caller has waited for the device."""
+        if not self._armed:
+            return
+        self._armed = False
+        queue = self.runtime.queue
+        try:
+            site, value, size = _RECORD.unpack(bytes(queue.read_buffer(self._buffer.gpu, 0, _RECORD.size)))
+            if site:
+                queue.write_buffer(self._buffer.gpu, 0, bytes(_RECORD.size))
+        except Exception as exc:
+            self.runtime.check_lost(exc)
+            raise
+        if site:
+            message = self._messages[site - 1].format(value=value, size=size)
+            if not self.blocking:
+                message += (
+                    f" (raised by {self.runtime.label} at the first synchronization after the kernel ran; "
+                    "MUNET_VULKAN_LAUNCH_BLOCKING=1 raises it at the op)"
+                )
+            raise IndexOutOfRangeError(message)
