@@ -10,10 +10,10 @@ bad index of that kernel is reported is not defined). A site is a message templa
 the host (:meth:`DeviceAsserts.site`), so the record stays three words and the kernel's pipeline
 does not depend on the message.
 
-The runtime calls :meth:`DeviceAsserts.check` after it has waited for the device (a host read,
-``munet.vulkan.synchronize()``): if a checked kernel ran since the last check, the record is read
-(12 bytes) and, when set, cleared and raised as :class:`IndexOutOfRangeError`, the cpu backend's
-error. So, as with CUDA's device-side asserts, the error surfaces at the next synchronization,
+The runtime's host reads (and its ``synchronize()`` fence) go through :meth:`DeviceAsserts.read`,
+which, if a checked kernel ran since the last check, copies the record (12 bytes) back in the same
+round trip as the data; :meth:`DeviceAsserts.check`, called next, clears a set record and raises it
+as :class:`IndexOutOfRangeError`, the cpu backend's error. So, as with CUDA's device-side asserts, the error surfaces at the next synchronization,
 not at the op. ``MUNET_VULKAN_LAUNCH_BLOCKING=1`` (CUDA_LAUNCH_BLOCKING's analog) synchronizes
 after each checked kernel, so the error is raised by the op that caused it.
 """
@@ -62,7 +62,8 @@ class DeviceAsserts:
         self._buffer: DeviceBuffer | None = None
         self._sites: dict[str, int] = {}
         self._messages: list[str] = []
-        self._armed = False  # a kernel bound the record since the last check
+        self._armed = False  # a kernel bound the record since the last read of it
+        self._fetched: bytes | None = None  # the record as the last read() copied it back
 
     @property
     def buffer(self) -> DeviceBuffer:
@@ -91,20 +92,40 @@ class DeviceAsserts:
         if self.blocking:
             self.runtime.synchronize()
 
-    def check(self) -> None:
-        """Raise the recorded fault, if any, and clear it; the caller has waited for the device."""
-        if not self._armed:
-            return
-        self._armed = False
+    def read(self, gpu, byte_offset: int, nbytes: int):
+        """``nbytes`` (a multiple of 4) of the wgpu buffer ``gpu`` at ``byte_offset``, waiting for the
+        submitted work, as ``queue.read_buffer``; the record comes back in the same copy when armed."""
         queue = self.runtime.queue
-        try:
-            site, value, size = _RECORD.unpack(bytes(queue.read_buffer(self._buffer.gpu, 0, _RECORD.size)))
-            if site:
-                queue.write_buffer(self._buffer.gpu, 0, bytes(_RECORD.size))
-        except Exception as exc:
-            self.runtime.check_lost(exc)
-            raise
+        if not self._armed:
+            return queue.read_buffer(gpu, byte_offset, nbytes)
+        self._armed = False
+        wgpu, device = self.runtime.wgpu, self.runtime.device
+        at = -(-nbytes // 4) * 4
+        staging = device.create_buffer(
+            size=at + _RECORD.size, usage=wgpu.BufferUsage.COPY_DST | wgpu.BufferUsage.MAP_READ
+        )
+        encoder = device.create_command_encoder()
+        encoder.copy_buffer_to_buffer(gpu, byte_offset, staging, 0, nbytes)
+        encoder.copy_buffer_to_buffer(self._buffer.gpu, 0, staging, at, _RECORD.size)
+        queue.submit([encoder.finish()])
+        staging.map_sync("READ")
+        raw = bytes(staging.read_mapped())
+        staging.destroy()
+        self._fetched = raw[at:]
+        return raw[:nbytes]
+
+    def check(self) -> None:
+        """Raise the fault that the last :meth:`read` brought back, if any, and clear the record."""
+        fetched, self._fetched = self._fetched, None
+        if fetched is None:
+            return
+        site, value, size = _RECORD.unpack(fetched)
         if site:
+            try:
+                self.runtime.queue.write_buffer(self._buffer.gpu, 0, bytes(_RECORD.size))
+            except Exception as exc:
+                self.runtime.check_lost(exc)
+                raise
             message = self._messages[site - 1].format(value=value, size=size)
             if not self.blocking:
                 message += (

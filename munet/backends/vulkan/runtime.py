@@ -205,7 +205,7 @@ class Runtime:
         try:
             # Mapping a buffer waits for all work submitted before it (wgpu-py 0.32's
             # on_submitted_work_done_sync is broken), so a 4-byte read is the fence.
-            self.queue.read_buffer(self._params, 0, 4)
+            self.asserts.read(self._params, 0, 4)
         except Exception as exc:
             self.check_lost(exc)
             raise
@@ -229,7 +229,7 @@ class Runtime:
             self.raise_lost()
         self.flush()
         try:
-            data = self.queue.read_buffer(buffer.block.gpu, byte_offset, nbytes)
+            data = self.asserts.read(buffer.block.gpu, byte_offset, nbytes)
         except Exception as exc:
             self.check_lost(exc)
             raise
