@@ -19,21 +19,11 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 
 import numpy as np
+from vulkan_f16 import seconds
 
 import munet
-
-
-def seconds(fn, sync, calls: int) -> float:
-    fn()
-    sync()
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    sync()
-    return (time.perf_counter() - start) / calls
 
 
 def main() -> None:

@@ -33,6 +33,7 @@ INDEX_ERRORS = {
     "test_index_put_errors",
     "test_index_select",
     "test_scatter_errors",
+    "test_searchsorted_sorter_out_of_range",
     "test_take_and_take_along_dim",
 }
 HOST_ONLY = {

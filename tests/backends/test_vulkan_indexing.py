@@ -284,6 +284,7 @@ OUT_OF_RANGE = {
     "scatter_reduce": lambda d: _x(d).scatter_reduce(0, _i(d, 3, shape=(1, 1)), munet.ones(1, 1).to(d), "amax"),
     "take": lambda d: _x(d).take(_i(d, -13)),
     "take_along_dim": lambda d: _x(d).take_along_dim(_i(d, 3, shape=(1, 1)), 0),
+    "searchsorted-sorter": lambda d: munet.searchsorted(_x(d), _x(d)[:, :1], sorter=_i(d, 0, 1, 2, 4).expand(3, 4)),
 }
 
 

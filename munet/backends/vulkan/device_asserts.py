@@ -69,9 +69,15 @@ class DeviceAsserts:
     def buffer(self) -> DeviceBuffer:
         """The record, to bind read-write in a checked kernel (binding it arms the next check)."""
         if self._buffer is None:
-            wgpu = self.runtime.wgpu
-            usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-            gpu = self.runtime.device.create_buffer(size=_RECORD.size, usage=usage)
+            rt = self.runtime
+            if rt.lost_reason is not None:
+                rt.raise_lost()
+            usage = rt.wgpu.BufferUsage.STORAGE | rt.wgpu.BufferUsage.COPY_SRC | rt.wgpu.BufferUsage.COPY_DST
+            try:
+                gpu = rt.device.create_buffer(size=_RECORD.size, usage=usage)
+            except Exception as exc:
+                rt.check_lost(exc)
+                raise
             self._buffer = DeviceBuffer(Block(gpu, _RECORD.size, 0), 3, D.int32)  # address 0: no allocator block
         self._armed = True
         return self._buffer
