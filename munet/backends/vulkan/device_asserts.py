@@ -1,21 +1,22 @@
 """Device-side index checks: a fault record written by kernels, raised at the next synchronization.
 
-A kernel that reads indices from a tensor (gather, scatter, index, index_put, embedding) binds
-the runtime's fault record (:attr:`DeviceAsserts.buffer`, three u32 words) read-write and calls
-the WGSL helper ``index_fault(site, value, size)`` (:data:`INDEX_FAULT`) for an index out of
-range, instead of reading or writing there. The first fault claims the record with a
-compare-and-swap and stores its site and the bad index; later ones leave it alone (dispatches
-that bind the record are ordered, so the first failing kernel in submission order wins; which
-bad index of that kernel is reported is not defined). A site is a message template interned on
-the host (:meth:`DeviceAsserts.site`), so the record stays three words and the kernel's pipeline
-does not depend on the message.
+A kernel that reads indices from a tensor (gather, scatter, index, index_put, embedding, the
+sorter of searchsorted) binds the runtime's fault record (:attr:`DeviceAsserts.buffer`, three u32
+words) read-write and tests each index with the WGSL helper ``index_out_of_range(v, given, size,
+site)`` (:data:`INDEX_FAULT`), reading or writing nothing for an index out of range. The first
+fault claims the record with a compare-and-swap and stores its site, the bad index and the size;
+later ones leave it alone (dispatches that bind the record are ordered, so the first failing
+kernel in submission order wins; which bad index of that kernel is reported is not defined). A
+site is a message template interned on the host (:meth:`DeviceAsserts.site`), passed to the
+kernel as a parameter word, so the pipeline does not depend on the message.
 
 The runtime's host reads (and its ``synchronize()`` fence) go through :meth:`DeviceAsserts.read`,
-which, if a checked kernel ran since the last check, copies the record (12 bytes) back in the same
-round trip as the data; :meth:`DeviceAsserts.check`, called next, clears a set record and raises it
-as :class:`IndexOutOfRangeError`, the cpu backend's error. So, as with CUDA's device-side asserts, the error surfaces at the next synchronization,
-not at the op. ``MUNET_VULKAN_LAUNCH_BLOCKING=1`` (CUDA_LAUNCH_BLOCKING's analog) synchronizes
-after each checked kernel, so the error is raised by the op that caused it.
+which, if a checked kernel ran since the last read, copies the record (12 bytes) back in the same
+round trip as the data; :meth:`DeviceAsserts.check`, called next, clears a set record and raises
+it as :class:`IndexOutOfRangeError`, the cpu backend's error. So, as with CUDA's device-side
+asserts, the error surfaces at the next synchronization, not at the op.
+``MUNET_VULKAN_LAUNCH_BLOCKING=1`` (CUDA_LAUNCH_BLOCKING's analog) synchronizes after each
+checked kernel, so the op that caused the error raises it.
 """
 
 from __future__ import annotations

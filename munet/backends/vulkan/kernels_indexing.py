@@ -53,7 +53,7 @@ def launch(rt, body: str, outs, ins, params: Params, threads: int, helpers: str 
 
     ``outs``/``ins`` are ``(name, wgsl element type, DeviceBuffer)``; outputs are read_write.
     ``body`` sees ``i: u32`` and ``P``; ``threads`` is passed as the last parameter word.
-    ``checked`` kernels may call ``index_fault(site, value, size)`` (see ``device_asserts``).
+    A ``checked`` kernel binds the device's fault record and tests its indices with :func:`check_index`.
     """
     if threads <= 0:
         return
