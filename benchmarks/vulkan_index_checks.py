@@ -1,23 +1,25 @@
 """The cost of the vulkan backend's device-side index checks (backends/vulkan/device_asserts.py).
 
-The checks cannot be switched off, so the comparison is between two checkouts: run this script
-once with each on ``PYTHONPATH`` (alternating, a few times, for a loaded machine) and compare the
-minima (the least disturbed by other load) and medians. Cases:
+Each case runs with the checks and without them, alternating for ``--repeats`` rounds in one
+process, so machine load affects both alike; minima (the least disturbed) and medians are
+reported. "Without" patches the indexing kernels back to what they were before the checks
+(an out-of-range index skipped silently: the same compare, no fault record bound or read back),
+so the difference is what the checks add. Cases:
 
 - ``gather``/``index_select``/``scatter_add``/``x[idx]`` on 1M float32 elements with 1M indices,
-  ``--calls`` ops then one ``synchronize()`` (the kernels' cost: a compare per index);
-- ``gather 1M + sync``: one op, then ``synchronize()`` (adds the fault record's readback);
-- ``gather 1K + .item()``: a small op and a host read (the readback's fixed cost dominates).
+  ``--calls`` ops then one ``synchronize()`` (the kernels' cost);
+- ``gather 1M + sync``: one op, then ``synchronize()`` (adds the fault record's copy-back);
+- ``gather 1K + .item()``: a small op and a host read (fixed costs dominate).
 
-Usage (from a checkout; OTHER is another checkout, e.g. main):
+Usage:
 
-    PYTHONPATH=. OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/vulkan_index_checks.py [--device vulkan:0]
-    PYTHONPATH=OTHER OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/vulkan_index_checks.py
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/vulkan_index_checks.py [--device vulkan:0] [--repeats 9]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import statistics
 
 import numpy as np
@@ -26,10 +28,30 @@ from vulkan_f16 import seconds
 import munet
 
 
+@contextlib.contextmanager
+def unchecked():
+    """The indexing kernels as before the checks: out-of-range indices skipped, nothing recorded."""
+    from munet.backends.vulkan import kernels_indexing  # after the device exists (import order)
+
+    check_index, launch = kernels_indexing.check_index, kernels_indexing.launch
+
+    def silent(rt, p, value, size, caller, dim, given=None):
+        return f"({value} < 0 || u32({value}) >= {size})"
+
+    def launch_unchecked(*args, checked=False, **kwargs):
+        return launch(*args, **kwargs)
+
+    kernels_indexing.check_index, kernels_indexing.launch = silent, launch_unchecked
+    try:
+        yield
+    finally:
+        kernels_indexing.check_index, kernels_indexing.launch = check_index, launch
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--device", default="vulkan:0")
-    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=9)
     parser.add_argument("--calls", type=int, default=10)
     args = parser.parse_args()
     dev, n = args.device, 1 << 20
@@ -38,31 +60,30 @@ def main() -> None:
     idx = munet.tensor(rng.integers(0, n, n)).to(dev)
     small = idx[:1024].clone()
     sync = munet.vulkan.synchronize
-
-    def nothing():
-        pass
-
     cases = {
-        "gather 1M": (lambda: x.gather(0, idx), nothing, args.calls),
-        "index_select 1M": (lambda: x.index_select(0, idx), nothing, args.calls),
-        "scatter_add 1M": (lambda: x.scatter_add(0, idx, x), nothing, args.calls),
-        "x[idx] 1M": (lambda: x[idx], nothing, args.calls),
-        "gather 1M + sync": (lambda: x.gather(0, idx), sync, 1),
-        "gather 1K + .item()": (lambda: x.gather(0, small)[0].item(), nothing, 1),
+        "gather 1M": (lambda: x.gather(0, idx), args.calls),
+        "index_select 1M": (lambda: x.index_select(0, idx), args.calls),
+        "scatter_add 1M": (lambda: x.scatter_add(0, idx, x), args.calls),
+        "x[idx] 1M": (lambda: x[idx], args.calls),
+        "gather 1M + sync": (lambda: (x.gather(0, idx), sync()), 20),
+        "gather 1K + .item()": (lambda: x.gather(0, small)[0].item(), 20),
     }
-    times: dict[str, list[float]] = {name: [] for name in cases}
+    modes = {"checked": contextlib.nullcontext, "unchecked": unchecked}
+    times = {(name, mode): [] for name in cases for mode in modes}
     for _ in range(args.repeats):
-        for name, (fn, after, calls) in cases.items():
-
-            def step(fn=fn, after=after):
-                fn()
-                after()
-
-            times[name].append(seconds(step, sync, calls * (20 if calls == 1 else 1)))
-    print(f"munet from {munet.__file__}, {args.repeats} repeats")
-    print("| case | ms per op, min | median |\n|---|---|---|")
-    for name, values in times.items():
-        print(f"| {name} | {min(values) * 1e3:.3f} | {statistics.median(values) * 1e3:.3f} |")
+        for name, (fn, calls) in cases.items():
+            for mode, context in modes.items():
+                with context():
+                    times[name, mode].append(seconds(fn, sync, calls))
+    print(f"{args.device}, {args.repeats} repeats, ms per op")
+    print("| case | checked, min | unchecked, min | checked, median | unchecked, median |")
+    print("|---|---|---|---|---|")
+    for name in cases:
+        c, u = times[name, "checked"], times[name, "unchecked"]
+        print(
+            f"| {name} | {min(c) * 1e3:.3f} | {min(u) * 1e3:.3f} | "
+            f"{statistics.median(c) * 1e3:.3f} | {statistics.median(u) * 1e3:.3f} |"
+        )
 
 
 if __name__ == "__main__":

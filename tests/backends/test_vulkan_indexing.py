@@ -1,4 +1,5 @@
-"""Indexing and sorting kernels on vulkan against the cpu backend: forward and gradients.
+"""Indexing and sorting kernels on vulkan against the cpu backend: forward and gradients, and the
+device-side index checks (an out-of-range index raises the cpu's error at the next synchronization).
 
 Exact equality for index results (gathers, sorts, integer outputs); float accumulation
 (scatter add, index_put with accumulate) uses float atomics whose order varies, so those
