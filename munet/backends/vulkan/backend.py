@@ -46,9 +46,13 @@ class VulkanBackend:
         self.generation += 1
         self._open()
 
+    def read_storage(self, buffer) -> np.ndarray:
+        """Every element of ``buffer`` on the host (what ``restore`` puts back after a reset)."""
+        return self.to_numpy(VkView(buffer, (buffer.numel,), (1,), 0, buffer.dtype))
+
     def restore(self, buffer, array: np.ndarray) -> None:
         """Give ``buffer``, made before a reset, fresh memory on this runtime holding ``array``
-        (its flat contents, as ``to_numpy`` returned them): every view over it works again."""
+        (its flat contents, as ``read_storage`` returned them): every view over it works again."""
         self.runtime.allocator.adopt(buffer)
         self._upload(buffer, array)
 

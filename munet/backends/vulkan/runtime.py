@@ -14,9 +14,10 @@ failing call), the runtime stays lost: every later dispatch, transfer, allocatio
 or statistics call raises :class:`~munet.DeviceLostError` before touching the device. A
 backend's ``reset()`` closes its runtime and opens a new one with the next ``generation``;
 buffers of an older runtime met by a newer one raise ``DeviceLostError`` saying the device was
-reset since the tensor was made. ``MUNET_TEST_INJECT_DEVICE_LOST=N`` (read at each submission)
-makes the N-th queue submission of the process (counted from 1 over every runtime) report a
-lost device instead of submitting: tests use it to exercise recovery.
+reset since the tensor was made. ``MUNET_TEST_INJECT_DEVICE_LOST=N`` (or ``N,M,...``; read at
+each submission) makes the N-th queue submission of the process (counted from 1 over every
+runtime, ``submission_count()``) report a lost device instead of submitting: tests use it to
+exercise recovery.
 
 Thread safety: one reentrant lock per runtime guards the pending encoder and compute pass, the
 parameter arena, the allocator, the pipeline and bind-group caches and the counters; every
@@ -60,13 +61,14 @@ def _next_submission() -> int:
 
 
 def _injected_loss(number: int) -> bool:
-    """Whether ``MUNET_TEST_INJECT_DEVICE_LOST`` names submission ``number``."""
+    """Whether ``MUNET_TEST_INJECT_DEVICE_LOST`` (``N`` or ``N,M,...``) names submission ``number``."""
     value = os.environ.get(INJECT_DEVICE_LOST, "").strip()
     if not value:
         return False
-    if not value.isdigit():
-        raise ValueError(f"{INJECT_DEVICE_LOST}: expected a submission number (1, 2, ...), got {value!r}")
-    return number == int(value)
+    numbers = [part.strip() for part in value.split(",")]
+    if not all(part.isdigit() for part in numbers):
+        raise ValueError(f"{INJECT_DEVICE_LOST}: expected submission numbers such as 3 or 3,5; got {value!r}")
+    return number in {int(part) for part in numbers}
 
 
 class Runtime:
