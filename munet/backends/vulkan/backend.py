@@ -42,9 +42,13 @@ class VulkanBackend:
     def reset(self) -> None:
         """Close the runtime (lost or not: its pending work and tensors are dropped) and open a new
         wgpu device on the same adapter; ``generation`` goes up by one."""
-        self.runtime.close(f"closed by a reset of {self.device}")
-        self.generation += 1
-        self._open()
+        old = self.runtime
+        with old.lock:  # other threads' device work on the old runtime ends first
+            if self.runtime is not old:  # another thread reset it meanwhile
+                return
+            old.close(f"closed by a reset of {self.device}")
+            self.generation += 1
+            self._open()
 
     def read_storage(self, buffer) -> np.ndarray:
         """Every element of ``buffer`` on the host (what ``restore`` puts back after a reset)."""
