@@ -7,11 +7,19 @@ import numpy as np
 import munet
 
 THREADS = 4
-ROUNDS = 12
+ROUNDS = 8
 
 
-def _work(device, seed: int) -> list:
-    """Private eager work on ``device``: elementwise chains, matmul, reductions, host reads in between."""
+def _compiled(device):
+    """A compiled function traced here, before the threads start, and replayed by all of them."""
+    fn = munet.compile(lambda a, b: ((a @ b).tanh() * 2).sum(0))
+    fn(munet.ones(24, 40, device=device), munet.ones(40, 16, device=device))
+    return fn
+
+
+def _work(device, seed: int, fn) -> list:
+    """Private work on ``device``: elementwise chains, matmul, reductions, host reads in between, and
+    calls of a compiled function (one command buffer per call, while other threads record)."""
     rng = np.random.default_rng(seed)
     a = munet.tensor(rng.standard_normal((24, 40)).astype(np.float32), device=device)
     b = munet.tensor(rng.standard_normal((40, 16)).astype(np.float32), device=device)
@@ -23,6 +31,7 @@ def _work(device, seed: int) -> list:
         mask = munet.tensor(rng.random(24) > 0.5, device=device)
         results.append(munet.nonzero(mask).cpu().numpy())  # reads a count back in the middle of a kernel
         a = a + h.mean() * 1e-3
+        results.append(fn(a, b).cpu().numpy())
         munet.vulkan.memory_stats(device)
     results.append(a.cpu().numpy())
     return results
@@ -31,7 +40,8 @@ def _work(device, seed: int) -> list:
 def test_threads_on_private_tensors_match_one_thread(vulkan):
     """Regression: threads sharing the runtime's encoder raised 'Encoding must not have ended' and
     could leave the device unusable for the rest of the process."""
-    expected = [_work(vulkan, seed) for seed in range(THREADS)]
+    compiled = _compiled(vulkan)
+    expected = [_work(vulkan, seed, compiled) for seed in range(THREADS)]
     for _ in range(3):
         got, errors = {}, []
         barrier = threading.Barrier(THREADS)
@@ -39,7 +49,7 @@ def test_threads_on_private_tensors_match_one_thread(vulkan):
         def run(seed):
             try:
                 barrier.wait()
-                got[seed] = _work(vulkan, seed)
+                got[seed] = _work(vulkan, seed, compiled)
             except Exception as exc:  # reported below, with the thread's seed
                 errors.append(f"thread {seed}: {type(exc).__name__}: {exc}")
 
