@@ -25,7 +25,7 @@ import weakref
 
 __all__ = ["COLLECTOR", "generate_latest", "registry", "snapshot", "span", "start_http_server"]
 
-# Seconds, from a fast kernel cache lookup to a slow C compile or a long trace.
+# Seconds: from a batch already prefetched to a slow C compile or a long trace.
 _SECONDS_BUCKETS = (0.0001, 0.0005, 0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 
 

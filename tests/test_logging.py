@@ -6,6 +6,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import munet
 import munet.nn as nn
 from munet.utils.data import DataLoader, TensorDataset
@@ -20,7 +22,7 @@ def test_import_installs_only_a_null_handler():
         "import logging, munet\n"
         "handlers = {name: [type(h).__name__ for h in logger.handlers]\n"
         "            for name, logger in logging.Logger.manager.loggerDict.items()\n"
-        "            if isinstance(logger, logging.Logger) and logger.handlers}\n"
+        "            if isinstance(logger, logging.Logger) and logger.handlers and name.split('.')[0] == 'munet'}\n"
         "print(handlers, [type(h).__name__ for h in logging.getLogger().handlers], logging.getLogger().level)\n"
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
@@ -60,15 +62,20 @@ def test_dataloader_workers_starting_and_exiting_are_logged(caplog):
     assert messages[1].endswith("exited (exit code 0)")
 
 
-def test_vulkan_device_open_is_logged(vulkan, caplog):
+def test_vulkan_device_open_and_loss_are_logged(vulkan, caplog):
     from munet.backends.vulkan.runtime import Runtime
 
-    runtime = munet._device.get_backend(vulkan).runtime
+    adapter = munet._device.get_backend(vulkan).runtime.adapter
     with caplog.at_level(logging.INFO, logger="munet.backends.vulkan.runtime"):
-        Runtime(runtime.adapter, "vulkan:test")
-    assert [r.getMessage().split(":")[0] for r in caplog.records if r.name == "munet.backends.vulkan.runtime"] == [
-        "opened vulkan"
-    ]
+        runtime = Runtime(adapter, "vulkan:test")
+        with pytest.raises(munet.DeviceLostError):
+            runtime.check_lost(RuntimeError("Parent device is lost"))  # what wgpu-native reports
+        with pytest.raises(munet.DeviceLostError):
+            runtime.check_lost(RuntimeError("Parent device is lost"))  # logged once, when it is lost
+    records = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "munet.backends.vulkan.runtime"]
+    assert [level for level, _ in records] == ["INFO", "ERROR"]
+    assert records[0][1].startswith("opened vulkan:test: ")
+    assert records[1][1] == "vulkan:test: the device was lost (Parent device is lost)"
 
 
 def test_library_code_does_not_print():

@@ -111,7 +111,7 @@ def test_vulkan_allocated_bytes_and_host_syncs(vulkan):
     assert held == munet.vulkan.memory_stats(vulkan)["allocated_bytes"] and held >= 1 << 20
     readbacks = _value("munet_host_syncs_total", (label, "readback"))
     syncs = _value("munet_host_syncs_total", (label, "synchronize"))
-    assert x.sum().item() == 1 << 18
+    assert x[-1].item() == 1.0
     munet.vulkan.synchronize(vulkan)
     assert _value("munet_host_syncs_total", (label, "readback")) == readbacks + 1
     assert _value("munet_host_syncs_total", (label, "synchronize")) == syncs + 1
