@@ -348,6 +348,6 @@ def generate_latest() -> bytes:
 
 
 def start_http_server(port: int, addr: str = "0.0.0.0"):
-    """Serve MuNet's metrics at ``http://addr:port/metrics`` from a daemon thread
-    (prometheus_client's ``start_http_server``); returns its ``(server, thread)``."""
+    """Serve MuNet's metrics at ``http://addr:port/metrics`` from a daemon thread with prometheus_client's
+    ``start_http_server``, and return what it returns (``(server, thread)`` in current versions)."""
     return _prometheus_client().start_http_server(port, addr, registry=registry())

@@ -82,8 +82,9 @@ def _compile(exe: str, flags: tuple, source: str, target: Path) -> None:
         if result.returncode != 0:
             raise RuntimeError(f"munet codegen: {exe} failed on a generated kernel:\n{result.stderr}\n{source}")
         cache.write_entry(target, out.read_bytes())
-    metrics.observe_kernel_compile("cpu", time.perf_counter() - start)
-    _log.debug("compiled kernel %s with %s in %.3f s", target.name, exe, time.perf_counter() - start)
+    seconds = time.perf_counter() - start
+    metrics.observe_kernel_compile("cpu", seconds)
+    _log.debug("compiled kernel %s with %s in %.3f s", target.name, exe, seconds)
 
 
 _loaded: dict = {}  # path -> CDLL, so a process loads each entry once
