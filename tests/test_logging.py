@@ -78,6 +78,14 @@ def test_vulkan_device_open_and_loss_are_logged(vulkan, caplog):
     assert records[1][1] == "vulkan:test: the device was lost (Parent device is lost)"
 
 
+def test_eager_ops_log_nothing_even_at_debug(caplog):
+    x = munet.randn(4, 4, requires_grad=True)
+    with caplog.at_level(logging.DEBUG, logger="munet"):
+        ((x @ x).relu().sum() * 2.0).backward()
+        x.grad.numpy()
+    assert [r.name for r in caplog.records if r.name.startswith("munet")] == []
+
+
 def test_library_code_does_not_print():
     offenders = []
     for path in sorted((ROOT / "munet").rglob("*.py")):
