@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import struct
 import tempfile
@@ -25,6 +26,7 @@ from munet import _dtype as D
 from munet._tensor import Tensor
 
 __all__ = ["load", "save"]
+_log = logging.getLogger(__name__)
 
 MANIFEST_KEY = "munet.manifest"
 FORMAT_VERSION = 1
@@ -175,6 +177,7 @@ def write_file(f, entries, manifest: dict, metadata: dict | None = None) -> None
     header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
     header_bytes += b" " * (-len(header_bytes) % 8)
     _atomic_write(f, [struct.pack("<Q", len(header_bytes)), header_bytes, *chunks])
+    _log.info("saved %s: %d tensors, %d bytes of tensor data", f, len(entries), offset)
 
 
 def _atomic_write(path, chunks) -> None:
@@ -383,6 +386,7 @@ def read_file(f) -> tuple[dict | None, OrderedDict]:
         if manifest is not None and hashlib.sha256(chunk).hexdigest() != manifest["sha256"][name]:
             _fail(f, f"tensor '{name}' fails its SHA-256 check (the file is damaged)")
         arrays[name] = np.frombuffer(chunk, dtype=dtype.np).reshape(shape)
+    _log.info("loaded %s: %d tensors, %d bytes", f, len(arrays), len(raw))
     return manifest, arrays
 
 

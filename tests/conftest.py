@@ -89,8 +89,10 @@ def lost_vulkan(vulkan, monkeypatch):
     from munet.backends.vulkan import runtime
     from munet.backends.vulkan.backend import VulkanBackend
 
+    instances = munet._device._BACKENDS[vulkan.type].instances
+    shared = instances.get(vulkan.index or 0)
     backend = VulkanBackend(vulkan.type, vulkan.index or 0)
-    monkeypatch.setitem(munet._device._BACKENDS[vulkan.type].instances, vulkan.index or 0, backend)
+    monkeypatch.setitem(instances, vulkan.index or 0, backend)
 
     def inject(*ahead: int) -> None:
         now = runtime.submission_count()
@@ -99,3 +101,5 @@ def lost_vulkan(vulkan, monkeypatch):
     yield vulkan, inject
     monkeypatch.delenv(runtime.INJECT_DEVICE_LOST, raising=False)
     backend.runtime.close("the test ended")
+    if shared is not None:  # munet.metrics reports the allocated bytes of the shared runtime again
+        munet.metrics.watch_allocated_bytes(shared.runtime.label, shared.runtime.allocator)

@@ -25,6 +25,7 @@ import itertools
 import weakref
 
 from munet import _dtype as D
+from munet import metrics
 from munet._device import DeviceError, OutOfMemoryError
 from munet.backends.vulkan.views import element_bytes
 
@@ -77,10 +78,18 @@ class Allocator:
         self.deferred: list[Block] = []
         self.released: collections.deque[Block] = collections.deque()  # freed, not yet filed (see release)
         self._addresses = itertools.count(1 << 32, 1 << 32)
-        self.allocated_bytes = 0
+        self._allocated_bytes = 0
         self.reserved_bytes = 0
         self.peak_allocated_bytes = 0
         self.counts = {"device_allocations": 0, "cache_hits": 0, "frees": 0}
+        metrics.watch_allocated_bytes(runtime.label, self)
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Bytes of the blocks live buffers hold (counting the buffers freed since the last call)."""
+        with self.runtime.lock:
+            self._file_released()
+            return self._allocated_bytes
 
     def allocate(self, numel: int, dtype) -> DeviceBuffer:
         if dtype is D.float16 and not self.runtime.has_f16:
@@ -117,8 +126,8 @@ class Allocator:
                 block = Block(self._create(size), size, next(self._addresses), self.runtime)
                 self.reserved_bytes += size
                 self.counts["device_allocations"] += 1
-            self.allocated_bytes += size
-            self.peak_allocated_bytes = max(self.peak_allocated_bytes, self.allocated_bytes)
+            self._allocated_bytes += size
+            self.peak_allocated_bytes = max(self.peak_allocated_bytes, self._allocated_bytes)
             buffer.block = block
         weakref.finalize(buffer, self.release, block).atexit = False
 
@@ -134,7 +143,7 @@ class Allocator:
                     self.empty_cache()
                     continue
                 raise OutOfMemoryError(
-                    f"{self.runtime.label}: could not allocate {size} bytes; {self.allocated_bytes} bytes are "
+                    f"{self.runtime.label}: could not allocate {size} bytes; {self._allocated_bytes} bytes are "
                     f"allocated by tensors and {self.reserved_bytes} bytes reserved in total ({exc})"
                 ) from exc
         raise AssertionError("unreachable")
@@ -147,7 +156,7 @@ class Allocator:
         """Move queued blocks to the free lists, or hold them while commands are being recorded."""
         while self.released:
             block = self.released.popleft()
-            self.allocated_bytes -= block.size
+            self._allocated_bytes -= block.size
             self.counts["frees"] += 1
             if self.runtime.recording:
                 self.deferred.append(block)
@@ -176,7 +185,7 @@ class Allocator:
     def stats(self) -> dict:
         self._file_released()
         return {
-            "allocated_bytes": self.allocated_bytes,
+            "allocated_bytes": self._allocated_bytes,
             "reserved_bytes": self.reserved_bytes,
             "peak_allocated_bytes": self.peak_allocated_bytes,
             "cached_blocks": sum(len(b) for b in self.free.values()) + len(self.deferred),

@@ -29,11 +29,14 @@ queued without the lock (``Allocator.release``), so a finalizer never waits for 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import struct
 import threading
+import time
 from collections import OrderedDict
 
+from munet import metrics
 from munet._device import DeviceLostError
 from munet._dtype import float16
 from munet.backends.vulkan.memory import Allocator
@@ -42,6 +45,7 @@ from munet.backends.vulkan.wgsl import half_storage, hoist_params
 MAX_PENDING = 256
 _PARAM_ARENA = 1 << 20
 _BIND_GROUP_CACHE = 4096
+_log = logging.getLogger(__name__)
 INJECT_DEVICE_LOST = "MUNET_TEST_INJECT_DEVICE_LOST"
 _submissions_lock = threading.Lock()
 _submissions = 0  # queue submissions of the process, over every runtime (the injection hook counts these)
@@ -91,6 +95,7 @@ class Runtime:
             )
         except Exception as exc:
             raise DeviceLostError(f"{label}: could not open the device ({exc})") from exc
+        _log.info("opened %s: %s (%s)", label, adapter.info.get("device"), adapter.info.get("backend_type"))
         self.lost_reason: str | None = None
         self.queue = self.device.queue
         self.max_binding = min(self.limits["max-storage-buffer-binding-size"], self.limits["max-buffer-size"])
@@ -148,6 +153,7 @@ class Runtime:
             if cached is not None:
                 return cached
             group, layout = self._layout(writable)
+            start = time.perf_counter()
             try:
                 module = self.device.create_shader_module(code=hoist_params(half_storage(source, halves)))
                 pipeline = self.device.create_compute_pipeline(
@@ -159,6 +165,7 @@ class Runtime:
                     f"{self.label}: internal error, a MuNet WGSL kernel failed to compile:\n{exc}"
                 ) from exc
             self.counts["pipelines"] += 1
+            metrics.observe_kernel_compile("vulkan", time.perf_counter() - start)
             self._pipelines[key] = (pipeline, group)
             return pipeline, group
 
@@ -271,6 +278,7 @@ class Runtime:
             except Exception as exc:
                 self.check_lost(exc)
                 raise
+            metrics.count_host_sync(self.label, "synchronize")
 
     # host transfer --------------------------------------------------------------------------------
     def write(self, buffer, data: bytes) -> None:
@@ -298,6 +306,7 @@ class Runtime:
                 self.check_lost(exc)
                 raise
             self.counts["readbacks"] += 1
+            metrics.count_host_sync(self.label, "readback")
             return bytes(data)
 
     # device loss and reset -------------------------------------------------------------------------
@@ -323,11 +332,12 @@ class Runtime:
             "munet.vulkan.reset() opens a fresh device"
         ) from cause
 
-    def lose(self, reason: str, cause: Exception | None = None):
+    def lose(self, reason: str, cause: Exception | None = None, *, closing: bool = False):
         """Mark the device lost for ``reason``, drop the pending commands, release the wgpu device; raises."""
         with self.lock:
             if self.lost_reason is None:
                 self.lost_reason = reason
+                _log.log(logging.INFO if closing else logging.ERROR, "%s: the device was lost (%s)", self.label, reason)
             self._drop_pending()
             self._bind_groups.clear()
             with contextlib.suppress(Exception):  # a lost device may refuse even this
@@ -337,7 +347,7 @@ class Runtime:
     def close(self, reason: str) -> None:
         """End this runtime (its backend is reset): later calls raise DeviceLostError naming ``reason``."""
         with contextlib.suppress(DeviceLostError):
-            self.lose(reason)
+            self.lose(reason, closing=True)
 
     def check_lost(self, exc: Exception) -> None:
         """Raise DeviceLostError (and stay lost) when ``exc`` is wgpu reporting a lost device."""
