@@ -71,10 +71,7 @@ def memory_stats(device=None) -> dict:
 
 def empty_cache(device=None) -> None:
     """Release the allocator's cached (unused) blocks to the driver."""
-    backend = _backend(device)
-    backend.runtime.flush()
-    backend.runtime.allocator.after_submit()
-    backend.runtime.allocator.empty_cache()
+    _backend(device).runtime.empty_cache()
 
 
 def reset(device=None) -> None:

@@ -18,8 +18,9 @@ def _compiled(device):
 
 
 def _work(device, seed: int, fn) -> list:
-    """Private work on ``device``: elementwise chains, matmul, reductions, host reads in between, and
-    calls of a compiled function (one command buffer per call, while other threads record)."""
+    """Private work on ``device``: elementwise chains, matmul, reductions, host reads in between,
+    calls of a compiled function (one command buffer per call, while other threads record), the
+    allocator's statistics and cache release."""
     rng = np.random.default_rng(seed)
     a = munet.tensor(rng.standard_normal((24, 40)).astype(np.float32), device=device)
     b = munet.tensor(rng.standard_normal((40, 16)).astype(np.float32), device=device)
@@ -33,6 +34,8 @@ def _work(device, seed: int, fn) -> list:
         a = a + h.mean() * 1e-3
         results.append(fn(a, b).cpu().numpy())
         munet.vulkan.memory_stats(device)
+        if step == ROUNDS // 2:
+            munet.vulkan.empty_cache(device)  # destroys free blocks while other threads record
     results.append(a.cpu().numpy())
     return results
 

@@ -164,6 +164,7 @@ class Allocator:
                 heapq.heappush(self.free.setdefault(block.size, []), block)
 
     def after_submit(self) -> None:
+        """The runtime submitted every recorded command (called under its lock): held blocks are free."""
         with self.runtime.lock:
             self._file_released()
             for block in self.deferred:

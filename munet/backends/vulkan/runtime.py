@@ -280,6 +280,14 @@ class Runtime:
                 raise
             metrics.count_host_sync(self.label, "synchronize")
 
+    def empty_cache(self) -> None:
+        """Submit pending work, then destroy the allocator's cached blocks (one locked step: no
+        other thread records commands over blocks freed in between)."""
+        with self.lock:
+            self.flush()
+            self.allocator.after_submit()
+            self.allocator.empty_cache()
+
     # host transfer --------------------------------------------------------------------------------
     def write(self, buffer, data: bytes) -> None:
         if not data:
