@@ -118,13 +118,13 @@ class CompiledFunction:
             self._counters["cache_hits"] += 1
         self._last = entry
         start = time.perf_counter()
-        out = self._run(key, entry, flat, rebuild)
+        out = self._run_entry(key, entry, flat, rebuild)
         ms = (time.perf_counter() - start) * 1e3
         self._times["run_ms"] += ms
         self._times["last_run_ms"] = ms
         return out
 
-    def _run(self, key, entry, flat, rebuild):
+    def _run_entry(self, key, entry, flat, rebuild):
         """Run ``entry``; under ``recover="rebuild"``, retry once on a fresh device after a loss."""
         entry.relower_if_reset()
         snapshot, entry.first_snapshot = entry.first_snapshot, None
@@ -143,6 +143,7 @@ class CompiledFunction:
             entry.abandon()
             del self._cache[key]
             entry = self._cache[key] = self._last = self._trace(flat, rebuild)
+            entry.first_snapshot = None  # the retry is covered by ``snapshot``; the next call takes its own
         else:
             entry.relower_if_reset()
         try:

@@ -48,8 +48,8 @@ def _reference(device) -> tuple:
     return losses, _state(model, opt)
 
 
-@pytest.mark.parametrize("lost_call", [0, 2], ids=["first-call", "third-call"])
-def test_rebuild_retries_a_lost_call_and_training_goes_on(lost_vulkan, lost_call):
+@pytest.mark.parametrize("lost_calls", [(0,), (2,), (0, 1)], ids=["first-call", "third-call", "first-two-calls"])
+def test_rebuild_retries_a_lost_call_and_training_goes_on(lost_vulkan, lost_calls):
     """Regression: after DeviceLostError every later call failed and there was no way back."""
     device, inject = lost_vulkan
     want_losses, want_state = _reference(device)
@@ -57,11 +57,11 @@ def test_rebuild_retries_a_lost_call_and_training_goes_on(lost_vulkan, lost_call
     losses = []
     for i, host in enumerate(batches):
         batch = _batch(host, device)
-        if i == lost_call:
+        if i in lost_calls:
             munet.vulkan.synchronize(device)
             inject(1)  # the call's own submission
         losses.append(step(*batch).item())
-    assert step.stats()["recoveries"] == 1
+    assert step.stats()["recoveries"] == len(lost_calls)
     assert losses == want_losses
     for got, want in zip(_state(model, opt), want_state, strict=True):
         np.testing.assert_array_equal(got, want)
@@ -112,3 +112,17 @@ def test_rebuild_on_cpu_changes_nothing():
     f = munet.compile(lambda x: x * 2 + 1, recover="rebuild")
     assert f(munet.ones(3)).tolist() == [3.0, 3.0, 3.0]
     assert f.stats()["recoveries"] == 0
+
+
+def test_each_call_is_retried_from_its_own_copy(lost_vulkan):
+    """Two losses in a row on one specialization: the second retry restores that call's arguments,
+    not those of the call before (a copy taken for the first retry must not serve the next call)."""
+    device, inject = lost_vulkan
+    w = munet.tensor(np.arange(4, dtype=np.float32), device=device)
+    f = munet.compile(lambda x: (x * w).sum(), recover="rebuild")
+    for k in range(3):
+        x = munet.full((4,), float(k + 1), device=device)
+        munet.vulkan.synchronize(device)
+        inject(1)
+        assert f(x).item() == 6.0 * (k + 1)
+    assert f.stats()["recoveries"] == 3 and f.stats()["traces"] == 2
