@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import math
+import numbers
 import types
 from bisect import bisect_right
 from collections import Counter
 
+from munet._tensor import Tensor
 from munet.optim.optimizer import Optimizer
 
 __all__ = [
@@ -84,6 +86,57 @@ class LRScheduler:
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.__dict__.update(state_dict)
+
+    def check_state_dict(self, state_dict: dict) -> None:
+        """Raise ``ValueError`` if ``state_dict`` is not a state of this scheduler; changes nothing.
+
+        Its keys must be those of ``self.state_dict()`` and each value of the same kind as the live
+        one (number, bool, str, tensor; lists of the same length, checked element by element).
+        ``load_state_dict`` itself accepts anything, as PyTorch's does.
+        """
+        name = f"{type(self).__name__} state_dict"
+        if not isinstance(state_dict, dict):
+            raise ValueError(f"{name}: expected a dict, got {type(state_dict).__name__}")
+        current = self.state_dict()
+        missing = sorted(current.keys() - state_dict.keys())
+        unexpected = sorted(map(str, state_dict.keys() - current.keys()))
+        if missing or unexpected:
+            raise ValueError(f"{name}: missing key(s) {missing}, unexpected key(s) {unexpected}")
+        _check_like(state_dict, current, name)
+
+
+def _kind(value) -> str:
+    if isinstance(value, bool):
+        return "a bool"
+    if isinstance(value, numbers.Real):
+        return "a number"
+    if isinstance(value, str):
+        return "a str"
+    if isinstance(value, Tensor):
+        return "a tensor"
+    return f"a {type(value).__name__}"
+
+
+def _check_like(saved, current, where: str) -> None:
+    """Raise ``ValueError`` naming the entry where ``saved`` does not have the structure of the live
+    ``current`` (a live ``None`` accepts anything; dicts are compared on their common keys)."""
+    if current is None:
+        return
+    if isinstance(current, dict):
+        if not isinstance(saved, dict):
+            raise ValueError(f"{where}: expected a dict, got {_kind(saved)}")
+        for key in saved.keys() & current.keys():
+            _check_like(saved[key], current[key], f"{where}[{key!r}]")
+        return
+    if isinstance(current, (list, tuple)):
+        if not isinstance(saved, (list, tuple)) or len(saved) != len(current):
+            got = f"a list of {len(saved)}" if isinstance(saved, (list, tuple)) else _kind(saved)
+            raise ValueError(f"{where}: expected a list of {len(current)}, got {got}")
+        for i, (s, c) in enumerate(zip(saved, current)):
+            _check_like(s, c, f"{where}[{i}]")
+        return
+    if _kind(saved) != _kind(current):
+        raise ValueError(f"{where}: expected {_kind(current)}, got {_kind(saved)} ({saved!r:.40})")
 
 
 class LambdaLR(LRScheduler):
@@ -579,6 +632,14 @@ class SequentialLR(LRScheduler):
         for s, sd in zip(self._schedulers, inner):
             s.load_state_dict(sd)
 
+    def check_state_dict(self, state_dict: dict) -> None:  # noqa: D102
+        LRScheduler.check_state_dict(self, state_dict)
+        for i, (s, sd) in enumerate(zip(self._schedulers, state_dict["_schedulers"])):
+            try:
+                s.check_state_dict(sd)
+            except ValueError as exc:
+                raise ValueError(f"{type(self).__name__} state_dict['_schedulers'][{i}]: {exc}") from None
+
 
 class ChainedScheduler(LRScheduler):
     """Steps every scheduler in ``schedulers`` at each ``step()``."""
@@ -597,6 +658,7 @@ class ChainedScheduler(LRScheduler):
 
     state_dict = SequentialLR.state_dict
     load_state_dict = SequentialLR.load_state_dict
+    check_state_dict = SequentialLR.check_state_dict
 
 
 class ReduceLROnPlateau(LRScheduler):
