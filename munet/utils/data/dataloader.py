@@ -8,8 +8,11 @@ workers round-robin, ``prefetch_factor`` per worker in flight; results come back
 from __future__ import annotations
 
 import logging
+import math
 import multiprocessing
 import queue
+import time
+from multiprocessing.reduction import ForkingPickler
 
 from munet import metrics
 from munet.utils.data import _worker
@@ -27,7 +30,18 @@ class _InfiniteNone:
 
 
 class DataLoader:
-    """PyTorch's ``torch.utils.data.DataLoader`` (map-style and iterable datasets, workers)."""
+    """PyTorch's ``torch.utils.data.DataLoader`` (map-style and iterable datasets, workers).
+
+    With workers, what goes wrong in one raises in the main process instead of hanging it:
+    an exception in the dataset or ``collate_fn`` is re-raised with its worker traceback; a result
+    that cannot be pickled raises the pickling error naming the worker and the sample index (the
+    batch number for an iterable dataset); a worker that exits is reported within a second,
+    "DataLoader worker (pid(s) X) exited unexpectedly"; with ``timeout > 0`` a batch not received
+    within ``timeout`` seconds raises "DataLoader timed out after N seconds". The last two terminate
+    the workers at once. As in PyTorch, with ``timeout=0`` (the default) a live worker that never
+    returns (a dataset blocked in a call) makes the main process wait for it: set ``timeout`` to
+    bound that wait. (PyTorch itself waits forever for a result that cannot be pickled.)
+    """
 
     def __init__(
         self,
@@ -251,21 +265,35 @@ class _MultiProcessIter:
         self.send_idx += 1
 
     def _get(self):
-        waited = 0.0
+        """The next ``(send index, result)``. Checks every ``_POLL`` seconds that the workers live,
+        and gives up after ``timeout`` seconds (if set); either way, or when a result fails to
+        unpickle, the workers are terminated and the error raised."""
+        timeout = self.loader.timeout
+        deadline = time.monotonic() + timeout if timeout else math.inf
         while True:
             try:
-                return self.result_queue.get(timeout=self._POLL)
+                idx, payload = self.result_queue.get(timeout=max(0.0, min(self._POLL, deadline - time.monotonic())))
             except queue.Empty:
-                waited += self._POLL
                 dead = [w for w in self.workers if not w.is_alive()]
                 if dead:
-                    self.shutdown()
+                    self.shutdown(terminate=True)
                     raise RuntimeError(
                         f"DataLoader worker (pid(s) {', '.join(str(w.pid) for w in dead)}) exited unexpectedly"
                     ) from None
-                if self.loader.timeout and waited >= self.loader.timeout:
-                    self.shutdown()
-                    raise RuntimeError(f"DataLoader timed out after {self.loader.timeout} seconds") from None
+                if time.monotonic() >= deadline:
+                    self.shutdown(terminate=True)
+                    raise RuntimeError(f"DataLoader timed out after {timeout} seconds") from None
+                continue
+            try:
+                return idx, ForkingPickler.loads(payload)
+            except Exception as exc:  # raised as PyTorch raises it, with the batch and the worker named
+                wid = self.pending[idx]
+                where = (
+                    f"while unpickling batch {idx} from DataLoader worker process {wid} (pid {self.workers[wid].pid})"
+                )
+                error = _worker.ExceptionWrapper(exc, where)
+                self.shutdown(terminate=True)
+                error.reraise()
 
     def __iter__(self):
         return self
@@ -301,7 +329,9 @@ class _MultiProcessIter:
         """An iterable worker ran dry: keep the other workers busy instead."""
         self._dispatch()
 
-    def shutdown(self) -> None:
+    def shutdown(self, terminate: bool = False) -> None:
+        """Stop the workers: ask them to exit and wait up to 5 s each, or (``terminate``, after a
+        timeout or a dead worker, when a worker may be stuck) terminate them at once."""
         if self._shutdown:
             return
         self._shutdown = True
@@ -311,9 +341,12 @@ class _MultiProcessIter:
             except (OSError, ValueError):
                 pass
         for w in self.workers:
-            w.join(timeout=5)
-            if w.is_alive():
+            if terminate:
                 w.terminate()
+            w.join(timeout=1 if terminate else 5)
+            if w.is_alive():
+                w.kill()
+                w.join()
             _log.debug("DataLoader: worker pid %d exited (exit code %s)", w.pid, w.exitcode)
         for q in [*self.index_queues, self.result_queue]:
             q.cancel_join_thread()
