@@ -1,6 +1,7 @@
 """Datasets, samplers, collation and the DataLoader, with and without worker processes."""
 
 import contextlib
+import functools
 import math
 import multiprocessing
 import os
@@ -283,33 +284,32 @@ def test_a_result_that_cannot_be_sent_raises_in_the_main_process(case):
         assert "worker process 0" in text and "cannot pickle '_thread.lock' object" in text
 
 
-class _Exits(Dataset):
+class _Sample1Misbehaves(Dataset):
+    """Sample 1 runs ``act`` (exit the worker, sleep) before it is returned."""
+
+    def __init__(self, act):
+        self.act = act
+
     def __len__(self):
         return 3
 
     def __getitem__(self, i):
         if i == 1:
-            os._exit(3)
+            self.act()
         return i
 
 
 def test_a_worker_that_exits_raises_with_timeout_zero():
-    got, raised, text = _in_bounded_child(_error_from_one_worker, _Exits(), {"batch_size": None})
+    got, raised, text = _in_bounded_child(
+        _error_from_one_worker, _Sample1Misbehaves(functools.partial(os._exit, 3)), {"batch_size": None}
+    )
     assert raised == "RuntimeError" and re.fullmatch(r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly", text)
 
 
-class _Slow(Dataset):
-    def __len__(self):
-        return 3
-
-    def __getitem__(self, i):
-        if i == 1:
-            time.sleep(3)
-        return i
-
-
 def test_timeout_raises_and_terminates_the_stuck_worker():
-    it = iter(DataLoader(_Slow(), batch_size=None, num_workers=1, timeout=0.5))
+    it = iter(
+        DataLoader(_Sample1Misbehaves(functools.partial(time.sleep, 3)), batch_size=None, num_workers=1, timeout=0.5)
+    )
     assert next(it) == 0
     with pytest.raises(RuntimeError, match=r"^DataLoader timed out after 0.5 seconds$"):
         next(it)
