@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import math
-import numbers
 import types
 from bisect import bisect_right
 from collections import Counter
 
-from munet._tensor import Tensor
+from munet.optim._state_kinds import check_like
 from munet.optim.optimizer import Optimizer
 
 __all__ = [
@@ -102,41 +101,7 @@ class LRScheduler:
         unexpected = sorted(map(str, state_dict.keys() - current.keys()))
         if missing or unexpected:
             raise ValueError(f"{name}: missing key(s) {missing}, unexpected key(s) {unexpected}")
-        _check_like(state_dict, current, name)
-
-
-def _kind(value) -> str:
-    if isinstance(value, bool):
-        return "a bool"
-    if isinstance(value, numbers.Real):
-        return "a number"
-    if isinstance(value, str):
-        return "a str"
-    if isinstance(value, Tensor):
-        return "a tensor"
-    return f"a {type(value).__name__}"
-
-
-def _check_like(saved, current, where: str) -> None:
-    """Raise ``ValueError`` naming the entry where ``saved`` does not have the structure of the live
-    ``current`` (a live ``None`` accepts anything; dicts are compared on their common keys)."""
-    if current is None:
-        return
-    if isinstance(current, dict):
-        if not isinstance(saved, dict):
-            raise ValueError(f"{where}: expected a dict, got {_kind(saved)}")
-        for key in saved.keys() & current.keys():
-            _check_like(saved[key], current[key], f"{where}[{key!r}]")
-        return
-    if isinstance(current, (list, tuple)):
-        if not isinstance(saved, (list, tuple)) or len(saved) != len(current):
-            got = f"a list of {len(saved)}" if isinstance(saved, (list, tuple)) else _kind(saved)
-            raise ValueError(f"{where}: expected a list of {len(current)}, got {got}")
-        for i, (s, c) in enumerate(zip(saved, current)):
-            _check_like(s, c, f"{where}[{i}]")
-        return
-    if _kind(saved) != _kind(current):
-        raise ValueError(f"{where}: expected {_kind(current)}, got {_kind(saved)} ({saved!r:.40})")
+        check_like(state_dict, current, name)
 
 
 class LambdaLR(LRScheduler):

@@ -164,6 +164,8 @@ CORRUPTIONS = {
     "optimizer state type": ("optimizer", _set(["optimizer", "state"], [1, 2])),
     "optimizer groups type": ("optimizer", _set(["optimizer", "param_groups"], 3)),
     "optimizer group size": ("optimizer", _set(["optimizer", "param_groups", 0, "params"], [0])),
+    "optimizer lr type": ("optimizer", _set(["optimizer", "param_groups", 0, "lr"], "fast")),
+    "optimizer betas length": ("optimizer", _set(["optimizer", "param_groups", 0, "betas"], [0.9])),
     "scheduler absent": ("scheduler", _set(["scheduler"], None)),
     "scheduler key missing": ("scheduler", _drop(["scheduler", "gamma"])),
     "scheduler key unexpected": ("scheduler", _set(["scheduler", "T_max"], 3)),
