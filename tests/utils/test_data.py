@@ -2,6 +2,7 @@
 
 import contextlib
 import functools
+import gc
 import math
 import multiprocessing
 import os
@@ -155,6 +156,22 @@ def test_worker_exception_propagates():
         list(DataLoader(Failing(), batch_size=1))
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+def test_after_a_worker_exception_the_loader_goes_on(persistent):
+    # as PyTorch: the same iterator yields the next batch, and a persistent loader's next epoch works
+    loader = DataLoader(Failing(), batch_size=1, num_workers=1, persistent_workers=persistent)
+    it = iter(loader)
+    assert [next(it).tolist(), next(it).tolist()] == [[0], [1]]
+    with pytest.raises(KeyError, match="sample 2 is broken"):
+        next(it)
+    assert next(it).tolist() == [3]
+    with pytest.raises(StopIteration):
+        next(it)
+    for _ in range(2):
+        with pytest.raises(KeyError, match="sample 2 is broken"):
+            list(loader)
+
+
 # A worker that fails must raise in the main process, never hang it. A case that would hang on a
 # regression runs in a forked child with a hard limit, so that it fails instead of stalling the suite.
 
@@ -163,6 +180,7 @@ def _in_bounded_child(fn, *args, limit: float = 15.0):
     """``fn(*args)`` in a forked child process (its own process group, which its DataLoader
     workers join); returns what it returns. A child still running after ``limit`` seconds is
     killed with its workers and the test fails."""
+    gc.collect()  # no garbage DataLoader iterator of this process for the child to collect and shut down
     ctx = multiprocessing.get_context("fork")
     receive, send = ctx.Pipe(duplex=False)
     child = ctx.Process(target=_report_to, args=(send, fn, args))

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 import math
 import multiprocessing
+import os
 import queue
 import time
 from multiprocessing.reduction import ForkingPickler
@@ -38,7 +39,9 @@ class DataLoader:
     batch number for an iterable dataset); a worker that exits is reported within a second,
     "DataLoader worker (pid(s) X) exited unexpectedly"; with ``timeout > 0`` a batch not received
     within ``timeout`` seconds raises "DataLoader timed out after N seconds". The last two terminate
-    the workers at once. As in PyTorch, with ``timeout=0`` (the default) a live worker that never
+    the workers at once (as does dropping an iterator mid-epoch), and a persistent loader starts
+    new ones for its next epoch. After the other errors the same iterator goes on with the next
+    batch, as in PyTorch. As in PyTorch, with ``timeout=0`` (the default) a live worker that never
     returns (a dataset blocked in a call) makes the main process wait for it: set ``timeout`` to
     bound that wait. (PyTorch itself waits forever for a result that cannot be pickled.)
     """
@@ -144,7 +147,7 @@ class DataLoader:
         if self.num_workers == 0:
             return _SingleProcessIter(self)
         if self.persistent_workers:
-            if self._iterator is None:
+            if self._iterator is None or self._iterator._shutdown:  # none yet, or stopped by a timeout or dead worker
                 self._iterator = _MultiProcessIter(self)
             else:
                 self._iterator.reset()
@@ -221,6 +224,7 @@ class _MultiProcessIter:
             self.index_queues.append(index_queue)
             self.workers.append(worker)
         self._shutdown = False
+        self._owner_pid = os.getpid()
         self._start_epoch()
 
     def _start_epoch(self) -> None:
@@ -265,9 +269,9 @@ class _MultiProcessIter:
         self.send_idx += 1
 
     def _get(self):
-        """The next ``(send index, result)``. Checks every ``_POLL`` seconds that the workers live,
-        and gives up after ``timeout`` seconds (if set); either way, or when a result fails to
-        unpickle, the workers are terminated and the error raised."""
+        """The next ``(send index, result)``, an ``ExceptionWrapper`` if it fails to unpickle.
+        Checks every ``_POLL`` seconds that the workers live, and gives up after ``timeout`` seconds
+        (if set); either way the workers are terminated and the error raised."""
         timeout = self.loader.timeout
         deadline = time.monotonic() + timeout if timeout else math.inf
         while True:
@@ -286,14 +290,12 @@ class _MultiProcessIter:
                 continue
             try:
                 return idx, ForkingPickler.loads(payload)
-            except Exception as exc:  # raised as PyTorch raises it, with the batch and the worker named
+            except Exception as exc:  # raised in its turn, as a worker's exception, naming batch and worker
                 wid = self.pending[idx]
                 where = (
                     f"while unpickling batch {idx} from DataLoader worker process {wid} (pid {self.workers[wid].pid})"
                 )
-                error = _worker.ExceptionWrapper(exc, where)
-                self.shutdown(terminate=True)
-                error.reraise()
+                return idx, _worker.ExceptionWrapper(exc, where)
 
     def __iter__(self):
         return self
@@ -310,8 +312,7 @@ class _MultiProcessIter:
                 if isinstance(data, _worker._IterableExhausted):
                     continue
                 self._dispatch()
-                if isinstance(data, _worker.ExceptionWrapper):
-                    self.shutdown()
+                if isinstance(data, _worker.ExceptionWrapper):  # as PyTorch: the next call goes on with the next batch
                     data.reraise()
                 return _worker.from_transport(data)
             if self.rcvd_idx not in self.pending:
@@ -330,9 +331,9 @@ class _MultiProcessIter:
         self._dispatch()
 
     def shutdown(self, terminate: bool = False) -> None:
-        """Stop the workers: ask them to exit and wait up to 5 s each, or (``terminate``, after a
-        timeout or a dead worker, when a worker may be stuck) terminate them at once."""
-        if self._shutdown:
+        """Stop the workers: ask them to exit and wait up to 5 s each, or (``terminate``: after a
+        timeout or a dead worker, or for a dropped iterator) terminate them at once."""
+        if self._shutdown or os.getpid() != self._owner_pid:  # a forked copy of this iterator owns no workers
             return
         self._shutdown = True
         for q in self.index_queues:
@@ -353,4 +354,7 @@ class _MultiProcessIter:
             q.close()
 
     def __del__(self):
-        self.shutdown()
+        # an iterator dropped mid-epoch: its workers hold only prefetched batches, and when the
+        # garbage collector runs this, the queues may already be closed, so a worker would not hear
+        # the request to exit
+        self.shutdown(terminate=True)
