@@ -324,16 +324,18 @@ def test_a_worker_that_exits_raises_with_timeout_zero():
     assert raised == "RuntimeError" and re.fullmatch(r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly", text)
 
 
-def test_timeout_raises_and_terminates_the_stuck_worker():
-    it = iter(
-        DataLoader(_Sample1Misbehaves(functools.partial(time.sleep, 3)), batch_size=None, num_workers=1, timeout=0.5)
-    )
-    assert next(it) == 0
-    with pytest.raises(RuntimeError, match=r"^DataLoader timed out after 0.5 seconds$"):
-        next(it)
-    # the worker was still in its 3 s sleep: the error came at the timeout, and the worker was
-    # terminated rather than waited for
-    assert it.workers[0].exitcode == -signal.SIGTERM
+@pytest.mark.parametrize("persistent", [False, True])
+def test_timeout_raises_and_terminates_the_stuck_worker(persistent):
+    slow = _Sample1Misbehaves(functools.partial(time.sleep, 3))
+    loader = DataLoader(slow, batch_size=None, num_workers=1, timeout=0.5, persistent_workers=persistent)
+    for _ in range(2 if persistent else 1):  # a persistent loader's next epoch has new workers
+        it = iter(loader)
+        assert next(it) == 0
+        with pytest.raises(RuntimeError, match=r"^DataLoader timed out after 0.5 seconds$"):
+            next(it)
+        # the worker was still in its 3 s sleep: the error came at the timeout, and the worker was
+        # terminated rather than waited for
+        assert it.workers[0].exitcode == -signal.SIGTERM
 
 
 def test_loader_argument_errors():
