@@ -144,7 +144,8 @@ def test_resume_in_a_subprocess_without_the_model_code(tmp_path):
     munet.save({"x": x, "y": y}, tmp_path / "data.munet")
     script = tmp_path / "resume.py"
     script.write_text(_RESUME_SCRIPT)
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": root}  # this checkout's munet
     args = [str(tmp_path / n) for n in ("cnn.munet", "data.munet", "out.munet")]
     subprocess.run([sys.executable, str(script), *args, "4"], check=True, cwd=tmp_path, env=env, timeout=300)
     expected = [compiled(model, opt, x, y).item() for _ in range(4)]
