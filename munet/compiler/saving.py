@@ -872,7 +872,7 @@ def _decode_roles(path, manifest: dict, prog: _Program, arrays: dict) -> None:
             positions.add(key)
         elif kind == "state":
             if not isinstance(key, str) or key not in dtypes or v.kind != "tensor":
-                _fail(path, f"input {v}: state '{key}' is not declared")
+                _fail(path, f"input {v}: state {key!r} is not declared")
             _take_state(path, prog, key, v, arrays, required=True)
         else:
             name = f"hyper.{key}"
@@ -907,7 +907,7 @@ def _decode_outputs(path, manifest: dict, prog: _Program, decoder: _Decoder, arr
             _fail(path, f"malformed state output {item!r}")
         index, name = item
         if not isinstance(name, str) or name not in prog.state_dtypes:
-            _fail(path, f"state output '{name}' is not declared")
+            _fail(path, f"state output {name!r} is not declared")
         v = graph.outputs[index]
         if v.kind != "tensor" or v.dtype is not prog.state_dtypes[name]:
             _fail(path, f"state output '{name}' is {v.type_str()}, declared {prog.state_dtypes[name].name}")
@@ -918,7 +918,7 @@ def _decode_outputs(path, manifest: dict, prog: _Program, decoder: _Decoder, arr
         prog.state_outputs.append((index, name))
     for name in _field(path, manifest, "cleared", list):
         if not isinstance(name, str) or name not in prog.state_dtypes:
-            _fail(path, f"cleared state '{name}' is not declared")
+            _fail(path, f"cleared state {name!r} is not declared")
         prog.cleared.append(name)
     results = []
     for item in _field(path, manifest, "results", list):
