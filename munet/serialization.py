@@ -13,12 +13,14 @@ MuNet writes the header as canonical JSON (compact, ASCII, no NaN, spaces to a m
 requires the same bytes, checks the digest, requires the tensors to tile the data section
 exactly and checks every tensor's SHA-256. So any change to a MuNet file (a byte changed,
 inserted or removed anywhere, a truncation) raises ``CheckpointError`` naming the file. A
-file with one mark and not the other is refused, so no single change turns a MuNet file
-into a plain one. A safetensors file from another writer (``safetensors.torch.save_file``)
-carries no marks and no hashes: it is checked for structure only and loads as a state dict.
+file with any ``munet.`` metadata key must have the manifest, and a format-2 manifest the
+digest, so no single change turns a MuNet file into a plain one. A safetensors file from
+another writer (``safetensors.torch.save_file``) carries no marks and no hashes: it is checked
+for structure only and loads as a state dict. Files written before the digest (format 1)
+still load, checked by their tensor hashes only.
 
-``f`` is a path or a binary file object (``io.BytesIO``, ``open(path, "rb"/"wb")``). A save
-to a path is atomic: a temporary file beside the target (named after the target and the
+``f`` is a path or a binary file object (``io.BytesIO``, ``open(path, "rb"/"wb")``; written or
+read from its current position, as ``torch.save``/``torch.load`` do). A save to a path is atomic: a temporary file beside the target (named after the target and the
 writer's host, boot, pid and start time), fsync, rename. A symbolic link is written through
 (its target is replaced), an existing file keeps its permission bits and a new one follows
 the umask, as with ``open()``; a save removes the temporary files of earlier saves of the
@@ -256,7 +258,7 @@ def _atomic_write(path: str, chunks) -> None:
     directory = os.path.dirname(path)
     tmp = os.path.join(directory, _temporary_name(os.path.basename(path)))
     try:
-        mode = stat.S_IMODE(os.stat(path).st_mode)
+        mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777  # not setuid/setgid/sticky
     except OSError:
         mode = None  # a new file: 0o666 less the umask, as open() creates it
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
@@ -302,7 +304,12 @@ def _temporary_name(target_name: str) -> str:
 
 
 def _machine_marks() -> tuple[str, str]:
-    host = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+    """Where pids can be checked: this host and pid namespace (a container); the boot."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    host = hashlib.sha256(f"{socket.gethostname()}\0{namespace}".encode()).hexdigest()[:8]
     try:
         with open("/proc/sys/kernel/random/boot_id") as f:
             boot = f.read().strip().replace("-", "")[:8]
@@ -325,7 +332,7 @@ def _writer_is_gone(host: str, boot: str, pid: int, start: str) -> bool:
     """Whether the process that named a temporary has exited (False when that cannot be known)."""
     here_host, here_boot = _machine_marks()
     if host != here_host:
-        return False  # another machine on a shared file system
+        return False  # another machine (or container) on a shared file system
     if boot != here_boot:
         return boot != "noboot" and here_boot != "noboot"  # written before a reboot
     if os.name != "posix":
@@ -471,7 +478,7 @@ def _no_constant(name):
 _JSON = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
 
 
-def parse_json(path, text: str, what: str):
+def _parse_json(path, text: str, what: str):
     """``text`` parsed as strict JSON (no duplicate keys, no NaN); ``CheckpointError`` naming ``what``."""
     try:
         return _JSON.decode(text)
@@ -496,7 +503,7 @@ def _read_header(source: _Source) -> tuple[bytes, dict]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         _fail(path, f"header is not valid UTF-8 ({exc})")
-    header = parse_json(path, text, "header")
+    header = _parse_json(path, text, "header")
     if not isinstance(header, dict):
         _fail(path, "header is not a JSON object")
     return raw, header
@@ -548,7 +555,7 @@ def _read_metadata(path, header: dict, raw_header: bytes) -> dict | None:
         _fail(path, f"has {', '.join(repr(k) for k in marks)} but no '{MANIFEST_KEY}' (the file is damaged)")
     if DIGEST_KEY in metadata:
         _check_digest(path, header, raw_header)
-    manifest = parse_json(path, metadata[MANIFEST_KEY], "manifest")
+    manifest = _parse_json(path, metadata[MANIFEST_KEY], "manifest")
     if not isinstance(manifest, dict) or manifest.get("format") not in ("munet", PROGRAM_FORMAT):
         _fail(path, "manifest is malformed (expected an object with format 'munet' or 'munet-program')")
     version = manifest.get("version", 0)
