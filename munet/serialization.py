@@ -495,9 +495,10 @@ def _read_header(source: _Source) -> tuple[bytes, dict]:
     prefix = source.read_exact(8, "the header size")
     _check_not_pickle(path, prefix)
     (n,) = struct.unpack("<Q", prefix)
-    if n > _MAX_HEADER or (source.size is not None and 8 + n > source.size):
-        size = "" if source.size is None else f" the file size {source.size}"
-        _fail(path, f"header size {n} exceeds{size or ' the limit'} (truncated or not a safetensors file)")
+    if source.size is not None and 8 + n > source.size:
+        _fail(path, f"header size {n} exceeds the file size {source.size} (truncated or not a safetensors file)")
+    if n > _MAX_HEADER:
+        _fail(path, f"header size {n} exceeds the limit of {_MAX_HEADER} bytes (damaged or not a safetensors file)")
     raw = source.read_exact(n, "the header")
     try:
         text = raw.decode("utf-8")

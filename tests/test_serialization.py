@@ -297,6 +297,7 @@ def test_malformed_files_raise_checkpoint_errors(tmp_path, write, message):
         munet.load(path)
 
 
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
 def test_a_fifo_or_directory_is_refused_before_it_is_opened(tmp_path):
     fifo = tmp_path / "pipe.safetensors"
     os.mkfifo(fifo)
@@ -336,6 +337,7 @@ def _killed_save(path) -> int:
     return os.waitpid(pid, 0)[1]
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
 def test_the_next_save_removes_the_temporary_of_a_killed_save(tmp_path):
     from munet.serialization import _temporary_name
 

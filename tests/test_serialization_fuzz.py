@@ -67,9 +67,9 @@ def _large_objects():
     return {"state_dict": model.state_dict(), "training_state": state, "program": compiled}
 
 
-def _saved_bytes(obj) -> bytes:
+def _saved_bytes(obj, metadata=None) -> bytes:
     buffer = io.BytesIO()
-    munet.save(obj, buffer)
+    munet.save(obj, buffer, metadata=metadata)
     return buffer.getvalue()
 
 
@@ -92,7 +92,7 @@ def _assert_load_refused(f, name: str) -> None:
 
 @pytest.mark.parametrize("make", [_small_state_dict, _small_nested, _small_program])
 def test_every_single_byte_change_is_refused(tmp_path, make):
-    raw = _saved_bytes(make())
+    raw = _saved_bytes(make(), metadata={"run": "r1"})  # user metadata sits between the two marks
     path = tmp_path / "damaged.munet"
     path.write_bytes(raw)
     munet.load(path)  # the intact file loads
@@ -107,6 +107,7 @@ def test_every_single_byte_change_is_refused(tmp_path, make):
             _assert_stream_refused(raw[:offset] + b" " + raw[offset:], "inserted")
     finally:
         os.close(fd)
+    _assert_stream_refused(raw + b" ", "appended")
 
 
 def _mutate(raw: bytes, rng: random.Random) -> bytes:
