@@ -165,7 +165,9 @@ def _tensor_bytes(t: Tensor) -> bytes:
 
 
 def save(obj, f, *, metadata: dict | None = None) -> None:
-    """Save ``obj`` (tensors, state dicts, nested containers) to the file ``f`` atomically.
+    """Save ``obj`` (tensors, state dicts, nested containers) to ``f``, a path (atomically) or a binary file object.
+
+    ``metadata`` (str to str, keys not starting with ``munet.``) is stored in ``__metadata__``.
 
     A compiled step (``munet.compile``) or a loaded program is saved as a program: its optimized
     graph and current state, loadable without the Python code (see ``munet.compiler.saving``).

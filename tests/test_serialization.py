@@ -210,6 +210,12 @@ def test_edited_headers_are_refused(tmp_path, old, new, message):
         munet.load(path)
 
 
+def test_user_metadata_cannot_use_the_munet_prefix(tmp_path):
+    with pytest.raises(ValueError, match="keys starting with 'munet.' are reserved"):
+        munet.save({"w": munet.ones(1)}, tmp_path / "m.munet", metadata={"munet.digest": "x"})
+    assert not os.listdir(tmp_path)
+
+
 def test_plain_safetensors_files_from_other_writers_still_load(tmp_path):
     safetensors_numpy = pytest.importorskip("safetensors.numpy")
     arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1, 2], dtype=np.int64)}
