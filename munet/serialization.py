@@ -39,6 +39,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import logging
 import math
 import mmap as _mmap
 import os
@@ -54,6 +55,7 @@ from munet import _dtype as D
 from munet._tensor import Tensor
 
 __all__ = ["load", "save"]
+_log = logging.getLogger(__name__)
 
 MANIFEST_KEY = "munet.manifest"
 DIGEST_KEY = "munet.digest"
@@ -215,6 +217,7 @@ def write_file(f, entries, manifest: dict, metadata: dict | None = None) -> None
     meta[DIGEST_KEY] = _header_digest(_header_bytes(header))
     header_bytes = _header_bytes(header)
     _write(f, [struct.pack("<Q", len(header_bytes)), header_bytes, *chunks])
+    _log.info("saved %s: %d tensors, %d bytes of tensor data", _describe(f), len(entries), offset)
 
 
 def _canonical_json(obj) -> str:
@@ -623,6 +626,7 @@ def read_file(f, *, mmap: bool = False) -> tuple[dict | None, OrderedDict]:
             arrays = _read_tensors(source, layout, manifest)
             if source.size is None and not source.at_end():
                 _fail(path, f"trailing bytes after the {data_len} bytes of tensor data")
+        _log.info("loaded %s: %d tensors, %d bytes", path, len(arrays), start + data_len)
         return manifest, arrays
     finally:
         source.close()

@@ -7,13 +7,17 @@ workers round-robin, ``prefetch_factor`` per worker in flight; results come back
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import queue
 
+from munet import metrics
 from munet.utils.data import _worker
 from munet.utils.data.collate import default_collate, default_convert
 from munet.utils.data.dataset import IterableDataset
 from munet.utils.data.sampler import BatchSampler, RandomSampler, SequentialSampler
+
+_log = logging.getLogger(__name__)
 
 
 class _InfiniteNone:
@@ -152,6 +156,7 @@ class _SingleProcessIter:
     def __iter__(self):
         return self
 
+    @metrics.time_dataloader_wait
     def __next__(self):
         loader = self.loader
         if loader._is_iterable:
@@ -198,6 +203,7 @@ class _MultiProcessIter:
                 daemon=True,
             )
             worker.start()
+            _log.debug("DataLoader: started worker %d (pid %d)", wid, worker.pid)
             self.index_queues.append(index_queue)
             self.workers.append(worker)
         self._shutdown = False
@@ -267,6 +273,7 @@ class _MultiProcessIter:
     def __len__(self) -> int:
         return len(self.loader)
 
+    @metrics.time_dataloader_wait
     def __next__(self):
         while True:
             if self.rcvd_idx in self.buffer:
@@ -307,6 +314,7 @@ class _MultiProcessIter:
             w.join(timeout=5)
             if w.is_alive():
                 w.terminate()
+            _log.debug("DataLoader: worker pid %d exited (exit code %s)", w.pid, w.exitcode)
         for q in [*self.index_queues, self.result_queue]:
             q.cancel_join_thread()
             q.close()
