@@ -20,10 +20,11 @@ for structure only and loads as a state dict. Files written before the digest (f
 still load, checked by their tensor hashes only.
 
 ``f`` is a path or a binary file object (``io.BytesIO``, ``open(path, "rb"/"wb")``; written or
-read from its current position, as ``torch.save``/``torch.load`` do). A save to a path is atomic: a temporary file beside the target (named after the target and the
-writer's host, boot, pid and start time), fsync, rename. A symbolic link is written through
-(its target is replaced), an existing file keeps its permission bits and a new one follows
-the umask, as with ``open()``; a save removes the temporary files of earlier saves of the
+read from its current position, as ``torch.save``/``torch.load`` do). A save to a path is
+atomic: a temporary file beside the target (named after the target and the writer's host,
+boot, pid and start time), fsync, rename. A symbolic link is written through (its target is
+replaced), an existing file keeps its permission bits and a new one follows the umask, as
+with ``open()``; a save removes the temporary files of earlier saves of the
 same target whose writer has died (a killed process cannot remove its own). ``load`` refuses
 anything but a regular file before opening it and validates the whole file (header, sizes,
 offsets, digest, hashes, structure) before it returns anything; it reads each tensor once,

@@ -1,11 +1,12 @@
 """Saving and loading compiled programs: ``munet.save(compiled, path)`` / ``munet.load(path)``.
 
 A program file is the safetensors container of :mod:`munet.serialization` (atomic write,
-SHA-256 per tensor and a header digest, so any changed byte is refused; no pickle). Its manifest (format ``munet-program``) holds the optimized
-SSA graph as JSON: values with their types; nodes with registry op names, arguments and
-attributes (tuples, floats, dtypes, devices and generators tagged explicitly); which graph
-inputs are call arguments, state or hyperparameters; which outputs are results and which
-update state; and the hyperparameter guards. The tensors are the current state:
+SHA-256 per tensor and a header digest, so any changed byte is refused; no pickle). Its
+manifest (format ``munet-program``) holds the optimized SSA graph as JSON: values with their
+types; nodes with registry op names, arguments and attributes (tuples, floats, dtypes, devices
+and generators tagged explicitly); which graph inputs are call arguments, state or
+hyperparameters; which outputs are results and which update state; and the hyperparameter
+guards. The tensors are the current state:
 
 - ``state.<name>``: parameters and buffers (named as in the model's ``state_dict``),
   optimizer state (``optimizer.state.<param>.<key>``) and gradients (``<param>.grad``);
