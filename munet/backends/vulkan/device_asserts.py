@@ -1,8 +1,8 @@
 """Device-side index checks: a fault record written by kernels, raised at the next synchronization.
 
 A kernel that reads indices from a tensor (gather, scatter, index, index_put, embedding, the
-sorter of searchsorted) binds the runtime's fault record (:attr:`DeviceAsserts.buffer`, three u32
-words) read-write and tests each index with the WGSL helper ``index_out_of_range(v, given, size,
+sorter of searchsorted) is dispatched through :meth:`DeviceAsserts.dispatch`, which binds the
+runtime's fault record (three u32 words) read-write after its buffers; it tests each index with the WGSL helper ``index_out_of_range(v, given, size,
 site)`` (:data:`INDEX_FAULT`), reading or writing nothing for an index out of range. The first
 fault claims the record with a compare-and-swap and stores its site, the bad index and the size;
 later ones leave it alone (dispatches that bind the record are ordered, so the first failing
@@ -30,7 +30,10 @@ from munet.ops.indexing import IndexOutOfRangeError
 
 _RECORD = struct.Struct("<IiI")  # site (0: no fault), bad index, size of the indexed dim
 
-# The helpers of a checked kernel; they need ``FAULT: array<atomic<u32>>`` bound read_write.
+# The record's declaration, after ``@group(0) @binding(N)`` with N its binding: the last one.
+FAULT_DECLARATION = "var<storage, read_write> FAULT: array<atomic<u32>>;"
+
+# The helpers of a checked kernel (they use FAULT).
 # ``index_out_of_range(v, given, size, site)``: whether ``v`` is outside [0, size); if so, the
 # fault (site, given, size) is recorded unless an earlier one holds the record.
 INDEX_FAULT = """
@@ -66,21 +69,17 @@ class DeviceAsserts:
         self._armed = False  # a kernel bound the record since the last read of it
         self._fetched: bytes | None = None  # the record as the last read() copied it back
 
-    @property
-    def buffer(self) -> DeviceBuffer:
-        """The record, to bind read-write in a checked kernel (binding it arms the next check)."""
+    def _record(self) -> DeviceBuffer:
         if self._buffer is None:
             rt = self.runtime
-            if rt.lost_reason is not None:
-                rt.raise_lost()
+            rt.check_alive()
             usage = rt.wgpu.BufferUsage.STORAGE | rt.wgpu.BufferUsage.COPY_SRC | rt.wgpu.BufferUsage.COPY_DST
             try:
                 gpu = rt.device.create_buffer(size=_RECORD.size, usage=usage)
             except Exception as exc:
                 rt.check_lost(exc)
                 raise
-            self._buffer = DeviceBuffer(Block(gpu, _RECORD.size, 0), 3, D.int32)  # address 0: no allocator block
-        self._armed = True
+            self._buffer = DeviceBuffer(Block(gpu, _RECORD.size, 0, rt), 3, D.int32)  # address 0: no allocator block
         return self._buffer
 
     def site(self, message: str) -> int:
@@ -88,20 +87,27 @@ class DeviceAsserts:
 
         ``message`` may use ``{value}`` (the bad index) and ``{size}``; see :func:`out_of_bounds`.
         """
-        found = self._sites.get(message)
-        if found is None:
-            self._messages.append(message)
-            found = self._sites[message] = len(self._messages)
-        return found
+        with self.runtime.lock:
+            found = self._sites.get(message)
+            if found is None:
+                self._messages.append(message)
+                found = self._sites[message] = len(self._messages)
+            return found
 
-    def launched(self) -> None:
-        """After recording a checked kernel: in launch-blocking mode, wait for it and check now."""
+    def dispatch(self, source: str, buffers, writable, params, groups) -> None:
+        """``Runtime.dispatch`` of a checked kernel: the record is bound after ``buffers`` (read-write)
+        and the next read checks it. In launch-blocking mode, waits for the kernel and checks now."""
+        rt = self.runtime
+        with rt.lock:  # a read in another thread sees the kernel and the armed record together
+            rt.dispatch(source, [*buffers, self._record()], [*writable, True], params, groups)
+            self._armed = True
         if self.blocking:
-            self.runtime.synchronize()
+            rt.synchronize()
 
     def read(self, gpu, byte_offset: int, nbytes: int):
         """``nbytes`` (a multiple of 4) of the wgpu buffer ``gpu`` at ``byte_offset``, waiting for the
-        submitted work, as ``queue.read_buffer``; the record comes back in the same copy when armed."""
+        submitted work, as ``queue.read_buffer``; the record comes back in the same copy when armed.
+        The caller holds the runtime's lock and calls :meth:`check` next."""
         queue = self.runtime.queue
         if not self._armed:
             return queue.read_buffer(gpu, byte_offset, nbytes)

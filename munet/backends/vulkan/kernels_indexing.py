@@ -21,7 +21,7 @@ import math
 
 from munet import _dtype as D
 from munet.backends.vulkan.copies import contiguous, copy_into, new_view, work_copy
-from munet.backends.vulkan.device_asserts import INDEX_FAULT, out_of_bounds
+from munet.backends.vulkan.device_asserts import FAULT_DECLARATION, INDEX_FAULT, out_of_bounds
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, elementwise, scalar_word
@@ -57,15 +57,15 @@ def launch(rt, body: str, outs, ins, params: Params, threads: int, helpers: str 
     """
     if threads <= 0:
         return
-    if checked:
-        outs = [*outs, ("FAULT", "atomic<u32>", rt.asserts.buffer)]
-        helpers += INDEX_FAULT
     n = params.add(threads)
     lines = ["@group(0) @binding(0) var<storage, read> P: array<u32>;"]
     for b, (name, kind, _) in enumerate(outs):
         lines.append(f"@group(0) @binding({b + 1}) var<storage, read_write> {name}: array<{kind}>;")
     for b, (name, kind, _) in enumerate(ins):
         lines.append(f"@group(0) @binding({b + 1 + len(outs)}) var<storage, read> {name}: array<{kind}>;")
+    if checked:  # the fault record, bound last by DeviceAsserts.dispatch
+        lines.append(f"@group(0) @binding({1 + len(outs) + len(ins)}) {FAULT_DECLARATION}")
+        helpers += INDEX_FAULT
     source = f"""{PRELUDE}
 {chr(10).join(lines)}
 {helpers}
@@ -77,11 +77,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }}
 """
     buffers = [b for _, _, b in outs] + [b for _, _, b in ins]
-    rt.dispatch(
-        source, buffers, [True] * len(outs) + [False] * len(ins), params.words, rt.grid(-(-threads // WORKGROUP))
-    )
-    if checked:
-        rt.asserts.launched()
+    dispatch = rt.asserts.dispatch if checked else rt.dispatch
+    dispatch(source, buffers, [True] * len(outs) + [False] * len(ins), params.words, rt.grid(-(-threads // WORKGROUP)))
 
 
 def decompose(index: str, shape_words: list[str], prefix: str) -> str:

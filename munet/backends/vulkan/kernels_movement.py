@@ -21,7 +21,7 @@ from __future__ import annotations
 from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import contiguous, copy_into, new_view
-from munet.backends.vulkan.device_asserts import INDEX_FAULT
+from munet.backends.vulkan.device_asserts import FAULT_DECLARATION, INDEX_FAULT
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, _decompose, bindings, elementwise, scalar_word
@@ -171,7 +171,7 @@ _EMBEDDING_FAULT = "embedding: index out of range in self (indices must be in [0
 def _embedding_source(kind: str) -> str:
     # P: [numel, dim, w_off, w_s0, w_s1, num_weights, idx_off, fault site]
     return f"""{bindings(kind, [kind, "i32"])}
-@group(0) @binding(4) var<storage, read_write> FAULT: array<atomic<u32>>;
+@group(0) @binding(4) {FAULT_DECLARATION}
 {INDEX_FAULT}
 {_HEAD}  let row = IN1[P[6] + idx / P[1]];
   var v = {kind}(0);
@@ -190,10 +190,11 @@ def embedding(rt, weight, indices, *, padding_idx, scale_grad_by_freq):
         return out
     idx = contiguous(rt, indices)
     params = [out.size, dim, weight.offset, weight.strides[0], weight.strides[1], weight.shape[0], idx.offset]
-    buffers = [out.buffer, weight.buffer, idx.buffer, rt.asserts.buffer]
-    site = rt.asserts.site(_EMBEDDING_FAULT)
-    _launch(rt, _embedding_source(kind), buffers, [True, False, False, True], [*params, site], out.size)
-    rt.asserts.launched()
+    buffers = [out.buffer, weight.buffer, idx.buffer]
+    params.append(rt.asserts.site(_EMBEDDING_FAULT))
+    rt.asserts.dispatch(
+        _embedding_source(kind), buffers, [True, False, False], params, rt.grid(-(-out.size // WORKGROUP))
+    )
     return out
 
 
