@@ -2,8 +2,9 @@
 
 A kernel that reads indices from a tensor (gather, scatter, index, index_put, embedding, the
 sorter of searchsorted) is dispatched through :meth:`DeviceAsserts.dispatch`, which binds the
-runtime's fault record (three u32 words) read-write after its buffers; it tests each index with the WGSL helper ``index_out_of_range(v, given, size,
-site)`` (:data:`INDEX_FAULT`), reading or writing nothing for an index out of range. The first
+runtime's fault record (three u32 words) read-write after its buffers. The kernel tests each
+index with the WGSL helper ``index_out_of_range(v, given, size, site)`` (:data:`INDEX_FAULT`) and
+reads or writes nothing for an index out of range. The first
 fault claims the record with a compare-and-swap and stores its site, the bad index and the size;
 later ones leave it alone (dispatches that bind the record are ordered, so the first failing
 kernel in submission order wins; which bad index of that kernel is reported is not defined). A
@@ -11,7 +12,7 @@ site is a message template interned on the host (:meth:`DeviceAsserts.site`), pa
 kernel as a parameter word, so the pipeline does not depend on the message.
 
 The runtime's host reads (and its ``synchronize()`` fence) go through :meth:`DeviceAsserts.read`,
-which, if a checked kernel ran since the last read, copies the record (12 bytes) back in the same
+which, if a checked kernel was recorded since the last read, copies the record (12 bytes) back in the same
 round trip as the data; :meth:`DeviceAsserts.check`, called next, clears a set record and raises
 it as :class:`IndexOutOfRangeError`, the cpu backend's error. So, as with CUDA's device-side
 asserts, the error surfaces at the next synchronization, not at the op.
