@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import builtins
 import dis
+import operator
 import os
 import types
 import weakref
@@ -55,21 +56,29 @@ class Guard:
     parameters, the globals), which lets :class:`GuardSet` check it without a call.
     """
 
-    __slots__ = ("what", "_read", "_expected", "_by_value", "_immutable", "_shown", "store", "key")
+    __slots__ = ("what", "_read", "_expected", "_by_value", "immutable", "_shallow", "_shown", "store", "key")
 
     def __init__(self, what: str, read, value, store=None, key=None):
         self.what = what
         self._read = read
         self._by_value, self._expected = _snapshot(value)
         # an immutable value (a tuple of numbers) is still equal while it is the same object
-        self._immutable = value if self._by_value and _is_immutable(self._expected) else _MISSING
+        self.immutable = value if self._by_value and _is_immutable(self._expected) else _MISSING
+        self._shallow = _shallow(value, self._expected) if self._by_value else None
         self._shown = _short_repr(value) if self._by_value else f"the same {type(value).__name__} object"
         self.store, self.key = store, key
 
     def holds(self) -> bool:
         value = self._read()
-        if value is self._immutable:
+        if value is self.immutable:
             return True
+        if self._shallow is not None:  # a container of objects compared by identity: no deep copy
+            kind, keys, items = self._shallow
+            if type(value) is not kind or len(value) != len(items):
+                return False
+            if keys is None:
+                return all(map(operator.is_, value, items))
+            return tuple(value) == keys and all(map(operator.is_, value.values(), items))
         if self._by_value:
             return _snapshot(value) == (True, self._expected)
         return value is self._expected
@@ -100,10 +109,12 @@ class GuardSet:
 
     def __init__(self, guards: list):
         self.guards = guards
-        self._same, self._scalars, self._others = [], [], []
+        self._same, self._scalars, self._immutables, self._others = [], [], [], []
         for g in guards:
             if not isinstance(g, Guard) or g.store is None:
                 self._others.append(g)
+            elif g.immutable is not _MISSING and g._expected[0] not in _PLAIN:
+                self._immutables.append((g.store, g.key, g.immutable, g))
             elif not g._by_value:
                 self._same.append((g.store, g.key, g._expected, g))
             elif g._expected[0] in _PLAIN and g._expected[1] == g._expected[1]:  # not NaN
@@ -122,6 +133,9 @@ class GuardSet:
         for store, key, kind, expected, guard in self._scalars:
             value = store.get(key, _MISSING)
             if type(value) is not kind or value != expected:
+                return guard
+        for store, key, same, guard in self._immutables:  # still the same object, else compared by value
+            if store.get(key, _MISSING) is not same and not guard.holds():
                 return guard
         for guard in self._others:
             if not guard.holds():
@@ -414,6 +428,21 @@ def _copy(value, budget: list, depth: int):
             raise _TooLargeError
         return (np.ndarray, value.dtype.str, value.shape, value.tobytes())
     return (_Same, _Same(value))
+
+
+def _shallow(value, copy):
+    """``(type, keys or None, items)`` of a list, tuple or dict whose items are all compared by
+    identity (``_modules``, a list of tensors), for a check without a deep copy; else None."""
+    kind, payload = copy[0], copy[1]
+    if kind not in (list, tuple, dict, OrderedDict) or not payload:
+        return None
+    if kind in (dict, OrderedDict):
+        if not all(k[0] in _PLAIN and v[0] is _Same for k, v in payload):
+            return None
+        return (type(value), tuple(value), tuple(value.values()))
+    if not all(x[0] is _Same for x in payload):
+        return None
+    return (type(value), None, tuple(value))
 
 
 def _is_immutable(copy) -> bool:

@@ -24,7 +24,9 @@ from __future__ import annotations
 import contextlib
 import operator
 import os
+import sys
 import traceback
+import weakref
 
 from munet._tensor import Storage, Tensor, contiguous_strides
 from munet.autograd.grad_mode import _State, no_grad
@@ -57,6 +59,23 @@ def _user_line() -> str:
         if not os.path.abspath(frame.filename).startswith(_MUNET_DIR + os.sep):
             return f'File "{frame.filename}", line {frame.lineno}: {(frame.line or "").strip()}'
     return "<unknown location>"
+
+
+def _user_location() -> tuple:
+    """``(file, line)`` of the innermost frame outside the munet package (cheap: no source is read)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        code = frame.f_code
+        inside = _IN_MUNET.get(code)
+        if inside is None:
+            inside = _IN_MUNET[code] = os.path.abspath(code.co_filename).startswith(_MUNET_DIR + os.sep)
+        if not inside:
+            return (code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return ()
+
+
+_IN_MUNET: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def host_read_error(
@@ -327,6 +346,7 @@ class Tracer:
         node = self.graph.add_node(
             op, [self._arg(a) for a in args], {k: self._arg(v) for k, v in attrs.items()}, out_types
         )
+        node.origin = _user_location()
         return node.outputs
 
     def _symbolic(self, value: Value, backend) -> Tensor:

@@ -303,3 +303,7 @@ def test_out_of_range_indices_at_run_time_name_the_op(name, fn, index, expected)
         compiled(w, munet.tensor(index))  # the same specialization replays with bad ones
     assert expected in str(info.value)
     assert compiled.stats()["traces"] == 1
+    # the note names the node and the user's line that traced it (the loss, for a target's gather)
+    note = "\n".join(getattr(info.value, "__notes__", []))
+    assert "munet.compile: raised by the compiled call's" in note and "test_compile.py" in note
+    assert f"{name}(" in note
