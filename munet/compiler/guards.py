@@ -72,13 +72,8 @@ class Guard:
         value = self._read()
         if value is self.immutable:
             return True
-        if self._shallow is not None:  # a container of objects compared by identity: no deep copy
-            kind, keys, items = self._shallow
-            if type(value) is not kind or len(value) != len(items):
-                return False
-            if keys is None:
-                return all(map(operator.is_, value, items))
-            return tuple(value) == keys and all(map(operator.is_, value.values(), items))
+        if self._shallow is not None and _shallow_equal(value, self._shallow):  # no deep copy needed
+            return True
         if self._by_value:
             return _snapshot(value) == (True, self._expected)
         return value is self._expected
@@ -431,18 +426,37 @@ def _copy(value, budget: list, depth: int):
 
 
 def _shallow(value, copy):
-    """``(type, keys or None, items)`` of a list, tuple or dict whose items are all compared by
-    identity (``_modules``, a list of tensors), for a check without a deep copy; else None."""
-    kind, payload = copy[0], copy[1]
-    if kind not in (list, tuple, dict, OrderedDict) or not payload:
+    """A flat form of a list, tuple or dict whose items are all plain scalars or all compared by
+    identity (``scale = [2.0]``, ``_modules``, a list of tensors): ``(type, keys or None, items,
+    item types or None for identity)``, checked by :func:`_shallow_equal` without a deep copy."""
+    kind = type(value)
+    if kind not in (list, tuple, dict, OrderedDict) or not value:
         return None
     if kind in (dict, OrderedDict):
-        if not all(k[0] in _PLAIN and v[0] is _Same for k, v in payload):
+        if not all(k[0] in _PLAIN for k, _ in copy[1]):
             return None
-        return (type(value), tuple(value), tuple(value.values()))
-    if not all(x[0] is _Same for x in payload):
-        return None
-    return (type(value), None, tuple(value))
+        keys, items, copies = tuple(value), tuple(value.values()), [v for _, v in copy[1]]
+    else:
+        keys, items, copies = None, tuple(value), copy[1]
+    if all(c[0] is _Same for c in copies):
+        return (kind, keys, items, None)
+    if all(c[0] in _PLAIN for c in copies):
+        return (kind, keys, items, tuple(c[0] for c in copies))
+    return None
+
+
+def _shallow_equal(value, flat) -> bool:
+    """Whether ``value`` still equals the container :func:`_shallow` flattened (False: look closer)."""
+    kind, keys, items, types_ = flat
+    if type(value) is not kind or len(value) != len(items):
+        return False
+    if keys is not None:
+        if tuple(value) != keys:
+            return False
+        value = value.values()
+    if types_ is None:
+        return all(map(operator.is_, value, items))
+    return tuple(map(type, value)) == types_ and tuple(value) == items
 
 
 def _is_immutable(copy) -> bool:

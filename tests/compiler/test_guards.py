@@ -207,3 +207,17 @@ def test_guards_on_nan_tuples_and_none_hold_while_unchanged(value):
     f(x)
     f(x)
     assert f.stats()["traces"] == 1
+
+
+def test_equal_values_of_another_type_and_large_containers():
+    box = [2.0]
+    f = munet.compile(lambda x: x * box[0])
+    x = munet.ones(1)
+    f(x)
+    box[0] = 2  # == 2.0, but an int: the trace may differ (integer arithmetic), so it retraces
+    f(x)
+    assert f.stats()["traces"] == 2
+    big = list(range(5000))  # over the bound: compared by identity, so an in-place change is not seen
+    g = munet.compile(lambda x: x * big[0])
+    g(x)
+    assert "is the same list object" in g.describe()
