@@ -19,7 +19,6 @@ WGSL, a whole call recorded into one command buffer). Callers run a call inside
 from __future__ import annotations
 
 import contextlib
-import linecache
 from types import SimpleNamespace
 
 import numpy as np
@@ -30,6 +29,7 @@ from munet.compiler.arena import Arena
 from munet.compiler.ir import CONSTANT, Graph, ScalarOp, Value, format_node
 from munet.compiler.lower_cpu import new_counters, prepare_fused, prepare_generated
 from munet.compiler.passes.fuse import FUSED
+from munet.compiler.trace import format_location
 
 TRANSFER = "to_device"
 
@@ -297,11 +297,8 @@ class Executable:
 def _note_origin(error: Exception, node) -> None:
     if not node.origin:
         return
-    filename, line = node.origin
-    code = linecache.getline(filename, line).strip()
     error.add_note(
-        f"munet.compile: raised by the compiled call's '{node.name}' node, traced at "
-        f'File "{filename}", line {line}: {code}'
+        f"munet.compile: raised by the compiled call's '{node.name}' node, traced at {format_location(node.origin)}"
     )
 
 

@@ -16,8 +16,8 @@ the traced code can read, without running it, by walking the code objects involv
 Each read becomes a :class:`Guard` holding a snapshot taken before the trace: plain data (None,
 bool, int, float, complex, str, bytes, NumPy scalars, and tuples, lists, dicts and sets of them,
 up to ``MAX_ELEMENTS`` elements) by value, deep, so a list changed in place is seen; anything
-else (tensors, modules, optimizers, user functions) by identity. Functions, classes and modules
-reached through a Python module (``F.relu``, ``np.float32``) are taken as stable and not guarded.
+else (tensors, modules, optimizers, user functions) by identity. Python modules, classes, builtins
+and munet's own functions (``F.relu``, ``np.float32``) are taken as fixed and not guarded.
 Real tensors whose value the trace read on the host (``.item()``) get a :class:`VersionGuard`:
 an in-place change (which bumps the storage version) retraces.
 
@@ -32,16 +32,16 @@ from __future__ import annotations
 import builtins
 import dis
 import operator
-import os
 import types
 import weakref
 from collections import OrderedDict
 
 import numpy as np
 
+from munet.compiler.trace import in_munet
+
 MAX_ELEMENTS = 1000  # elements of one guarded container compared by value; larger ones by identity
 _MAX_DEPTH = 16
-_MUNET_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 _MISSING = object()
 _ATTRIBUTE_LOADS = {"LOAD_ATTR", "LOAD_METHOD"}
 _SELF_LOADS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_DEREF"}
@@ -162,8 +162,10 @@ class _Walker:
         if isinstance(fn, _module_class()):
             self._name_tree(fn, name)
             self.module(fn)
-        elif isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType):
-            self.function(fn.__func__, fn.__self__, name.rpartition(".")[0] or type(fn.__self__).__name__)
+        elif isinstance(fn, types.MethodType):
+            method = _user_method(fn.__self__, fn.__name__)
+            if method is fn.__func__:
+                self.function(method, fn.__self__, name.rpartition(".")[0] or type(fn.__self__).__name__)
         elif isinstance(fn, types.FunctionType):
             self.function(fn, None, None)
         elif _user_method(fn, "__call__") is not None:  # a callable object
@@ -260,13 +262,16 @@ class _Walker:
 
 def _loads(code, self_name) -> list[tuple]:
     """``(kind, name, attribute path)`` of each global, closure cell and ``self`` attribute ``code`` loads."""
-    found = _LOADS.get(code)
+    per_self = _LOADS.get(code)
+    if per_self is None:
+        per_self = _LOADS[code] = {}
+    found = per_self.get(self_name)
     if found is None:
-        found = _LOADS[code] = _scan(code, self_name, set(code.co_freevars))
+        found = per_self[self_name] = _scan(code, self_name, set(code.co_freevars))
     return found
 
 
-_LOADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_LOADS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # code -> {self name: loads}
 
 
 def _scan(code, self_name, free: set) -> list[tuple]:
@@ -372,7 +377,7 @@ def _stable(value) -> bool:
 
 
 def _in_munet(code) -> bool:
-    return code is not None and os.path.abspath(code.co_filename).startswith(_MUNET_DIR)
+    return code is not None and in_munet(code)
 
 
 def _code_of(fn):

@@ -22,10 +22,10 @@ float guards on its value.
 from __future__ import annotations
 
 import contextlib
+import linecache
 import operator
 import os
 import sys
-import traceback
 import weakref
 
 from munet._tensor import Storage, Tensor, contiguous_strides
@@ -53,29 +53,37 @@ class HostReadError(RuntimeError):
     """A traced tensor's value was needed on the host (tensor-dependent Python control flow)."""
 
 
-def _user_line() -> str:
-    """The innermost stack frame outside the munet package, as ``file:line: code``."""
-    for frame in reversed(traceback.extract_stack()):
-        if not os.path.abspath(frame.filename).startswith(_MUNET_DIR + os.sep):
-            return f'File "{frame.filename}", line {frame.lineno}: {(frame.line or "").strip()}'
-    return "<unknown location>"
-
-
-def _user_location() -> tuple:
-    """``(file, line)`` of the innermost frame outside the munet package (cheap: no source is read)."""
+def user_location() -> tuple:
+    """``(file, line)`` of the innermost frame outside the munet package, or ``()`` (no source is read)."""
     frame = sys._getframe(1)
     while frame is not None:
-        code = frame.f_code
-        inside = _IN_MUNET.get(code)
-        if inside is None:
-            inside = _IN_MUNET[code] = os.path.abspath(code.co_filename).startswith(_MUNET_DIR + os.sep)
-        if not inside:
-            return (code.co_filename, frame.f_lineno)
+        if not in_munet(frame.f_code):
+            return (frame.f_code.co_filename, frame.f_lineno)
         frame = frame.f_back
     return ()
 
 
+def in_munet(code) -> bool:
+    """Whether ``code`` is the munet package's own (cached per code object)."""
+    inside = _IN_MUNET.get(code)
+    if inside is None:
+        inside = _IN_MUNET[code] = os.path.abspath(code.co_filename).startswith(_MUNET_DIR + os.sep)
+    return inside
+
+
 _IN_MUNET: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def format_location(location: tuple) -> str:
+    """``File "train.py", line 12: loss = F.cross_entropy(out, y)`` for a :func:`user_location`."""
+    if not location:
+        return "<unknown location>"
+    filename, line = location
+    return f'File "{filename}", line {line}: {linecache.getline(filename, line).strip()}'
+
+
+def _user_line() -> str:
+    return format_location(user_location())
 
 
 def host_read_error(
@@ -346,7 +354,7 @@ class Tracer:
         node = self.graph.add_node(
             op, [self._arg(a) for a in args], {k: self._arg(v) for k, v in attrs.items()}, out_types
         )
-        node.origin = _user_location()
+        node.origin = user_location()
         return node.outputs
 
     def _symbolic(self, value: Value, backend) -> Tensor:

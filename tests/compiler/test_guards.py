@@ -221,3 +221,21 @@ def test_equal_values_of_another_type_and_large_containers():
     g = munet.compile(lambda x: x * big[0])
     g(x)
     assert "is the same list object" in g.describe()
+
+
+class _Trainer:
+    def __init__(self):
+        self.k = 2.0
+
+    def run(self, x):
+        return x * self.k
+
+
+def test_a_compiled_bound_method_guards_its_object_attributes():
+    trainer = _Trainer()
+    f = munet.compile(trainer.run)
+    x = munet.ones(1)
+    assert _values(f(x)) == [2.0]
+    trainer.k = 3.0
+    assert _values(f(x)) == [3.0]
+    assert f.stats()["last_retrace_reason"] == "retrace: attribute '_Trainer.k' changed"
