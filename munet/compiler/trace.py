@@ -26,7 +26,6 @@ import linecache
 import operator
 import os
 import sys
-import weakref
 
 from munet._tensor import Storage, Tensor, contiguous_strides
 from munet.autograd.grad_mode import _State, no_grad
@@ -64,14 +63,14 @@ def user_location() -> tuple:
 
 
 def in_munet(code) -> bool:
-    """Whether ``code`` is the munet package's own (cached per code object)."""
-    inside = _IN_MUNET.get(code)
+    """Whether ``code`` is the munet package's own (cached per file name: every traced op asks)."""
+    inside = _IN_MUNET.get(code.co_filename)
     if inside is None:
-        inside = _IN_MUNET[code] = os.path.abspath(code.co_filename).startswith(_MUNET_DIR + os.sep)
+        inside = _IN_MUNET[code.co_filename] = os.path.abspath(code.co_filename).startswith(_MUNET_DIR + os.sep)
     return inside
 
 
-_IN_MUNET: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+_IN_MUNET: dict[str, bool] = {}
 
 
 def format_location(location: tuple) -> str:
