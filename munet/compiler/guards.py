@@ -6,8 +6,9 @@ the traced code can read, without running it, by walking the code objects involv
 
 - the function's globals (builtins excepted) and closure cells, in its nested functions too;
 - attribute chains off those and off ``self`` in methods (``cfg.lr``, ``self.block.scale``),
-  followed through instance attributes (``__dict__``, a module's parameters, buffers and
-  submodules, a Python module's namespace), never through properties or methods;
+  followed through stored attributes (``__dict__``, a module's parameters, buffers and
+  submodules, a Python module's namespace, plain class attributes), never through properties
+  or other descriptors;
 - the methods that code calls (``self.helper(x)``, ``utils.norm(x)``): user functions are walked
   the same way, munet's own functions are not (their globals are the library);
 - ``forward`` (every definition in the class's MRO, for ``super().forward``) of each module
@@ -211,14 +212,14 @@ class _Walker:
 
         ``first`` reads ``path[0]`` from ``base`` (a dict item, a cell's contents, an attribute).
         """
-        if first is _attribute and _store_of(base, path[0]) is None:  # self.method(...) or a property
+        if first is _attribute and _data_store(base, path[0]) is None:  # self.method(...) or a property
             self._walk_method(base, path[0], base_name)
             return
         readers = [first]
         value = first(base, path[0])
         taken = 1
         for name in path[1:]:
-            if value is _MISSING or _store_of(value, name) is None:
+            if value is _MISSING or _data_store(value, name) is None:
                 break
             readers.append(_attribute)
             value = _attribute(value, name)
@@ -330,8 +331,21 @@ def _store_of(obj, name: str):
     return None
 
 
-def _attribute(obj, name: str):
+def _data_store(obj, name: str):
+    """Where ``obj.name`` is stored as data: the instance's dict (:func:`_store_of`), else the dict of
+    the class defining it when it is a plain class attribute (``eps = 1e-5`` in the class body, or
+    ``Config.scale`` of a class used as a namespace), not a function, property or other descriptor."""
     store = _store_of(obj, name)
+    if store is not None or isinstance(obj, types.ModuleType):
+        return store
+    for cls in obj.__mro__ if isinstance(obj, type) else type(obj).__mro__:  # a class used as a namespace too
+        if name in cls.__dict__:
+            return cls.__dict__ if not hasattr(type(cls.__dict__[name]), "__get__") else None
+    return None
+
+
+def _attribute(obj, name: str):
+    store = _data_store(obj, name)
     return _MISSING if store is None else store[name]
 
 

@@ -239,3 +239,32 @@ def test_a_compiled_bound_method_guards_its_object_attributes():
     trainer.k = 3.0
     assert _values(f(x)) == [3.0]
     assert f.stats()["last_retrace_reason"] == "retrace: attribute '_Trainer.k' changed"
+
+
+class _Settings:
+    scale = 2.0  # a class attribute, read through the class and through instances
+
+
+class _ClassScaled(nn.Module):
+    offset = 0.0
+
+    def forward(self, x):
+        return x * _Settings.scale + self.offset
+
+
+def test_class_attributes_are_guarded_through_the_class_and_instances():
+    m = _ClassScaled()
+    f = munet.compile(m)
+    x = munet.ones(1)
+    with munet.no_grad():
+        assert _values(f(x)) == [2.0]
+        try:
+            _Settings.scale = 3.0
+            assert _values(f(x)) == [3.0]
+            assert f.stats()["last_retrace_reason"] == "retrace: global '_Settings.scale' changed"
+            m.offset = 1.0  # an instance attribute now shadows the class one
+            assert _values(f(x)) == [4.0]
+            _ClassScaled.offset = 5.0  # shadowed: no change seen, and none needed
+            assert _values(f(x)) == [4.0]
+        finally:
+            _Settings.scale = 2.0
