@@ -13,9 +13,11 @@ one is evicted when the cache is full. ``stats()`` reports what ran.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import OrderedDict
 
+from munet import metrics
 from munet._tensor import Tensor
 from munet.autograd.function import Function
 from munet.autograd.grad_mode import _State
@@ -28,6 +30,9 @@ from munet.compiler.passes.decompose import decompose_standardize
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
 from munet.ops._registry import Meta
+
+_log = logging.getLogger(__name__)
+_TRACE_LOG_LEVEL = {"first_call": logging.DEBUG}  # retraces are logged at INFO
 
 
 def compile(fn=None, *, device=None, dynamic: bool = False, fuse: bool = True, cache_size: int = 8, optimize=True):  # noqa: A001
@@ -79,6 +84,7 @@ class CompiledFunction:
         self._times = dict(trace_ms=0.0, compile_ms=0.0, run_ms=0.0, last_run_ms=0.0)
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
+        self.__name__ = getattr(fn, "__name__", None) or type(fn).__name__  # in logs and metrics
 
     # calling ---------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -87,9 +93,13 @@ class CompiledFunction:
         key = self._key(flat)
         entries = self._cache.get(key)
         self._counters["calls"] += 1
+        metrics.count_compiled_call(self.__name__)
         entry, failed = _first_valid(entries)
         if entry is None:
             reason = failed or self._key_change(key)
+            kind = "guard_failed" if failed else "cache_miss" if self._counters["traces"] else "first_call"
+            metrics.count_trace(self.__name__, kind)
+            _log.log(_TRACE_LOG_LEVEL.get(kind, logging.INFO), "tracing %s (%s)", self.__name__, reason or kind)
             entry = self._trace(flat, rebuild)
             # the key again, over the parameters the trace met (their .grad as the call found it): the
             # next call with the same state finds this specialization instead of tracing another one
@@ -237,6 +247,7 @@ class CompiledFunction:
             raise
         self._times["compile_ms"] += (time.perf_counter() - traced) * 1e3
         self._counters["traces"] += 1
+        metrics.observe_compile(self.__name__, time.perf_counter() - start)
         return entry
 
     def _watch(self, tracer) -> None:

@@ -18,6 +18,7 @@ import itertools
 import weakref
 
 from munet import _dtype as D
+from munet import metrics
 from munet._device import DeviceError, OutOfMemoryError
 from munet.backends.vulkan.views import element_bytes
 
@@ -73,6 +74,7 @@ class Allocator:
         self.reserved_bytes = 0
         self.peak_allocated_bytes = 0
         self.counts = {"device_allocations": 0, "cache_hits": 0, "frees": 0}
+        metrics.watch_allocated_bytes(runtime.label, self)
 
     def allocate(self, numel: int, dtype) -> DeviceBuffer:
         if dtype is D.float16 and not self.runtime.has_f16:

@@ -17,9 +17,12 @@ failing call), the runtime stays lost: every later dispatch, transfer or allocat
 from __future__ import annotations
 
 import contextlib
+import logging
 import struct
+import time
 from collections import OrderedDict
 
+from munet import metrics
 from munet._device import DeviceLostError
 from munet._dtype import float16
 from munet.backends.vulkan.memory import Allocator
@@ -28,6 +31,7 @@ from munet.backends.vulkan.wgsl import half_storage, hoist_params
 MAX_PENDING = 256
 _PARAM_ARENA = 1 << 20
 _BIND_GROUP_CACHE = 4096
+_log = logging.getLogger(__name__)
 
 
 class Runtime:
@@ -48,6 +52,7 @@ class Runtime:
             )
         except Exception as exc:
             raise DeviceLostError(f"{label}: could not open the device ({exc})") from exc
+        _log.info("opened %s: %s (%s)", label, adapter.info.get("device"), adapter.info.get("backend_type"))
         self.lost_reason: str | None = None
         self.queue = self.device.queue
         self.max_binding = min(self.limits["max-storage-buffer-binding-size"], self.limits["max-buffer-size"])
@@ -100,6 +105,7 @@ class Runtime:
         if cached is not None:
             return cached
         group, layout = self._layout(writable)
+        start = time.perf_counter()
         try:
             module = self.device.create_shader_module(code=hoist_params(half_storage(source, halves)))
             pipeline = self.device.create_compute_pipeline(
@@ -109,6 +115,7 @@ class Runtime:
             self.check_lost(exc)
             raise RuntimeError(f"{self.label}: internal error, a MuNet WGSL kernel failed to compile:\n{exc}") from exc
         self.counts["pipelines"] += 1
+        metrics.observe_kernel_compile("vulkan", time.perf_counter() - start)
         self._pipelines[key] = (pipeline, group)
         return pipeline, group
 
@@ -207,6 +214,7 @@ class Runtime:
         except Exception as exc:
             self.check_lost(exc)
             raise
+        metrics.count_host_sync(self.label, "synchronize")
 
     # host transfer --------------------------------------------------------------------------------
     def write(self, buffer, data: bytes) -> None:
@@ -231,6 +239,7 @@ class Runtime:
             self.check_lost(exc)
             raise
         self.counts["readbacks"] += 1
+        metrics.count_host_sync(self.label, "readback")
         return bytes(data)
 
     def raise_lost(self, cause: Exception | None = None):
@@ -244,6 +253,7 @@ class Runtime:
             return
         if self.lost_reason is None:
             self.lost_reason = " ".join(str(exc).split())[-200:]
+            _log.error("%s: the device was lost (%s)", self.label, self.lost_reason)
         self.raise_lost(exc)
 
     def stats(self) -> dict:
