@@ -161,6 +161,46 @@ def assert_close(actual, expected, rtol=None, atol=None, what="output", equal_na
         )
 
 
+ERROR_MULTIPLE = 4
+
+
+def assert_close_to_reference(actual, expected, reference, what="output", multiple=ERROR_MULTIPLE) -> None:
+    """``actual`` is as close to the float64 ``reference`` as the trusted float32 ``expected`` is.
+
+    For comparisons whose float32 rounding depends on the CPU (OpenBLAS and MKL pick kernels per
+    CPU, so summation orders differ between AVX2 and AVX-512, Intel and AMD): long accumulations,
+    cancellation, AdamW's first steps turning a near-zero gradient into a full-size update.
+    ``reference`` is the same computation in float64 (PyTorch's, or MuNet's eager one where
+    PyTorch has no counterpart), ``expected`` the trusted float32 result (PyTorch's, or MuNet's
+    eager one), ``actual`` MuNet's float32 result under test. Over the whole tensor::
+
+        max|actual - reference| <= multiple * max(max|expected - reference|, eps * max|reference|)
+
+    MuNet's worst error is at most ``multiple`` times the trusted implementation's own worst
+    error on this tensor, measured on this machine; the floor of one rounding at the tensor's
+    largest value keeps a tensor that ``expected`` happens to get exact from demanding exactness.
+    A fixed rtol would instead pass on one CPU and fail on another. Integer tensors must equal
+    ``expected``. ``multiple`` is 4: independent float32 summation orders differ from float64
+    by up to about 2.6x each other's worst error in this suite (the largest ratio measured).
+    """
+    a, e, r = to_numpy(actual), to_numpy(expected), to_numpy(reference)
+    assert a.shape == e.shape == r.shape, f"{what}: shapes {a.shape}, {e.shape} and reference {r.shape} differ"
+    assert a.dtype == e.dtype, f"{what}: dtype {a.dtype} != {e.dtype}"
+    if e.dtype.kind in "biu":
+        np.testing.assert_array_equal(a, e, err_msg=what)
+        return
+    assert r.dtype == np.float64, f"{what}: the reference must be computed in float64, got {r.dtype}"
+    if not r.size:
+        return
+    scale = np.abs(r).max()
+    trusted_error = max(np.abs(e.astype(np.float64) - r).max(), np.finfo(e.dtype).eps * scale)
+    error = np.abs(a.astype(np.float64) - r).max()
+    assert error <= multiple * trusted_error, (
+        f"{what}: max |actual - float64 reference| = {error:.3g} > {multiple} x {trusted_error:.3g} "
+        f"(the trusted {e.dtype} result's own max error; max |reference| {scale:.3g})"
+    )
+
+
 def _skip_int64_beyond_int32(t_out, device: str) -> None:
     """Skip when the expected int64 values do not fit in int32, the vulkan backend's int64."""
     for t in t_out if isinstance(t_out, (tuple, list)) else (t_out,):
