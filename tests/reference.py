@@ -6,7 +6,9 @@ the input gradients. Inputs are NumPy arrays (floating arrays get ``requires_gra
 plain Python values passed through unchanged.
 
 Default tolerances: float64 rtol=1e-7 atol=1e-9; float32 rtol=1e-5 atol=1e-6;
-float16 / bfloat16 rtol=atol=1e-2 (bfloat16 2e-2).
+float16 / bfloat16 rtol=atol=1e-2 (bfloat16 2e-2). A comparison that needs more than these (deep
+stacks, long accumulations, optimizer steps) does not widen them: ``assert_close_to_reference``
+derives its bound from a float64 run of the same computation, so it holds on any CPU's kernels.
 
 Devices: ``check`` runs MuNet on ``device=`` (default :data:`DEVICE`, which the ``munet_device``
 fixture in tests/conftest.py sets from ``pytest --munet-device=vulkan`` or
@@ -180,8 +182,13 @@ def assert_close_to_reference(actual, expected, reference, what="output", multip
     error on this tensor, measured on this machine; the floor of one rounding at the tensor's
     largest value keeps a tensor that ``expected`` happens to get exact from demanding exactness.
     A fixed rtol would instead pass on one CPU and fail on another. Integer tensors must equal
-    ``expected``. ``multiple`` is 4: independent float32 summation orders differ from float64
-    by up to about 2.6x each other's worst error in this suite (the largest ratio measured).
+    ``expected``. ``multiple`` is 4: MuNet's and torch's float32 errors are independent samples
+    of the same size, and their ratio stays below it (over 108 seeded two-layer transformer
+    decoders under SkylakeX/AVX-512 and Haswell/AVX2 kernels, forward and every gradient, the
+    largest ratio was 3.4). It does not hold where one element's error is amplified far beyond
+    the rest (an Adam step dividing by a gradient that cancels to nearly zero) and the two
+    results share no kernels: their errors on that element are then uncorrelated and their ratio
+    unbounded. Compiled and eager MuNet share their matmul kernels, so theirs stay correlated.
     """
     a, e, r = to_numpy(actual), to_numpy(expected), to_numpy(reference)
     assert a.shape == e.shape == r.shape, f"{what}: shapes {a.shape}, {e.shape} and reference {r.shape} differ"
