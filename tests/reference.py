@@ -227,37 +227,71 @@ def check(
     grad_atol=None,
     seed=1,
     device=None,
+    float64_reference: bool = False,
 ):
-    """Forward (and gradients, when ``grad``) of ``munet_fn`` on ``device`` equal ``torch_fn``'s."""
+    """Forward (and gradients, when ``grad``) of ``munet_fn`` on ``device`` equal ``torch_fn``'s.
+
+    ``float64_reference=True`` (for float32 results that need more than the default tolerance):
+    ``torch_fn`` runs once more on float64 copies of the inputs, and every float32 output and
+    gradient is compared with :func:`assert_close_to_reference` instead of ``rtol``/``atol`` (on
+    a device other than cpu, with the default tolerances). ``torch_fn`` must then be free of side
+    effects, as it runs twice.
+    """
     device = str(device or DEVICE)
+    args = (munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, seed, device, float64_reference)
     if device == "cpu":
-        return _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, seed, device)
+        return _check(*args)
     try:
-        return _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, seed, device)
+        return _check(*args)
     except munet.DeviceError as exc:
         if _MIXED in str(exc):
             pytest.skip(f"on {device}: the test makes cpu tensors inside its function ({exc})")
         pytest.skip(f"on {device}: {exc}")
 
 
-def _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, seed, device):
+def _as_float64(x):
+    return x.astype(np.float64) if isinstance(x, np.ndarray) and x.dtype == np.float32 else x
+
+
+def _assert_matches(m_out, t_out, r_out, rtol, atol, what="output"):
+    """``assert_close``, or, where ``r_out`` (a float64 run) is given, the derived bound for float32 results."""
+    if r_out is None:
+        return assert_close(m_out, t_out, rtol, atol, what)
+    if isinstance(t_out, (tuple, list)):
+        assert isinstance(m_out, (tuple, list)) and len(m_out) == len(t_out), f"{what}: structure differs"
+        for i, outs in enumerate(zip(m_out, t_out, r_out, strict=True)):
+            _assert_matches(*outs, rtol, atol, f"{what}[{i}]")
+        return
+    if not isinstance(t_out, torch.Tensor) or t_out.dtype != torch.float32 or m_out.device.type != "cpu":
+        return assert_close(m_out, t_out, None, None, what)
+    assert isinstance(m_out, munet.Tensor), f"{what}: expected a munet.Tensor, got {type(m_out).__name__}"
+    assert_close_to_reference(m_out, t_out, r_out, what)
+
+
+def _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, seed, device, float64_reference):
     m_in, t_in = _make_inputs(inputs, requires_grad=grad, device=device)
     m_out = munet_fn(*m_in)
     t_out = torch_fn(*t_in)
+    r_in = r_out = None
+    if float64_reference:
+        _, r_in = _make_inputs([_as_float64(x) for x in inputs], requires_grad=grad)
+        r_out = torch_fn(*r_in)
     if device != "cpu":
         _skip_int64_beyond_int32(t_out, device)
-    assert_close(m_out, t_out, rtol, atol)
+    _assert_matches(m_out, t_out, r_out, rtol, atol)
     if not grad:
         return m_out
     m_outs = m_out if isinstance(m_out, (tuple, list)) else (m_out,)
     t_outs = t_out if isinstance(t_out, (tuple, list)) else (t_out,)
-    m_diff, t_diff, upstream_m = [], [], []
+    r_outs = r_out if isinstance(r_out, (tuple, list)) else (r_out,) * len(t_outs)
+    m_diff, t_diff, r_diff, upstream_m = [], [], [], []
     r = rng(seed)
-    for mo, to in zip(m_outs, t_outs):
+    for mo, to, ro in zip(m_outs, t_outs, r_outs):
         if isinstance(to, torch.Tensor) and to.requires_grad and to.dtype.is_floating_point:
             g = r.standard_normal(tuple(to.shape)).astype(np.float64)
             m_diff.append(mo)
             t_diff.append(to)
+            r_diff.append(ro)
             upstream_m.append(g)
     if not t_diff:
         return m_out
@@ -265,13 +299,16 @@ def _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, s
     m_grads_in = [munet.tensor(g, dtype=m.dtype, device=m.device) for g, m in zip(upstream_m, m_diff)]
     torch.autograd.backward(t_diff, t_grads_in)
     munet.autograd.backward(m_diff, m_grads_in)
+    if float64_reference:
+        torch.autograd.backward(r_diff, [torch.from_numpy(g).to(ro.dtype) for g, ro in zip(upstream_m, r_diff)])
     for i, (m, t) in enumerate(zip(m_in, t_in)):
         if isinstance(t, torch.Tensor) and t.requires_grad:
             if t.grad is None:
                 assert m.grad is None or not np.any(to_numpy(m.grad)), f"grad of input {i}: torch has none"
                 continue
             assert m.grad is not None, f"grad of input {i}: munet computed none"
-            assert_close(m.grad, t.grad, grad_rtol or rtol, grad_atol or atol, what=f"grad of input {i}")
+            reference = r_in[i].grad if float64_reference else None
+            _assert_matches(m.grad, t.grad, reference, grad_rtol or rtol, grad_atol or atol, what=f"grad of input {i}")
     return m_out
 
 

@@ -5,7 +5,7 @@ import pytest
 import torch
 
 import munet
-from tests.reference import TOL, assert_close_to_reference
+from tests.reference import TOL, assert_close_to_reference, check
 
 
 def _cancelling_rows(length: int) -> np.ndarray:
@@ -54,3 +54,14 @@ def test_misuse_is_refused():
         assert_close_to_reference(munet.arange(6.0, dtype=munet.float64), x, x.double())
     with pytest.raises(AssertionError):  # integer tensors must be equal
         assert_close_to_reference(munet.tensor([0, 1, 3]), torch.tensor([0, 1, 2]), torch.tensor([0, 1, 2]))
+
+
+def test_check_with_a_float64_reference_accepts_torchs_accuracy_and_rejects_less():
+    x = _cancelling_rows(16384)
+    check(lambda t: t.sum(dim=1), lambda t: t.sum(dim=1), x, float64_reference=True)  # outputs and gradients
+
+    def sequential_sum(t):
+        return munet.tensor(np.cumsum(t.numpy(), axis=1, dtype=np.float32)[:, -1])
+
+    with pytest.raises(AssertionError, match="float64 reference"):
+        check(sequential_sum, lambda t: t.sum(dim=1), x, grad=False, float64_reference=True)
