@@ -249,18 +249,20 @@ def check(
         pytest.skip(f"on {device}: {exc}")
 
 
-def _as_float64(x):
+def as_float64(x):
+    """A float32 NumPy array as float64; anything else unchanged."""
     return x.astype(np.float64) if isinstance(x, np.ndarray) and x.dtype == np.float32 else x
 
 
-def _assert_matches(m_out, t_out, r_out, rtol, atol, what="output"):
-    """``assert_close``, or, where ``r_out`` (a float64 run) is given, the derived bound for float32 results."""
+def assert_close_with_reference(m_out, t_out, r_out, rtol=None, atol=None, what="output"):
+    """``assert_close(m_out, t_out, rtol, atol)``; where ``r_out``, the float64 run, is given, float32 results on
+    the cpu are compared by ``assert_close_to_reference`` instead, and others with the default tolerances."""
     if r_out is None:
         return assert_close(m_out, t_out, rtol, atol, what)
     if isinstance(t_out, (tuple, list)):
         assert isinstance(m_out, (tuple, list)) and len(m_out) == len(t_out), f"{what}: structure differs"
         for i, outs in enumerate(zip(m_out, t_out, r_out, strict=True)):
-            _assert_matches(*outs, rtol, atol, f"{what}[{i}]")
+            assert_close_with_reference(*outs, rtol, atol, f"{what}[{i}]")
         return
     if not isinstance(t_out, torch.Tensor) or t_out.dtype != torch.float32 or m_out.device.type != "cpu":
         return assert_close(m_out, t_out, None, None, what)
@@ -274,11 +276,11 @@ def _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, s
     t_out = torch_fn(*t_in)
     r_in = r_out = None
     if float64_reference:
-        _, r_in = _make_inputs([_as_float64(x) for x in inputs], requires_grad=grad)
+        _, r_in = _make_inputs([as_float64(x) for x in inputs], requires_grad=grad)
         r_out = torch_fn(*r_in)
     if device != "cpu":
         _skip_int64_beyond_int32(t_out, device)
-    _assert_matches(m_out, t_out, r_out, rtol, atol)
+    assert_close_with_reference(m_out, t_out, r_out, rtol, atol)
     if not grad:
         return m_out
     m_outs = m_out if isinstance(m_out, (tuple, list)) else (m_out,)
@@ -308,7 +310,9 @@ def _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, s
                 continue
             assert m.grad is not None, f"grad of input {i}: munet computed none"
             reference = r_in[i].grad if float64_reference else None
-            _assert_matches(m.grad, t.grad, reference, grad_rtol or rtol, grad_atol or atol, what=f"grad of input {i}")
+            assert_close_with_reference(
+                m.grad, t.grad, reference, grad_rtol or rtol, grad_atol or atol, what=f"grad of input {i}"
+            )
     return m_out
 
 
