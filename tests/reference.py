@@ -23,6 +23,7 @@ missing kernels).
 from __future__ import annotations
 
 import contextlib
+import copy
 import os
 
 import numpy as np
@@ -247,6 +248,12 @@ def check(
         if _MIXED in str(exc):
             pytest.skip(f"on {device}: the test makes cpu tensors inside its function ({exc})")
         pytest.skip(f"on {device}: {exc}")
+
+
+def float64_copy(module: torch.nn.Module) -> torch.nn.Module:
+    """A float64 deep copy of a torch module (its own parameters and buffers): the reference run of
+    :func:`assert_close_to_reference`. Copy before a forward pass updates running statistics."""
+    return copy.deepcopy(module).double()
 
 
 def as_float64(x):

@@ -8,13 +8,11 @@ gradient (and, after the forward, every buffer, so running statistics are covere
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import torch
 
 import munet
-from tests.reference import as_float64, assert_close_with_reference, to_numpy, to_torch
+from tests.reference import as_float64, assert_close_with_reference, float64_copy, to_numpy, to_torch
 
 
 def make_pair(name: str, args=(), kwargs=None, dtype: str = "float32"):
@@ -77,7 +75,7 @@ def run_both(
     inputs, and float32 results are compared by ``assert_close_to_reference`` instead of the tolerances.
     """
     forward_kwargs = forward_kwargs or {}
-    r_layer = copy.deepcopy(t_layer).double() if float64_reference else None  # before a forward updates buffers
+    r_layer = float64_copy(t_layer) if float64_reference else None  # before a forward updates buffers
     m_in, t_in = _inputs(inputs)
     t_kwargs = {k: to_torch(v) if isinstance(v, np.ndarray) else v for k, v in forward_kwargs.items()}
     m_kwargs = {k: munet.tensor(v) if isinstance(v, np.ndarray) else v for k, v in forward_kwargs.items()}

@@ -3,8 +3,6 @@ forward and gradients; plus a small BatchNorm CNN trained 3 SGD steps in both fr
 
 from __future__ import annotations
 
-import copy
-
 import numpy as np
 import pytest
 import torch
@@ -13,7 +11,7 @@ import munet
 import munet.nn as nn
 import munet.nn.functional as F
 from tests.nn.layer_check import assert_same_structure, compare, copy_state, make_pair, run_both
-from tests.reference import assert_close, assert_close_to_reference, randn, to_torch
+from tests.reference import assert_close, assert_close_to_reference, float64_copy, randn, to_torch
 
 BN = [
     ("BatchNorm1d", (4, 3)),
@@ -183,7 +181,7 @@ def test_batchnorm_cnn_sgd_steps_match_torch():
     t_model, m_model = _TorchCNN(), _MunetCNN()
     copy_state(m_model, t_model)
     assert list(m_model.state_dict()) == list(t_model.state_dict())
-    r_model = copy.deepcopy(t_model).double()  # the float64 reference
+    r_model = float64_copy(t_model)
     t_opt = torch.optim.SGD(t_model.parameters(), lr=0.1, momentum=0.9)
     r_opt = torch.optim.SGD(r_model.parameters(), lr=0.1, momentum=0.9)
     m_opt = munet.optim.SGD(m_model.parameters(), lr=0.1, momentum=0.9)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import math
 
 import numpy as np
@@ -11,7 +10,7 @@ import torch
 
 import munet
 from munet import nn
-from tests.reference import assert_close, assert_close_to_reference, randn, to_torch
+from tests.reference import assert_close, assert_close_to_reference, float64_copy, randn, to_torch
 
 
 def _pair(name: str, *args, dtype=torch.float32, **kwargs):
@@ -39,7 +38,7 @@ def _flatten(out) -> list:
 
 def _float64_twin(t_layer, t_in):
     """A float64 copy of torch's layer and of its leaf inputs, to run as ``_compare``'s ``reference``."""
-    return copy.deepcopy(t_layer).double(), [t.detach().double().requires_grad_(True) for t in t_in]
+    return float64_copy(t_layer), [t.detach().double().requires_grad_(True) for t in t_in]
 
 
 def _compare(m_layer, t_layer, m_out, t_out, m_in, t_in, rtol=None, atol=None, reference=None) -> None:
