@@ -117,21 +117,22 @@ def _on_device(x: np.ndarray, device: str):
 
 
 def _make_inputs(inputs, requires_grad: bool, device: str = "cpu"):
-    m_in, t_in = [], []
-    for x in inputs:
-        if isinstance(x, np.ndarray):
-            floating = x.dtype.kind == "f" or x.dtype.name == "bfloat16"
-            m = _on_device(x, device)
-            t = to_torch(x)
-            if requires_grad and floating:
-                m.requires_grad_(True)
-                t.requires_grad_(True)
-            m_in.append(m)
-            t_in.append(t)
-        else:
-            m_in.append(x)
-            t_in.append(x)
-    return m_in, t_in
+    m_in = [
+        _on_device(x, device).requires_grad_(_differentiable(x, requires_grad)) if isinstance(x, np.ndarray) else x
+        for x in inputs
+    ]
+    return m_in, _torch_inputs(inputs, requires_grad)
+
+
+def _torch_inputs(inputs, requires_grad: bool) -> list:
+    return [
+        to_torch(x).requires_grad_(_differentiable(x, requires_grad)) if isinstance(x, np.ndarray) else x
+        for x in inputs
+    ]
+
+
+def _differentiable(x: np.ndarray, requires_grad: bool) -> bool:
+    return requires_grad and (x.dtype.kind == "f" or x.dtype.name == "bfloat16")
 
 
 def assert_close(actual, expected, rtol=None, atol=None, what="output", equal_nan=True):
@@ -283,7 +284,7 @@ def _check(munet_fn, torch_fn, inputs, grad, rtol, atol, grad_rtol, grad_atol, s
     t_out = torch_fn(*t_in)
     r_in = r_out = None
     if float64_reference:
-        _, r_in = _make_inputs([as_float64(x) for x in inputs], requires_grad=grad)
+        r_in = _torch_inputs([as_float64(x) for x in inputs], requires_grad=grad)
         r_out = torch_fn(*r_in)
     if device != "cpu":
         _skip_int64_beyond_int32(t_out, device)
