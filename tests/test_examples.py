@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 import munet
+from tests.reference import assert_close_to_reference, float64_copy
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -54,10 +55,6 @@ def copy_torch_weights(torch_model, munet_model) -> None:
     munet_model.load_state_dict({k: munet.tensor(v.detach().numpy()) for k, v in state.items()})
 
 
-def assert_close(actual, expected, atol=1e-5, rtol=1e-4) -> None:
-    np.testing.assert_allclose(actual.detach().numpy(), expected.detach().numpy(), atol=atol, rtol=rtol)
-
-
 # ---------------------------------------------------------------- train_mlp.py
 
 
@@ -87,7 +84,8 @@ def test_train_mlp_model_matches_pytorch():
     model = ours.make_model(32).eval()
     copy_torch_weights(reference, model)
     x = np.random.default_rng(0).random((5, 8, 8), dtype=np.float32)
-    assert_close(model(munet.tensor(x)), reference(torch.tensor(x)))
+    exact = float64_copy(reference)(torch.tensor(x).double())
+    assert_close_to_reference(model(munet.tensor(x)), reference(torch.tensor(x)), exact)
 
 
 # ---------------------------------------------------------------- char_gpt.py
@@ -135,16 +133,18 @@ def test_char_gpt_model_matches_pytorch():
     model = ours.GPT(vocab_size=20, context=12, width=16, layers=2, heads=4)
     copy_torch_weights(reference, model)
     assert reference.head.weight is reference.tok_emb.weight and model.head.weight is model.tok_emb.weight
+    exact = float64_copy(reference)
     idx = np.random.default_rng(1).integers(0, 20, size=(3, 12))
     logits_t, loss_t = reference(torch.tensor(idx[:, :-1]), torch.tensor(idx[:, 1:]))
+    logits_r, loss_r = exact(torch.tensor(idx[:, :-1]), torch.tensor(idx[:, 1:]))
     logits_m, loss_m = model(munet.tensor(idx[:, :-1]), munet.tensor(idx[:, 1:]))
-    assert_close(logits_m, logits_t)
-    assert_close(loss_m, loss_t)
-    loss_t.backward()
-    loss_m.backward()
-    params_t = dict(reference.named_parameters())
+    assert_close_to_reference(logits_m, logits_t, logits_r, what="logits")
+    assert_close_to_reference(loss_m, loss_t, loss_r, what="loss")
+    for loss in (loss_t, loss_r, loss_m):
+        loss.backward()
+    params_t, params_r = dict(reference.named_parameters()), dict(exact.named_parameters())
     for name, p in model.named_parameters():
-        assert_close(p.grad, params_t[name].grad, atol=1e-6, rtol=1e-3)
+        assert_close_to_reference(p.grad, params_t[name].grad, params_r[name].grad, what=f"grad of {name}")
 
 
 # ---------------------------------------------------------------- resnet_cnn.py
@@ -173,19 +173,22 @@ def test_resnet_cnn_model_matches_pytorch():
             if name.endswith("bn2.weight"):
                 p.uniform_(0.5, 1.5)
     copy_torch_weights(reference, model)
+    exact = float64_copy(reference)
     x = np.random.default_rng(2).random((6, 1, 8, 8), dtype=np.float32)
     target = np.arange(6) % 10
     loss_t = torch.nn.functional.cross_entropy(reference(torch.tensor(x)), torch.tensor(target))
+    loss_r = torch.nn.functional.cross_entropy(exact(torch.tensor(x).double()), torch.tensor(target))
     loss_m = munet.nn.functional.cross_entropy(model(munet.tensor(x)), munet.tensor(target))
-    assert_close(loss_m, loss_t)
-    loss_t.backward()
-    loss_m.backward()
-    params_t = dict(reference.named_parameters())
+    assert_close_to_reference(loss_m, loss_t, loss_r, what="loss")
+    for loss in (loss_t, loss_r, loss_m):
+        loss.backward()
+    params_t, params_r = dict(reference.named_parameters()), dict(exact.named_parameters())
     for name, p in model.named_parameters():
-        assert_close(p.grad, params_t[name].grad, atol=1e-5, rtol=1e-3)
-    buffers_t = dict(reference.named_buffers())
+        assert_close_to_reference(p.grad, params_t[name].grad, params_r[name].grad, what=f"grad of {name}")
+    buffers_t, buffers_r = dict(reference.named_buffers()), dict(exact.named_buffers())
     for name, b in model.named_buffers():
-        assert_close(b, buffers_t[name])
-    reference.eval()
-    model.eval()
-    assert_close(model(munet.tensor(x)), reference(torch.tensor(x)))
+        assert_close_to_reference(b, buffers_t[name], buffers_r[name], what=name)
+    for m in (reference, exact, model):
+        m.eval()
+    exact_out = exact(torch.tensor(x).double())
+    assert_close_to_reference(model(munet.tensor(x)), reference(torch.tensor(x)), exact_out, what="eval output")

@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 import munet
-from tests.reference import assert_close, to_numpy, to_torch
+from tests.reference import as_float64, assert_close_with_reference, float64_copy, to_numpy, to_torch
 
 
 def make_pair(name: str, args=(), kwargs=None, dtype: str = "float32"):
@@ -58,37 +58,68 @@ def _inputs(inputs):
     return m_in, t_in
 
 
-def run_both(m_layer, t_layer, *inputs, forward_kwargs=None, rtol=None, atol=None, grad_rtol=None, grad_atol=None):
-    """Forward and backward through both layers; compare outputs, input/parameter grads and buffers."""
+def run_both(
+    m_layer,
+    t_layer,
+    *inputs,
+    forward_kwargs=None,
+    rtol=None,
+    atol=None,
+    grad_rtol=None,
+    grad_atol=None,
+    float64_reference=False,
+):
+    """Forward and backward through both layers; compare outputs, input/parameter grads and buffers.
+
+    ``float64_reference=True``: a float64 copy of torch's layer runs too, on float64 copies of the
+    inputs, and float32 results are compared by ``assert_close_to_reference`` instead of the tolerances.
+    """
     forward_kwargs = forward_kwargs or {}
+    r_layer = float64_copy(t_layer) if float64_reference else None  # before a forward updates buffers
     m_in, t_in = _inputs(inputs)
     t_kwargs = {k: to_torch(v) if isinstance(v, np.ndarray) else v for k, v in forward_kwargs.items()}
     m_kwargs = {k: munet.tensor(v) if isinstance(v, np.ndarray) else v for k, v in forward_kwargs.items()}
     t_out = t_layer(*t_in, **t_kwargs)
     m_out = m_layer(*m_in, **m_kwargs)
-    assert_close(m_out, t_out, rtol, atol)
+    r_in = r_out = None
+    if float64_reference:
+        _, r_in = _inputs([as_float64(x) for x in inputs])
+        r_out = r_layer(
+            *r_in, **{k: to_torch(as_float64(v)) if isinstance(v, np.ndarray) else v for k, v in forward_kwargs.items()}
+        )
+    assert_close_with_reference(m_out, t_out, r_out, rtol, atol)
+    r_buffers = dict(r_layer.named_buffers()) if float64_reference else {}
     for (name, mb), (_, tb) in zip(m_layer.named_buffers(), t_layer.named_buffers()):
-        assert_close(mb, tb, rtol, atol, what=f"buffer {name}")
-    t_first = t_out[0] if isinstance(t_out, tuple) else t_out
-    m_first = m_out[0] if isinstance(m_out, tuple) else m_out
+        assert_close_with_reference(mb, tb, r_buffers.get(name), rtol, atol, what=f"buffer {name}")
+    t_first, m_first = _first(t_out), _first(m_out)
     if not t_first.requires_grad:
         return m_out, t_out
     upstream = np.random.default_rng(7).standard_normal(tuple(t_first.shape))
     t_first.backward(to_torch(upstream).to(t_first.dtype))
     m_first.backward(munet.tensor(upstream).to(m_first.dtype))
+    if float64_reference:
+        _first(r_out).backward(torch.from_numpy(upstream))
+    grad_rtol, grad_atol = grad_rtol or rtol, grad_atol or atol
     for i, (m, t) in enumerate(zip(m_in, t_in)):
         if isinstance(t, torch.Tensor) and t.requires_grad:
             assert m.grad is not None, f"input {i}: munet computed no gradient"
-            assert_close(m.grad, t.grad, grad_rtol or rtol, grad_atol or atol, what=f"grad of input {i}")
+            r_grad = r_in[i].grad if float64_reference else None
+            assert_close_with_reference(m.grad, t.grad, r_grad, grad_rtol, grad_atol, what=f"grad of input {i}")
     t_params = dict(t_layer.named_parameters())
+    r_params = dict(r_layer.named_parameters()) if float64_reference else {}
     for name, p in m_layer.named_parameters():
         tp = t_params[name]
         if tp.grad is None:
             assert p.grad is None or not np.any(to_numpy(p.grad)), f"{name}: torch has no gradient"
             continue
         assert p.grad is not None, f"{name}: munet computed no gradient"
-        assert_close(p.grad, tp.grad, grad_rtol or rtol, grad_atol or atol, what=f"grad of {name}")
+        r_grad = r_params[name].grad if float64_reference else None
+        assert_close_with_reference(p.grad, tp.grad, r_grad, grad_rtol, grad_atol, what=f"grad of {name}")
     return m_out, t_out
+
+
+def _first(out):
+    return out[0] if isinstance(out, tuple) else out
 
 
 def compare(name, args, kwargs, *inputs, dtype="float32", modes=("train", "eval"), **tol):

@@ -11,7 +11,7 @@ import munet
 import munet.nn as nn
 import munet.nn.functional as F
 from tests.nn.layer_check import assert_same_structure, compare, copy_state, make_pair, run_both
-from tests.reference import assert_close, randn, to_torch
+from tests.reference import assert_close, assert_close_to_reference, float64_copy, randn, to_torch
 
 BN = [
     ("BatchNorm1d", (4, 3)),
@@ -33,7 +33,7 @@ BN_OPTIONS = [
 @pytest.mark.parametrize("name,shape", BN, ids=str)
 @pytest.mark.parametrize("kwargs", BN_OPTIONS, ids=str)
 def test_batch_norm_matches_torch(name, shape, kwargs):
-    compare(name, (3,), kwargs, randn(*shape), rtol=1e-4, atol=1e-5)
+    compare(name, (3,), kwargs, randn(*shape), float64_reference=True)
 
 
 def test_batch_norm_float64_running_stats_over_several_steps():
@@ -83,7 +83,7 @@ IN = [("InstanceNorm1d", (2, 3, 6)), ("InstanceNorm1d", (3, 6)), ("InstanceNorm2
 @pytest.mark.parametrize("name,shape", IN, ids=str)
 @pytest.mark.parametrize("kwargs", [{}, {"affine": True}, {"track_running_stats": True}, {"affine": True, "track_running_stats": True, "momentum": 0.2}], ids=str)  # fmt: skip
 def test_instance_norm_matches_torch(name, shape, kwargs):
-    compare(name, (3,), kwargs, randn(*shape), rtol=1e-4, atol=1e-5)
+    compare(name, (3,), kwargs, randn(*shape), float64_reference=True)
 
 
 def test_instance_norm_errors():
@@ -105,7 +105,7 @@ def test_instance_norm_errors():
     ids=str,
 )
 def test_layer_norm_matches_torch(args, kwargs, shape, dtype):
-    compare("LayerNorm", args, kwargs, randn(*shape), dtype=dtype, modes=("train",), rtol=1e-4, atol=1e-5)
+    compare("LayerNorm", args, kwargs, randn(*shape), dtype=dtype, modes=("train",), float64_reference=True)
 
 
 @pytest.mark.parametrize(
@@ -114,7 +114,7 @@ def test_layer_norm_matches_torch(args, kwargs, shape, dtype):
     ids=str,
 )
 def test_group_norm_matches_torch(args, kwargs):
-    compare("GroupNorm", args, kwargs, randn(2, 6, 3, 2), modes=("train",), rtol=1e-4, atol=1e-5)
+    compare("GroupNorm", args, kwargs, randn(2, 6, 3, 2), modes=("train",), float64_reference=True)
 
 
 def test_group_norm_divisibility_error():
@@ -124,12 +124,12 @@ def test_group_norm_divisibility_error():
 
 @pytest.mark.parametrize("args,kwargs", [((5,), {}), ((5,), {"eps": 1e-3}), (([3, 5],), {"elementwise_affine": False})], ids=str)  # fmt: skip
 def test_rms_norm_matches_torch(args, kwargs):
-    compare("RMSNorm", args, kwargs, randn(2, 3, 5), modes=("train",), rtol=1e-4, atol=1e-5)
+    compare("RMSNorm", args, kwargs, randn(2, 3, 5), modes=("train",), float64_reference=True)
 
 
 @pytest.mark.parametrize("kwargs", [{"size": 3}, {"size": 2, "alpha": 1e-2, "beta": 0.5, "k": 2.0}], ids=str)
 def test_local_response_norm_matches_torch(kwargs):
-    compare("LocalResponseNorm", (), kwargs, randn(2, 5, 3, 3), modes=("train",), rtol=1e-4, atol=1e-5)
+    compare("LocalResponseNorm", (), kwargs, randn(2, 5, 3, 3), modes=("train",), float64_reference=True)
 
 
 def test_norm_parameter_state_and_repr():
@@ -181,27 +181,30 @@ def test_batchnorm_cnn_sgd_steps_match_torch():
     t_model, m_model = _TorchCNN(), _MunetCNN()
     copy_state(m_model, t_model)
     assert list(m_model.state_dict()) == list(t_model.state_dict())
+    r_model = float64_copy(t_model)
     t_opt = torch.optim.SGD(t_model.parameters(), lr=0.1, momentum=0.9)
+    r_opt = torch.optim.SGD(r_model.parameters(), lr=0.1, momentum=0.9)
     m_opt = munet.optim.SGD(m_model.parameters(), lr=0.1, momentum=0.9)
     rng = np.random.default_rng(0)
     for step in range(3):
         x = rng.standard_normal((6, 3, 8, 8)).astype(np.float32)
         y = rng.integers(0, 5, size=6)
         t_opt.zero_grad()
+        r_opt.zero_grad()
         m_opt.zero_grad()
         t_loss = torch.nn.functional.cross_entropy(t_model(to_torch(x)), torch.from_numpy(y))
+        r_loss = torch.nn.functional.cross_entropy(r_model(to_torch(x).double()), torch.from_numpy(y))
         m_loss = F.cross_entropy(m_model(munet.tensor(x)), munet.tensor(y))
         assert_close(m_loss, t_loss.detach(), rtol=1e-5, atol=1e-6, what=f"loss at step {step}")
-        t_loss.backward()
-        m_loss.backward()
-        t_opt.step()
-        m_opt.step()
-        t_state = t_model.state_dict()
+        for loss, opt in ((t_loss, t_opt), (r_loss, r_opt), (m_loss, m_opt)):
+            loss.backward()
+            opt.step()
+        t_state, r_state = t_model.state_dict(), r_model.state_dict()
         for key, value in m_model.state_dict().items():
-            assert_close(value, t_state[key], rtol=1e-4, atol=1e-5, what=f"{key} after step {step}")
-    m_model.eval()
-    t_model.eval()
+            assert_close_to_reference(value, t_state[key], r_state[key], what=f"{key} after step {step}")
+    for model in (m_model, t_model, r_model):
+        model.eval()
     x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
     with torch.no_grad():
-        expected = t_model(to_torch(x))
-    assert_close(m_model(munet.tensor(x)).detach(), expected, rtol=1e-4, atol=1e-5, what="eval output")
+        expected, exact = t_model(to_torch(x)), r_model(to_torch(x).double())
+    assert_close_to_reference(m_model(munet.tensor(x)).detach(), expected, exact, what="eval output")

@@ -223,8 +223,7 @@ def test_mnist_cnn_layers_float32():
         randn(8, seed=3),
         randn(6, 8, 3, 3, seed=4),
         randn(6, seed=5),
-        rtol=1e-4,
-        atol=1e-4,
+        float64_reference=True,
     )
 
 

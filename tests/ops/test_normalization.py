@@ -38,15 +38,27 @@ def double_backward(munet_fn, torch_fn, *arrays, rtol=1e-6, atol=1e-8):
 def test_layer_norm_affine(shape, ns, dtype):
     nshape = (ns,) if isinstance(ns, int) else ns
     x, w, b = randn(*shape, dtype=dtype), randn(*nshape, dtype=dtype, seed=2), randn(*nshape, dtype=dtype, seed=3)
-    check(lambda x, w, b: F.layer_norm(x, ns, w, b), lambda x, w, b: TF.layer_norm(x, nshape, w, b), x, w, b, atol=1e-5)
-    check(lambda x: munet.layer_norm(x, ns, eps=1e-3), lambda x: torch.layer_norm(x, nshape, eps=1e-3), x, atol=1e-5)
+    check(
+        lambda x, w, b: F.layer_norm(x, ns, w, b),
+        lambda x, w, b: TF.layer_norm(x, nshape, w, b),
+        x,
+        w,
+        b,
+        float64_reference=True,
+    )
+    check(
+        lambda x: munet.layer_norm(x, ns, eps=1e-3),
+        lambda x: torch.layer_norm(x, nshape, eps=1e-3),
+        x,
+        float64_reference=True,
+    )
 
 
 def test_layer_norm_noncontiguous_and_half():
     x = noncontiguous(randn(3, 4, 6, dtype="float64"))
     check(lambda x: F.layer_norm(x, (6,)), lambda x: TF.layer_norm(x, (6,)), x)
     xt = randn(3, 8, dtype="float32").T.copy().T  # transposed layout
-    check(lambda x: F.layer_norm(x, (8,)), lambda x: TF.layer_norm(x, (8,)), xt, atol=1e-5)
+    check(lambda x: F.layer_norm(x, (8,)), lambda x: TF.layer_norm(x, (8,)), xt, float64_reference=True)
     check(
         lambda x: F.layer_norm(x, (8,)),
         lambda x: TF.layer_norm(x, (8,)),
@@ -66,8 +78,19 @@ def test_layer_norm_double_backward():
 @pytest.mark.parametrize("eps", [None, 1e-3])
 def test_rms_norm(dtype, eps):
     x, w = randn(2, 3, 4, dtype=dtype), randn(4, dtype=dtype, seed=2)
-    check(lambda x, w: F.rms_norm(x, (4,), w, eps), lambda x, w: TF.rms_norm(x, (4,), w, eps), x, w, atol=1e-5)
-    check(lambda x: munet.rms_norm(x, [3, 4], eps=eps), lambda x: torch.rms_norm(x, [3, 4], eps=eps), x, atol=1e-5)
+    check(
+        lambda x, w: F.rms_norm(x, (4,), w, eps),
+        lambda x, w: TF.rms_norm(x, (4,), w, eps),
+        x,
+        w,
+        float64_reference=True,
+    )
+    check(
+        lambda x: munet.rms_norm(x, [3, 4], eps=eps),
+        lambda x: torch.rms_norm(x, [3, 4], eps=eps),
+        x,
+        float64_reference=True,
+    )
 
 
 def test_layer_norm_errors():
@@ -156,9 +179,14 @@ def test_group_norm(shape, groups, dtype):
         x,
         w,
         b,
-        atol=1e-5,
+        float64_reference=True,
     )
-    check(lambda x: munet.group_norm(x, groups), lambda x: torch.group_norm(x, groups), noncontiguous(x), atol=1e-5)
+    check(
+        lambda x: munet.group_norm(x, groups),
+        lambda x: torch.group_norm(x, groups),
+        noncontiguous(x),
+        float64_reference=True,
+    )
 
 
 def test_group_norm_errors():
@@ -191,7 +219,7 @@ def test_instance_norm_with_running_stats(shape, dtype):
         x,
         atol=1e-5,
     )
-    check(lambda x: F.instance_norm(x), lambda x: TF.instance_norm(x), noncontiguous(x), atol=1e-5)
+    check(lambda x: F.instance_norm(x), lambda x: TF.instance_norm(x), noncontiguous(x), float64_reference=True)
 
 
 # normalize / local_response_norm -------------------------------------------------------------------------------
