@@ -92,6 +92,7 @@ class _BackendEntry:
 
 
 _BACKENDS: dict[str, _BackendEntry] = {}
+_creating = threading.RLock()  # held while a backend object is built
 
 
 def register_backend(device_type: str, list_devices, factory, explain_unavailable=None, package=None) -> None:
@@ -140,14 +141,21 @@ def get_backend(dev: device):
     index = dev.index or 0
     backend = entry.instances.get(index)
     if backend is None:
-        if index not in {i for i, _, _ in entry.list_devices()}:
-            reason = entry.explain_unavailable(index) if entry.explain_unavailable is not None else ""
-            raise DeviceError(
-                f"device '{dev}' is not available; {reason + '; ' if reason else ''}"
-                f"available devices: {_available_labels()}"
-            )
-        backend = entry.factory(index)
-        entry.instances[index] = backend
+        with _creating:  # threads asking at once must share one backend object (tensors compare it)
+            backend = entry.instances.get(index)
+            if backend is None:
+                backend = _create_backend(entry, dev, index)
+    return backend
+
+
+def _create_backend(entry: _BackendEntry, dev: device, index: int):
+    if index not in {i for i, _, _ in entry.list_devices()}:
+        reason = entry.explain_unavailable(index) if entry.explain_unavailable is not None else ""
+        raise DeviceError(
+            f"device '{dev}' is not available; {reason + '; ' if reason else ''}available devices: {_available_labels()}"
+        )
+    backend = entry.factory(index)
+    entry.instances[index] = backend
     return backend
 
 

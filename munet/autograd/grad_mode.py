@@ -1,13 +1,25 @@
-"""Grad mode: whether ops record autograd history (``no_grad``, ``enable_grad``, ...)."""
+"""Grad mode: whether ops record autograd history (``no_grad``, ``enable_grad``, ...).
+
+Grad mode and inference mode are per thread, as in PyTorch: a block in one thread does not
+change what another records, and a new thread starts with grad enabled and inference mode
+off, whatever the thread that started it had.
+"""
 
 from __future__ import annotations
 
 import functools
+import threading
 
 
-class _State:
+class _GradMode(threading.local):
+    """This thread's grad mode. The class attributes are the defaults every thread starts
+    with; assigning one gives the current thread its own value (cheap to read in ``apply``)."""
+
     enabled = True
     inference = False
+
+
+_State = _GradMode()
 
 
 def is_grad_enabled() -> bool:

@@ -10,6 +10,7 @@ when the cache is full. ``stats()`` reports what ran.
 
 from __future__ import annotations
 
+import threading
 import time
 from collections import OrderedDict
 
@@ -23,7 +24,11 @@ from munet.compiler.lower_cpu import new_counters
 from munet.compiler.passes.decompose import decompose_standardize
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
-from munet.ops._registry import Meta
+from munet.ops._registry import Meta, _Tracing
+
+# One trace (and its lowering) at a time in the process, as torch._dynamo's compile_lock: a trace
+# poisons the real tensors it reads until it ends, so two traces over shared tensors must not interleave.
+_COMPILE_LOCK = threading.RLock()
 
 
 def compile(fn=None, *, device=None, dynamic: bool = False, fuse: bool = True, cache_size: int = 8, optimize=True):  # noqa: A001
@@ -70,11 +75,19 @@ class CompiledFunction:
         self._optimizers: list = []
         self._counters = dict(calls=0, cache_hits=0, traces=0, evictions=0)
         self._times = dict(trace_ms=0.0, compile_ms=0.0, run_ms=0.0, last_run_ms=0.0)
+        self._lock = threading.RLock()  # one call at a time: the cache and each plan's arena are shared
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
 
     # calling ---------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        """Calls from several threads run one at a time; a thread that is tracing cannot call it."""
+        if _Tracing.tracer is not None:
+            raise RuntimeError("munet.compile: a compiled function was called while another one is being traced")
+        with self._lock:
+            return self._call(*args, **kwargs)
+
+    def _call(self, *args, **kwargs):
         flat, rebuild = _flatten((args, kwargs))
         self._note_modules(flat)
         key = self._key(flat)
@@ -84,7 +97,8 @@ class CompiledFunction:
             del self._cache[key]
             entry = None
         if entry is None:
-            entry = self._trace(flat, rebuild)
+            with _COMPILE_LOCK:
+                entry = self._trace(flat, rebuild)
             self._cache[key] = entry
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)

@@ -9,12 +9,14 @@ composite functions decorated with ``@float32_under_autocast`` (the losses):
 - every other op runs in the dtype its inputs promote to (PyTorch's rules).
 
 Casts of leaf tensors (weights) are cached for the duration of the outermost autocast block.
-``munet.amp.autocast`` switches the policy on and off.
+``munet.amp.autocast`` switches the policy on and off. The switch, the dtype and the cache are
+per thread, as in PyTorch: autocast in one thread leaves another's ops in their own precision.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 
 from munet import _dtype as D
 from munet._tensor import Tensor
@@ -55,11 +57,19 @@ FLOAT32 = frozenset(
 FP32_FUNCTIONS: set[str] = set()
 
 
-class _State:
+class _AutocastState(threading.local):
+    """This thread's autocast nesting depth, dtype, device type and weight-cast cache
+    (class attributes: what a new thread starts with)."""
+
     depth = 0
     dtype = None
     device_type = None
-    cache: dict = {}
+
+    def __init__(self):
+        self.cache: dict = {}  # (id(leaf), dtype) -> (leaf, its cast, leaf version); this thread's
+
+
+_State = _AutocastState()
 
 
 def _cast(t, dtype):

@@ -133,3 +133,56 @@ def test_losses_run_in_float32_under_autocast():
         assert F.mse_loss(logits, logits * 0).dtype is munet.float32
         assert F.layer_norm(logits, (5,)).dtype is munet.float32
     assert F.mse_loss(logits, logits * 0).dtype is munet.bfloat16
+
+
+def _hold_autocast(dtype, entered, leave, x):
+    """In this thread: enter autocast(dtype), signal, wait, then report the dtype of ``x @ x``."""
+    with munet.autocast("cpu", dtype=dtype):
+        entered.set()
+        leave.wait(30)
+        return (x @ x).dtype
+
+
+def test_autocast_is_per_thread():
+    """Autocast in one thread leaves another thread's float32 matmul float32 (PyTorch: per thread, too)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = munet.randn(3, 3)
+    entered, leave = threading.Event(), threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        inside = pool.submit(_hold_autocast, munet.bfloat16, entered, leave, x)
+        assert entered.wait(30)
+        try:
+            here = (x @ x).dtype, munet.amp.is_autocast_enabled()
+        finally:
+            leave.set()
+        assert inside.result(timeout=30) is munet.bfloat16
+    assert here == (munet.float32, False)
+
+
+def test_two_threads_autocast_to_their_own_dtypes():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = munet.randn(3, 3, requires_grad=True)  # a leaf: its casts go through the per-thread cache
+    events = [threading.Event() for _ in range(4)]
+    with ThreadPoolExecutor(2) as pool:
+        half = pool.submit(_hold_autocast, munet.float16, events[0], events[1], x)
+        assert events[0].wait(30)
+        brain = pool.submit(_hold_autocast, munet.bfloat16, events[2], events[3], x)
+        assert events[2].wait(30)
+        for e in events:
+            e.set()
+        assert (half.result(timeout=30), brain.result(timeout=30)) == (munet.float16, munet.bfloat16)
+
+
+def test_a_new_thread_starts_without_autocast():
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = munet.randn(2, 2)
+    with munet.autocast("cpu"), ThreadPoolExecutor(1) as pool:
+        seen = pool.submit(lambda: (munet.amp.is_autocast_enabled(), (x @ x).dtype)).result(timeout=30)
+    assert seen == (False, munet.float32)
+    with torch.autocast("cpu"), ThreadPoolExecutor(1) as pool:
+        assert pool.submit(lambda: torch.is_autocast_enabled("cpu")).result(timeout=30) is False  # the reference
