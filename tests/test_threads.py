@@ -108,6 +108,32 @@ def test_a_compiled_function_called_inside_a_trace_raises():
         outer(munet.ones(1))
 
 
+def _shared_program(kind: str, tmp_path):
+    compiled = munet.compile(lambda x: ((x * 2 + 1).relu() * x).sum(0))
+    compiled(munet.ones(512, 256))
+    if kind == "compiled":
+        return compiled
+    munet.save(compiled, tmp_path / "program.munet")
+    return munet.load(tmp_path / "program.munet")
+
+
+@pytest.mark.parametrize("kind", ["compiled", "loaded"])
+def test_one_program_called_from_eight_threads_at_once(kind, tmp_path, fast_switching):
+    """Calls share the plan's memory arena, so they must not overlap (each result is checked)."""
+    program = _shared_program(kind, tmp_path)
+
+    def calls(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(25):
+            a = rng.standard_normal((512, 256)).astype(np.float32)
+            got = program(munet.tensor(a)).numpy()
+            np.testing.assert_allclose(got, (np.maximum(a * 2 + 1, 0) * a).sum(0), rtol=1e-5, atol=1e-4)
+
+    with ThreadPoolExecutor(8) as pool:
+        for f in [pool.submit(calls, seed) for seed in range(8)]:
+            f.result(timeout=300)
+
+
 # first use ----------------------------------------------------------------------------------------
 
 
