@@ -78,6 +78,10 @@ class set_grad_enabled(_GradModeContext):  # noqa: N801
     def _ctor_args(self):
         return (self._target,)
 
+    def __call__(self, fn):
+        _State.enabled = self._prev  # as a decorator it switches only inside calls, as in PyTorch
+        return super().__call__(fn)
+
     def __enter__(self):
         pass
 
@@ -87,7 +91,11 @@ class set_grad_enabled(_GradModeContext):  # noqa: N801
 
 
 class inference_mode(_GradModeContext):  # noqa: N801
-    """Like ``no_grad``; tensors created inside are marked as inference tensors."""
+    """Like ``no_grad``; tensors created inside are marked as inference tensors.
+
+    ``inference_mode(False)`` turns inference mode off and grad mode on inside the block (also
+    within ``no_grad``), as in PyTorch.
+    """
 
     def __init__(self, mode: bool = True):
         self.mode = bool(mode)
@@ -103,9 +111,8 @@ class inference_mode(_GradModeContext):  # noqa: N801
     def __enter__(self):
         self._prev = _State.enabled
         self._prev_inf = _State.inference
-        if self.mode:
-            _State.enabled = False
-            _State.inference = True
+        _State.enabled = not self.mode
+        _State.inference = self.mode
 
     def __exit__(self, *exc):
         _State.enabled = self._prev

@@ -98,3 +98,28 @@ def test_set_grad_enabled_in_a_thread_stays_in_that_thread():
 
     assert in_new_thread(switch_off) is False
     assert munet.is_grad_enabled()
+
+
+def test_set_grad_enabled_as_a_decorator_switches_only_inside_calls():
+    @torch.set_grad_enabled(False)
+    def reference():
+        return torch.is_grad_enabled()
+
+    @munet.set_grad_enabled(False)
+    def decorated():
+        return munet.is_grad_enabled()
+
+    assert (torch.is_grad_enabled(), reference(), torch.is_grad_enabled()) == (True, False, True)
+    assert (munet.is_grad_enabled(), decorated(), munet.is_grad_enabled()) == (True, False, True)
+
+
+def test_inference_mode_false_turns_inference_mode_off_and_grad_on():
+    def seen(inference_mode, is_inference, is_grad, outer):
+        with outer():
+            with inference_mode(False):
+                return is_inference(), is_grad()
+
+    for outer in ("inference_mode", "no_grad"):
+        want = seen(torch.inference_mode, torch.is_inference_mode_enabled, torch.is_grad_enabled, getattr(torch, outer))
+        got = seen(munet.inference_mode, is_inference_mode_enabled, munet.is_grad_enabled, getattr(munet, outer))
+        assert got == want == (False, True), outer
