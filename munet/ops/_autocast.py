@@ -58,12 +58,13 @@ FP32_FUNCTIONS: set[str] = set()
 
 
 class _AutocastState(threading.local):
-    """This thread's autocast nesting depth, dtype, device type and weight-cast cache
-    (class attributes: what a new thread starts with)."""
+    """This thread's autocast nesting depth, dtype, device type and weight-cast cache (and
+    whether to use it); the class attributes are what a new thread starts with."""
 
     depth = 0
     dtype = None
     device_type = None
+    cache_enabled = True
 
     def __init__(self):
         self.cache: dict = {}  # (id(leaf), dtype) -> (leaf, its cast, leaf version); this thread's
@@ -75,7 +76,7 @@ _State = _AutocastState()
 def _cast(t, dtype):
     from munet.ops.convert import cast
 
-    if t._grad_fn is None and t.requires_grad:
+    if t._grad_fn is None and t.requires_grad and _State.cache_enabled:
         key = (id(t), dtype)
         hit = _State.cache.get(key)
         if hit is not None and hit[0] is t and hit[2] == t._version:

@@ -56,6 +56,16 @@ def test_autocast_caches_weight_casts():
     assert a.grad_fn.next_functions[1][0] is b.grad_fn.next_functions[1][0]
 
 
+def test_autocast_cache_enabled_false_casts_at_each_use():
+    w = munet.randn(3, 3, requires_grad=True)
+    with munet.autocast("cpu", cache_enabled=False):
+        a = munet.ones(1, 3) @ w
+        b = munet.ones(1, 3) @ w
+    assert a.grad_fn.next_functions[1][0] is not b.grad_fn.next_functions[1][0]
+    (a + b).float().sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.full((3, 3), 2.0))
+
+
 def test_autocast_errors():
     with pytest.raises(ValueError, match="float16 or munet.bfloat16"):
         munet.autocast("cpu", dtype=munet.float64)
