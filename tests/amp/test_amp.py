@@ -48,6 +48,46 @@ def test_autocast_matches_pytorch_dtypes_for_lower_precision_ops():
     np.testing.assert_allclose(m.float().numpy(), t.float().numpy(), rtol=2e-2, atol=2e-2)
 
 
+def test_autocast_dtypes_of_layers_with_bias_and_mixed_operands_match_pytorch():
+    """linear and the convolutions cast their bias too; matmul takes a float32/bfloat16 mix."""
+    rng = np.random.default_rng(0)
+    arrays = {
+        "x": (2, 3),
+        "w": (4, 3),
+        "b": (4,),
+        "img": (1, 3, 5, 5),
+        "k": (4, 3, 3, 3),
+        "kt": (3, 2, 3, 3),
+        "bt": (2,),
+        "seq": (1, 4, 16),
+    }
+    arrays = {k: rng.standard_normal(shape).astype(np.float32) for k, shape in arrays.items()}
+
+    def dtypes(lib, functional, nn, t, low):
+        torch.manual_seed(0)
+        attention = nn.MultiheadAttention(16, 2, batch_first=True)
+        with lib.autocast("cpu", dtype=low):
+            return [
+                str(y.dtype).split(".")[-1]
+                for y in (
+                    functional.linear(t["x"], t["w"], t["b"]),
+                    functional.conv2d(t["img"], t["k"], t["b"]),
+                    functional.conv_transpose2d(t["img"], t["kt"], t["bt"]),
+                    lib.matmul(t["x"].to(low), t["w"].t()),
+                    attention(t["seq"], t["seq"], t["seq"])[0],
+                )
+            ]
+
+    want = dtypes(torch, torch.nn.functional, torch.nn, {k: torch.tensor(a) for k, a in arrays.items()}, torch.bfloat16)
+    got = dtypes(munet, F, munet.nn, {k: munet.tensor(a) for k, a in arrays.items()}, munet.bfloat16)
+    assert got == want == ["bfloat16"] * 5
+
+
+def test_mixed_matmul_operands_raise_outside_autocast():
+    with pytest.raises(RuntimeError, match="same dtype"):
+        munet.matmul(munet.ones(2, 2).bfloat16(), munet.ones(2, 2))
+
+
 def test_autocast_caches_weight_casts():
     w = munet.randn(3, 3, requires_grad=True)
     with munet.autocast("cpu"):
