@@ -4,6 +4,11 @@
 dtypes, autograd, ``nn``, ``optim``. See README.md and docs/.
 """
 
+import logging as _logging
+
+# Modules log to ``munet.*`` loggers; what is shown, and where, is the application's choice.
+_logging.getLogger(__name__).addHandler(_logging.NullHandler())
+
 from munet import backends as _backends  # noqa: F401 - registers the cpu device
 from munet import ops as _ops
 from munet._device import (
@@ -83,7 +88,7 @@ from munet import _tensor_methods  # noqa: E402
 
 _tensor_methods.bind()
 
-from munet import amp, autograd, nn, optim, utils, vulkan  # noqa: E402,F401
+from munet import amp, autograd, metrics, nn, optim, utils, vulkan  # noqa: E402,F401
 from munet.amp import autocast  # noqa: E402,F401
 from munet.compiler import compile  # noqa: E402,F401,A004
 from munet.serialization import load, save  # noqa: E402,F401

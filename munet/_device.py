@@ -23,7 +23,8 @@ class OutOfMemoryError(RuntimeError):
 
 
 class DeviceLostError(RuntimeError):
-    """The device was lost (driver reset, GPU removed); its tensors are gone."""
+    """The device was lost (driver reset, GPU removed), or a tensor made before its device was
+    reset was used; its tensors are gone (``munet.vulkan.reset()`` opens a fresh device)."""
 
 
 class device:  # noqa: N801 - PyTorch's name
@@ -92,7 +93,7 @@ class _BackendEntry:
 
 
 _BACKENDS: dict[str, _BackendEntry] = {}
-_creating = threading.RLock()  # held while a backend object is built
+_REGISTRY_LOCK = threading.RLock()  # two threads asking for a new device must get one backend
 
 
 def register_backend(device_type: str, list_devices, factory, explain_unavailable=None, package=None) -> None:
@@ -140,22 +141,36 @@ def get_backend(dev: device):
         raise DeviceError(f"unknown device '{dev}'; available devices: {_available_labels()}")
     index = dev.index or 0
     backend = entry.instances.get(index)
-    if backend is None:
-        with _creating:  # threads asking at once must share one backend object (tensors compare it)
-            backend = entry.instances.get(index)
-            if backend is None:
-                backend = _create_backend(entry, dev, index)
+    if backend is not None:
+        return backend
+    with _REGISTRY_LOCK:
+        backend = entry.instances.get(index)
+        if backend is None:
+            if index not in {i for i, _, _ in entry.list_devices()}:
+                reason = entry.explain_unavailable(index) if entry.explain_unavailable is not None else ""
+                raise DeviceError(
+                    f"device '{dev}' is not available; {reason + '; ' if reason else ''}"
+                    f"available devices: {_available_labels()}"
+                )
+            backend = entry.factory(index)
+            entry.instances[index] = backend
     return backend
 
 
-def _create_backend(entry: _BackendEntry, dev: device, index: int):
-    if index not in {i for i, _, _ in entry.list_devices()}:
-        reason = entry.explain_unavailable(index) if entry.explain_unavailable is not None else ""
-        raise DeviceError(
-            f"device '{dev}' is not available; {reason + '; ' if reason else ''}available devices: {_available_labels()}"
-        )
-    backend = entry.factory(index)
-    entry.instances[index] = backend
+def reset_backend(dev: device):
+    """Drop ``dev``'s runtime, lost or not, and open a fresh one; returns the backend.
+
+    The backend object (so the device identity of tensors) stays; its ``generation`` goes up, and
+    tensors made before raise :class:`DeviceLostError` when used. A device never opened is just
+    opened. Backends implement ``reset()`` and ``generation`` to support this.
+    """
+    entry = _BACKENDS.get(dev.type)
+    opened = entry is not None and (dev.index or 0) in entry.instances
+    backend = get_backend(dev)
+    if not hasattr(backend, "reset"):
+        raise DeviceError(f"device '{dev}' cannot be reset (its backend has no reset())")
+    if opened:
+        backend.reset()
     return backend
 
 

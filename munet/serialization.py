@@ -1,22 +1,53 @@
-"""``munet.save`` / ``munet.load``: safetensors files with a hashed JSON manifest. No pickle.
+"""``munet.save`` / ``munet.load``: tamper-evident safetensors files with a JSON manifest. No pickle.
 
 A file is a standard safetensors file (8-byte little-endian header size, JSON header,
 raw little-endian tensor bytes), readable by any safetensors reader. Its ``__metadata__``
-holds ``munet.manifest``: the structure of the saved object (dicts, lists, tuples, numbers,
-strings, None, tensors by name) and a SHA-256 per tensor. A flat ``{str: Tensor}`` dict (a
-state dict) is stored under its own keys, so ``safetensors.torch.load_file`` reads it as one.
+holds two marks of a MuNet file: ``munet.manifest``, the structure of the saved object
+(dicts, lists, tuples, numbers, strings, None, tensors by name) with a SHA-256 per tensor,
+and ``munet.digest``, the SHA-256 of the size field and the header with the digest's own
+value written as 64 zeros. A flat ``{str: Tensor}`` dict (a state dict) is stored under its
+own keys, so ``safetensors.torch.load_file`` reads it as one.
 
-Writes are atomic (temporary file, fsync, rename). ``load`` validates the whole file — header,
-sizes, offsets, hashes, structure — before it returns anything.
+MuNet writes the header as canonical JSON (compact, ASCII, no NaN, spaces to a multiple of
+8 bytes); ``load`` parses it (duplicate keys are refused), writes it again canonically and
+requires the same bytes, checks the digest, requires the tensors to tile the data section
+exactly and checks every tensor's SHA-256. So any change to a MuNet file (a byte changed,
+inserted or removed anywhere, a truncation) raises ``CheckpointError`` naming the file. A
+file with any ``munet.`` metadata key must have the manifest, and a format-2 manifest the
+digest, so no single change turns a MuNet file into a plain one. A safetensors file from
+another writer (``safetensors.torch.save_file``) carries no marks and no hashes: it is checked
+for structure only and loads as a state dict. Files written before the digest (format 1)
+still load, checked by their tensor hashes only.
+
+``f`` is a path or a binary file object (``io.BytesIO``, ``open(path, "rb"/"wb")``; written or
+read from its current position, as ``torch.save``/``torch.load`` do). A save to a path is
+atomic: a temporary file beside the target (named after the target and the writer's host,
+boot, pid and start time), fsync, rename. A symbolic link is written through (its target is
+replaced), an existing file keeps its permission bits and a new one follows the umask, as
+with ``open()``; a save removes the temporary files of earlier saves of the
+same target whose writer has died (a killed process cannot remove its own). ``load`` refuses
+anything but a regular file before opening it and validates the whole file (header, sizes,
+offsets, digest, hashes, structure) before it returns anything; it reads each tensor once,
+hashing as it reads. ``load(path, mmap=True)`` maps the file instead, as ``torch.load`` does:
+tensors are copy-on-write views of the mapping (``MAP_PRIVATE``; writing to them never
+changes the file). Because ``save`` replaces a file by renaming, tensors mapped from the old
+file keep their contents; truncating or rewriting a mapped file in place by other means is
+undefined (the process may get ``SIGBUS``), as with ``torch.load(mmap=True)``.
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import json
+import logging
+import math
+import mmap as _mmap
 import os
+import secrets
+import socket
+import stat
 import struct
-import tempfile
 from collections import OrderedDict
 
 import numpy as np
@@ -25,11 +56,19 @@ from munet import _dtype as D
 from munet._tensor import Tensor
 
 __all__ = ["load", "save"]
+_log = logging.getLogger(__name__)
 
 MANIFEST_KEY = "munet.manifest"
-FORMAT_VERSION = 1
+DIGEST_KEY = "munet.digest"
+_RESERVED_PREFIX = "munet."
+_BLANK_DIGEST = "0" * 64
+FORMAT_VERSION = 2  # 2: the header digest (version 1 files, without it, still load)
+_DIGEST_VERSION = 2
 PROGRAM_FORMAT = "munet-program"  # a compiled program (munet.compiler.saving)
 _MAX_HEADER = 100 * 1024 * 1024
+_MAX_NUMEL = 2**63 - 1  # an element count must fit in int64, as in PyTorch
+_READ_CHUNK = 16 * 1024 * 1024
+_TEMP_PREFIX = ".munet-save."
 
 _CODE_OF = {
     D.float64: "F64",
@@ -129,7 +168,9 @@ def _tensor_bytes(t: Tensor) -> bytes:
 
 
 def save(obj, f, *, metadata: dict | None = None) -> None:
-    """Save ``obj`` (tensors, state dicts, nested containers) to the file ``f`` atomically.
+    """Save ``obj`` (tensors, state dicts, nested containers) to ``f``, a path (atomically) or a binary file object.
+
+    ``metadata`` (str to str, keys not starting with ``munet.``) is stored in ``__metadata__``.
 
     A compiled step (``munet.compile``) or a loaded program is saved as a program: its optimized
     graph and current state, loadable without the Python code (see ``munet.compiler.saving``).
@@ -154,34 +195,82 @@ def save(obj, f, *, metadata: dict | None = None) -> None:
 def write_file(f, entries, manifest: dict, metadata: dict | None = None) -> None:
     """Write ``entries`` (``(name, dtype, shape, raw bytes)``) and ``manifest`` as one safetensors file.
 
-    The manifest gets a SHA-256 per tensor; the write is atomic.
+    The manifest gets a SHA-256 per tensor and the header its digest; a write to a path is atomic.
     """
-    header: dict = {}
+    tensors: dict = {}
     hashes = {}
     chunks = []
     offset = 0
     for name, dtype, shape, data in entries:
-        header[name] = {"dtype": _CODE_OF[dtype], "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        tensors[name] = {"dtype": _CODE_OF[dtype], "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
         hashes[name] = hashlib.sha256(data).hexdigest()
         chunks.append(data)
         offset += len(data)
-    manifest = {**manifest, "sha256": hashes}
-    meta = {MANIFEST_KEY: json.dumps(manifest, separators=(",", ":"))}
+    meta = {MANIFEST_KEY: _canonical_json({**manifest, "sha256": hashes})}
     for k, v in (metadata or {}).items():
         if not isinstance(k, str) or not isinstance(v, str):
             raise TypeError("munet.save: metadata must map str to str")
+        if k.startswith(_RESERVED_PREFIX):
+            raise ValueError(f"munet.save: metadata key {k!r}: keys starting with 'munet.' are reserved")
         meta[k] = v
-    header = {"__metadata__": meta, **header}
-    header_bytes = json.dumps(header, separators=(",", ":")).encode("utf-8")
-    header_bytes += b" " * (-len(header_bytes) % 8)
-    _atomic_write(f, [struct.pack("<Q", len(header_bytes)), header_bytes, *chunks])
+    meta[DIGEST_KEY] = _BLANK_DIGEST  # last, far from the manifest key: the two marks are independent
+    header = {"__metadata__": meta, **tensors}
+    meta[DIGEST_KEY] = _header_digest(_header_bytes(header))
+    header_bytes = _header_bytes(header)
+    _write(f, [struct.pack("<Q", len(header_bytes)), header_bytes, *chunks])
+    _log.info("saved %s: %d tensors, %d bytes of tensor data", _describe(f), len(entries), offset)
 
 
-def _atomic_write(path, chunks) -> None:
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix=".munet-save-", dir=directory)
+def _canonical_json(obj) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=True, allow_nan=False)
+
+
+def _header_bytes(header: dict) -> bytes:
+    """The canonical header: compact ASCII JSON, padded with spaces to a multiple of 8 bytes."""
+    text = _canonical_json(header).encode("ascii")
+    return text + b" " * (-len(text) % 8)
+
+
+def _header_digest(blanked_header: bytes) -> str:
+    """SHA-256 of the size field and the header whose digest value is ``_BLANK_DIGEST``."""
+    return hashlib.sha256(struct.pack("<Q", len(blanked_header)) + blanked_header).hexdigest()
+
+
+def _write(f, chunks) -> None:
+    if not isinstance(f, (str, bytes, os.PathLike)):
+        _write_stream(f, chunks)
+        return
+    path = os.path.realpath(os.fspath(f))  # through symbolic links, as open() writes
+    if isinstance(path, bytes):
+        path = os.fsdecode(path)
+    _remove_stale_temporaries(path)
+    _atomic_write(path, chunks)
+
+
+def _write_stream(f, chunks) -> None:
+    if not hasattr(f, "write"):
+        raise TypeError(f"munet.save: f must be a path or a binary file object, got {type(f).__name__}")
+    if isinstance(f, io.TextIOBase):
+        raise TypeError("munet.save: the file object is a text stream; open it in binary mode ('wb') or use io.BytesIO")
+    if hasattr(f, "writable") and not f.writable():
+        raise ValueError(f"munet.save: the file object {_describe(f)} is not open for writing")
+    for chunk in chunks:
+        f.write(chunk)
+    if hasattr(f, "flush"):
+        f.flush()
+
+
+def _atomic_write(path: str, chunks) -> None:
+    directory = os.path.dirname(path)
+    tmp = os.path.join(directory, _temporary_name(os.path.basename(path)))
     try:
+        mode = stat.S_IMODE(os.stat(path).st_mode) & 0o777  # not setuid/setgid/sticky
+    except OSError:
+        mode = None  # a new file: 0o666 less the umask, as open() creates it
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o666)
+    try:
+        if mode is not None:
+            os.chmod(tmp, mode)
         with os.fdopen(fd, "wb") as out:
             for chunk in chunks:
                 out.write(chunk)
@@ -202,6 +291,86 @@ def _atomic_write(path, chunks) -> None:
         os.close(dir_fd)
 
 
+# temporary files ------------------------------------------------------------------------------------
+#
+# A temporary is named ".munet-save.<target>.<host>.<boot>.<pid>.<start>.<random>": host and boot
+# tell whether the pid can be checked here, the process start time tells a reused pid apart.
+
+
+def _temporary_stem(target_name: str) -> str:
+    if len(target_name) > 120:  # keep the whole name under NAME_MAX
+        target_name = hashlib.sha256(target_name.encode("utf-8", "surrogateescape")).hexdigest()[:16]
+    return _TEMP_PREFIX + target_name
+
+
+def _temporary_name(target_name: str) -> str:
+    host, boot = _machine_marks()
+    pid = os.getpid()
+    return f"{_temporary_stem(target_name)}.{host}.{boot}.{pid}.{_start_time(pid)}.{secrets.token_hex(4)}"
+
+
+def _machine_marks() -> tuple[str, str]:
+    """Where pids can be checked: this host and pid namespace (a container); the boot."""
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = ""
+    host = hashlib.sha256(f"{socket.gethostname()}\0{namespace}".encode()).hexdigest()[:8]
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as f:
+            boot = f.read().strip().replace("-", "")[:8]
+    except OSError:
+        boot = "noboot"
+    return host, boot
+
+
+def _start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), or ``"0"`` where unknown."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            fields = f.read().rsplit(b")", 1)[1].split()
+    except (OSError, IndexError):
+        return "0"
+    return fields[19].decode() if len(fields) > 19 else "0"
+
+
+def _writer_is_gone(host: str, boot: str, pid: int, start: str) -> bool:
+    """Whether the process that named a temporary has exited (False when that cannot be known)."""
+    here_host, here_boot = _machine_marks()
+    if host != here_host:
+        return False  # another machine (or container) on a shared file system
+    if boot != here_boot:
+        return boot != "noboot" and here_boot != "noboot"  # written before a reboot
+    if os.name != "posix":
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        pass  # alive, another user's
+    return start != "0" and _start_time(pid) not in (start, "0")  # the pid was reused
+
+
+def _remove_stale_temporaries(path: str) -> None:
+    """Delete temporaries of earlier saves of ``path`` whose writer has died (SIGKILL, power loss)."""
+    stem = _temporary_stem(os.path.basename(path))
+    try:
+        names = [e.name for e in os.scandir(os.path.dirname(path)) if e.name.startswith(stem + ".")]
+    except OSError:
+        return
+    for name in names:
+        parts = name.rsplit(".", 5)
+        if len(parts) != 6 or parts[0] != stem or not parts[3].isdigit():
+            continue
+        _, host, boot, pid, start, _ = parts
+        if _writer_is_gone(host, boot, int(pid), start):
+            try:
+                os.unlink(os.path.join(os.path.dirname(path), name))
+            except OSError:
+                pass  # removed by a concurrent save
+
+
 # loading ----------------------------------------------------------------------------------------
 
 
@@ -209,9 +378,81 @@ def _fail(path, message: str):
     raise CheckpointError(f"munet.load: {path}: {message}")
 
 
-def _read_file(path) -> bytes:
-    with open(path, "rb") as f:
-        return f.read()
+def _describe(f) -> str:
+    """How error messages name ``f``: its path, or the file object's name or type."""
+    if isinstance(f, (str, bytes, os.PathLike)):
+        return os.fsdecode(os.fspath(f))
+    name = getattr(f, "name", None)
+    return name if isinstance(name, str) else f"<{type(f).__name__}>"
+
+
+class _Source:
+    """A checkpoint opened for reading: a regular file (checked before it is opened) or a binary stream."""
+
+    def __init__(self, f):
+        self.name = _describe(f)
+        self.size = None  # bytes from the start position, where known
+        self.fileno = None
+        if isinstance(f, (str, bytes, os.PathLike)):
+            self._open_path(os.fspath(f))
+        else:
+            self._check_stream(f)
+            self.stream, self.owned = f, False
+
+    def _open_path(self, path) -> None:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            _fail(self.name, f"not a regular file ({_file_kind(info.st_mode)}); munet.load reads only regular files")
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):  # replaced between stat and open
+            os.close(fd)
+            _fail(self.name, f"not a regular file ({_file_kind(info.st_mode)}); munet.load reads only regular files")
+        self.stream, self.owned = os.fdopen(fd, "rb", buffering=0), True
+        self.size, self.fileno = info.st_size, fd
+
+    def _check_stream(self, f) -> None:
+        if not hasattr(f, "read"):
+            raise TypeError(f"munet.load: f must be a path or a binary file object, got {type(f).__name__}")
+        if isinstance(f, io.TextIOBase):
+            raise TypeError("munet.load: the file object is a text stream; open it in binary mode ('rb')")
+        if hasattr(f, "readable") and not f.readable():
+            raise ValueError(f"munet.load: the file object {self.name} is not open for reading")
+
+    def read_exact(self, n: int, what: str) -> bytes:
+        buffer = bytearray(n)
+        self.read_into(memoryview(buffer), what)
+        return bytes(buffer)
+
+    def read_into(self, view: memoryview, what: str, hasher=None) -> None:
+        done = 0
+        while done < len(view):
+            part = view[done : done + _READ_CHUNK]
+            got = self.stream.readinto(part) if hasattr(self.stream, "readinto") else None
+            if got is None:
+                data = self.stream.read(len(part))
+                if isinstance(data, str):
+                    raise TypeError("munet.load: the file object returned str; open it in binary mode ('rb')")
+                got = len(data)
+                part[:got] = data
+            if not got:
+                _fail(self.name, f"file ends inside {what} (truncated)")
+            if hasher is not None:
+                hasher.update(part[:got])
+            done += got
+
+    def at_end(self) -> bool:
+        return not self.stream.read(1)
+
+    def close(self) -> None:
+        if self.owned:
+            self.stream.close()
+
+
+def _file_kind(mode: int) -> str:
+    kinds = [(stat.S_ISDIR, "a directory"), (stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket")]
+    kinds += [(stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device")]
+    return next((name for test, name in kinds if test(mode)), "not a regular file")
 
 
 def _check_not_pickle(path, raw: bytes) -> None:
@@ -227,56 +468,203 @@ def _check_not_pickle(path, raw: bytes) -> None:
         )
 
 
-def _parse_header(path, raw: bytes) -> tuple[dict, int]:
-    if len(raw) < 8:
-        _fail(path, f"file is {len(raw)} bytes, too short for a safetensors header")
-    (n,) = struct.unpack("<Q", raw[:8])
-    if n > _MAX_HEADER or 8 + n > len(raw):
-        _fail(path, f"header size {n} exceeds the file size {len(raw)} (truncated or not a safetensors file)")
+def _no_duplicates(pairs):
+    keys = set()
+    for k, _ in pairs:
+        if k in keys:
+            raise ValueError(f"duplicate key {k!r} in a JSON object")
+        keys.add(k)
+    return dict(pairs)
+
+
+def _no_constant(name):
+    raise ValueError(f"{name} is not a JSON number")
+
+
+_JSON = json.JSONDecoder(object_pairs_hook=_no_duplicates, parse_constant=_no_constant)
+
+
+def _parse_json(path, text: str, what: str):
+    """``text`` parsed as strict JSON (no duplicate keys, no NaN); ``CheckpointError`` naming ``what``."""
     try:
-        header = json.loads(raw[8 : 8 + n].decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        _fail(path, f"header is not valid JSON ({exc})")
+        return _JSON.decode(text)
+    except RecursionError:
+        _fail(path, f"{what} is nested too deeply")
+    except ValueError as exc:  # JSONDecodeError, a duplicate key, NaN
+        _fail(path, f"{what} is not valid JSON ({exc})")
+
+
+def _read_header(source: _Source) -> tuple[bytes, dict]:
+    path = source.name
+    if source.size is not None and source.size < 8:
+        _fail(path, f"file is {source.size} bytes, too short for a safetensors header")
+    prefix = source.read_exact(8, "the header size")
+    _check_not_pickle(path, prefix)
+    (n,) = struct.unpack("<Q", prefix)
+    if source.size is not None and 8 + n > source.size:
+        _fail(path, f"header size {n} exceeds the file size {source.size} (truncated or not a safetensors file)")
+    if n > _MAX_HEADER:
+        _fail(path, f"header size {n} exceeds the limit of {_MAX_HEADER} bytes (damaged or not a safetensors file)")
+    raw = source.read_exact(n, "the header")
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        _fail(path, f"header is not valid UTF-8 ({exc})")
+    header = _parse_json(path, text, "header")
     if not isinstance(header, dict):
         _fail(path, "header is not a JSON object")
-    return header, 8 + n
+    return raw, header
 
 
-def _decode_tensors(path, header: dict, raw: bytes, start: int) -> OrderedDict:
-    entries = [(k, v) for k, v in header.items() if k != "__metadata__"]
-    data_len = len(raw) - start
-    spans = []
-    arrays = OrderedDict()
-    for name, info in entries:
+def _decode_layout(path, header: dict) -> tuple[OrderedDict, int]:
+    """Each tensor's ``(dtype, shape, begin, end)``, checked to tile the data section; and its length."""
+    layout = OrderedDict()
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
         if not isinstance(info, dict) or set(info) != {"dtype", "shape", "data_offsets"}:
             _fail(path, f"tensor '{name}' has a malformed entry {info!r}")
-        dtype = _DTYPE_OF.get(info["dtype"])
-        if dtype is None:
-            _fail(path, f"tensor '{name}' has unknown dtype '{info['dtype']}'; supported: {', '.join(_DTYPE_OF)}")
-        shape = info["shape"]
-        if not isinstance(shape, list) or not all(isinstance(s, int) and s >= 0 for s in shape):
-            _fail(path, f"tensor '{name}' has an invalid shape {shape!r}")
-        offsets = info["data_offsets"]
-        if not (isinstance(offsets, list) and len(offsets) == 2 and all(isinstance(o, int) for o in offsets)):
+        code, shape, offsets = info["dtype"], info["shape"], info["data_offsets"]
+        if not isinstance(code, str) or code not in _DTYPE_OF:
+            _fail(path, f"tensor '{name}' has unknown dtype {code!r}; supported: {', '.join(_DTYPE_OF)}")
+        dtype = _DTYPE_OF[code]
+        if not isinstance(shape, list) or not all(type(s) is int and s >= 0 for s in shape):
+            _fail(path, f"tensor '{name}' has an invalid shape {shape!r} (expected a list of integers >= 0)")
+        if math.prod(s for s in shape if s) > _MAX_NUMEL:
+            _fail(path, f"tensor '{name}' has shape {shape}, whose element count overflows int64")
+        if not (isinstance(offsets, list) and len(offsets) == 2 and all(type(o) is int for o in offsets)):
             _fail(path, f"tensor '{name}' has invalid data_offsets {offsets!r}")
         begin, end = offsets
-        numel = int(np.prod(shape)) if shape else 1
-        if end - begin != numel * dtype.itemsize or begin < 0 or end > data_len:
+        needed = math.prod(shape) * dtype.itemsize
+        if begin < 0 or end - begin != needed:
             _fail(
                 path,
-                f"tensor '{name}' ({info['dtype']}, shape {shape}) needs {numel * dtype.itemsize} bytes but its "
-                f"offsets are [{begin}, {end}] in a data section of {data_len} bytes (truncated or damaged file)",
+                f"tensor '{name}' ({code}, shape {shape}) needs {needed} bytes but its offsets are [{begin}, {end}]",
             )
-        spans.append((begin, end, name))
-        arrays[name] = (dtype, shape, begin, end)
+        layout[name] = (dtype, shape, begin, end)
     covered = 0
-    for begin, end, name in sorted(spans):
+    for name, (_, _, begin, end) in sorted(layout.items(), key=lambda item: item[1][2:]):
         if begin != covered:
             _fail(path, f"tensor data is not contiguous at '{name}' (expected offset {covered}, got {begin})")
         covered = end
-    if covered != data_len:
-        _fail(path, f"data section has {data_len} bytes but tensors cover {covered} (trailing or missing bytes)")
+    return layout, covered
+
+
+def _read_metadata(path, header: dict, raw_header: bytes) -> dict | None:
+    """The checked manifest of a MuNet file, or None for a plain safetensors file (no munet marks)."""
+    metadata = header.get("__metadata__", {})
+    if not isinstance(metadata, dict) or not all(isinstance(v, str) for v in metadata.values()):
+        _fail(path, "__metadata__ is not a JSON object of strings")
+    marks = [k for k in metadata if k.startswith(_RESERVED_PREFIX)]
+    if not marks:
+        return None
+    if MANIFEST_KEY not in metadata:
+        _fail(path, f"has {', '.join(repr(k) for k in marks)} but no '{MANIFEST_KEY}' (the file is damaged)")
+    if DIGEST_KEY in metadata:
+        _check_digest(path, header, raw_header)
+    manifest = _parse_json(path, metadata[MANIFEST_KEY], "manifest")
+    if not isinstance(manifest, dict) or manifest.get("format") not in ("munet", PROGRAM_FORMAT):
+        _fail(path, "manifest is malformed (expected an object with format 'munet' or 'munet-program')")
+    version = manifest.get("version", 0)
+    if type(version) is not int:
+        _fail(path, f"manifest version must be an integer, got {version!r}")
+    if version > FORMAT_VERSION:
+        _fail(path, f"written by a newer MuNet (format version {version}); this one reads {FORMAT_VERSION}")
+    if DIGEST_KEY not in metadata and version >= _DIGEST_VERSION:
+        _fail(path, f"has '{MANIFEST_KEY}' (format version {version}) but no '{DIGEST_KEY}' (the file is damaged)")
+    if manifest["format"] == "munet" and "tree" not in manifest:
+        _fail(path, "manifest is malformed (no tree)")
+    return manifest
+
+
+def _check_digest(path, header: dict, raw_header: bytes) -> None:
+    """The header must be byte for byte what MuNet writes for it, and match its digest."""
+    if _header_bytes(header) != raw_header:
+        _fail(path, "header is not in the canonical form MuNet writes (the file is damaged or was edited)")
+    metadata = header["__metadata__"]
+    stored = metadata[DIGEST_KEY]
+    metadata[DIGEST_KEY] = _BLANK_DIGEST
+    computed = _header_digest(_header_bytes(header))
+    metadata[DIGEST_KEY] = stored
+    if stored != computed:
+        _fail(path, "header fails its SHA-256 digest check (the file is damaged or was edited)")
+
+
+def _check_hashes(path, manifest: dict | None, layout: dict) -> None:
+    if manifest is None:
+        return
+    hashes = manifest.get("sha256")
+    if not isinstance(hashes, dict) or set(hashes) != set(layout):
+        _fail(path, "manifest hashes do not list exactly the tensors in the file")
+    if not all(isinstance(h, str) for h in hashes.values()):
+        _fail(path, "manifest hashes are not strings")
+
+
+def read_file(f, *, mmap: bool = False) -> tuple[dict | None, OrderedDict]:
+    """The manifest (None for a plain safetensors file) and the tensors as NumPy arrays.
+
+    Header, sizes, offsets, format version, the digest and every SHA-256 are checked before
+    this returns. The arrays are the caller's own (``mmap=True``: copy-on-write views of the
+    file, a path only).
+    """
+    source = _Source(f)
+    try:
+        path = source.name
+        raw_header, header = _read_header(source)
+        layout, data_len = _decode_layout(path, header)
+        manifest = _read_metadata(path, header, raw_header)
+        _check_hashes(path, manifest, layout)
+        start = 8 + len(raw_header)
+        if source.size is not None and source.size != start + data_len:
+            _fail(
+                path,
+                f"data section has {source.size - start} bytes but the tensors cover {data_len} "
+                "(truncated file or trailing bytes)",
+            )
+        if mmap:
+            arrays = _map_tensors(source, layout, start, manifest)
+        else:
+            arrays = _read_tensors(source, layout, manifest)
+            if source.size is None and not source.at_end():
+                _fail(path, f"trailing bytes after the {data_len} bytes of tensor data")
+        _log.info("loaded %s: %d tensors, %d bytes", path, len(arrays), start + data_len)
+        return manifest, arrays
+    finally:
+        source.close()
+
+
+def _read_tensors(source: _Source, layout: dict, manifest: dict | None) -> OrderedDict:
+    """Each tensor read once into its own array, hashed as it is read."""
+    arrays = OrderedDict()
+    for name, (dtype, shape, _, _) in sorted(layout.items(), key=lambda item: item[1][2]):
+        array = np.empty(shape, dtype=dtype.np)
+        hasher = hashlib.sha256()
+        source.read_into(memoryview(array.reshape(-1).view(np.uint8)), f"tensor '{name}'", hasher)
+        _check_hash(source.name, manifest, name, hasher)
+        arrays[name] = array
+    return OrderedDict((name, arrays[name]) for name in layout)
+
+
+def _map_tensors(source: _Source, layout: dict, start: int, manifest: dict | None) -> OrderedDict:
+    """Each tensor a copy-on-write view of the mapped file (copied where its offset is unaligned)."""
+    if source.fileno is None:
+        raise ValueError("munet.load: mmap=True needs a file path, as torch.load's does")
+    mapping = _mmap.mmap(source.fileno, 0, access=_mmap.ACCESS_COPY)
+    arrays = OrderedDict()
+    for name, (dtype, shape, begin, end) in layout.items():
+        view = memoryview(mapping)[start + begin : start + end]
+        _check_hash(source.name, manifest, name, hashlib.sha256(view))
+        if begin == end:
+            arrays[name] = np.empty(shape, dtype=dtype.np)
+            continue
+        array = np.frombuffer(mapping, dtype=dtype.np, count=math.prod(shape), offset=start + begin).reshape(shape)
+        arrays[name] = array if array.flags.aligned else array.copy()
     return arrays
+
+
+def _check_hash(path, manifest: dict | None, name: str, hasher) -> None:
+    if manifest is not None and hasher.hexdigest() != manifest["sha256"][name]:
+        _fail(path, f"tensor '{name}' fails its SHA-256 check (the file is damaged)")
 
 
 def _unpack(path, node, tensors: dict):
@@ -284,9 +672,10 @@ def _unpack(path, node, tensors: dict):
         _fail(path, f"manifest node is malformed: {node!r}")
     kind = node["t"]
     if kind == "tensor":
-        if node.get("name") not in tensors:
-            _fail(path, f"manifest refers to tensor '{node.get('name')}' that the file does not contain")
-        t = tensors[node["name"]]
+        name = node.get("name")
+        if not isinstance(name, str) or name not in tensors:
+            _fail(path, f"manifest refers to tensor {name!r} that the file does not contain")
+        t = tensors[name]
         if node.get("parameter"):
             from munet.nn.parameter import Parameter
 
@@ -307,10 +696,11 @@ def _unpack(path, node, tensors: dict):
         except (KeyError, TypeError, ValueError):
             _fail(path, f"manifest float node holds {node.get('v')!r}")
     if kind == "dtype":
+        name = node.get("v")
         try:
-            return D._by_name(node["v"])
-        except KeyError:
-            _fail(path, f"manifest names unknown dtype {node.get('v')!r}")
+            return D._by_name(name)
+        except (KeyError, TypeError):
+            _fail(path, f"manifest names unknown dtype {name!r}")
     if kind == "dict":
         keys, values = node.get("k"), node.get("v")
         if not isinstance(keys, list) or not isinstance(values, list) or len(keys) != len(values):
@@ -321,69 +711,38 @@ def _unpack(path, node, tensors: dict):
             _fail(path, f"manifest {kind} node is malformed")
         items = [_unpack(path, v, tensors) for v in node["v"]]
         return items if kind == "list" else tuple(items)
-    _fail(path, f"manifest has an unknown node type '{kind}'")
+    _fail(path, f"manifest has an unknown node type {kind!r}")
 
 
-def load(f, map_location=None, *, device=None, weights_only: bool = True, mmap=None):
+def load(f, map_location=None, *, device=None, weights_only: bool = True, mmap: bool | None = None):
     """Load what ``save`` wrote (or any safetensors file, as a state dict), fully validated first.
 
-    ``device`` (or ``map_location``) names the device to load onto. A saved compiled program
-    comes back as a runnable ``munet.compiler.saving.LoadedProgram``.
+    ``f`` is a path or a binary file object. ``device`` (or ``map_location``) names the device
+    to load onto. ``mmap=True`` (a path only) maps the file: cpu tensors are copy-on-write views
+    of it, as with ``torch.load(mmap=True)``. A saved compiled program comes back as a runnable
+    ``munet.compiler.saving.LoadedProgram``. Any damage raises ``CheckpointError``.
     """
-    from munet.ops.creation import tensor as make_tensor
-
-    manifest, arrays = read_file(f)
+    name = _describe(f)
+    manifest, arrays = read_file(f, mmap=bool(mmap))
     device = _map_device(device if device is not None else map_location)
+    try:
+        return _build(name, manifest, arrays, device)
+    except RecursionError:
+        _fail(name, "manifest is nested too deeply")
+
+
+def _build(name: str, manifest: dict | None, arrays: OrderedDict, device):
     if manifest is not None and manifest["format"] == PROGRAM_FORMAT:
         from munet.compiler.saving import load_program
 
-        return load_program(f, manifest, arrays, device)
-    # Everything is validated; now build tensors and the structure.
-    tensors = {
-        name: make_tensor(arr, dtype=D.from_numpy_dtype(arr.dtype), device=device) for name, arr in arrays.items()
-    }
+        return load_program(name, manifest, arrays, device)
+    from munet.ops.creation import as_tensor
+
+    # Everything is validated; the arrays are ours, so cpu tensors wrap them without a copy.
+    tensors = {key: as_tensor(arr, device=device) for key, arr in arrays.items()}
     if manifest is None:
-        return OrderedDict((name, tensors[name]) for name in arrays)
-    return _unpack(f, manifest["tree"], tensors)
-
-
-def read_file(f) -> tuple[dict | None, OrderedDict]:
-    """The manifest (None for a plain safetensors file) and the tensors as read-only NumPy arrays.
-
-    Header, sizes, offsets, format version and every SHA-256 are checked first.
-    """
-    raw = _read_file(f)
-    _check_not_pickle(f, raw)
-    header, start = _parse_header(f, raw)
-    metadata = header.get("__metadata__") or {}
-    if not isinstance(metadata, dict):
-        _fail(f, "__metadata__ is not a JSON object")
-    layout = _decode_tensors(f, header, raw, start)
-    manifest = None
-    if MANIFEST_KEY in metadata:
-        try:
-            manifest = json.loads(metadata[MANIFEST_KEY])
-        except json.JSONDecodeError as exc:
-            _fail(f, f"manifest is not valid JSON ({exc})")
-        if not isinstance(manifest, dict) or manifest.get("format") not in ("munet", PROGRAM_FORMAT):
-            _fail(f, "manifest is malformed")
-        if manifest["format"] == "munet" and "tree" not in manifest:
-            _fail(f, "manifest is malformed")
-        if manifest.get("version", 0) > FORMAT_VERSION:
-            _fail(
-                f,
-                f"written by a newer MuNet (format version {manifest.get('version')}); this one reads {FORMAT_VERSION}",
-            )
-        hashes = manifest.get("sha256", {})
-        if not isinstance(hashes, dict) or set(hashes) != set(layout):
-            _fail(f, "manifest hashes do not list exactly the tensors in the file")
-    arrays = OrderedDict()
-    for name, (dtype, shape, begin, end) in layout.items():
-        chunk = raw[start + begin : start + end]
-        if manifest is not None and hashlib.sha256(chunk).hexdigest() != manifest["sha256"][name]:
-            _fail(f, f"tensor '{name}' fails its SHA-256 check (the file is damaged)")
-        arrays[name] = np.frombuffer(chunk, dtype=dtype.np).reshape(shape)
-    return manifest, arrays
+        return OrderedDict((key, tensors[key]) for key in arrays)
+    return _unpack(name, manifest["tree"], tensors)
 
 
 def _map_device(map_location):

@@ -4,11 +4,14 @@
 True
 >>> munet.vulkan.memory_stats()["submits"]
 3
+
+Once a device is lost, every call here except ``reset()`` (and the adapter queries
+``get_device_name``, ``is_f16_supported``) raises :class:`munet.DeviceLostError`.
 """
 
 from __future__ import annotations
 
-from munet._device import DeviceError, as_device, get_backend
+from munet._device import DeviceError, as_device, get_backend, reset_backend
 
 __all__ = [
     "is_available",
@@ -18,14 +21,19 @@ __all__ = [
     "empty_cache",
     "get_device_name",
     "is_f16_supported",
+    "reset",
 ]
 
 
-def _backend(device=None):
+def _device(device=None):
     dev = as_device("vulkan" if device is None else f"vulkan:{device}" if isinstance(device, int) else device)
     if dev.type not in ("vulkan", "webgpu"):
         raise DeviceError(f"munet.vulkan: expected a vulkan or webgpu device, got '{dev}'")
-    return get_backend(dev)
+    return dev
+
+
+def _backend(device=None):
+    return get_backend(_device(device))
 
 
 def device_count() -> int:
@@ -63,7 +71,19 @@ def memory_stats(device=None) -> dict:
 
 def empty_cache(device=None) -> None:
     """Release the allocator's cached (unused) blocks to the driver."""
-    backend = _backend(device)
-    backend.runtime.flush()
-    backend.runtime.allocator.after_submit()
-    backend.runtime.allocator.empty_cache()
+    _backend(device).runtime.empty_cache()
+
+
+def reset(device=None) -> None:
+    """Drop the device's runtime, lost or not, and open a fresh wgpu device on the same adapter.
+
+    Afterwards new tensors on the device work; tensors made before the reset raise
+    ``munet.DeviceLostError`` ("a tensor made before the device was reset ...") when used, and
+    work recorded but not yet submitted is dropped. Compiled functions made with
+    ``munet.compile(..., recover="rebuild")`` do this themselves when a call meets a lost device.
+
+    >>> munet.vulkan.reset()          # after a DeviceLostError
+    >>> munet.ones(2, device="vulkan").sum().item()
+    2.0
+    """
+    reset_backend(_device(device))

@@ -79,3 +79,27 @@ def munet_device(request):
     """The device of this test's ``check`` calls (a test may still pass ``device=`` itself)."""
     with reference.on_device(request.config.getoption("--munet-device")):
         yield reference.DEVICE
+
+
+@pytest.fixture
+def lost_vulkan(vulkan, monkeypatch):
+    """The vulkan device under test on a runtime of its own, which the test may lose and reset
+    (the process's shared one is untouched), and ``inject(k, ...)``: make the k-th queue submission
+    from now report device loss (``MUNET_TEST_INJECT_DEVICE_LOST``)."""
+    from munet.backends.vulkan import runtime
+    from munet.backends.vulkan.backend import VulkanBackend
+
+    instances = munet._device._BACKENDS[vulkan.type].instances
+    shared = instances.get(vulkan.index or 0)
+    backend = VulkanBackend(vulkan.type, vulkan.index or 0)
+    monkeypatch.setitem(instances, vulkan.index or 0, backend)
+
+    def inject(*ahead: int) -> None:
+        now = runtime.submission_count()
+        monkeypatch.setenv(runtime.INJECT_DEVICE_LOST, ",".join(str(now + k) for k in ahead))
+
+    yield vulkan, inject
+    monkeypatch.delenv(runtime.INJECT_DEVICE_LOST, raising=False)
+    backend.runtime.close("the test ended")
+    if shared is not None:  # munet.metrics reports the allocated bytes of the shared runtime again
+        munet.metrics.watch_allocated_bytes(shared.runtime.label, shared.runtime.allocator)

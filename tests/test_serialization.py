@@ -1,9 +1,16 @@
 """munet.save / munet.load: bit-exact round trips, validation before anything is returned, interop."""
 
+import hashlib
+import io
+import json
 import math
+import mmap
 import os
 import pickle
+import signal
+import stat
 import struct
+import threading
 
 import numpy as np
 import pytest
@@ -156,3 +163,268 @@ def test_bad_file_leaves_model_unchanged(tmp_path):
     with pytest.raises(RuntimeError, match="size mismatch for w"):
         model.load_state_dict(munet.load(path))
     assert model.w.tolist() == [1.0, 1.0, 1.0]
+
+
+# tamper evidence -----------------------------------------------------------------------------------
+
+
+def _split(raw: bytes) -> tuple[str, bytes]:
+    (n,) = struct.unpack("<Q", raw[:8])
+    return raw[8 : 8 + n].decode(), raw[8 + n :]
+
+
+def _join(header: str, data: bytes) -> bytes:
+    text = header.encode()
+    return struct.pack("<Q", len(text)) + text + data
+
+
+def _edit_header(path, old: str, new: str) -> None:
+    header, data = _split(path.read_bytes())
+    assert old in header
+    edited = header.rstrip(" ").replace(old, new, 1)
+    path.write_bytes(_join(edited + " " * (-len(edited) % 8), data))  # padded as MuNet pads
+
+
+def _bn_checkpoint(path):
+    munet.save({"bn": {"weight": munet.ones(3), "running_mean": munet.zeros(3)}, "half": munet.ones(2, 3).half()}, path)
+
+
+@pytest.mark.parametrize(
+    "old, new, message",
+    [
+        ('"name\\":\\"bn.weight', '"name\\":\\"bn.running_mean', "digest"),  # running_mean lands in bn.weight
+        ('"dtype":"F16"', '"dtype":"BF16"', "digest"),
+        ('"shape":[2,3]', '"shape":[3,2]', "digest"),
+        ('{"__metadata__":', '{"__metadata__":{},"__metadata__":', "duplicate key '__metadata__'"),
+        ('"munet.manifest"', '"munet.manifesu"', "no 'munet.manifest'"),
+        ('"munet.manifest"', '"nunet.manifest"', "has 'munet.digest' but no 'munet.manifest'"),
+        ('"munet.digest"', '"nunet.digest"', "format version 2\\) but no 'munet.digest'"),
+        ('{"__metadata__"', '{ "__metadata__"', "canonical"),
+    ],
+)
+def test_edited_headers_are_refused(tmp_path, old, new, message):
+    path = tmp_path / "bn.safetensors"
+    _bn_checkpoint(path)
+    _edit_header(path, old, new)
+    with pytest.raises(CheckpointError, match=f"{path}: .*{message}"):
+        munet.load(path)
+
+
+def test_user_metadata_cannot_use_the_munet_prefix(tmp_path):
+    with pytest.raises(ValueError, match="keys starting with 'munet.' are reserved"):
+        munet.save({"w": munet.ones(1)}, tmp_path / "m.munet", metadata={"munet.digest": "x"})
+    assert not os.listdir(tmp_path)
+
+
+def test_plain_safetensors_files_from_other_writers_still_load(tmp_path):
+    safetensors_numpy = pytest.importorskip("safetensors.numpy")
+    arrays = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.array([1, 2], dtype=np.int64)}
+    safetensors_numpy.save_file(arrays, tmp_path / "np.safetensors", metadata={"format": "np"})
+    back = munet.load(tmp_path / "np.safetensors")
+    assert set(back) == {"a", "b"} and back["a"].tolist() == arrays["a"].tolist() and back["b"].tolist() == [1, 2]
+
+
+def test_a_version_1_file_without_a_digest_still_loads(tmp_path):
+    """Files written before the header digest (format version 1): per-tensor hashes only."""
+    data = np.arange(3, dtype=np.float32).tobytes()
+    tree = {"t": "dict", "k": [{"t": "str", "v": "w"}], "v": [{"t": "tensor", "name": "w", "requires_grad": False}]}
+    digest = hashlib.sha256(data).hexdigest()
+    manifest = json.dumps({"format": "munet", "version": 1, "tree": tree, "sha256": {"w": digest}})
+    header = {
+        "__metadata__": {"munet.manifest": manifest},
+        "w": {"dtype": "F32", "shape": [3], "data_offsets": [0, 12]},
+    }
+    text = json.dumps(header, separators=(",", ":"))
+    path = tmp_path / "v1.safetensors"
+    path.write_bytes(_join(text + " " * (-len(text) % 8), data))
+    assert munet.load(path)["w"].tolist() == [0.0, 1.0, 2.0]
+
+
+# malformed files -----------------------------------------------------------------------------------
+
+
+def _forge(path, manifest_text: str, tensors: dict | None = None, data: bytes = b"") -> None:
+    """A file with a valid digest around ``manifest_text``, built from the documented format."""
+    metadata = {"munet.manifest": manifest_text, "munet.digest": "0" * 64}
+    header = {"__metadata__": metadata, **(tensors or {})}
+
+    def canonical():
+        text = json.dumps(header, separators=(",", ":")).encode()
+        return text + b" " * (-len(text) % 8)
+
+    blank = canonical()
+    metadata["munet.digest"] = hashlib.sha256(struct.pack("<Q", len(blank)) + blank).hexdigest()
+    text = canonical()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+
+
+def _manifest(tree, version=2, sha256=None) -> str:
+    return json.dumps({"format": "munet", "version": version, "tree": tree, "sha256": sha256 or {}})
+
+
+_W = {"w": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}
+_W_HASH = {"w": hashlib.sha256(b"\0" * 4).hexdigest()}
+
+
+def _plain(path, header: str, data: bytes = b"") -> None:
+    path.write_bytes(_join(header, data))
+
+
+@pytest.mark.parametrize(
+    "write, message",
+    [
+        (lambda p: _plain(p, '{"a":' + "[" * 1000 + "]" * 1000 + "}"), "header is nested too deeply"),
+        (lambda p: _forge(p, "[" * 1000 + "]" * 1000), "manifest is nested too deeply"),
+        (lambda p: _forge(p, _manifest({"t": "none"}, version="1")), "version must be an integer, got '1'"),
+        (
+            lambda p: _forge(p, _manifest({"t": "tensor", "name": ["w"]}, sha256=_W_HASH), _W, b"\0" * 4),
+            r"refers to tensor \['w'\]",
+        ),
+        (lambda p: _forge(p, _manifest({"t": "dtype", "v": ["float32"]})), r"unknown dtype \['float32'\]"),
+        (
+            lambda p: _plain(p, '{"w":{"dtype":["F32"],"shape":[1],"data_offsets":[0,4]}}', b"\0" * 4),
+            r"tensor 'w' has unknown dtype \['F32'\]",
+        ),
+        (
+            lambda p: _plain(p, '{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}'),
+            "element count overflows int64",
+        ),
+        (
+            lambda p: _plain(p, '{"w":{"dtype":"F32","shape":[true],"data_offsets":[0,4]}}', b"\0" * 4),
+            "invalid shape",
+        ),
+        (lambda p: _plain(p, '{"w":{"dtype":"F32","shape":[NaN],"data_offsets":[0,4]}}'), "NaN is not a JSON number"),
+    ],
+)
+def test_malformed_files_raise_checkpoint_errors(tmp_path, write, message):
+    path = tmp_path / "bad.safetensors"
+    write(path)
+    with pytest.raises(CheckpointError, match=f"{path}: .*{message}"):
+        munet.load(path)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs POSIX FIFOs")
+def test_a_fifo_or_directory_is_refused_before_it_is_opened(tmp_path):
+    fifo = tmp_path / "pipe.safetensors"
+    os.mkfifo(fifo)
+    outcome = []
+
+    def load():
+        try:
+            munet.load(fifo)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            outcome.append(exc)
+
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(timeout=30)
+    if reader.is_alive():  # it opened the FIFO and blocks: give it a writer so the thread ends
+        with open(fifo, "wb"):
+            pass
+        reader.join()
+        pytest.fail("munet.load opened a FIFO for reading and blocked")
+    assert isinstance(outcome[0], CheckpointError) and "not a regular file (a FIFO)" in str(outcome[0])
+    with pytest.raises(CheckpointError, match="not a regular file \\(a directory\\)"):
+        munet.load(tmp_path)
+
+
+# saving: temporaries, links, modes, file objects, mmap ------------------------------------------------------
+
+
+def _killed_save(path) -> int:
+    """Run ``munet.save`` in a forked child killed by SIGKILL once its temporary is written; the status."""
+    pid = os.fork()
+    if pid == 0:  # the child: die before the rename, as a killed job does
+        try:
+            os.fsync = lambda fd: os.kill(os.getpid(), signal.SIGKILL)
+            munet.save({"w": munet.ones(1000)}, path)
+        finally:
+            os._exit(1)
+    return os.waitpid(pid, 0)[1]
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs os.fork")
+def test_the_next_save_removes_the_temporary_of_a_killed_save(tmp_path):
+    from munet.serialization import _temporary_name
+
+    path = tmp_path / "a.munet"
+    status = _killed_save(path)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL
+    (leftover,) = os.listdir(tmp_path)
+    assert leftover.startswith(".munet-save")
+    live = tmp_path / _temporary_name("a.munet")  # a save in progress in this (live) process
+    other = tmp_path / (leftover.replace("a.munet", "b.munet", 1))  # another target's
+    live.write_bytes(b"")
+    other.write_bytes(b"")
+    munet.save({"w": munet.zeros(2)}, path)
+    assert sorted(os.listdir(tmp_path)) == sorted(["a.munet", live.name, other.name])
+    assert munet.load(path)["w"].tolist() == [0.0, 0.0]
+
+
+def test_save_writes_through_a_symlink_and_keeps_the_mode(tmp_path):
+    target = tmp_path / "real.munet"
+    munet.save({"w": munet.ones(1)}, target)
+    os.chmod(target, 0o644)
+    link = tmp_path / "link.munet"
+    link.symlink_to(target)
+    old = os.umask(0o077)
+    try:
+        munet.save({"w": munet.zeros(1)}, link)
+    finally:
+        os.umask(old)
+    assert link.is_symlink() and munet.load(target)["w"].tolist() == [0.0]
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o644
+    assert sorted(os.listdir(tmp_path)) == ["link.munet", "real.munet"]
+
+
+def test_a_new_file_follows_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try:
+        munet.save({"w": munet.ones(1)}, tmp_path / "new.munet")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(os.stat(tmp_path / "new.munet").st_mode) == 0o644
+
+
+def test_save_and_load_accept_file_objects(tmp_path):
+    obj = {"w": munet.arange(4.0), "step": 3, "names": ("a", None)}
+    buffer = io.BytesIO()
+    munet.save(obj, buffer)
+    buffer.seek(0)
+    back = munet.load(buffer)
+    assert back["w"].tolist() == [0.0, 1.0, 2.0, 3.0] and back["step"] == 3 and back["names"] == ("a", None)
+    with open(tmp_path / "f.munet", "wb") as f:
+        munet.save(obj, f)
+    with open(tmp_path / "f.munet", "rb") as f:
+        assert munet.load(f)["w"].tolist() == [0.0, 1.0, 2.0, 3.0]
+    with open(tmp_path / "f.munet", "rb") as f, pytest.raises(ValueError, match="not open for writing"):
+        munet.save(obj, f)
+    with open(tmp_path / "t.txt", "w") as f, pytest.raises(TypeError, match="text stream; open it in binary mode"):
+        munet.save(obj, f)
+    with open(tmp_path / "f.munet") as f, pytest.raises(TypeError, match="text stream; open it in binary mode"):
+        munet.load(f)
+
+
+def _owner(array):
+    """The object that owns an array's memory."""
+    while isinstance(array, (np.ndarray, memoryview)):
+        array = array.base if isinstance(array, np.ndarray) else array.obj
+    return array
+
+
+def test_mmap_maps_the_file_copy_on_write(tmp_path):
+    path = tmp_path / "m.munet"
+    w = munet.randn(64, 32)
+    munet.save({"w": w, "i": munet.arange(5)}, path)
+    back = munet.load(path, mmap=True)
+    np.testing.assert_array_equal(back["w"].numpy(), w.numpy())
+    assert back["i"].tolist() == [0, 1, 2, 3, 4]
+    assert isinstance(_owner(back["w"].numpy()), mmap.mmap)  # a view of the mapping, not a copy
+    back["w"].mul_(0.0)  # private pages: the file keeps its bytes
+    np.testing.assert_array_equal(munet.load(path)["w"].numpy(), w.numpy())
+    again = munet.load(path, mmap=True)
+    munet.save({"w": munet.ones(64, 32), "i": munet.zeros(5, dtype=munet.int64)}, path)  # replaced by rename
+    np.testing.assert_array_equal(again["w"].numpy(), w.numpy())
+    assert again["i"].tolist() == [0, 1, 2, 3, 4] and munet.load(path)["w"].sum().item() == 64 * 32
+    with pytest.raises(ValueError, match="mmap=True needs a file path"):
+        munet.load(io.BytesIO(path.read_bytes()), mmap=True)

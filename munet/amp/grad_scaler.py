@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from enum import Enum
 
 from munet import _dtype as D
@@ -176,18 +177,47 @@ class GradScaler:
             "_growth_tracker": int(self._growth_tracker.item()),
         }
 
-    def load_state_dict(self, state_dict: dict) -> None:
+    def check_state_dict(self, state_dict: dict) -> None:
+        """Raise if ``load_state_dict(state_dict)`` would fail or load a value this scaler refuses
+        (RuntimeError for an empty state, as PyTorch; ValueError naming the entry otherwise);
+        changes nothing. A disabled scaler accepts anything, as its ``load_state_dict`` ignores it."""
         if not self._enabled:
             return
+        if not isinstance(state_dict, dict):
+            raise ValueError(f"GradScaler state_dict: expected a dict, got {type(state_dict).__name__}")
         if not state_dict:
             raise RuntimeError(
                 "The source state dict is empty, possibly because it was saved from a disabled instance of GradScaler."
             )
+        missing = [k for k in _STATE_RULES if k not in state_dict]
+        if missing:
+            raise ValueError(f"GradScaler state_dict: missing key(s) {missing}")
+        for key, (kinds, valid, expected) in _STATE_RULES.items():
+            value = state_dict[key]
+            if isinstance(value, bool) or not isinstance(value, kinds) or not valid(value):
+                raise ValueError(f"GradScaler state_dict: expected '{key}' to be {expected}, got {value!r}")
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore ``state_dict()``, after ``check_state_dict`` accepted all of it."""
+        if not self._enabled:
+            return
+        self.check_state_dict(state_dict)
         self._scale.fill_(float(state_dict["scale"]))
         self._growth_factor = float(state_dict["growth_factor"])
         self._backoff_factor = float(state_dict["backoff_factor"])
         self._growth_interval = int(state_dict["growth_interval"])
         self._growth_tracker.fill_(int(state_dict["_growth_tracker"]))
+
+
+# key -> (accepted types, value check, what the message says is expected); the factors as the
+# constructor requires them
+_STATE_RULES = {
+    "scale": ((int, float), lambda v: 0 < v < math.inf, "a positive finite number"),
+    "growth_factor": ((int, float), lambda v: 1 < v < math.inf, "a finite number > 1"),
+    "backoff_factor": ((int, float), lambda v: -math.inf < v < 1, "a finite number < 1"),
+    "growth_interval": (int, lambda v: True, "an int"),
+    "_growth_tracker": (int, lambda v: v >= 0, "an int >= 0"),
+}
 
 
 def _tracing() -> bool:

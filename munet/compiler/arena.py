@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from munet import metrics
 from munet.backends.cpu.kernels_conv import convolution_into
 from munet.backends.cpu.kernels_elementwise import _operands
 from munet.backends.cpu.kernels_indexing import scatter_into
@@ -161,6 +162,7 @@ class Arena:
         self.plan: MemoryPlan = plan_memory(graph, writes_into, donors, overwrites)
         self.slot = slot if slot is not None else {}  # environment slots of the graph inputs
         self.storage = {key: np.empty(size, np.uint8) for key, size in self.plan.arena_bytes.items()}
+        metrics.track_allocated_bytes("cpu", self, sum(self.plan.arena_bytes.values()))
 
     def buffer(self, v: Value) -> np.ndarray:
         """The arena view planned for ``v``."""

@@ -5,24 +5,30 @@ each tensor argument's shape, dtype, device, requires_grad and contiguity, the v
 other argument, grad mode, ``training`` of the modules involved, and the Python-side state the
 trace read (which gradients and optimizer-state tensors exist, and hyperparameters that are
 not graph inputs). A miss traces a new specialization; the least recently used one is evicted
-when the cache is full. ``stats()`` reports what ran.
+when the cache is full. ``stats()`` reports what ran. A specialization whose device was reset
+since it was lowered is lowered again on the new device before it runs; with
+``recover="rebuild"`` a call that meets a lost device is retried once (``recovery.py``).
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import OrderedDict
 
+from munet import metrics
+from munet._device import DeviceLostError, as_device
 from munet._tensor import Tensor
 from munet.autograd.function import Function
 from munet.autograd.grad_mode import _State
 from munet.compiler import passes
 from munet.compiler.executable import Executable
-from munet.compiler.ir import verify
+from munet.compiler.ir import CONSTANT, verify
 from munet.compiler.lower_cpu import new_counters
 from munet.compiler.passes.decompose import decompose_standardize
 from munet.compiler.passes.fuse import fuse_elementwise
+from munet.compiler.recovery import Snapshot, can_reset, check_recover
 from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
 from munet.ops._registry import Meta, _Tracing
 
@@ -30,8 +36,13 @@ from munet.ops._registry import Meta, _Tracing
 # poisons the real tensors it reads until it ends, so two traces over shared tensors must not interleave.
 _COMPILE_LOCK = threading.RLock()
 
+_log = logging.getLogger(__name__)
+_TRACE_LOG_LEVEL = {"first_call": logging.DEBUG}  # retraces are logged at INFO
 
-def compile(fn=None, *, device=None, dynamic: bool = False, fuse: bool = True, cache_size: int = 8, optimize=True):  # noqa: A001
+
+def compile(  # noqa: A001
+    fn=None, *, device=None, dynamic: bool = False, fuse: bool = True, cache_size: int = 8, optimize=True, recover=None
+):
     """Compile ``fn`` (a function or an ``nn.Module``) into a traced, optimized, replayed step.
 
     Use as ``munet.compile(fn)``, ``@munet.compile`` or ``@munet.compile(cache_size=4)``.
@@ -44,20 +55,28 @@ def compile(fn=None, *, device=None, dynamic: bool = False, fuse: bool = True, c
     a call with a new batch size still traces and plans a new specialization, but reuses the
     compiled kernels instead of compiling new ones (reductions over the batch excepted: see
     ``codegen/c_slabs.py``). ``fuse=False`` keeps every op a separate eager kernel
-    (``stats()['fused_groups']`` is then 0).
+    (``stats()['fused_groups']`` is then 0). ``recover="rebuild"`` (vulkan) copies the state a
+    call touches to the host before it runs, and when the call raises ``DeviceLostError``, resets
+    the device, restores that state, rebuilds the plan and retries the call once (see
+    ``munet/compiler/recovery.py``); the default ``None`` lets the error through.
     """
+    check_recover(recover)
+    options = dict(device=device, dynamic=dynamic, fuse=fuse, cache_size=cache_size, optimize=optimize, recover=recover)
     if fn is None:
-        return lambda f: compile(f, device=device, dynamic=dynamic, fuse=fuse, cache_size=cache_size, optimize=optimize)
+        return lambda f: compile(f, **options)
     if cache_size < 1:
         raise ValueError(f"munet.compile: cache_size must be at least 1, got {cache_size}")
-    return CompiledFunction(fn, device=device, dynamic=dynamic, fuse=fuse, cache_size=cache_size, optimize=optimize)
+    return CompiledFunction(fn, **options)
 
 
 class CompiledFunction:
     """The callable ``munet.compile`` returns; ``stats()``, ``describe()`` and ``graph``."""
 
-    def __init__(self, fn, *, device=None, dynamic=False, fuse=True, cache_size=8, optimize=True):
+    def __init__(self, fn, *, device=None, dynamic=False, fuse=True, cache_size=8, optimize=True, recover=None):
         from munet.nn.module import Module
+
+        check_recover(recover)
+        self.recover = recover
 
         self.module = fn if isinstance(fn, Module) else None
         self.fn = fn
@@ -73,11 +92,12 @@ class CompiledFunction:
         self._leaves: list = []
         self._leaf_ids: set = set()
         self._optimizers: list = []
-        self._counters = dict(calls=0, cache_hits=0, traces=0, evictions=0)
+        self._counters = dict(calls=0, cache_hits=0, traces=0, evictions=0, recoveries=0)
         self._times = dict(trace_ms=0.0, compile_ms=0.0, run_ms=0.0, last_run_ms=0.0)
         self._lock = threading.RLock()  # one call at a time: the cache and each plan's arena are shared
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
+        self.__name__ = getattr(fn, "__name__", None) or type(fn).__name__  # in logs and metrics
 
     # calling ---------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
@@ -93,12 +113,15 @@ class CompiledFunction:
         key = self._key(flat)
         entry = self._cache.get(key)
         self._counters["calls"] += 1
+        metrics.count_compiled_call(self.__name__)
+        reason = "guard_failed" if entry is not None else "cache_miss" if self._counters["traces"] else "first_call"
         if entry is not None and not entry.guards_hold():
             del self._cache[key]
             entry = None
         if entry is None:
-            with _COMPILE_LOCK:
-                entry = self._trace(flat, rebuild)
+            metrics.count_trace(self.__name__, reason)
+            _log.log(_TRACE_LOG_LEVEL.get(reason, logging.INFO), "tracing %s (%s)", self.__name__, reason)
+            entry = self._trace(flat, rebuild)
             self._cache[key] = entry
             if len(self._cache) > self.cache_size:
                 self._cache.popitem(last=False)
@@ -108,11 +131,54 @@ class CompiledFunction:
             self._counters["cache_hits"] += 1
         self._last = entry
         start = time.perf_counter()
-        out = entry.run(flat)
+        out = self._run_entry(key, entry, flat, rebuild)
         ms = (time.perf_counter() - start) * 1e3
         self._times["run_ms"] += ms
         self._times["last_run_ms"] = ms
         return out
+
+    def _run_entry(self, key, entry, flat, rebuild):
+        """Run ``entry``; under ``recover="rebuild"``, retry once on a fresh device after a loss."""
+        entry.relower_if_reset()
+        snapshot, entry.first_snapshot = entry.first_snapshot, None
+        if self.recover is None or not can_reset(entry.backend):
+            return entry.run(flat)
+        if snapshot is None:  # a specialization that ran before: its folded constants are saved too
+            snapshot = entry.snapshot(flat, entry.backend, entry.constant_copies())
+        first = entry.first
+        try:
+            return entry.run(flat)
+        except DeviceLostError as exc:
+            _log.warning("%s: %s; resetting the device and retrying the call (recover='rebuild')", self.__name__, exc)
+            snapshot.reset_and_restore()
+        self._counters["recoveries"] += 1
+        if first:  # undo what tracing did to Python state, and trace again on the fresh device
+            entry.abandon()
+            del self._cache[key]
+            entry = self._cache[key] = self._last = self._trace(flat, rebuild)
+            entry.first_snapshot = None  # the retry is covered by ``snapshot``; the next call takes its own
+        else:
+            entry.relower_if_reset()
+        try:
+            return entry.run(flat)
+        except DeviceLostError as exc:
+            snapshot.reset_and_restore()
+            if first:
+                entry.abandon()
+                self._cache.pop(key, None)
+            raise DeviceLostError(
+                f"munet.compile(recover='rebuild'): the device was lost again while retrying the call; the "
+                f"state it touches is back on a fresh device, as it was before the call ({exc})"
+            ) from exc
+
+    def _snapshot(self, device, entry, flat):
+        """Host copies of what a call of ``entry`` touches, if ``recover`` is set and ``device`` can be reset."""
+        from munet._device import get_backend
+
+        backend = get_backend(as_device(device))
+        if self.recover is None or not can_reset(backend):
+            return None
+        return entry.snapshot(flat, backend)
 
     def _note_modules(self, flat) -> None:
         """Modules passed as arguments: their ``training`` is guarded and ``munet.save`` names their state."""
@@ -141,6 +207,10 @@ class CompiledFunction:
         return tuple(parts)
 
     def _trace(self, flat, rebuild):
+        with _COMPILE_LOCK:
+            return self._trace_and_lower(flat, rebuild)
+
+    def _trace_and_lower(self, flat, rebuild):
         from munet._device import get_backend
 
         start = time.perf_counter()
@@ -180,13 +250,16 @@ class CompiledFunction:
         self._watch(tracer)
         traced = time.perf_counter()
         self._times["trace_ms"] += (traced - start) * 1e3
+        device = self.device if self.device is not None else _device_of(flat, tracer)
         try:
-            entry.lower(self.optimize, self.device if self.device is not None else _device_of(flat, tracer))
+            entry.first_snapshot = self._snapshot(device, entry, flat)  # before compiling records device work
+            entry.lower(self.optimize, device)
         except BaseException:
             entry.abandon()
             raise
         self._times["compile_ms"] += (time.perf_counter() - traced) * 1e3
         self._counters["traces"] += 1
+        metrics.observe_compile(self.__name__, time.perf_counter() - start)
         return entry
 
     def _watch(self, tracer) -> None:
@@ -231,6 +304,7 @@ class CompiledFunction:
             "cache_entries": len(self._cache),
             "cache_size": self.cache_size,
             "evictions": self._counters["evictions"],
+            "recoveries": self._counters["recoveries"],
             "trace_ms": round(self._times["trace_ms"], 3),
             "compile_ms": round(self._times["compile_ms"], 3),
             "run_ms": round(self._times["run_ms"], 3),
@@ -311,6 +385,7 @@ class _Specialization:
         graph.outputs = outputs
         self.graph = graph
         self.nodes_traced = len(graph.nodes)
+        self.first_snapshot = None  # recovery.Snapshot taken before the first run (recover="rebuild")
 
     def guards_hold(self) -> bool:
         """Whether every Python branch the trace took on a hyperparameter still goes the same way."""
@@ -337,10 +412,18 @@ class _Specialization:
             self.pass_report["decompose"] = decompose_standardize(self.graph)
             self.pass_report["fuse"] = fuse_elementwise(self.graph)
         verify(self.graph)
+        self.device = device
+        self._constant_copies = None
+        self.first = True
+        self._build()
+
+    def _build(self) -> None:
+        """Lower the optimized graph on its device's current runtime."""
         n = self.n_results
         donors = {self.graph.outputs[n + j]: v for j, v in enumerate(self.state_inputs)}
-        self.executable = Executable(self.graph, device, donors=donors, dynamic=self.dynamic)
+        self.executable = Executable(self.graph, self.device, donors=donors, dynamic=self.dynamic)
         self.backend = self.executable.backend
+        self.generation = getattr(self.backend, "generation", 0)
         self.target = self.executable.target
         fetchers = []
         for v in self.graph.inputs:
@@ -354,11 +437,34 @@ class _Specialization:
             else:
                 fetchers.append(_hyper_fetcher(*src))
         self.fetchers = fetchers
-        self.first = True
         # fixed per plan: which outputs are fresh, and the device target of each written value
         self.owned = _ownership(self.executable)
         self.state_plans = [self.executable.target_on(t.device) for t in self.state_writes]
         self.output_plans = [self.executable.target_on(v.device) for v in self.graph.outputs]
+
+    def relower_if_reset(self) -> None:
+        """Build the plan again when its device was reset since it was built (the old plan's
+        pipelines and buffers went with the old device)."""
+        if getattr(self.backend, "generation", 0) != self.generation:
+            self._build()
+
+    def snapshot(self, flat, backend, kept=None) -> Snapshot:
+        """Host copies of what a call with ``flat`` touches on ``backend`` (recover="rebuild")."""
+        args = [x for x in flat if isinstance(x, Tensor)]
+        tensors = args + [v.source for v in self.graph.inputs if isinstance(v.source, Tensor)] + self.state_writes
+        leaves = [leaf for leaf, _ in self._tracer.leaves.values()]
+        return Snapshot(backend, tensors + leaves, args + leaves, self._tracer.optimizers, kept)
+
+    def constant_copies(self) -> list:
+        """``(buffer, host copy)`` of the device constants folded into the plan, read once."""
+        if self._constant_copies is None:
+            buffers = [
+                self.target.buffer_of(node.constant)
+                for node in self.graph.nodes
+                if node.op is CONSTANT and as_device(node.outputs[0].device) == self.backend.device
+            ]
+            self._constant_copies = [(b, self.backend.read_storage(b)) for b in buffers if b is not None]
+        return self._constant_copies
 
     def run(self, flat):
         with self.executable.scope():  # vulkan: the call and its write-back are one command buffer

@@ -81,6 +81,11 @@ class VulkanTarget:
     def download(self, data: VkView) -> np.ndarray:
         return self.backend.to_numpy(data)
 
+    @staticmethod
+    def buffer_of(value):
+        """The device buffer of a folded constant (None for a host array): what recovery saves."""
+        return value.buffer if isinstance(value, VkView) else None
+
     @contextlib.contextmanager
     def scope(self):
         with self.runtime.batch():

@@ -1,11 +1,12 @@
 """Saving and loading compiled programs: ``munet.save(compiled, path)`` / ``munet.load(path)``.
 
 A program file is the safetensors container of :mod:`munet.serialization` (atomic write,
-SHA-256 per tensor, no pickle). Its manifest (format ``munet-program``) holds the optimized
-SSA graph as JSON: values with their types; nodes with registry op names, arguments and
-attributes (tuples, floats, dtypes, devices and generators tagged explicitly); which graph
-inputs are call arguments, state or hyperparameters; which outputs are results and which
-update state; and the hyperparameter guards. The tensors are the current state:
+SHA-256 per tensor and a header digest, so any changed byte is refused; no pickle). Its
+manifest (format ``munet-program``) holds the optimized SSA graph as JSON: values with their
+types; nodes with registry op names, arguments and attributes (tuples, floats, dtypes, devices
+and generators tagged explicitly); which graph inputs are call arguments, state or
+hyperparameters; which outputs are results and which update state; and the hyperparameter
+guards. The tensors are the current state:
 
 - ``state.<name>``: parameters and buffers (named as in the model's ``state_dict``),
   optimizer state (``optimizer.state.<param>.<key>``) and gradients (``<param>.grad``);
@@ -565,8 +566,20 @@ def _scalar_expression(value: Value, graph: Graph):
 
 
 def load_program(path, manifest: dict, arrays: dict, device) -> LoadedProgram:
-    """Build a :class:`LoadedProgram` from a validated container (``munet.load`` calls this)."""
-    return LoadedProgram(_decode_program(path, manifest, arrays, as_device(device)))
+    """Build a :class:`LoadedProgram` from a validated container (``munet.load`` calls this).
+
+    ``path`` names the file in errors. A graph that passes every check but that the executor
+    still cannot compile (a forged file the op rules accept) is a ``CheckpointError`` too.
+    """
+    prog = _decode_program(path, manifest, arrays, as_device(device))
+    try:
+        return LoadedProgram(prog)
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError) as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(
+            f"munet.load: {path}: the program's graph cannot be compiled ({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 def _fail(path, message: str):
@@ -794,7 +807,8 @@ def _check_node_types(decoder: _Decoder, node: Node, k: int) -> None:
     for m, v in zip(metas, node.outputs):
         if (m.shape is not None and tuple(m.shape) != v.shape) or m.dtype is not v.dtype:
             shape = "?" if m.shape is None else list(m.shape)
-            decoder.fail(where, f"the op's rule gives {m.dtype.name}{shape} for {v}, the graph says {v.type_str()}")
+            dtype = getattr(m.dtype, "name", repr(m.dtype))
+            decoder.fail(where, f"the op's rule gives {dtype}{shape} for {v}, the graph says {v.type_str()}")
 
 
 def _check_dims(decoder: _Decoder, node: Node, where: str) -> None:
@@ -859,8 +873,8 @@ def _decode_roles(path, manifest: dict, prog: _Program, arrays: dict) -> None:
                 _fail(path, f"input {v}: malformed argument role {role!r}")
             positions.add(key)
         elif kind == "state":
-            if key not in dtypes or v.kind != "tensor":
-                _fail(path, f"input {v}: state '{key}' is not declared")
+            if not isinstance(key, str) or key not in dtypes or v.kind != "tensor":
+                _fail(path, f"input {v}: state {key!r} is not declared")
             _take_state(path, prog, key, v, arrays, required=True)
         else:
             name = f"hyper.{key}"
@@ -894,8 +908,8 @@ def _decode_outputs(path, manifest: dict, prog: _Program, decoder: _Decoder, arr
         if not (isinstance(item, list) and len(item) == 2 and type(item[0]) is int and 0 <= item[0] < n_outputs):
             _fail(path, f"malformed state output {item!r}")
         index, name = item
-        if name not in prog.state_dtypes:
-            _fail(path, f"state output '{name}' is not declared")
+        if not isinstance(name, str) or name not in prog.state_dtypes:
+            _fail(path, f"state output {name!r} is not declared")
         v = graph.outputs[index]
         if v.kind != "tensor" or v.dtype is not prog.state_dtypes[name]:
             _fail(path, f"state output '{name}' is {v.type_str()}, declared {prog.state_dtypes[name].name}")
@@ -905,8 +919,8 @@ def _decode_outputs(path, manifest: dict, prog: _Program, decoder: _Decoder, arr
             _take_state(path, prog, name, v, arrays, required=False)
         prog.state_outputs.append((index, name))
     for name in _field(path, manifest, "cleared", list):
-        if name not in prog.state_dtypes:
-            _fail(path, f"cleared state '{name}' is not declared")
+        if not isinstance(name, str) or name not in prog.state_dtypes:
+            _fail(path, f"cleared state {name!r} is not declared")
         prog.cleared.append(name)
     results = []
     for item in _field(path, manifest, "results", list):
@@ -920,7 +934,8 @@ def _decode_outputs(path, manifest: dict, prog: _Program, decoder: _Decoder, arr
     prog.tree = _check_tree(path, manifest.get("tree"), len(results))
     guards = []
     for g in _field(path, manifest, "guards", list):
-        if not isinstance(g, dict) or g.get("compare") not in _COMPARISONS or not isinstance(g.get("outcome"), bool):
+        compare = g.get("compare") if isinstance(g, dict) else None
+        if not isinstance(compare, str) or compare not in _COMPARISONS or not isinstance(g.get("outcome"), bool):
             _fail(path, f"malformed guard {g!r}")
         scalar = _decode_expression(path, g.get("scalar"), prog)
         guards.append((scalar, _COMPARISONS[g["compare"]], decoder.decode(g.get("other"), "guard"), g["outcome"]))
@@ -956,12 +971,12 @@ def _decode_expression(path, expr, prog: _Program):
     """A guard's scalar expression, as a function of the program's hyperparameters."""
     names = {v.id: key for v, (kind, key) in zip(prog.graph.inputs, prog.roles) if kind == "hyper"}
     if isinstance(expr, dict) and set(expr) == {"input"}:
-        if expr["input"] not in names:
+        if type(expr["input"]) is not int or expr["input"] not in names:
             _fail(path, f"guard reads %{expr['input']}, which is not a hyperparameter input")
         name = names[expr["input"]]
         return _GuardScalar(expr, lambda hyper: hyper[name])
     if isinstance(expr, dict) and set(expr) == {"op", "args"}:
-        op = SCALAR_OPS.get(expr["op"])
+        op = SCALAR_OPS.get(expr["op"]) if isinstance(expr["op"], str) else None
         if op is None or not isinstance(expr["args"], list):
             _fail(path, f"guard uses unknown scalar op {expr['op']!r}")
         parts = [_decode_expression(path, a, prog) for a in expr["args"]]

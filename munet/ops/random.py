@@ -98,7 +98,10 @@ class Generator:
         raw = self._seed.to_bytes(8, "little") + (self._offset % (1 << 64)).to_bytes(8, "little")
         return tensor(list(raw), dtype=D.uint8, device="cpu")  # host state whatever the default device
 
-    def set_state(self, new_state) -> Generator:
+    @staticmethod
+    def check_state(new_state) -> None:
+        """Raise as ``set_state`` would (TypeError, RuntimeError) if ``new_state`` is not a state
+        from ``get_state()``; changes nothing."""
         if not is_tensor(new_state) or new_state.dtype is not D.uint8:
             got = new_state.dtype.name if is_tensor(new_state) else type(new_state).__name__
             raise TypeError(f"set_state: expected a uint8 tensor (from get_state()), got {got}")
@@ -106,6 +109,9 @@ class Generator:
             raise RuntimeError(
                 f"set_state: expected a state of {_STATE_BYTES} bytes (from get_state()), got {new_state.numel()} bytes"
             )
+
+    def set_state(self, new_state) -> Generator:
+        self.check_state(new_state)
         raw = bytes(int(v) for v in new_state.reshape(-1).tolist())
         self._seed = int.from_bytes(raw[:8], "little")
         self._offset = int.from_bytes(raw[8:], "little")

@@ -7,6 +7,7 @@ import types
 from bisect import bisect_right
 from collections import Counter
 
+from munet.optim._state_kinds import check_like
 from munet.optim.optimizer import Optimizer
 
 __all__ = [
@@ -84,6 +85,23 @@ class LRScheduler:
 
     def load_state_dict(self, state_dict: dict) -> None:
         self.__dict__.update(state_dict)
+
+    def check_state_dict(self, state_dict: dict) -> None:
+        """Raise ``ValueError`` if ``state_dict`` is not a state of this scheduler; changes nothing.
+
+        Its keys must be those of ``self.state_dict()`` and each value of the same kind as the live
+        one (number, bool, str, tensor; lists of the same length, checked element by element).
+        ``load_state_dict`` itself accepts anything, as PyTorch's does.
+        """
+        name = f"{type(self).__name__} state_dict"
+        if not isinstance(state_dict, dict):
+            raise ValueError(f"{name}: expected a dict, got {type(state_dict).__name__}")
+        current = self.state_dict()
+        missing = sorted(current.keys() - state_dict.keys())
+        unexpected = sorted(map(str, state_dict.keys() - current.keys()))
+        if missing or unexpected:
+            raise ValueError(f"{name}: missing key(s) {missing}, unexpected key(s) {unexpected}")
+        check_like(state_dict, current, name)
 
 
 class LambdaLR(LRScheduler):
@@ -579,6 +597,14 @@ class SequentialLR(LRScheduler):
         for s, sd in zip(self._schedulers, inner):
             s.load_state_dict(sd)
 
+    def check_state_dict(self, state_dict: dict) -> None:  # noqa: D102
+        LRScheduler.check_state_dict(self, state_dict)
+        for i, (s, sd) in enumerate(zip(self._schedulers, state_dict["_schedulers"])):
+            try:
+                s.check_state_dict(sd)
+            except ValueError as exc:
+                raise ValueError(f"{type(self).__name__} state_dict['_schedulers'][{i}]: {exc}") from None
+
 
 class ChainedScheduler(LRScheduler):
     """Steps every scheduler in ``schedulers`` at each ``step()``."""
@@ -597,6 +623,7 @@ class ChainedScheduler(LRScheduler):
 
     state_dict = SequentialLR.state_dict
     load_state_dict = SequentialLR.load_state_dict
+    check_state_dict = SequentialLR.check_state_dict
 
 
 class ReduceLROnPlateau(LRScheduler):

@@ -15,6 +15,7 @@ from typing import Any
 
 from munet._tensor import Tensor
 from munet.autograd.grad_mode import no_grad
+from munet.optim._state_kinds import check_like
 
 
 class _Required:
@@ -173,6 +174,8 @@ class Optimizer:
                     f"loaded state dict contains a parameter group {i} of size {len(saved['params'])} that doesn't "
                     f"match the size of optimizer's group ({len(mine['params'])})"
                 )
+            for key in sorted(saved.keys() & mine.keys() - {"params"}):  # hyperparameters: of the live kind
+                check_like(saved[key], mine[key], f"loaded state dict's parameter group {i} '{key}'")
         id_map = {}
         for saved, mine in zip(groups, self.param_groups):
             for index, p in zip(saved["params"], mine["params"]):

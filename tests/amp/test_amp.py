@@ -156,6 +156,23 @@ def test_grad_scaler_unscale_for_clipping_and_stage_errors():
     assert restored.get_scale() == scaler.get_scale()
 
 
+@pytest.mark.parametrize(
+    "key, value, message",
+    [("growth_interval", None, "missing key"), ("_growth_tracker", -1, "an int >= 0"), ("backoff_factor", 2.0, "< 1")],
+)
+def test_grad_scaler_load_state_dict_checks_everything_first(key, value, message):
+    state = GradScaler(init_scale=8.0, growth_interval=3).state_dict()
+    if value is None:
+        del state[key]
+    else:
+        state[key] = value
+    scaler = GradScaler()
+    before = scaler.state_dict()
+    with pytest.raises(ValueError, match=message):
+        scaler.load_state_dict(state)
+    assert scaler.state_dict() == before
+
+
 def test_master_weights_accumulate_small_updates():
     plain = munet.ones(4).to(munet.bfloat16).requires_grad_()
     mastered = munet.ones(4).to(munet.bfloat16).requires_grad_()

@@ -86,3 +86,32 @@ def test_lost_device_raises_and_stays_lost(vulkan):
     with pytest.raises(munet.DeviceLostError, match="its tensors are gone"):
         backend.from_numpy(np.zeros(3, dtype=np.float32))
     assert backend.runtime.lost_reason
+
+
+def test_threads_opening_a_device_share_one_backend(monkeypatch):
+    """Regression (munet/_device.py's registry): threads opening a device at once each built a backend,
+    and their tensors clashed ('expected all tensors on the same device, got vulkan:0 and vulkan:0')."""
+    import threading
+    import time
+
+    from munet import _device
+
+    built = []
+
+    def factory(index):
+        time.sleep(0.05)  # opening a real device takes a while: long enough for the others to arrive
+        built.append(object())
+        return built[-1]
+
+    monkeypatch.setitem(_device._BACKENDS, "slowdev", _device._BackendEntry(lambda: [(0, "slow", "test")], factory))
+    got = []
+
+    def open_device():
+        got.append(_device.get_backend(munet.device("slowdev")))
+
+    threads = [threading.Thread(target=open_device) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(got) == 4 and len(built) == 1 and all(b is built[0] for b in got)

@@ -1,6 +1,9 @@
 """munet.save / munet.load of compiled programs: resume exactly, without the code, and reject bad files."""
 
+import copy
+import io
 import os
+import random
 import subprocess
 import sys
 import textwrap
@@ -144,7 +147,8 @@ def test_resume_in_a_subprocess_without_the_model_code(tmp_path):
     munet.save({"x": x, "y": y}, tmp_path / "data.munet")
     script = tmp_path / "resume.py"
     script.write_text(_RESUME_SCRIPT)
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "PYTHONPATH": root}  # this checkout's munet
     args = [str(tmp_path / n) for n in ("cnn.munet", "data.munet", "out.munet")]
     subprocess.run([sys.executable, str(script), *args, "4"], check=True, cwd=tmp_path, env=env, timeout=300)
     expected = [compiled(model, opt, x, y).item() for _ in range(4)]
@@ -263,6 +267,124 @@ def test_tampered_programs_raise_clear_errors(tmp_path, edit, message):
     _rewrite(path, edit)
     with pytest.raises(CheckpointError, match=message):
         munet.load(path)
+
+
+@pytest.mark.parametrize(
+    "old, new",
+    [
+        (b'{\\"float\\":\\"0x1.4000000000000p+1\\"}', b'{\\"float\\":\\"0x1.4000000000000p+2\\"}'),  # 2.5 -> 5
+        (b'\\"attrs\\":{\\"dim\\":1}', b'\\"attrs\\":{\\"dim\\":0}'),  # gather's dim
+    ],
+)
+def test_an_edited_constant_or_attribute_is_refused(tmp_path, old, new):
+    """Edits a forger would make by hand, keeping the file well formed: the header digest fails."""
+    f = munet.compile(lambda x, i: (x * 2.5).gather(1, i))
+    f(munet.randn(3, 4), munet.zeros(3, 2, dtype=munet.int64))
+    path = tmp_path / "gather.munet"
+    munet.save(f, path)
+    raw = path.read_bytes()
+    assert raw.count(old) == 1
+    path.write_bytes(raw.replace(old, new))  # the same length: sizes and offsets still agree
+    with pytest.raises(CheckpointError, match=f"{path}: header fails its SHA-256 digest check"):
+        munet.load(path)
+
+
+def _poison_role(m, a):
+    m["roles"][2][1] = ["0.weight"]
+
+
+def _poison_state_output(m, a):
+    m["state_outputs"][0][1] = ["0.weight"]
+
+
+def _poison_cleared(m, a):
+    m["cleared"] = [["0.weight"]]
+
+
+def _poison_compare(m, a):
+    m["guards"][0]["compare"] = ["eq"]
+
+
+def _poison_guard_input(m, a):
+    m["guards"][0]["scalar"] = {"input": [63]}
+
+
+def _poison_guard_op(m, a):
+    m["guards"][1]["scalar"]["op"] = ["sub"]
+
+
+def _poison_cast_dtype(m, a):
+    _node(m, "cast")["attrs"]["dtype"] = 10**30
+
+
+def _poison_where_condition(m, a):
+    """A number where the condition tensor goes: the op's rule accepts it, the code generator does not."""
+    wheres = [n for n in m["graph"]["nodes"] if n["op"] == "where"]
+    wheres[-1]["args"][0] = -1
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (_poison_role, r"state \['0.weight'\] is not declared"),
+        (_poison_state_output, r"state output \['0.weight'\] is not declared"),
+        (_poison_cleared, r"cleared state \['0.weight'\] is not declared"),
+        (_poison_compare, "malformed guard"),
+        (_poison_guard_input, r"guard reads %\[63\]"),
+        (_poison_guard_op, r"unknown scalar op \['sub'\]"),
+        (_poison_cast_dtype, r"\(cast\): the op's rule gives 1000000000000000000000000000000"),
+        (_poison_where_condition, "cannot be compiled"),
+    ],
+)
+def test_lists_and_numbers_in_place_of_names_raise_checkpoint_errors(tmp_path, edit, message):
+    path, _, _, _ = _saved_mlp(tmp_path)
+    _rewrite(path, edit)
+    with pytest.raises(CheckpointError, match=f"{path}: .*{message}"):
+        munet.load(path)
+
+
+_POISON = (["x"], {"k": [1]}, 1.5, None, "s", -1, 10**30, True, [[[]]])
+
+
+def _paths(x, prefix=()):
+    """Every path into a JSON tree, as key sequences."""
+    if prefix:
+        yield prefix
+    children = x.items() if isinstance(x, dict) else enumerate(x) if isinstance(x, list) else ()
+    for k, v in children:
+        yield from _paths(v, prefix + (k,))
+
+
+def test_seeded_fuzz_of_the_program_manifest(tmp_path):
+    """Any field replaced by a wrong type loads or raises CheckpointError, never anything else."""
+    munet.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 3), nn.Dropout(0.2), nn.Linear(3, 2))
+    opt = munet.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.05)
+    compiled = munet.compile(_step)
+    for _ in range(2):
+        compiled(model, opt, munet.randn(2, 4), munet.randint(0, 2, (2,)))
+    stream = io.BytesIO()
+    munet.save(compiled, stream)
+    stream.seek(0)
+    manifest, arrays = read_file(stream)
+    manifest.pop("sha256")
+    entries = [(k, D.from_numpy_dtype(a.dtype), a.shape, np.array(a).tobytes()) for k, a in arrays.items()]
+    paths = list(_paths(manifest))
+    rng = random.Random(0)
+    for _ in range(60):  # a program that loads compiles its kernels: keep the count small
+        where, poison = rng.choice(paths), rng.choice(_POISON)
+        forged = copy.deepcopy(manifest)
+        parent = forged
+        for key in where[:-1]:
+            parent = parent[key]
+        parent[where[-1]] = copy.deepcopy(poison)
+        stream = io.BytesIO()
+        write_file(stream, entries, forged)
+        stream.seek(0)
+        try:
+            munet.load(stream)
+        except CheckpointError:
+            pass
 
 
 def test_a_dtype_that_disagrees_with_the_ops_rule_is_rejected(tmp_path):

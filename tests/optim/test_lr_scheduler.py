@@ -128,6 +128,45 @@ def test_state_dict_resume_gives_same_sequence():
     assert all(math.isclose(a, b) for x, y in zip(got, expected) for a, b in zip(x, y))
 
 
+def _sequential(opt):
+    return mls.SequentialLR(opt, [mls.ConstantLR(opt, 0.5, total_iters=2), mls.ExponentialLR(opt, 0.9)], [2])
+
+
+@pytest.mark.parametrize("name, kwargs, kind", [*CASES, ("SequentialLR", {}, "SGD"), ("ReduceLROnPlateau", {}, "SGD")])
+def test_check_state_dict_accepts_a_saved_state_and_names_what_does_not_fit(tmp_path, name, kwargs, kind):
+    def make():
+        opt = _opts(kind)[0]
+        return opt, _sequential(opt) if name == "SequentialLR" else getattr(mls, name)(opt, **kwargs)
+
+    opt, sched = make()
+    for _ in range(5):
+        opt.step()
+        sched.step(1.0) if name == "ReduceLROnPlateau" else sched.step()
+    munet.save(sched.state_dict(), tmp_path / "s")
+    saved = munet.load(tmp_path / "s")  # through a file: Counters become dicts, tuples lists
+    _, fresh = make()
+    fresh.check_state_dict(saved)
+    with pytest.raises(
+        ValueError, match=rf"{name} state_dict: missing key\(s\) \['last_epoch'\], unexpected key\(s\) \['x'\]"
+    ):
+        fresh.check_state_dict({**{k: v for k, v in saved.items() if k != "last_epoch"}, "x": 1})
+    with pytest.raises(ValueError, match=rf"{name} state_dict\['last_epoch'\]: expected a number, got a str"):
+        fresh.check_state_dict({**saved, "last_epoch": "5"})
+    with pytest.raises(ValueError, match=rf"{name} state_dict\['_last_lr'\]: expected a list of 2, got a list of 1"):
+        fresh.check_state_dict({**saved, "_last_lr": [0.1]})
+
+
+def test_check_state_dict_of_a_sequence_names_the_inner_scheduler():
+    opt = _opts()[0]
+    sched = _sequential(opt)
+    state = sched.state_dict()
+    del state["_schedulers"][1]["gamma"]
+    with pytest.raises(
+        ValueError, match=r"SequentialLR state_dict\['_schedulers'\]\[1\]: ExponentialLR state_dict: missing"
+    ):
+        sched.check_state_dict(state)
+
+
 def test_errors():
     m_opt, _ = _opts()
     with pytest.raises(TypeError, match="not an Optimizer"):

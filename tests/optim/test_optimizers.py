@@ -87,6 +87,21 @@ def test_state_dict_layout_matches_pytorch_and_resumes():
         np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
 
 
+def test_load_state_dict_checks_hyperparameter_kinds_first():
+    _, _, m_opt, t_opt = _run("Adam", dict(lr=0.01), steps=1)
+    t_sd = t_opt.state_dict()
+    state = {i: {k: munet.tensor(v.numpy()) for k, v in s.items()} for i, s in t_sd["state"].items()}
+    m_opt.load_state_dict({"state": state, "param_groups": t_sd["param_groups"]})  # PyTorch's kinds fit
+    groups = m_opt.state_dict()["param_groups"]
+    for key, value, message in (
+        ("lr", "fast", "expected a number, got a str"),
+        ("betas", [0.9], "expected a list of 2, got a list of 1"),
+    ):
+        with pytest.raises(ValueError, match=f"parameter group 0 '{key}': {message}"):
+            m_opt.load_state_dict({"state": {}, "param_groups": [dict(groups[0], **{key: value})]})
+        assert m_opt.param_groups[0][key] == groups[0][key] and m_opt.state
+
+
 def test_errors_and_zero_grad_and_add_param_group():
     p = munet.ones(2, requires_grad=True)
     with pytest.raises(ValueError, match="Invalid learning rate"):

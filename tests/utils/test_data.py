@@ -1,6 +1,16 @@
 """Datasets, samplers, collation and the DataLoader, with and without worker processes."""
 
+import contextlib
+import functools
+import gc
 import math
+import multiprocessing
+import os
+import re
+import signal
+import threading
+import time
+import traceback
 from collections import namedtuple
 
 import numpy as np
@@ -144,6 +154,188 @@ def test_worker_exception_propagates():
         list(DataLoader(Failing(), batch_size=1, num_workers=2))
     with pytest.raises(KeyError, match="sample 2 is broken"):
         list(DataLoader(Failing(), batch_size=1))
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_after_a_worker_exception_the_loader_goes_on(persistent):
+    # as PyTorch: the same iterator yields the next batch, and a persistent loader's next epoch works
+    loader = DataLoader(Failing(), batch_size=1, num_workers=1, persistent_workers=persistent)
+    it = iter(loader)
+    assert [next(it).tolist(), next(it).tolist()] == [[0], [1]]
+    with pytest.raises(KeyError, match="sample 2 is broken"):
+        next(it)
+    assert next(it).tolist() == [3]
+    with pytest.raises(StopIteration):
+        next(it)
+    for _ in range(2):
+        with pytest.raises(KeyError, match="sample 2 is broken"):
+            list(loader)
+
+
+# A worker that fails must raise in the main process, never hang it. A case that would hang on a
+# regression runs in a forked child with a hard limit, so that it fails instead of stalling the suite.
+
+
+def _in_bounded_child(fn, *args, limit: float = 15.0):
+    """``fn(*args)`` in a forked child process (its own process group, which its DataLoader
+    workers join); returns what it returns. A child still running after ``limit`` seconds is
+    killed with its workers and the test fails."""
+    gc.collect()  # no garbage DataLoader iterator of this process for the child to collect and shut down
+    ctx = multiprocessing.get_context("fork")
+    receive, send = ctx.Pipe(duplex=False)
+    child = ctx.Process(target=_report_to, args=(send, fn, args))
+    child.start()
+    send.close()
+    try:
+        if not receive.poll(limit):
+            pytest.fail(f"{fn.__name__}{args} still running after {limit} s: the DataLoader hangs")
+        outcome, value = receive.recv()
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(child.pid, signal.SIGKILL)
+        child.join()
+    if outcome != "returned":
+        pytest.fail(value)
+    return value
+
+
+def _report_to(conn, fn, args):
+    os.setpgrp()
+    try:
+        conn.send(("returned", fn(*args)))
+    except BaseException:
+        conn.send(("raised", traceback.format_exc()))
+    finally:
+        os._exit(0)
+
+
+def _error_from_one_worker(dataset, options: dict):
+    """The batches a 1-worker DataLoader yields before it raises, and the error's type and message."""
+    got = []
+    try:
+        for batch in DataLoader(dataset, num_workers=1, **options):
+            got.append(batch if isinstance(batch, (int, list)) else batch.tolist())
+    except Exception as exc:
+        return got, type(exc).__name__, str(exc)
+    return got, None, None
+
+
+class _Lock(Dataset):
+    """Sample 2 holds a lock, which cannot be pickled."""
+
+    def __len__(self):
+        return 4
+
+    def __getitem__(self, i):
+        return threading.Lock() if i == 2 else i
+
+
+class _LockStream(IterableDataset):
+    def __iter__(self):
+        yield threading.Lock()
+
+
+class _RefusesToUnpickle:
+    def __reduce__(self):
+        return (_refuse, ())
+
+
+def _refuse():
+    raise ValueError("refusing to unpickle")
+
+
+class _Unpicklable(Dataset):
+    """Sample 1 pickles in the worker but fails to unpickle in the main process."""
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        return _RefusesToUnpickle() if i == 1 else i
+
+
+class _RaisesLocalError(Dataset):
+    def __len__(self):
+        return 2
+
+    def __getitem__(self, i):
+        class LocalError(Exception):  # a class defined in a function cannot be pickled
+            pass
+
+        raise LocalError(f"sample {i} is broken")
+
+
+def _lock_collate(batch):
+    return threading.Lock()
+
+
+UNSENDABLE = {
+    # case: (dataset, DataLoader options, batches before the error, error type, what the message says)
+    "sample": (_Lock(), {"batch_size": None}, [0, 1], "TypeError", "while sending sample 2 to the main"),
+    "sample in a batch": (_Lock(), {"batch_size": 2, "collate_fn": list}, [[0, 1]], "TypeError", "sending sample 2"),
+    "collate_fn result": (_Lock(), {"batch_size": 2, "collate_fn": _lock_collate}, [], "TypeError", "samples [0, 1]"),
+    "iterable": (_LockStream(), {"batch_size": None}, [], "TypeError", "batch 0 of its iterable dataset"),
+    "unpickling": (
+        _Unpicklable(),
+        {"batch_size": None},
+        [0],
+        "ValueError",
+        "while unpickling batch 1 from DataLoader worker process 0",
+    ),
+    "exception class": (
+        _RaisesLocalError(),
+        {"batch_size": None},
+        [],
+        "RuntimeError",
+        "Caught LocalError in DataLoader",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", UNSENDABLE)
+def test_a_result_that_cannot_be_sent_raises_in_the_main_process(case):
+    dataset, options, before, error, message = UNSENDABLE[case]
+    got, raised, text = _in_bounded_child(_error_from_one_worker, dataset, options)
+    assert (got, raised) == (before, error), text
+    assert message in text
+    if raised == "TypeError":
+        assert "worker process 0" in text and "cannot pickle '_thread.lock' object" in text
+
+
+class _Sample1Misbehaves(Dataset):
+    """Sample 1 runs ``act`` (exit the worker, sleep) before it is returned."""
+
+    def __init__(self, act):
+        self.act = act
+
+    def __len__(self):
+        return 3
+
+    def __getitem__(self, i):
+        if i == 1:
+            self.act()
+        return i
+
+
+def test_a_worker_that_exits_raises_with_timeout_zero():
+    got, raised, text = _in_bounded_child(
+        _error_from_one_worker, _Sample1Misbehaves(functools.partial(os._exit, 3)), {"batch_size": None}
+    )
+    assert raised == "RuntimeError" and re.fullmatch(r"DataLoader worker \(pid\(s\) \d+\) exited unexpectedly", text)
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_timeout_raises_and_terminates_the_stuck_worker(persistent):
+    slow = _Sample1Misbehaves(functools.partial(time.sleep, 3))
+    loader = DataLoader(slow, batch_size=None, num_workers=1, timeout=0.5, persistent_workers=persistent)
+    for _ in range(2 if persistent else 1):  # a persistent loader's next epoch has new workers
+        it = iter(loader)
+        assert next(it) == 0
+        with pytest.raises(RuntimeError, match=r"^DataLoader timed out after 0.5 seconds$"):
+            next(it)
+        # the worker was still in its 3 s sleep: the error came at the timeout, and the worker was
+        # terminated rather than waited for
+        assert it.workers[0].exitcode == -signal.SIGTERM
 
 
 def test_loader_argument_errors():

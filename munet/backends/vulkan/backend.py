@@ -4,6 +4,11 @@ A storage's buffer is a :class:`DeviceBuffer`; a tensor's data is a :class:`VkVi
 descriptor over it. Host transfers read back exactly the elements of the view asked for.
 int64 tensors are held as int32 (values are range-checked on upload); bool as u32 0/1;
 float16 as f16 (2 bytes; transfers are padded to the 4-byte granularity of wgpu's copies).
+
+``reset()`` replaces the runtime (a lost device comes back) and counts ``generation``; the
+backend object, and so the device identity of tensors, stays the same, and a tensor made before
+the reset raises ``DeviceLostError`` when used (``Runtime.check_owned``) unless ``restore``
+gave its buffer fresh memory holding host data.
 """
 
 from __future__ import annotations
@@ -26,9 +31,34 @@ class VulkanBackend:
 
     def __init__(self, device_type: str, index: int):
         self.device = device(device_type, index)
-        adapter = adapters.adapters_for(device_type)[index]
-        self.runtime = rt = Runtime(adapter, str(self.device))
+        self.generation = 0
+        self._open()
+
+    def _open(self) -> None:
+        adapter = adapters.adapters_for(self.device.type)[self.device.index]
+        self.runtime = rt = Runtime(adapter, str(self.device), self.generation)
         self.kernels = {name: _bind(fn, rt) for name, fn in KERNELS.items()}
+
+    def reset(self) -> None:
+        """Close the runtime (lost or not: its pending work and tensors are dropped) and open a new
+        wgpu device on the same adapter; ``generation`` goes up by one."""
+        old = self.runtime
+        with old.lock:  # other threads' device work on the old runtime ends first
+            if self.runtime is not old:  # another thread reset it meanwhile
+                return
+            old.close(f"closed by a reset of {self.device}")
+            self.generation += 1
+            self._open()
+
+    def read_storage(self, buffer) -> np.ndarray:
+        """Every element of ``buffer`` on the host (what ``restore`` puts back after a reset)."""
+        return self.to_numpy(VkView(buffer, (buffer.numel,), (1,), 0, buffer.dtype))
+
+    def restore(self, buffer, array: np.ndarray) -> None:
+        """Give ``buffer``, made before a reset, fresh memory on this runtime holding ``array``
+        (its flat contents, as ``read_storage`` returned them): every view over it works again."""
+        self.runtime.allocator.adopt(buffer)
+        self._upload(buffer, array)
 
     # memory -------------------------------------------------------------------------------------
     def empty(self, numel: int, dtype):
@@ -69,11 +99,13 @@ class VulkanBackend:
                     f"{self.device}: int64 values must lie in the int32 range [{INT32_MIN}, {INT32_MAX}] "
                     f"(int64 is held as int32 on this backend); got values in [{lo}, {hi}]"
                 )
-        host = np.ascontiguousarray(array, dtype=_HOST[element_type(dtype)])
-        buffer = self.runtime.allocator.allocate(host.size, dtype)
-        data = host.tobytes()
-        self.runtime.write(buffer, data + b"\0" * (-len(data) % 4))
+        buffer = self.runtime.allocator.allocate(array.size, dtype)
+        self._upload(buffer, array)
         return buffer
+
+    def _upload(self, buffer, array: np.ndarray) -> None:
+        data = np.ascontiguousarray(array, dtype=_HOST[element_type(buffer.dtype)]).tobytes()
+        self.runtime.write(buffer, data + b"\0" * (-len(data) % 4))
 
     def to_numpy(self, data: VkView) -> np.ndarray:
         """The view's elements on the host; reads back only those (a strided view is compacted first)."""

@@ -9,15 +9,23 @@ the same blocks every time and the runtime's bind groups, keyed by buffers, are 
 block is freed when its ``DeviceBuffer`` is garbage collected (a weakref finalizer); blocks
 freed while commands that may use them are still being recorded are held back until those
 commands are submitted, because later queue writes would otherwise overtake them.
+
+Every method runs under the runtime's lock except :meth:`Allocator.release`, the finalizer: it
+only queues the block (a deque append is atomic), and the next locked call files it, so the
+garbage collector never blocks one thread on another's device work. Each block names the
+runtime that owns it, so a buffer made before its device was reset is recognised
+(``Runtime.check_owned``); :meth:`Allocator.adopt` gives such a buffer fresh memory.
 """
 
 from __future__ import annotations
 
+import collections
 import heapq
 import itertools
 import weakref
 
 from munet import _dtype as D
+from munet import metrics
 from munet._device import DeviceError, OutOfMemoryError
 from munet.backends.vulkan.views import element_bytes
 
@@ -35,10 +43,10 @@ def size_class(nbytes: int) -> int:
 
 
 class Block:
-    __slots__ = ("gpu", "size", "address")
+    __slots__ = ("gpu", "size", "address", "owner")
 
-    def __init__(self, gpu, size: int, address: int):
-        self.gpu, self.size, self.address = gpu, size, address
+    def __init__(self, gpu, size: int, address: int, owner):
+        self.gpu, self.size, self.address, self.owner = gpu, size, address, owner
 
     def __lt__(self, other: Block) -> bool:  # free lists are heaps by address
         return self.address < other.address
@@ -68,11 +76,20 @@ class Allocator:
         self.runtime = runtime
         self.free: dict[int, list[Block]] = {}
         self.deferred: list[Block] = []
+        self.released: collections.deque[Block] = collections.deque()  # freed, not yet filed (see release)
         self._addresses = itertools.count(1 << 32, 1 << 32)
-        self.allocated_bytes = 0
+        self._allocated_bytes = 0
         self.reserved_bytes = 0
         self.peak_allocated_bytes = 0
         self.counts = {"device_allocations": 0, "cache_hits": 0, "frees": 0}
+        metrics.watch_allocated_bytes(runtime.label, self)
+
+    @property
+    def allocated_bytes(self) -> int:
+        """Bytes of the blocks live buffers hold (counting the buffers freed since the last call)."""
+        with self.runtime.lock:
+            self._file_released()
+            return self._allocated_bytes
 
     def allocate(self, numel: int, dtype) -> DeviceBuffer:
         if dtype is D.float16 and not self.runtime.has_f16:
@@ -87,20 +104,32 @@ class Allocator:
                 f"{self.runtime.label}: a tensor of {numel} elements ({nbytes} bytes) exceeds this device's "
                 f"max_storage_buffer_binding_size ({limit} bytes), the largest buffer one kernel can bind"
             )
-        size = min(size_class(nbytes), limit)
-        cached = self.free.get(size)
-        if cached:
-            block = heapq.heappop(cached)
-            self.counts["cache_hits"] += 1
-        else:
-            block = Block(self._create(size), size, next(self._addresses))
-            self.reserved_bytes += size
-            self.counts["device_allocations"] += 1
-        self.allocated_bytes += size
-        self.peak_allocated_bytes = max(self.peak_allocated_bytes, self.allocated_bytes)
-        buffer = DeviceBuffer(block, numel, dtype)
-        weakref.finalize(buffer, self._release, block).atexit = False
+        buffer = DeviceBuffer(None, numel, dtype)
+        self._attach(buffer, min(size_class(nbytes), limit))
         return buffer
+
+    def adopt(self, buffer: DeviceBuffer) -> None:
+        """Give ``buffer`` (of an earlier runtime of this device) a fresh block of this one; its
+        contents are undefined until written. Views over it see the new memory."""
+        nbytes = -(-max(buffer.numel, 1) * element_bytes(buffer.dtype) // 4) * 4
+        self._attach(buffer, min(size_class(nbytes), self.runtime.max_binding))
+
+    def _attach(self, buffer: DeviceBuffer, size: int) -> None:
+        with self.runtime.lock:
+            self.runtime.check_alive()
+            self._file_released()
+            cached = self.free.get(size)
+            if cached:
+                block = heapq.heappop(cached)
+                self.counts["cache_hits"] += 1
+            else:
+                block = Block(self._create(size), size, next(self._addresses), self.runtime)
+                self.reserved_bytes += size
+                self.counts["device_allocations"] += 1
+            self._allocated_bytes += size
+            self.peak_allocated_bytes = max(self.peak_allocated_bytes, self._allocated_bytes)
+            buffer.block = block
+        weakref.finalize(buffer, self.release, block).atexit = False
 
     def _create(self, size: int):
         wgpu = self.runtime.wgpu
@@ -114,36 +143,50 @@ class Allocator:
                     self.empty_cache()
                     continue
                 raise OutOfMemoryError(
-                    f"{self.runtime.label}: could not allocate {size} bytes; {self.allocated_bytes} bytes are "
+                    f"{self.runtime.label}: could not allocate {size} bytes; {self._allocated_bytes} bytes are "
                     f"allocated by tensors and {self.reserved_bytes} bytes reserved in total ({exc})"
                 ) from exc
         raise AssertionError("unreachable")
 
-    def _release(self, block: Block) -> None:
-        self.allocated_bytes -= block.size
-        self.counts["frees"] += 1
-        if self.runtime.recording:
-            self.deferred.append(block)
-        else:
-            heapq.heappush(self.free.setdefault(block.size, []), block)
+    def release(self, block: Block) -> None:
+        """The finalizer of a buffer: queue its block for the next locked call (takes no lock)."""
+        self.released.append(block)
+
+    def _file_released(self) -> None:
+        """Move queued blocks to the free lists, or hold them while commands are being recorded."""
+        while self.released:
+            block = self.released.popleft()
+            self._allocated_bytes -= block.size
+            self.counts["frees"] += 1
+            if self.runtime.recording:
+                self.deferred.append(block)
+            else:
+                heapq.heappush(self.free.setdefault(block.size, []), block)
 
     def after_submit(self) -> None:
-        for block in self.deferred:
-            heapq.heappush(self.free.setdefault(block.size, []), block)
-        self.deferred.clear()
+        """The runtime submitted every recorded command (called under its lock): held blocks are free."""
+        with self.runtime.lock:
+            self._file_released()
+            for block in self.deferred:
+                heapq.heappush(self.free.setdefault(block.size, []), block)
+            self.deferred.clear()
 
     def empty_cache(self) -> None:
         """Destroy every cached (free) block."""
-        self.runtime.forget_bind_groups()
-        for blocks in self.free.values():
-            for block in blocks:
-                self.reserved_bytes -= block.size
-                block.gpu.destroy()
-        self.free.clear()
+        with self.runtime.lock:
+            self.runtime.check_alive()
+            self._file_released()
+            self.runtime.forget_bind_groups()
+            for blocks in self.free.values():
+                for block in blocks:
+                    self.reserved_bytes -= block.size
+                    block.gpu.destroy()
+            self.free.clear()
 
     def stats(self) -> dict:
+        self._file_released()
         return {
-            "allocated_bytes": self.allocated_bytes,
+            "allocated_bytes": self._allocated_bytes,
             "reserved_bytes": self.reserved_bytes,
             "peak_allocated_bytes": self.peak_allocated_bytes,
             "cached_blocks": sum(len(b) for b in self.free.values()) + len(self.deferred),

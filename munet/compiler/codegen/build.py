@@ -16,13 +16,18 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import logging
 import os
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 
+from munet import metrics
 from munet.compiler.codegen import cache
+
+_log = logging.getLogger(__name__)
 
 BASE_FLAGS = ("-O3", "-fPIC", "-shared", "-std=c99", "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math")
 
@@ -68,6 +73,7 @@ def compiler_name() -> str | None:
 
 
 def _compile(exe: str, flags: tuple, source: str, target: Path) -> None:
+    start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "kernel.c"
         src.write_text(source)
@@ -76,6 +82,9 @@ def _compile(exe: str, flags: tuple, source: str, target: Path) -> None:
         if result.returncode != 0:
             raise RuntimeError(f"munet codegen: {exe} failed on a generated kernel:\n{result.stderr}\n{source}")
         cache.write_entry(target, out.read_bytes())
+    seconds = time.perf_counter() - start
+    metrics.observe_kernel_compile("cpu", seconds)
+    _log.debug("compiled kernel %s with %s in %.3f s", target.name, exe, seconds)
 
 
 _loaded: dict = {}  # path -> CDLL, so a process loads each entry once
@@ -101,6 +110,9 @@ def load_kernel(source: str, name: str):
             _compile(exe, flags, source, path)
             lib = ctypes.CDLL(str(path))
         _loaded[str(path)] = lib
+    if hit:
+        metrics.count_kernel_cache_hit("cpu")
+        _log.debug("kernel cache hit: %s (%s)", name, path.name)
     fn = getattr(lib, name)
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]

@@ -1,4 +1,8 @@
-"""DataLoader worker processes: fetch samples, collate, and send batches back as NumPy arrays."""
+"""DataLoader worker processes: fetch samples, collate, and send batches back as NumPy arrays.
+
+A worker pickles each result itself and puts the bytes on the result queue, so that a result that
+cannot be pickled reaches the main process as an error naming the sample.
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,7 @@ import queue
 import random
 import traceback
 from dataclasses import dataclass
+from multiprocessing.reduction import ForkingPickler
 
 from munet._tensor import Tensor
 
@@ -75,9 +80,20 @@ def from_transport(obj):
 
 
 def fetch_map(dataset, indices, auto_collation: bool, collate_fn):
+    return collate_map(read_map(dataset, indices, auto_collation), auto_collation, collate_fn)
+
+
+def read_map(dataset, indices, auto_collation: bool) -> list:
+    """The ``(index, sample)`` pairs of one batch of a map-style dataset."""
     if auto_collation:
-        return collate_fn([dataset[i] for i in indices])
-    return collate_fn(dataset[indices])
+        return [(i, dataset[i]) for i in indices]
+    return [(indices, dataset[indices])]
+
+
+def collate_map(samples: list, auto_collation: bool, collate_fn):
+    if auto_collation:
+        return collate_fn([sample for _, sample in samples])
+    return collate_fn(samples[0][1])
 
 
 def fetch_iterable(iterator, batch_size, auto_collation: bool, drop_last: bool, collate_fn):
@@ -133,16 +149,52 @@ def worker_loop(
             iterator = iter(dataset) if is_iterable else None
             continue
         send_idx, indices = request
-        if init_error is not None:
-            result_queue.put((send_idx, init_error))
-            continue
+        samples = None
         try:
-            if is_iterable:
-                data = fetch_iterable(iterator, batch_size, auto_collation, drop_last, collate_fn)
+            if init_error is not None:
+                data = init_error
+            elif is_iterable:
+                data = to_transport(fetch_iterable(iterator, batch_size, auto_collation, drop_last, collate_fn))
             else:
-                data = fetch_map(dataset, indices, auto_collation, collate_fn)
-            result_queue.put((send_idx, to_transport(data)))
+                samples = read_map(dataset, indices, auto_collation)
+                data = to_transport(collate_map(samples, auto_collation, collate_fn))
         except StopIteration:
-            result_queue.put((send_idx, _IterableExhausted()))
+            data = _IterableExhausted()
         except Exception as exc:
-            result_queue.put((send_idx, ExceptionWrapper(exc, f"in DataLoader worker process {worker_id}")))
+            data = ExceptionWrapper(exc, f"in DataLoader worker process {worker_id}")
+        result_queue.put((send_idx, pickle_result(data, samples, send_idx, worker_id)))
+
+
+def pickle_result(data, samples: list | None, send_idx: int, worker_id: int) -> bytes:
+    """``data`` pickled here rather than by the queue's feeder thread, which prints a result that
+    cannot be pickled and drops it, leaving the main process waiting for it. Such a result becomes
+    the error the main process raises, naming the sample (``samples``: the batch's ``(index,
+    sample)`` pairs; None for an iterable dataset, whose batches are named by number)."""
+    if isinstance(data, ExceptionWrapper):
+        return _pickle_error(data)
+    try:
+        return bytes(ForkingPickler.dumps(data))
+    except Exception as exc:
+        what = _unsendable_part(samples, send_idx)
+        return _pickle_error(
+            ExceptionWrapper(exc, f"in DataLoader worker process {worker_id} while sending {what} to the main process")
+        )
+
+
+def _pickle_error(error: ExceptionWrapper) -> bytes:
+    try:
+        return bytes(ForkingPickler.dumps(error))
+    except Exception:  # the exception's class cannot be pickled (defined in a function): its name is in the message
+        error.exc_type = RuntimeError
+        return bytes(ForkingPickler.dumps(error))
+
+
+def _unsendable_part(samples: list | None, send_idx: int) -> str:
+    if samples is None:
+        return f"batch {send_idx} of its iterable dataset"
+    for index, sample in samples:
+        try:
+            ForkingPickler.dumps(to_transport(sample))
+        except Exception:
+            return f"sample {index}"
+    return f"the batch of samples {[index for index, _ in samples]} (the result of collate_fn)"

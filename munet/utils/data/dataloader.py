@@ -7,13 +7,21 @@ workers round-robin, ``prefetch_factor`` per worker in flight; results come back
 
 from __future__ import annotations
 
+import logging
+import math
 import multiprocessing
+import os
 import queue
+import time
+from multiprocessing.reduction import ForkingPickler
 
+from munet import metrics
 from munet.utils.data import _worker
 from munet.utils.data.collate import default_collate, default_convert
 from munet.utils.data.dataset import IterableDataset
 from munet.utils.data.sampler import BatchSampler, RandomSampler, SequentialSampler
+
+_log = logging.getLogger(__name__)
 
 
 class _InfiniteNone:
@@ -23,7 +31,20 @@ class _InfiniteNone:
 
 
 class DataLoader:
-    """PyTorch's ``torch.utils.data.DataLoader`` (map-style and iterable datasets, workers)."""
+    """PyTorch's ``torch.utils.data.DataLoader`` (map-style and iterable datasets, workers).
+
+    With workers, what goes wrong in one raises in the main process instead of hanging it:
+    an exception in the dataset or ``collate_fn`` is re-raised with its worker traceback; a result
+    that cannot be pickled raises the pickling error naming the worker and the sample index (the
+    batch number for an iterable dataset); a worker that exits is reported within a second,
+    "DataLoader worker (pid(s) X) exited unexpectedly"; with ``timeout > 0`` a batch not received
+    within ``timeout`` seconds raises "DataLoader timed out after N seconds". The last two terminate
+    the workers at once (as does dropping an iterator mid-epoch), and a persistent loader starts
+    new ones for its next epoch. After the other errors the same iterator goes on with the next
+    batch, as in PyTorch. As in PyTorch, with ``timeout=0`` (the default) a live worker that never
+    returns (a dataset blocked in a call) makes the main process wait for it: set ``timeout`` to
+    bound that wait. (PyTorch itself waits forever for a result that cannot be pickled.)
+    """
 
     def __init__(
         self,
@@ -126,7 +147,7 @@ class DataLoader:
         if self.num_workers == 0:
             return _SingleProcessIter(self)
         if self.persistent_workers:
-            if self._iterator is None:
+            if self._iterator is None or self._iterator._shutdown:  # none yet, or stopped by a timeout or dead worker
                 self._iterator = _MultiProcessIter(self)
             else:
                 self._iterator.reset()
@@ -152,6 +173,7 @@ class _SingleProcessIter:
     def __iter__(self):
         return self
 
+    @metrics.time_dataloader_wait
     def __next__(self):
         loader = self.loader
         if loader._is_iterable:
@@ -198,9 +220,11 @@ class _MultiProcessIter:
                 daemon=True,
             )
             worker.start()
+            _log.debug("DataLoader: started worker %d (pid %d)", wid, worker.pid)
             self.index_queues.append(index_queue)
             self.workers.append(worker)
         self._shutdown = False
+        self._owner_pid = os.getpid()
         self._start_epoch()
 
     def _start_epoch(self) -> None:
@@ -245,21 +269,33 @@ class _MultiProcessIter:
         self.send_idx += 1
 
     def _get(self):
-        waited = 0.0
+        """The next ``(send index, result)``, an ``ExceptionWrapper`` if it fails to unpickle.
+        Checks every ``_POLL`` seconds that the workers live, and gives up after ``timeout`` seconds
+        (if set); either way the workers are terminated and the error raised."""
+        timeout = self.loader.timeout
+        deadline = time.monotonic() + timeout if timeout else math.inf
         while True:
             try:
-                return self.result_queue.get(timeout=self._POLL)
+                idx, payload = self.result_queue.get(timeout=max(0.0, min(self._POLL, deadline - time.monotonic())))
             except queue.Empty:
-                waited += self._POLL
                 dead = [w for w in self.workers if not w.is_alive()]
                 if dead:
-                    self.shutdown()
+                    self.shutdown(terminate=True)
                     raise RuntimeError(
                         f"DataLoader worker (pid(s) {', '.join(str(w.pid) for w in dead)}) exited unexpectedly"
                     ) from None
-                if self.loader.timeout and waited >= self.loader.timeout:
-                    self.shutdown()
-                    raise RuntimeError(f"DataLoader timed out after {self.loader.timeout} seconds") from None
+                if time.monotonic() >= deadline:
+                    self.shutdown(terminate=True)
+                    raise RuntimeError(f"DataLoader timed out after {timeout} seconds") from None
+                continue
+            try:
+                return idx, ForkingPickler.loads(payload)
+            except Exception as exc:  # raised in its turn, as a worker's exception, naming batch and worker
+                wid = self.pending[idx]
+                where = (
+                    f"while unpickling batch {idx} from DataLoader worker process {wid} (pid {self.workers[wid].pid})"
+                )
+                return idx, _worker.ExceptionWrapper(exc, where)
 
     def __iter__(self):
         return self
@@ -267,6 +303,7 @@ class _MultiProcessIter:
     def __len__(self) -> int:
         return len(self.loader)
 
+    @metrics.time_dataloader_wait
     def __next__(self):
         while True:
             if self.rcvd_idx in self.buffer:
@@ -275,8 +312,7 @@ class _MultiProcessIter:
                 if isinstance(data, _worker._IterableExhausted):
                     continue
                 self._dispatch()
-                if isinstance(data, _worker.ExceptionWrapper):
-                    self.shutdown()
+                if isinstance(data, _worker.ExceptionWrapper):  # as PyTorch: the next call goes on with the next batch
                     data.reraise()
                 return _worker.from_transport(data)
             if self.rcvd_idx not in self.pending:
@@ -294,8 +330,10 @@ class _MultiProcessIter:
         """An iterable worker ran dry: keep the other workers busy instead."""
         self._dispatch()
 
-    def shutdown(self) -> None:
-        if self._shutdown:
+    def shutdown(self, terminate: bool = False) -> None:
+        """Stop the workers: ask them to exit and wait up to 5 s each, or (``terminate``: after a
+        timeout or a dead worker, or for a dropped iterator) terminate them at once."""
+        if self._shutdown or os.getpid() != self._owner_pid:  # a forked copy of this iterator owns no workers
             return
         self._shutdown = True
         for q in self.index_queues:
@@ -304,12 +342,19 @@ class _MultiProcessIter:
             except (OSError, ValueError):
                 pass
         for w in self.workers:
-            w.join(timeout=5)
-            if w.is_alive():
+            if terminate:
                 w.terminate()
+            w.join(timeout=1 if terminate else 5)
+            if w.is_alive():
+                w.kill()
+                w.join()
+            _log.debug("DataLoader: worker pid %d exited (exit code %s)", w.pid, w.exitcode)
         for q in [*self.index_queues, self.result_queue]:
             q.cancel_join_thread()
             q.close()
 
     def __del__(self):
-        self.shutdown()
+        # an iterator dropped mid-epoch: its workers hold only prefetched batches, and when the
+        # garbage collector runs this, the queues may already be closed, so a worker would not hear
+        # the request to exit
+        self.shutdown(terminate=True)
