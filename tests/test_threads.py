@@ -44,6 +44,18 @@ def fast_switching():
     sys.setswitchinterval(before)
 
 
+def test_set_default_device_in_a_thread_stays_in_that_thread(vulkan):
+    """PyTorch 2.13 keeps it in a threading.local (torch/__init__.py ``_GLOBAL_DEVICE_CONTEXT``)."""
+
+    def switch():
+        munet.set_default_device(vulkan)
+        return munet.zeros(1).device
+
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(switch).result(timeout=60) == vulkan
+    assert munet.get_default_device() == munet.device("cpu") and munet.zeros(1).device == munet.device("cpu")
+
+
 # the tracer ---------------------------------------------------------------------------------------
 
 
