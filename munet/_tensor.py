@@ -400,6 +400,10 @@ class Tensor:
             raise TypeError(
                 f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
             )
+        from munet.ops._registry import _Tracing
+
+        if _Tracing.tracer is not None:  # munet.compile guards the value of a real tensor read while tracing
+            _Tracing.tracer.read_on_host(self)
         # np.asarray is free for arrays; on a tensor traced by munet.compile it raises HostReadError.
         return np.asarray(self._storage.backend.to_numpy(self._data))
 

@@ -7,7 +7,10 @@ device: ``tests.reference.check`` pointed at it and the device made the default
 device, and ``gradcheck`` (float64 finite differences) runs on cpu. A ``DeviceError`` saying the
 device lacks a dtype or kernel skips the test with that message (also when a
 ``pytest.raises(match=...)`` met it instead of the error it expected); a mixed-device error
-fails it. ``HOST_ONLY`` names the functions that test cpu behaviour by nature.
+fails it. ``HOST_ONLY`` names the functions that test cpu behaviour by nature. ``INDEX_ERRORS``
+names those that check the error for an out-of-range index: a device raises it at the next
+synchronization (munet/backends/vulkan/device_asserts.py), so they run in launch-blocking mode,
+where the op itself raises, as on cpu.
 
 Used by tests/backends/test_vulkan_parity.py and by ``pytest tests/ops --munet-device=vulkan``.
 """
@@ -19,22 +22,21 @@ import pytest
 import munet
 from tests import reference
 
-_UNCHECKED_INDICES = (
-    "checks the error for an out-of-range index, which vulkan kernels do not raise: indices are not "
-    "bounds-checked on the device (that needs a host read per op; munet/backends/vulkan/kernels_indexing.py)"
-)
 _CPU_GENERATOR = (
     "draws from munet.Generator(), a cpu generator as in PyTorch, which a sample on another device refuses; "
     "vulkan streams are tested in tests/backends/test_vulkan_random.py"
 )
+INDEX_ERRORS = {
+    "test_gather_errors",
+    "test_index_add_copy_fill",
+    "test_index_errors",
+    "test_index_put_errors",
+    "test_index_select",
+    "test_scatter_errors",
+    "test_searchsorted_sorter_out_of_range",
+    "test_take_and_take_along_dim",
+}
 HOST_ONLY = {
-    "test_gather_errors": _UNCHECKED_INDICES,
-    "test_index_add_copy_fill": _UNCHECKED_INDICES,
-    "test_index_errors": _UNCHECKED_INDICES,
-    "test_index_put_errors": _UNCHECKED_INDICES,
-    "test_index_select": _UNCHECKED_INDICES,
-    "test_scatter_errors": _UNCHECKED_INDICES,
-    "test_take_and_take_along_dim": _UNCHECKED_INDICES,
     "test_multinomial_errors": (
         "checks the errors for invalid probability rows, which need host data: the vulkan kernel does "
         "not check them (munet/backends/vulkan/kernels_random.py)"
@@ -55,6 +57,8 @@ def run_on_device(fn, kwargs: dict, device, monkeypatch) -> None:
     reason = HOST_ONLY.get(fn.__name__)
     if reason is not None:
         pytest.skip(f"on {device}: {reason}")
+    if fn.__name__ in INDEX_ERRORS:
+        monkeypatch.setattr(munet._device.get_backend(munet.device(device)).runtime.asserts, "blocking", True)
     monkeypatch.setattr(munet.Tensor, "numpy", _read_on_host(munet.Tensor.numpy))
     monkeypatch.setattr(munet, "from_numpy", _to_device(munet.from_numpy, device))
     if "gradcheck" in fn.__globals__:

@@ -5,6 +5,7 @@ Grad mode, inference mode and autocast have their own per-thread tests in tests/
 tests/amp; the default device in tests/test_device.py.
 """
 
+import queue
 import subprocess
 import sys
 import threading
@@ -59,55 +60,69 @@ def test_set_default_device_in_a_thread_stays_in_that_thread(vulkan):
 # the tracer ---------------------------------------------------------------------------------------
 
 
-def held_compile(fn):
-    """``munet.compile`` of ``fn`` whose trace, after running ``fn``, signals ``traced`` and waits for ``leave``."""
-    traced, leave = threading.Event(), threading.Event()
+class HeldTrace:
+    """``munet.compile`` of ``fn`` whose trace, after running ``fn``, waits until ``release()``.
 
-    def held(*args):
-        out = fn(*args)
-        traced.set()
-        leave.wait(30)
-        return out
+    The trace signals and waits through C objects (a SimpleQueue, a lock), whose state the
+    compiler's guards cannot read, so it does not guard on them."""
 
-    return munet.compile(held), traced, leave
+    def __init__(self, fn):
+        self._traced, self._gate = queue.SimpleQueue(), threading.Lock()
+        self._gate.acquire()
+        traced, gate = self._traced, self._gate
+
+        def held(*args):
+            out = fn(*args)
+            traced.put(True)
+            gate.acquire(timeout=30)
+            gate.release()
+            return out
+
+        self.compiled = munet.compile(held)
+
+    def wait_traced(self) -> None:
+        assert self._traced.get(timeout=30)
+
+    def release(self) -> None:
+        self._gate.release()
 
 
 def test_eager_ops_in_another_thread_run_while_one_traces():
-    compiled, traced, leave = held_compile(lambda x: x * 2)
+    held = HeldTrace(lambda x: x * 2)
     with ThreadPoolExecutor(1) as pool:
-        first = pool.submit(compiled, munet.ones(3))
-        assert traced.wait(30)
+        first = pool.submit(held.compiled, munet.ones(3))
+        held.wait_traced()
         try:
             eager = (munet.arange(3.0) + 1).tolist(), (munet.ones(2, requires_grad=True) * 2).requires_grad
         finally:
-            leave.set()
+            held.release()
         assert first.result(timeout=60).tolist() == [2.0, 2.0, 2.0]
     assert eager == ([1.0, 2.0, 3.0], True)
 
 
 def test_calling_a_compiled_function_while_another_thread_traces_it_waits_for_the_trace():
-    compiled, traced, leave = held_compile(lambda x: x + 1)
+    held = HeldTrace(lambda x: x + 1)
     with ThreadPoolExecutor(2) as pool:
-        first = pool.submit(compiled, munet.zeros(2))
-        assert traced.wait(30)
-        second = pool.submit(compiled, munet.ones(2))
-        leave.set()
+        first = pool.submit(held.compiled, munet.zeros(2))
+        held.wait_traced()
+        second = pool.submit(held.compiled, munet.ones(2))
+        held.release()
         assert first.result(timeout=60).tolist() == [1.0, 1.0]
         assert second.result(timeout=60).tolist() == [2.0, 2.0]
-    assert compiled.stats()["traces"] == 1
+    assert held.compiled.stats()["traces"] == 1
 
 
 def test_reading_a_tensor_that_another_thread_is_tracing_raises_a_clear_error():
     weight = munet.ones(2)
-    compiled, traced, leave = held_compile(lambda x: x * weight)  # the trace holds weight's data until it ends
+    held = HeldTrace(lambda x: x * weight)  # the trace holds weight's data until it ends
     with ThreadPoolExecutor(1) as pool:
-        first = pool.submit(compiled, munet.full((2,), 3.0))
-        assert traced.wait(30)
+        first = pool.submit(held.compiled, munet.full((2,), 3.0))
+        held.wait_traced()
         try:
             with pytest.raises(HostReadError, match="tracing in another thread"):
                 (weight * 2).tolist()
         finally:
-            leave.set()
+            held.release()
         assert first.result(timeout=60).tolist() == [3.0, 3.0]
     assert (weight * 2).tolist() == [2.0, 2.0]
 

@@ -1,12 +1,15 @@
 """``munet.compile``: trace on first call, optimize, replay; one specialization per guard key.
 
-A :class:`CompiledFunction` keeps a bounded LRU cache of specializations keyed by the guards:
-each tensor argument's shape, dtype, device, requires_grad and contiguity, the value of every
-other argument, grad mode, ``training`` of the modules involved, and the Python-side state the
-trace read (which gradients and optimizer-state tensors exist, and hyperparameters that are
-not graph inputs). A miss traces a new specialization; the least recently used one is evicted
-when the cache is full. ``stats()`` reports what ran. A specialization whose device was reset
-since it was lowered is lowered again on the new device before it runs; with
+A :class:`CompiledFunction` keeps a bounded LRU cache of specializations keyed by each tensor
+argument's shape, dtype, device, requires_grad and contiguity, the value of every other
+argument, grad mode, ``training`` of the modules involved, and the Python-side state the trace
+read (which gradients and optimizer-state tensors exist, and hyperparameters that are not graph
+inputs). Each specialization also holds guards checked at every call: the Python values its
+trace read (globals, closure cells, module attributes: ``guards.py``) and the outcomes of Python
+comparisons on hyperparameters. A call whose key or guards match no cached specialization
+traces a new one, and records why (``stats()["last_retrace_reason"]``); the least recently used
+one is evicted when the cache is full. ``stats()`` reports what ran. A specialization whose
+device was reset since it was lowered is lowered again on the new device before it runs; with
 ``recover="rebuild"`` a call that meets a lost device is retried once (``recovery.py``).
 """
 
@@ -24,6 +27,7 @@ from munet.autograd.function import Function
 from munet.autograd.grad_mode import _State
 from munet.compiler import passes
 from munet.compiler.executable import Executable
+from munet.compiler.guards import GuardSet, VersionGuard, find_guards
 from munet.compiler.ir import CONSTANT, verify
 from munet.compiler.lower_cpu import new_counters
 from munet.compiler.passes.decompose import decompose_standardize
@@ -85,7 +89,10 @@ class CompiledFunction:
         self.dynamic = bool(dynamic)
         self.cache_size = cache_size
         self.optimize = optimize
-        self._cache: OrderedDict = OrderedDict()
+        self._cache: OrderedDict = OrderedDict()  # key -> its specializations, most recently used first
+        self._entries = 0
+        self._last_key = None
+        self._retrace_reasons: list = []  # the latest few, oldest first
         self._last = None
         self._modules = list(fn.modules()) if self.module is not None else _modules_reachable(fn)
         self._module_ids = {id(m) for m in self._modules}
@@ -111,24 +118,27 @@ class CompiledFunction:
         flat, rebuild = _flatten((args, kwargs))
         self._note_modules(flat)
         key = self._key(flat)
-        entry = self._cache.get(key)
+        entries = self._cache.get(key)
         self._counters["calls"] += 1
         metrics.count_compiled_call(self.__name__)
-        reason = "guard_failed" if entry is not None else "cache_miss" if self._counters["traces"] else "first_call"
-        if entry is not None and not entry.guards_hold():
-            del self._cache[key]
-            entry = None
+        entry, failed = _first_valid(entries)
         if entry is None:
-            metrics.count_trace(self.__name__, reason)
-            _log.log(_TRACE_LOG_LEVEL.get(reason, logging.INFO), "tracing %s (%s)", self.__name__, reason)
+            reason = failed or self._key_change(key)
+            kind = "guard_failed" if failed else "cache_miss" if self._counters["traces"] else "first_call"
+            metrics.count_trace(self.__name__, kind)
+            _log.log(_TRACE_LOG_LEVEL.get(kind, logging.INFO), "tracing %s (%s)", self.__name__, reason or kind)
             entry = self._trace(flat, rebuild)
-            self._cache[key] = entry
-            if len(self._cache) > self.cache_size:
-                self._cache.popitem(last=False)
-                self._counters["evictions"] += 1
+            # the key again, over the parameters the trace met (their .grad as the call found it): the
+            # next call with the same state finds this specialization instead of tracing another one
+            key = self._key(flat)
+            self._remember(key, entry, reason)
         else:
             self._cache.move_to_end(key)
+            if entries[0] is not entry:
+                entries.remove(entry)
+                entries.insert(0, entry)
             self._counters["cache_hits"] += 1
+        self._last_key = key
         self._last = entry
         start = time.perf_counter()
         out = self._run_entry(key, entry, flat, rebuild)
@@ -136,6 +146,54 @@ class CompiledFunction:
         self._times["run_ms"] += ms
         self._times["last_run_ms"] = ms
         return out
+
+    def _remember(self, key, entry, reason) -> None:
+        """Cache a new specialization under ``key``, evicting the least recently used beyond ``cache_size``."""
+        self._cache.setdefault(key, []).insert(0, entry)
+        self._cache.move_to_end(key)
+        self._entries += 1
+        if reason is not None:
+            self._retrace_reasons = [*self._retrace_reasons[-7:], reason]
+        while self._entries > self.cache_size:
+            oldest_key, oldest = next(iter(self._cache.items()))
+            oldest.pop()
+            if not oldest:
+                del self._cache[oldest_key]
+            self._entries -= 1
+            self._counters["evictions"] += 1
+
+    def _forget(self, key, entry) -> None:
+        """Drop specialization ``entry`` from the cache (a first run that failed)."""
+        entries = self._cache.get(key, [])
+        if any(e is entry for e in entries):
+            entries.remove(entry)
+            self._entries -= 1
+            if not entries:
+                del self._cache[key]
+
+    def _key_change(self, key) -> str | None:
+        """Why ``key`` (no cached specialization) differs from the previous call's, or None on the first trace."""
+        last = self._last_key
+        if last is None:
+            return None
+        if last == key:
+            return f"retrace: the specialization for these inputs was evicted (cache_size={self.cache_size})"
+        if last[0] != key[0]:
+            return f"retrace: grad mode changed to {'on' if key[0] else 'off'}"
+        if len(last[1]) != len(key[1]):
+            return f"retrace: called with {len(key[1])} arguments, before with {len(last[1])}"
+        for k, (before, now) in enumerate(zip(last[1], key[1])):
+            if before != now:
+                return f"retrace: argument {k} changed: {_show_part(before)} -> {_show_part(now)}"
+        if last[2] != key[2]:
+            return "retrace: the training/eval mode of a module changed"
+        if len(last[3]) != len(key[3]):
+            return (
+                "retrace: the previous trace met parameters not seen before (whether they have a .grad is now guarded)"
+            )
+        if last[3] != key[3]:
+            return "retrace: which parameters have a .grad changed"
+        return "retrace: optimizer state was created, or a hyperparameter that is not a graph input changed"
 
     def _run_entry(self, key, entry, flat, rebuild):
         """Run ``entry``; under ``recover="rebuild"``, retry once on a fresh device after a loss."""
@@ -154,8 +212,9 @@ class CompiledFunction:
         self._counters["recoveries"] += 1
         if first:  # undo what tracing did to Python state, and trace again on the fresh device
             entry.abandon()
-            del self._cache[key]
-            entry = self._cache[key] = self._last = self._trace(flat, rebuild)
+            self._forget(key, entry)
+            entry = self._last = self._trace(flat, rebuild)
+            self._remember(key, entry, None)
             entry.first_snapshot = None  # the retry is covered by ``snapshot``; the next call takes its own
         else:
             entry.relower_if_reset()
@@ -165,7 +224,7 @@ class CompiledFunction:
             snapshot.reset_and_restore()
             if first:
                 entry.abandon()
-                self._cache.pop(key, None)
+                self._forget(key, entry)
             raise DeviceLostError(
                 f"munet.compile(recover='rebuild'): the device was lost again while retrying the call; the "
                 f"state it touches is back on a fresh device, as it was before the call ({exc})"
@@ -192,19 +251,25 @@ class CompiledFunction:
                         self._modules.append(m)
 
     def _key(self, flat) -> tuple:
-        parts = [_State.enabled]
+        """(grad mode, per argument, training of the modules, which .grads exist, optimizer state)."""
+        arguments = []
         for x in flat:
             if isinstance(x, Tensor):
                 has_grad = _grad_argument(x) and x.grad is not None
-                parts.append((tuple(x.shape), x.dtype, str(x.device), x.requires_grad, x.is_contiguous(), has_grad))
+                arguments.append((tuple(x.shape), x.dtype, str(x.device), x.requires_grad, x.is_contiguous(), has_grad))
             else:
-                parts.append((type(x), _hashable(x)))
-        parts.append(tuple(m.training for m in self._modules))
-        parts.append(tuple(0 if p.grad is None else id(p.grad) for p in self._leaves))
+                arguments.append((type(x), _hashable(x)))
+        optimizers = []
         for opt in self._optimizers:
-            parts.append(tuple(_state_signature(opt.state.get(p)) for g in opt.param_groups for p in g["params"]))
-            parts.append(_hyper_signature(opt))
-        return tuple(parts)
+            optimizers.append(tuple(_state_signature(opt.state.get(p)) for g in opt.param_groups for p in g["params"]))
+            optimizers.append(_hyper_signature(opt))
+        return (
+            _State.enabled,
+            tuple(arguments),
+            tuple(m.training for m in self._modules),
+            tuple(0 if p.grad is None else id(p.grad) for p in self._leaves),
+            tuple(optimizers),
+        )
 
     def _trace(self, flat, rebuild):
         with _COMPILE_LOCK:
@@ -238,11 +303,20 @@ class CompiledFunction:
             else:
                 sym_flat.append(x)
         args, kwargs = rebuild(sym_flat)
+        # snapshots before the trace: what the graph bakes in is what the Python state held at this call
+        python_guards = find_guards(self.fn, self._modules, self._module_ids)
         try:
             with tracing(tracer):
                 result = self.fn(*args, **kwargs)
             out_flat, out_rebuild = _flatten(result)
             entry = _Specialization(self, tracer, out_flat, out_rebuild)
+            entry.python_guards = GuardSet(
+                python_guards
+                + [
+                    VersionGuard(f"tensor read on the host at {where}", storage, version)
+                    for storage, version, where in tracer.host_reads.values()
+                ]
+            )
         except BaseException:
             tracer.restore(failed=True)
             raise
@@ -280,10 +354,15 @@ class CompiledFunction:
         return self._last.graph
 
     def describe(self) -> str:
-        """The lowered plan of the most recently used specialization, kernel by kernel."""
+        """The lowered plan of the most recently used specialization, kernel by kernel, then its guards."""
         if self._last is None:
             raise RuntimeError("munet.compile: nothing traced yet; call the compiled function first")
-        return self._last.executable.describe()
+        lines = [self._last.executable.describe(), "guards (checked at every call; a change retraces):"]
+        lines += [f"  {text}" for text in self._last.describe_guards(self._last_key, self._modules)]
+        if self._retrace_reasons:
+            lines.append("latest retraces:")
+            lines += [f"  {reason}" for reason in self._retrace_reasons]
+        return "\n".join(lines)
 
     def stats(self) -> dict:
         last = self._last
@@ -301,7 +380,10 @@ class CompiledFunction:
             "cache_hits": self._counters["cache_hits"],
             "traces": self._counters["traces"],
             "retraces": max(self._counters["traces"] - 1, 0),
-            "cache_entries": len(self._cache),
+            "last_retrace_reason": self._retrace_reasons[-1] if self._retrace_reasons else None,
+            "retrace_reasons": list(self._retrace_reasons),
+            "guards": len(last.python_guards) + len(last.guards) if last else 0,
+            "cache_entries": self._entries,
             "cache_size": self.cache_size,
             "evictions": self._counters["evictions"],
             "recoveries": self._counters["recoveries"],
@@ -382,17 +464,34 @@ class _Specialization:
         self.fuse = owner.fuse
         self.dynamic = owner.dynamic
         self.guards = tracer.guards
+        self.python_guards = GuardSet([])  # guards.py: the Python values the trace read (set by the caller)
         graph.outputs = outputs
         self.graph = graph
         self.nodes_traced = len(graph.nodes)
         self.first_snapshot = None  # recovery.Snapshot taken before the first run (recover="rebuild")
 
-    def guards_hold(self) -> bool:
-        """Whether every Python branch the trace took on a hyperparameter still goes the same way."""
+    def failed_guard(self) -> str | None:
+        """None while every guard holds, else why this specialization no longer fits the Python state."""
+        guard = self.python_guards.failed()
+        if guard is not None:
+            return f"retrace: {guard.what} changed"
         for value, fn, other, outcome in self.guards:
             if fn(_evaluate_scalar(value), other) != outcome:
-                return False
-        return True
+                return (
+                    f"retrace: a Python comparison on {_scalar_label(value)} ({fn.__name__} {other!r}) changed outcome"
+                )
+        return None
+
+    def describe_guards(self, key, modules) -> list[str]:
+        lines = [f"grad mode {'on' if key[0] else 'off'}"]
+        for k, part in enumerate(key[1]):
+            lines.append(f"argument {k}: {_show_part(part)}")
+        if modules:
+            lines.append(f"training/eval mode of {len(modules)} modules")
+        lines += [guard.describe() for guard in self.python_guards.guards]
+        for value, fn, other, outcome in self.guards:
+            lines.append(f"{fn.__name__}({_scalar_label(value)}, {other!r}) is {outcome}")
+        return lines
 
     def abandon(self) -> None:
         self._tracer.restore(failed=True)
@@ -523,6 +622,38 @@ class _Specialization:
         """The leaves requiring grad this specialization read: parameters met while tracing, leaf arguments."""
         leaves = [leaf for leaf, _ in self._tracer.leaves.values() if leaf.requires_grad]
         return leaves + [x for x in flat if isinstance(x, Tensor) and _grad_argument(x)]
+
+
+def _first_valid(entries) -> tuple:
+    """(the first specialization whose guards hold or None, the first failed guard's reason or None)."""
+    failed = None
+    for entry in entries or ():
+        reason = entry.failed_guard()
+        if reason is None:
+            return entry, None
+        failed = failed or reason
+    return None, failed
+
+
+def _show_part(part) -> str:
+    """One argument's part of the cache key, readable."""
+    if len(part) == 6:
+        shape, dtype, device, requires_grad, contiguous, _ = part
+        text = f"{dtype.name}{list(shape)} on {device}"
+        return text + (", requires grad" if requires_grad else "") + ("" if contiguous else ", non-contiguous")
+    kind, value = part
+    return f"{kind.__name__} {value!r}" if not isinstance(value, tuple) or value[:1] != ("id",) else kind.__name__
+
+
+def _scalar_label(value) -> str:
+    """The hyperparameter a traced scalar comes from (``AdamW.param_groups[0]['weight_decay']``)."""
+    if value.label:
+        return value.label
+    if value.producer is not None:
+        for a in value.producer.args:
+            if hasattr(a, "producer"):  # a Value: the scalar's arithmetic on it
+                return _scalar_label(a)
+    return "a hyperparameter"
 
 
 def _codegen_stats(executable, fuse: bool) -> dict:

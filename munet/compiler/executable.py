@@ -29,6 +29,7 @@ from munet.compiler.arena import Arena
 from munet.compiler.ir import CONSTANT, Graph, ScalarOp, Value, format_node
 from munet.compiler.lower_cpu import new_counters, prepare_fused, prepare_generated
 from munet.compiler.passes.fuse import FUSED
+from munet.compiler.trace import format_location
 
 TRANSFER = "to_device"
 
@@ -148,6 +149,7 @@ class Executable:
         self.inplace = self.target.plan_inplace(graph, donors or {}) if plan_memory and not on_cpu else {}
         self.codegen = self.target.counters
         self.steps: list = []
+        self.step_nodes: list = []  # the node of each step
         self.plan: list[str] = []
         constants = {}
         for node in graph.nodes:
@@ -157,6 +159,7 @@ class Executable:
                 constants[self.slot[node.outputs[0]]] = self._target_of(node).constant(node.constant)
                 continue
             self.steps.append(self._prepare(node))
+            self.step_nodes.append(node)
             self.plan.append(format_node(node))
             if node.op is FUSED:
                 self.plan.extend(self._target_of(node).describe_fused(node))
@@ -270,8 +273,13 @@ class Executable:
         env = list(self.env_template)
         for i, x in zip(self.input_slots, inputs):
             env[i] = x
-        for step in self.steps:
-            step(env)
+        k = 0
+        try:
+            for k, step in enumerate(self.steps):  # noqa: B007 (k names the failed step below)
+                step(env)
+        except Exception as error:  # a kernel's error (an index out of range): say which user line traced it
+            _note_origin(error, self.step_nodes[k])
+            raise
         return [env[i] for i in self.output_slots]
 
     def describe(self) -> str:
@@ -284,6 +292,14 @@ class Executable:
             lines.append(f"  [{step:3d}] {text}")
             step += 1
         return "\n".join(lines)
+
+
+def _note_origin(error: Exception, node) -> None:
+    if not node.origin:
+        return
+    error.add_note(
+        f"munet.compile: raised by the compiled call's '{node.name}' node, traced at {format_location(node.origin)}"
+    )
 
 
 def _has_value(v) -> bool:

@@ -121,6 +121,7 @@ class Node:
     attrs: dict
     outputs: list = field(default_factory=list)
     constant: object = None  # the array of a CONSTANT node
+    origin: tuple = ()  # (file, line) of the user's code that traced it: run-time errors name it
 
     @property
     def name(self) -> str:

@@ -22,9 +22,10 @@ float guards on its value.
 from __future__ import annotations
 
 import contextlib
+import linecache
 import operator
 import os
-import traceback
+import sys
 
 from munet._tensor import Storage, Tensor, contiguous_strides
 from munet.autograd.grad_mode import _State, no_grad
@@ -51,15 +52,42 @@ class HostReadError(RuntimeError):
     """A traced tensor's value was needed on the host (tensor-dependent Python control flow)."""
 
 
+def user_location() -> tuple:
+    """``(file, line)`` of the innermost frame outside the munet package, or ``()`` (no source is read)."""
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not in_munet(frame.f_code):
+            return (frame.f_code.co_filename, frame.f_lineno)
+        frame = frame.f_back
+    return ()
+
+
+def in_munet(code) -> bool:
+    """Whether ``code`` is the munet package's own (cached per file name: every traced op asks)."""
+    inside = _IN_MUNET.get(code.co_filename)
+    if inside is None:
+        inside = _IN_MUNET[code.co_filename] = os.path.abspath(code.co_filename).startswith(_MUNET_DIR + os.sep)
+    return inside
+
+
+_IN_MUNET: dict[str, bool] = {}
+
+
+def format_location(location: tuple) -> str:
+    """``File "train.py", line 12: loss = F.cross_entropy(out, y)`` for a :func:`user_location`."""
+    if not location:
+        return "<unknown location>"
+    filename, line = location
+    return f'File "{filename}", line {line}: {linecache.getline(filename, line).strip()}'
+
+
 def _user_line() -> str:
-    """The innermost stack frame outside the munet package, as ``file:line: code``."""
-    for frame in reversed(traceback.extract_stack()):
-        if not os.path.abspath(frame.filename).startswith(_MUNET_DIR + os.sep):
-            return f'File "{frame.filename}", line {frame.lineno}: {(frame.line or "").strip()}'
-    return "<unknown location>"
+    return format_location(user_location())
 
 
-def host_read_error(what: str = "read a traced tensor's value on the host") -> HostReadError:
+def host_read_error(
+    what: str = "read a traced tensor's value on the host (.item(), bool(), .numpy(), .tolist() or `if tensor ...:`)",
+) -> HostReadError:
     if _Tracing.tracer is None:  # the tracer is per thread: this thread is not the one tracing
         return HostReadError(
             "munet.compile: this tensor's value is unavailable: it is read by a function that munet.compile is "
@@ -69,10 +97,18 @@ def host_read_error(what: str = "read a traced tensor's value on the host") -> H
         )
     return HostReadError(
         f"munet.compile: {_user_line()}\n"
-        f"  tried to {what} (.item(), bool(), .numpy(), .tolist() or `if tensor ...:`) while tracing. "
+        f"  tried to {what} while tracing. "
         "Tensor-dependent Python control flow cannot be compiled: the traced graph must be the same "
         "for every call. Move the host read out of the compiled function, or express the choice "
         "with tensor ops (munet.where, masks)."
+    )
+
+
+def data_dependent_shape_error(op_name: str) -> HostReadError:
+    """``x[mask]``, ``nonzero``, ``unique``: an output shape known only from the tensor's values."""
+    return host_read_error(
+        f"compute {op_name}, whose output shape depends on the values of a traced tensor "
+        "(x[mask], nonzero, masked_select, unique),"
     )
 
 
@@ -245,6 +281,8 @@ class Tracer:
         self._hyper: dict = {}  # (id(opt), group, key, index) -> Value
         self.hyper_sources: dict = {}  # Value -> (opt, group, key, index)
         self.guards: list = []  # (scalar Value, comparison, other operand, outcome seen while tracing)
+        # real tensors whose value was read on the host: id(storage) -> (storage, version, where)
+        self.host_reads: dict = {}
 
     # values ------------------------------------------------------------------------------------
     def _buffer(self, t: Tensor) -> SymBuffer:
@@ -316,10 +354,13 @@ class Tracer:
 
     def _emit(self, op, args, attrs, meta, device) -> list[Value]:
         metas = meta if isinstance(meta, tuple) and not isinstance(meta, Meta) else (meta,)
+        if any(m.shape is None for m in metas):
+            raise data_dependent_shape_error(op.name)
         out_types = [(m.shape, m.dtype, device, "tensor") for m in metas]
         node = self.graph.add_node(
             op, [self._arg(a) for a in args], {k: self._arg(v) for k, v in attrs.items()}, out_types
         )
+        node.origin = user_location()
         return node.outputs
 
     def _symbolic(self, value: Value, backend) -> Tensor:
@@ -412,6 +453,14 @@ class Tracer:
         if geom != buf.root:
             buf.views[geom] = (buf.version, value)
         t._storage.version += 1
+
+    def read_on_host(self, t: Tensor) -> None:
+        """``t.numpy()`` (``.item()``, ``bool()``) of a real tensor while tracing: the trace holds its value."""
+        storage = t._storage
+        if isinstance(storage.data, SymBuffer) or id(storage) in self.host_reads:
+            return
+        where = _user_line()
+        self.host_reads[id(storage)] = (storage, self._versions.get(storage, storage.version), where)
 
     # scalars -------------------------------------------------------------------------------------------
     def scalar_op(self, name, a, b=None):

@@ -1,4 +1,5 @@
-"""Indexing and sorting kernels on vulkan against the cpu backend: forward and gradients.
+"""Indexing and sorting kernels on vulkan against the cpu backend: forward and gradients, and the
+device-side index checks (an out-of-range index raises the cpu's error at the next synchronization).
 
 Exact equality for index results (gathers, sorts, integer outputs); float accumulation
 (scatter add, index_put with accumulate) uses float atomics whose order varies, so those
@@ -239,3 +240,129 @@ def test_searchsorted(vulkan, right):
     cpu = munet.searchsorted(unsorted, q[0], sorter=perm, right=right, out_int32=True)
     same(munet.searchsorted(*to(vulkan, unsorted, q[0]), sorter=perm.to(vulkan), right=right, out_int32=True), cpu)
     same(munet.bucketize(*to(vulkan, values, seq), right=right), munet.bucketize(values, seq, right=right))
+
+
+# index bounds: a fault recorded on the device, raised at the next synchronization ----------------------
+
+
+def _x(dev):
+    return munet.arange(12.0).reshape(3, 4).to(dev)
+
+
+def _i(dev, *values, shape=None):
+    t = munet.tensor(list(values)).to(dev)
+    return t if shape is None else t.reshape(shape)
+
+
+def _gather_backward(dev):
+    x = _x(dev).requires_grad_(True)
+    x.gather(0, _i(dev, 3, shape=(1, 1))).sum().backward()
+    return x.grad
+
+
+def _setitem(dev):
+    x = _x(dev)
+    x[_i(dev, 3)] = 1.0
+    return x
+
+
+# Each op with an index out of range; negative ones where the op does not wrap them (as PyTorch).
+OUT_OF_RANGE = {
+    "index_select": lambda d: _x(d).index_select(0, _i(d, 3)),
+    "index_select-negative": lambda d: _x(d).index_select(0, _i(d, -1)),
+    "gather": lambda d: _x(d).gather(1, _i(d, 4, shape=(1, 1))),
+    "gather-negative": lambda d: _x(d).gather(0, _i(d, -1, shape=(1, 1))),
+    "gather-backward": _gather_backward,
+    "index_add_-negative": lambda d: _x(d).index_add_(0, _i(d, -1), munet.ones(1, 4).to(d)),
+    "index_copy_-negative": lambda d: _x(d).index_copy_(0, _i(d, -1), munet.ones(1, 4).to(d)),
+    "index_fill_": lambda d: _x(d).index_fill_(1, _i(d, 4), 5.0),
+    "getitem": lambda d: _x(d)[_i(d, 0, 3)],
+    "getitem-negative": lambda d: _x(d)[:, _i(d, -5)],
+    "setitem": _setitem,
+    "index_put_-accumulate": lambda d: _x(d).index_put_((_i(d, 7),), munet.tensor(1.0).to(d), accumulate=True),
+    "scatter_": lambda d: _x(d).scatter_(0, _i(d, -1, shape=(1, 1)), 1.0),
+    "scatter_add": lambda d: _x(d).scatter_add(0, _i(d, 3, shape=(1, 1)), munet.ones(1, 1).to(d)),
+    "scatter_reduce": lambda d: _x(d).scatter_reduce(0, _i(d, 3, shape=(1, 1)), munet.ones(1, 1).to(d), "amax"),
+    "take": lambda d: _x(d).take(_i(d, -13)),
+    "take_along_dim": lambda d: _x(d).take_along_dim(_i(d, 3, shape=(1, 1)), 0),
+    "searchsorted-sorter": lambda d: munet.searchsorted(_x(d), _x(d)[:, :1], sorter=_i(d, 0, 1, 2, 4).expand(3, 4)),
+}
+
+
+def _cpu_error(fn) -> Exception:
+    with pytest.raises(IndexError) as info:
+        fn("cpu")
+    return info.value
+
+
+@pytest.mark.parametrize("name", sorted(OUT_OF_RANGE))
+def test_out_of_range_index_raises_at_the_next_synchronization(vulkan, name):
+    expected = _cpu_error(OUT_OF_RANGE[name])
+    out = OUT_OF_RANGE[name](vulkan)  # recorded, not yet run: no error here
+    with pytest.raises(type(expected)) as info:
+        munet.vulkan.synchronize()
+    message = str(info.value)
+    assert message.startswith(str(expected)) and "at the first synchronization" in message, (message, expected)
+    assert out.cpu().shape == out.shape  # the fault was cleared: the next read succeeds
+
+
+@pytest.mark.parametrize("name", ["gather", "setitem", "take"])
+def test_out_of_range_index_raises_at_a_host_read(vulkan, name):
+    expected = str(_cpu_error(OUT_OF_RANGE[name]))
+    with pytest.raises(IndexError, match=expected):
+        OUT_OF_RANGE[name](vulkan).cpu()
+
+
+def test_launch_blocking_raises_at_the_op(vulkan, monkeypatch):
+    from munet._device import get_backend
+
+    monkeypatch.setattr(get_backend(vulkan).runtime.asserts, "blocking", True)
+    with pytest.raises(RuntimeError, match=r"^gather: index 4 is out of bounds for dimension 1 with size 4$"):
+        OUT_OF_RANGE["gather"](vulkan)
+
+
+def test_the_first_fault_is_reported_and_nothing_is_written_out_of_range(vulkan):
+    base = munet.zeros(5, 4).to(vulkan)
+    x = base[:3]  # the storage goes on past the view: an unchecked write would land in base[3]
+    x.index_put_((_i(vulkan, 3, 0),), munet.ones(2, 4).to(vulkan))
+    x.scatter_(0, _i(vulkan, 4, shape=(1, 1)), 7.0)
+    x.index_add_(0, _i(vulkan, -2), munet.ones(1, 4).to(vulkan))
+    with pytest.raises(IndexError, match="^index_put_: index 3 is out of bounds for dimension 0 with size 3"):
+        base.cpu()
+    expected = np.zeros((5, 4), np.float32)
+    expected[0] = 1.0  # the in-range row of index_put_ was written; nothing outside the view
+    np.testing.assert_array_equal(base.cpu().numpy(), expected)
+
+
+# Negative indices that PyTorch wraps (and in-range ones) give the cpu results.
+WRAPPED = {
+    "getitem": lambda d: _x(d)[_i(d, -1, 0, -3)],
+    "setitem": lambda d: _x(d).index_put_((slice(None), _i(d, -4)), munet.tensor(9.0).to(d)),
+    "index_put_-accumulate": lambda d: _x(d).index_put_((_i(d, -1, -1),), munet.ones(4).to(d), accumulate=True),
+    "index_fill_": lambda d: _x(d).index_fill_(1, _i(d, -1, 0), -2.0),
+    "take": lambda d: _x(d).take(_i(d, -12, -1, 5)),
+    "index_select": lambda d: _x(d).index_select(1, _i(d, 3, 0)),
+}
+
+
+def test_negative_indices_wrap_only_where_pytorch_wraps_them(vulkan):
+    for fn in WRAPPED.values():
+        same(fn(vulkan), fn("cpu"))
+    munet.vulkan.synchronize()
+    for name in ("index_select-negative", "gather-negative", "index_add_-negative", "index_copy_-negative"):
+        OUT_OF_RANGE[name](vulkan)
+        with pytest.raises(IndexError, match=f"^{name.split('-')[0]}: index -1 is out of bounds"):
+            munet.vulkan.synchronize()
+
+
+def test_compiled_program_raises_for_an_out_of_range_index(vulkan):
+    step = munet.compile(lambda x, i: (x.gather(1, i) * 2.0).sum())
+    x = _x(vulkan)
+    assert step(x, _i(vulkan, 3, 0, 1, 2, shape=(1, 4))).item() == 2.0 * (3 + 0 + 1 + 2)
+    with pytest.raises(RuntimeError, match="^gather: index 4 is out of bounds for dimension 1 with size 4"):
+        step(x, _i(vulkan, 3, 0, 4, 2, shape=(1, 4))).item()
+    embed = munet.compile(lambda w, i: F.embedding(i, w))
+    with pytest.raises(
+        IndexError, match=r"^embedding: index out of range in self \(indices must be in \[0, 3\), got 5"
+    ):
+        embed(_x(vulkan), _i(vulkan, 0, 5)).cpu()

@@ -11,7 +11,8 @@ Tolerance: float32 rtol 1e-4 / atol 1e-5 at least (``tests.reference.DEVICE_TOL`
 CPU suite's (rtol = atol = 1e-2); a test's own looser tolerance stands. A case skips, with the
 reason, when the device lacks a kernel or dtype (``docs/op_coverage.md``; float64 above all),
 when int64 results leave the int32 range (int64 is held as int32), or when the test checks
-cpu behaviour by nature (``HOST_ONLY``: index bounds errors, cpu generators). The whole suite
+cpu behaviour by nature (``HOST_ONLY``: cpu generators, host-side checks). Tests of index bounds
+errors run in launch-blocking mode (``INDEX_ERRORS``), so the op raises as on cpu. The whole suite
 runs the same way with ``pytest tests/ops --munet-device=vulkan``.
 """
 
@@ -26,7 +27,7 @@ import pkgutil
 import pytest
 
 import tests.ops
-from tests.device_run import HOST_ONLY, run_on_device
+from tests.device_run import HOST_ONLY, INDEX_ERRORS, run_on_device
 
 PER_TEST = 8
 PER_TEST_F16 = 4
@@ -92,8 +93,8 @@ def _collect():
             for k, case in enumerate(cases):
                 label = "-".join(_label(v) for v in case.values())[:60]
                 params.append(pytest.param(fn, case, id=f"{info.name[5:]}::{name}[{k}:{label}]"))
-    stale = set(HOST_ONLY) - names
-    assert not stale, f"HOST_ONLY names test functions that tests/ops no longer has: {sorted(stale)}"
+    stale = (set(HOST_ONLY) | INDEX_ERRORS) - names
+    assert not stale, f"HOST_ONLY/INDEX_ERRORS name test functions that tests/ops no longer has: {sorted(stale)}"
     return params
 
 

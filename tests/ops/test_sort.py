@@ -193,6 +193,13 @@ def test_searchsorted_errors():
         munet.searchsorted(munet.zeros(2, 3), 1.0)
 
 
+def test_searchsorted_sorter_out_of_range():
+    seq, values = munet.tensor([[1.0, 2.0, 3.0]]), munet.tensor([[2.0]])
+    for bad in (3, -1):  # torch: "sorter index out of range"
+        with pytest.raises(IndexError, match=f"searchsorted: index {bad} is out of bounds for dimension 1 with size 3"):
+            munet.searchsorted(seq, values, sorter=munet.tensor([[0, bad, 1]]))
+
+
 @pytest.mark.parametrize("right", [False, True])
 def test_bucketize(right):
     bounds = np.array([1, 3, 5, 7, 9])

@@ -1,21 +1,28 @@
-"""CPU kernels for embedding lookup, its scatter-add gradient, and one_hot."""
+"""CPU kernels for embedding lookup, its scatter-add gradient, and one_hot.
+
+The kernels check their indices themselves (``F.embedding`` and ``F.one_hot`` check them too,
+before tracing can hide the values): a compiled step raises the op's error, not NumPy's.
+"""
 
 from __future__ import annotations
 
 import numpy as np
 
+from munet.backends.cpu.kernels_indexing import check_bounds
 from munet.backends.cpu.kernels_reduce import acc_dtype
 from munet.backends.cpu.registry import kernel
 
 
 @kernel("embedding")
 def embedding(weight, indices, *, padding_idx, scale_grad_by_freq):
+    check_bounds(indices, weight.shape[0], 0, "embedding", wrap=False)
     return np.take(weight, indices, axis=0)
 
 
 @kernel("embedding_backward")
 def embedding_backward(grad, indices, *, num_weights, padding_idx, scale_grad_by_freq):
     dim = grad.shape[-1]
+    check_bounds(indices, num_weights, 0, "embedding_backward", wrap=False)
     flat_idx = indices.reshape(-1).astype(np.int64)
     rows = grad.reshape(-1, dim).astype(acc_dtype(grad) or grad.dtype)
     if scale_grad_by_freq:
@@ -35,4 +42,7 @@ def embedding_backward(grad, indices, *, num_weights, padding_idx, scale_grad_by
 
 @kernel("one_hot")
 def one_hot(x, *, num_classes):
+    if x.size and (x.min() < 0 or x.max() >= num_classes):
+        bad = int(x.min()) if x.min() < 0 else int(x.max())
+        raise RuntimeError(f"one_hot: class values must be in [0, num_classes={num_classes}), got {bad}")
     return (x[..., None] == np.arange(num_classes, dtype=np.int64)).astype(np.int64)

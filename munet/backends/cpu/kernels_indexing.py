@@ -11,10 +11,7 @@ import numpy as np
 
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION
 from munet.backends.cpu.registry import kernel
-
-
-class IndexOutOfRangeError(IndexError, RuntimeError):
-    """An index outside ``[-size, size)`` (or ``[0, size)`` for ops without negative indices)."""
+from munet.ops.indexing import IndexOutOfRangeError
 
 
 def check_bounds(index: np.ndarray, size: int, dim: int, caller: str, wrap: bool) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from munet.backends.cpu.kernels_indexing import check_bounds
 from munet.backends.cpu.kernels_reduce import upcast
 from munet.backends.cpu.registry import kernel
 
@@ -87,6 +88,7 @@ def searchsorted(seq, values, sorter, *, right, out_int32):
     side = "right" if right else "left"
     out_dtype = np.int32 if out_int32 else np.int64
     if sorter is not None:
+        check_bounds(sorter, seq.shape[-1], seq.ndim - 1, "searchsorted", False)
         seq = np.take_along_axis(seq, sorter, axis=-1)
     seq, values = upcast(seq), upcast(values)
     if seq.ndim == 1:

@@ -6,8 +6,9 @@ place through (offset, strides). Writes that may collide (``accumulate=True``, `
 are float/int atomics built from a 32-bit compare-and-swap loop, so duplicates combine
 correctly but the order of float additions, and so the last bits of a sum, can vary between
 runs. Plain writes to duplicate positions keep one of the values (as PyTorch on GPUs).
-Indices are not bounds-checked on the device (that would need a host read per op): an
-out-of-range read yields 0 and an out-of-range write is dropped.
+Indices are bounds-checked on the device (``device_asserts.py``): an out-of-range index is
+neither read nor written, and raises the cpu backend's error, naming the op, at the next
+synchronization. Negative indices wrap where PyTorch allows them (``wrap=True``).
 
 ``nonzero`` has a data-dependent size: flags are prefix-summed on the device (a workgroup
 scan per 256 elements, block sums scanned recursively), the count is read back (4 bytes),
@@ -20,6 +21,7 @@ import math
 
 from munet import _dtype as D
 from munet.backends.vulkan.copies import contiguous, copy_into, new_view, work_copy
+from munet.backends.vulkan.device_asserts import FAULT_DECLARATION, INDEX_FAULT, out_of_bounds
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, elementwise, scalar_word
@@ -46,11 +48,12 @@ class Params:
         return w if kind == "u32" else f"bitcast<{kind}>({w})"
 
 
-def launch(rt, body: str, outs, ins, params: Params, threads: int, helpers: str = "") -> None:
+def launch(rt, body: str, outs, ins, params: Params, threads: int, helpers: str = "", checked: bool = False) -> None:
     """One thread per ``i < threads`` running ``body``.
 
     ``outs``/``ins`` are ``(name, wgsl element type, DeviceBuffer)``; outputs are read_write.
     ``body`` sees ``i: u32`` and ``P``; ``threads`` is passed as the last parameter word.
+    A ``checked`` kernel binds the device's fault record and tests its indices with :func:`check_index`.
     """
     if threads <= 0:
         return
@@ -60,6 +63,9 @@ def launch(rt, body: str, outs, ins, params: Params, threads: int, helpers: str 
         lines.append(f"@group(0) @binding({b + 1}) var<storage, read_write> {name}: array<{kind}>;")
     for b, (name, kind, _) in enumerate(ins):
         lines.append(f"@group(0) @binding({b + 1 + len(outs)}) var<storage, read> {name}: array<{kind}>;")
+    if checked:  # the fault record, bound last by DeviceAsserts.dispatch
+        lines.append(f"@group(0) @binding({1 + len(outs) + len(ins)}) {FAULT_DECLARATION}")
+        helpers += INDEX_FAULT
     source = f"""{PRELUDE}
 {chr(10).join(lines)}
 {helpers}
@@ -71,9 +77,8 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
 }}
 """
     buffers = [b for _, _, b in outs] + [b for _, _, b in ins]
-    rt.dispatch(
-        source, buffers, [True] * len(outs) + [False] * len(ins), params.words, rt.grid(-(-threads // WORKGROUP))
-    )
+    dispatch = rt.asserts.dispatch if checked else rt.dispatch
+    dispatch(source, buffers, [True] * len(outs) + [False] * len(ins), params.words, rt.grid(-(-threads // WORKGROUP)))
 
 
 def decompose(index: str, shape_words: list[str], prefix: str) -> str:
@@ -155,6 +160,13 @@ def _as_1d(view: VkView) -> VkView:
     return VkView(view.buffer, (1,), (1,), view.offset, view.dtype) if view.ndim == 0 else view
 
 
+def check_index(rt, p: Params, value: str, size: str, caller: str, dim: int, given: str | None = None) -> str:
+    """The WGSL condition "``value`` (an i32) is outside ``[0, size)``" of a ``checked`` launch; when
+    true, the fault is recorded as ``caller``'s, for the index ``given`` (default: ``value``)."""
+    site = p.add(rt.asserts.site(out_of_bounds(caller, dim)))
+    return f"index_out_of_range({value}, {given or value}, {size}, {site})"
+
+
 @kernel("gather")
 def gather(rt, x, index, *, dim):
     out = new_view(rt, index.shape, x.dtype)
@@ -170,14 +182,15 @@ def gather(rt, x, index, *, dim):
     zero = {"f32": "0.0", "i32": "0", "u32": "0u"}[kind]
     body = f"""{decompose("i", shape, "c")}
   let j = IX[{at_index}];
-  if (j < 0 || u32(j) >= {size}) {{ OUT[i] = {zero}; return; }}
+  if ({check_index(rt, p, "j", size, "gather", dim)}) {{ OUT[i] = {zero}; return; }}
   let jj = u32(j);
   OUT[i] = X[{at_x}];"""
-    launch(rt, body, [("OUT", kind, out.buffer)], [("IX", "i32", index.buffer), ("X", kind, x.buffer)], p, out.size)
+    outs, ins = [("OUT", kind, out.buffer)], [("IX", "i32", index.buffer), ("X", kind, x.buffer)]
+    launch(rt, body, outs, ins, p, out.size, checked=True)
     return out
 
 
-def _scatter_pass(rt, out: VkView, index: VkView, src, dim: int, reduce: str | None) -> None:
+def _scatter_pass(rt, out: VkView, index: VkView, src, dim: int, reduce: str | None, caller: str) -> None:
     """``out[... index ...] (op)= src[...]`` over the elements of ``index`` (out is contiguous)."""
     o1, i1 = _as_1d(out), _as_1d(index)
     if isinstance(src, VkView):
@@ -193,19 +206,25 @@ def _scatter_pass(rt, out: VkView, index: VkView, src, dim: int, reduce: str | N
     line, helper = store(kind, "t", value, reduce)
     body = f"""{decompose("i", shape, "c")}
   let j = IX[{at_index}];
-  if (j < 0 || u32(j) >= {size}) {{ return; }}
+  if ({check_index(rt, p, "j", size, caller, dim)}) {{ return; }}
   let jj = u32(j);
   let t = {target};
 {line}"""
     outs = [("OUT", "atomic<u32>", out.buffer)]
-    launch(rt, body, outs, [("IX", "i32", index.buffer), *ins], p, i1.size, helper)
+    launch(rt, body, outs, [("IX", "i32", index.buffer), *ins], p, i1.size, helper, checked=True)
 
 
 @kernel("scatter")
-def scatter(rt, x, index, src, *, dim, reduce):
+def scatter(rt, x, index, src, *, dim, reduce, caller="scatter"):
     out = work_copy(rt, x)
-    _scatter_pass(rt, out, index, src, dim, reduce)
+    _scatter_pass(rt, out, index, src, dim, reduce, caller)
     return out
+
+
+@kernel("scatter_")
+def scatter_(rt, x, index, src, *, dim, reduce):
+    """In place: the out-of-place kernel, copied back (its errors name ``scatter_``, as on the cpu)."""
+    copy_into(rt, x, scatter(rt, x, index, src, dim=dim, reduce=reduce, caller="scatter_"))
 
 
 _IDENTITY = {
@@ -222,12 +241,12 @@ def scatter_reduce(rt, x, index, src, *, dim, reduce, include_self):
     out = work_copy(rt, x)
     kind = kind_of(out)
     if not include_self:
-        _scatter_pass(rt, out, index, _IDENTITY[reduce][kind], dim, None)
-    _scatter_pass(rt, out, index, src, dim, _REDUCE_NAME[reduce])
+        _scatter_pass(rt, out, index, _IDENTITY[reduce][kind], dim, None, "scatter_reduce")
+    _scatter_pass(rt, out, index, src, dim, _REDUCE_NAME[reduce], "scatter_reduce")
     if reduce != "mean":
         return out
     counts = copy_into(rt, new_view(rt, out.shape, D.int32), 1 if include_self else 0)
-    _scatter_pass(rt, counts, index, 1, dim, "add")
+    _scatter_pass(rt, counts, index, 1, dim, "add", "scatter_reduce")
     expr = "a / f32(max(b, 1))" if kind == "f32" else "(a - select(0, max(b, 1) - 1, a < 0)) / max(b, 1)"
     return elementwise(rt, expr, [out, counts], new_view(rt, out.shape, out.dtype))
 
@@ -235,11 +254,12 @@ def scatter_reduce(rt, x, index, src, *, dim, reduce, include_self):
 # index / index_put -----------------------------------------------------------------------------------
 
 
-def _index_geometry(p: Params, x: VkView, indices, positions, coords_prefix="c"):
+def _index_geometry(rt, p: Params, x: VkView, indices, positions, caller: str, wrap: bool, coords_prefix="c"):
     """(result shape, WGSL lines computing ``xo``: the offset into ``x`` of result coordinate ``c*``).
 
     Adjacent indexed dims are replaced by the broadcast index dims in place; otherwise those
-    lead the result (NumPy's rule, as ``munet.ops.indexing.indexed_shape``).
+    lead the result (NumPy's rule, as ``munet.ops.indexing.indexed_shape``). ``valid`` is false
+    where an index is out of range (a fault of ``caller``); negative ones wrap if ``wrap``.
     """
     from munet.ops._utils import broadcast_shapes
     from munet.ops.indexing import indexed_shape
@@ -263,9 +283,10 @@ def _index_geometry(p: Params, x: VkView, indices, positions, coords_prefix="c")
     for k, (t, pos) in enumerate(zip(indices, positions)):
         off = strided(p, t, bcoords, t.expand_to(bshape))
         size = p.add(x.shape[pos])
-        lines.append(f"  var v{k} = IX{k}[{off}];")
-        lines.append(f"  if (v{k} < 0) {{ v{k} = v{k} + i32({size}); }}")
-        lines.append(f"  if (v{k} < 0 || u32(v{k}) >= {size}) {{ valid = false; }}")
+        lines.append(f"  let given{k} = IX{k}[{off}];")
+        wrapped = f"select(given{k}, given{k} + i32({size}), given{k} < 0)" if wrap else f"given{k}"
+        lines.append(f"  let v{k} = {wrapped};")
+        lines.append(f"  if ({check_index(rt, p, f'v{k}', size, caller, pos, f'given{k}')}) {{ valid = false; }}")
         xcoord[pos] = f"u32(v{k})"
     offset = strided(p, x, [xcoord[d] for d in range(x.ndim)])
     body = "  var valid = true;\n" + "\n".join(lines) + f"\n  let xo = {offset};"
@@ -287,13 +308,13 @@ def index(rt, x, indices, *, positions, caller="index", wrap=True):
     kind = kind_of(x)
     p = Params()
     dims = p.add_all(shape)
-    _, geometry, ins = _index_geometry(p, x, indices, positions)
+    _, geometry, ins = _index_geometry(rt, p, x, indices, positions, caller, wrap)
     zero = {"f32": "0.0", "i32": "0", "u32": "0u"}[kind]
     body = f"""{decompose("i", dims, "c")}
 {geometry}
   if (!valid) {{ OUT[i] = {zero}; return; }}
   OUT[i] = X[xo];"""
-    launch(rt, body, [("OUT", kind, out.buffer)], [*ins, ("X", kind, x.buffer)], p, out.size)
+    launch(rt, body, [("OUT", kind, out.buffer)], [*ins, ("X", kind, x.buffer)], p, out.size, checked=True)
     return out
 
 
@@ -304,14 +325,15 @@ def index_put(rt, x, values, indices, *, positions, accumulate, caller="index_pu
     shape = _index_result_shape(out, indices, positions)
     p = Params()
     dims = p.add_all(shape)
-    _, geometry, ins = _index_geometry(p, out, indices, positions)
+    _, geometry, ins = _index_geometry(rt, p, out, indices, positions, caller, wrap)
     value, vins = value_operand(p, values, kind, [f"c{d}" for d in range(len(shape))], shape)
     line, helper = store(kind, "xo", value, "add" if accumulate else None)
     body = f"""{decompose("i", dims, "c")}
 {geometry}
   if (!valid) {{ return; }}
 {line}"""
-    launch(rt, body, [("OUT", "atomic<u32>", out.buffer)], [*ins, *vins], p, math.prod(shape), helper)
+    outs = [("OUT", "atomic<u32>", out.buffer)]
+    launch(rt, body, outs, [*ins, *vins], p, math.prod(shape), helper, checked=True)
     return out
 
 

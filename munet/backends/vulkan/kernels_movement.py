@@ -21,6 +21,7 @@ from __future__ import annotations
 from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import contiguous, copy_into, new_view
+from munet.backends.vulkan.device_asserts import FAULT_DECLARATION, INDEX_FAULT
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, _decompose, bindings, elementwise, scalar_word
@@ -163,12 +164,18 @@ def one_hot(rt, x, *, num_classes):
     return elementwise(rt, "a == i32(idx % b)", [expanded, Scalar("u32", num_classes)], out, cond=True)
 
 
+# The message of an embedding index out of range (as the eager check in munet/ops/embedding.py words it).
+_EMBEDDING_FAULT = "embedding: index out of range in self (indices must be in [0, {size}), got {value})"
+
+
 def _embedding_source(kind: str) -> str:
-    # P: [numel, dim, w_off, w_s0, w_s1, num_weights, idx_off]
+    # P: [numel, dim, w_off, w_s0, w_s1, num_weights, idx_off, fault site]
     return f"""{bindings(kind, [kind, "i32"])}
+@group(0) @binding(4) {FAULT_DECLARATION}
+{INDEX_FAULT}
 {_HEAD}  let row = IN1[P[6] + idx / P[1]];
   var v = {kind}(0);
-  if (row >= 0 && u32(row) < P[5]) {{ v = IN0[P[2] + u32(row) * P[3] + (idx % P[1]) * P[4]]; }}
+  if (!index_out_of_range(row, row, P[5], P[7])) {{ v = IN0[P[2] + u32(row) * P[3] + (idx % P[1]) * P[4]]; }}
   OUT[idx] = v;
 }}
 """
@@ -182,9 +189,12 @@ def embedding(rt, weight, indices, *, padding_idx, scale_grad_by_freq):
     if out.size == 0:
         return out
     idx = contiguous(rt, indices)
-    params = [out.size, dim, weight.offset, weight.strides[0], weight.strides[1], weight.shape[0]]
+    params = [out.size, dim, weight.offset, weight.strides[0], weight.strides[1], weight.shape[0], idx.offset]
     buffers = [out.buffer, weight.buffer, idx.buffer]
-    _launch(rt, _embedding_source(kind), buffers, [True, False, False], params + [idx.offset], out.size)
+    params.append(rt.asserts.site(_EMBEDDING_FAULT))
+    rt.asserts.dispatch(
+        _embedding_source(kind), buffers, [True, False, False], params, rt.grid(-(-out.size // WORKGROUP))
+    )
     return out
 
 

@@ -16,7 +16,7 @@ import math
 from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import contiguous, new_view
-from munet.backends.vulkan.kernels_indexing import Params, exclusive_scan, launch, read_int
+from munet.backends.vulkan.kernels_indexing import Params, check_index, exclusive_scan, launch, read_int
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE
@@ -293,6 +293,14 @@ def unique(rt, x, *, dim, consecutive):
 # searchsorted ----------------------------------------------------------------------------------------
 
 
+def _check_sorter(rt, sorter: VkView, n: int) -> None:
+    """Every entry of the (contiguous) ``sorter`` in ``[0, n)``, as a device-side index check."""
+    p = Params()
+    off = p.add(sorter.offset)
+    body = f"  _ = {check_index(rt, p, f'SO[{off} + i]', p.add(n), 'searchsorted', sorter.ndim - 1)};"
+    launch(rt, body, [], [("SO", "i32", sorter.buffer)], p, sorter.size, checked=True)
+
+
 @kernel("searchsorted")
 def searchsorted(rt, seq, values, sorter, *, right, out_int32):
     kind = storage_type(seq.dtype, "searchsorted")
@@ -309,7 +317,8 @@ def searchsorted(rt, seq, values, sorter, *, right, out_int32):
     at = "mid"
     if sorter is not None:
         sort_c = contiguous(rt, sorter)
-        at = f"u32(SO[{p.add(sort_c.offset)} + base + mid])"
+        _check_sorter(rt, sort_c, n)
+        at = f"min(u32(max(SO[{p.add(sort_c.offset)} + base + mid], 0)), {nw} - 1u)"  # in the row, checked above
         ins.append(("SO", "i32", sort_c.buffer))
     less = "(!isnan_f(a) && isnan_f(b)) || a < b" if kind == "f32" else "a < b"
     go_right = "!lt(v, s)" if right else "lt(s, v)"

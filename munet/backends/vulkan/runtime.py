@@ -39,6 +39,7 @@ from collections import OrderedDict
 from munet import metrics
 from munet._device import DeviceLostError
 from munet._dtype import float16
+from munet.backends.vulkan.device_asserts import DeviceAsserts
 from munet.backends.vulkan.memory import Allocator
 from munet.backends.vulkan.wgsl import half_storage, hoist_params
 
@@ -102,6 +103,7 @@ class Runtime:
         self.max_groups = self.limits["max-compute-workgroups-per-dimension"]
         self.align = max(4, self.limits["min-storage-buffer-offset-alignment"])
         self.allocator = Allocator(self)
+        self.asserts = DeviceAsserts(self)
         self._layouts: dict[tuple, tuple] = {}
         self._pipelines: dict[tuple, object] = {}
         # Bind groups by (layout, parameter block size, buffers): the parameter block is bound
@@ -274,11 +276,12 @@ class Runtime:
             try:
                 # Mapping a buffer waits for all work submitted before it (wgpu-py 0.32's
                 # on_submitted_work_done_sync is broken), so a 4-byte read is the fence.
-                self.queue.read_buffer(self._params, 0, 4)
+                self.asserts.read(self._params, 0, 4)
             except Exception as exc:
                 self.check_lost(exc)
                 raise
             metrics.count_host_sync(self.label, "synchronize")
+            self.asserts.check()
 
     def empty_cache(self) -> None:
         """Submit pending work, then destroy the allocator's cached blocks (one locked step: no
@@ -309,12 +312,13 @@ class Runtime:
             self.check_owned((buffer,))
             self.flush()
             try:
-                data = self.queue.read_buffer(buffer.block.gpu, byte_offset, nbytes)
+                data = self.asserts.read(buffer.block.gpu, byte_offset, nbytes)
             except Exception as exc:
                 self.check_lost(exc)
                 raise
             self.counts["readbacks"] += 1
             metrics.count_host_sync(self.label, "readback")
+            self.asserts.check()
             return bytes(data)
 
     # device loss and reset -------------------------------------------------------------------------
