@@ -1,8 +1,26 @@
-"""munet.set_num_threads changes NumPy's BLAS thread count at run time."""
+"""Threads: munet.set_num_threads, and per-thread state (the tracer, first use of the cpu backend)
+checked by stress tests where each thread's result must equal the same work run single-threaded.
 
+Grad mode, inference mode and autocast have their own per-thread tests in tests/autograd and
+tests/amp; the default device in tests/test_device.py.
+"""
+
+import queue
+import subprocess
+import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import numpy as np
 import pytest
 
 import munet
+import munet.nn as nn
+import munet.nn.functional as F
+from munet.compiler import HostReadError
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_set_and_get_num_threads():
@@ -16,3 +34,230 @@ def test_set_and_get_num_threads():
         munet.set_num_threads(before)
     with pytest.raises(ValueError, match="positive integer"):
         munet.set_num_threads(0)
+
+
+@pytest.fixture
+def fast_switching():
+    """Switch threads every 10 us (default 5 ms), so their ops interleave finely."""
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    yield
+    sys.setswitchinterval(before)
+
+
+def test_set_default_device_in_a_thread_stays_in_that_thread(vulkan):
+    """PyTorch 2.13 keeps it in a threading.local (torch/__init__.py ``_GLOBAL_DEVICE_CONTEXT``)."""
+
+    def switch():
+        munet.set_default_device(vulkan)
+        return munet.zeros(1).device
+
+    with ThreadPoolExecutor(1) as pool:
+        assert pool.submit(switch).result(timeout=60) == vulkan
+    assert munet.get_default_device() == munet.device("cpu") and munet.zeros(1).device == munet.device("cpu")
+
+
+# the tracer ---------------------------------------------------------------------------------------
+
+
+class HeldTrace:
+    """``munet.compile`` of ``fn`` whose trace, after running ``fn``, waits until ``release()``.
+
+    The trace signals and waits through C objects (a SimpleQueue, a lock), whose state the
+    compiler's guards cannot read, so it does not guard on them."""
+
+    def __init__(self, fn):
+        self._traced, self._gate = queue.SimpleQueue(), threading.Lock()
+        self._gate.acquire()
+        traced, gate = self._traced, self._gate
+
+        def held(*args):
+            out = fn(*args)
+            traced.put(True)
+            gate.acquire(timeout=30)
+            gate.release()
+            return out
+
+        self.compiled = munet.compile(held)
+
+    def wait_traced(self) -> None:
+        assert self._traced.get(timeout=30)
+
+    def release(self) -> None:
+        self._gate.release()
+
+
+def test_eager_ops_in_another_thread_run_while_one_traces():
+    held = HeldTrace(lambda x: x * 2)
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(held.compiled, munet.ones(3))
+        held.wait_traced()
+        try:
+            eager = (munet.arange(3.0) + 1).tolist(), (munet.ones(2, requires_grad=True) * 2).requires_grad
+        finally:
+            held.release()
+        assert first.result(timeout=60).tolist() == [2.0, 2.0, 2.0]
+    assert eager == ([1.0, 2.0, 3.0], True)
+
+
+def test_calling_a_compiled_function_while_another_thread_traces_it_waits_for_the_trace():
+    held = HeldTrace(lambda x: x + 1)
+    with ThreadPoolExecutor(2) as pool:
+        first = pool.submit(held.compiled, munet.zeros(2))
+        held.wait_traced()
+        second = pool.submit(held.compiled, munet.ones(2))
+        held.release()
+        assert first.result(timeout=60).tolist() == [1.0, 1.0]
+        assert second.result(timeout=60).tolist() == [2.0, 2.0]
+    assert held.compiled.stats()["traces"] == 1
+
+
+def test_reading_a_tensor_that_another_thread_is_tracing_raises_a_clear_error():
+    weight = munet.ones(2)
+    held = HeldTrace(lambda x: x * weight)  # the trace holds weight's data until it ends
+    with ThreadPoolExecutor(1) as pool:
+        first = pool.submit(held.compiled, munet.full((2,), 3.0))
+        held.wait_traced()
+        try:
+            with pytest.raises(HostReadError, match="tracing in another thread"):
+                (weight * 2).tolist()
+        finally:
+            held.release()
+        assert first.result(timeout=60).tolist() == [3.0, 3.0]
+    assert (weight * 2).tolist() == [2.0, 2.0]
+
+
+def test_a_compiled_function_called_inside_a_trace_raises():
+    inner = munet.compile(lambda x: x + 1)
+    inner(munet.ones(1))  # cached: the call inside the trace would replay it
+    outer = munet.compile(lambda x: inner(x) * 2)
+    with pytest.raises(RuntimeError, match="called while another one is being traced"):
+        outer(munet.ones(1))
+
+
+def _shared_program(kind: str, tmp_path):
+    compiled = munet.compile(lambda x: ((x * 2 + 1).relu() * x).sum(0))
+    compiled(munet.ones(512, 256))
+    if kind == "compiled":
+        return compiled
+    munet.save(compiled, tmp_path / "program.munet")
+    return munet.load(tmp_path / "program.munet")
+
+
+@pytest.mark.parametrize("kind", ["compiled", "loaded"])
+def test_one_program_called_from_eight_threads_at_once(kind, tmp_path, fast_switching):
+    """Calls share the plan's memory arena, so they must not overlap (each result is checked)."""
+    program = _shared_program(kind, tmp_path)
+
+    def calls(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(25):
+            a = rng.standard_normal((512, 256)).astype(np.float32)
+            got = program(munet.tensor(a)).numpy()
+            np.testing.assert_allclose(got, (np.maximum(a * 2 + 1, 0) * a).sum(0), rtol=1e-5, atol=1e-4)
+
+    with ThreadPoolExecutor(8) as pool:
+        for f in [pool.submit(calls, seed) for seed in range(8)]:
+            f.result(timeout=300)
+
+
+# first use ----------------------------------------------------------------------------------------
+
+
+def test_first_ops_of_a_process_in_many_threads_at_once():
+    """The cpu backend and its kernel table are built on first use; threads arriving meanwhile wait for it."""
+    code = """
+import sys, threading
+import munet
+sys.setswitchinterval(1e-5)
+errors, backends = [], set()
+start = threading.Barrier(16)
+def first_ops():
+    start.wait()
+    try:  # kernels of the last kernels_*.py modules to load
+        backends.add(id(munet.rand(3).sort()[0].sum()._storage.backend))
+    except Exception as e:
+        errors.append(repr(e))
+threads = [threading.Thread(target=first_ops) for _ in range(16)]
+for t in threads: t.start()
+for t in threads: t.join()
+print(errors, len(backends))
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[] 1"
+
+
+# stress: threads training private models ----------------------------------------------------------
+
+
+def _small_model(seed: int):
+    """Conv2d, LayerNorm and Linear layers with weights drawn from numpy (the default generator is shared)."""
+    rng = np.random.default_rng(seed)
+    model = nn.Sequential(
+        nn.Conv2d(1, 4, 3), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 6 * 6, 16), nn.LayerNorm(16), nn.Linear(16, 3)
+    )
+    with munet.no_grad():
+        for p in model.parameters():
+            p.copy_(munet.tensor((rng.standard_normal(p.shape) * 0.2).astype(np.float32)))
+    x = munet.tensor(rng.standard_normal((8, 1, 8, 8)).astype(np.float32))
+    y = munet.tensor(rng.integers(0, 3, 8))
+    return model, x, y
+
+
+def _train_eagerly(seed: int, iterations: int = 12):
+    """Adam steps with no_grad and autocast regions between them; checks each region's mode as it goes."""
+    model, x, y = _small_model(seed)
+    opt = munet.optim.Adam(model.parameters(), lr=1e-2)
+    flat = x.flatten(1)
+    losses = []
+    for i in range(iterations):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        assert loss.requires_grad, "grad mode off outside no_grad"
+        loss.backward()
+        opt.step()
+        losses.append(loss.item())
+        if (i + seed) % 2 == 0:
+            with munet.no_grad():
+                assert not model(x).requires_grad
+        if (i + seed) % 3 == 0:
+            with munet.autocast("cpu", dtype=munet.bfloat16):
+                assert (flat @ flat.t()).dtype is munet.bfloat16
+                assert F.cross_entropy(model(x), y).dtype is munet.float32
+        assert (flat @ flat.t()).dtype is munet.float32, "autocast on outside autocast"
+    return losses, [p.detach().numpy().copy() for p in model.parameters()]
+
+
+def _compiled_training(seed: int, iterations: int = 4):
+    model, x, y = _small_model(seed)
+    opt = munet.optim.SGD(model.parameters(), lr=0.1)
+
+    @munet.compile
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+
+    losses = [step(x, y).item() for _ in range(iterations)]
+    return losses, [p.detach().numpy().copy() for p in model.parameters()]
+
+
+def _assert_threads_match_serial(work, n_threads: int):
+    expected = [work(seed) for seed in range(n_threads)]
+    with ThreadPoolExecutor(n_threads) as pool:
+        got = [f.result(timeout=300) for f in [pool.submit(work, seed) for seed in range(n_threads)]]
+    for seed, ((losses, params), (want_losses, want_params)) in enumerate(zip(got, expected)):
+        assert losses == want_losses, f"thread {seed}: losses differ from the single-threaded run"
+        for p, want in zip(params, want_params):
+            np.testing.assert_array_equal(p, want, err_msg=f"thread {seed}: parameters differ")
+
+
+def test_eight_threads_train_private_models_eagerly(fast_switching):
+    _assert_threads_match_serial(_train_eagerly, 8)
+
+
+def test_four_threads_compile_and_train_private_models(fast_switching):
+    _assert_threads_match_serial(_compiled_training, 4)

@@ -23,7 +23,11 @@ def get_autocast_dtype(device_type: str = "cpu"):
 
 
 class autocast:  # noqa: N801 - PyTorch's name
-    """Mixed precision for the enclosed region: ``with munet.autocast("cpu", dtype=munet.bfloat16):``."""
+    """Mixed precision for the enclosed region: ``with munet.autocast("cpu", dtype=munet.bfloat16):``.
+
+    Per thread, as in PyTorch: other threads' ops keep their precision. ``cache_enabled=False``
+    casts weights again at each use instead of once per outermost block.
+    """
 
     def __init__(self, device_type: str = "cpu", dtype=None, enabled: bool = True, cache_enabled: bool = True):
         device_type = as_device(device_type).type
@@ -37,11 +41,18 @@ class autocast:  # noqa: N801 - PyTorch's name
         self.cache_enabled = cache_enabled
 
     def __enter__(self):
-        self._prev = (_State.depth, _State.dtype, _State.device_type, _registry._Autocast.cast_inputs)
+        self._prev = (
+            _State.depth,
+            _State.dtype,
+            _State.device_type,
+            _State.cache_enabled,
+            _registry._Autocast.cast_inputs,
+        )
         if self.enabled:
             _State.depth += 1
             _State.dtype = self.fast_dtype
             _State.device_type = self.device_type
+            _State.cache_enabled = self.cache_enabled
             _registry._Autocast.cast_inputs = _cast_inputs
         else:
             _State.depth = 0
@@ -50,7 +61,9 @@ class autocast:  # noqa: N801 - PyTorch's name
         return self
 
     def __exit__(self, *exc):
-        _State.depth, _State.dtype, _State.device_type, _registry._Autocast.cast_inputs = self._prev
+        _State.depth, _State.dtype, _State.device_type, _State.cache_enabled, _registry._Autocast.cast_inputs = (
+            self._prev
+        )
         if _State.depth == 0:
             _State.cache = {}
         return False

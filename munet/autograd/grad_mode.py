@@ -1,13 +1,25 @@
-"""Grad mode: whether ops record autograd history (``no_grad``, ``enable_grad``, ...)."""
+"""Grad mode: whether ops record autograd history (``no_grad``, ``enable_grad``, ...).
+
+Grad mode and inference mode are per thread, as in PyTorch: a block in one thread does not
+change what another records, and a new thread starts with grad enabled and inference mode
+off, whatever the thread that started it had.
+"""
 
 from __future__ import annotations
 
 import functools
+import threading
 
 
-class _State:
+class _GradMode(threading.local):
+    """This thread's grad mode. The class attributes are the defaults every thread starts
+    with; assigning one gives the current thread its own value (cheap to read in ``apply``)."""
+
     enabled = True
     inference = False
+
+
+_State = _GradMode()
 
 
 def is_grad_enabled() -> bool:
@@ -66,6 +78,10 @@ class set_grad_enabled(_GradModeContext):  # noqa: N801
     def _ctor_args(self):
         return (self._target,)
 
+    def __call__(self, fn):
+        _State.enabled = self._prev  # as a decorator it switches only inside calls, as in PyTorch
+        return super().__call__(fn)
+
     def __enter__(self):
         pass
 
@@ -75,7 +91,11 @@ class set_grad_enabled(_GradModeContext):  # noqa: N801
 
 
 class inference_mode(_GradModeContext):  # noqa: N801
-    """Like ``no_grad``; tensors created inside are marked as inference tensors."""
+    """Like ``no_grad``; tensors created inside are marked as inference tensors.
+
+    ``inference_mode(False)`` turns inference mode off and grad mode on inside the block (also
+    within ``no_grad``), as in PyTorch.
+    """
 
     def __init__(self, mode: bool = True):
         self.mode = bool(mode)
@@ -91,9 +111,8 @@ class inference_mode(_GradModeContext):  # noqa: N801
     def __enter__(self):
         self._prev = _State.enabled
         self._prev_inf = _State.inference
-        if self.mode:
-            _State.enabled = False
-            _State.inference = True
+        _State.enabled = not self.mode
+        _State.inference = self.mode
 
     def __exit__(self, *exc):
         _State.enabled = self._prev

@@ -16,6 +16,7 @@ device was reset since it was lowered is lowered again on the new device before 
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections import OrderedDict
 
@@ -33,7 +34,11 @@ from munet.compiler.passes.decompose import decompose_standardize
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.recovery import Snapshot, can_reset, check_recover
 from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
-from munet.ops._registry import Meta
+from munet.ops._registry import Meta, _Tracing
+
+# One trace (and its lowering) at a time in the process, as torch._dynamo's compile_lock: a trace
+# poisons the real tensors it reads until it ends, so two traces over shared tensors must not interleave.
+_COMPILE_LOCK = threading.RLock()
 
 _log = logging.getLogger(__name__)
 _TRACE_LOG_LEVEL = {"first_call": logging.DEBUG}  # retraces are logged at INFO
@@ -96,12 +101,20 @@ class CompiledFunction:
         self._optimizers: list = []
         self._counters = dict(calls=0, cache_hits=0, traces=0, evictions=0, recoveries=0)
         self._times = dict(trace_ms=0.0, compile_ms=0.0, run_ms=0.0, last_run_ms=0.0)
+        self._lock = threading.RLock()  # one call at a time: the cache and each plan's arena are shared
         self.__wrapped__ = fn
         self.__doc__ = getattr(fn, "__doc__", None)
         self.__name__ = getattr(fn, "__name__", None) or type(fn).__name__  # in logs and metrics
 
     # calling ---------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
+        """Calls from several threads run one at a time; a thread that is tracing cannot call it."""
+        if _Tracing.tracer is not None:
+            raise RuntimeError("munet.compile: a compiled function was called while another one is being traced")
+        with self._lock:
+            return self._call(*args, **kwargs)
+
+    def _call(self, *args, **kwargs):
         flat, rebuild = _flatten((args, kwargs))
         self._note_modules(flat)
         key = self._key(flat)
@@ -259,6 +272,10 @@ class CompiledFunction:
         )
 
     def _trace(self, flat, rebuild):
+        with _COMPILE_LOCK:
+            return self._trace_and_lower(flat, rebuild)
+
+    def _trace_and_lower(self, flat, rebuild):
         from munet._device import get_backend
 
         start = time.perf_counter()

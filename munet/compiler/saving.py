@@ -34,6 +34,7 @@ arguments of the original call (in order) and runs one step, updating its own st
 from __future__ import annotations
 
 import operator
+import threading
 import time
 from collections import OrderedDict
 
@@ -1050,6 +1051,7 @@ class LoadedProgram:
         self._arg_inputs = [i for _, i in args]
         self._calls = 0
         self._run_ms = 0.0
+        self._lock = threading.Lock()  # one call at a time: the plan's arena and the state are shared
 
     @property
     def signature(self) -> list[str]:
@@ -1057,6 +1059,11 @@ class LoadedProgram:
         return [self.graph.inputs[i].type_str() for i in self._arg_inputs]
 
     def __call__(self, *tensors):
+        """Calls from several threads run one at a time."""
+        with self._lock:
+            return self._call(tensors)
+
+    def _call(self, tensors):
         inputs = self._inputs(tensors)
         self._check_guards()
         start = time.perf_counter()

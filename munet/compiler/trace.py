@@ -88,6 +88,13 @@ def _user_line() -> str:
 def host_read_error(
     what: str = "read a traced tensor's value on the host (.item(), bool(), .numpy(), .tolist() or `if tensor ...:`)",
 ) -> HostReadError:
+    if _Tracing.tracer is None:  # the tracer is per thread: this thread is not the one tracing
+        return HostReadError(
+            "munet.compile: this tensor's value is unavailable: it is read by a function that munet.compile is "
+            "tracing in another thread (until that first call of a new specialization returns), or it is a "
+            "traced tensor kept after its trace ended. Run the first call of a compiled function before "
+            "sharing its model or tensors with other threads."
+        )
     return HostReadError(
         f"munet.compile: {_user_line()}\n"
         f"  tried to {what} while tracing. "
@@ -521,6 +528,7 @@ class Tracer:
 
 @contextlib.contextmanager
 def tracing(tracer: Tracer):
+    """Install ``tracer`` for the current thread; ops in other threads stay eager."""
     if _Tracing.tracer is not None:
         raise RuntimeError("munet.compile: a compiled function was called while another one is being traced")
     _Tracing.tracer = tracer

@@ -2,19 +2,23 @@
 
 The policy is a table keyed by op name, applied to the inputs of every primitive in
 ``apply`` (so methods, functions and composites all follow it), plus entry casts of
-composite functions decorated with ``@float32_under_autocast`` (the losses):
+composite functions decorated with ``@float32_under_autocast`` (the losses) or
+``@lower_precision_under_autocast`` (linear and convolutions, whose bias joins the low dtype as
+in PyTorch instead of promoting the result back to float32):
 
 - ``LOWER_PRECISION``: float32 inputs are cast to the autocast dtype (float64 is left alone).
 - ``FLOAT32``: float16/bfloat16 inputs are cast to float32.
 - every other op runs in the dtype its inputs promote to (PyTorch's rules).
 
 Casts of leaf tensors (weights) are cached for the duration of the outermost autocast block.
-``munet.amp.autocast`` switches the policy on and off.
+``munet.amp.autocast`` switches the policy on and off. The switch, the dtype and the cache are
+per thread, as in PyTorch: autocast in one thread leaves another's ops in their own precision.
 """
 
 from __future__ import annotations
 
 import functools
+import threading
 
 from munet import _dtype as D
 from munet._tensor import Tensor
@@ -53,19 +57,29 @@ FLOAT32 = frozenset(
     }
 )
 FP32_FUNCTIONS: set[str] = set()
+LOWER_PRECISION_FUNCTIONS: set[str] = set()
 
 
-class _State:
+class _AutocastState(threading.local):
+    """This thread's autocast nesting depth, dtype, device type and weight-cast cache (and
+    whether to use it); the class attributes are what a new thread starts with."""
+
     depth = 0
     dtype = None
     device_type = None
-    cache: dict = {}
+    cache_enabled = True
+
+    def __init__(self):
+        self.cache: dict = {}  # (id(leaf), dtype) -> (leaf, its cast, leaf version); this thread's
+
+
+_State = _AutocastState()
 
 
 def _cast(t, dtype):
     from munet.ops.convert import cast
 
-    if t._grad_fn is None and t.requires_grad:
+    if t._grad_fn is None and t.requires_grad and _State.cache_enabled:
         key = (id(t), dtype)
         hit = _State.cache.get(key)
         if hit is not None and hit[0] is t and hit[2] == t._version:
@@ -92,26 +106,52 @@ def _low(dtype) -> bool:
     return dtype is D.float16 or dtype is D.bfloat16
 
 
+def _lowerable(target):
+    """Which input dtypes autocast casts to ``target`` (float64 is left alone, as in PyTorch)."""
+    return lambda d: d.is_floating_point and d is not D.float64 and d is not target
+
+
 def _cast_inputs(op, args):
     name = op.name
     if name in LOWER_PRECISION:
-        target = _State.dtype
-        return _cast_all(args, target, lambda d: d.is_floating_point and d is not D.float64 and d is not target)
+        return _cast_all(args, _State.dtype, _lowerable(_State.dtype))
     if name in FLOAT32:
         return _cast_all(args, D.float32, _low)
     return args
 
 
-def float32_under_autocast(fn):
-    """Decorator for composite functions (losses, norms) that autocast runs in float32."""
-    FP32_FUNCTIONS.add(fn.__name__)
+def casts_to_one_dtype(dtypes) -> bool:
+    """Whether autocast, on in this thread, casts operands of these floating ``dtypes`` of a
+    ``LOWER_PRECISION`` primitive to its dtype (a composite's same-dtype check lets the mix through)."""
+    return _State.depth > 0 and all(d.is_floating_point and d is not D.float64 for d in dtypes)
+
+
+def _entry_casts(fn, target_of, eligible_of):
+    """``fn`` with its tensor arguments cast at entry while autocast is on in this thread."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
         if _State.depth == 0:
             return fn(*args, **kwargs)
-        args = _cast_all(args, D.float32, _low)
-        kwargs = {k: (_cast(v, D.float32) if isinstance(v, Tensor) and _low(v.dtype) else v) for k, v in kwargs.items()}
+        target = target_of()
+        eligible = eligible_of(target)
+        args = _cast_all(args, target, eligible)
+        kwargs = {
+            k: (_cast(v, target) if isinstance(v, Tensor) and eligible(v.dtype) else v) for k, v in kwargs.items()
+        }
         return fn(*args, **kwargs)
 
     return wrapper
+
+
+def float32_under_autocast(fn):
+    """Decorator for composite functions (losses, norms) that autocast runs in float32."""
+    FP32_FUNCTIONS.add(fn.__name__)
+    return _entry_casts(fn, lambda: D.float32, lambda target: _low)
+
+
+def lower_precision_under_autocast(fn):
+    """Decorator for composite functions whose every floating input (bias included) autocast
+    casts to its dtype, as PyTorch's lower-precision list does for ``linear`` and the convolutions."""
+    LOWER_PRECISION_FUNCTIONS.add(fn.__name__)
+    return _entry_casts(fn, lambda: _State.dtype, _lowerable)

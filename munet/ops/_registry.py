@@ -11,6 +11,7 @@ device (or records a node when a tracer is active) and attaches autograd history
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from typing import NamedTuple
 
@@ -90,16 +91,22 @@ def define(name: str, **kwargs) -> Op:
     return op
 
 
-class _Tracing:
-    """Set by the compiler while it captures a function; ``None`` in eager mode."""
+class _TracingState(threading.local):
+    """The tracer of the function the compiler is capturing in this thread; ``None`` in eager
+    mode. Per thread: a trace in one thread leaves other threads' ops eager."""
 
     tracer = None
 
 
-class _Autocast:
-    """Set by ``munet.amp.autocast``: ``cast_inputs(op, args) -> args``; ``None`` outside autocast."""
+class _AutocastHook(threading.local):
+    """Set by ``munet.amp.autocast`` for this thread: ``cast_inputs(op, args) -> args``;
+    ``None`` outside autocast."""
 
     cast_inputs = None
+
+
+_Tracing = _TracingState()
+_Autocast = _AutocastHook()
 
 
 def _flat_tensors(op: Op, args) -> list:
@@ -151,19 +158,21 @@ def _kernel(op: Op, backend, suffix: str = ""):
 
 def apply(op: Op, *args, **attrs):
     """Run ``op`` on ``args`` (tensors, numbers, lists of tensors for variadic ops)."""
-    if _Autocast.cast_inputs is not None:
-        args = _Autocast.cast_inputs(op, args)
+    cast_inputs = _Autocast.cast_inputs
+    if cast_inputs is not None:
+        args = cast_inputs(op, args)
     flat = _flat_tensors(op, args)
     backend = _backend_of(op, flat)
-    if op.view is not None and _Tracing.tracer is None:
+    tracer = _Tracing.tracer
+    if op.view is not None and tracer is None:
         # A view op's shape rule is its geometry rule (both validate), so run it once.
         base = args[0]
         shape, stride, offset = op.view(base, **attrs)
         outputs = (base._view(shape, stride, offset),)
     else:
         meta = op.meta(*args, **attrs)
-        if _Tracing.tracer is not None:
-            return _Tracing.tracer.record(op, args, attrs, meta)
+        if tracer is not None:
+            return tracer.record(op, args, attrs, meta)
         raw = _kernel(op, backend)(*_kernel_args(op, args), **attrs)
         metas = meta if isinstance(meta, tuple) and not isinstance(meta, Meta) else (meta,)
         if len(metas) == 1:
@@ -243,12 +252,14 @@ def apply_inplace(op: Op, self, *args, **attrs):
     backend = _backend_of(op, flat)
     meta = op.meta(self, *args, **attrs)
     _inplace_meta_check(op, self, meta)
-    if _Tracing.tracer is not None:
-        return _Tracing.tracer.record_inplace(op, self, args, attrs, meta)
-    if _State.enabled and self._base is not None and "_rebased" in self._base.__dict__:
+    tracer = _Tracing.tracer
+    if tracer is not None:
+        return tracer.record_inplace(op, self, args, attrs, meta)
+    grad_enabled = _State.enabled
+    if grad_enabled and self._base is not None and "_rebased" in self._base.__dict__:
         _refresh_stale_view(self)
     needs_grad = (
-        _State.enabled and op.backward is not None and any(isinstance(a, _Tensor) and a._requires_grad for a in flat)
+        grad_enabled and op.backward is not None and any(isinstance(a, _Tensor) and a._requires_grad for a in flat)
     )
     if needs_grad:
         return _inplace_with_history(op, self, args, attrs)
@@ -328,7 +339,8 @@ def apply_factory(op: Op, device, **attrs):
     """Run a creation op (no tensor inputs) on ``device`` (``None``: the default device): ``full``, ``arange``, random bits."""
     backend = get_backend(factory_device(device))
     meta = op.meta(**attrs)
-    if _Tracing.tracer is not None:
-        return _Tracing.tracer.record_factory(op, backend.device, attrs, meta)
+    tracer = _Tracing.tracer
+    if tracer is not None:
+        return tracer.record_factory(op, backend.device, attrs, meta)
     raw = _kernel(op, backend)(**attrs)
     return _Tensor._from_kernel(backend, raw, meta)

@@ -14,6 +14,7 @@ kernel pads asymmetrically exactly like PyTorch, without a separate pad.
 
 from __future__ import annotations
 
+from munet.ops._autocast import lower_precision_under_autocast
 from munet.ops._registry import Meta, apply, define
 
 __all__ = ["convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
@@ -214,6 +215,7 @@ def _same_padding(kernel, dilation) -> tuple:
     return tuple(pads)
 
 
+@lower_precision_under_autocast
 def _conv_nd(n: int, op: str, input, weight, bias, stride, padding, dilation, groups):
     _check_input(op, input, weight, bias, n)
     stride = _tuple(stride, n, "stride", op)
@@ -265,6 +267,7 @@ def _conv_nd(n: int, op: str, input, weight, bias, stride, padding, dilation, gr
     return out.squeeze(0) if unbatched else out
 
 
+@lower_precision_under_autocast
 def _conv_transpose_nd(n: int, op: str, input, weight, bias, stride, padding, output_padding, groups, dilation):
     _check_input(op, input, weight, bias, n)
     if isinstance(padding, str):

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
+from munet.ops._autocast import casts_to_one_dtype, lower_precision_under_autocast
 from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import broadcast_shapes, is_tensor, reduce_grad
 
@@ -98,14 +99,18 @@ matmul_op = define(
 )
 
 
+_MATMUL_PRODUCTS = ("matmul", "mm", "bmm")  # run the matmul primitive, whose operands autocast casts
+
+
 def _check_operands(op: str, *tensors) -> None:
-    """PyTorch's BLAS ops take tensors of one dtype (no promotion) and no bool."""
+    """PyTorch's BLAS ops take tensors of one dtype (no promotion; under autocast, the matmul
+    products take any floating mix autocast casts) and no bool."""
     for t in tensors:
         if not is_tensor(t):
             raise TypeError(f"{op}: expected Tensor arguments, got {type(t).__name__}")
     first = tensors[0].dtype
     for t in tensors[1:]:
-        if t.dtype is not first:
+        if t.dtype is not first and not (op in _MATMUL_PRODUCTS and casts_to_one_dtype((first, t.dtype))):
             raise RuntimeError(
                 f"{op}: expected all operands to have the same dtype, but got {first.name} and {t.dtype.name}"
             )
@@ -561,6 +566,7 @@ def einsum(*args):
 # nn.functional -----------------------------------------------------------------------------------
 
 
+@lower_precision_under_autocast
 def linear(input, weight, bias=None):
     """``input @ weight.T + bias`` over any leading dims; weight is (out_features, in_features)."""
     if weight.ndim not in (1, 2):

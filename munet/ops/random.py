@@ -164,8 +164,8 @@ def _default_for(device_type: str) -> Generator:
         return default_generator
     gen = _device_defaults.get(device_type)
     if gen is None:
-        gen = _device_defaults[device_type] = Generator(device_type)
-        gen.manual_seed(default_generator.initial_seed())
+        fresh = Generator(device_type).manual_seed(default_generator.initial_seed())
+        gen = _device_defaults.setdefault(device_type, fresh)  # threads asking at once share the first
     return gen
 
 

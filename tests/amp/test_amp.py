@@ -48,12 +48,62 @@ def test_autocast_matches_pytorch_dtypes_for_lower_precision_ops():
     np.testing.assert_allclose(m.float().numpy(), t.float().numpy(), rtol=2e-2, atol=2e-2)
 
 
+def test_autocast_dtypes_of_layers_with_bias_and_mixed_operands_match_pytorch():
+    """linear and the convolutions cast their bias too; matmul takes a float32/bfloat16 mix."""
+    rng = np.random.default_rng(0)
+    arrays = {
+        "x": (2, 3),
+        "w": (4, 3),
+        "b": (4,),
+        "img": (1, 3, 5, 5),
+        "k": (4, 3, 3, 3),
+        "kt": (3, 2, 3, 3),
+        "bt": (2,),
+        "seq": (1, 4, 16),
+    }
+    arrays = {k: rng.standard_normal(shape).astype(np.float32) for k, shape in arrays.items()}
+
+    def dtypes(lib, functional, nn, t, low):
+        torch.manual_seed(0)
+        attention = nn.MultiheadAttention(16, 2, batch_first=True)
+        with lib.autocast("cpu", dtype=low):
+            return [
+                str(y.dtype).split(".")[-1]
+                for y in (
+                    functional.linear(t["x"], t["w"], t["b"]),
+                    functional.conv2d(t["img"], t["k"], t["b"]),
+                    functional.conv_transpose2d(t["img"], t["kt"], t["bt"]),
+                    lib.matmul(t["x"].to(low), t["w"].t()),
+                    attention(t["seq"], t["seq"], t["seq"])[0],
+                )
+            ]
+
+    want = dtypes(torch, torch.nn.functional, torch.nn, {k: torch.tensor(a) for k, a in arrays.items()}, torch.bfloat16)
+    got = dtypes(munet, F, munet.nn, {k: munet.tensor(a) for k, a in arrays.items()}, munet.bfloat16)
+    assert got == want == ["bfloat16"] * 5
+
+
+def test_mixed_matmul_operands_raise_outside_autocast():
+    with pytest.raises(RuntimeError, match="same dtype"):
+        munet.matmul(munet.ones(2, 2).bfloat16(), munet.ones(2, 2))
+
+
 def test_autocast_caches_weight_casts():
     w = munet.randn(3, 3, requires_grad=True)
     with munet.autocast("cpu"):
         a = munet.ones(1, 3) @ w
         b = munet.ones(1, 3) @ w
     assert a.grad_fn.next_functions[1][0] is b.grad_fn.next_functions[1][0]
+
+
+def test_autocast_cache_enabled_false_casts_at_each_use():
+    w = munet.randn(3, 3, requires_grad=True)
+    with munet.autocast("cpu", cache_enabled=False):
+        a = munet.ones(1, 3) @ w
+        b = munet.ones(1, 3) @ w
+    assert a.grad_fn.next_functions[1][0] is not b.grad_fn.next_functions[1][0]
+    (a + b).float().sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), np.full((3, 3), 2.0))
 
 
 def test_autocast_errors():
@@ -150,3 +200,56 @@ def test_losses_run_in_float32_under_autocast():
         assert F.mse_loss(logits, logits * 0).dtype is munet.float32
         assert F.layer_norm(logits, (5,)).dtype is munet.float32
     assert F.mse_loss(logits, logits * 0).dtype is munet.bfloat16
+
+
+def _hold_autocast(dtype, entered, leave, x):
+    """In this thread: enter autocast(dtype), signal, wait, then report the dtype of ``x @ x``."""
+    with munet.autocast("cpu", dtype=dtype):
+        entered.set()
+        leave.wait(30)
+        return (x @ x).dtype
+
+
+def test_autocast_is_per_thread():
+    """Autocast in one thread leaves another thread's float32 matmul float32 (PyTorch: per thread, too)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = munet.randn(3, 3)
+    entered, leave = threading.Event(), threading.Event()
+    with ThreadPoolExecutor(1) as pool:
+        inside = pool.submit(_hold_autocast, munet.bfloat16, entered, leave, x)
+        assert entered.wait(30)
+        try:
+            here = (x @ x).dtype, munet.amp.is_autocast_enabled()
+        finally:
+            leave.set()
+        assert inside.result(timeout=30) is munet.bfloat16
+    assert here == (munet.float32, False)
+
+
+def test_two_threads_autocast_to_their_own_dtypes():
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = munet.randn(3, 3, requires_grad=True)  # a leaf: its casts go through the per-thread cache
+    events = [threading.Event() for _ in range(4)]
+    with ThreadPoolExecutor(2) as pool:
+        half = pool.submit(_hold_autocast, munet.float16, events[0], events[1], x)
+        assert events[0].wait(30)
+        brain = pool.submit(_hold_autocast, munet.bfloat16, events[2], events[3], x)
+        assert events[2].wait(30)
+        for e in events:
+            e.set()
+        assert (half.result(timeout=30), brain.result(timeout=30)) == (munet.float16, munet.bfloat16)
+
+
+def test_a_new_thread_starts_without_autocast():
+    from concurrent.futures import ThreadPoolExecutor
+
+    x = munet.randn(2, 2)
+    with munet.autocast("cpu"), ThreadPoolExecutor(1) as pool:
+        seen = pool.submit(lambda: (munet.amp.is_autocast_enabled(), (x @ x).dtype)).result(timeout=30)
+    assert seen == (False, munet.float32)
+    with torch.autocast("cpu"), ThreadPoolExecutor(1) as pool:
+        assert pool.submit(lambda: torch.is_autocast_enabled("cpu")).result(timeout=30) is False  # the reference

@@ -319,3 +319,28 @@ def test_function_materializes_missing_grads_on_the_output_device(vulkan):
     a, _ = Split.apply(x)
     a.sum().backward()
     assert x.grad.cpu().tolist() == [2.0, 2.0, 2.0]
+
+
+def test_backward_in_one_thread_leaves_another_recording():
+    """backward() runs its gradient rules with grad mode off; only in its own thread (a hook holds it there)."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    in_backward, leave = threading.Event(), threading.Event()
+
+    def backward_held_in_a_hook():
+        x = munet.ones(2, requires_grad=True)
+        y = x * 3
+        y.register_hook(lambda g: (in_backward.set(), leave.wait(30), None)[-1])
+        y.sum().backward()
+        return x.grad.tolist()
+
+    with ThreadPoolExecutor(1) as pool:
+        done = pool.submit(backward_held_in_a_hook)
+        assert in_backward.wait(30)
+        try:
+            recorded = (munet.ones(2, requires_grad=True) * 2).requires_grad
+        finally:
+            leave.set()
+        assert done.result(timeout=30) == [3.0, 3.0]
+    assert recorded

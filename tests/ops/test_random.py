@@ -318,3 +318,33 @@ def test_every_sampler_takes_a_generator(name):
     assert np.array_equal(before, munet.get_rng_state().numpy())
     with pytest.raises(TypeError, match=r"generator must be a munet.Generator"):
         fn(np.random.default_rng(0))
+
+
+def test_threads_asking_for_a_device_default_generator_at_once_share_one():
+    """Two default generators for one device type would each start at offset 0 (repeated draws)."""
+    import sys
+    import threading
+
+    from munet.ops import random as R
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    try:
+        for trial in range(30):
+            device_type = f"threadtest{trial}"  # a new type each time: its default is made on first use
+            start, seen = threading.Barrier(8), []
+
+            def first_use(device_type=device_type, start=start, seen=seen):
+                start.wait()
+                seen.append(R._default_for(device_type))
+
+            threads = [threading.Thread(target=first_use) for _ in range(8)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            assert all(g is seen[0] for g in seen), f"trial {trial}: {len({id(g) for g in seen})} generators"
+    finally:
+        sys.setswitchinterval(before)
+        for trial in range(30):
+            R._device_defaults.pop(f"threadtest{trial}", None)

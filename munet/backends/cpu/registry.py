@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import threading
 
 KERNELS: dict[str, object] = {}
 
@@ -22,16 +23,23 @@ def kernel(*names: str):
 
 
 _loaded = False
+_load_lock = threading.RLock()
 
 
 def load_kernel_modules() -> None:
-    """Import every ``kernels_*`` module of this package once, so each registers its kernels."""
+    """Import every ``kernels_*`` module of this package once, so each registers its kernels.
+
+    Returns only when the table is complete, also in a thread that arrives while another loads it.
+    """
     global _loaded
     if _loaded:
         return
-    _loaded = True
-    import munet.backends.cpu as pkg
+    with _load_lock:
+        if _loaded:
+            return
+        import munet.backends.cpu as pkg
 
-    for info in pkgutil.iter_modules(pkg.__path__):
-        if info.name.startswith("kernels_"):
-            importlib.import_module(f"munet.backends.cpu.{info.name}")
+        for info in pkgutil.iter_modules(pkg.__path__):
+            if info.name.startswith("kernels_"):
+                importlib.import_module(f"munet.backends.cpu.{info.name}")
+        _loaded = True
