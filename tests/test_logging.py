@@ -39,7 +39,8 @@ def test_retraces_are_logged_at_info_first_traces_at_debug(caplog):
         f(munet.ones(2))
         f(munet.ones(3))
     records = [(r.levelname, r.getMessage()) for r in caplog.records if r.name == "munet.compiler.compiled"]
-    assert records == [("DEBUG", "tracing doubled (first_call)"), ("INFO", "tracing doubled (cache_miss)")]
+    retrace = "tracing doubled (retrace: argument 0 changed: float32[2] on cpu -> float32[3] on cpu)"
+    assert records == [("DEBUG", "tracing doubled (first_call)"), ("INFO", retrace)]
 
 
 def test_checkpoint_save_and_load_are_logged(caplog, tmp_path):
