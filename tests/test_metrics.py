@@ -13,10 +13,10 @@ import pytest
 
 import munet
 import munet.nn as nn
-import munet.nn.functional as F
 from munet import metrics
 from munet.compiler.codegen import build
 from munet.utils.data import DataLoader, TensorDataset
+from tests.compiler.models import train_step
 
 
 def _value(name, labels=(), snap=None):
@@ -46,26 +46,18 @@ def test_compiled_calls_and_traces_are_counted_with_their_reason():
     assert _count("munet_compile_seconds", ("scaled_exp",)) == compiles + 2
 
 
-def _train_step(model, opt, x, y):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-
-
 def test_a_failed_guard_is_a_retrace_with_reason_guard_failed():
     munet.manual_seed(0)
     model = nn.Linear(4, 3)
     opt = munet.optim.AdamW(model.parameters(), lr=0.1, weight_decay=0.05)
     x, y = munet.randn(8, 4), munet.randint(0, 3, (8,))
-    step = munet.compile(_train_step)
-    failed = _value("munet_compile_traces_total", ("_train_step", "guard_failed"))
+    step = munet.compile(train_step)
+    failed = _value("munet_compile_traces_total", ("train_step", "guard_failed"))
     step(model, opt, x, y)
     step(model, opt, x, y)  # the optimizer state exists now: the steady specialization
     opt.param_groups[0]["weight_decay"] = 0.0  # the trace took `weight_decay != 0`
     step(model, opt, x, y)
-    assert _value("munet_compile_traces_total", ("_train_step", "guard_failed")) == failed + 1
+    assert _value("munet_compile_traces_total", ("train_step", "guard_failed")) == failed + 1
     assert step.stats()["traces"] == 3
 
 

@@ -14,8 +14,8 @@ import pytest
 
 import munet
 import munet.nn as nn
-import munet.nn.functional as F
 from munet.serialization import CheckpointError
+from tests.compiler.models import train_step
 
 REPLACEMENTS = (0x01, 0x20, 0x80)  # lowest bit, ASCII case, high bit
 
@@ -47,19 +47,11 @@ def _small_program():
     return f
 
 
-def _step(model, opt, x, y):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
-
-
 def _large_objects():
     munet.manual_seed(0)
     model = nn.Sequential(nn.Linear(64, 128), nn.BatchNorm1d(128), nn.ReLU(), nn.Dropout(0.1), nn.Linear(128, 10))
     opt = munet.optim.AdamW(model.parameters(), lr=1e-2)
-    compiled = munet.compile(_step)
+    compiled = munet.compile(train_step)
     x, y = munet.randn(8, 64), munet.randint(0, 10, (8,))
     for _ in range(2):
         compiled(model, opt, x, y)

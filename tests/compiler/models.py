@@ -42,3 +42,12 @@ class GPT(nn.Module):
         for block in self.blocks:
             x = block(x)
         return self.head(self.ln(x)).reshape(-1, self.vocab)
+
+
+def train_step(model, opt, x, y):
+    """One classification training step; compiled tests call ``munet.compile(train_step)``."""
+    opt.zero_grad()
+    loss = F.cross_entropy(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss

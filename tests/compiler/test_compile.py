@@ -7,16 +7,9 @@ import munet
 import munet.nn.functional as F
 from munet import nn
 from munet.compiler import HostReadError
+from tests.compiler.models import train_step
 
 RTOL = 1e-5
-
-
-def _step(model, opt, x, y):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
 
 
 def _assert_same_state(m1, m2):
@@ -29,9 +22,9 @@ def _assert_same_state(m1, m2):
 def _run_pair(make, x, y, steps, schedule=False):
     m1, o1, s1 = make()
     m2, o2, s2 = make()
-    compiled = munet.compile(_step)
+    compiled = munet.compile(train_step)
     for _ in range(steps):
-        eager_loss = _step(m1, o1, x, y).item()
+        eager_loss = train_step(m1, o1, x, y).item()
         compiled_loss = compiled(m2, o2, x, y).item()
         assert compiled_loss == pytest.approx(eager_loss, rel=RTOL)
         if schedule:

@@ -12,19 +12,11 @@ import numpy as np
 import pytest
 
 import munet
-import munet.nn.functional as F
 from munet import _dtype as D
 from munet import nn
 from munet.compiler.saving import LoadedProgram
 from munet.serialization import CheckpointError, read_file, write_file
-
-
-def _step(model, opt, x, y):
-    opt.zero_grad()
-    loss = F.cross_entropy(model(x), y)
-    loss.backward()
-    opt.step()
-    return loss
+from tests.compiler.models import train_step
 
 
 def _mlp():
@@ -49,7 +41,7 @@ def _data(n_in=12, classes=5, batch=16):
 
 def _trained(make, x, y, steps):
     model, opt, sched = make()
-    compiled = munet.compile(_step)
+    compiled = munet.compile(train_step)
     for _ in range(steps):
         compiled(model, opt, x, y)
         if sched is not None:
@@ -360,7 +352,7 @@ def test_seeded_fuzz_of_the_program_manifest(tmp_path):
     munet.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 3), nn.Dropout(0.2), nn.Linear(3, 2))
     opt = munet.optim.AdamW(model.parameters(), lr=1e-2, weight_decay=0.05)
-    compiled = munet.compile(_step)
+    compiled = munet.compile(train_step)
     for _ in range(2):
         compiled(model, opt, munet.randn(2, 4), munet.randint(0, 2, (2,)))
     stream = io.BytesIO()
@@ -430,7 +422,7 @@ def test_hyperparameter_that_flips_a_traced_branch_raises(tmp_path):
 def test_saving_before_the_steady_step_raises(tmp_path):
     x, y = _data()
     model, opt, _ = _mlp()
-    compiled = munet.compile(_step)
+    compiled = munet.compile(train_step)
     with pytest.raises(RuntimeError, match="not been called"):
         munet.save(compiled, tmp_path / "a.munet")
     compiled(model, opt, x, y)
