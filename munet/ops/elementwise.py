@@ -8,6 +8,7 @@ scalars (rank-0 constants), never data-shaped temporaries.
 from __future__ import annotations
 
 from munet import _dtype as D
+from munet.ops import _scalar as S
 from munet.ops._registry import Meta, apply, apply_inplace, define
 from munet.ops._utils import broadcast_shapes, is_tensor, reduce_grad, shape_of
 
@@ -230,11 +231,18 @@ def _grads(ctx, ga, gb):
 
 # arithmetic -------------------------------------------------------------------------------------------
 
-add_op = define("add", inputs=("self", "other"), meta=_binary_meta, backward=lambda ctx, g: _grads(ctx, g, g))
+add_op = define(
+    "add",
+    inputs=("self", "other"),
+    meta=_binary_meta,
+    backward=lambda ctx, g: _grads(ctx, g, g),
+    formula=S.binary("add"),
+)
 sub_op = define(
     "sub",
     inputs=("self", "other"),
     meta=_binary_meta,
+    formula=S.binary("sub"),
     backward=lambda ctx, g: _grads(ctx, g, -g if ctx.needs_input_grad[-1] else None),
 )
 
@@ -252,7 +260,12 @@ def _other(ctx):
 
 
 mul_op = define(
-    "mul", inputs=("self", "other"), meta=_binary_meta, backward=_mul_backward, saves=(("self", 1), ("other", 0))
+    "mul",
+    inputs=("self", "other"),
+    meta=_binary_meta,
+    backward=_mul_backward,
+    saves=(("self", 1), ("other", 0)),
+    formula=S.binary("mul"),
 )
 
 
@@ -267,7 +280,12 @@ def _div_backward(ctx, g):
 
 
 div_op = define(
-    "div", inputs=("self", "other"), meta=_binary_meta, backward=_div_backward, saves=(("self", 1), "other")
+    "div",
+    inputs=("self", "other"),
+    meta=_binary_meta,
+    backward=_div_backward,
+    saves=(("self", 1), "other"),
+    formula=S.binary("div"),
 )
 
 
@@ -390,8 +408,14 @@ def _out(result, out):
 
 # unary -----------------------------------------------------------------------------------------------
 
-neg_op = define("neg", meta=_unary_meta, backward=lambda ctx, g: -g)
-exp_op = define("exp", meta=_unary_meta, backward=lambda ctx, g: g * ctx.saved_tensor("result"), saves=("result",))
+neg_op = define("neg", meta=_unary_meta, backward=lambda ctx, g: -g, formula=S.unary("neg"))
+exp_op = define(
+    "exp",
+    meta=_unary_meta,
+    backward=lambda ctx, g: g * ctx.saved_tensor("result"),
+    saves=("result",),
+    formula=S.unary("exp"),
+)
 
 
 def _float_input(x):

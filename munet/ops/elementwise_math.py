@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
+from munet.ops import _scalar as S
 from munet.ops._registry import apply, apply_inplace, define
 from munet.ops._utils import float_result_type, is_tensor
 from munet.ops.elementwise import (
@@ -96,10 +97,14 @@ _UNARY_RULES = {
 }
 
 
+# name -> scalar formula, for the ops written as one op of the scalar vocabulary
+_UNARY_FORMULAS = {name: S.unary(name) for name in ("log", "sqrt", "tanh")}
+
+
 def _float_unary(name: str):
     """Define a float-valued unary op and return its function and in-place variant."""
     backward, saves = _UNARY_RULES[name]
-    op = define(name, meta=_unary_meta, backward=backward, saves=saves)
+    op = define(name, meta=_unary_meta, backward=backward, saves=saves, formula=_UNARY_FORMULAS.get(name))
 
     def fn(input, *, out=None):
         return _out(apply(op, _float_input(input)), out)
@@ -515,8 +520,17 @@ def _lerp_backward(ctx, g):
     return a, b, gw
 
 
+def _lerp_formula(args, t):
+    # PyTorch's: start + w * (end - start) for |w| < 0.5, else end - (end - start) * (1 - w)
+    start, end, w = args
+    diff = S.Apply("sub", (end, start), t)
+    low = S.Apply("add", (start, S.Apply("mul", (w, diff), t)), t)
+    high = S.Apply("sub", (end, S.Apply("mul", (diff, S.Apply("sub", (S.Const(1.0, t), w), t)), t)), t)
+    return S.Apply("where", (S.Apply("lt", (S.Apply("abs", (w,), t), S.Const(0.5, t)), "bool"), low, high), t)
+
+
 lerp_op = define("lerp", inputs=("self", "end", "weight"), meta=_lerp_meta, backward=_lerp_backward,
-                 saves=(("self", 2), ("end", 2), "weight"))  # fmt: skip
+                 saves=(("self", 2), ("end", 2), "weight"), formula=_lerp_formula)  # fmt: skip
 
 
 def _check_lerp(name: str, input, end, weight) -> None:
