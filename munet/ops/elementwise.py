@@ -343,11 +343,39 @@ def mul(input, other, *, out=None):
 multiply = mul
 
 
+def _div_rounded_backward(ctx, g):
+    from munet.ops.creation import zeros_like
+
+    return _grads(ctx, zeros_like(g), zeros_like(g))
+
+
+div_floor_op = define("div_floor", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward)
+div_trunc_op = define("div_trunc", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward)
+_ROUNDED = {"floor": div_floor_op, "trunc": div_trunc_op}
+
+
+def _no_bool_result(name: str, input, other) -> None:
+    if D.result_type(input, other) is D.bool_:
+        raise RuntimeError(f"{name}: not implemented for bool tensors")
+
+
+def div_rounded(input, other, rounding_mode: str):
+    """``div(input, other, rounding_mode=...)`` for 'trunc' and 'floor'; integers stay integers.
+
+    Integer division by zero raises (PyTorch's ``ZeroDivisionError``); the gradient is zero.
+    """
+    _no_bool_result(f"div (rounding_mode={rounding_mode!r})", input, other)
+    op = _ROUNDED.get(rounding_mode)
+    if op is None:
+        raise ValueError(
+            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
+        )
+    return binary(op, input, other)
+
+
 def div(input, other, *, rounding_mode=None, out=None):
     """True division (ints become floats), or rounded with ``rounding_mode`` 'trunc' / 'floor'."""
     if rounding_mode is not None:
-        from munet.ops.elementwise_math import div_rounded
-
         return _out(div_rounded(input, other, rounding_mode), out)
     target = D.result_type(input, other)
     if not target.is_floating_point:
@@ -384,8 +412,6 @@ def mul_(self, other):
 
 def div_(self, other, *, rounding_mode=None):
     if rounding_mode is not None:
-        from munet.ops.elementwise_math import div_rounded
-
         return self.copy_(div_rounded(self, other, rounding_mode))
     if not self.dtype.is_floating_point:
         raise RuntimeError(f"div_: result type Float can't be cast to the desired output type {self.dtype.name}")

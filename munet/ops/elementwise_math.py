@@ -20,6 +20,7 @@ from munet.ops.elementwise import (
     _float_input,
     _grads,
     _no_bool,
+    _no_bool_result,
     _out,
     _require_tensor,
     _unary_meta,
@@ -27,6 +28,8 @@ from munet.ops.elementwise import (
     binary,
     binary_inplace,
     check_float_inplace,
+    div_floor_op,
+    div_rounded,
     promote_operands,
     where,
 )
@@ -218,36 +221,6 @@ def frac_(self):
 
 
 # rounded division and remainders ----------------------------------------------------------------------------
-
-
-def _div_rounded_backward(ctx, g):
-    from munet.ops.creation import zeros_like
-
-    return _grads(ctx, zeros_like(g), zeros_like(g))
-
-
-div_floor_op = define("div_floor", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward)
-div_trunc_op = define("div_trunc", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward)
-_ROUNDED = {"floor": div_floor_op, "trunc": div_trunc_op}
-
-
-def _no_bool_result(name: str, input, other) -> None:
-    if D.result_type(input, other) is D.bool_:
-        raise RuntimeError(f"{name}: not implemented for bool tensors")
-
-
-def div_rounded(input, other, rounding_mode: str):
-    """``div(input, other, rounding_mode=...)`` for 'trunc' and 'floor'; integers stay integers.
-
-    Integer division by zero raises (PyTorch's ``ZeroDivisionError``); the gradient is zero.
-    """
-    _no_bool_result(f"div (rounding_mode={rounding_mode!r})", input, other)
-    op = _ROUNDED.get(rounding_mode)
-    if op is None:
-        raise ValueError(
-            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
-        )
-    return binary(op, input, other)
 
 
 def floor_divide(input, other, *, out=None):
