@@ -1,7 +1,8 @@
 """The cpu arena: planned buffers and the kernels that write into them.
 
 ``OUT_KERNELS`` maps an op name to ``fn(out, *args, **attrs)`` writing the op's result into
-``out`` with the same NumPy arithmetic the eager kernel does (so results stay bit-identical),
+``out`` with the same NumPy arithmetic the eager kernel does (so results stay bit-identical;
+an op defined by a scalar formula uses the formula's NumPy rendering, as its eager kernel),
 plus whether it is elementwise (it may then write over an input read at the same index).
 Only float32/float64 nodes whose tensor arguments all have the output's dtype take this path;
 anything else keeps the eager kernel and a fresh result, except ``scatter``'s int64 index
@@ -21,12 +22,14 @@ import numpy as np
 
 from munet import metrics
 from munet.backends.cpu.kernels_conv import convolution_into
-from munet.backends.cpu.kernels_elementwise import _operands
+from munet.backends.cpu.kernels_elementwise import operands
+from munet.backends.cpu.kernels_formula import out_kernel
 from munet.backends.cpu.kernels_indexing import scatter_into
 from munet.backends.cpu.kernels_pooling import max_pool_into
 from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
 from munet.compiler.lower_cpu import generated_col2im
 from munet.compiler.passes.memory import MemoryPlan, plan_memory
+from munet.ops._registry import OPS
 
 _FLOATS = ("float32", "float64")
 
@@ -34,7 +37,7 @@ _FLOATS = ("float32", "float64")
 def _ufunc(ufunc):
     def run(out, *args):
         with np.errstate(all="ignore"):
-            ufunc(*_operands(*args), out=out)
+            ufunc(*operands(*args), out=out)
 
     return run
 
@@ -44,7 +47,7 @@ def _relu(out, x):
 
 
 def _where(out, condition, a, b):
-    a, b = _operands(a, b)
+    a, b = operands(a, b)
     if np.may_share_memory(out, a) or np.may_share_memory(out, condition):
         # written over an input it reads (a state restored from its own input): copying b in first
         # would destroy it
@@ -63,18 +66,6 @@ def _threshold_backward(out, grad, x, *, threshold):
     np.copyto(out, grad, where=keep)
 
 
-def _lerp(out, start, end, weight):
-    start, end, weight = _operands(start, end, weight)
-    with np.errstate(all="ignore"):
-        diff = end - start
-        if np.abs(weight) < 0.5:
-            np.multiply(weight, diff, out=diff)
-            np.add(start, diff, out=out)
-        else:
-            np.multiply(diff, 1 - weight, out=diff)
-            np.subtract(end, diff, out=out)
-
-
 def _clone(out, x):
     np.copyto(out, x)
 
@@ -84,26 +75,13 @@ def _cat(out, tensors, *, dim, sizes):
 
 
 OUT_KERNELS = {
-    **{
-        name: (_ufunc(fn), True)
-        for name, fn in {
-            "add": np.add,
-            "sub": np.subtract,
-            "mul": np.multiply,
-            "div": np.true_divide,
-            "maximum": np.maximum,
-            "minimum": np.minimum,
-            "neg": np.negative,
-            "exp": np.exp,
-            "log": np.log,
-            "sqrt": np.sqrt,
-            "tanh": np.tanh,
-        }.items()
-    },  # fmt: skip
+    # every op defined by a scalar formula: its NumPy rendering, writing into ``out``
+    **{name: (out_kernel(name), True) for name, op in OPS.items() if op.formula is not None},
+    "maximum": (_ufunc(np.maximum), True),
+    "minimum": (_ufunc(np.minimum), True),
     "relu": (_relu, True),
     "where": (_where, True),
     "threshold_backward": (_threshold_backward, True),
-    "lerp": (_lerp, True),
     "clone": (_clone, True),
     "cat": (_cat, False),
     "matmul": (_ufunc(np.matmul), False),
@@ -142,8 +120,6 @@ def writes_into(node) -> bool:
         condition, tensors = tensors[0], tensors[1:]
         if condition is not node.args[0] or condition.dtype.np != np.bool_:
             return False
-    if node.name == "lerp" and isinstance(node.args[2], Value) and node.args[2].kind == "tensor":
-        return False  # a tensor weight picks per element; only a scalar weight is lowered
     return all(v.dtype is out.dtype for v in tensors)
 
 

@@ -33,7 +33,8 @@ class Meta(NamedTuple):
 class Op:
     """One op: roles of its inputs, shape/dtype rule, gradient rule and saved tensors.
 
-    ``saves`` lists the roles the gradient rule reads: an input role (``"self"``), an output
+    An elementwise primitive gives its ``formula`` (``munet/ops/_scalar.py``); every kernel of
+    the op is rendered from it. ``saves`` lists the roles the gradient rule reads: an input role (``"self"``), an output
     role (``"result"``), or ``(role, i)`` meaning "save only if input ``i`` needs a gradient".
     """
 
@@ -49,6 +50,7 @@ class Op:
         "nondiff_outputs",
         "backward_name",
         "primitive",
+        "formula",
         "__dict__",
     )
 
@@ -65,6 +67,7 @@ class Op:
         variadic: bool = False,
         nondiff_outputs: tuple[int, ...] = (),
         backward_name: str | None = None,
+        formula: Callable | None = None,
     ):
         self.name = name
         self.inputs = inputs
@@ -77,6 +80,7 @@ class Op:
         self.nondiff_outputs = nondiff_outputs
         self.backward_name = backward_name
         self.primitive = view is None
+        self.formula = formula  # elementwise primitives: the scalar formula (munet/ops/_scalar.py)
 
     def __repr__(self) -> str:
         return f"<munet op {self.name}>"

@@ -8,6 +8,7 @@ scalars (rank-0 constants), never data-shaped temporaries.
 from __future__ import annotations
 
 from munet import _dtype as D
+from munet.ops import _scalar as S
 from munet.ops._registry import Meta, apply, apply_inplace, define
 from munet.ops._utils import broadcast_shapes, is_tensor, reduce_grad, shape_of
 
@@ -230,11 +231,18 @@ def _grads(ctx, ga, gb):
 
 # arithmetic -------------------------------------------------------------------------------------------
 
-add_op = define("add", inputs=("self", "other"), meta=_binary_meta, backward=lambda ctx, g: _grads(ctx, g, g))
+add_op = define(
+    "add",
+    inputs=("self", "other"),
+    meta=_binary_meta,
+    backward=lambda ctx, g: _grads(ctx, g, g),
+    formula=S.binary("add"),
+)
 sub_op = define(
     "sub",
     inputs=("self", "other"),
     meta=_binary_meta,
+    formula=S.binary("sub"),
     backward=lambda ctx, g: _grads(ctx, g, -g if ctx.needs_input_grad[-1] else None),
 )
 
@@ -252,7 +260,12 @@ def _other(ctx):
 
 
 mul_op = define(
-    "mul", inputs=("self", "other"), meta=_binary_meta, backward=_mul_backward, saves=(("self", 1), ("other", 0))
+    "mul",
+    inputs=("self", "other"),
+    meta=_binary_meta,
+    backward=_mul_backward,
+    saves=(("self", 1), ("other", 0)),
+    formula=S.binary("mul"),
 )
 
 
@@ -267,7 +280,12 @@ def _div_backward(ctx, g):
 
 
 div_op = define(
-    "div", inputs=("self", "other"), meta=_binary_meta, backward=_div_backward, saves=(("self", 1), "other")
+    "div",
+    inputs=("self", "other"),
+    meta=_binary_meta,
+    backward=_div_backward,
+    saves=(("self", 1), "other"),
+    formula=S.binary("div"),
 )
 
 
@@ -325,11 +343,39 @@ def mul(input, other, *, out=None):
 multiply = mul
 
 
+def _div_rounded_backward(ctx, g):
+    from munet.ops.creation import zeros_like
+
+    return _grads(ctx, zeros_like(g), zeros_like(g))
+
+
+div_floor_op = define("div_floor", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward)
+div_trunc_op = define("div_trunc", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward)
+_ROUNDED = {"floor": div_floor_op, "trunc": div_trunc_op}
+
+
+def _no_bool_result(name: str, input, other) -> None:
+    if D.result_type(input, other) is D.bool_:
+        raise RuntimeError(f"{name}: not implemented for bool tensors")
+
+
+def div_rounded(input, other, rounding_mode: str):
+    """``div(input, other, rounding_mode=...)`` for 'trunc' and 'floor'; integers stay integers.
+
+    Integer division by zero raises (PyTorch's ``ZeroDivisionError``); the gradient is zero.
+    """
+    _no_bool_result(f"div (rounding_mode={rounding_mode!r})", input, other)
+    op = _ROUNDED.get(rounding_mode)
+    if op is None:
+        raise ValueError(
+            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
+        )
+    return binary(op, input, other)
+
+
 def div(input, other, *, rounding_mode=None, out=None):
     """True division (ints become floats), or rounded with ``rounding_mode`` 'trunc' / 'floor'."""
     if rounding_mode is not None:
-        from munet.ops.elementwise_math import div_rounded
-
         return _out(div_rounded(input, other, rounding_mode), out)
     target = D.result_type(input, other)
     if not target.is_floating_point:
@@ -366,8 +412,6 @@ def mul_(self, other):
 
 def div_(self, other, *, rounding_mode=None):
     if rounding_mode is not None:
-        from munet.ops.elementwise_math import div_rounded
-
         return self.copy_(div_rounded(self, other, rounding_mode))
     if not self.dtype.is_floating_point:
         raise RuntimeError(f"div_: result type Float can't be cast to the desired output type {self.dtype.name}")
@@ -390,8 +434,14 @@ def _out(result, out):
 
 # unary -----------------------------------------------------------------------------------------------
 
-neg_op = define("neg", meta=_unary_meta, backward=lambda ctx, g: -g)
-exp_op = define("exp", meta=_unary_meta, backward=lambda ctx, g: g * ctx.saved_tensor("result"), saves=("result",))
+neg_op = define("neg", meta=_unary_meta, backward=lambda ctx, g: -g, formula=S.unary("neg"))
+exp_op = define(
+    "exp",
+    meta=_unary_meta,
+    backward=lambda ctx, g: g * ctx.saved_tensor("result"),
+    saves=("result",),
+    formula=S.unary("exp"),
+)
 
 
 def _float_input(x):

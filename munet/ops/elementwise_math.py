@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
+from munet.ops import _scalar as S
 from munet.ops._registry import apply, apply_inplace, define
 from munet.ops._utils import float_result_type, is_tensor
 from munet.ops.elementwise import (
@@ -19,6 +20,7 @@ from munet.ops.elementwise import (
     _float_input,
     _grads,
     _no_bool,
+    _no_bool_result,
     _out,
     _require_tensor,
     _unary_meta,
@@ -26,6 +28,8 @@ from munet.ops.elementwise import (
     binary,
     binary_inplace,
     check_float_inplace,
+    div_floor_op,
+    div_rounded,
     promote_operands,
     where,
 )
@@ -96,10 +100,14 @@ _UNARY_RULES = {
 }
 
 
+# name -> scalar formula, for the ops written as one op of the scalar vocabulary
+_UNARY_FORMULAS = {name: S.unary(name) for name in ("log", "sqrt", "tanh")}
+
+
 def _float_unary(name: str):
     """Define a float-valued unary op and return its function and in-place variant."""
     backward, saves = _UNARY_RULES[name]
-    op = define(name, meta=_unary_meta, backward=backward, saves=saves)
+    op = define(name, meta=_unary_meta, backward=backward, saves=saves, formula=_UNARY_FORMULAS.get(name))
 
     def fn(input, *, out=None):
         return _out(apply(op, _float_input(input)), out)
@@ -213,36 +221,6 @@ def frac_(self):
 
 
 # rounded division and remainders ----------------------------------------------------------------------------
-
-
-def _div_rounded_backward(ctx, g):
-    from munet.ops.creation import zeros_like
-
-    return _grads(ctx, zeros_like(g), zeros_like(g))
-
-
-div_floor_op = define("div_floor", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward)
-div_trunc_op = define("div_trunc", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward)
-_ROUNDED = {"floor": div_floor_op, "trunc": div_trunc_op}
-
-
-def _no_bool_result(name: str, input, other) -> None:
-    if D.result_type(input, other) is D.bool_:
-        raise RuntimeError(f"{name}: not implemented for bool tensors")
-
-
-def div_rounded(input, other, rounding_mode: str):
-    """``div(input, other, rounding_mode=...)`` for 'trunc' and 'floor'; integers stay integers.
-
-    Integer division by zero raises (PyTorch's ``ZeroDivisionError``); the gradient is zero.
-    """
-    _no_bool_result(f"div (rounding_mode={rounding_mode!r})", input, other)
-    op = _ROUNDED.get(rounding_mode)
-    if op is None:
-        raise ValueError(
-            f"div expected rounding_mode to be one of None, 'trunc', or 'floor' but found '{rounding_mode}'"
-        )
-    return binary(op, input, other)
 
 
 def floor_divide(input, other, *, out=None):
@@ -515,8 +493,17 @@ def _lerp_backward(ctx, g):
     return a, b, gw
 
 
+def _lerp_formula(args, t):
+    # PyTorch's: start + w * (end - start) for |w| < 0.5, else end - (end - start) * (1 - w)
+    start, end, w = args
+    diff = S.Apply("sub", (end, start), t)
+    low = S.Apply("add", (start, S.Apply("mul", (w, diff), t)), t)
+    high = S.Apply("sub", (end, S.Apply("mul", (diff, S.Apply("sub", (S.Const(1.0, t), w), t)), t)), t)
+    return S.Apply("where", (S.Apply("lt", (S.Apply("abs", (w,), t), S.Const(0.5, t)), "bool"), low, high), t)
+
+
 lerp_op = define("lerp", inputs=("self", "end", "weight"), meta=_lerp_meta, backward=_lerp_backward,
-                 saves=(("self", 2), ("end", 2), "weight"))  # fmt: skip
+                 saves=(("self", 2), ("end", 2), "weight"), formula=_lerp_formula)  # fmt: skip
 
 
 def _check_lerp(name: str, input, end, weight) -> None:

@@ -679,3 +679,16 @@ def test_errors_name_the_op():
         munet.positive(munet.tensor([True]))
     with pytest.raises(RuntimeError, match="heaviside"):
         munet.heaviside(f.requires_grad_(), munet.tensor([0.5, 0.5])).sum().backward()
+
+
+def test_elementwise_does_not_import_elementwise_math():
+    """The import runs one way: elementwise_math builds on elementwise, never the reverse."""
+    import ast
+    import pathlib
+
+    import munet.ops.elementwise as module
+
+    tree = ast.parse(pathlib.Path(module.__file__).read_text())
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
+    imported |= {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
+    assert "munet.ops.elementwise_math" not in imported

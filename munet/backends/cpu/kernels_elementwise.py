@@ -22,7 +22,7 @@ def _compute(x):
     return upcast(x) if isinstance(x, np.ndarray) else x
 
 
-def _operands(*args):
+def operands(*args):
     """Compute-dtype arrays for all operands: Python numbers take the array operands' dtype."""
     for a in args:
         if type(a) is not np.ndarray or a.dtype in LOW_PRECISION:
@@ -48,12 +48,12 @@ def _scalar(value, dtype):
 
 
 def _ew(*names):
-    """Register a kernel whose NumPy operands are converted by ``_operands``."""
+    """Register a kernel whose NumPy operands are converted by ``operands``."""
 
     def register(fn):
         def run(*args, **attrs):
             with np.errstate(all="ignore"):
-                return fn(*_operands(*args), **attrs)
+                return fn(*operands(*args), **attrs)
 
         kernel(*names)(run)
         return fn
@@ -61,39 +61,14 @@ def _ew(*names):
     return register
 
 
-def _ufunc_pair(name: str, ufunc):
-    """Register ``name`` (new array) and ``name_`` (in place) for a NumPy ufunc."""
-
-    def fresh(*args):
-        with np.errstate(all="ignore"):
-            return ufunc(*_operands(*args))
-
-    def inplace(out, *args):
-        ops = _operands(out, *args)[1:]
-        with np.errstate(all="ignore"):
-            ufunc(out, *ops, out=out, casting="unsafe")
-
-    kernel(name)(fresh)
-    kernel(name + "_")(inplace)
-
-
-_ufunc_pair("add", np.add)
-_ufunc_pair("sub", np.subtract)
-_ufunc_pair("mul", np.multiply)
-_ufunc_pair("div", np.true_divide)
-_ufunc_pair("neg", np.negative)
-
 # unary functions of floats ---------------------------------------------------------------------------
 
 _UNARY = {
-    "exp": np.exp,
     "exp2": np.exp2,
     "expm1": np.expm1,
-    "log": np.log,
     "log2": np.log2,
     "log10": np.log10,
     "log1p": np.log1p,
-    "sqrt": np.sqrt,
     "rsqrt": lambda x: 1 / np.sqrt(x),
     "sin": np.sin,
     "cos": np.cos,
@@ -103,7 +78,6 @@ _UNARY = {
     "atan": np.arctan,
     "sinh": np.sinh,
     "cosh": np.cosh,
-    "tanh": np.tanh,
     "asinh": np.arcsinh,
     "acosh": np.arccosh,
     "atanh": np.arctanh,
@@ -487,15 +461,9 @@ def clamp(x, lo, hi):
     return out.copy() if out is x else out
 
 
-@_ew("lerp")
-def lerp(start, end, weight):
-    diff = end - start
-    return np.where(np.abs(weight) < 0.5, start + weight * diff, end - diff * (1 - weight))
-
-
 @kernel("where")
 def where(condition, a, b):
-    a, b = _operands(a, b)
+    a, b = operands(a, b)
     return np.where(condition, a, b)
 
 

@@ -1,5 +1,7 @@
 """Elementwise kernels: one WGSL expression per op and storage type (f32, i32, u32 for bool).
 
+Ops defined by a scalar formula are not here: ``kernels_formula.py`` renders their expressions.
+
 Operands arrive promoted to one dtype (by the op definitions); Python numbers become scalar
 parameters of that dtype. An op without an expression for a dtype raises DeviceError.
 """
@@ -47,16 +49,12 @@ def _guard(expr: str, bad: str) -> str:
 # (f32, i32, bool) expressions; None where the dtype has no meaning or never reaches the kernel.
 _register(
     {
-        "neg": ("-a", "-a", None),
         "abs": ("abs(a)", "abs(a)", "a"),
-        "exp": ("exp(a)", None, None),
         "exp2": ("exp2(a)", None, None),
         "expm1": ("expm1_f(a)", None, None),
-        "log": (_guard("log(a)", "a < 0.0"), None, None),
         "log2": (_guard("log2(a)", "a < 0.0"), None, None),
         "log10": (_guard("log2(a) * 0.30102999566398120", "a < 0.0"), None, None),
         "log1p": (_guard("log1p_f(a)", "a < -1.0"), None, None),
-        "sqrt": (_guard("sqrt(a)", "a < 0.0"), None, None),
         "rsqrt": (_guard("1.0 / sqrt(a)", "a < 0.0"), None, None),
         "sin": ("sin(a)", None, None),
         "cos": ("cos(a)", None, None),
@@ -67,7 +65,6 @@ _register(
         "atan": ("atan(a)", None, None),
         "sinh": ("sinh(a)", None, None),
         "cosh": ("cosh(a)", None, None),
-        "tanh": ("tanh_f(a)", None, None),
         "asinh": ("asinh(a)", None, None),
         "acosh": (_guard("acosh(a)", "a < 1.0"), None, None),
         "atanh": (_guard("select(atanh(a), sign_f(a) * inf_f(), abs(a) == 1.0)", "abs(a) > 1.0"), None, None),
@@ -82,10 +79,6 @@ _register(
         "rad2deg": ("a * 57.29577951308232", None, None),
         "bitwise_not": (None, "~a", "1u - a"),
         # binary
-        "add": ("a + b", "a + b", "a | b"),
-        "sub": ("a - b", "a - b", None),
-        "mul": ("a * b", "a * b", "a & b"),
-        "div": ("a / b", None, None),
         "maximum": ("max_f(a, b)", "max(a, b)", "max(a, b)"),
         "minimum": ("min_f(a, b)", "min(a, b)", "min(a, b)"),
         "fmax": ("fmax_f(a, b)", "max(a, b)", "max(a, b)"),
@@ -103,8 +96,6 @@ _register(
         "bitwise_and": (None, "a & b", "a & b"),
         "bitwise_or": (None, "a | b", "a | b"),
         "bitwise_xor": (None, "a ^ b", "a ^ b"),
-        # ternary
-        "lerp": ("select(b - (b - a) * (1.0 - c), a + c * (b - a), abs(c) < 0.5)", None, None),
     }
 )
 

@@ -28,6 +28,7 @@ from munet.backends.vulkan import (  # noqa: E402,F401
     kernels_conv,
     kernels_core,
     kernels_elementwise,
+    kernels_formula,
     kernels_indexing,
     kernels_linalg,
     kernels_movement,

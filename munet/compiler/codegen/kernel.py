@@ -9,7 +9,8 @@ renderers emit each once):
   ``offset + sum(index[d] * strides[d])``: broadcasting is a zero stride, a folded
   transpose or view is a permuted/partial stride, so views cost nothing;
 - :class:`Param` is a runtime host scalar (a learning rate), :class:`Const` a literal;
-- :class:`Apply` is one scalar op of :data:`SCALAR_OPS`;
+- :class:`Apply` is one scalar op of :data:`SCALAR_OPS` (these three are the scalar formula IR
+  of ``munet/ops/_scalar.py``, which ops are defined with);
 - :class:`Reduce` folds an expression over the reduction space;
 - :class:`Index` is an affine function of the index itself (``int64``): the position an
   ``argmax`` reports.
@@ -55,7 +56,7 @@ A renderer (``c.py``; ``wgsl.py``; later CUDA) needs only these classes and the 
 
 ``kernel_from_group(group)`` builds the kernel of a fused group (``passes/fuse.py``):
 each member node is turned into an expression by its rule in :data:`ELEMENTWISE_RULES`
-(reductions by :data:`REDUCTIONS`).
+(an op's scalar formula with the member's operands substituted; reductions by :data:`REDUCTIONS`).
 """
 
 from __future__ import annotations
@@ -64,27 +65,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# Scalar op vocabulary every renderer implements: name -> arity.
-SCALAR_OPS = {
-    "add": 2,
-    "sub": 2,
-    "mul": 2,
-    "div": 2,
-    "maximum": 2,  # NumPy's maximum: NaN propagates
-    "lt": 2,
-    "gt": 2,
-    "ge": 2,
-    "eq": 2,
-    "neg": 1,
-    "abs": 1,
-    "exp": 1,
-    "log": 1,
-    "sqrt": 1,
-    "tanh": 1,
-    "erf": 1,  # float64 only: a float32 erf is expanded into arithmetic (see _erf)
-    "cast": 1,
-    "where": 3,
-}
+from munet.ops._registry import OPS
+from munet.ops._scalar import SCALAR_OPS, Apply, Const, Param, constant
+
+__all__ = ["SCALAR_OPS", "Apply", "Const", "Param"]  # the scalar IR of munet/ops/_scalar.py, re-exported
 
 DTYPES = ("f32", "f64", "bool", "i64")
 
@@ -94,25 +78,6 @@ class Load:
     buffer: int
     strides: tuple
     offset: int
-    dtype: str
-
-
-@dataclass(frozen=True)
-class Param:
-    index: int
-    dtype: str
-
-
-@dataclass(frozen=True)
-class Const:
-    value: float
-    dtype: str
-
-
-@dataclass(frozen=True)
-class Apply:
-    op: str
-    args: tuple
     dtype: str
 
 
@@ -338,24 +303,12 @@ def loads_only_at_write_index(kernel: Kernel, buffer: int) -> bool:
 
 # Member rules: (node, argument expressions or Python constants, output dtype) -> expression.
 def _c(x, dtype):
-    return x if not isinstance(x, (int, float, bool)) else Const(float(x), dtype)
+    return constant(x, dtype)
 
 
-def _binary(op):
-    return lambda node, a, t: Apply(op, (_c(a[0], t), _c(a[1], t)), t)
-
-
-def _unary(op):
-    return lambda node, a, t: Apply(op, (a[0],), t)
-
-
-def _lerp(node, a, t):
-    # As the cpu kernel: where(|w| < 0.5, start + w * (end - start), end - (end - start) * (1 - w))
-    start, end, w = (_c(x, t) for x in a)
-    diff = Apply("sub", (end, start), t)
-    low = Apply("add", (start, Apply("mul", (w, diff), t)), t)
-    high = Apply("sub", (end, Apply("mul", (diff, Apply("sub", (Const(1.0, t), w), t)), t)), t)
-    return Apply("where", (Apply("lt", (Apply("abs", (w,), t), Const(0.5, t)), "bool"), low, high), t)
+def _from_formula(formula):
+    """The member rule of an op defined by ``formula``: its operands substituted for its arguments."""
+    return lambda node, a, t: formula([_c(x, t) for x in a], t, **node.attrs)
 
 
 def _relu(node, a, t):
@@ -413,17 +366,8 @@ def _erf(node, a, t):
 
 
 ELEMENTWISE_RULES = {
-    "add": _binary("add"),
-    "sub": _binary("sub"),
-    "mul": _binary("mul"),
-    "div": _binary("div"),
-    "neg": _unary("neg"),
-    "exp": _unary("exp"),
-    "log": _unary("log"),
-    "sqrt": _unary("sqrt"),
-    "tanh": _unary("tanh"),
+    **{name: _from_formula(op.formula) for name, op in OPS.items() if op.formula is not None},
     "erf": _erf,
-    "lerp": _lerp,
     "relu": _relu,
     "threshold_backward": _threshold_backward,
     "where": _where,

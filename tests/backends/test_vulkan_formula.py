@@ -1,0 +1,67 @@
+"""The vulkan kernels rendered from scalar formulas (munet/backends/vulkan/kernels_formula.py).
+
+Special values against the cpu backend (same munet call on both devices): NaN and infinities
+land where the cpu puts them, zeros keep their sign, and int32/bool follow the integer forms.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import munet
+from munet.backends.vulkan import registry  # noqa: F401 - loads the kernel modules in their order
+from munet.backends.vulkan.kernels_formula import UnrenderableFormulaError, render_wgsl_formula
+from munet.ops._scalar import Apply, Arg, Const
+
+SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 0.25, -0.75, 2.5, np.inf, -np.inf, np.nan, 7.0, -0.5], np.float32)
+
+
+def _check(cpu, gpu, rtol=2e-6):
+    c, g = cpu.numpy(), gpu.cpu().numpy()
+    assert g.dtype == c.dtype and g.shape == c.shape
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(c))
+    finite = np.isfinite(c)
+    np.testing.assert_array_equal(g[~finite & ~np.isnan(c)], c[~finite & ~np.isnan(c)])  # infinities
+    np.testing.assert_allclose(g[finite], c[finite], rtol=rtol, atol=0)
+    np.testing.assert_array_equal(np.signbit(g[c == 0]), np.signbit(c[c == 0]))
+
+
+@pytest.mark.parametrize("name", ["add", "sub", "mul", "div"])
+def test_binary_special_values_match_cpu(name, vulkan):
+    a, b = munet.tensor(SPECIAL[:, None]), munet.tensor(SPECIAL[None, :])
+    fn = getattr(munet, name)
+    _check(fn(a, b), fn(a.to(vulkan), b.to(vulkan)))
+    _check(fn(a, 0.5), fn(a.to(vulkan), 0.5))
+
+
+@pytest.mark.parametrize("name", ["neg", "exp", "log", "sqrt", "tanh"])
+def test_unary_special_values_match_cpu(name, vulkan):
+    x = munet.tensor(SPECIAL)
+    fn = getattr(munet, name)
+    _check(fn(x), fn(x.to(vulkan)))
+
+
+@pytest.mark.parametrize("weight", [0.25, 0.75, "tensor"])
+def test_lerp_special_values_match_cpu(weight, vulkan):
+    start, end = (munet.tensor(v) for v in np.broadcast_arrays(SPECIAL[:, None], SPECIAL[None, :]))
+    w = munet.tensor(np.resize(SPECIAL, start.shape)) if weight == "tensor" else weight
+    gw = w.to(vulkan) if weight == "tensor" else w
+    _check(munet.lerp(start, end, w), munet.lerp(start.to(vulkan), end.to(vulkan), gw))
+
+
+def test_integer_and_bool_arithmetic_match_cpu(vulkan):
+    a = munet.tensor(np.array([-7, 0, 3, 100], np.int32))
+    for fn in (munet.add, munet.sub, munet.mul):
+        assert fn(a.to(vulkan), a.to(vulkan)).cpu().tolist() == fn(a, a).tolist()
+    p = munet.tensor(np.array([True, False, True, False]))
+    q = munet.tensor(np.array([True, True, False, False]))
+    assert (p.to(vulkan) + q.to(vulkan)).cpu().tolist() == (p + q).tolist()
+    assert (p.to(vulkan) * q.to(vulkan)).cpu().tolist() == (p * q).tolist()
+
+
+def test_a_fractional_literal_has_no_integer_form():
+    half = Apply("mul", (Arg(0, "i32"), Const(0.5, "i32")), "i32")
+    with pytest.raises(UnrenderableFormulaError, match="0.5"):
+        render_wgsl_formula(half, "i32")
+    assert render_wgsl_formula(Apply("mul", (Arg(0, "f32"), Const(0.5, "f32")), "f32"), "f32") == "(a * 0.5)"
