@@ -30,7 +30,7 @@ import sys
 from munet._tensor import Storage, Tensor, contiguous_strides
 from munet.autograd.grad_mode import _State, no_grad
 from munet.compiler.ir import SCALAR_OPS, Graph, Value
-from munet.ops._registry import Meta, _flat_tensors, _Tracing, rebase_history, record_history
+from munet.ops._registry import Meta, _flat_tensors, _Tracing, record_history
 
 _MUNET_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -396,12 +396,7 @@ class Tracer:
         return outputs[0] if len(outputs) == 1 else outputs
 
     def record_inplace(self, op, self_t, args, attrs, meta):
-        flat = [self_t, *_flat_tensors(op, args)]
-        needs_grad = (
-            _State.enabled and op.backward is not None and any(isinstance(a, Tensor) and a._requires_grad for a in flat)
-        )
-        if needs_grad:
-            return self._inplace_with_history(op, self_t, args, attrs)
+        """``apply_inplace``'s write without autograd history (its checks ran there)."""
         value = self._emit(op, (self_t, *args), attrs, meta, self_t.device)[0]
         if value.dtype is not self_t.dtype:
             from munet.ops.convert import cast
@@ -411,22 +406,14 @@ class Tracer:
         self.write(self_t, value)
         return self_t
 
-    def _inplace_with_history(self, op, self_t, args, attrs):
-        from munet.ops import view as views
-        from munet.ops._registry import apply
+    def write_tensor(self, t: Tensor, source: Tensor) -> None:
+        """``t``'s memory now holds ``source`` (same shape and dtype): ``apply_inplace``'s copy."""
+        self.write(t, self.value_of(source))
 
-        if self_t._grad_fn is None and self_t._requires_grad:
-            raise RuntimeError(
-                f"{op.name}_: a leaf Variable that requires grad is being used in an in-place operation."
-            )
-        reads_self = any(role == "self" for role, _ in op.saves)
-        source = views.clone(self_t) if reads_self else self_t
-        result = apply(op, source, *args, **attrs)
-        if result.dtype is not self_t.dtype:
-            result = result.to(self_t.dtype)
-        self.write(self_t, self.value_of(result))
-        rebase_history(self_t, result)
-        return self_t
+    def record_transfer(self, op, x, attrs, meta, target):
+        """``apply_transfer``'s node: ``x`` copied to backend ``target``, without history."""
+        value = self._emit(op, (x,), attrs, meta, target.device)[0]
+        return self._symbolic(value, target)
 
     def record_factory(self, op, device, attrs, meta):
         from munet._device import get_backend
