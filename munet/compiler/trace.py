@@ -497,6 +497,42 @@ class Tracer:
             for group, key, v in saved:
                 group[key] = v
 
+    def step_unless(self, found_inf: Tensor, optimizer, step):
+        """``step_unless`` under munet.compile: record ``step()``, then put parameters and optimizer
+        state back where ``found_inf`` holds (no host read, so the skip is decided on every replay).
+        State the step creates goes to ``undo_on_skip``: the compiled call drops it after a skipped run."""
+        from munet.ops.elementwise import where
+
+        with no_grad():
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            old_params = [p.detach().clone() for p in params]
+            old_state = {
+                id(p): {k: v.detach().clone() for k, v in optimizer.state[p].items() if isinstance(v, Tensor)}
+                for p in params
+                if p in optimizer.state
+            }
+            result = step()
+            for p, old in zip(params, old_params):
+                p.detach().copy_(where(found_inf.to(p.device), old, p.detach()))
+            created = []
+            for p in params:
+                if p not in optimizer.state:
+                    continue
+                before = old_state.get(id(p))
+                if before is None:
+                    created.append((p, optimizer.state[p]))
+                for key, value in optimizer.state[p].items():
+                    if not isinstance(value, Tensor):
+                        continue
+                    # state the step created: a real tensor (a step count) goes back to what it held
+                    # before the step; a traced one only exists in this step's dict, dropped when skipped
+                    old = before.get(key) if before is not None else self.initial_value(value)
+                    if old is not None:
+                        value.copy_(where(found_inf.to(value.device), old, value))
+        if created:
+            self.undo_on_skip.append((optimizer, created, found_inf))
+        return result
+
     # ending ----------------------------------------------------------------------------------------------
     def restore(self, *, failed: bool) -> None:
         """Undo what tracing did to real objects (poisoned data, versions; on failure, grads and state)."""

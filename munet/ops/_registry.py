@@ -11,6 +11,7 @@ device (or records a node when a tracer is active) and attaches autograd history
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import NamedTuple
@@ -359,6 +360,25 @@ def apply_transfer(op: Op, x, target, **attrs):
         out = _Tensor._from_numpy(host.copy(), target.device)
     record_history(op, (x,), attrs, [x], (out,))
     return out
+
+
+def optimizer_step_scope(optimizer):
+    """Around ``optimizer.step()``: nothing in eager mode; under ``munet.compile`` its float
+    hyperparameters become graph inputs (the tracer's ``optimizer_step``), read at each call."""
+    tracer = _Tracing.tracer
+    return contextlib.nullcontext() if tracer is None else tracer.optimizer_step(optimizer)
+
+
+def step_unless(found_inf, optimizer, step: Callable):
+    """``step()`` unless bool tensor ``found_inf`` holds (GradScaler's skipped step).
+
+    Eager mode reads ``found_inf`` and skips; under ``munet.compile`` the step is recorded and
+    undone where ``found_inf`` holds (the tracer's ``step_unless``), decided on every replay.
+    """
+    tracer = _Tracing.tracer
+    if tracer is None:
+        return None if bool(found_inf) else step()
+    return tracer.step_unless(found_inf, optimizer, step)
 
 
 def apply_factory(op: Op, device, **attrs):

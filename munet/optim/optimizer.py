@@ -235,12 +235,10 @@ def _with_step_hooks(step):
 
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
-        from munet.ops._registry import _Tracing
+        from munet.ops._registry import optimizer_step_scope
 
-        if _Tracing.tracer is not None:  # munet.compile: hyperparameters become graph inputs
-            with _Tracing.tracer.optimizer_step(self):
-                return _run_with_hooks(self, step, args, kwargs)
-        return _run_with_hooks(self, step, args, kwargs)
+        with optimizer_step_scope(self):
+            return _run_with_hooks(self, step, args, kwargs)
 
     return wrapper
 
