@@ -118,6 +118,13 @@ def embedding(
         if not -num <= padding_idx < num:
             raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num}), got {padding_idx}")
         padding_idx = padding_idx % num
+    if input.numel() and num and _Tracing.tracer is None:  # a traced graph cannot read index values
+        with no_grad():
+            lo, hi = int(input.min()), int(input.max())
+        if lo < 0 or hi >= num:
+            raise IndexError(
+                f"embedding: index out of range in self (indices must be in [0, {num}), got {lo if lo < 0 else hi})"
+            )
     if max_norm is not None:
         _renorm_(weight, input, float(max_norm), float(norm_type))
     return apply(embedding_op, weight, input, padding_idx=padding_idx, scale_grad_by_freq=bool(scale_grad_by_freq))

@@ -1,7 +1,7 @@
 """CPU kernels for embedding lookup, its scatter-add gradient, and one_hot.
 
-The kernels check their indices themselves, in eager and compiled steps alike: ``F.embedding``
-reads no index value on the host, and an out-of-range index raises the op's error, not NumPy's.
+The kernels check their indices themselves (``F.embedding`` and ``F.one_hot`` check them too,
+before tracing can hide the values): a compiled step raises the op's error, not NumPy's.
 """
 
 from __future__ import annotations
@@ -11,15 +11,11 @@ import numpy as np
 from munet.backends.cpu.kernels_indexing import check_bounds
 from munet.backends.cpu.kernels_reduce import acc_dtype
 from munet.backends.cpu.registry import kernel
-from munet.ops.indexing import IndexOutOfRangeError
 
 
 @kernel("embedding")
 def embedding(weight, indices, *, padding_idx, scale_grad_by_freq):
-    size = weight.shape[0]
-    if indices.size and (indices.min() < 0 or indices.max() >= size):
-        bad = int(indices.min()) if indices.min() < 0 else int(indices.max())
-        raise IndexOutOfRangeError(f"embedding: index out of range in self (indices must be in [0, {size}), got {bad})")
+    check_bounds(indices, weight.shape[0], 0, "embedding", wrap=False)
     return np.take(weight, indices, axis=0)
 
 
