@@ -8,6 +8,7 @@ from enum import Enum
 from munet import _dtype as D
 from munet._tensor import Tensor
 from munet.autograd.grad_mode import no_grad
+from munet.ops._registry import step_unless
 from munet.ops.creation import tensor
 from munet.ops.elementwise import isfinite, logical_not, logical_or, where
 
@@ -68,8 +69,6 @@ class GradScaler:
         if not self._enabled:
             return outputs
         if isinstance(outputs, Tensor):
-            if not _tracing():
-                return outputs * self._scale.item()
             if outputs.dtype in (D.float32, D.float64):  # cast on cpu: vulkan holds no float64
                 return outputs * self._scale.to(outputs.dtype).to(outputs.device)
             # eager multiplies a 16-bit tensor by the Python float at higher precision, then rounds (float32
@@ -92,22 +91,15 @@ class GradScaler:
         if state["stage"] is _Stage.STEPPED:
             raise RuntimeError("unscale_() is being called after step().")
         grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-        if _tracing():
-            inv = 1.0 / self._scale  # float64, rounded to each gradient's dtype as eager rounds 1 / scale
-            found_inf = None
-            for g in grads:
-                bad = logical_not(isfinite(g).all().to("cpu"))
-                found_inf = bad if found_inf is None else logical_or(found_inf, bad)
-                g.mul_(inv.to(g.dtype).to(g.device))
-            if found_inf is None:
-                found_inf = tensor(False)
-        else:
-            inv = 1.0 / self._scale.item()
-            found_inf = False
-            for g in grads:
-                if not bool(isfinite(g).all()):
-                    found_inf = True
-                g.mul_(inv)
+        # tensor ops only (no host read), so the same code runs under munet.compile
+        inv = 1.0 / self._scale  # float64, rounded to each gradient's dtype
+        found_inf = None
+        for g in grads:
+            bad = logical_not(isfinite(g).all().to("cpu"))
+            found_inf = bad if found_inf is None else logical_or(found_inf, bad)
+            g.mul_(inv.to(g.dtype).to(g.device))
+        if found_inf is None:
+            found_inf = tensor(False)
         state["found_inf"] = found_inf
         state["stage"] = _Stage.UNSCALED
 
@@ -122,10 +114,7 @@ class GradScaler:
             raise RuntimeError("step() has already been called since the last update().")
         if state["stage"] is _Stage.READY:
             self.unscale_(optimizer)
-        if _tracing():
-            result = _step_unless(state["found_inf"], optimizer, args, kwargs)
-        else:
-            result = None if state["found_inf"] else optimizer.step(*args, **kwargs)
+        result = step_unless(state["found_inf"], optimizer, lambda: optimizer.step(*args, **kwargs))
         state["stage"] = _Stage.STEPPED
         return result
 
@@ -218,49 +207,3 @@ _STATE_RULES = {
     "growth_interval": (int, lambda v: True, "an int"),
     "_growth_tracker": (int, lambda v: v >= 0, "an int >= 0"),
 }
-
-
-def _tracing() -> bool:
-    from munet.ops._registry import _Tracing
-
-    return _Tracing.tracer is not None
-
-
-@no_grad()
-def _step_unless(found_inf: Tensor, optimizer, args, kwargs):
-    """The traced ``step``: run ``optimizer.step`` and put parameters and optimizer state back
-    where ``found_inf`` holds (no host read, so the skip is decided on every replay). State the
-    step creates is handed to the tracer (``undo_on_skip``): the compiled call drops it after a
-    skipped run."""
-    from munet.ops._registry import _Tracing
-
-    params = [p for group in optimizer.param_groups for p in group["params"]]
-    old_params = [p.detach().clone() for p in params]
-    old_state = {
-        id(p): {k: v.detach().clone() for k, v in optimizer.state[p].items() if isinstance(v, Tensor)}
-        for p in params
-        if p in optimizer.state
-    }
-    result = optimizer.step(*args, **kwargs)
-    for p, old in zip(params, old_params):
-        p.detach().copy_(where(found_inf.to(p.device), old, p.detach()))
-    tracer = _Tracing.tracer
-    created = []
-    for group in optimizer.param_groups:
-        for p in group["params"]:
-            if p not in optimizer.state:
-                continue
-            before = old_state.get(id(p))
-            if before is None:
-                created.append((p, optimizer.state[p]))
-            for key, value in optimizer.state[p].items():
-                if not isinstance(value, Tensor):
-                    continue
-                # state the step created: a real tensor (a step count) goes back to what it held
-                # before the step; a traced one only exists in this step's dict, dropped when skipped
-                old = before.get(key) if before is not None else tracer.initial_value(value)
-                if old is not None:
-                    value.copy_(where(found_inf.to(value.device), old, value))
-    if created:
-        tracer.undo_on_skip.append((optimizer, created, found_inf))
-    return result

@@ -30,7 +30,7 @@ import sys
 from munet._tensor import Storage, Tensor, contiguous_strides
 from munet.autograd.grad_mode import _State, no_grad
 from munet.compiler.ir import SCALAR_OPS, Graph, Value
-from munet.ops._registry import Meta, _flat_tensors, _Tracing, rebase_history, record_history
+from munet.ops._registry import Meta, _flat_tensors, _Tracing, record_history
 
 _MUNET_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -396,12 +396,7 @@ class Tracer:
         return outputs[0] if len(outputs) == 1 else outputs
 
     def record_inplace(self, op, self_t, args, attrs, meta):
-        flat = [self_t, *_flat_tensors(op, args)]
-        needs_grad = (
-            _State.enabled and op.backward is not None and any(isinstance(a, Tensor) and a._requires_grad for a in flat)
-        )
-        if needs_grad:
-            return self._inplace_with_history(op, self_t, args, attrs)
+        """``apply_inplace``'s write without autograd history (its checks ran there)."""
         value = self._emit(op, (self_t, *args), attrs, meta, self_t.device)[0]
         if value.dtype is not self_t.dtype:
             from munet.ops.convert import cast
@@ -411,22 +406,14 @@ class Tracer:
         self.write(self_t, value)
         return self_t
 
-    def _inplace_with_history(self, op, self_t, args, attrs):
-        from munet.ops import view as views
-        from munet.ops._registry import apply
+    def write_tensor(self, t: Tensor, source: Tensor) -> None:
+        """``t``'s memory now holds ``source`` (same shape and dtype): ``apply_inplace``'s copy."""
+        self.write(t, self.value_of(source))
 
-        if self_t._grad_fn is None and self_t._requires_grad:
-            raise RuntimeError(
-                f"{op.name}_: a leaf Variable that requires grad is being used in an in-place operation."
-            )
-        reads_self = any(role == "self" for role, _ in op.saves)
-        source = views.clone(self_t) if reads_self else self_t
-        result = apply(op, source, *args, **attrs)
-        if result.dtype is not self_t.dtype:
-            result = result.to(self_t.dtype)
-        self.write(self_t, self.value_of(result))
-        rebase_history(self_t, result)
-        return self_t
+    def record_transfer(self, op, x, attrs, meta, target):
+        """``apply_transfer``'s node: ``x`` copied to backend ``target``, without history."""
+        value = self._emit(op, (x,), attrs, meta, target.device)[0]
+        return self._symbolic(value, target)
 
     def record_factory(self, op, device, attrs, meta):
         from munet._device import get_backend
@@ -509,6 +496,42 @@ class Tracer:
         finally:
             for group, key, v in saved:
                 group[key] = v
+
+    def step_unless(self, found_inf: Tensor, optimizer, step):
+        """``step_unless`` under munet.compile: record ``step()``, then put parameters and optimizer
+        state back where ``found_inf`` holds (no host read, so the skip is decided on every replay).
+        State the step creates goes to ``undo_on_skip``: the compiled call drops it after a skipped run."""
+        from munet.ops.elementwise import where
+
+        with no_grad():
+            params = [p for group in optimizer.param_groups for p in group["params"]]
+            old_params = [p.detach().clone() for p in params]
+            old_state = {
+                id(p): {k: v.detach().clone() for k, v in optimizer.state[p].items() if isinstance(v, Tensor)}
+                for p in params
+                if p in optimizer.state
+            }
+            result = step()
+            for p, old in zip(params, old_params):
+                p.detach().copy_(where(found_inf.to(p.device), old, p.detach()))
+            created = []
+            for p in params:
+                if p not in optimizer.state:
+                    continue
+                before = old_state.get(id(p))
+                if before is None:
+                    created.append((p, optimizer.state[p]))
+                for key, value in optimizer.state[p].items():
+                    if not isinstance(value, Tensor):
+                        continue
+                    # state the step created: a real tensor (a step count) goes back to what it held
+                    # before the step; a traced one only exists in this step's dict, dropped when skipped
+                    old = before.get(key) if before is not None else self.initial_value(value)
+                    if old is not None:
+                        value.copy_(where(found_inf.to(value.device), old, value))
+        if created:
+            self.undo_on_skip.append((optimizer, created, found_inf))
+        return result
 
     # ending ----------------------------------------------------------------------------------------------
     def restore(self, *, failed: bool) -> None:

@@ -11,6 +11,7 @@ device (or records a node when a tracer is active) and attaches autograd history
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable
 from typing import NamedTuple
@@ -251,14 +252,16 @@ def _inplace_meta_check(op: Op, self, meta) -> None:
 
 
 def apply_inplace(op: Op, self, *args, **attrs):
-    """Run ``op(self, *args)`` and write the result into ``self`` (and every view of it)."""
+    """Run ``op(self, *args)`` and write the result into ``self`` (and every view of it).
+
+    One path in both modes: the checks and the autograd rebase run here; only the write itself
+    is the mode's (a kernel in eager mode, the tracer's ``record_inplace``/``write`` under
+    ``munet.compile``).
+    """
     flat = [self, *_flat_tensors(op, args)]
     backend = _backend_of(op, flat)
     meta = op.meta(self, *args, **attrs)
     _inplace_meta_check(op, self, meta)
-    tracer = _Tracing.tracer
-    if tracer is not None:
-        return tracer.record_inplace(op, self, args, attrs, meta)
     grad_enabled = _State.enabled
     if grad_enabled and self._base is not None and "_rebased" in self._base.__dict__:
         _refresh_stale_view(self)
@@ -267,6 +270,9 @@ def apply_inplace(op: Op, self, *args, **attrs):
     )
     if needs_grad:
         return _inplace_with_history(op, self, args, attrs)
+    tracer = _Tracing.tracer
+    if tracer is not None:
+        return tracer.record_inplace(op, self, args, attrs, meta)
     kernel = _kernel(op, backend, "_")
     kargs = _kernel_args(op, args)
     if kernel is not None:
@@ -293,8 +299,12 @@ def _inplace_with_history(op: Op, self, args, attrs):
     result = apply(op, source, *args, **attrs)
     if result.dtype is not self.dtype:
         result = result.to(self.dtype)
-    self._storage.backend.copy_(self._data, result._data)
-    self._storage.version += 1
+    tracer = _Tracing.tracer
+    if tracer is not None:
+        tracer.write_tensor(self, result)
+    else:
+        self._storage.backend.copy_(self._data, result._data)
+        self._storage.version += 1
     rebase_history(self, result)
     return self
 
@@ -337,6 +347,42 @@ def _refresh_stale_view(view) -> None:
     view._rebased_seen = base._rebased
     fresh = views.as_strided(base, view.shape, view.stride(), view._offset)
     view._grad_fn, view._output_nr, view._requires_grad = fresh._grad_fn, fresh._output_nr, fresh._requires_grad
+
+
+def apply_transfer(op: Op, x, target, **attrs):
+    """Run transfer ``op`` copying ``x`` to backend ``target``; differentiable.
+
+    Eager mode copies through host memory; under ``munet.compile`` the transfer is a graph node
+    (the tracer's ``record_transfer``) that the executable runs.
+    """
+    meta = op.meta(x, **attrs)
+    tracer = _Tracing.tracer
+    if tracer is not None:
+        out = tracer.record_transfer(op, x, attrs, meta, target)
+    else:
+        host = x._storage.backend.to_numpy(x.contiguous()._data)
+        out = _Tensor._from_numpy(host.copy(), target.device)
+    record_history(op, (x,), attrs, [x], (out,))
+    return out
+
+
+def optimizer_step_scope(optimizer):
+    """Around ``optimizer.step()``: nothing in eager mode; under ``munet.compile`` its float
+    hyperparameters become graph inputs (the tracer's ``optimizer_step``), read at each call."""
+    tracer = _Tracing.tracer
+    return contextlib.nullcontext() if tracer is None else tracer.optimizer_step(optimizer)
+
+
+def step_unless(found_inf, optimizer, step: Callable):
+    """``step()`` unless bool tensor ``found_inf`` holds (GradScaler's skipped step).
+
+    Eager mode reads ``found_inf`` and skips; under ``munet.compile`` the step is recorded and
+    undone where ``found_inf`` holds (the tracer's ``step_unless``), decided on every replay.
+    """
+    tracer = _Tracing.tracer
+    if tracer is None:
+        return None if bool(found_inf) else step()
+    return tracer.step_unless(found_inf, optimizer, step)
 
 
 def apply_factory(op: Op, device, **attrs):

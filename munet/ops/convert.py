@@ -6,7 +6,7 @@ import builtins
 
 from munet import _dtype as D
 from munet._device import as_device, get_backend
-from munet.ops._registry import Meta, Op, _Tracing, apply, define, record_history
+from munet.ops._registry import Meta, Op, apply, apply_transfer, define
 
 __all__ = []
 __tensor_methods__ = [
@@ -62,21 +62,10 @@ transfer_op = Op(
 
 def to_device(x, device):
     """Copy ``x`` to ``device`` through host memory; differentiable."""
-    from munet._tensor import Tensor
-
     target = get_backend(as_device(device))
     if target is x._storage.backend:
         return x
-    tracer = _Tracing.tracer
-    if tracer is not None:  # munet.compile: the transfer is a graph node, run by the executable
-        value = tracer._emit(transfer_op, (x,), {"source": x.device}, Meta(x.shape, x.dtype), target.device)[0]
-        out = tracer.wrap(value, target)
-        record_history(transfer_op, (x,), {"source": x.device}, [x], (out,))
-        return out
-    host = x._storage.backend.to_numpy(x.contiguous()._data)
-    out = Tensor._from_numpy(host.copy(), target.device)
-    record_history(transfer_op, (x,), {"source": x.device}, [x], (out,))
-    return out
+    return apply_transfer(transfer_op, x, target, source=x.device)
 
 
 def _parse_to_args(args, kwargs):

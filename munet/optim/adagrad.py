@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-from munet import _dtype as D
 from munet.autograd.grad_mode import no_grad
-from munet.ops._registry import _Tracing
 from munet.ops.creation import full_like
-from munet.optim.optimizer import Optimizer, step_counter
+from munet.optim.optimizer import Optimizer, like_param, step_count, step_counter
 
 
 class Adagrad(Optimizer):
@@ -64,10 +62,5 @@ class Adagrad(Optimizer):
                 grad = self._weight_decay(p, grad, group)
                 state["sum"].addcmul_(grad, grad, value=1)
                 std = state["sum"].sqrt().add_(eps)
-                if _Tracing.tracer is not None:  # munet.compile: the step count is traced state
-                    step = state["step"].to(D.float64)
-                    p.sub_(grad / std * (lr / (1 + (step - 1) * lr_decay)).to(p.dtype).to(p.device))
-                    continue
-                clr = lr / (1 + (state["step"].item() - 1) * lr_decay)
-                p.addcdiv_(grad, std, value=-clr)
+                p.sub_(grad / std * like_param(lr / (1 + (step_count(state) - 1) * lr_decay), p))
         return loss

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 from munet.autograd.grad_mode import no_grad
-from munet.ops._registry import _Tracing
 from munet.ops.creation import zeros_like
 from munet.ops.elementwise import maximum
 from munet.ops.elementwise_math import pow as _pow
-from munet.optim.optimizer import Optimizer, step_counter
+from munet.optim.optimizer import Optimizer, like_param, step_count, step_counter
 
 
 def check_adam_hyperparameters(lr, betas, eps, weight_decay) -> None:
@@ -85,36 +82,24 @@ class Adam(Optimizer):
                 grad = self._weight_decay(p, grad, group)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
-                if _Tracing.tracer is not None:
-                    # munet.compile: the step count is traced state, so the bias corrections are
-                    # tensor ops (PyTorch's capturable formulation) instead of host arithmetic.
-                    _traced_update(p, state, exp_avg, exp_avg_sq, group, beta1, beta2, lr, eps)
-                    continue
-                step = state["step"].item()
-                bias_correction1 = 1 - beta1**step
-                bias_correction2_sqrt = math.sqrt(1 - beta2**step)
-                if group["amsgrad"]:
-                    state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
-                    denom = (state["max_exp_avg_sq"].sqrt() / bias_correction2_sqrt).add_(eps)
-                else:
-                    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-                p.addcdiv_(exp_avg, denom, value=-lr / bias_correction1)
+                _update(p, state, exp_avg, exp_avg_sq, group, beta1, beta2, lr, eps)
         return loss
 
 
-def _traced_update(p, state, exp_avg, exp_avg_sq, group, beta1, beta2, lr, eps) -> None:
-    from munet import _dtype as D
+def _update(p, state, exp_avg, exp_avg_sq, group, beta1, beta2, lr, eps) -> None:
+    """The bias-corrected step from tensor state (PyTorch's capturable formulation): the same
+    code runs eagerly and under ``munet.compile``, where the step count is traced state."""
 
     # float64, then float32: the same numbers as eager's host arithmetic on the step count
-    step = state["step"].to(D.float64)
+    step = step_count(state)
     bias_correction1 = 1 - _pow(beta1, step)
     # on another device than the cpu step count: computed on the cpu, then moved as eager's floats are
-    bias_correction2_sqrt = (1 - _pow(beta2, step)).sqrt().to(p.dtype).to(p.device)
+    bias_correction2_sqrt = like_param((1 - _pow(beta2, step)).sqrt(), p)
     if group["amsgrad"]:
         state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
         exp_avg_sq = state["max_exp_avg_sq"]
     denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-    p.sub_(exp_avg / denom * (lr / bias_correction1).to(p.dtype).to(p.device))
+    p.sub_(exp_avg / denom * like_param(lr / bias_correction1, p))
 
 
 class AdamW(Adam):

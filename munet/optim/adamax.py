@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-from munet import _dtype as D
 from munet.autograd.grad_mode import no_grad
-from munet.ops._registry import _Tracing
 from munet.ops.creation import zeros_like
 from munet.ops.elementwise import maximum
 from munet.ops.elementwise_math import pow as _pow
 from munet.optim.adam import check_adam_hyperparameters
-from munet.optim.optimizer import Optimizer, step_counter
+from munet.optim.optimizer import Optimizer, like_param, step_count, step_counter
 
 
 class Adamax(Optimizer):
@@ -58,10 +56,5 @@ class Adamax(Optimizer):
                 exp_avg, exp_inf = state["exp_avg"], state["exp_inf"]
                 exp_avg.lerp_(grad, 1 - beta1)
                 exp_inf.copy_(maximum(exp_inf.mul_(beta2), grad.abs().add_(eps)))
-                if _Tracing.tracer is not None:  # munet.compile: the step count is traced state
-                    step = state["step"].to(D.float64)
-                    p.sub_(exp_avg / exp_inf * (lr / (1 - _pow(beta1, step))).to(p.dtype).to(p.device))
-                    continue
-                clr = lr / (1 - beta1 ** state["step"].item())
-                p.addcdiv_(exp_avg, exp_inf, value=-clr)
+                p.sub_(exp_avg / exp_inf * like_param(lr / (1 - _pow(beta1, step_count(state))), p))
         return loss

@@ -3,11 +3,10 @@
 from __future__ import annotations
 
 from munet.autograd.grad_mode import no_grad
-from munet.ops._registry import _Tracing
 from munet.ops.creation import tensor, zeros_like
 from munet.ops.elementwise_math import pow as _pow
 from munet.optim.adam import check_adam_hyperparameters, update_moments
-from munet.optim.optimizer import Optimizer, step_counter
+from munet.optim.optimizer import Optimizer, like_param, step_count, step_counter
 
 
 class NAdam(Optimizer):
@@ -62,33 +61,16 @@ class NAdam(Optimizer):
                     state["exp_avg_sq"] = zeros_like(p)
                 state["step"].add_(1)
                 grad = self._weight_decay(p, grad, group)
-                if _Tracing.tracer is not None:  # munet.compile: the step count is traced state
-                    _traced_update(p, grad, state, beta1, beta2, lr, eps, psi)
-                    continue
-                step = state["step"].item()
-                bias_correction2 = 1 - beta2**step
-                mu = beta1 * (1.0 - 0.5 * (0.96 ** (step * psi)))
-                mu_next = beta1 * (1.0 - 0.5 * (0.96 ** ((step + 1) * psi)))
-                mu_product = state["mu_product"]
-                mu_product.mul_(mu)
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
-                denom = exp_avg_sq.div(bias_correction2).sqrt().add_(eps)
-                product = mu_product.item()
-                p.addcdiv_(grad, denom, value=-lr * (1.0 - mu) / (1.0 - product))
-                p.addcdiv_(exp_avg, denom, value=-lr * mu_next / (1.0 - product * mu_next))
+                _update(p, grad, state, beta1, beta2, lr, eps, psi)
         return loss
 
 
-def _traced_update(p, grad, state, beta1, beta2, lr, eps, psi) -> None:
+def _update(p, grad, state, beta1, beta2, lr, eps, psi) -> None:
     """``step``'s update with the step count and ``mu_product`` as tensors: float64 host arithmetic
     becomes float64 tensor ops, rounded to the parameter's dtype where eager passes a float."""
     from munet import _dtype as D
 
-    def as_param(x):
-        return x.to(p.dtype).to(p.device)
-
-    step = state["step"].to(D.float64)
+    step = step_count(state)
     bias_correction2 = 1 - _pow(beta2, step)
     mu = beta1 * (1.0 - 0.5 * _pow(0.96, step * psi))
     mu_next = beta1 * (1.0 - 0.5 * _pow(0.96, (step + 1) * psi))
@@ -96,7 +78,7 @@ def _traced_update(p, grad, state, beta1, beta2, lr, eps, psi) -> None:
     mu_product.mul_(mu.to(mu_product.dtype))
     exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
     update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
-    denom = (exp_avg_sq / as_param(bias_correction2)).sqrt().add_(eps)
+    denom = (exp_avg_sq / like_param(bias_correction2, p)).sqrt().add_(eps)
     product = mu_product.to(D.float64)
-    p.sub_(grad / denom * as_param(lr * (1.0 - mu) / (1.0 - product)))
-    p.sub_(exp_avg / denom * as_param(lr * mu_next / (1.0 - product * mu_next)))
+    p.sub_(grad / denom * like_param(lr * (1.0 - mu) / (1.0 - product), p))
+    p.sub_(exp_avg / denom * like_param(lr * mu_next / (1.0 - product * mu_next), p))

@@ -215,18 +215,30 @@ def step_counter() -> Tensor:
     return tensor(0.0, dtype=D.float32)
 
 
+def step_count(state) -> Tensor:
+    """``state["step"]`` as a float64 tensor: bias corrections computed from it with tensor ops
+    round as host float arithmetic does, and run the same eagerly and under ``munet.compile``
+    (PyTorch's ``capturable`` formulation)."""
+    from munet import _dtype as D
+
+    return state["step"].to(D.float64)
+
+
+def like_param(x: Tensor, p: Tensor) -> Tensor:
+    """A float64 coefficient computed from the step count, in ``p``'s dtype on ``p``'s device."""
+    return x.to(p.dtype).to(p.device)
+
+
 def _with_step_hooks(step):
     """Wrap a subclass's ``step`` so registered pre/post hooks run around it."""
     import functools
 
     @functools.wraps(step)
     def wrapper(self, *args, **kwargs):
-        from munet.ops._registry import _Tracing
+        from munet.ops._registry import optimizer_step_scope
 
-        if _Tracing.tracer is not None:  # munet.compile: hyperparameters become graph inputs
-            with _Tracing.tracer.optimizer_step(self):
-                return _run_with_hooks(self, step, args, kwargs)
-        return _run_with_hooks(self, step, args, kwargs)
+        with optimizer_step_scope(self):
+            return _run_with_hooks(self, step, args, kwargs)
 
     return wrapper
 

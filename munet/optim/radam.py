@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import math
-
 from munet.autograd.grad_mode import no_grad
-from munet.ops._registry import _Tracing
 from munet.ops.creation import zeros_like
 from munet.ops.elementwise import where
 from munet.ops.elementwise_math import pow as _pow
 from munet.optim.adam import check_adam_hyperparameters, update_moments
-from munet.optim.optimizer import Optimizer, step_counter
+from munet.optim.optimizer import Optimizer, like_param, step_count, step_counter
 
 
 class RAdam(Optimizer):
@@ -60,39 +57,21 @@ class RAdam(Optimizer):
                 grad = self._weight_decay(p, grad, group)
                 exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
                 update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
-                if _Tracing.tracer is not None:  # munet.compile: the step count is traced state
-                    _traced_update(p, state, exp_avg, exp_avg_sq, beta1, beta2, lr, eps)
-                    continue
-                step = state["step"].item()
-                bias_correction1 = 1 - beta1**step
-                bias_correction2 = 1 - beta2**step
-                corrected = exp_avg / bias_correction1
-                rho_inf = 2 / (1 - beta2) - 1
-                rho_t = rho_inf - 2 * step * (beta2**step) / bias_correction2
-                if rho_t > 5.0:
-                    rect = math.sqrt((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t))
-                    adaptive_lr = math.sqrt(bias_correction2) / exp_avg_sq.sqrt().add_(eps)
-                    p.add_(corrected * lr * adaptive_lr * rect, alpha=-1.0)
-                else:
-                    p.add_(corrected * lr, alpha=-1.0)
+                _update(p, state, exp_avg, exp_avg_sq, beta1, beta2, lr, eps)
         return loss
 
 
-def _traced_update(p, state, exp_avg, exp_avg_sq, beta1, beta2, lr, eps) -> None:
+def _update(p, state, exp_avg, exp_avg_sq, beta1, beta2, lr, eps) -> None:
     """``step``'s update with the step count as a tensor: both of eager's branches are computed
     and ``where(rho_t > 5, ...)`` picks one (the rectified one is NaN where it is not picked)."""
-    from munet import _dtype as D
 
-    def as_param(x):
-        return x.to(p.dtype).to(p.device)
-
-    step = state["step"].to(D.float64)
+    step = step_count(state)
     bias_correction1 = 1 - _pow(beta1, step)
     bias_correction2 = 1 - _pow(beta2, step)
-    corrected = exp_avg / as_param(bias_correction1)
+    corrected = exp_avg / like_param(bias_correction1, p)
     rho_inf = 2 / (1 - beta2) - 1
     rho_t = rho_inf - 2 * step * _pow(beta2, step) / bias_correction2
     rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)).sqrt()
-    adaptive_lr = as_param(bias_correction2.sqrt()) / exp_avg_sq.sqrt().add_(eps)
-    rectified = corrected * lr * adaptive_lr * as_param(rect)
+    adaptive_lr = like_param(bias_correction2.sqrt(), p) / exp_avg_sq.sqrt().add_(eps)
+    rectified = corrected * lr * adaptive_lr * like_param(rect, p)
     p.add_(where((rho_t > 5.0).to(p.device), rectified, corrected * lr), alpha=-1.0)
