@@ -723,12 +723,33 @@ def load(f, map_location=None, *, device=None, weights_only: bool = True, mmap: 
     ``munet.compiler.saving.LoadedProgram``. Any damage raises ``CheckpointError``.
     """
     name = _describe(f)
-    manifest, arrays = read_file(f, mmap=bool(mmap))
     device = _map_device(device if device is not None else map_location)
+    if _starts_with_zip(f):  # a torch.save checkpoint: read by a restricted unpickler
+        from munet.serialization_torch import load_torch_zip
+
+        return load_torch_zip(f, name, device, bool(mmap), _fail)
+    manifest, arrays = read_file(f, mmap=bool(mmap))
     try:
         return _build(name, manifest, arrays, device)
     except RecursionError:
         _fail(name, "manifest is nested too deeply")
+
+
+def _starts_with_zip(f) -> bool:
+    """Whether ``f`` (a regular file path or a seekable stream, left where it was) starts like a zip."""
+    from munet.serialization_torch import is_torch_zip
+
+    if isinstance(f, (str, bytes, os.PathLike)):
+        if not os.path.isfile(f):
+            return False  # read_file names what it is
+        with open(f, "rb") as stream:
+            return is_torch_zip(stream.read(4))
+    if not (hasattr(f, "seekable") and f.seekable() and hasattr(f, "read")):
+        return False
+    start = f.tell()
+    prefix = f.read(4)
+    f.seek(start)
+    return isinstance(prefix, bytes) and is_torch_zip(prefix)
 
 
 def _build(name: str, manifest: dict | None, arrays: OrderedDict, device):
