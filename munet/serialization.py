@@ -744,8 +744,8 @@ def _starts_with_zip(f) -> bool:
             return False  # read_file names what it is
         with open(f, "rb") as stream:
             return is_torch_zip(stream.read(4))
-    if not (hasattr(f, "seekable") and f.seekable() and hasattr(f, "read")):
-        return False
+    if isinstance(f, io.TextIOBase) or not (hasattr(f, "seekable") and f.seekable() and hasattr(f, "read")):
+        return False  # read_file names what is wrong with it
     start = f.tell()
     prefix = f.read(4)
     f.seek(start)

@@ -65,7 +65,7 @@ _DTYPE_NAMES = {
 }
 
 
-class _Refused(Exception):
+class _RefusedError(Exception):
     """Raised inside the unpickler; becomes a ``CheckpointError`` naming the file."""
 
 
@@ -78,7 +78,7 @@ class _StorageType:
         self.name, self.dtype = name, dtype
 
     def __reduce__(self):
-        raise _Refused("a storage type cannot be pickled")
+        raise _RefusedError("a storage type cannot be pickled")
 
 
 class _StorageRecord:
@@ -90,7 +90,7 @@ class _StorageRecord:
         self.key, self.dtype, self.numel = key, dtype, numel
 
     def __setstate__(self, state):
-        raise _Refused("a BUILD instruction on a storage")
+        raise _RefusedError("a BUILD instruction on a storage")
 
 
 class _TensorRecord:
@@ -103,7 +103,7 @@ class _TensorRecord:
         self.requires_grad, self.parameter = requires_grad, parameter
 
     def __setstate__(self, state):
-        raise _Refused("a BUILD instruction on a tensor")
+        raise _RefusedError("a BUILD instruction on a tensor")
 
 
 class _DeviceRecord(str):
@@ -112,27 +112,27 @@ class _DeviceRecord(str):
 
 def _ints(value, what: str) -> tuple:
     if not isinstance(value, (tuple, list)) or not all(type(v) is int for v in value):
-        raise _Refused(f"{what} must be a tuple of integers, got {value!r}")
+        raise _RefusedError(f"{what} must be a tuple of integers, got {value!r}")
     return tuple(value)
 
 
 def _rebuild_tensor(storage, storage_offset, size, stride, requires_grad=False, backward_hooks=None, metadata=None):
     if not isinstance(storage, _StorageRecord):
-        raise _Refused(f"_rebuild_tensor_v2 expects a storage, got {type(storage).__name__}")
+        raise _RefusedError(f"_rebuild_tensor_v2 expects a storage, got {type(storage).__name__}")
     if type(storage_offset) is not int or storage_offset < 0:
-        raise _Refused(f"storage offset must be an integer >= 0, got {storage_offset!r}")
+        raise _RefusedError(f"storage offset must be an integer >= 0, got {storage_offset!r}")
     size, stride = _ints(size, "size"), _ints(stride, "stride")
     if len(size) != len(stride) or any(s < 0 for s in size) or any(s < 0 for s in stride):
-        raise _Refused(f"size {size} and stride {stride} do not describe a tensor")
+        raise _RefusedError(f"size {size} and stride {stride} do not describe a tensor")
     if math.prod(size):
         last = storage_offset + sum((n - 1) * s for n, s in zip(size, stride))
         if last >= storage.numel:
-            raise _Refused(
+            raise _RefusedError(
                 f"a tensor of size {size}, stride {stride}, offset {storage_offset} reaches element {last} "
                 f"of a storage of {storage.numel}"
             )
     if backward_hooks:
-        raise _Refused("tensors with backward hooks are not loaded (hooks are code)")
+        raise _RefusedError("tensors with backward hooks are not loaded (hooks are code)")
     return _TensorRecord(storage, storage_offset, size, stride, bool(requires_grad))
 
 
@@ -142,21 +142,21 @@ def _rebuild_tensor_v1(storage, storage_offset, size, stride):
 
 def _rebuild_parameter(data, requires_grad=True, backward_hooks=None, state=None):
     if not isinstance(data, _TensorRecord):
-        raise _Refused(f"_rebuild_parameter expects a tensor, got {type(data).__name__}")
+        raise _RefusedError(f"_rebuild_parameter expects a tensor, got {type(data).__name__}")
     if backward_hooks:
-        raise _Refused("parameters with backward hooks are not loaded (hooks are code)")
+        raise _RefusedError("parameters with backward hooks are not loaded (hooks are code)")
     if state:
-        raise _Refused("parameters with Python attributes are not loaded")
+        raise _RefusedError("parameters with Python attributes are not loaded")
     return _TensorRecord(data.storage, data.offset, data.size, data.stride, bool(requires_grad), True)
 
 
 def _rebuild_from_type_v2(func, new_type, args, state):
     if func not in (_rebuild_tensor, _rebuild_tensor_v1, _rebuild_parameter):
-        raise _Refused("_rebuild_from_type_v2 with a function other than a tensor rebuild")
+        raise _RefusedError("_rebuild_from_type_v2 with a function other than a tensor rebuild")
     if new_type is not _TORCH_TENSOR or state:
-        raise _Refused("tensor subclasses and tensors with Python attributes are not loaded")
+        raise _RefusedError("tensor subclasses and tensors with Python attributes are not loaded")
     if not isinstance(args, tuple):
-        raise _Refused("_rebuild_from_type_v2 expects a tuple of arguments")
+        raise _RefusedError("_rebuild_from_type_v2 expects a tuple of arguments")
     return func(*args)
 
 
@@ -170,25 +170,25 @@ def _size(dims=()):
 
 def _device(kind, index=None):
     if not isinstance(kind, str) or not (index is None or type(index) is int):
-        raise _Refused(f"torch.device({kind!r}, {index!r}) is malformed")
+        raise _RefusedError(f"torch.device({kind!r}, {index!r}) is malformed")
     return _DeviceRecord(kind if index is None else f"{kind}:{index}")
 
 
 def _encode(text, encoding="utf-8"):
     """``_codecs.encode``, as pickle protocol 2 writes bytes: only text codecs, never a compressor."""
     if not isinstance(text, str) or encoding not in ("latin1", "latin-1", "utf-8", "utf8", "ascii"):
-        raise _Refused(f"_codecs.encode with {type(text).__name__} and {encoding!r}")
+        raise _RefusedError(f"_codecs.encode with {type(text).__name__} and {encoding!r}")
     return text.encode(encoding)
 
 
 def _bytearray(data=b""):
     if not isinstance(data, (bytes, bytearray)):  # bytearray(10**12) would allocate a terabyte
-        raise _Refused(f"bytearray of {type(data).__name__}")
+        raise _RefusedError(f"bytearray of {type(data).__name__}")
     return bytearray(data)
 
 
 def _not_tensor_type(*args):
-    raise _Refused("torch.Tensor cannot be called in a checkpoint")
+    raise _RefusedError("torch.Tensor cannot be called in a checkpoint")
 
 
 _TORCH_TENSOR = _not_tensor_type
@@ -235,25 +235,25 @@ class _RestrictedUnpickler(pickle.Unpickler):
         if full in _ALLOWED:
             return _ALLOWED[full]
         if name in _UNSUPPORTED_STORAGES or full in ("torch.complex64", "torch.complex128"):
-            raise _Refused(f"the checkpoint holds {full}, a dtype MuNet does not have")
-        raise _Refused(
+            raise _RefusedError(f"the checkpoint holds {full}, a dtype MuNet does not have")
+        raise _RefusedError(
             f"global '{full}' is not allowed: only tensors and containers are loaded, nothing is executed "
             "(for a pickled model, save model.state_dict() with torch.save instead and load that)"
         )
 
     def persistent_load(self, pid):
         if not (isinstance(pid, tuple) and len(pid) == 5 and pid[0] == "storage"):
-            raise _Refused(f"unknown persistent id {pid!r}")
+            raise _RefusedError(f"unknown persistent id {pid!r}")
         _, kind, key, _location, numel = pid
         if not isinstance(kind, _StorageType):
-            raise _Refused(f"storage of unknown type {kind!r}")
+            raise _RefusedError(f"storage of unknown type {kind!r}")
         if not isinstance(key, str) or type(numel) is not int or numel < 0:
-            raise _Refused(f"storage reference {pid!r} is malformed")
+            raise _RefusedError(f"storage reference {pid!r} is malformed")
         record = self._storages.get(key)
         if record is None:
             record = self._storages[key] = _StorageRecord(key, kind.dtype, numel)
         elif record.dtype is not kind.dtype or record.numel != numel:
-            raise _Refused(f"storage {key} is referred to with two dtypes or sizes")
+            raise _RefusedError(f"storage {key} is referred to with two dtypes or sizes")
         return record
 
 
@@ -287,7 +287,7 @@ def load_torch_zip(f, name: str, device, mmap: bool, fail):
         return _Builder(arrays, device).build(obj)
     except RecursionError:
         fail(name, "the checkpoint is nested too deeply")
-    except _Refused as exc:
+    except _RefusedError as exc:
         fail(name, str(exc))
 
 
@@ -334,7 +334,7 @@ def _unpickle(data: bytes, storages: dict, name: str, fail):
     unpickler = _RestrictedUnpickler(data, storages)
     try:
         return unpickler.load()
-    except _Refused as exc:
+    except _RefusedError as exc:
         fail(name, f"data.pkl: {exc}")
     except RecursionError:
         fail(name, "data.pkl is nested too deeply")
@@ -433,7 +433,7 @@ class _Builder:
             return tuple(self.build(v) for v in obj)
         if isinstance(obj, set):
             return {self.build(v) for v in obj}
-        raise _Refused(f"the checkpoint holds a {type(obj).__name__}, which munet.load does not load")
+        raise _RefusedError(f"the checkpoint holds a {type(obj).__name__}, which munet.load does not load")
 
     def _tensor(self, record: _TensorRecord):
         from munet.autograd.grad_mode import no_grad

@@ -205,7 +205,7 @@ def test_seeded_fuzz_refuses_or_loads_the_same():
     obj = _checkpoint()
     raw = _saved(obj)
     expected = torch.load(io.BytesIO(raw), weights_only=True)
-    for i in range(300):
+    for i in range(40):  # each case runs a whole load: 40 keep the test to seconds
         damaged = _mutate(raw, rng) if i % 2 else _pickle_mutate(raw, rng)
         stream = io.BytesIO(damaged)
         stream.name = "fuzzed.pt"
