@@ -459,8 +459,8 @@ def _check_not_pickle(path, raw: bytes) -> None:
     if raw[:4] == b"PK\x03\x04":
         _fail(
             path,
-            "this is a zip archive (a torch.save / pickle checkpoint); MuNet never unpickles files. "
-            "Convert it with safetensors (safetensors.torch.save_file) and load that.",
+            "this is a zip archive (a torch.save checkpoint), not a safetensors file; munet.load reads such "
+            "checkpoints of tensors and containers, this reader does not",
         )
     if raw[:1] == b"\x80" and raw[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         _fail(
