@@ -80,6 +80,32 @@ def reduce_grad(grad, shape):
     return out
 
 
+def factory_shape(size_args: tuple, size, op: str) -> tuple:
+    """The shape a factory was asked for: positional (``f(2, 3)``, ``f((2, 3))``) or ``size=``, not both."""
+    if size is not None:
+        if size_args:
+            raise TypeError(f"{op}() got multiple values for argument 'size'")
+        size_args = (size,)
+    return as_tuple_shape(size_args, op)
+
+
+def check_factory_options(op: str, *, layout=None, pin_memory: bool = False, memory_format=None) -> None:
+    """Accept PyTorch's layout/pin_memory/memory_format arguments at their defaults, refuse the rest.
+
+    MuNet tensors are dense and row-major in pageable memory: ``layout`` and ``memory_format``
+    may only be ``None`` (PyTorch's ``strided`` and ``contiguous_format``/``preserve_format``
+    defaults), and ``pin_memory`` only ``False``.
+    """
+    if layout is not None:
+        raise NotImplementedError(f"{op}: only the default strided layout exists in MuNet, got layout={layout!r}")
+    if pin_memory:
+        raise NotImplementedError(f"{op}: pin_memory=True is not supported (MuNet allocates pageable host memory)")
+    if memory_format is not None:
+        raise NotImplementedError(
+            f"{op}: only the default (contiguous) memory format exists in MuNet, got memory_format={memory_format!r}"
+        )
+
+
 def as_tuple_shape(size, op: str) -> tuple:
     """Accept ``f(2, 3)``, ``f((2, 3))``, ``f([2, 3])`` and ``f(Size)`` forms."""
     if len(size) == 1 and isinstance(size[0], (tuple, list)):

@@ -7,6 +7,7 @@ import builtins
 from munet import _dtype as D
 from munet._device import as_device, get_backend
 from munet.ops._registry import Meta, Op, apply, apply_transfer, define
+from munet.ops._utils import check_factory_options
 
 __all__ = []
 __tensor_methods__ = [
@@ -75,7 +76,7 @@ def _parse_to_args(args, kwargs):
     dtype = kwargs.pop("dtype", None)
     copy = kwargs.pop("copy", False)
     kwargs.pop("non_blocking", None)
-    kwargs.pop("memory_format", None)
+    check_factory_options("to", memory_format=kwargs.pop("memory_format", None))
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:

@@ -9,7 +9,7 @@ import numpy as np
 from munet import _dtype as D
 from munet._device import default_device_if_set, factory_device
 from munet.ops._registry import Meta, apply_factory, define
-from munet.ops._utils import as_tuple_shape
+from munet.ops._utils import as_tuple_shape, check_factory_options, factory_shape
 
 __all__ = [
     "arange",
@@ -60,90 +60,223 @@ def _arange_len(start, end, step) -> int:
     return max(0, math.ceil((end - start) / step))
 
 
-def _finish(t, requires_grad: bool):
+def finish_factory(t, requires_grad: bool, out=None):
+    """A factory's result with ``requires_grad`` set, or copied into ``out`` when given."""
     if requires_grad:
         t.requires_grad_(True)
+    if out is not None:
+        from munet.ops.elementwise import _out
+
+        return _out(t, out)
     return t
 
 
-def empty(*size, dtype=None, device=None, requires_grad: bool = False, **_ignored):
-    shape = as_tuple_shape(size, "empty")
-    return _finish(apply_factory(empty_op, device, shape=shape, dtype=_dtype_or_default(dtype)), requires_grad)
+def empty(
+    *size_args,
+    size=None,
+    out=None,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+    memory_format=None,
+):
+    check_factory_options("empty", layout=layout, pin_memory=pin_memory, memory_format=memory_format)
+    shape = factory_shape(size_args, size, "empty")
+    t = apply_factory(empty_op, device, shape=shape, dtype=_dtype_or_default(dtype))
+    return finish_factory(t, requires_grad, out)
 
 
-def full(size, fill_value, *, dtype=None, device=None, requires_grad: bool = False, **_ignored):
+def full(
+    size,
+    fill_value,
+    *,
+    out=None,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+):
+    check_factory_options("full", layout=layout, pin_memory=pin_memory)
     shape = as_tuple_shape((size,), "full")
     if hasattr(fill_value, "item"):
         fill_value = fill_value.item()
     dtype = _dtype_or_default(dtype, fill_value)
-    return _finish(apply_factory(full_op, device, shape=shape, value=fill_value, dtype=dtype), requires_grad)
-
-
-def zeros(*size, dtype=None, device=None, requires_grad: bool = False, **_ignored):
-    return full(
-        as_tuple_shape(size, "zeros"), 0, dtype=_dtype_or_default(dtype), device=device, requires_grad=requires_grad
+    return finish_factory(
+        apply_factory(full_op, device, shape=shape, value=fill_value, dtype=dtype), requires_grad, out
     )
 
 
-def ones(*size, dtype=None, device=None, requires_grad: bool = False, **_ignored):
+def zeros(
+    *size_args,
+    size=None,
+    out=None,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+):
+    check_factory_options("zeros", layout=layout, pin_memory=pin_memory)
+    shape = factory_shape(size_args, size, "zeros")
     return full(
-        as_tuple_shape(size, "ones"), 1, dtype=_dtype_or_default(dtype), device=device, requires_grad=requires_grad
+        shape,
+        0,
+        out=out,
+        dtype=_dtype_or_default(dtype),
+        layout=layout,
+        device=device,
+        requires_grad=requires_grad,
+        pin_memory=pin_memory,
     )
 
 
-def _like(input, dtype, device):
+def ones(
+    *size_args,
+    size=None,
+    out=None,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+):
+    check_factory_options("ones", layout=layout, pin_memory=pin_memory)
+    shape = factory_shape(size_args, size, "ones")
+    return full(
+        shape,
+        1,
+        out=out,
+        dtype=_dtype_or_default(dtype),
+        layout=layout,
+        device=device,
+        requires_grad=requires_grad,
+        pin_memory=pin_memory,
+    )
+
+
+def _like(op: str, input, dtype, device, layout, pin_memory, memory_format):
+    check_factory_options(op, layout=layout, pin_memory=pin_memory, memory_format=memory_format)
     return (dtype or input.dtype), (device if device is not None else input.device)
 
 
-def empty_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_ignored):
-    dtype, device = _like(input, dtype, device)
+def empty_like(
+    input, *, dtype=None, layout=None, device=None, requires_grad: bool = False, pin_memory=False, memory_format=None
+):
+    dtype, device = _like("empty_like", input, dtype, device, layout, pin_memory, memory_format)
     return empty(input.shape, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def zeros_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_ignored):
-    dtype, device = _like(input, dtype, device)
+def zeros_like(
+    input, *, dtype=None, layout=None, device=None, requires_grad: bool = False, pin_memory=False, memory_format=None
+):
+    dtype, device = _like("zeros_like", input, dtype, device, layout, pin_memory, memory_format)
     return full(input.shape, 0, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def ones_like(input, *, dtype=None, device=None, requires_grad: bool = False, **_ignored):
-    dtype, device = _like(input, dtype, device)
+def ones_like(
+    input, *, dtype=None, layout=None, device=None, requires_grad: bool = False, pin_memory=False, memory_format=None
+):
+    dtype, device = _like("ones_like", input, dtype, device, layout, pin_memory, memory_format)
     return full(input.shape, 1, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool = False, **_ignored):
-    dtype, device = _like(input, dtype, device)
+def full_like(
+    input,
+    fill_value,
+    *,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad: bool = False,
+    pin_memory=False,
+    memory_format=None,
+):
+    dtype, device = _like("full_like", input, dtype, device, layout, pin_memory, memory_format)
     return full(input.shape, fill_value, dtype=dtype, device=device, requires_grad=requires_grad)
 
 
-def arange(start, end=None, step=1, *, dtype=None, device=None, requires_grad: bool = False, **_ignored):
+def arange(
+    start,
+    end=None,
+    step=1,
+    *,
+    out=None,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+):
+    check_factory_options("arange", layout=layout, pin_memory=pin_memory)
     if end is None:
         start, end = 0, start
     start, end, step = (x.item() if hasattr(x, "item") else x for x in (start, end, step))
     if dtype is None:
         dtype = D.get_default_dtype() if any(isinstance(x, float) for x in (start, end, step)) else D.int64
-    return _finish(apply_factory(arange_op, device, start=start, end=end, step=step, dtype=dtype), requires_grad)
+    t = apply_factory(arange_op, device, start=start, end=end, step=step, dtype=dtype)
+    return finish_factory(t, requires_grad, out)
 
 
-def linspace(start, end, steps: int, *, dtype=None, device=None, requires_grad: bool = False, **_ignored):
+def linspace(
+    start,
+    end,
+    steps: int,
+    *,
+    out=None,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+):
+    check_factory_options("linspace", layout=layout, pin_memory=pin_memory)
     if steps < 0:
         raise RuntimeError(f"linspace: number of steps must be non-negative, got {steps}")
     start, end = (x.item() if hasattr(x, "item") else x for x in (start, end))
     dtype = _dtype_or_default(dtype)
-    return _finish(apply_factory(linspace_op, device, start=start, end=end, steps=steps, dtype=dtype), requires_grad)
+    t = apply_factory(linspace_op, device, start=start, end=end, steps=steps, dtype=dtype)
+    return finish_factory(t, requires_grad, out)
 
 
-def logspace(start, end, steps: int, base: float = 10.0, *, dtype=None, device=None, requires_grad=False, **_ignored):
+def logspace(
+    start,
+    end,
+    steps: int,
+    base: float = 10.0,
+    *,
+    out=None,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+):
+    check_factory_options("logspace", layout=layout, pin_memory=pin_memory)
     # float64 on the host, so every device gets the same values (vulkan holds no float64)
     exps = linspace(start, end, steps, dtype=D.float64, device="cpu")
-    out = (exps * math.log(base)).exp().to(_dtype_or_default(dtype)).to(factory_device(device))
-    return _finish(out, requires_grad)
+    t = (exps * math.log(base)).exp().to(_dtype_or_default(dtype)).to(factory_device(device))
+    return finish_factory(t, requires_grad, out)
 
 
-def eye(n: int, m: int | None = None, *, dtype=None, device=None, requires_grad: bool = False, **_ignored):
+def eye(
+    n: int,
+    m: int | None = None,
+    *,
+    out=None,
+    dtype=None,
+    layout=None,
+    device=None,
+    requires_grad: bool = False,
+    pin_memory: bool = False,
+):
+    check_factory_options("eye", layout=layout, pin_memory=pin_memory)
     m = n if m is None else m
     if n < 0 or m < 0:
         raise RuntimeError(f"eye: n and m must be non-negative, got n={n}, m={m}")
-    return _finish(apply_factory(eye_op, device, n=n, m=m, dtype=_dtype_or_default(dtype)), requires_grad)
+    return finish_factory(apply_factory(eye_op, device, n=n, m=m, dtype=_dtype_or_default(dtype)), requires_grad, out)
 
 
 # Python data and NumPy ------------------------------------------------------------------------------
@@ -200,7 +333,7 @@ def tensor(data, *, dtype=None, device=None, requires_grad: bool = False, pin_me
     arr, dtype = _to_numpy_data(data, dtype)
     arr = np.array(arr, copy=True, order="C")
     t = Tensor._from_numpy(arr, factory_device(device))
-    return _finish(t, requires_grad)
+    return finish_factory(t, requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):

@@ -21,7 +21,8 @@ import os
 from munet import _dtype as D
 from munet._device import as_device, factory_device
 from munet.ops._registry import Meta, apply, apply_factory, define
-from munet.ops._utils import as_tuple_shape, broadcast_shapes, is_tensor
+from munet.ops._utils import as_tuple_shape, broadcast_shapes, check_factory_options, factory_shape, is_tensor
+from munet.ops.creation import finish_factory
 
 __all__ = [
     "Generator",
@@ -210,29 +211,11 @@ multinomial_op = define("multinomial", meta=_multinomial_meta)
 # creation -------------------------------------------------------------------------------------------
 
 
-def _size(args, size, op: str) -> tuple:
-    if size is not None:
-        if args:
-            raise TypeError(f"{op}: size given both positionally and as a keyword")
-        args = (size,)
-    return as_tuple_shape(args, op)
-
-
 def _float_dtype(dtype, op: str):
     dtype = D.get_default_dtype() if dtype is None else dtype
     if not dtype.is_floating_point:
         raise RuntimeError(f"{op}: expected a floating point dtype, got {dtype.name}")
     return dtype
-
-
-def _finish(t, requires_grad: bool, out=None):
-    if requires_grad:
-        t.requires_grad_(True)
-    if out is not None:
-        from munet.ops.elementwise import _out
-
-        return _out(t, out)
-    return t
 
 
 def rand(
@@ -247,6 +230,7 @@ def rand(
     pin_memory=False,
 ):
     """Uniform samples in [0, 1): ``munet.rand(2, 3)`` or ``munet.rand((2, 3), generator=g)``."""
+    check_factory_options("rand", layout=layout, pin_memory=pin_memory)
     return _float_samples(
         "rand", uniform_op, args, size, generator, out, dtype, device, requires_grad, low=0.0, high=1.0
     )
@@ -264,6 +248,7 @@ def randn(
     pin_memory=False,
 ):
     """Standard normal samples: ``munet.randn(2, 3)``."""
+    check_factory_options("randn", layout=layout, pin_memory=pin_memory)
     return _float_samples(
         "randn", normal_op, args, size, generator, out, dtype, device, requires_grad, mean=0.0, std=1.0
     )
@@ -271,14 +256,15 @@ def randn(
 
 def _float_samples(name: str, op, args, size, generator, out, dtype, device, requires_grad, **params):
     """The factory behind ``rand``/``randn``: ``op`` sampled into a new float tensor of the given size."""
-    shape = _size(args, size, name)
+    shape = factory_shape(args, size, name)
     dtype = _float_dtype(dtype, name)
     gen = _generator(generator, device, name)
     t = apply_factory(op, device, shape=shape, dtype=dtype, generator=gen, **params)
-    return _finish(t, requires_grad, out)
+    return finish_factory(t, requires_grad, out)
 
 
 def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None, generator=None):
+    check_factory_options("rand_like", layout=layout, memory_format=memory_format)
     return rand(
         tuple(input.shape),
         dtype=dtype or input.dtype,
@@ -289,6 +275,7 @@ def rand_like(input, *, dtype=None, layout=None, device=None, requires_grad=Fals
 
 
 def randn_like(input, *, dtype=None, layout=None, device=None, requires_grad=False, memory_format=None, generator=None):
+    check_factory_options("randn_like", layout=layout, memory_format=memory_format)
     return randn(
         tuple(input.shape),
         dtype=dtype or input.dtype,
@@ -328,6 +315,7 @@ def randint(
     pin_memory=False,
 ):
     """Integers uniform in [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
+    check_factory_options("randint", layout=layout, pin_memory=pin_memory)
     args = list(args)
     if size is None and args and isinstance(args[-1], (tuple, list)):
         size = args.pop()
@@ -348,7 +336,7 @@ def randint(
     dtype = D.int64 if dtype is None else dtype
     gen = _generator(generator, device, "randint")
     t = _integer_samples(shape, 0 if low is None else low, high, dtype, device, gen, "randint")
-    return _finish(t, requires_grad, out)
+    return finish_factory(t, requires_grad, out)
 
 
 def randint_like(
@@ -364,24 +352,26 @@ def randint_like(
     generator=None,
 ):
     """``randint_like(input, high)`` or ``randint_like(input, low, high)``."""
+    check_factory_options("randint_like", layout=layout, memory_format=memory_format)
     if high is None:
         low, high = 0, low
     dtype, device = dtype or input.dtype, device or input.device
     gen = _generator(generator, device, "randint_like")
     t = _integer_samples(tuple(input.shape), low, high, dtype, device, gen, "randint_like")
-    return _finish(t, requires_grad)
+    return finish_factory(t, requires_grad)
 
 
 def randperm(
     n: int, *, generator=None, out=None, dtype=None, layout=None, device=None, requires_grad=False, pin_memory=False
 ):
     """A random permutation of ``0 .. n-1``."""
+    check_factory_options("randperm", layout=layout, pin_memory=pin_memory)
     n = n.__index__()
     if n < 0:
         raise RuntimeError(f"randperm: n must be non-negative, got {n}")
     dtype = D.int64 if dtype is None else dtype
     gen = _generator(generator, device, "randperm")
-    return _finish(apply_factory(randperm_op, device, n=n, dtype=dtype, generator=gen), requires_grad, out)
+    return finish_factory(apply_factory(randperm_op, device, n=n, dtype=dtype, generator=gen), requires_grad, out)
 
 
 def normal(
@@ -399,6 +389,7 @@ def normal(
 ):
     """Normal samples. ``normal(mean_tensor, std_tensor)``, ``normal(mean_tensor, 1.0)``,
     ``normal(0.0, std_tensor)``, or ``normal(0.0, 1.0, size)`` (floats need ``size``)."""
+    check_factory_options("normal", layout=layout, pin_memory=pin_memory)
     if not is_tensor(mean) and not is_tensor(std):
         if size is None:
             raise TypeError("normal: with float mean and std, a size is required: normal(mean, std, size)")
@@ -407,7 +398,7 @@ def normal(
         dtype = _float_dtype(dtype, "normal")
         gen = _generator(generator, device, "normal")
         t = apply_factory(normal_op, device, shape=shape, dtype=dtype, mean=float(mean), std=float(std), generator=gen)
-        return _finish(t, requires_grad, out)
+        return finish_factory(t, requires_grad, out)
     if size is not None:
         raise TypeError("normal: size is only accepted when mean and std are numbers")
     if not is_tensor(std):
@@ -422,7 +413,7 @@ def normal(
     device = (mean if is_tensor(mean) else std).device
     gen = _generator(generator, device, "normal")
     mean, std = (float(v) if not is_tensor(v) else v for v in (mean, std))
-    return _finish(apply(normal_tensor_op, mean, std, generator=gen), False, out)
+    return finish_factory(apply(normal_tensor_op, mean, std, generator=gen), False, out)
 
 
 def _check_std(std, op: str) -> None:
@@ -441,7 +432,7 @@ def bernoulli(input, p=None, *, generator=None, out=None):
         if not 0 <= p <= 1:
             raise RuntimeError(f"bernoulli: expected 0 <= p <= 1, but got p={p}")
         input = full(tuple(input.shape), p, dtype=input.dtype, device=input.device)
-    return _finish(apply(bernoulli_op, input.detach(), generator=gen), False, out)
+    return finish_factory(apply(bernoulli_op, input.detach(), generator=gen), False, out)
 
 
 def multinomial(input, num_samples: int, replacement: bool = False, *, generator=None, out=None):
@@ -464,7 +455,7 @@ def multinomial(input, num_samples: int, replacement: bool = False, *, generator
     t = apply(
         multinomial_op, input.detach(), num_samples=int(num_samples), replacement=bool(replacement), generator=gen
     )
-    return _finish(t, False, out)
+    return finish_factory(t, False, out)
 
 
 # in-place sampling (Tensor methods) -------------------------------------------------------------------

@@ -1,0 +1,47 @@
+"""Factory functions (munet/ops/creation.py): size= keyword, PyTorch-only options, no swallowed arguments."""
+
+import pytest
+import torch
+
+import munet
+
+FACTORIES = ["zeros", "ones", "empty", "rand", "randn"]
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_size_keyword_gives_the_shape_torch_gives(name):
+    got = getattr(munet, name)(size=(2, 1))
+    assert tuple(got.shape) == tuple(getattr(torch, name)(size=(2, 1)).shape) == (2, 1)
+
+
+def test_full_and_randint_take_size_keyword():
+    assert munet.full(size=(2, 3), fill_value=4.0).tolist() == torch.full(size=(2, 3), fill_value=4.0).tolist()
+    assert tuple(munet.randint(0, 5, size=(2, 1)).shape) == (2, 1)
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_size_given_twice_raises_like_python(name):
+    with pytest.raises(TypeError, match="multiple values for argument 'size'"):
+        getattr(munet, name)(2, size=(2,))
+
+
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty", "arange", "eye", "zeros_like", "full_like"])
+def test_unknown_keyword_raises_type_error(name):
+    args = {"arange": (3,), "eye": (2,), "zeros_like": (munet.zeros(2),), "full_like": (munet.zeros(2), 1.0)}
+    with pytest.raises(TypeError, match="unexpected keyword argument 'bogus'"):
+        getattr(munet, name)(*args.get(name, (2,)), bogus=1)
+
+
+def test_pytorch_only_options_accepted_at_defaults_refused_otherwise():
+    assert munet.zeros(2, layout=None, pin_memory=False).tolist() == [0.0, 0.0]
+    assert munet.empty_like(munet.zeros(2), memory_format=None).shape == (2,)
+    with pytest.raises(NotImplementedError, match="zeros: pin_memory=True"):
+        munet.zeros(2, pin_memory=True)
+    with pytest.raises(NotImplementedError, match="ones_like: only the default"):
+        munet.ones_like(munet.zeros(2), memory_format="channels_last")
+
+
+def test_out_argument_is_filled():
+    out = munet.empty(3)
+    assert munet.zeros(3, out=out) is out
+    assert out.tolist() == [0.0, 0.0, 0.0]
