@@ -10,6 +10,7 @@ It also holds the default device of factory functions (``set_default_device``, a
 
 from __future__ import annotations
 
+import importlib
 import threading
 from collections.abc import Callable
 
@@ -84,11 +85,14 @@ class _BackendEntry:
         factory: Callable[[int], object],
         explain_unavailable: Callable[[int], str] | None = None,
         package: str | None = None,
+        compile_target: str | None = None,
     ):
         self.list_devices = list_devices
         self.factory = factory
         self.explain_unavailable = explain_unavailable
         self.package = package
+        self.compile_target = compile_target
+        self.target_class: type | None = None  # compile_target, imported on first use
         self.instances: dict[int, object] = {}
 
 
@@ -96,16 +100,23 @@ _BACKENDS: dict[str, _BackendEntry] = {}
 _REGISTRY_LOCK = threading.RLock()  # two threads asking for a new device must get one backend
 
 
-def register_backend(device_type: str, list_devices, factory, explain_unavailable=None, package=None) -> None:
+def register_backend(
+    device_type: str, list_devices, factory, explain_unavailable=None, package=None, compile_target=None
+) -> None:
     """Register a device type.
 
     ``list_devices()`` returns ``[(index, name, kind), ...]`` for the devices available now;
     ``factory(index)`` builds the backend object for one device. ``explain_unavailable(index)``,
     if given, says why a missing device is missing and how to get it (for the DeviceError).
     ``package`` names the ``munet.backends`` package holding the kernel table (default: the
-    device type), so two device types can share one backend.
+    device type), so two device types can share one backend. ``compile_target`` names the class
+    that lowers ``munet.compile`` plans on this device as ``"module:Class"`` (imported at the first
+    compile, so registering a backend imports no compiler code); it follows
+    ``munet.compiler.target.CompileTarget``. Without one, ``munet.compile`` refuses the device.
     """
-    _BACKENDS[device_type] = _BackendEntry(list_devices, factory, explain_unavailable, package or device_type)
+    _BACKENDS[device_type] = _BackendEntry(
+        list_devices, factory, explain_unavailable, package or device_type, compile_target
+    )
 
 
 def devices() -> list[str]:
@@ -155,6 +166,26 @@ def get_backend(dev: device):
             backend = entry.factory(index)
             entry.instances[index] = backend
     return backend
+
+
+def compile_target(dev) -> type:
+    """The compile target class the backend of ``dev`` registered (see ``register_backend``).
+
+    Raises DeviceError for an unknown device type or one whose backend declared no target.
+    """
+    dev = as_device(dev)
+    entry = _BACKENDS.get(dev.type)
+    if entry is None:
+        raise DeviceError(f"unknown device '{dev}'; available devices: {_available_labels()}")
+    if entry.target_class is None:
+        if entry.compile_target is None:
+            raise DeviceError(
+                f"munet.compile: the '{dev.type}' backend registered no compile target "
+                "(register_backend(..., compile_target='module:Class'))"
+            )
+        module, _, name = entry.compile_target.partition(":")
+        entry.target_class = getattr(importlib.import_module(module), name)
+    return entry.target_class
 
 
 def reset_backend(dev: device):

@@ -4,5 +4,5 @@ from munet._device import register_backend
 from munet.backends.cpu.backend import CpuBackend, _list_devices
 from munet.backends.vulkan import adapters as _vulkan_adapters
 
-register_backend("cpu", _list_devices, CpuBackend)
+register_backend("cpu", _list_devices, CpuBackend, compile_target="munet.compiler.lower_cpu:CpuTarget")
 _vulkan_adapters.register()

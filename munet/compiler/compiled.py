@@ -29,7 +29,6 @@ from munet.compiler import passes
 from munet.compiler.executable import Executable
 from munet.compiler.guards import GuardSet, VersionGuard, find_guards
 from munet.compiler.ir import CONSTANT, verify
-from munet.compiler.lower_cpu import new_counters
 from munet.compiler.passes.decompose import decompose_standardize
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.recovery import Snapshot, can_reset, check_recover
@@ -657,25 +656,21 @@ def _scalar_label(value) -> str:
 
 
 def _codegen_stats(executable, fuse: bool) -> dict:
-    """Whether fused groups ran generated code or a fallback (``lower_cpu.py``, ``lower_vulkan.py``)."""
-    if executable is not None and executable.backend.device.type != "cpu":
-        return {"fusion": fuse, "c_compiler": None, **executable.target.stats()}
-    counters = executable.codegen if executable is not None else None
-    counters = counters or new_counters()
-    groups = counters["generated"] + counters["numpy"]
-    generated = counters["generated"] + counters["primitive"]
-    fallback = None
-    if counters["numpy"]:
-        fallback = f"numpy kernels for {counters['numpy']} fused groups: {counters['fallback_reason']}"
-    return {
-        "generated_code": generated > 0,
-        "fallback": fallback,
-        "fusion": fuse,
-        "fused_groups": groups,
-        "generated_kernels": generated,  # fused groups' and primitive nodes' (max_pool) kernels
-        "kernel_cache_hits": counters["cache_hits"],
-        "c_compiler": counters["compiler"],
-    }
+    """Whether fused groups ran generated code or a fallback (the target's ``stats()``)."""
+    if executable is None:
+        return {"fusion": fuse, **_NOTHING_RUN}
+    return {"fusion": fuse, **executable.target.stats()}
+
+
+# stats() before the first call: no plan, so no target to ask
+_NOTHING_RUN = {
+    "generated_code": False,
+    "fallback": None,
+    "fused_groups": 0,
+    "generated_kernels": 0,
+    "kernel_cache_hits": 0,
+    "c_compiler": None,
+}
 
 
 def _device_type(device) -> str | None:

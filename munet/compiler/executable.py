@@ -9,122 +9,27 @@ constants are filled in once. ``run(inputs)`` returns the environment values of
 
 Each node runs on the backend of the device its outputs live on: a vulkan graph may hold a few
 cpu nodes (Adam's step count is a cpu tensor, as in PyTorch), and ``to_device`` nodes copy
-between the two. What differs per device type is a *target*: :class:`CpuTarget` (NumPy
-arrays, the memory arena, fused groups as generated C through ``lower_cpu``) and
-``lower_vulkan.VulkanTarget`` (VkViews that stay on the device, fused groups as generated
-WGSL, a whole call recorded into one command buffer). Callers run a call inside
+between the two. What differs per device type is a *target* (``compiler/target.py``), the class
+the device's backend registered: ``lower_cpu.CpuTarget`` (NumPy arrays, the memory arena, fused
+groups as generated C) and ``lower_vulkan.VulkanTarget`` (VkViews that stay on the device, fused
+groups as generated WGSL, a whole call recorded into one command buffer). Callers run a call inside
 ``executable.scope()`` and move results with the target's ``clone``/``copy_into``.
 """
 
 from __future__ import annotations
 
-import contextlib
-from types import SimpleNamespace
-
-import numpy as np
-
-from munet._device import DeviceError, as_device, get_backend
-from munet._tensor import Tensor
+from munet._device import DeviceError, as_device, compile_target, get_backend
 from munet.compiler.arena import Arena
 from munet.compiler.ir import CONSTANT, Graph, ScalarOp, Value, format_node
-from munet.compiler.lower_cpu import new_counters, prepare_fused, prepare_generated
 from munet.compiler.passes.fuse import FUSED
 from munet.compiler.trace import format_location
 
 TRANSFER = "to_device"
 
 
-class CpuTarget:
-    """The cpu side of a plan: contiguous NumPy results, the arena, generated C for fused groups."""
-
-    def __init__(self, backend):
-        self.backend = backend
-        self.counters = new_counters()  # fused groups: generated kernels, NumPy fallbacks, cache hits
-
-    def result(self, raw, np_dtype):
-        data = self.backend.wrap(raw, np_dtype)[2]
-        return data if data.flags.c_contiguous else np.ascontiguousarray(data)
-
-    def view_step(self, op, attrs, source, out, value):
-        view_rule, backend = op.view, self.backend
-        geometry: dict = {}  # (shape, dtype) of a C-contiguous source -> the view's geometry
-
-        def view_step(env):
-            src = source(env)
-            if src.flags.c_contiguous:  # the usual case: the geometry is computed once
-                key = (src.shape, src.dtype)
-                g = geometry.get(key)
-                if g is None:
-                    g = geometry[key] = view_rule(Tensor._from_numpy(src), **attrs)
-                env[out] = backend.view(src.reshape(-1), *g)
-                return
-            t = Tensor._from_numpy(src)
-            shape, stride, offset = view_rule(t, **attrs)
-            env[out] = backend.view(t._storage.data, shape, stride, offset)
-
-        return view_step
-
-    def fused_step(self, node, executable):
-        # lower_cpu reads codegen/slot/arena/backend; a cpu node of a vulkan plan has no arena
-        arena = executable.arena if executable.target is self else None
-        context = SimpleNamespace(
-            codegen=self.counters, slot=executable.slot, arena=arena, backend=self.backend, dynamic=executable.dynamic
-        )
-        return prepare_fused(node, context)
-
-    def generated_step(self, node, executable):
-        """A generated kernel for a primitive node (``lower_cpu.prepare_generated``), or None."""
-        if executable.target is not self:
-            return None
-        context = SimpleNamespace(
-            codegen=self.counters, slot=executable.slot, arena=executable.arena, backend=self.backend
-        )
-        return prepare_generated(node, context)
-
-    def constant(self, value):
-        return value
-
-    def argument(self, t: Tensor):
-        return np.ascontiguousarray(t._data)
-
-    def upload(self, host: np.ndarray):
-        return host
-
-    def download(self, data) -> np.ndarray:
-        return np.ascontiguousarray(data)
-
-    def scope(self):
-        return contextlib.nullcontext()
-
-    def clone(self, data):
-        return np.array(data, copy=True)
-
-    def copy_into(self, dst, src) -> None:
-        np.copyto(dst, src, casting="unsafe")
-
-    @staticmethod
-    def same_memory(a, b) -> bool:
-        return a.shape == b.shape and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
-
-    def describe_fused(self, node) -> list[str]:
-        return []
-
-    def stats(self) -> dict:
-        return {}
-
-
 def target_for(backend):
-    """The target of ``backend``'s device type (cpu or vulkan)."""
-    kind = backend.device.type
-    if kind == "cpu":
-        return CpuTarget(backend)
-    if kind in ("vulkan", "webgpu"):
-        from munet.compiler.lower_vulkan import VulkanTarget
-
-        return VulkanTarget(backend)
-    raise NotImplementedError(
-        f"munet.compile: replay is implemented on 'cpu' and 'vulkan', got device '{backend.device}'"
-    )
+    """The compile target the backend of ``backend``'s device registered, built for ``backend``."""
+    return compile_target(backend.device)(backend)
 
 
 class Executable:
@@ -142,12 +47,11 @@ class Executable:
         for v in graph.inputs:
             self._assign(v)
         # memory planning (passes/memory.py) writes planned outputs into one NumPy arena per
-        # dtype; on vulkan results come from the backend's caching allocator instead
-        on_cpu = self.backend.device.type == "cpu"
-        self.arena = Arena(graph, donors, self.slot) if plan_memory and on_cpu else None
-        # state output -> state input that a fused kernel updates in place (vulkan; cpu: the arena)
-        self.inplace = self.target.plan_inplace(graph, donors or {}) if plan_memory and not on_cpu else {}
-        self.codegen = self.target.counters
+        # dtype (cpu); elsewhere results come from the backend's allocator
+        uses_arena = self.target.uses_arena
+        self.arena = Arena(graph, donors, self.slot) if plan_memory and uses_arena else None
+        # state output -> state input that a fused kernel updates in place (without an arena)
+        self.inplace = self.target.plan_inplace(graph, donors or {}) if plan_memory and not uses_arena else {}
         self.steps: list = []
         self.step_nodes: list = []  # the node of each step
         self.plan: list[str] = []

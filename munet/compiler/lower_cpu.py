@@ -1,4 +1,5 @@
-"""Lowering of ``fused`` nodes on the cpu backend: a prepared call of the generated C kernel.
+"""The cpu compile target (:class:`CpuTarget`) and its lowering of ``fused`` nodes: a prepared
+call of the generated C kernel.
 
 ``prepare_fused(node, executable)`` builds the group's kernel IR, renders it as C, compiles it
 (or takes it from the disk cache) and returns a step ``step(env)`` that reads the inputs from
@@ -14,10 +15,13 @@ keep calling NumPy.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+from types import SimpleNamespace
 
 import numpy as np
 
+from munet._tensor import Tensor
 from munet._threads import get_num_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
@@ -30,6 +34,108 @@ from munet.compiler.ir import Graph
 def new_counters() -> dict:
     # generated/numpy: fused groups by how they ran; primitive: primitive nodes given a generated kernel
     return {"generated": 0, "numpy": 0, "primitive": 0, "cache_hits": 0, "compiler": None, "fallback_reason": None}
+
+
+class CpuTarget:
+    """The cpu side of a plan: contiguous NumPy results, the arena, generated C for fused groups."""
+
+    uses_arena = True
+    decomposes = frozenset({"standardize"})  # passes/decompose.py: fused, its loops stay in cache
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.counters = new_counters()  # fused groups: generated kernels, NumPy fallbacks, cache hits
+
+    def result(self, raw, np_dtype):
+        data = self.backend.wrap(raw, np_dtype)[2]
+        return data if data.flags.c_contiguous else np.ascontiguousarray(data)
+
+    def view_step(self, op, attrs, source, out, value):
+        view_rule, backend = op.view, self.backend
+        geometry: dict = {}  # (shape, dtype) of a C-contiguous source -> the view's geometry
+
+        def view_step(env):
+            src = source(env)
+            if src.flags.c_contiguous:  # the usual case: the geometry is computed once
+                key = (src.shape, src.dtype)
+                g = geometry.get(key)
+                if g is None:
+                    g = geometry[key] = view_rule(Tensor._from_numpy(src), **attrs)
+                env[out] = backend.view(src.reshape(-1), *g)
+                return
+            t = Tensor._from_numpy(src)
+            shape, stride, offset = view_rule(t, **attrs)
+            env[out] = backend.view(t._storage.data, shape, stride, offset)
+
+        return view_step
+
+    def fused_step(self, node, executable):
+        # lower_cpu reads codegen/slot/arena/backend; a cpu node of a vulkan plan has no arena
+        arena = executable.arena if executable.target is self else None
+        context = SimpleNamespace(
+            codegen=self.counters, slot=executable.slot, arena=arena, backend=self.backend, dynamic=executable.dynamic
+        )
+        return prepare_fused(node, context)
+
+    def generated_step(self, node, executable):
+        """A generated kernel for a primitive node (``lower_cpu.prepare_generated``), or None."""
+        if executable.target is not self:
+            return None
+        context = SimpleNamespace(
+            codegen=self.counters, slot=executable.slot, arena=executable.arena, backend=self.backend
+        )
+        return prepare_generated(node, context)
+
+    def constant(self, value):
+        return value
+
+    def argument(self, t: Tensor):
+        return np.ascontiguousarray(t._data)
+
+    def upload(self, host: np.ndarray):
+        return host
+
+    def download(self, data) -> np.ndarray:
+        return np.ascontiguousarray(data)
+
+    def scope(self):
+        return contextlib.nullcontext()
+
+    def clone(self, data):
+        return np.array(data, copy=True)
+
+    def copy_into(self, dst, src) -> None:
+        np.copyto(dst, src, casting="unsafe")
+
+    @staticmethod
+    def same_memory(a, b) -> bool:
+        return a.shape == b.shape and a.__array_interface__["data"][0] == b.__array_interface__["data"][0]
+
+    def describe_fused(self, node) -> list[str]:
+        return []
+
+    def plan_inplace(self, graph, donors: dict) -> dict:
+        return {}  # the arena places state updates
+
+    def stats(self) -> dict:
+        return codegen_stats(self.counters)
+
+
+def codegen_stats(counters: dict) -> dict:
+    """How fused groups and primitive nodes ran, from a plan's ``counters`` (``new_counters``)."""
+    groups = counters["generated"] + counters["numpy"]
+    generated = counters["generated"] + counters["primitive"]
+    fallback = None
+    if counters["numpy"]:
+        fallback = f"numpy kernels for {counters['numpy']} fused groups: {counters['fallback_reason']}"
+    return {
+        "generated_code": generated > 0,
+        "fallback": fallback,
+        "fused_groups": groups,
+        "generated_kernels": generated,  # fused groups' and primitive nodes' (max_pool) kernels
+        "kernel_cache_hits": counters["cache_hits"],
+        "c_compiler": counters["compiler"],
+    }
 
 
 def prepare_fused(node, executable):

@@ -45,6 +45,9 @@ def new_counters() -> dict:
 class VulkanTarget:
     """The vulkan side of a plan (see the module docstring)."""
 
+    uses_arena = False  # the caching allocator hands the same blocks back at every call
+    decomposes = frozenset()  # standardize stays one kernel: its fused sums would change the bits
+
     def __init__(self, backend):
         self.backend = backend
         self.runtime = backend.runtime
@@ -243,6 +246,7 @@ class VulkanTarget:
         return {
             "generated_code": c["generated"] > 0,
             "fallback": fallback,
+            "c_compiler": None,
             "fused_groups": c["generated"] + c["fallback"],
             "generated_kernels": c["generated"],
             "kernel_cache_hits": c["pipeline_cache_hits"],

@@ -75,7 +75,7 @@ class Snapshot:
 
 def _buffers_on(backend, tensors) -> list:
     """The distinct storage buffers of the real (not traced) tensors among ``tensors`` on ``backend``
-    (None: on the cpu, NumPy arrays)."""
+    (None: those in host memory, NumPy arrays, whichever backend holds them)."""
     from munet._tensor import Tensor
     from munet.compiler.trace import is_symbolic
 
@@ -83,7 +83,8 @@ def _buffers_on(backend, tensors) -> list:
     for t in tensors:
         if not isinstance(t, Tensor) or is_symbolic(t):
             continue
-        if t._storage.backend is not backend and (backend is not None or t.device.type != "cpu"):
+        host = backend is None and isinstance(t._storage.data, np.ndarray)
+        if t._storage.backend is not backend and not host:
             continue
         buf = t._storage.data
         if id(buf) not in seen:

@@ -98,4 +98,5 @@ def register() -> None:
             _factory(device_type),
             explain_unavailable=lambda index, t=device_type: explain_unavailable(t, index),
             package="vulkan",
+            compile_target="munet.compiler.lower_vulkan:VulkanTarget",
         )

@@ -17,8 +17,9 @@ from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, coalesce, compute_dtype, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, _decompose, bindings, elementwise
 
-_SHORT_ROW = 32
-_CHUNK = 8192
+# public: the fused reductions of codegen/wgsl.py follow the same layout, so they give the same bits
+SHORT_ROW = 32  # rows up to this length are combined in order by one invocation per output
+CHUNK = 8192  # very long rows into few outputs are split into chunks of this length over two passes
 
 _COMBINE = {
     "sum": {"f32": "x + y", "i32": "x + y", "u32": "x + y"},
@@ -118,11 +119,11 @@ def reduce(rt, op: str, x: VkView, dims, keepdim: bool) -> VkView:
         return copy_into(rt, out, 0)
     kshape, kstrides, rshape, rstrides = _geometry(x, dims)
     chunks = 1
-    if rows > 8 * _CHUNK and n_out < 256:
-        chunks = min(-(-rows // _CHUNK), 1024)
+    if rows > 8 * CHUNK and n_out < 256:
+        chunks = min(-(-rows // CHUNK), 1024)
     chunk_len = -(-rows // chunks)
     target = out if chunks == 1 else new_view(rt, (*out_shape, chunks), compute_dtype(x.dtype))
-    tree = chunk_len > _SHORT_ROW
+    tree = chunk_len > SHORT_ROW
     source = _reduce_source(op, kind, len(kshape), len(rshape), tree, chunks > 1)
     params = [n_out, rows, chunks, chunk_len, x.offset, *kshape, *kstrides, *rshape, *rstrides]
     total = n_out * chunks

@@ -536,7 +536,8 @@ def _insert_zero(strides, dim):
 
 # elementwise special functions ----------------------------------------------------------------------
 
-_SPECIAL = """
+# public: codegen/wgsl.py adds them to fused kernels that call erf_f
+SPECIAL_FUNCTIONS = """
 fn exp_neg_square(x: f32) -> f32 {
   if (isinf_f(x)) { return 0.0; }
   let head = round(x * 16.0) / 16.0;
@@ -602,7 +603,7 @@ fn erfinv_f(y: f32) -> f32 {
 def _special(rt, name: str, expr: str, x):
     _float_only(name, x)
     out = new_view(rt, x.shape, x.dtype)
-    return elementwise(rt, expr, [x], out, prelude=_SPECIAL)
+    return elementwise(rt, expr, [x], out, prelude=SPECIAL_FUNCTIONS)
 
 
 @kernel("erf")

@@ -253,22 +253,22 @@ def reduction_layout(kernel: Kernel) -> str:
     """How ``kernel`` runs: ``'elementwise'``, ``'serial'`` or ``'tree'`` (see ``workgroups``).
 
     A reduction follows the eager ``sum``/``amax`` kernel's order, so fused and unfused results
-    are the same bits: rows of up to ``_SHORT_ROW`` elements are combined in order by one
+    are the same bits: rows of up to ``SHORT_ROW`` elements are combined in order by one
     invocation per output, longer ones by one workgroup per output (thread ``t`` combines
     elements ``t, t + 256, ...`` in order, then a shared-memory tree). Very long rows into few
     outputs, which the eager kernel splits into chunks over two passes, are not rendered.
     """
     if not kernel.reduce_shape:
         return "elementwise"
-    from munet.backends.vulkan.kernels_reduce import _CHUNK, _SHORT_ROW
+    from munet.backends.vulkan.kernels_reduce import CHUNK, SHORT_ROW
 
     rows = _numel(kernel.reduce_shape)
-    if rows > 8 * _CHUNK and kernel.numel < 256:
+    if rows > 8 * CHUNK and kernel.numel < 256:
         raise UnsupportedKernelError(
             f"render_wgsl: a reduction of {rows} elements into {kernel.numel} outputs (the eager kernel "
             "splits such rows into chunks over two passes; the unfused kernels run it)"
         )
-    return "tree" if rows > _SHORT_ROW else "serial"
+    return "tree" if rows > SHORT_ROW else "serial"
 
 
 def workgroups(kernel: Kernel) -> int:
@@ -395,6 +395,6 @@ def strip_prelude(source: str) -> str:
 def _special_functions() -> str:
     """The eager vulkan kernels' special functions (``erf_f``), imported late: the kernel
     modules import each other through the vulkan registry."""
-    from munet.backends.vulkan.kernels_rows import _SPECIAL
+    from munet.backends.vulkan.kernels_rows import SPECIAL_FUNCTIONS
 
-    return _SPECIAL.strip("\n")
+    return SPECIAL_FUNCTIONS.strip("\n")

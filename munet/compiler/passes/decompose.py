@@ -4,9 +4,10 @@
 NumPy kernel making five passes over its input. Written as the ops it computes (the eager
 kernel's float arithmetic, in its order), fusion turns it into two reduction kernels and one
 elementwise kernel whose loops stay in cache, and the last joins whatever consumes the result
-(the affine scale and shift). Done on cpu plans when fusing only: without fusion the single
-kernel is faster, and vulkan keeps its standardize kernel (its fused sums follow the eager
-kernels' order exactly, so decomposing would change the bits there).
+(the affine scale and shift). Done when fusing only (without fusion the single kernel is
+faster), and only on devices whose compile target lists ``standardize`` in its ``decomposes``
+(cpu does; vulkan keeps its standardize kernel: its fused sums follow the eager kernels' order
+exactly, so decomposing would change the bits there).
 
 The fused sums accumulate in float64 (``codegen/c.py``), so the mean and variance are at least
 as accurate as the eager kernel's float32 ones and differ from them in the last bits.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import math
 
+from munet._device import compile_target
 from munet.compiler.ir import Graph, Node, Value
 from munet.compiler.passes.dce import eliminate_dead_code
 
@@ -23,7 +25,7 @@ _FLOATS = ("float32", "float64")
 
 
 def decompose_standardize(graph: Graph) -> int:
-    """Replace cpu float ``standardize`` nodes by their ops; returns how many were replaced."""
+    """Replace float ``standardize`` nodes by their ops where the device's target asks for it; returns how many were replaced."""
     nodes, mapping = [], {}
     for node in graph.nodes:
         if _decomposable(node):
@@ -72,7 +74,7 @@ def _decomposable(node: Node) -> bool:
         return False
     dims = tuple(node.attrs.get("dims", ()))
     return (
-        getattr(x.device, "type", str(x.device)) == "cpu"
+        "standardize" in compile_target(x.device).decomposes
         and x.dtype.np.name in _FLOATS
         and bool(dims)
         and all(x.shape[d] > 0 for d in dims)
