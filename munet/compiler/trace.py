@@ -10,8 +10,9 @@ Symbolic tensors are ordinary ``Tensor`` objects whose storage holds a :class:`S
 (the current SSA value of the whole buffer) and whose ``_data`` is a poison object: reading it
 on the host raises :class:`HostReadError` naming the user's line. Real tensors met during the
 trace (parameters, buffers, optimizer state, gradients) become *state inputs*; in-place writes
-to any tensor are functionalized (the buffer gets a new value) and writes to real tensors
-become *state outputs*, copied back after each call.
+to any tensor are functionalized (the buffer gets a new value); writes to real tensors
+become *state outputs* and writes to tensor arguments extra outputs, both copied back into the
+tensor after each call, as eager would have written them.
 
 Optimizer hyperparameters become graph inputs read from ``param_groups`` at every call
 (:class:`SymScalar`), so learning-rate schedules do not retrace. Comparing one in Python
@@ -273,6 +274,9 @@ class Tracer:
         # (argument position, symbolic argument, its symbolic .grad at the start) of leaf arguments
         # that require grad: compiled.py writes their new .grad back after each call
         self.arg_grads: list = []
+        # (argument position, symbolic argument) of every tensor argument: one whose buffer was
+        # written in place (``w.sub_(g)`` under no_grad) gets the new value copied back after each call
+        self.arguments: list = []
         # (optimizer, params, found_inf) of a GradScaler step that created optimizer state: after a
         # run where found_inf holds, compiled.py removes that state (the step was skipped)
         self.undo_on_skip: list = []
