@@ -28,7 +28,7 @@ import operator
 import os
 import sys
 
-from munet._tensor import Storage, Tensor, contiguous_strides
+from munet._tensor import HOST_READS, Storage, Tensor, contiguous_strides
 from munet.autograd.grad_mode import _State, no_grad
 from munet.compiler.ir import SCALAR_OPS, Graph, Value
 from munet.ops._registry import Meta, _flat_tensors, _Tracing, record_history
@@ -445,9 +445,9 @@ class Tracer:
             buf.views[geom] = (buf.version, value)
         t._storage.version += 1
 
-    def read_on_host(self, t: Tensor) -> None:
-        """``t.numpy()`` (``.item()``, ``bool()``) of a real tensor while tracing: the trace holds its value."""
-        storage = t._storage
+    def read_on_host(self, storage: Storage) -> None:
+        """A real tensor's ``numpy()`` (``.item()``, ``bool()``) while tracing (the thread's
+        ``HOST_READS.watch``): the trace holds the value of ``storage``, guarded by its version."""
         if isinstance(storage.data, SymBuffer) or id(storage) in self.host_reads:
             return
         where = _user_line()
@@ -559,7 +559,9 @@ def tracing(tracer: Tracer):
     if _Tracing.tracer is not None:
         raise RuntimeError("munet.compile: a compiled function was called while another one is being traced")
     _Tracing.tracer = tracer
+    HOST_READS.watch = tracer.read_on_host
     try:
         yield tracer
     finally:
         _Tracing.tracer = None
+        del HOST_READS.watch  # back to the class's no-op
