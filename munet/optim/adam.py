@@ -8,8 +8,9 @@ from munet.ops.elementwise_math import pow as _pow
 from munet.optim.parameterwise import ParameterwiseOptimizer, like_param, step_count, step_counter
 
 
-def check_adam_hyperparameters(lr, betas, eps, weight_decay) -> None:
-    """Raise ``ValueError`` like PyTorch for the hyperparameters the Adam family shares."""
+def adam_defaults(lr, betas, eps, weight_decay, **options) -> dict:
+    """The defaults of an Adam-family optimizer: the shared hyperparameters, checked (``ValueError``
+    as PyTorch words it), then ``options`` in their order."""
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
     if not 0.0 <= eps:
@@ -20,6 +21,7 @@ def check_adam_hyperparameters(lr, betas, eps, weight_decay) -> None:
         raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
     if not 0.0 <= weight_decay:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+    return dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, **options)
 
 
 def update_moments(exp_avg, exp_avg_sq, grad, beta1: float, beta2: float) -> None:
@@ -47,12 +49,11 @@ class Adam(ParameterwiseOptimizer):
         fused=None,
         decoupled_weight_decay: bool = False,
     ):
-        check_adam_hyperparameters(lr, betas, eps, weight_decay)
-        defaults = dict(
-            lr=lr,
-            betas=tuple(betas),
-            eps=eps,
-            weight_decay=weight_decay,
+        defaults = adam_defaults(
+            lr,
+            betas,
+            eps,
+            weight_decay,
             amsgrad=amsgrad,
             maximize=maximize,
             foreach=foreach,

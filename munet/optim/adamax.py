@@ -5,7 +5,7 @@ from __future__ import annotations
 from munet.ops.creation import zeros_like
 from munet.ops.elementwise import maximum
 from munet.ops.elementwise_math import pow as _pow
-from munet.optim.adam import check_adam_hyperparameters
+from munet.optim.adam import adam_defaults
 from munet.optim.parameterwise import ParameterwiseOptimizer, like_param, step_count, step_counter
 
 
@@ -25,12 +25,11 @@ class Adamax(ParameterwiseOptimizer):
         differentiable: bool = False,
         capturable: bool = False,
     ):
-        check_adam_hyperparameters(lr, betas, eps, weight_decay)
-        defaults = dict(
-            lr=lr,
-            betas=tuple(betas),
-            eps=eps,
-            weight_decay=weight_decay,
+        defaults = adam_defaults(
+            lr,
+            betas,
+            eps,
+            weight_decay,
             foreach=foreach,
             maximize=maximize,
             differentiable=differentiable,

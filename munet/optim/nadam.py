@@ -5,7 +5,7 @@ from __future__ import annotations
 from munet import _dtype as D
 from munet.ops.creation import tensor, zeros_like
 from munet.ops.elementwise_math import pow as _pow
-from munet.optim.adam import check_adam_hyperparameters, update_moments
+from munet.optim.adam import adam_defaults, update_moments
 from munet.optim.parameterwise import ParameterwiseOptimizer, check_nonnegative, like_param, step_count, step_counter
 
 
@@ -27,13 +27,11 @@ class NAdam(ParameterwiseOptimizer):
         capturable: bool = False,
         differentiable: bool = False,
     ):
-        check_adam_hyperparameters(lr, betas, eps, weight_decay)
-        check_nonnegative(("momentum_decay value", momentum_decay))
-        defaults = dict(
-            lr=lr,
-            betas=tuple(betas),
-            eps=eps,
-            weight_decay=weight_decay,
+        defaults = adam_defaults(
+            lr,
+            betas,
+            eps,
+            weight_decay,
             momentum_decay=momentum_decay,
             decoupled_weight_decay=decoupled_weight_decay,
             maximize=maximize,
@@ -41,6 +39,7 @@ class NAdam(ParameterwiseOptimizer):
             capturable=capturable,
             differentiable=differentiable,
         )
+        check_nonnegative(("momentum_decay value", momentum_decay))
         super().__init__(params, defaults)
 
     def init_state(self, p, group) -> dict:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from munet.ops.creation import zeros_like
 from munet.ops.elementwise import where
 from munet.ops.elementwise_math import pow as _pow
-from munet.optim.adam import check_adam_hyperparameters, update_moments
+from munet.optim.adam import adam_defaults, update_moments
 from munet.optim.parameterwise import ParameterwiseOptimizer, like_param, step_count, step_counter
 
 
@@ -26,12 +26,11 @@ class RAdam(ParameterwiseOptimizer):
         capturable: bool = False,
         differentiable: bool = False,
     ):
-        check_adam_hyperparameters(lr, betas, eps, weight_decay)
-        defaults = dict(
-            lr=lr,
-            betas=tuple(betas),
-            eps=eps,
-            weight_decay=weight_decay,
+        defaults = adam_defaults(
+            lr,
+            betas,
+            eps,
+            weight_decay,
             maximize=maximize,
             foreach=foreach,
             capturable=capturable,
