@@ -157,3 +157,15 @@ def test_check_values_refuses_a_float_value_tensor():
 
     with pytest.raises(RuntimeError, match="check: expected value of integer dtype"):
         check_values(munet.tensor([True]), "x", value=munet.tensor([1.0]))
+
+
+def test_a_saved_program_keeps_its_checks(tmp_path):
+    w = munet.randn(3, 4)
+    compiled = munet.compile(lambda x, t: F.cross_entropy(x @ w, t))
+    x = munet.randn(2, 3)
+    compiled(x, munet.tensor([0, 1]))
+    munet.save(compiled, tmp_path / "step.munet")
+    program = munet.load(tmp_path / "step.munet")
+    program(x, munet.tensor([0, 3]))
+    with pytest.raises(IndexError, match=r"cross_entropy: target 7 is out of bounds for 4 classes"):
+        program(x, munet.tensor([0, 7]))
