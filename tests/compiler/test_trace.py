@@ -99,3 +99,18 @@ def test_saving_a_step_that_writes_into_an_argument_is_refused(tmp_path):
     step(munet.ones(3), munet.ones(3))
     with pytest.raises(RuntimeError, match=r"writes in place into tensor argument\(s\) \[0\]"):
         munet.save(step, tmp_path / "step.munet")
+
+
+def test_only_the_dispatcher_asks_for_the_tracer():
+    """Tracing is a mode of apply (#11): library code outside munet/compiler never reads ``_Tracing``."""
+    from pathlib import Path
+
+    root = Path(munet.__file__).parent
+    asking = [
+        str(path.relative_to(root))
+        for path in root.rglob("*.py")
+        if "compiler" not in path.relative_to(root).parts
+        and path.name != "_registry.py"
+        and "_Tracing" in path.read_text()
+    ]
+    assert not asking, f"modules that ask whether munet.compile is tracing: {asking}"
