@@ -8,6 +8,7 @@ offset; views share the storage. Ops live in ``munet.ops`` and are bound as meth
 
 from __future__ import annotations
 
+import threading
 import weakref
 
 import numpy as np
@@ -36,6 +37,17 @@ class Size(tuple):
         return Size(tuple(self) + tuple(other))
 
 
+class HostReadMode(threading.local):
+    """What this thread does before a storage's data is read on the host: ``watch(storage)``.
+    Nothing in eager mode; ``munet.compile`` installs its tracer's while it traces (a real
+    tensor read then becomes a guard on its version). Per thread, as the tracer is."""
+
+    watch = staticmethod(lambda storage: None)
+
+
+HOST_READS = HostReadMode()
+
+
 class Storage:
     """A flat buffer on one backend, with the version counter shared by all its views."""
 
@@ -49,6 +61,12 @@ class Storage:
     @property
     def device(self):
         return self.backend.device
+
+    def to_numpy(self, data) -> np.ndarray:
+        """``data`` (a view of this storage's buffer) on the host, in this thread's :class:`HostReadMode`.
+        A tensor traced by ``munet.compile`` has no data to read: its backend raises HostReadError."""
+        HOST_READS.watch(self)
+        return np.asarray(self.backend.to_numpy(data))
 
 
 _STRIDES: dict[tuple, tuple] = {}
@@ -400,12 +418,7 @@ class Tensor:
             raise TypeError(
                 f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
             )
-        from munet.ops._registry import _Tracing
-
-        if _Tracing.tracer is not None:  # munet.compile guards the value of a real tensor read while tracing
-            _Tracing.tracer.read_on_host(self)
-        # np.asarray is free for arrays; on a tensor traced by munet.compile it raises HostReadError.
-        return np.asarray(self._storage.backend.to_numpy(self._data))
+        return self._storage.to_numpy(self._data)
 
     def __array__(self, dtype=None, copy=None):
         arr = self.detach().numpy(force=True)

@@ -8,9 +8,10 @@ device, and ``gradcheck`` (float64 finite differences) runs on cpu. A ``DeviceEr
 device lacks a dtype or kernel skips the test with that message (also when a
 ``pytest.raises(match=...)`` met it instead of the error it expected); a mixed-device error
 fails it. ``HOST_ONLY`` names the functions that test cpu behaviour by nature. ``INDEX_ERRORS``
-names those that check the error for an out-of-range index: a device raises it at the next
-synchronization (munet/backends/vulkan/device_asserts.py), so they run in launch-blocking mode,
-where the op itself raises, as on cpu.
+names those that check the error of a device-side check (an out-of-range index, a loss's or
+one_hot's ``check`` op): a device raises it at the next synchronization
+(munet/backends/vulkan/device_asserts.py), so they run in launch-blocking mode, where the op
+itself raises, as on cpu.
 
 Used by tests/backends/test_vulkan_parity.py and by ``pytest tests/ops --munet-device=vulkan``.
 """
@@ -27,6 +28,11 @@ _CPU_GENERATOR = (
     "vulkan streams are tested in tests/backends/test_vulkan_random.py"
 )
 INDEX_ERRORS = {
+    "test_binary_cross_entropy_errors",
+    "test_class_loss_errors",
+    "test_embedding_errors",
+    "test_multi_margin_loss",
+    "test_one_hot_empty_and_errors",
     "test_gather_errors",
     "test_index_add_copy_fill",
     "test_index_errors",

@@ -289,6 +289,7 @@ class CompiledFunction:
                 v = graph.add_input(tuple(x.shape), x.dtype, x.device, source=("arg", k), label=f"argument {k}")
                 t = tracer.wrap(v, get_backend(x.device))
                 t._requires_grad = x.requires_grad
+                tracer.arguments.append((k, t))
                 if _grad_argument(x):
                     g0 = None
                     if x.grad is not None:  # backward inside accumulates into it, as eager does
@@ -418,6 +419,13 @@ class _Specialization:
                 self.state_writes.append(buf.representative)
                 self.state_inputs.append(buf.input_value)
                 outputs.append(buf.value)
+        # (argument position, output index) of tensor arguments written in place: copied back as eager writes them
+        self.arg_writes = []
+        for k, t in tracer.arguments:
+            buf = t._storage.data
+            if buf.value is not buf.input_value:
+                outputs.append(buf.value)
+                self.arg_writes.append((k, len(outputs) - 1))
         self.bindings = []  # (setter target, value index or None)
         self._python_state = []  # what to restore if the first run fails
         for leaf, before in tracer.leaves.values():
@@ -585,6 +593,9 @@ class _Specialization:
             if owned[n + j] is False:
                 arr = plan.clone(arr)
             sources.append((t, arr, plan))
+        for k, index in self.arg_writes:
+            arr, plan = outs[index], self.output_plans[index]
+            sources.append((flat[k], arr if owned[index] else plan.clone(arr), plan))
         for t, arr, plan in sources:
             if not plan.same_memory(arr, t._data):  # an in-place update already wrote it
                 plan.copy_into(t._data, arr)

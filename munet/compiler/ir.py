@@ -114,7 +114,8 @@ def map_values(obj, fn):
 
 @dataclass(eq=False)
 class Node:
-    """``outputs = op(*args, **attrs)``; ``effectful`` nodes (random draws) are never removed or merged."""
+    """``outputs = op(*args, **attrs)``; ``effectful`` nodes (random draws, device-side checks) are never
+    removed, merged or folded."""
 
     op: object
     args: tuple
@@ -129,7 +130,7 @@ class Node:
 
     @property
     def effectful(self) -> bool:
-        return "generator" in self.attrs
+        return "generator" in self.attrs or getattr(self.op, "effectful", False)
 
     def inputs(self) -> list[Value]:
         found = list(iter_values(self.args))

@@ -206,6 +206,11 @@ def _extract(compiled) -> _Program:
             f"munet.save: the compiled step writes the .grad of tensor argument(s) {written} (leaves that require "
             "grad); a saved program takes plain arguments: pass them detached, or return the gradients instead"
         )
+    if spec.arg_writes:
+        raise RuntimeError(
+            f"munet.save: the compiled step writes in place into tensor argument(s) {[k for k, _ in spec.arg_writes]}; "
+            "a saved program takes plain arguments: return the new values instead"
+        )
     names = _StateNames(compiled)
     prog = _Program()
     graph = spec.graph

@@ -10,8 +10,9 @@ Symbolic tensors are ordinary ``Tensor`` objects whose storage holds a :class:`S
 (the current SSA value of the whole buffer) and whose ``_data`` is a poison object: reading it
 on the host raises :class:`HostReadError` naming the user's line. Real tensors met during the
 trace (parameters, buffers, optimizer state, gradients) become *state inputs*; in-place writes
-to any tensor are functionalized (the buffer gets a new value) and writes to real tensors
-become *state outputs*, copied back after each call.
+to any tensor are functionalized (the buffer gets a new value); writes to real tensors
+become *state outputs* and writes to tensor arguments extra outputs, both copied back into the
+tensor after each call, as eager would have written them.
 
 Optimizer hyperparameters become graph inputs read from ``param_groups`` at every call
 (:class:`SymScalar`), so learning-rate schedules do not retrace. Comparing one in Python
@@ -27,7 +28,7 @@ import operator
 import os
 import sys
 
-from munet._tensor import Storage, Tensor, contiguous_strides
+from munet._tensor import HOST_READS, Storage, Tensor, contiguous_strides
 from munet.autograd.grad_mode import _State, no_grad
 from munet.compiler.ir import SCALAR_OPS, Graph, Value
 from munet.ops._registry import Meta, _flat_tensors, _Tracing, record_history
@@ -273,6 +274,9 @@ class Tracer:
         # (argument position, symbolic argument, its symbolic .grad at the start) of leaf arguments
         # that require grad: compiled.py writes their new .grad back after each call
         self.arg_grads: list = []
+        # (argument position, symbolic argument) of every tensor argument: one whose buffer was
+        # written in place (``w.sub_(g)`` under no_grad) gets the new value copied back after each call
+        self.arguments: list = []
         # (optimizer, params, found_inf) of a GradScaler step that created optimizer state: after a
         # run where found_inf holds, compiled.py removes that state (the step was skipped)
         self.undo_on_skip: list = []
@@ -441,9 +445,9 @@ class Tracer:
             buf.views[geom] = (buf.version, value)
         t._storage.version += 1
 
-    def read_on_host(self, t: Tensor) -> None:
-        """``t.numpy()`` (``.item()``, ``bool()``) of a real tensor while tracing: the trace holds its value."""
-        storage = t._storage
+    def read_on_host(self, storage: Storage) -> None:
+        """A real tensor's ``numpy()`` (``.item()``, ``bool()``) while tracing (the thread's
+        ``HOST_READS.watch``): the trace holds the value of ``storage``, guarded by its version."""
         if isinstance(storage.data, SymBuffer) or id(storage) in self.host_reads:
             return
         where = _user_line()
@@ -555,7 +559,9 @@ def tracing(tracer: Tracer):
     if _Tracing.tracer is not None:
         raise RuntimeError("munet.compile: a compiled function was called while another one is being traced")
     _Tracing.tracer = tracer
+    HOST_READS.watch = tracer.read_on_host
     try:
         yield tracer
     finally:
         _Tracing.tracer = None
+        del HOST_READS.watch  # back to the class's no-op

@@ -4,6 +4,7 @@ namespace), ``__functional__`` (``munet.nn.functional``) and ``__tensor_methods_
 from munet.ops import (
     activation,
     attention,
+    checks,
     conv,
     convert,
     copy,

@@ -52,6 +52,7 @@ class Op:
         "backward_name",
         "primitive",
         "formula",
+        "effectful",
         "__dict__",
     )
 
@@ -69,6 +70,7 @@ class Op:
         nondiff_outputs: tuple[int, ...] = (),
         backward_name: str | None = None,
         formula: Callable | None = None,
+        effectful: bool = False,
     ):
         self.name = name
         self.inputs = inputs
@@ -82,6 +84,8 @@ class Op:
         self.backward_name = backward_name
         self.primitive = view is None
         self.formula = formula  # elementwise primitives: the scalar formula (munet/ops/_scalar.py)
+        # more than a function of its inputs (a device-side check): the compiler keeps and never merges it
+        self.effectful = effectful
 
     def __repr__(self) -> str:
         return f"<munet op {self.name}>"

@@ -12,7 +12,8 @@ import numpy as np
 
 from munet import _dtype as D
 from munet.autograd.grad_mode import no_grad
-from munet.ops._registry import Meta, _Tracing, apply, define
+from munet.ops._registry import Meta, apply, define
+from munet.ops.checks import check_values
 from munet.ops.creation import tensor, zeros
 
 # torch.embedding is (weight, indices, ...), the reverse of F.embedding; not exported as munet.embedding.
@@ -21,6 +22,9 @@ __functional__ = ["embedding", "embedding_bag", "one_hot"]
 __tensor_methods__: list[str] = []
 
 _INDEX_DTYPES = (D.int64, D.int32)
+
+# Every backend's embedding kernel checks its indices (on the device) and raises this, PyTorch's wording.
+INDEX_OUT_OF_RANGE = "embedding: index out of range in self (indices must be in [0, {size}), got {value})"
 
 
 def _check_indices(indices, op: str) -> None:
@@ -118,14 +122,9 @@ def embedding(
         if not -num <= padding_idx < num:
             raise ValueError(f"embedding: padding_idx must be within num_embeddings ({num}), got {padding_idx}")
         padding_idx = padding_idx % num
-    if input.numel() and num and _Tracing.tracer is None:  # a traced graph cannot read index values
-        with no_grad():
-            lo, hi = int(input.min()), int(input.max())
-        if lo < 0 or hi >= num:
-            raise IndexError(
-                f"embedding: index out of range in self (indices must be in [0, {num}), got {lo if lo < 0 else hi})"
-            )
-    if max_norm is not None:
+    if max_norm is not None:  # the renorm reads the rows first: check the indices before it does
+        message = INDEX_OUT_OF_RANGE.format(size=num, value="{value}")
+        check_values((input >= 0) & (input < num), message, IndexError, input)
         _renorm_(weight, input, float(max_norm), float(norm_type))
     return apply(embedding_op, weight, input, padding_idx=padding_idx, scale_grad_by_freq=bool(scale_grad_by_freq))
 
@@ -142,20 +141,14 @@ def one_hot(tensor, num_classes: int = -1):
     """``(*, num_classes)`` int64 tensor with a 1 at each value of ``tensor`` (``-1`` infers ``max + 1``)."""
     if tensor.dtype is not D.int64:
         raise RuntimeError(f"one_hot is only applicable to index tensor of type LongTensor, got {tensor.dtype.name}")
-    if tensor.numel() == 0:
-        if num_classes == -1:
-            raise RuntimeError("one_hot: can not infer total number of classes from empty tensor")
-        return apply(one_hot_op, tensor, num_classes=int(num_classes))
-    if num_classes != -1 and _Tracing.tracer is not None:  # a traced graph cannot read class values
-        return apply(one_hot_op, tensor, num_classes=int(num_classes))
-    with no_grad():
-        lo, hi = int(tensor.min()), int(tensor.max())
-    if lo < 0:
-        raise RuntimeError(f"one_hot: class values must be non-negative, got {lo}")
     if num_classes == -1:
-        num_classes = hi + 1
-    elif hi >= num_classes:
-        raise RuntimeError(f"one_hot: class values must be smaller than num_classes ({num_classes}), got {hi}")
+        if tensor.numel() == 0:
+            raise RuntimeError("one_hot: can not infer total number of classes from empty tensor")
+        with no_grad():  # the output's shape depends on the values: a host read (refused while tracing)
+            num_classes = int(tensor.max()) + 1
+    check_values(tensor >= 0, "one_hot: class values must be non-negative, got {value}", RuntimeError, tensor)
+    message = f"one_hot: class values must be smaller than num_classes ({num_classes}), got {{value}}"
+    check_values(tensor < num_classes, message, RuntimeError, tensor)
     return apply(one_hot_op, tensor, num_classes=int(num_classes))
 
 

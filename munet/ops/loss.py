@@ -7,9 +7,9 @@ gradient, double gradient and compiled form come from those ops. Semantics follo
 divides by the summed weights of the targets that took part (nan when every target is
 ignored).
 
-Targets are validated on the host in eager mode (class indices out of range raise
-IndexError, probabilities outside [0, 1] raise); a traced graph cannot read data, so those
-checks are skipped while tracing.
+Values are validated by ``check_values`` (``munet/ops/checks.py``), an op of the graph rather
+than a host read, so a class index out of range (IndexError), a probability outside [0, 1] or a
+negative variance raises the same error in eager mode and in a compiled step.
 """
 
 from __future__ import annotations
@@ -19,9 +19,9 @@ import warnings
 
 from munet import _dtype as D
 from munet.ops._autocast import float32_under_autocast
-from munet.ops._registry import _Tracing
 from munet.ops._utils import broadcast_shapes, is_tensor
 from munet.ops.activation import log_softmax, logsigmoid
+from munet.ops.checks import check_values
 from munet.ops.distance import pairwise_distance
 from munet.ops.elementwise import where as _where
 
@@ -99,15 +99,6 @@ def _check_floating(x, role: str, op: str) -> None:
 _NO_IGNORE = -(2**63)
 
 
-def _eager() -> bool:
-    """True unless the compiler is tracing (then tensors hold no data to validate)."""
-    return _Tracing.tracer is None
-
-
-def _host(x):
-    return x.detach().cpu().numpy()
-
-
 def _broadcast_pair(input, target, op: str):
     """Broadcast ``input`` and ``target`` to one shape (PyTorch warns when they differ)."""
     if tuple(input.shape) == tuple(target.shape):
@@ -155,7 +146,7 @@ def _index_target_shape(input) -> tuple:
 
 
 def _check_index_target(input, target, ignore_index: int, op: str) -> None:
-    """Shape, dtype and (eagerly) the range of a class-index target."""
+    """Shape, dtype and the range of a class-index target."""
     want = _index_target_shape(input)
     if tuple(target.shape) != want:
         raise RuntimeError(
@@ -165,15 +156,12 @@ def _check_index_target(input, target, ignore_index: int, op: str) -> None:
         )
     if target.dtype.is_floating_point or target.dtype is D.bool_:
         raise RuntimeError(f"{op}: expected target of class indices with an integer dtype, got {target.dtype.name}")
-    if not _eager() or target.numel() == 0:
-        return
     n_classes = input.shape[0 if input.ndim == 1 else 1]
-    values = _host(target)
-    bad = values[(values != ignore_index) & ((values < 0) | (values >= n_classes))]
-    if bad.size:
-        raise IndexError(
-            f"{op}: target {int(bad.reshape(-1)[0])} is out of bounds for {n_classes} classes (expected 0 <= target < {n_classes})"
-        )
+    ok = (target >= 0) & (target < n_classes)
+    if ignore_index != _NO_IGNORE:
+        ok = ok | (target == ignore_index)
+    message = f"{op}: target {{value}} is out of bounds for {n_classes} classes (expected 0 <= target < {n_classes})"
+    check_values(ok, message, IndexError, target)
 
 
 def _class_targets(target, weight, ignore_index: int, dtype):
@@ -391,10 +379,7 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
             f"{op}: using a target size ({list(target.shape)}) that is different to the input size "
             f"({list(input.shape)}) is not supported; please ensure they have the same size"
         )
-    if _eager() and input.numel():
-        values = _host(input)
-        if not ((values >= 0) & (values <= 1)).all():
-            raise RuntimeError(f"{op}: all elements of input should be between 0 and 1")
+    check_values((input >= 0) & (input <= 1), f"{op}: all elements of input should be between 0 and 1")
     log_x = _clamped_log(input)
     log_1mx = _clamped_log(1 - input)
     loss = -(target * log_x + (1 - target) * log_1mx)
@@ -528,8 +513,7 @@ def gaussian_nll_loss(input, target, var, full: bool = False, eps: float = 1e-6,
 
         var = full_like(input, float(var))
     else:
-        if _eager() and var.numel() and (_host(var) < 0).any():
-            raise ValueError(f"{op}: var has negative entry/entries")
+        check_values(~(var < 0), f"{op}: var has negative entry/entries", ValueError)
         var = _gaussian_var_shape(input, var, op)
     _check_reduction(reduction, op)
     clamped = _clamp_keep_grad(var, eps)

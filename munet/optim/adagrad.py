@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from munet.autograd.grad_mode import no_grad
 from munet.ops.creation import full_like
-from munet.optim.optimizer import Optimizer, like_param, step_count, step_counter
+from munet.optim.parameterwise import ParameterwiseOptimizer, check_nonnegative, like_param, step_count, step_counter
 
 
-class Adagrad(Optimizer):
+class Adagrad(ParameterwiseOptimizer):
     """PyTorch's ``torch.optim.Adagrad``."""
 
     def __init__(
@@ -24,15 +23,13 @@ class Adagrad(Optimizer):
         differentiable: bool = False,
         fused=None,
     ):
-        for name, value in (
+        check_nonnegative(
             ("learning rate", lr),
             ("lr_decay value", lr_decay),
             ("weight_decay value", weight_decay),
             ("initial_accumulator_value value", initial_accumulator_value),
             ("epsilon value", eps),
-        ):
-            if value < 0.0:
-                raise ValueError(f"Invalid {name}: {value}")
+        )
         defaults = dict(
             lr=lr,
             lr_decay=lr_decay,
@@ -45,22 +42,15 @@ class Adagrad(Optimizer):
             fused=fused,
         )
         super().__init__(params, defaults)
-        for group in self.param_groups:
+        for group in self.param_groups:  # PyTorch creates Adagrad's state with the optimizer
             for p in group["params"]:
-                state = self.state[p]
-                state["step"] = step_counter()
-                state["sum"] = full_like(p, group["initial_accumulator_value"])
+                self.state[p].update(self.init_state(p, group))
 
-    @no_grad()
-    def step(self, closure=None):
-        loss = self._run_closure(closure)
-        for group in self.param_groups:
-            lr, lr_decay, eps = group["lr"], group["lr_decay"], group["eps"]
-            for p, grad in self._grads(group):
-                state = self.state[p]
-                state["step"].add_(1)
-                grad = self._weight_decay(p, grad, group)
-                state["sum"].addcmul_(grad, grad, value=1)
-                std = state["sum"].sqrt().add_(eps)
-                p.sub_(grad / std * like_param(lr / (1 + (step_count(state) - 1) * lr_decay), p))
-        return loss
+    def init_state(self, p, group) -> dict:
+        return {"step": step_counter(), "sum": full_like(p, group["initial_accumulator_value"])}
+
+    def update(self, p, grad, state, group) -> None:
+        state["sum"].addcmul_(grad, grad, value=1)
+        std = state["sum"].sqrt().add_(group["eps"])
+        clr = group["lr"] / (1 + (step_count(state) - 1) * group["lr_decay"])
+        p.sub_(grad / std * like_param(clr, p))

@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-from munet.autograd.grad_mode import no_grad
 from munet.ops.creation import zeros_like
 from munet.ops.elementwise import maximum
 from munet.ops.elementwise_math import pow as _pow
-from munet.optim.optimizer import Optimizer, like_param, step_count, step_counter
+from munet.optim.parameterwise import ParameterwiseOptimizer, like_param, step_count, step_counter
 
 
-def check_adam_hyperparameters(lr, betas, eps, weight_decay) -> None:
-    """Raise ``ValueError`` like PyTorch for the hyperparameters the Adam family shares."""
+def adam_defaults(lr, betas, eps, weight_decay, **options) -> dict:
+    """The defaults of an Adam-family optimizer: the shared hyperparameters, checked (``ValueError``
+    as PyTorch words it), then ``options`` in their order."""
     if not 0.0 <= lr:
         raise ValueError(f"Invalid learning rate: {lr}")
     if not 0.0 <= eps:
@@ -21,6 +21,7 @@ def check_adam_hyperparameters(lr, betas, eps, weight_decay) -> None:
         raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
     if not 0.0 <= weight_decay:
         raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+    return dict(lr=lr, betas=tuple(betas), eps=eps, weight_decay=weight_decay, **options)
 
 
 def update_moments(exp_avg, exp_avg_sq, grad, beta1: float, beta2: float) -> None:
@@ -29,7 +30,7 @@ def update_moments(exp_avg, exp_avg_sq, grad, beta1: float, beta2: float) -> Non
     exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
 
 
-class Adam(Optimizer):
+class Adam(ParameterwiseOptimizer):
     """PyTorch's ``torch.optim.Adam`` (``decoupled_weight_decay=True`` is AdamW)."""
 
     def __init__(
@@ -48,12 +49,11 @@ class Adam(Optimizer):
         fused=None,
         decoupled_weight_decay: bool = False,
     ):
-        check_adam_hyperparameters(lr, betas, eps, weight_decay)
-        defaults = dict(
-            lr=lr,
-            betas=tuple(betas),
-            eps=eps,
-            weight_decay=weight_decay,
+        defaults = adam_defaults(
+            lr,
+            betas,
+            eps,
+            weight_decay,
             amsgrad=amsgrad,
             maximize=maximize,
             foreach=foreach,
@@ -64,42 +64,26 @@ class Adam(Optimizer):
         )
         super().__init__(params, defaults)
 
-    @no_grad()
-    def step(self, closure=None):
-        loss = self._run_closure(closure)
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            lr, eps = group["lr"], group["eps"]
-            for p, grad in self._grads(group):
-                state = self.state[p]
-                if not state:
-                    state["step"] = step_counter()
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_avg_sq"] = zeros_like(p)
-                    if group["amsgrad"]:
-                        state["max_exp_avg_sq"] = zeros_like(p)
-                state["step"].add_(1)
-                grad = self._weight_decay(p, grad, group)
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
-                _update(p, state, exp_avg, exp_avg_sq, group, beta1, beta2, lr, eps)
-        return loss
+    def init_state(self, p, group) -> dict:
+        state = {"step": step_counter(), "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"] = zeros_like(p)
+        return state
 
-
-def _update(p, state, exp_avg, exp_avg_sq, group, beta1, beta2, lr, eps) -> None:
-    """The bias-corrected step from tensor state (PyTorch's capturable formulation): the same
-    code runs eagerly and under ``munet.compile``, where the step count is traced state."""
-
-    # float64, then float32: the same numbers as eager's host arithmetic on the step count
-    step = step_count(state)
-    bias_correction1 = 1 - _pow(beta1, step)
-    # on another device than the cpu step count: computed on the cpu, then moved as eager's floats are
-    bias_correction2_sqrt = like_param((1 - _pow(beta2, step)).sqrt(), p)
-    if group["amsgrad"]:
-        state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
-        exp_avg_sq = state["max_exp_avg_sq"]
-    denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(eps)
-    p.sub_(exp_avg / denom * like_param(lr / bias_correction1, p))
+    def update(self, p, grad, state, group) -> None:
+        beta1, beta2 = group["betas"]
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
+        # float64, then float32: the same numbers as eager's host arithmetic on the step count
+        step = step_count(state)
+        bias_correction1 = 1 - _pow(beta1, step)
+        # on another device than the cpu step count: computed on the cpu, then moved as eager's floats are
+        bias_correction2_sqrt = like_param((1 - _pow(beta2, step)).sqrt(), p)
+        if group["amsgrad"]:
+            state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
+            exp_avg_sq = state["max_exp_avg_sq"]
+        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(group["eps"])
+        p.sub_(exp_avg / denom * like_param(group["lr"] / bias_correction1, p))
 
 
 class AdamW(Adam):

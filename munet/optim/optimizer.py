@@ -96,25 +96,6 @@ class Optimizer:
     def step(self, closure: Callable | None = None):
         raise NotImplementedError(f"{type(self).__name__} does not implement step()")
 
-    @staticmethod
-    def _grads(group: dict):
-        """The group's ``(param, gradient)`` pairs, gradient negated when the group maximizes."""
-        maximize = group.get("maximize", False)
-        for p in group["params"]:
-            if p.grad is not None:
-                yield p, (-p.grad if maximize else p.grad)
-
-    @staticmethod
-    def _weight_decay(p: Tensor, grad: Tensor, group: dict) -> Tensor:
-        """L2 penalty added to the gradient, or (decoupled) applied to the parameter in place."""
-        wd = group["weight_decay"]
-        if wd == 0:
-            return grad
-        if group.get("decoupled_weight_decay", False):
-            p.mul_(1 - group["lr"] * wd)
-            return grad
-        return grad.add(p, alpha=wd)
-
     def _run_closure(self, closure):
         if closure is None:
             return None
@@ -205,28 +186,6 @@ class Optimizer:
         from munet.utils.hooks import RemovableHandle
 
         return RemovableHandle.add(self._step_post_hooks, hook)
-
-
-def step_counter() -> Tensor:
-    """A fresh per-parameter step count: a float32 scalar tensor, as in PyTorch's state dicts."""
-    from munet import _dtype as D
-    from munet.ops.creation import tensor
-
-    return tensor(0.0, dtype=D.float32)
-
-
-def step_count(state) -> Tensor:
-    """``state["step"]`` as a float64 tensor: bias corrections computed from it with tensor ops
-    round as host float arithmetic does, and run the same eagerly and under ``munet.compile``
-    (PyTorch's ``capturable`` formulation)."""
-    from munet import _dtype as D
-
-    return state["step"].to(D.float64)
-
-
-def like_param(x: Tensor, p: Tensor) -> Tensor:
-    """A float64 coefficient computed from the step count, in ``p``'s dtype on ``p``'s device."""
-    return x.to(p.dtype).to(p.device)
 
 
 def _with_step_hooks(step):

@@ -2,15 +2,14 @@
 
 from __future__ import annotations
 
-from munet.autograd.grad_mode import no_grad
 from munet.ops.creation import zeros_like
 from munet.ops.elementwise import where
 from munet.ops.elementwise_math import pow as _pow
-from munet.optim.adam import check_adam_hyperparameters, update_moments
-from munet.optim.optimizer import Optimizer, like_param, step_count, step_counter
+from munet.optim.adam import adam_defaults, update_moments
+from munet.optim.parameterwise import ParameterwiseOptimizer, like_param, step_count, step_counter
 
 
-class RAdam(Optimizer):
+class RAdam(ParameterwiseOptimizer):
     """PyTorch's ``torch.optim.RAdam``."""
 
     def __init__(
@@ -27,12 +26,11 @@ class RAdam(Optimizer):
         capturable: bool = False,
         differentiable: bool = False,
     ):
-        check_adam_hyperparameters(lr, betas, eps, weight_decay)
-        defaults = dict(
-            lr=lr,
-            betas=tuple(betas),
-            eps=eps,
-            weight_decay=weight_decay,
+        defaults = adam_defaults(
+            lr,
+            betas,
+            eps,
+            weight_decay,
             maximize=maximize,
             foreach=foreach,
             capturable=capturable,
@@ -41,37 +39,23 @@ class RAdam(Optimizer):
         )
         super().__init__(params, defaults)
 
-    @no_grad()
-    def step(self, closure=None):
-        loss = self._run_closure(closure)
-        for group in self.param_groups:
-            beta1, beta2 = group["betas"]
-            lr, eps = group["lr"], group["eps"]
-            for p, grad in self._grads(group):
-                state = self.state[p]
-                if not state:
-                    state["step"] = step_counter()
-                    state["exp_avg"] = zeros_like(p)
-                    state["exp_avg_sq"] = zeros_like(p)
-                state["step"].add_(1)
-                grad = self._weight_decay(p, grad, group)
-                exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
-                update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
-                _update(p, state, exp_avg, exp_avg_sq, beta1, beta2, lr, eps)
-        return loss
+    def init_state(self, p, group) -> dict:
+        return {"step": step_counter(), "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
 
-
-def _update(p, state, exp_avg, exp_avg_sq, beta1, beta2, lr, eps) -> None:
-    """``step``'s update with the step count as a tensor: both of eager's branches are computed
-    and ``where(rho_t > 5, ...)`` picks one (the rectified one is NaN where it is not picked)."""
-
-    step = step_count(state)
-    bias_correction1 = 1 - _pow(beta1, step)
-    bias_correction2 = 1 - _pow(beta2, step)
-    corrected = exp_avg / like_param(bias_correction1, p)
-    rho_inf = 2 / (1 - beta2) - 1
-    rho_t = rho_inf - 2 * step * _pow(beta2, step) / bias_correction2
-    rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)).sqrt()
-    adaptive_lr = like_param(bias_correction2.sqrt(), p) / exp_avg_sq.sqrt().add_(eps)
-    rectified = corrected * lr * adaptive_lr * like_param(rect, p)
-    p.add_(where((rho_t > 5.0).to(p.device), rectified, corrected * lr), alpha=-1.0)
+    def update(self, p, grad, state, group) -> None:
+        """The step count is a tensor: both of eager's branches are computed and
+        ``where(rho_t > 5, ...)`` picks one (the rectified one is NaN where it is not picked)."""
+        beta1, beta2 = group["betas"]
+        lr = group["lr"]
+        exp_avg, exp_avg_sq = state["exp_avg"], state["exp_avg_sq"]
+        update_moments(exp_avg, exp_avg_sq, grad, beta1, beta2)
+        step = step_count(state)
+        bias_correction1 = 1 - _pow(beta1, step)
+        bias_correction2 = 1 - _pow(beta2, step)
+        corrected = exp_avg / like_param(bias_correction1, p)
+        rho_inf = 2 / (1 - beta2) - 1
+        rho_t = rho_inf - 2 * step * _pow(beta2, step) / bias_correction2
+        rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)).sqrt()
+        adaptive_lr = like_param(bias_correction2.sqrt(), p) / exp_avg_sq.sqrt().add_(group["eps"])
+        rectified = corrected * lr * adaptive_lr * like_param(rect, p)
+        p.add_(where((rho_t > 5.0).to(p.device), rectified, corrected * lr), alpha=-1.0)

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-from munet.autograd.grad_mode import no_grad
 from munet.ops.creation import zeros_like
-from munet.optim.optimizer import Optimizer, step_counter
+from munet.optim.parameterwise import ParameterwiseOptimizer, check_nonnegative, step_counter
 
 
-class RMSprop(Optimizer):
+class RMSprop(ParameterwiseOptimizer):
     """PyTorch's ``torch.optim.RMSprop``."""
 
     def __init__(
@@ -24,15 +23,13 @@ class RMSprop(Optimizer):
         maximize: bool = False,
         differentiable: bool = False,
     ):
-        for name, value in (
+        check_nonnegative(
             ("learning rate", lr),
             ("epsilon value", eps),
             ("momentum value", momentum),
             ("weight_decay value", weight_decay),
             ("alpha value", alpha),
-        ):
-            if value < 0.0:
-                raise ValueError(f"Invalid {name}: {value}")
+        )
         defaults = dict(
             lr=lr,
             alpha=alpha,
@@ -47,35 +44,27 @@ class RMSprop(Optimizer):
         )
         super().__init__(params, defaults)
 
-    @no_grad()
-    def step(self, closure=None):
-        loss = self._run_closure(closure)
-        for group in self.param_groups:
-            lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
-            momentum, centered = group["momentum"], group["centered"]
-            for p, grad in self._grads(group):
-                state = self.state[p]
-                if not state:
-                    state["step"] = step_counter()
-                    state["square_avg"] = zeros_like(p)
-                    if momentum > 0:
-                        state["momentum_buffer"] = zeros_like(p)
-                    if centered:
-                        state["grad_avg"] = zeros_like(p)
-                state["step"].add_(1)
-                grad = self._weight_decay(p, grad, group)
-                square_avg = state["square_avg"]
-                square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
-                if centered:
-                    grad_avg = state["grad_avg"]
-                    grad_avg.lerp_(grad, 1 - alpha)
-                    avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_().add_(eps)
-                else:
-                    avg = square_avg.sqrt().add_(eps)
-                if momentum > 0:
-                    buf = state["momentum_buffer"]
-                    buf.mul_(momentum).addcdiv_(grad, avg)
-                    p.add_(buf, alpha=-lr)
-                else:
-                    p.addcdiv_(grad, avg, value=-lr)
-        return loss
+    def init_state(self, p, group) -> dict:
+        state = {"step": step_counter(), "square_avg": zeros_like(p)}
+        if group["momentum"] > 0:
+            state["momentum_buffer"] = zeros_like(p)
+        if group["centered"]:
+            state["grad_avg"] = zeros_like(p)
+        return state
+
+    def update(self, p, grad, state, group) -> None:
+        lr, alpha, eps = group["lr"], group["alpha"], group["eps"]
+        square_avg = state["square_avg"]
+        square_avg.mul_(alpha).addcmul_(grad, grad, value=1 - alpha)
+        if group["centered"]:
+            grad_avg = state["grad_avg"]
+            grad_avg.lerp_(grad, 1 - alpha)
+            avg = square_avg.addcmul(grad_avg, grad_avg, value=-1).sqrt_().add_(eps)
+        else:
+            avg = square_avg.sqrt().add_(eps)
+        if group["momentum"] > 0:
+            buf = state["momentum_buffer"]
+            buf.mul_(group["momentum"]).addcdiv_(grad, avg)
+            p.add_(buf, alpha=-lr)
+        else:
+            p.addcdiv_(grad, avg, value=-lr)

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-from munet.autograd.grad_mode import no_grad
-from munet.optim.optimizer import Optimizer
+from munet.optim.parameterwise import ParameterwiseOptimizer, check_nonnegative
 
 
-class SGD(Optimizer):
+class SGD(ParameterwiseOptimizer):
     """PyTorch's ``torch.optim.SGD`` (single-tensor update rule, same defaults)."""
 
     def __init__(
@@ -23,12 +22,7 @@ class SGD(Optimizer):
         differentiable: bool = False,
         fused=None,
     ):
-        if lr < 0.0:
-            raise ValueError(f"Invalid learning rate: {lr}")
-        if momentum < 0.0:
-            raise ValueError(f"Invalid momentum value: {momentum}")
-        if weight_decay < 0.0:
-            raise ValueError(f"Invalid weight_decay value: {weight_decay}")
+        check_nonnegative(("learning rate", lr), ("momentum value", momentum), ("weight_decay value", weight_decay))
         if nesterov and (momentum <= 0 or dampening != 0):
             raise ValueError("Nesterov momentum requires a momentum and zero dampening")
         defaults = dict(
@@ -44,22 +38,13 @@ class SGD(Optimizer):
         )
         super().__init__(params, defaults)
 
-    @no_grad()
-    def step(self, closure=None):
-        loss = self._run_closure(closure)
-        for group in self.param_groups:
-            lr, momentum, dampening = group["lr"], group["momentum"], group["dampening"]
-            nesterov = group["nesterov"]
-            for p, grad in self._grads(group):
-                grad = self._weight_decay(p, grad, group)
-                if momentum != 0:
-                    state = self.state[p]
-                    buf = state.get("momentum_buffer")
-                    if buf is None:
-                        buf = grad.clone().detach()
-                        state["momentum_buffer"] = buf
-                    else:
-                        buf.mul_(momentum).add_(grad, alpha=1 - dampening)
-                    grad = grad.add(buf, alpha=momentum) if nesterov else buf
-                p.add_(grad, alpha=-lr)
-        return loss
+    def update(self, p, grad, state, group) -> None:
+        momentum = group["momentum"]
+        if momentum != 0:
+            buf = state.get("momentum_buffer")
+            if buf is None:  # the first step's buffer is its (decayed) gradient, as in PyTorch
+                buf = state["momentum_buffer"] = grad.clone().detach()
+            else:
+                buf.mul_(momentum).add_(grad, alpha=1 - group["dampening"])
+            grad = grad.add(buf, alpha=momentum) if group["nesterov"] else buf
+        p.add_(grad, alpha=-group["lr"])

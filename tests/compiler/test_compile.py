@@ -278,14 +278,34 @@ def test_data_dependent_shapes_raise_the_host_read_error_naming_the_line(index):
 @pytest.mark.parametrize(
     "name, fn, index, expected",
     [
-        ("embedding", lambda w, i: F.embedding(i, w), [1, 7], "embedding: index 7 is out of bounds"),
-        ("embedding", lambda w, i: F.embedding(i, w), [1, -1], "embedding: index -1 is out of bounds"),
-        ("one_hot", lambda w, i: F.one_hot(i, 5) * 1.0, [1, 5], "one_hot: class values must be in [0, num_classes=5"),
-        ("one_hot", lambda w, i: F.one_hot(i, 5) * 1.0, [-2, 1], "one_hot: class values must be in [0, num_classes=5"),
+        (
+            "embedding",
+            lambda w, i: F.embedding(i, w),
+            [1, 7],
+            "embedding: index out of range in self (indices must be in [0, 5), got 7)",
+        ),
+        (
+            "embedding",
+            lambda w, i: F.embedding(i, w),
+            [1, -1],
+            "embedding: index out of range in self (indices must be in [0, 5), got -1)",
+        ),
+        (
+            "one_hot",
+            lambda w, i: F.one_hot(i, 5) * 1.0,
+            [1, 5],
+            "one_hot: class values must be smaller than num_classes (5), got 5",
+        ),
+        ("one_hot", lambda w, i: F.one_hot(i, 5) * 1.0, [-2, 1], "one_hot: class values must be non-negative, got -2"),
         ("gather", lambda w, i: w.gather(0, i.unsqueeze(1).expand(2, 3)), [0, 5], "gather: index 5 is out of bounds"),
         ("index_select", lambda w, i: w.index_select(0, i), [9, 0], "index_select: index 9 is out of bounds"),
         ("take", lambda w, i: munet.take(w, i), [15, 0], "take: index 15 is out of bounds"),
-        ("cross_entropy", lambda w, i: F.cross_entropy(w[:2], i), [0, 3], "gather: index 3 is out of bounds"),
+        (
+            "cross_entropy",
+            lambda w, i: F.cross_entropy(w[:2], i),
+            [0, 3],
+            "cross_entropy: target 3 is out of bounds for 3 classes",
+        ),
     ],
 )
 def test_out_of_range_indices_at_run_time_name_the_op(name, fn, index, expected):

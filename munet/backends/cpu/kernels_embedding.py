@@ -1,7 +1,8 @@
 """CPU kernels for embedding lookup, its scatter-add gradient, and one_hot.
 
-The kernels check their indices themselves (``F.embedding`` and ``F.one_hot`` check them too,
-before tracing can hide the values): a compiled step raises the op's error, not NumPy's.
+The kernels check their indices themselves, so eager calls and compiled steps raise the same error
+(``F.embedding`` reads no index value on the host; ``F.one_hot`` reads the largest only to infer
+``num_classes``).
 """
 
 from __future__ import annotations
@@ -11,11 +12,12 @@ import numpy as np
 from munet.backends.cpu.kernels_indexing import check_bounds
 from munet.backends.cpu.kernels_reduce import acc_dtype
 from munet.backends.cpu.registry import kernel
+from munet.ops.embedding import INDEX_OUT_OF_RANGE
 
 
 @kernel("embedding")
 def embedding(weight, indices, *, padding_idx, scale_grad_by_freq):
-    check_bounds(indices, weight.shape[0], 0, "embedding", wrap=False)
+    check_bounds(indices, weight.shape[0], 0, "embedding", wrap=False, message=INDEX_OUT_OF_RANGE)
     return np.take(weight, indices, axis=0)
 
 

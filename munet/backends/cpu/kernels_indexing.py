@@ -14,14 +14,18 @@ from munet.backends.cpu.registry import kernel
 from munet.ops.indexing import IndexOutOfRangeError
 
 
-def check_bounds(index: np.ndarray, size: int, dim: int, caller: str, wrap: bool) -> None:
+def check_bounds(index: np.ndarray, size: int, dim: int, caller: str, wrap: bool, message: str | None = None) -> None:
+    """Raise :class:`IndexOutOfRangeError` for an index outside ``[-size, size)`` (``wrap``) or ``[0, size)``;
+    ``message`` (a template naming ``{value}`` and ``{size}``) replaces the usual wording."""
     if index.size == 0:
         return
     low = -size if wrap else 0
     lo, hi = index.min(), index.max()
     if lo < low or hi >= size:
         bad = int(lo) if lo < low else int(hi)
-        raise IndexOutOfRangeError(f"{caller}: index {bad} is out of bounds for dimension {dim} with size {size}")
+        if message is None:
+            message = f"{caller}: index {{value}} is out of bounds for dimension {dim} with size {{size}}"
+        raise IndexOutOfRangeError(message.format(value=bad, size=size))
 
 
 def _key(shape, indices, positions, caller: str, wrap: bool) -> tuple:

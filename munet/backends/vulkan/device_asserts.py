@@ -1,7 +1,7 @@
 """Device-side index checks: a fault record written by kernels, raised at the next synchronization.
 
 A kernel that reads indices from a tensor (gather, scatter, index, index_put, embedding, the
-sorter of searchsorted) is dispatched through :meth:`DeviceAsserts.dispatch`, which binds the
+sorter of searchsorted), and the value checks of the ``check`` op, are dispatched through :meth:`DeviceAsserts.dispatch`, which binds the
 runtime's fault record (three u32 words) read-write after its buffers. The kernel tests each
 index with the WGSL helper ``index_out_of_range(v, given, size, site)`` (:data:`INDEX_FAULT`) and
 reads or writes nothing for an index out of range. The first
@@ -14,7 +14,8 @@ kernel as a parameter word, so the pipeline does not depend on the message.
 The runtime's host reads (and its ``synchronize()`` fence) go through :meth:`DeviceAsserts.read`,
 which, if a checked kernel was recorded since the last read, copies the record (12 bytes) back in the same
 round trip as the data; :meth:`DeviceAsserts.check`, called next, clears a set record and raises
-it as :class:`IndexOutOfRangeError`, the cpu backend's error. So, as with CUDA's device-side
+it as its site's error (:class:`IndexOutOfRangeError`, the cpu backend's, for an index; the error of a
+``check`` op's value check, ``kernels_checks.py``). So, as with CUDA's device-side
 asserts, the error surfaces at the next synchronization, not at the op.
 ``MUNET_VULKAN_LAUNCH_BLOCKING=1`` (CUDA_LAUNCH_BLOCKING's analog) synchronizes after each
 checked kernel, so the op that caused the error raises it.
@@ -65,8 +66,8 @@ class DeviceAsserts:
         self.runtime = runtime
         self.blocking = os.environ.get("MUNET_VULKAN_LAUNCH_BLOCKING") == "1"
         self._buffer: DeviceBuffer | None = None
-        self._sites: dict[str, int] = {}
-        self._messages: list[str] = []
+        self._sites: dict[tuple, int] = {}
+        self._messages: list[tuple[str, type]] = []  # (template, the error class it raises)
         self._armed = False  # a kernel bound the record since the last read of it
         self._fetched: bytes | None = None  # the record as the last read() copied it back
 
@@ -83,16 +84,16 @@ class DeviceAsserts:
             self._buffer = DeviceBuffer(Block(gpu, _RECORD.size, 0, rt), 3, D.int32)  # address 0: no allocator block
         return self._buffer
 
-    def site(self, message: str) -> int:
-        """The id (a u32 word, never 0) a kernel passes to ``index_fault`` to raise ``message``.
+    def site(self, message: str, error: type = IndexOutOfRangeError) -> int:
+        """The id (a u32 word, never 0) a kernel passes to ``index_fault`` to raise ``error(message)``.
 
         ``message`` may use ``{value}`` (the bad index) and ``{size}``; see :func:`out_of_bounds`.
         """
         with self.runtime.lock:
-            found = self._sites.get(message)
+            found = self._sites.get((message, error))
             if found is None:
-                self._messages.append(message)
-                found = self._sites[message] = len(self._messages)
+                self._messages.append((message, error))
+                found = self._sites[(message, error)] = len(self._messages)
             return found
 
     def dispatch(self, source: str, buffers, writable, params, groups) -> None:
@@ -140,10 +141,11 @@ class DeviceAsserts:
             except Exception as exc:
                 self.runtime.check_lost(exc)
                 raise
-            message = self._messages[site - 1].format(value=value, size=size)
+            template, error = self._messages[site - 1]
+            message = template.format(value=value, size=size)
             if not self.blocking:
                 message += (
                     f" (raised by {self.runtime.label} at the first synchronization after the kernel ran; "
                     "MUNET_VULKAN_LAUNCH_BLOCKING=1 raises it at the op)"
                 )
-            raise IndexOutOfRangeError(message)
+            raise error(message)

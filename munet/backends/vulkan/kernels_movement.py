@@ -25,6 +25,7 @@ from munet.backends.vulkan.device_asserts import FAULT_DECLARATION, INDEX_FAULT
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, _decompose, bindings, elementwise, scalar_word
+from munet.ops.embedding import INDEX_OUT_OF_RANGE
 
 _HEAD = f"""@compute @workgroup_size({WORKGROUP})
 fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
@@ -164,10 +165,6 @@ def one_hot(rt, x, *, num_classes):
     return elementwise(rt, "a == i32(idx % b)", [expanded, Scalar("u32", num_classes)], out, cond=True)
 
 
-# The message of an embedding index out of range (as the eager check in munet/ops/embedding.py words it).
-_EMBEDDING_FAULT = "embedding: index out of range in self (indices must be in [0, {size}), got {value})"
-
-
 def _embedding_source(kind: str) -> str:
     # P: [numel, dim, w_off, w_s0, w_s1, num_weights, idx_off, fault site]
     return f"""{bindings(kind, [kind, "i32"])}
@@ -191,7 +188,7 @@ def embedding(rt, weight, indices, *, padding_idx, scale_grad_by_freq):
     idx = contiguous(rt, indices)
     params = [out.size, dim, weight.offset, weight.strides[0], weight.strides[1], weight.shape[0], idx.offset]
     buffers = [out.buffer, weight.buffer, idx.buffer]
-    params.append(rt.asserts.site(_EMBEDDING_FAULT))
+    params.append(rt.asserts.site(INDEX_OUT_OF_RANGE))
     rt.asserts.dispatch(
         _embedding_source(kind), buffers, [True, False, False], params, rt.grid(-(-out.size // WORKGROUP))
     )

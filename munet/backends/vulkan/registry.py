@@ -25,6 +25,7 @@ def kernel(*names: str):
 
 from munet.backends.vulkan import (  # noqa: E402,F401
     kernels_activation,
+    kernels_checks,
     kernels_conv,
     kernels_core,
     kernels_elementwise,
