@@ -4,13 +4,15 @@ over the columns with every step vectorized over the batch (and the right-hand s
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from munet.backends.cpu.registry import kernel
 
 
 def _flat(a: np.ndarray) -> np.ndarray:
-    return a.reshape((-1,) + a.shape[-2:])
+    return a.reshape((math.prod(a.shape[:-2]),) + a.shape[-2:])
 
 
 @kernel("linalg_solve_triangular")
@@ -75,7 +77,8 @@ def lu_factor_ex(a):
         lu[:, j + 1 :, j] /= np.where(pivot == 0, 1, pivot)[:, None]  # a zero pivot column stays (LAPACK's)
         lu[:, j + 1 :, j + 1 :] -= lu[:, j + 1 :, j, None] * lu[:, j, None, j + 1 :]
     zero = np.diagonal(lu, axis1=-2, axis2=-1) == 0
-    info = np.where(zero.any(-1), zero.argmax(-1) + 1, 0).astype(np.int32)
+    first = zero.argmax(-1) if k else np.zeros(len(lu), np.int64)
+    info = np.where(zero.any(-1), first + 1, 0).astype(np.int32)
     batch = a.shape[:-2]
     return lu.reshape(a.shape), pivots.reshape(batch + (k,)), info.reshape(batch)
 
@@ -83,7 +86,7 @@ def lu_factor_ex(a):
 @kernel("linalg_lu_permutation")
 def lu_permutation(pivots, *, m):
     pivots = np.asarray(pivots)
-    flat = pivots.reshape(-1, pivots.shape[-1]).astype(np.int64) - 1
+    flat = pivots.reshape(math.prod(pivots.shape[:-1]), pivots.shape[-1]).astype(np.int64) - 1
     perm = np.broadcast_to(np.arange(m), (len(flat), m)).copy()
     rows = np.arange(len(flat))
     for j in range(flat.shape[-1]):
