@@ -114,7 +114,7 @@ def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: boo
     ``upper`` names is read, and its diagonal is taken as ones when ``unitriangular``. Batch dims
     broadcast; a zero on the diagonal gives inf/nan, not an error (as PyTorch's)."""
     attrs = dict(upper=bool(upper), left=bool(left), unitriangular=bool(unitriangular))
-    return _outs(apply(solve_triangular_op, A, B, **attrs), out)
+    return outs(apply(solve_triangular_op, A, B, **attrs), out)
 
 
 # cholesky -------------------------------------------------------------------------------------------
@@ -418,7 +418,7 @@ def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False, out=None)
     L, info = apply(cholesky_ex_op, _mT(A) if upper else A)
     if check_errors:
         raise_for_info("linalg.cholesky_ex", info, _not_positive_definite)
-    return _outs(CholeskyEx(_mT(L) if upper else L, info), out)
+    return outs(CholeskyEx(_mT(L) if upper else L, info), out)
 
 
 def cholesky(A, *, upper: bool = False, out=None):
@@ -427,7 +427,7 @@ def cholesky(A, *, upper: bool = False, out=None):
     check_matrix("linalg.cholesky", A, square=True)
     L, info = apply(cholesky_ex_op, _mT(A) if upper else A)
     raise_for_info("linalg.cholesky", info, _not_positive_definite)
-    return _outs(_mT(L) if upper else L, out)
+    return outs(_mT(L) if upper else L, out)
 
 
 def lu_factor_ex(A, *, pivot: bool = True, check_errors: bool = False, out=None):
@@ -437,7 +437,7 @@ def lu_factor_ex(A, *, pivot: bool = True, check_errors: bool = False, out=None)
     LU, pivots, info = apply(lu_factor_ex_op, A)
     if check_errors:
         raise_for_info("linalg.lu_factor_ex", info, _singular_u)
-    return _outs(LuFactorEx(LU, pivots, info), out)
+    return outs(LuFactorEx(LU, pivots, info), out)
 
 
 def _singular_u(index: int) -> str:
@@ -455,7 +455,7 @@ def lu_factor(A, *, pivot: bool = True, out=None):
     LU, pivots, info = apply(lu_factor_ex_op, A)
     if A.shape[-1] == A.shape[-2]:
         raise_for_info("linalg.lu_factor", info, _singular_u)
-    return _outs(LuFactor(LU, pivots), out)
+    return outs(LuFactor(LU, pivots), out)
 
 
 def lu_unpack(LU_data, LU_pivots, unpack_data: bool = True, unpack_pivots: bool = True, *, out=None):  # noqa: N803 - PyTorch's names
@@ -465,20 +465,20 @@ def lu_unpack(LU_data, LU_pivots, unpack_data: bool = True, unpack_pivots: bool 
     empty = zeros((0,), dtype=LU_data.dtype, device=LU_data.device)
     P = permutation_matrix(lu_permutation(LU_pivots, m), LU_data.dtype) if unpack_pivots else empty
     L, U = unpack_lu(LU_data) if unpack_data else (empty, empty)
-    return _outs(LuUnpack(P, L, U), out)
+    return outs(LuUnpack(P, L, U), out)
 
 
 def lu(A, *, pivot: bool = True, out=None):
     """``(P, L, U)`` with ``A = P L U``: L unit lower (m x k), U upper (k x n), ``k = min(m, n)``."""
     _check_pivot("linalg.lu", pivot)
     LU, pivots, _ = apply(lu_factor_ex_op, A)
-    return _outs(Lu(*lu_unpack(LU, pivots)), out)
+    return outs(Lu(*lu_unpack(LU, pivots)), out)
 
 
 def qr(A, mode: str = "reduced", *, out=None):
     """``(Q, R)`` with ``A = Q R``: ``mode='reduced'`` (Q is m x k), ``'complete'`` (Q is m x m) or
     ``'r'`` (Q empty). Signs follow LAPACK's Householder QR (R's diagonal may be negative)."""
-    return _outs(Qr(*apply(qr_op, A, mode=mode)), out)
+    return outs(Qr(*apply(qr_op, A, mode=mode)), out)
 
 
 def svd(A, full_matrices: bool = True, *, driver=None, out=None):
@@ -486,7 +486,7 @@ def svd(A, full_matrices: bool = True, *, driver=None, out=None):
     distinct nonzero singular values when U or Vh is used; with ``full_matrices`` the extra
     columns of U (rows of Vh) get no gradient, as in PyTorch."""
     _check_driver("linalg.svd", driver)
-    return _outs(Svd(*apply(svd_op, A, full_matrices=bool(full_matrices))), out)
+    return outs(Svd(*apply(svd_op, A, full_matrices=bool(full_matrices))), out)
 
 
 def _check_driver(op: str, driver) -> None:
@@ -499,18 +499,18 @@ def _check_driver(op: str, driver) -> None:
 def svdvals(A, *, driver=None, out=None):
     """The singular values of ``A``, descending; differentiable everywhere they are distinct."""
     _check_driver("linalg.svdvals", driver)
-    return _outs(apply(svd_op, A, full_matrices=False)[1], out)
+    return outs(apply(svd_op, A, full_matrices=False)[1], out)
 
 
 def eigh(A, UPLO: str = "L", *, out=None):  # noqa: N803 - PyTorch's argument name
     """``(eigenvalues, eigenvectors)`` of symmetric ``A`` (only the ``UPLO`` triangle is read),
     eigenvalues ascending. Eigenvector signs are LAPACK's."""
-    return _outs(Eigh(*apply(eigh_op, A, UPLO=UPLO)), out)
+    return outs(Eigh(*apply(eigh_op, A, UPLO=UPLO)), out)
 
 
 def eigvalsh(A, UPLO: str = "L", *, out=None):  # noqa: N803 - PyTorch's argument name
     """The eigenvalues of symmetric ``A``, ascending."""
-    return _outs(apply(eigh_op, A, UPLO=UPLO)[0], out)
+    return outs(apply(eigh_op, A, UPLO=UPLO)[0], out)
 
 
 def _no_complex(op: str):
@@ -529,7 +529,7 @@ eig = _no_complex("linalg.eig")
 eigvals = _no_complex("linalg.eigvals")
 
 
-def _outs(result, out):
+def outs(result, out):
     """Copy ``result`` (a tensor or a tuple of them) into ``out`` when given."""
     if out is None:
         return result

@@ -20,12 +20,12 @@ from munet.ops._registry import apply
 from munet.ops.creation import arange, eye, full, zeros
 from munet.ops.elementwise import clamp_min, where
 from munet.ops.linalg import matmul
-from munet.ops.linalg_factor import _outs as outs
 from munet.ops.linalg_factor import (
     check_matrix,
     eigh_op,
     lu_factor_ex_op,
     lu_permutation,
+    outs,
     permutation_matrix,
     raise_for_info,
     solve_triangular,
