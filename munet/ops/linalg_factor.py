@@ -45,7 +45,7 @@ def check_matrix(op: str, A, role: str = "A", square: bool = False) -> None:
     if A.dtype not in (D.float32, D.float64):
         if A.dtype in (D.float16, D.bfloat16):
             raise RuntimeError(f"{op}: Low precision dtypes not supported. Got {A.dtype.name}")
-        raise RuntimeError(f"{op}: Expected a floating point tensor as input. Got {A.dtype.name}")
+        raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {A.dtype.name}")
     if square and A.shape[-1] != A.shape[-2]:
         raise RuntimeError(
             f"{op}: {role} must be batches of square matrices, but they are {A.shape[-2]} by {A.shape[-1]} matrices"
@@ -436,12 +436,15 @@ def lu_factor_ex(A, *, pivot: bool = True, check_errors: bool = False, out=None)
     _check_pivot("linalg.lu_factor_ex", pivot)
     LU, pivots, info = apply(lu_factor_ex_op, A)
     if check_errors:
-        raise_for_info("linalg.lu_factor_ex", info, _singular_u)
+        raise_for_info("linalg.lu_factor_ex", info, singular_u)
     return outs(LuFactorEx(LU, pivots, info), out)
 
 
-def _singular_u(index: int) -> str:
-    return f"The factorization could not be completed because the input is singular (U[{index}, {index}] is zero)."
+def singular_u(index: int) -> str:
+    return (
+        f"U[{index},{index}] is zero and using it on lu_solve would result in a division by zero. If you still want "
+        "to perform the factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"
+    )
 
 
 def _check_pivot(op: str, pivot) -> None:
@@ -454,7 +457,7 @@ def lu_factor(A, *, pivot: bool = True, out=None):
     _check_pivot("linalg.lu_factor", pivot)
     LU, pivots, info = apply(lu_factor_ex_op, A)
     if A.shape[-1] == A.shape[-2]:
-        raise_for_info("linalg.lu_factor", info, _singular_u)
+        raise_for_info("linalg.lu_factor", info, singular_u)
     return outs(LuFactor(LU, pivots), out)
 
 

@@ -92,7 +92,7 @@ def test_cholesky_not_positive_definite():
     np.testing.assert_allclose(L.numpy()[0], np.linalg.cholesky(a[0]), rtol=1e-12)
     with pytest.raises(RuntimeError, match="A must be batches of square matrices, but they are 2 by 3"):
         LA.cholesky(munet.zeros(2, 3))
-    with pytest.raises(RuntimeError, match="Expected a floating point tensor"):
+    with pytest.raises(RuntimeError, match="Expected a floating point or complex tensor as input. Got int64"):
         LA.cholesky(munet.ones(2, 2, dtype=munet.int64))
     with pytest.raises(RuntimeError, match="at least 2 dimensions"):
         LA.cholesky(munet.ones(2))
@@ -166,7 +166,7 @@ def test_lu_unpack_and_singular():
     for x, y in zip(m, t):
         np.testing.assert_allclose(x.numpy(), y.numpy(), rtol=1e-12)
     singular = np.ones((3, 3))
-    with pytest.raises(RuntimeError, match=r"linalg.lu_factor: .*U\[2, 2\] is zero"):
+    with pytest.raises(RuntimeError, match=r"linalg.lu_factor: U\[2,2\] is zero"):
         LA.lu_factor(munet.tensor(singular))
     info = LA.lu_factor_ex(munet.tensor(singular)).info
     assert int(info) == int(torch.linalg.lu_factor_ex(torch.tensor(singular)).info) == 2

@@ -131,3 +131,22 @@ def eigh(a, *, UPLO):  # noqa: N803 - PyTorch's argument name
     if a.size == 0:
         return np.zeros(a.shape[:-1], a.dtype), np.zeros(a.shape, a.dtype)
     return tuple(np.linalg.eigh(a, UPLO=UPLO))
+
+
+@kernel("linalg_matrix_exp")
+def matrix_exp(a):
+    """Scaling and squaring in float64: ``X = A / 2^s`` with ``||X||_1 <= 1`` per matrix, the Taylor
+    polynomial of degree 18 (remainder below 1/19! < 1e-16), then ``s`` squarings."""
+    a = np.asarray(a)
+    x = _flat(a).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        norm = np.abs(x).sum(-2).max(-1, initial=0.0)
+        s = np.where(np.isfinite(norm) & (norm > 1), np.ceil(np.log2(np.where(norm > 1, norm, 1))), 0).astype(np.int64)
+    x = x / np.exp2(s)[:, None, None]
+    identity = np.eye(a.shape[-1])
+    result = np.broadcast_to(identity, x.shape)
+    for k in range(18, 0, -1):
+        result = identity + np.matmul(x, result) / k
+    for step in range(int(s.max(initial=0))):
+        result = np.where((s > step)[:, None, None], np.matmul(result, result), result)
+    return result.reshape(a.shape).astype(a.dtype)

@@ -1,0 +1,199 @@
+"""Matrix functions and products of ``munet.linalg``: ``matrix_exp`` (a primitive: its number of
+squarings depends on the data, which a traced graph cannot branch on) and composites in public
+ops, whose gradients come from autograd: matrix_power, multi_dot, cross, vecdot, vander (and the
+``linalg.matmul``/``linalg.diagonal`` spellings)."""
+
+from __future__ import annotations
+
+import math
+
+from munet import _dtype as D
+from munet.ops._registry import Meta, apply, define
+from munet.ops._utils import wrap_dim
+from munet.ops.creation import eye, ones, zeros_like
+from munet.ops.elementwise import where
+from munet.ops.linalg import matmul
+from munet.ops.linalg_factor import outs
+from munet.ops.linalg_solve import inv
+from munet.ops.movement import cat
+from munet.ops.movement import diagonal as _diagonal
+from munet.ops.reduce import sum as sum_
+
+__all__ = ["matrix_power", "matrix_exp"]
+__linalg__ = ["matrix_power", "matrix_exp", "multi_dot", "cross", "vecdot", "vander", "matmul", "diagonal"]
+__tensor_methods__ = ["matrix_power", "matrix_exp"]
+
+
+def _check_square(op: str, A) -> None:
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: The input tensor A must have at least 2 dimensions.")
+    if A.shape[-1] != A.shape[-2]:
+        raise RuntimeError(
+            f"{op}: A must be batches of square matrices, but they are {A.shape[-2]} by {A.shape[-1]} matrices"
+        )
+
+
+def matrix_power(A, n: int, *, out=None):
+    """``A`` to the integer power ``n`` by repeated squaring: ``n = 0`` gives the identity (with a
+    zero gradient), ``n < 0`` powers ``inv(A)``. Integer matrices take ``n >= 0``."""
+    _check_square("linalg.matrix_power", A)
+    n = int(n)
+    if n == 0:
+        identity = eye(A.shape[-1], dtype=A.dtype, device=A.device).expand(A.shape)
+        return outs(where(identity == identity, identity, A), out)  # A's gradient: zeros, as PyTorch's
+    if n < 0:
+        A, n = inv(A), -n
+    result, square = None, A
+    while n:
+        if n & 1:
+            result = square if result is None else matmul(result, square)
+        n >>= 1
+        if n:
+            square = matmul(square, square)
+    return outs(result.clone() if result is A else result, out)
+
+
+def _matrix_exp_meta(A):
+    _check_square("linalg.matrix_exp", A)
+    if A.dtype not in (D.float32, D.float64):
+        raise RuntimeError(
+            f"linalg.matrix_exp: Expected a floating point or complex tensor as input. Got {A.dtype.name}"
+        )
+    return Meta(tuple(A.shape), A.dtype)
+
+
+def _matrix_exp_backward(ctx, g):
+    """The Frechet derivative's adjoint: the top-right block of ``exp([[A^T, g], [0, A^T]])``."""
+    At = ctx.saved_tensor("A").transpose(-2, -1)
+    n = At.shape[-1]
+    block = cat([cat([At, g], -1), cat([zeros_like(At), At], -1)], -2)
+    return matrix_exp(block)[..., :n, n:]
+
+
+matrix_exp_op = define(
+    "linalg_matrix_exp",
+    inputs=("A",),
+    meta=_matrix_exp_meta,
+    backward=_matrix_exp_backward,
+    saves=("A",),
+    backward_name="LinalgMatrixExpBackward0",
+)
+
+
+def matrix_exp(A):
+    """``exp(A) = sum_k A^k / k!`` (batched), by scaling and squaring; differentiable, and its
+    gradient is again a matrix exponential (of a block matrix twice A's size)."""
+    return apply(matrix_exp_op, A)
+
+
+def _chain_order(sizes: list[int]) -> list[list[int]]:
+    """The cheapest parenthesization of a matrix chain (classic dynamic programming):
+    ``split[i][j]`` is where the product of matrices i..j splits."""
+    n = len(sizes) - 1
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = math.inf
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + sizes[i] * sizes[k + 1] * sizes[j + 1]
+                if c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+    return split
+
+
+def multi_dot(tensors, *, out=None):
+    """``tensors[0] @ tensors[1] @ ...`` in the order with the fewest multiplications; the first
+    tensor may be 1-D (a row vector) and the last 1-D (a column vector), the others are 2-D."""
+    tensors = list(tensors)
+    if len(tensors) < 2:
+        raise RuntimeError(f"multi_dot(): expected at least 2 tensors but got {len(tensors)}")
+    for i, t in enumerate(tensors):
+        allowed = (1, 2) if i in (0, len(tensors) - 1) else (2,)
+        if t.ndim not in allowed:
+            which = "first" if i == 0 else "last" if i == len(tensors) - 1 else None
+            what = f"the {which} tensor must be 1D or 2D" if which else f"tensor {i} must be 2D"
+            raise RuntimeError(f"multi_dot(): {what} but got {t.ndim}D")
+        if t.dtype is not tensors[0].dtype:
+            raise RuntimeError(
+                f"multi_dot(): all tensors must have be the same dtype but tensor 0 is {tensors[0].dtype.name} "
+                f"and tensor {i} is {t.dtype.name}"
+            )
+    row, col = tensors[0].ndim == 1, tensors[-1].ndim == 1
+    mats = [
+        tensors[0].unsqueeze(0) if row else tensors[0],
+        *tensors[1:-1],
+        tensors[-1].unsqueeze(-1) if col else tensors[-1],
+    ]
+    for i in range(len(mats) - 1):
+        if mats[i].shape[1] != mats[i + 1].shape[0]:
+            raise RuntimeError(
+                f"multi_dot(): tensors {i} and {i + 1} with shapes {list(tensors[i].shape)} and "
+                f"{list(tensors[i + 1].shape)} cannot be multiplied"
+            )
+    split = _chain_order([mats[0].shape[0]] + [m.shape[1] for m in mats])
+
+    def product(i: int, j: int):
+        if i == j:
+            return mats[i]
+        k = split[i][j]
+        return matmul(product(i, k), product(k + 1, j))
+
+    result = product(0, len(mats) - 1)
+    if row:
+        result = result.squeeze(0)
+    if col:
+        result = result.squeeze(-1)
+    return outs(result, out)
+
+
+def _cross(op: str, input, other, dim: int):
+    if input.shape[dim] != 3 or other.shape[dim] != 3:
+        raise RuntimeError(
+            f"{op}: inputs dimension {dim} must have length 3. Got {input.shape[dim]} and {other.shape[dim]}"
+        )
+    a = [input.narrow(dim, i, 1) for i in range(3)]
+    b = [other.narrow(dim, i, 1) for i in range(3)]
+    return cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], dim)
+
+
+def cross(input, other, *, dim: int = -1, out=None):
+    """The 3-D cross product along ``dim``; the other dims broadcast (the ranks must be equal)."""
+    if input.ndim != other.ndim:
+        raise RuntimeError("linalg.cross: inputs must have the same number of dimensions.")
+    d = wrap_dim(dim, input.ndim, "linalg.cross")
+    if input.shape[d] != 3 or other.shape[d] != 3:
+        raise RuntimeError(
+            f"linalg.cross: inputs dimension {dim} must have length 3. Got {input.shape[d]} and {other.shape[d]}"
+        )
+    a = [input.narrow(d, i, 1) for i in range(3)]
+    b = [other.narrow(d, i, 1) for i in range(3)]
+    return outs(cat([a[1] * b[2] - a[2] * b[1], a[2] * b[0] - a[0] * b[2], a[0] * b[1] - a[1] * b[0]], d), out)
+
+
+def vecdot(x, y, *, dim: int = -1, out=None):
+    """``sum(x * y, dim)`` with broadcasting (the conjugate of ``x`` for complex, which MuNet lacks)."""
+    if x.dtype is not y.dtype:
+        raise RuntimeError(
+            f"linalg.vecdot: Expected x and y to have the same dtype, but found x of type {x.dtype.name} and y of type "
+            f"{y.dtype.name} instead"
+        )
+    return outs(sum_(x * y, dim), out)
+
+
+def vander(x, *, N=None):  # noqa: N803 - PyTorch's name
+    """The Vandermonde matrix ``x[..., i] ** j`` for ``j`` in 0..N-1 (N defaults to x's length)."""
+    if x.ndim < 1:
+        raise RuntimeError("linalg.vander: x must have at least one dimension")
+    n = x.shape[-1] if N is None else int(N)
+    if n <= 1:
+        raise RuntimeError(f"linalg.vander: N must be greater than 1, got {n}")
+    powers = x.unsqueeze(-1).expand(tuple(x.shape) + (n - 1,))
+    first = ones(tuple(x.shape) + (1,), dtype=x.dtype, device=x.device)
+    return cat([first, powers], -1).cumprod(-1)
+
+
+def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
+    """``linalg.diagonal``: :func:`munet.diagonal` with the last two dims as defaults."""
+    return _diagonal(A, offset, dim1, dim2)
