@@ -10,17 +10,21 @@ import math
 from munet import _dtype as D
 from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import wrap_dim
-from munet.ops.creation import eye, ones, zeros_like
+from munet.ops.creation import eye, full, ones, zeros_like
 from munet.ops.elementwise import where
 from munet.ops.linalg import matmul
-from munet.ops.linalg_factor import outs
-from munet.ops.linalg_solve import inv
+from munet.ops.linalg_factor import outs, svdvals
+from munet.ops.linalg_norm import matrix_norm
+from munet.ops.linalg_solve import inv, inv_ex, solve
 from munet.ops.movement import cat
 from munet.ops.movement import diagonal as _diagonal
 from munet.ops.reduce import sum as sum_
 
 __all__ = ["matrix_power", "matrix_exp"]
-__linalg__ = ["matrix_power", "matrix_exp", "multi_dot", "cross", "vecdot", "vander", "matmul", "diagonal"]
+__linalg__ = [
+    "matrix_power", "matrix_exp", "multi_dot", "cross", "vecdot", "vander", "matmul", "diagonal", "cond", "tensorinv",
+    "tensorsolve",
+]  # fmt: skip
 __tensor_methods__ = ["matrix_power", "matrix_exp"]
 
 
@@ -197,3 +201,48 @@ def vander(x, *, N=None):  # noqa: N803 - PyTorch's name
 def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
     """``linalg.diagonal``: :func:`munet.diagonal` with the last two dims as defaults."""
     return _diagonal(A, offset, dim1, dim2)
+
+
+def cond(A, p=None, *, out=None):
+    """The condition number ``norm(A, p) * norm(inv(A), p)``: for ``p`` None/2/-2 the ratio of the
+    extreme singular values (any shape), else through the inverse (square A; inf where singular)."""
+    if p in (None, 2, -2):
+        s = svdvals(A)
+        largest, smallest = s[..., 0], s[..., -1]
+        return outs(largest / smallest if p != -2 else smallest / largest, out)
+    _check_square("linalg.cond", A)
+    inverse, info = inv_ex(A)
+    singular = info > 0
+    inverse = where(singular.unsqueeze(-1).unsqueeze(-1), zeros_like(inverse), inverse)  # no inf/nan into the norm
+    result = matrix_norm(A, p) * matrix_norm(inverse, p)
+    return outs(where(singular, full((), math.inf, dtype=result.dtype, device=result.device), result), out)
+
+
+def tensorinv(A, ind: int = 2, *, out=None):
+    """The inverse of ``A`` seen as a matrix of its first ``ind`` dims by the rest (whose sizes
+    must multiply to the same number); the result has shape ``A.shape[ind:] + A.shape[:ind]``."""
+    if ind <= 0:
+        raise RuntimeError(f"linalg.tensorinv: Expected a strictly positive integer for 'ind', but got {ind}")
+    rows, cols = math.prod(A.shape[:ind]), math.prod(A.shape[ind:])
+    if rows != cols:
+        raise RuntimeError(
+            f"linalg.tensorinv: Expected self to satisfy the requirement prod(self.shape[ind:]) == "
+            f"prod(self.shape[:ind]), but got {cols} != {rows}"
+        )
+    result = inv(A.reshape(rows, cols)).reshape(tuple(A.shape[ind:]) + tuple(A.shape[:ind]))
+    return outs(result, out)
+
+
+def tensorsolve(A, B, dims=None, *, out=None):
+    """``X`` with ``tensordot(A, X, X.ndim) = B``: ``A`` seen as a matrix of ``B``'s dims by the
+    rest; ``dims`` of ``A`` are moved to the end first."""
+    if dims is not None:
+        dims = [wrap_dim(d, A.ndim, "linalg.tensorsolve") for d in dims]
+        A = A.movedim(dims, list(range(A.ndim - len(dims), A.ndim)))
+    rest = tuple(A.shape[B.ndim :])
+    if tuple(A.shape[: B.ndim]) != tuple(B.shape) or math.prod(rest) != B.numel():
+        raise RuntimeError(
+            f"linalg.tensorsolve: Expected self to satisfy the requirement prod(self.shape[other.ndim:]) == "
+            f"prod(self.shape[:other.ndim]), got A of shape {list(A.shape)} and B of shape {list(B.shape)}"
+        )
+    return outs(solve(A.reshape(B.numel(), -1), B.reshape(-1)).reshape(rest), out)

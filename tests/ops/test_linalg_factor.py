@@ -273,3 +273,14 @@ def test_eig_refuses_clearly():
         LA.eig(munet.eye(3))
     with pytest.raises(RuntimeError, match="linalg.eigvals: .*complex"):
         LA.eigvals(munet.eye(3))
+
+
+def test_non_finite_input_raises_as_pytorch():
+    nan = munet.full((3, 3), float("nan"), dtype=munet.float64)
+    with pytest.raises(
+        RuntimeError,
+        match="linalg.svd: The algorithm failed to converge because the input matrix contained non-finite values",
+    ):
+        LA.svdvals(nan)
+    with pytest.raises(RuntimeError, match="linalg.eigh: The algorithm failed to converge"):
+        LA.eigh(nan)

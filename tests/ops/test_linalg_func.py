@@ -168,3 +168,32 @@ def test_linalg_names_match_torch():
     assert all(hasattr(torch.linalg, name) for name in expected)
     assert math.isclose(float(munet.linalg.det(munet.eye(3) * 2)), 8.0)
     assert linalg_factor.eig.__name__ == "eig"
+
+
+@pytest.mark.parametrize("p", [None, 2, -2, "fro", "nuc", 1, -1, math.inf, -math.inf])
+def test_cond(p):
+    a = randn(2, 4, 4, dtype="float64", seed=20)
+    # PyTorch's own backward of cond through the inverse fails (it modifies a saved tensor), so
+    # those orders are compared forward and checked by finite differences.
+    through_svd = p in (None, 2, -2)
+    check(lambda x: LA.cond(x, p), lambda x: torch.linalg.cond(x, p), a, grad=through_svd)
+    gradcheck(lambda x: LA.cond(x, p), a[0])
+    singular = np.ones((3, 3))
+    if p not in (None, 2, -2):
+        assert (
+            float(LA.cond(munet.tensor(singular), p)) == float(torch.linalg.cond(torch.tensor(singular), p)) == math.inf
+        )
+
+
+def test_tensorinv_tensorsolve():
+    a = randn(4, 6, 8, 3, dtype="float64", seed=21)
+    check(lambda x: LA.tensorinv(x, ind=2), lambda x: torch.linalg.tensorinv(x, ind=2), a)
+    b = randn(6, 4, dtype="float64", seed=22)
+    c = randn(6, 4, 2, 3, 4, dtype="float64", seed=23)
+    check(LA.tensorsolve, torch.linalg.tensorsolve, c, b)
+    check(
+        lambda x, y: LA.tensorsolve(x, y, dims=(0, 2)), lambda x, y: torch.linalg.tensorsolve(x, y, dims=(0, 2)),
+        randn(6, 4, 8, 3, 4, dtype="float64", seed=24), randn(4, 3, 4, dtype="float64", seed=25),
+    )  # fmt: skip
+    with pytest.raises(RuntimeError, match="linalg.tensorinv: Expected self to satisfy"):
+        LA.tensorinv(munet.ones(2, 3), ind=1)

@@ -122,7 +122,12 @@ def svd(a, *, full_matrices):
         u = _identity_columns(batch, m, u_cols, a.dtype)
         vh = _identity_columns(batch, v_rows, n, a.dtype)
         return u, np.zeros(batch + (k,), a.dtype), vh
-    return tuple(np.linalg.svd(a, full_matrices=full_matrices))
+    try:
+        return tuple(np.linalg.svd(a, full_matrices=full_matrices))
+    except np.linalg.LinAlgError:
+        raise RuntimeError(
+            "linalg.svd: The algorithm failed to converge because the input matrix contained non-finite values."
+        ) from None
 
 
 @kernel("linalg_eigh")
@@ -130,7 +135,13 @@ def eigh(a, *, UPLO):  # noqa: N803 - PyTorch's argument name
     a = np.asarray(a)
     if a.size == 0:
         return np.zeros(a.shape[:-1], a.dtype), np.zeros(a.shape, a.dtype)
-    return tuple(np.linalg.eigh(a, UPLO=UPLO))
+    try:
+        return tuple(np.linalg.eigh(a, UPLO=UPLO))
+    except np.linalg.LinAlgError:
+        raise RuntimeError(
+            "linalg.eigh: The algorithm failed to converge because the input matrix is ill-conditioned or has too "
+            "many repeated eigenvalues"
+        ) from None
 
 
 @kernel("linalg_matrix_exp")
