@@ -3,9 +3,9 @@ factorizations and the triangular solve (``munet/ops/linalg_factor.py``), so the
 come from those ops' rules.
 
 ``solve`` and ``inv`` raise for singular matrices as PyTorch does, by reading LU's ``info`` on
-the host (skipped while ``munet.compile`` traces; ``solve_ex``/``inv_ex`` never read it). The
-gradient of ``det``/``slogdet`` goes through LU, so it is finite only for invertible matrices
-(PyTorch's is finite for singular ones too).
+the host (skipped while ``munet.compile`` traces; ``solve_ex``/``inv_ex`` never read it). ``det`` is
+a primitive whose gradient (the cofactor matrix) stays finite at singular matrices; that of
+``slogdet``/``logdet`` goes through LU (it is infinite there, as the log's is).
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from collections import namedtuple
 import numpy as np
 
 from munet import _dtype as D
-from munet.ops._registry import apply
-from munet.ops.creation import arange, eye, full, zeros
+from munet.ops._registry import Meta, apply, define
+from munet.ops.creation import arange, eye, full, ones, zeros, zeros_like
 from munet.ops.elementwise import clamp_min, where
 from munet.ops.linalg import matmul
 from munet.ops.linalg_factor import (
@@ -32,7 +32,7 @@ from munet.ops.linalg_factor import (
     svd_op,
     unpack_lu,
 )
-from munet.ops.movement import diagonal
+from munet.ops.movement import cat, diagonal
 from munet.ops.reduce import amax, prod
 from munet.ops.reduce import sum as sum_
 
@@ -157,10 +157,48 @@ def _lu_det_parts(op: str, A):
     return sign, diagonal(LU, 0, -2, -1)
 
 
+def _det_meta(A):
+    check_matrix("linalg.det", A, square=True)
+    return Meta(tuple(A.shape[:-2]), A.dtype)
+
+
+def _exclusive_products(S):
+    """``c[..., i] = prod_{j != i} S[..., j]`` without dividing (exact where some S are 0)."""
+    one = ones(tuple(S.shape[:-1]) + (1,), dtype=S.dtype, device=S.device)
+    before = cat([one, S[..., :-1]], -1).cumprod(-1)
+    after = cat([S[..., 1:], one], -1).flip(-1).cumprod(-1).flip(-1)
+    return before * after
+
+
+def _det_backward(ctx, g):
+    """``g * det * A^-T`` (the cofactor matrix) through a solve; where ``det`` is exactly 0 the
+    cofactors come from the SVD instead: ``det(U) det(Vh) U diag(prod_{j != i} s_j) Vh``."""
+    A, d = ctx.saved_tensor("A"), ctx.saved_tensor("result")
+    n = A.shape[-1]
+    if n == 0:
+        return zeros_like(A)
+    scale = (g * d).unsqueeze(-1).unsqueeze(-1)
+    invertible = solve_ex(A.mT, scale * eye(n, dtype=A.dtype, device=A.device)).result
+    U, S, Vh = apply(svd_op, A, full_matrices=False)
+    alpha = g * det(U) * det(Vh)
+    cofactors = matmul(U * (_exclusive_products(S) * alpha.unsqueeze(-1)).unsqueeze(-2), Vh)
+    return where((d == 0).unsqueeze(-1).unsqueeze(-1), cofactors, invertible)
+
+
+det_op = define(
+    "linalg_det",
+    inputs=("A",),
+    meta=_det_meta,
+    backward=_det_backward,
+    saves=("A", "result"),
+    backward_name="LinalgDetBackward0",
+)
+
+
 def det(A, *, out=None):
-    """The determinant of square ``A`` (1 for a 0 x 0 matrix), from its LU factorization."""
-    sign, diag = _lu_det_parts("linalg.det", A)
-    return outs(sign * prod(diag, -1), out)
+    """The determinant of square ``A`` (1 for a 0 x 0 matrix). Its gradient is the cofactor matrix,
+    finite also where ``A`` is singular."""
+    return outs(apply(det_op, A), out)
 
 
 def slogdet(A, *, out=None):

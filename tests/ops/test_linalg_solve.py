@@ -98,6 +98,15 @@ def test_inv_det_gradcheck_and_singular():
         LA.inv(munet.ones(3, 3))
     singular = munet.ones(2, 2, 2)
     assert np.all(LA.det(singular).numpy() == 0)
+    # At a singular matrix the gradient of det is still the cofactor matrix (PyTorch returns zeros here).
+    rank2 = munet.tensor(
+        [[[1.0, 2.0, 3.0], [2.0, 4.0, 6.0], [1.0, 0.0, 1.0]], [[2.0, 0, 0], [0, 3.0, 0], [0, 0, 0]]],
+        dtype=munet.float64,
+        requires_grad=True,
+    )
+    LA.det(rank2).sum().backward()
+    cofactors = [[[4, 4, -4], [-2, -2, 2], [0, 0, 0]], [[0, 0, 0], [0, 0, 0], [0, 0, 6]]]
+    np.testing.assert_allclose(rank2.grad.numpy(), cofactors, atol=1e-12)
     sign, logabs = LA.slogdet(singular)
     assert np.all(sign.numpy() == 0) and np.all(logabs.numpy() == -np.inf)
 

@@ -83,6 +83,11 @@ def lu_factor_ex(a):
     return lu.reshape(a.shape), pivots.reshape(batch + (k,)), info.reshape(batch)
 
 
+@kernel("linalg_det")
+def det(a):
+    return np.asarray(np.linalg.det(a), dtype=np.asarray(a).dtype)
+
+
 @kernel("linalg_lu_permutation")
 def lu_permutation(pivots, *, m):
     pivots = np.asarray(pivots)
