@@ -1,6 +1,7 @@
-"""CPU kernels of the factorizations: NumPy's LAPACK (cholesky, qr, svd, eigh) where NumPy has
-the routine; LU with partial pivoting and triangular substitution, which NumPy lacks, as loops
-over the columns with every step vectorized over the batch (and the right-hand sides)."""
+"""CPU kernels of the factorizations: NumPy's LAPACK (cholesky, qr, svd, eigh, det) where NumPy
+has the routine; LU with partial pivoting (blocked, as LAPACK's) and triangular substitution,
+which NumPy lacks, as loops over the columns with every step vectorized over the batch (and the
+right-hand sides)."""
 
 from __future__ import annotations
 
@@ -61,21 +62,33 @@ def cholesky_ex(a):
         return _cholesky_columns(a)
 
 
+LU_BLOCK = 64  # columns per panel: the trailing update of each panel is one BLAS matmul
+
+
 @kernel("linalg_lu_factor_ex")
 def lu_factor_ex(a):
+    """Right-looking blocked LU with partial pivoting (LAPACK's getrf): each panel of columns is
+    factored column by column, its row swaps are applied to whole rows, then the rows of U to its
+    right come from a unit-lower triangular solve and the trailing matrix from one matmul."""
     a = np.array(a)
     m, n = a.shape[-2:]
     k = min(m, n)
     lu = _flat(a).copy()
     pivots = np.zeros((len(lu), k), np.int32)
     rows = np.arange(len(lu))
-    for j in range(k):
-        p = j + np.argmax(np.abs(lu[:, j:, j]), axis=1)
-        pivots[:, j] = p + 1
-        lu[rows, j], lu[rows, p] = lu[rows, p], lu[rows, j].copy()
-        pivot = lu[:, j, j]
-        lu[:, j + 1 :, j] /= np.where(pivot == 0, 1, pivot)[:, None]  # a zero pivot column stays (LAPACK's)
-        lu[:, j + 1 :, j + 1 :] -= lu[:, j + 1 :, j, None] * lu[:, j, None, j + 1 :]
+    for j0 in range(0, k, LU_BLOCK):
+        j1 = min(j0 + LU_BLOCK, k)
+        for j in range(j0, j1):
+            p = j + np.argmax(np.abs(lu[:, j:, j]), axis=1)
+            pivots[:, j] = p + 1
+            lu[rows, j], lu[rows, p] = lu[rows, p], lu[rows, j].copy()
+            pivot = lu[:, j, j]
+            lu[:, j + 1 :, j] /= np.where(pivot == 0, 1, pivot)[:, None]  # a zero pivot column stays (LAPACK's)
+            lu[:, j + 1 :, j + 1 : j1] -= lu[:, j + 1 :, j, None] * lu[:, j, None, j + 1 : j1]
+        if j1 < n:
+            panel = lu[:, j0:j1, j0:j1]
+            lu[:, j0:j1, j1:] = solve_triangular(panel, lu[:, j0:j1, j1:], upper=False, left=True, unitriangular=True)
+            lu[:, j1:, j1:] -= np.matmul(lu[:, j1:, j0:j1], lu[:, j0:j1, j1:])
     zero = np.diagonal(lu, axis1=-2, axis2=-1) == 0
     first = zero.argmax(-1) if k else np.zeros(len(lu), np.int64)
     info = np.where(zero.any(-1), first + 1, 0).astype(np.int32)
