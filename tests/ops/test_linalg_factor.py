@@ -142,7 +142,9 @@ def test_solve_triangular_errors_and_empty():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", [(5, 5), (2, 3, 4, 4), (4, 6), (6, 4), (2, 0, 3, 3), (2, 100, 100), (70, 130), (130, 70)])
+@pytest.mark.parametrize(
+    "shape", [(5, 5), (2, 3, 4, 4), (4, 6), (6, 4), (2, 0, 3, 3), (2, 100, 100), (70, 130), (130, 70)]
+)
 def test_lu_factor(dtype, shape):
     a = randn(*shape, dtype=dtype, seed=6)
     m_lu, t_lu = LA.lu_factor(munet.tensor(a)), torch.linalg.lu_factor(torch.tensor(a))
