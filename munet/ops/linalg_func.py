@@ -20,12 +20,12 @@ from munet.ops.movement import cat
 from munet.ops.movement import diagonal as _diagonal
 from munet.ops.reduce import sum as sum_
 
-__all__ = ["matrix_power", "matrix_exp"]
+__all__ = ["matrix_power", "matrix_exp", "orgqr"]
 __linalg__ = [
     "matrix_power", "matrix_exp", "multi_dot", "cross", "vecdot", "vander", "matmul", "diagonal", "cond", "tensorinv",
-    "tensorsolve",
+    "tensorsolve", "householder_product",
 ]  # fmt: skip
-__tensor_methods__ = ["matrix_power", "matrix_exp"]
+__tensor_methods__ = ["matrix_power", "matrix_exp", "orgqr"]
 
 
 def _check_square(op: str, A) -> None:
@@ -246,3 +246,33 @@ def tensorsolve(A, B, dims=None, *, out=None):
             f"prod(self.shape[:other.ndim]), got A of shape {list(A.shape)} and B of shape {list(B.shape)}"
         )
     return outs(solve(A.reshape(B.numel(), -1), B.reshape(-1)).reshape(rest), out)
+
+
+def householder_product(A, tau, *, out=None):
+    """The first n columns of ``H_1 ... H_k`` with ``H_i = I - tau_i v_i v_i^T``, ``v_i`` column i of
+    ``A`` below the diagonal with a 1 on it (LAPACK's orgqr: Q from ``geqrf``'s reflectors)."""
+    op = "torch.linalg.householder_product"
+    if A.ndim < 2:
+        raise RuntimeError(f"{op}: input must have at least 2 dimensions.")
+    m, n = A.shape[-2:]
+    k = tau.shape[-1] if tau.ndim else 0
+    if m < n:
+        raise RuntimeError(f"{op}: input.shape[-2] must be greater than or equal to input.shape[-1]")
+    if n < k:
+        raise RuntimeError(f"{op}: input.shape[-1] must be greater than or equal to tau.shape[-1]")
+    if tau.ndim != A.ndim - 1 or tuple(tau.shape[:-1]) != tuple(A.shape[:-2]):
+        raise RuntimeError(
+            f"{op}: Expected batch dimensions of tau to be equal to input.shape[:-2], got {list(tau.shape)}"
+        )
+    batch = tuple(A.shape[:-2])
+    basis = eye(m, dtype=A.dtype, device=A.device)
+    q = basis[:, :n].expand(batch + (m, n))
+    for i in reversed(range(k)):
+        v = cat([zeros_like(A[..., : i + 1, i]), A[..., i + 1 :, i]], -1) + basis[i]
+        q = q - tau[..., i, None, None] * (v.unsqueeze(-1) * matmul(v.unsqueeze(-2), q))
+    return outs(q, out)
+
+
+def orgqr(input, tau):
+    """``torch.orgqr``: :func:`munet.linalg.householder_product`."""
+    return householder_product(input, tau)

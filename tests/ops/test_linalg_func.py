@@ -197,3 +197,14 @@ def test_tensorinv_tensorsolve():
     )  # fmt: skip
     with pytest.raises(RuntimeError, match="linalg.tensorinv: Expected self to satisfy"):
         LA.tensorinv(munet.ones(2, 3), ind=1)
+
+
+@pytest.mark.parametrize("shape,k", [((5, 3), 3), ((4, 4), 2), ((2, 6, 4), 4), ((0, 3, 2), 2)])
+def test_householder_product(shape, k):
+    a = randn(*shape, dtype="float64", seed=26)
+    reflectors, tau = torch.geqrf(torch.tensor(a))
+    r, t = reflectors.numpy(), np.ascontiguousarray(tau.numpy()[..., :k])
+    check(LA.householder_product, torch.linalg.householder_product, r, t)
+    check(munet.orgqr, torch.orgqr, noncontiguous(r), t)
+    with pytest.raises(RuntimeError, match="must be greater than or equal to input.shape"):
+        LA.householder_product(munet.ones(2, 3), munet.ones(2))
