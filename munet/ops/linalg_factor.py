@@ -25,6 +25,7 @@ from collections import namedtuple
 import numpy as np
 
 from munet import _dtype as D
+from munet.ops._autocast import float32_region_under_autocast
 from munet.ops._registry import Meta, _Tracing, apply, define
 from munet.ops._utils import broadcast_shapes, reduce_grad
 from munet.ops.creation import eye, zeros
@@ -109,6 +110,7 @@ solve_triangular_op = define(
 )
 
 
+@float32_region_under_autocast
 def solve_triangular(A, B, *, upper: bool, left: bool = True, unitriangular: bool = False, out=None):
     """Solve ``A X = B`` (``X A = B`` when ``left=False``) for triangular ``A``: only the triangle
     ``upper`` names is read, and its diagonal is taken as ones when ``unitriangular``. Batch dims
@@ -410,6 +412,7 @@ def _not_positive_definite(order: int) -> str:
     )
 
 
+@float32_region_under_autocast
 def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False, out=None):
     """``(L, info)``: the Cholesky factor of symmetric positive-definite ``A`` (lower triangle read;
     the upper one with ``upper=True``, which returns ``U = L^T``), and per matrix 0 or the order of
@@ -421,6 +424,7 @@ def cholesky_ex(A, *, upper: bool = False, check_errors: bool = False, out=None)
     return outs(CholeskyEx(_mT(L) if upper else L, info), out)
 
 
+@float32_region_under_autocast
 def cholesky(A, *, upper: bool = False, out=None):
     """The Cholesky factor ``L`` (``A = L L^T``) of symmetric positive-definite ``A``; raises when
     ``A`` is not positive-definite. ``upper=True`` reads the upper triangle and returns ``L^T``."""
@@ -430,6 +434,7 @@ def cholesky(A, *, upper: bool = False, out=None):
     return outs(_mT(L) if upper else L, out)
 
 
+@float32_region_under_autocast
 def lu_factor_ex(A, *, pivot: bool = True, check_errors: bool = False, out=None):
     """``(LU, pivots, info)``: LU with partial pivoting packed as LAPACK's ``getrf`` packs it;
     ``info`` is 0 or the 1-based index of the first zero on U's diagonal."""
@@ -452,6 +457,7 @@ def _check_pivot(op: str, pivot) -> None:
         raise RuntimeError(f"{op}: LU without pivoting is not implemented on the CPU (PyTorch has it only on CUDA)")
 
 
+@float32_region_under_autocast
 def lu_factor(A, *, pivot: bool = True, out=None):
     """``(LU, pivots)`` of ``A = P L U`` (see :func:`lu_factor_ex`); raises for singular square ``A``."""
     _check_pivot("linalg.lu_factor", pivot)
@@ -461,6 +467,7 @@ def lu_factor(A, *, pivot: bool = True, out=None):
     return outs(LuFactor(LU, pivots), out)
 
 
+@float32_region_under_autocast
 def lu_unpack(LU_data, LU_pivots, unpack_data: bool = True, unpack_pivots: bool = True, *, out=None):  # noqa: N803 - PyTorch's names
     """``(P, L, U)`` from :func:`lu_factor`'s ``(LU, pivots)``; the parts not asked for are empty."""
     check_matrix("lu_unpack", LU_data, role="LU_data")
@@ -471,6 +478,7 @@ def lu_unpack(LU_data, LU_pivots, unpack_data: bool = True, unpack_pivots: bool 
     return outs(LuUnpack(P, L, U), out)
 
 
+@float32_region_under_autocast
 def lu(A, *, pivot: bool = True, out=None):
     """``(P, L, U)`` with ``A = P L U``: L unit lower (m x k), U upper (k x n), ``k = min(m, n)``."""
     _check_pivot("linalg.lu", pivot)
@@ -478,12 +486,14 @@ def lu(A, *, pivot: bool = True, out=None):
     return outs(Lu(*lu_unpack(LU, pivots)), out)
 
 
+@float32_region_under_autocast
 def qr(A, mode: str = "reduced", *, out=None):
     """``(Q, R)`` with ``A = Q R``: ``mode='reduced'`` (Q is m x k), ``'complete'`` (Q is m x m) or
     ``'r'`` (Q empty). Signs follow LAPACK's Householder QR (R's diagonal may be negative)."""
     return outs(Qr(*apply(qr_op, A, mode=mode)), out)
 
 
+@float32_region_under_autocast
 def svd(A, full_matrices: bool = True, *, driver=None, out=None):
     """``(U, S, Vh)`` with ``A = U diag(S) Vh``, S descending. The gradient is finite only for
     distinct nonzero singular values when U or Vh is used; with ``full_matrices`` the extra
@@ -499,18 +509,21 @@ def _check_driver(op: str, driver) -> None:
         )
 
 
+@float32_region_under_autocast
 def svdvals(A, *, driver=None, out=None):
     """The singular values of ``A``, descending; differentiable everywhere they are distinct."""
     _check_driver("linalg.svdvals", driver)
     return outs(apply(svd_op, A, full_matrices=False)[1], out)
 
 
+@float32_region_under_autocast
 def eigh(A, UPLO: str = "L", *, out=None):  # noqa: N803 - PyTorch's argument name
     """``(eigenvalues, eigenvectors)`` of symmetric ``A`` (only the ``UPLO`` triangle is read),
     eigenvalues ascending. Eigenvector signs are LAPACK's."""
     return outs(Eigh(*apply(eigh_op, A, UPLO=UPLO)), out)
 
 
+@float32_region_under_autocast
 def eigvalsh(A, UPLO: str = "L", *, out=None):  # noqa: N803 - PyTorch's argument name
     """The eigenvalues of symmetric ``A``, ascending."""
     return outs(apply(eigh_op, A, UPLO=UPLO)[0], out)

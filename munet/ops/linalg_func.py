@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
+from munet.ops._autocast import float32_region_under_autocast
 from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import wrap_dim
 from munet.ops.creation import eye, full, ones, zeros_like
@@ -84,6 +85,7 @@ matrix_exp_op = define(
 )
 
 
+@float32_region_under_autocast
 def matrix_exp(A):
     """``exp(A) = sum_k A^k / k!`` (batched), by scaling and squaring; differentiable, and its
     gradient is again a matrix exponential (of a block matrix twice A's size)."""
@@ -203,6 +205,7 @@ def diagonal(A, *, offset: int = 0, dim1: int = -2, dim2: int = -1):
     return _diagonal(A, offset, dim1, dim2)
 
 
+@float32_region_under_autocast
 def cond(A, p=None, *, out=None):
     """The condition number ``norm(A, p) * norm(inv(A), p)``: for ``p`` None/2/-2 the ratio of the
     extreme singular values (any shape), else through the inverse (square A; inf where singular)."""
@@ -218,6 +221,7 @@ def cond(A, p=None, *, out=None):
     return outs(where(singular, full((), math.inf, dtype=result.dtype, device=result.device), result), out)
 
 
+@float32_region_under_autocast
 def tensorinv(A, ind: int = 2, *, out=None):
     """The inverse of ``A`` seen as a matrix of its first ``ind`` dims by the rest (whose sizes
     must multiply to the same number); the result has shape ``A.shape[ind:] + A.shape[:ind]``."""
@@ -233,6 +237,7 @@ def tensorinv(A, ind: int = 2, *, out=None):
     return outs(result, out)
 
 
+@float32_region_under_autocast
 def tensorsolve(A, B, dims=None, *, out=None):
     """``X`` with ``tensordot(A, X, X.ndim) = B``: ``A`` seen as a matrix of ``B``'s dims by the
     rest; ``dims`` of ``A`` are moved to the end first."""
@@ -248,6 +253,7 @@ def tensorsolve(A, B, dims=None, *, out=None):
     return outs(solve(A.reshape(B.numel(), -1), B.reshape(-1)).reshape(rest), out)
 
 
+@float32_region_under_autocast
 def householder_product(A, tau, *, out=None):
     """The first n columns of ``H_1 ... H_k`` with ``H_i = I - tau_i v_i v_i^T``, ``v_i`` column i of
     ``A`` below the diagonal with a 1 on it (LAPACK's orgqr: Q from ``geqrf``'s reflectors)."""

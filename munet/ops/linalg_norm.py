@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 
+from munet.ops._autocast import float32_region_under_autocast
 from munet.ops._utils import wrap_dim
 from munet.ops.linalg_factor import outs, svdvals
 from munet.ops.reduce import amax, amin, reduce_dims
@@ -22,6 +23,7 @@ def _check_float(op: str, x) -> None:
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {x.dtype.name}")
 
 
+@float32_region_under_autocast
 def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=None):  # noqa: A002 - PyTorch's name
     """``sum(|x|^ord)^(1/ord)`` over ``dim`` (all elements when None); ``ord`` inf/-inf is the
     largest/smallest ``|x|``, 0 the count of nonzeros. ``dtype`` casts ``x`` first."""
@@ -48,6 +50,7 @@ def _matrix_dims(A, dim, op: str) -> tuple[int, int]:
     return d0, d1
 
 
+@float32_region_under_autocast
 def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None, out=None):  # noqa: A002
     """Frobenius ('fro'), nuclear ('nuc'), spectral (2/-2: largest/smallest singular value),
     max column sum (1/-1) or max row sum (inf/-inf) of the matrices over ``dim``."""
@@ -74,6 +77,7 @@ def matrix_norm(A, ord="fro", dim=(-2, -1), keepdim: bool = False, *, dtype=None
     return outs(result if keepdim else result.squeeze((d0, d1)), out)
 
 
+@float32_region_under_autocast
 def norm(A, ord=None, dim=None, keepdim: bool = False, *, dtype=None, out=None):  # noqa: A002
     """A vector norm over one dim (or all elements when ``dim`` and ``ord`` are None), a matrix
     norm over two; with ``dim=None`` and ``ord`` given, ``A`` must be 1-D or 2-D."""

@@ -16,6 +16,7 @@ from collections import namedtuple
 import numpy as np
 
 from munet import _dtype as D
+from munet.ops._autocast import float32_region_under_autocast
 from munet.ops._registry import Meta, apply, define
 from munet.ops.creation import arange, eye, full, ones, zeros, zeros_like
 from munet.ops.elementwise import clamp_min, where
@@ -62,6 +63,7 @@ def _mT(x):
 # LU solves ------------------------------------------------------------------------------------------
 
 
+@float32_region_under_autocast
 def lu_solve(LU, pivots, B, *, left: bool = True, adjoint: bool = False, out=None):
     """Solve ``A X = B`` from ``(LU, pivots) = lu_factor(A)``; ``adjoint`` solves with ``A^T``,
     ``left=False`` solves ``X A = B``. Batch dims broadcast."""
@@ -100,6 +102,7 @@ def _singular_solve(_index: int) -> str:
     return "The solver failed because the input matrix is singular."
 
 
+@float32_region_under_autocast
 def solve_ex(A, B, *, left: bool = True, check_errors: bool = False, out=None):
     """``(result, info)``: :func:`solve` with the LU ``info`` returned instead of raised."""
     check_matrix("linalg.solve", A, square=True)
@@ -111,6 +114,7 @@ def solve_ex(A, B, *, left: bool = True, check_errors: bool = False, out=None):
     return outs(SolveEx(x.squeeze(-1) if vector else x, info), out)
 
 
+@float32_region_under_autocast
 def solve(A, B, *, left: bool = True, out=None):
     """Solve ``A X = B`` (``X A = B`` when ``left=False``) for square ``A`` through LU with partial
     pivoting; B is (*, n, k) or a vector (*, n). Batch dims broadcast; singular A raises."""
@@ -123,6 +127,7 @@ def _singular_inverse(index: int) -> str:
     return f"The diagonal element {index} is zero, the inversion could not be completed because the input matrix is singular."
 
 
+@float32_region_under_autocast
 def inv_ex(A, *, check_errors: bool = False, out=None):
     """``(inverse, info)``: the inverse through LU, with LU's ``info`` (0, or the first zero pivot)."""
     check_matrix("linalg.inv", A, square=True)
@@ -133,6 +138,7 @@ def inv_ex(A, *, check_errors: bool = False, out=None):
     return outs(InvEx(lu_solve(LU, pivots, eye(n, dtype=A.dtype, device=A.device)), info), out)
 
 
+@float32_region_under_autocast
 def inv(A, *, out=None):
     """The inverse of square ``A`` (batched); raises for a singular matrix as PyTorch does."""
     result, info = inv_ex(A)
@@ -140,6 +146,7 @@ def inv(A, *, out=None):
     return outs(result, out)
 
 
+@float32_region_under_autocast
 def inverse(input, *, out=None):
     """``torch.inverse``: :func:`munet.linalg.inv`."""
     return inv(input, out=out)
@@ -195,12 +202,14 @@ det_op = define(
 )
 
 
+@float32_region_under_autocast
 def det(A, *, out=None):
     """The determinant of square ``A`` (1 for a 0 x 0 matrix). Its gradient is the cofactor matrix,
     finite also where ``A`` is singular."""
     return outs(apply(det_op, A), out)
 
 
+@float32_region_under_autocast
 def slogdet(A, *, out=None):
     """``(sign, logabsdet)`` with ``det A = sign * exp(logabsdet)``; sign 0 and logabsdet -inf for a
     singular matrix."""
@@ -208,6 +217,7 @@ def slogdet(A, *, out=None):
     return outs(Slogdet(sign * prod(diag.sign(), -1), sum_(diag.abs().log(), -1)), out)
 
 
+@float32_region_under_autocast
 def logdet(input):
     """``log(det A)``: nan where the determinant is negative, -inf where it is zero."""
     sign, logabs = slogdet(input)
@@ -217,6 +227,7 @@ def logdet(input):
 # Cholesky solves ------------------------------------------------------------------------------------
 
 
+@float32_region_under_autocast
 def cholesky_solve(B, L, upper: bool = False, *, out=None):
     """Solve ``A X = B`` given the Cholesky factor of ``A``: ``A = L L^T`` (``U^T U`` when ``upper``)."""
     check_matrix("cholesky_solve", B, role="B")
@@ -228,12 +239,14 @@ def cholesky_solve(B, L, upper: bool = False, *, out=None):
     return outs(x, out)
 
 
+@float32_region_under_autocast
 def cholesky_inverse(L, upper: bool = False, *, out=None):
     """The inverse of ``A`` from its Cholesky factor (``A = L L^T``, or ``U^T U`` when ``upper``)."""
     check_matrix("cholesky_inverse", L, role="L", square=True)
     return outs(cholesky_solve(eye(L.shape[-1], dtype=L.dtype, device=L.device), L, upper), out)
 
 
+@float32_region_under_autocast
 def triangular_solve(b, A, upper: bool = True, transpose: bool = False, unitriangular: bool = False, *, out=None):
     """``torch.triangular_solve``: ``(X, A.clone())`` with ``A X = b`` (``A^T X = b`` when ``transpose``)."""
     coefficient = _mT(A) if transpose else A
@@ -296,6 +309,7 @@ def pinverse(input, rcond: float = 1e-15):
     return pinv(input, rtol=rcond)
 
 
+@float32_region_under_autocast
 def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, out=None):
     """The number of singular values (|eigenvalues| when ``hermitian``) above
     ``max(atol, rtol * largest)``, int64."""
@@ -310,6 +324,7 @@ def matrix_rank(A, *, atol=None, rtol=None, hermitian: bool = False, out=None):
 _LSTSQ_DRIVERS = ("gels", "gelsy", "gelsd", "gelss")
 
 
+@float32_region_under_autocast
 def lstsq(A, B, rcond=None, *, driver=None):
     """``(solution, residuals, rank, singular_values)`` of ``min ||A X - B||``: the minimum-norm
     solution ``pinv(A, rtol=rcond) @ B`` (rcond defaults to ``eps * max(m, n)``). As PyTorch on

@@ -10,6 +10,7 @@ from collections import namedtuple
 from munet.ops import linalg_factor as factor
 from munet.ops import linalg_func as func
 from munet.ops import linalg_solve as solve
+from munet.ops._autocast import float32_region_under_autocast
 from munet.ops.creation import zeros
 
 __all__ = ["cholesky", "svd", "qr", "lu", "lu_solve", "cross"]
@@ -19,11 +20,13 @@ SvdResult = namedtuple("svd", "U S V")
 QrResult = namedtuple("qr", "Q R")
 
 
+@float32_region_under_autocast
 def cholesky(input, upper: bool = False, *, out=None):
     """``torch.cholesky`` (deprecated in PyTorch): :func:`munet.linalg.cholesky`."""
     return factor.cholesky(input, upper=upper, out=out)
 
 
+@float32_region_under_autocast
 def svd(input, some: bool = True, compute_uv: bool = True, *, out=None):
     """``torch.svd``: ``(U, S, V)`` with ``input = U diag(S) V^T`` (V, not Vh). ``some=False``
     gives full U and V; ``compute_uv=False`` gives zero-filled U (m x m) and V (n x n)."""
@@ -38,11 +41,13 @@ def svd(input, some: bool = True, compute_uv: bool = True, *, out=None):
     return factor.outs(SvdResult(U, S, Vh.transpose(-2, -1)), out)
 
 
+@float32_region_under_autocast
 def qr(input, some: bool = True, *, out=None):
     """``torch.qr``: :func:`munet.linalg.qr` with ``some=True`` as mode 'reduced', else 'complete'."""
     return factor.outs(QrResult(*factor.qr(input, "reduced" if some else "complete")), out)
 
 
+@float32_region_under_autocast
 def lu(A, pivot: bool = True, get_infos: bool = False, out=None):
     """``torch.lu`` (deprecated in PyTorch): ``(LU, pivots)``, plus ``infos`` when ``get_infos``."""
     LU, pivots, info = factor.lu_factor_ex(A, pivot=pivot)
@@ -52,6 +57,7 @@ def lu(A, pivot: bool = True, get_infos: bool = False, out=None):
     return factor.outs(result, out)
 
 
+@float32_region_under_autocast
 def lu_solve(b, LU_data, LU_pivots, *, out=None):  # noqa: N803 - PyTorch's names
     """``torch.lu_solve(b, LU_data, LU_pivots)``: :func:`munet.linalg.lu_solve` with b first."""
     return solve.lu_solve(LU_data, LU_pivots, b, out=out)

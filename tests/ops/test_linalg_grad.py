@@ -76,3 +76,29 @@ def test_compiled_step_equals_eager():
     assert le == pytest.approx(lc, rel=1e-12)
     np.testing.assert_allclose(ac, ae, rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(bc, be, rtol=1e-10, atol=1e-12)
+
+
+def test_autocast_runs_the_solves_in_float32():
+    """Under CPU autocast PyTorch runs the factorizations and solves as float32 ops (pinv's matmuls
+    stay low precision): MuNet's composites match, inside too (no bfloat16 matmul in solve)."""
+    a = randn(3, 3, dtype="float32", seed=16) + 3 * np.eye(3, dtype=np.float32)
+    b = randn(3, 2, dtype="float32", seed=17)
+    cases = {
+        "solve": lambda linalg, x, y: linalg.solve(x, y),
+        "inv": lambda linalg, x, y: linalg.inv(x),
+        "det": lambda linalg, x, y: linalg.det(x),
+        "cholesky": lambda linalg, x, y: linalg.cholesky(x + x.mT),
+        "svdvals": lambda linalg, x, y: linalg.svdvals(x),
+        "lstsq": lambda linalg, x, y: linalg.lstsq(x, y).solution,
+        "matrix_exp": lambda linalg, x, y: linalg.matrix_exp(x),
+        "pinv": lambda linalg, x, y: linalg.pinv(x),
+    }
+    for name, f in cases.items():
+        with munet.autocast("cpu", dtype=munet.bfloat16):
+            m = f(LA, munet.tensor(a), munet.tensor(b))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            t = f(torch.linalg, torch.tensor(a), torch.tensor(b))
+        assert m.dtype.name == str(t.dtype).replace("torch.", ""), name
+        if name != "pinv":
+            plain = f(LA, munet.tensor(a), munet.tensor(b))
+            np.testing.assert_array_equal(m.numpy(), plain.numpy(), err_msg=name)
