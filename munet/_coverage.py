@@ -59,6 +59,7 @@ def render_op_coverage() -> str:
     for title, names in (
         ("`munet`", sorted(n for m in ops.MODULES for n in getattr(m, "__all__", ()))),
         ("`munet.nn.functional`", sorted(n for m in ops.MODULES for n in getattr(m, "__functional__", ()))),
+        ("`munet.linalg`", sorted(n for m in ops.MODULES for n in getattr(m, "__linalg__", ()))),
         ("`Tensor` methods", sorted(n for m in ops.MODULES for n in getattr(m, "__tensor_methods__", ()))),
     ):
         lines.append(f"### {title} ({len(names)})")

@@ -155,3 +155,27 @@ def lower_precision_under_autocast(fn):
     casts to its dtype, as PyTorch's lower-precision list does for ``linear`` and the convolutions."""
     LOWER_PRECISION_FUNCTIONS.add(fn.__name__)
     return _entry_casts(fn, lambda: _State.dtype, _lowerable)
+
+
+def float32_region_under_autocast(fn):
+    """Decorator for composites that PyTorch runs as one float32 op under autocast (the linalg
+    factorizations and solves): float16/bfloat16 inputs are cast to float32 at entry, and autocast
+    is off inside, so the composite's own matmuls stay in float32 as the native op's would."""
+    FP32_FUNCTIONS.add(fn.__name__)
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        if _State.depth == 0:
+            return fn(*args, **kwargs)
+        from munet.ops._registry import _Autocast
+
+        args = _cast_all(args, D.float32, _low)
+        kwargs = {k: (_cast(v, D.float32) if isinstance(v, Tensor) and _low(v.dtype) else v) for k, v in kwargs.items()}
+        saved = _State.depth, _Autocast.cast_inputs
+        _State.depth, _Autocast.cast_inputs = 0, None
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            _State.depth, _Autocast.cast_inputs = saved
+
+    return wrapper

@@ -141,7 +141,7 @@ def matmul(input, other, *, out=None):
         # Fold the batch into the rows: one BLAS call, and the weight gradient is one
         # matrix product instead of a batch of them summed afterwards.
         lead = tuple(a.shape[:-1])
-        result = apply(matmul_op, a.reshape(-1, a.shape[-1]), b).reshape(lead + (b.shape[-1],))
+        result = apply(matmul_op, a.reshape(math.prod(lead), a.shape[-1]), b).reshape(lead + (b.shape[-1],))
     else:
         result = apply(matmul_op, a, b)
     if input.ndim == 1:
