@@ -12,7 +12,7 @@ takes a bool tensor ``ok`` and raises ``error(message)`` when it is False anywhe
 The op is *effectful*: the compiler never removes, merges, folds or fuses its node (its output,
 a 0-dim ``True``, is a token nothing reads). ``message`` may name ``{value}``: the element of
 the integer tensor ``value`` (``ok``'s shape) at the first failing position (on vulkan: at one
-failing position).
+failing position), and ``{index}``: that position (flat, row-major).
 
     check_values((t >= 0) & (t < n), f"nll_loss: target {{value}} is out of bounds for {n} classes", IndexError, t)
 """
@@ -50,6 +50,7 @@ def check_values(ok, message: str, error: type[Exception] = RuntimeError, value=
         apply(check_op, ok, value, message=message, error=error.__name__)
 
 
-def failure(message: str, error: str, value=None) -> Exception:
-    """The exception a backend's ``check`` kernel raises: ``value`` is the failing element, if any."""
-    return ERRORS[error](message.format(value=value) if value is not None else message)
+def failure(message: str, error: str, value=None, index: int = 0) -> Exception:
+    """The exception a backend's ``check`` kernel raises: ``value`` is the failing element, if any,
+    ``index`` its flat position."""
+    return ERRORS[error](message.format(value=value, index=index) if value is not None else message)

@@ -22,12 +22,11 @@ from __future__ import annotations
 
 from collections import namedtuple
 
-import numpy as np
-
 from munet import _dtype as D
 from munet.ops._autocast import float32_region_under_autocast
-from munet.ops._registry import Meta, _Tracing, apply, define
+from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import broadcast_shapes, reduce_grad
+from munet.ops.checks import check_values
 from munet.ops.creation import eye, zeros
 from munet.ops.linalg import matmul
 from munet.ops.movement import cat, diag_embed, diagonal, tril, triu
@@ -393,16 +392,10 @@ Eigh = _return_type("linalg_eigh", "eigenvalues eigenvectors")
 
 def raise_for_info(op: str, info, describe) -> None:
     """Raise PyTorch's error for the first failed matrix of a batch (``info > 0``); ``describe(i)``
-    says what info value ``i`` means. Skipped while the compiler traces (no data to read)."""
-    if _Tracing.tracer is not None or info.numel() == 0:
-        return
-    values = info.detach().cpu().numpy()
-    failed = np.flatnonzero(values.reshape(-1) > 0)
-    if not failed.size:
-        return
-    first = int(failed[0])
-    where = f"(Batch element {first}): " if values.ndim else ""
-    raise RuntimeError(f"{op}: {where}{describe(int(values.reshape(-1)[first]))}")
+    says what info value ``i`` means (it is called with the placeholder ``"{value}"``). A ``check``
+    op (``ops/checks.py``), so it holds in eager mode and in compiled programs alike."""
+    where = "(Batch element {index}): " if info.ndim else ""
+    check_values(info <= 0, f"{op}: {where}{describe('{value}')}", RuntimeError, info)
 
 
 def _not_positive_definite(order: int) -> str:
@@ -445,7 +438,7 @@ def lu_factor_ex(A, *, pivot: bool = True, check_errors: bool = False, out=None)
     return outs(LuFactorEx(LU, pivots, info), out)
 
 
-def singular_u(index: int) -> str:
+def singular_u(index) -> str:
     return (
         f"U[{index},{index}] is zero and using it on lu_solve would result in a division by zero. If you still want "
         "to perform the factorization, consider calling linalg.lu(A, pivot) or linalg.lu_factor_ex(A, pivot)"

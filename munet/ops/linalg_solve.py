@@ -98,7 +98,7 @@ def _is_vector_rhs(A, B) -> bool:
     return B.ndim == 1 or (B.ndim == A.ndim - 1 and tuple(B.shape) == tuple(A.shape[:-1]))
 
 
-def _singular_solve(_index: int) -> str:
+def _singular_solve(_index) -> str:
     return "The solver failed because the input matrix is singular."
 
 

@@ -13,4 +13,4 @@ def check(ok, value, *, message, error):
     if ok.all():
         return np.ones((), np.bool_)  # a token: nothing reads it
     first = int(np.argmin(ok.reshape(-1)))
-    raise failure(message, error, None if value is None else int(value.reshape(-1)[first]))
+    raise failure(message, error, None if value is None else int(value.reshape(-1)[first]), first)

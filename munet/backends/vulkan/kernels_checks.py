@@ -12,7 +12,8 @@ from munet.ops.checks import ERRORS
 
 
 def _source(with_value: bool) -> str:
-    # P: [numel, ok offset, value offset, fault site]; OUT is the 0-dim token
+    # P: [numel, ok offset, value offset, fault site]; OUT is the 0-dim token. The fault record's
+    # third word (an index fault's size) carries the failing position: ``{index}`` reads it.
     value = "IN1[P[2] + idx]" if with_value else "0"
     fault_binding = 4 if with_value else 3
     return f"""{bindings("u32", ["u32", "i32"] if with_value else ["u32"])}
@@ -23,7 +24,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let idx = gid.x + gid.y * nwg.x * {WORKGROUP}u;
   if (idx == 0u) {{ OUT[0] = 1u; }}
   if (idx >= P[0]) {{ return; }}
-  if (IN0[P[1] + idx] == 0u) {{ index_fault(P[3], {value}, 0u); }}
+  if (IN0[P[1] + idx] == 0u) {{ index_fault(P[3], {value}, idx); }}
 }}
 """
 
@@ -39,7 +40,7 @@ def check(rt, ok, value, *, message, error):
         buffers.append(value.buffer)
         writable.append(False)
         params[2] = value.offset
-    params.append(rt.asserts.site(message, ERRORS[error]))
+    params.append(rt.asserts.site(message.replace("{index}", "{size}"), ERRORS[error]))
     rt.asserts.dispatch(
         _source(value is not None), buffers, writable, params, rt.grid(-(-max(ok.size, 1) // WORKGROUP))
     )
