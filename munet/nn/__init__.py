@@ -28,3 +28,7 @@ def _export_layers(namespace: dict) -> None:
 
 
 _export_layers(globals())
+
+from munet.nn import parallel  # after the layers: DistributedDataParallel is a Module
+
+__all__.append("parallel")
