@@ -194,13 +194,17 @@ def reduce_scatter(output: Tensor, input_list: list, op: ReduceOp = ReduceOp.SUM
     pg = resolve_group(group, "reduce_scatter")
     if pg is None:
         return None
-    inputs = _tensor_list(input_list, pg.size(), _tensor(output, "reduce_scatter", "output"), "reduce_scatter", "input_list")
+    inputs = _tensor_list(
+        input_list, pg.size(), _tensor(output, "reduce_scatter", "output"), "reduce_scatter", "input_list"
+    )
     mpi_op(op, output.dtype, "reduce_scatter")
     agree(pg, "reduce_scatter", output.dtype, output.shape, list(ReduceOp).index(op), "reduce op #")
     return _finish(pg.reduce_scatter(output, _flat_copy(inputs), op), async_op)
 
 
-def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
+def reduce_scatter_tensor(
+    output: Tensor, input: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False
+):
     """``output`` of rank r gets the reduction of chunk r (on dim 0) of every rank's ``input``."""
     where = "reduce_scatter_tensor"
     pg = resolve_group(group, where)
@@ -219,13 +223,25 @@ def reduce_scatter_tensor(output: Tensor, input: Tensor, op: ReduceOp = ReduceOp
 
 def _alltoall_counts_agree(pg: ProcessGroup, where: str, dtype, send_counts: list, recv_counts: list) -> None:
     """Every rank sends rank j exactly as many elements as rank j expects; else all ranks raise."""
+    agree(pg, where, dtype)
     if pg.size() == 1 or get_debug_level() is DebugLevel.OFF:
-        agree(pg, where, dtype)
         return
     announced = np.empty(pg.size(), dtype=np.int64)
     Work([pg.comm.Ialltoall(np.asarray(send_counts, dtype=np.int64), announced)], where, pg.timeout).wait()
     wrong = [j for j in range(pg.size()) if announced[j] != recv_counts[j]]
-    agree(pg, where, dtype, (), len(wrong), "number of peers whose sizes do not match")
+    flags = np.empty(pg.size(), dtype=np.int64)
+    Work([pg.comm.Iallgather(np.array([len(wrong)], dtype=np.int64), flags)], where, pg.timeout).wait()
+    if not flags.any():
+        return
+    here = "; ".join(
+        f"here {recv_counts[j]} element(s) are expected from rank {pg.ranks[j]}, which sends {announced[j]}"
+        for j in wrong
+    )
+    bad = [pg.ranks[r] for r in np.flatnonzero(flags)]
+    raise RuntimeError(
+        f"{where}: the ranks disagree on the sizes: ranks {bad} expect other sizes than their peers send"
+        + (f" ({here})" if here else "")
+    )
 
 
 def all_to_all(output_tensor_list: list, input_tensor_list: list, group=None, async_op: bool = False):

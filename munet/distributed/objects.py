@@ -34,14 +34,19 @@ def _encode(obj, where: str):
     if isinstance(obj, dict):
         for key in obj:
             if not isinstance(key, _KEY_TYPES):
-                raise TypeError(f"{where}: dict keys must be None, bool, int, float, str or tuple, got {type(key).__name__}")
+                raise TypeError(
+                    f"{where}: dict keys must be None, bool, int, float, str or tuple, got {type(key).__name__}"
+                )
         return {"t": "dict", "v": [[_encode(k, where), _encode(v, where)] for k, v in obj.items()]}
     if isinstance(obj, bytes):
         return {"t": "bytes", "v": base64.b64encode(obj).decode("ascii")}
     if isinstance(obj, Tensor):
         return {"t": "tensor", "v": _encode_array(obj.detach().cpu().numpy(), where)}
     if isinstance(obj, (np.ndarray, np.generic)):
-        return {"t": "ndarray" if isinstance(obj, np.ndarray) else "npscalar", "v": _encode_array(np.asarray(obj), where)}
+        return {
+            "t": "ndarray" if isinstance(obj, np.ndarray) else "npscalar",
+            "v": _encode_array(np.asarray(obj), where),
+        }
     raise TypeError(
         f"{where}: cannot send a {type(obj).__module__}.{type(obj).__qualname__}; objects must be plain data "
         "(None, bool, int, float, str, bytes, list, tuple, dict) or arrays and tensors, because MuNet never "
@@ -113,9 +118,15 @@ def broadcast_object_list(object_list: list, src: int | None = None, group=None,
     header = np.array([len(payload) if not problem else -1, len(object_list)], dtype=np.int64)
     _wait(pg, pg.comm.Ibcast(header, root), where)
     if header[0] < 0:
-        raise TypeError(problem) if problem else RuntimeError(f"{where}: rank {pg.ranks[root]} could not encode its objects")
+        raise (
+            TypeError(problem)
+            if problem
+            else RuntimeError(f"{where}: rank {pg.ranks[root]} could not encode its objects")
+        )
     if header[1] != len(object_list):
-        raise ValueError(f"{where}: object_list has {len(object_list)} items here and {header[1]} on rank {pg.ranks[root]}")
+        raise ValueError(
+            f"{where}: object_list has {len(object_list)} items here and {header[1]} on rank {pg.ranks[root]}"
+        )
     data = np.frombuffer(payload, dtype=np.uint8).copy() if pg.rank() == root else np.empty(header[0], dtype=np.uint8)
     _wait(pg, pg.comm.Ibcast(data, root), where)
     object_list[:] = _decode(json.loads(data.tobytes().decode("utf-8")))

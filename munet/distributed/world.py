@@ -148,7 +148,9 @@ def init_process_group(
     if store is not None:
         raise ValueError(f"{where}: store= is not supported; MuNet's ranks meet through mpirun, not a Store")
     if init_method is not None and not init_method.startswith(("env://", "tcp://", "file://")):
-        raise ValueError(f"{where}: init_method must be 'env://', 'tcp://host:port' or 'file://path', got {init_method!r}")
+        raise ValueError(
+            f"{where}: init_method must be 'env://', 'tcp://host:port' or 'file://path', got {init_method!r}"
+        )
     if timeout is not None and not isinstance(timeout, timedelta):
         raise TypeError(f"{where}: timeout must be a datetime.timedelta, got {type(timeout).__name__}")
     from mpi4py import MPI
@@ -234,7 +236,12 @@ def get_group_rank(group: ProcessGroup, global_rank: int) -> int:
 
 
 def new_group(
-    ranks=None, timeout: timedelta | None = None, backend=None, pg_options=None, use_local_synchronization=False, group_desc=None
+    ranks=None,
+    timeout: timedelta | None = None,
+    backend=None,
+    pg_options=None,
+    use_local_synchronization=False,
+    group_desc=None,
 ):
     """A group of the given global ``ranks`` (all ranks when ``None``); every rank must call it.
 

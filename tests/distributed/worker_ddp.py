@@ -150,9 +150,13 @@ if len(tiny.reducer.buckets) != 6 or order != list(range(6))[::-1]:
 
 # Overlap: the last layer's bucket is already being reduced while backward reaches the first layer.
 started = []
-tiny.module[0].register_forward_hook(
-    lambda mod, args, out: out.register_hook(lambda g: started.append(tiny.reducer.buckets[0].work is not None))
-)
+
+
+def watch_first_layer(module, args, out):
+    out.register_hook(lambda g: started.append(tiny.reducer.buckets[0].work is not None))
+
+
+tiny.module[0].register_forward_hook(watch_first_layer)
 nn.functional.mse_loss(tiny(shard(batch(0)[0])), shard(batch(0)[1])).backward()
 if started != [True]:
     raise AssertionError(f"bucket 0 must start reducing during backward, got {started}")

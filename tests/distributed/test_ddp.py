@@ -1,0 +1,12 @@
+"""DistributedDataParallel: training on shards equals single-process training on the whole batch,
+no_sync accumulates, unused parameters, buffers and state_dict keys (see worker_ddp.py)."""
+
+import pytest
+
+from tests.distributed.launch import needs_mpi, run_ranks
+
+
+@needs_mpi
+@pytest.mark.parametrize("nprocs", [2, 4])
+def test_ddp_matches_single_process_training(nprocs):
+    run_ranks("worker_ddp.py", nprocs, "ddp ok")
