@@ -140,6 +140,31 @@ def check_broadcast_buffers():
     assert_close(net[1].running_mean, munet.zeros(4), "running_mean broadcast from rank 0")
 
 
+def cnn(seed):
+    munet.manual_seed(seed)
+    return nn.Sequential(
+        nn.Conv2d(2, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.Flatten(), nn.Linear(4 * 5 * 5, 3)
+    )
+
+
+def check_sync_batchnorm():
+    """DDP + SyncBatchNorm on shards equals BatchNorm on the whole batch: parameters and running statistics."""
+    reference = cnn(0)
+    model = nn.parallel.DistributedDataParallel(nn.SyncBatchNorm.convert_sync_batchnorm(cnn(RANK)))
+    opt_ref = munet.optim.SGD(reference.parameters(), lr=0.05)
+    opt = munet.optim.SGD(model.parameters(), lr=0.05)
+    rng = np.random.default_rng(5)
+    for _ in range(2):
+        x = munet.tensor(rng.standard_normal((3 * WORLD, 2, 5, 5)))
+        y = munet.tensor(rng.standard_normal((3 * WORLD, 3)))
+        for m, o, xb, yb in ((reference, opt_ref, x, y), (model, opt, shard(x), shard(y))):
+            o.zero_grad()
+            nn.functional.mse_loss(m(xb), yb).backward()
+            o.step()
+    for (name, p), (_, q) in zip(reference.state_dict().items(), model.module.state_dict().items()):
+        assert_close(p.double(), q.double(), f"SyncBatchNorm model {name}")
+
+
 model = check_training(bucket_cap_mb=None)
 if len(model.reducer.buckets) != 1:
     raise AssertionError("a small model fits one 25 MB bucket")
@@ -164,6 +189,7 @@ check_no_sync()
 check_find_unused()
 check_unused_without_flag_raises()
 check_broadcast_buffers()
+check_sync_batchnorm()
 dist.barrier()
 print(f"rank {RANK}: ddp ok", flush=True)
 dist.destroy_process_group()
