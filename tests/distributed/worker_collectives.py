@@ -161,6 +161,11 @@ if RANK == WORLD - 1:
     assert dist.recv(got, tag=7) == 0, "recv from any source returns the sender"
     check(got, every[0], "send/recv")
 
+if RANK == 0:
+    dist.send(munet.zeros(3), dst=WORLD - 1, tag=8)
+if RANK == WORLD - 1:
+    expect_raises(RuntimeError, ["expected 16 bytes", "sent 12"], lambda: dist.recv(munet.zeros(4), src=0, tag=8))
+
 # groups: the even ranks -------------------------------------------------------------------------------
 evens = list(range(0, WORLD, 2))
 g = dist.new_group(evens)
