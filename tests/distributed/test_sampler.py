@@ -22,8 +22,6 @@ def shards(n, replicas, **kwargs):
 
 @pytest.mark.parametrize("n,replicas,drop_last", CASES)
 def test_unshuffled_indices_are_pytorchs(n, replicas, drop_last):
-    if drop_last and n < replicas:
-        pytest.skip("PyTorch yields no samples here too; covered by test_drop_last_smaller_than_world")
     ours = shards(n, replicas, shuffle=False, drop_last=drop_last)
     theirs = [
         list(tdata.DistributedSampler(range(n), replicas, r, shuffle=False, drop_last=drop_last))
