@@ -5,6 +5,7 @@ it; the DDP replica sees only this rank's shard. Exits non-zero on the first mis
 """
 
 import copy
+import os
 
 import numpy as np
 
@@ -165,6 +166,21 @@ def check_sync_batchnorm():
         assert_close(p.double(), q.double(), f"SyncBatchNorm model {name}")
 
 
+def check_vulkan():
+    """Gradients of vulkan parameters are staged through host memory and averaged the same way."""
+    munet.set_default_dtype(munet.float32)
+    reference = mlp(0)
+    model = nn.parallel.DistributedDataParallel(mlp(RANK).to("vulkan"))
+    x, y = batch(0)
+    x, y = x.float(), y.float()
+    nn.functional.mse_loss(reference(x), y).backward()
+    nn.functional.mse_loss(model(shard(x).to("vulkan")), shard(y).to("vulkan")).backward()
+    for (name, p), (_, q) in zip(reference.named_parameters(), model.module.named_parameters()):
+        if q.grad.device.type != "vulkan" or not np.allclose(p.grad.numpy(), q.grad.cpu().numpy(), atol=1e-5):
+            raise AssertionError(f"rank {RANK}: vulkan gradient of {name}")
+    munet.set_default_dtype(munet.float64)
+
+
 model = check_training(bucket_cap_mb=None)
 if len(model.reducer.buckets) != 1:
     raise AssertionError("a small model fits one 25 MB bucket")
@@ -190,6 +206,8 @@ check_find_unused()
 check_unused_without_flag_raises()
 check_broadcast_buffers()
 check_sync_batchnorm()
+if os.environ.get("MUNET_TEST_VULKAN") == "1":
+    check_vulkan()
 dist.barrier()
 print(f"rank {RANK}: ddp ok", flush=True)
 dist.destroy_process_group()
