@@ -82,10 +82,13 @@ def is_initialized() -> bool:
 
 
 def get_debug_level() -> DebugLevel:
-    if _World.debug is None:
-        name = os.environ.get("MUNET_DISTRIBUTED_DEBUG") or os.environ.get("TORCH_DISTRIBUTED_DEBUG") or "DETAIL"
-        set_debug_level(DebugLevel[name.upper()] if name.upper() in DebugLevel.__members__ else DebugLevel.DETAIL)
-    return _World.debug
+    """The level ``set_debug_level`` chose, else the environment's (``DETAIL`` when unset)."""
+    if _World.debug is not None:
+        return _World.debug
+    name = os.environ.get("MUNET_DISTRIBUTED_DEBUG") or os.environ.get("TORCH_DISTRIBUTED_DEBUG") or "DETAIL"
+    if name.upper() not in DebugLevel.__members__:
+        raise ValueError(f"MUNET_DISTRIBUTED_DEBUG must be OFF, INFO or DETAIL, got {name!r}")
+    return DebugLevel[name.upper()]
 
 
 def set_debug_level(level: DebugLevel) -> None:
