@@ -14,6 +14,9 @@ import time
 from datetime import timedelta
 
 
+SPIN_SECONDS = 200e-6
+
+
 class Work:
     """A started operation: ``wait()``, ``is_completed()``, ``result()``."""
 
@@ -40,14 +43,16 @@ class Work:
     def wait(self, timeout: timedelta | None = None) -> bool:
         """Block until the operation finished; raises RuntimeError after ``timeout`` (the group's by default)."""
         limit = (timeout or self.timeout).total_seconds()
-        deadline = time.monotonic() + limit
+        start = time.monotonic()
         while not self.is_completed():
-            if time.monotonic() > deadline:
+            waited = time.monotonic() - start
+            if waited > limit:
                 raise RuntimeError(
                     f"{self.description}: timed out after {limit:g} s waiting for the other ranks; "
                     "a rank may have died or called a different collective"
                 )
-            os.sched_yield()
+            if waited > SPIN_SECONDS:  # a short message arrives within the spin; then let others run
+                os.sched_yield()
         return True
 
     def is_success(self) -> bool:
