@@ -13,7 +13,6 @@ import os
 import time
 from datetime import timedelta
 
-
 SPIN_SECONDS = 200e-6
 
 
