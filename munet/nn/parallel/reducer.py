@@ -178,9 +178,11 @@ class Reducer:
         used_anywhere = self.used_all.numpy()
         for i in np.flatnonzero(self.used == 0):
             param = self.params[int(i)]
-            if used_anywhere[i] and param.grad is None:
+            if not used_anywhere[i]:
+                continue  # used by no rank: .grad stays as it was, as in PyTorch
+            if param.grad is None:
                 param.grad = empty(param.shape, dtype=param.dtype, device=param.device)
-                self._write_average(int(i), param)
+            self._write_average(int(i), param)
 
     def _write_average(self, i: int, param) -> None:
         bucket = self.bucket_of[i]
