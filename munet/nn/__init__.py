@@ -28,3 +28,8 @@ def _export_layers(namespace: dict) -> None:
 
 
 _export_layers(globals())
+
+from munet.nn import parallel  # after the layers: DistributedDataParallel is a Module
+from munet.nn.parallel import SyncBatchNorm
+
+__all__ += ["SyncBatchNorm", "parallel"]

@@ -12,6 +12,7 @@ from munet.utils.data.dataset import (
     TensorDataset,
     random_split,
 )
+from munet.utils.data.distributed import DistributedSampler
 from munet.utils.data.sampler import (
     BatchSampler,
     RandomSampler,
@@ -26,6 +27,7 @@ __all__ = [
     "ChainDataset",
     "ConcatDataset",
     "DataLoader",
+    "DistributedSampler",
     "Dataset",
     "IterableDataset",
     "RandomSampler",

@@ -1,0 +1,61 @@
+"""Tensors as MPI buffers: the host array a collective reads and writes, and the write-back.
+
+A contiguous cpu tensor is its own buffer: MPI reads and writes the tensor's memory. Any
+other tensor (a strided view, a vulkan tensor) is staged: MPI works on a contiguous host copy
+and the result is copied back with ``copy_``. float16 and bfloat16 have no MPI reduction, so
+reductions stage them through float32 and round the result once.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from munet._tensor import Tensor
+
+_REDUCE_AS_FLOAT32 = ("float16", "bfloat16")
+
+
+class HostBuffer:
+    """The host array behind ``tensor`` for one collective, and how to put a result back."""
+
+    def __init__(self, tensor: Tensor, *, for_reduction: bool = False, read: bool = True):
+        if not isinstance(tensor, Tensor):
+            raise TypeError(f"expected a munet.Tensor, got {type(tensor).__name__}")
+        self.tensor = tensor
+        view = tensor.detach()
+        direct = view.device.type == "cpu" and view.is_contiguous()
+        staged_dtype = for_reduction and view.dtype.name in _REDUCE_AS_FLOAT32
+        if direct and not staged_dtype:
+            self.array = view.numpy().reshape(-1)
+            self.shares_memory = True
+            return
+        self.shares_memory = False
+        if read:
+            host = np.ascontiguousarray(view.cpu().numpy()).reshape(-1)
+        else:
+            host = np.empty(view.numel(), dtype=view.dtype.np)
+        self.array = host.astype(np.float32) if staged_dtype else host
+
+    @property
+    def mpi_buffer(self):
+        """What mpi4py is given: the array, or its bits as uint16 where MPI has no such datatype."""
+        if self.array.dtype.name in _REDUCE_AS_FLOAT32:
+            return self.array.view(np.uint16)
+        return self.array
+
+    def store(self) -> None:
+        """Make the tensor hold the array's values (bumps its version, as any in-place write)."""
+        if self.shares_memory:
+            self.tensor.untyped_storage().version += 1
+            return
+        store_array(self.tensor, self.array)
+
+
+def store_array(tensor: Tensor, array: np.ndarray) -> None:
+    """Copy ``array`` (any shape with the tensor's numel) into ``tensor`` in place."""
+    from munet.autograd.grad_mode import no_grad
+    from munet.ops.creation import from_numpy
+
+    source = from_numpy(np.ascontiguousarray(array.astype(tensor.dtype.np, copy=False)).reshape(tuple(tensor.shape)))
+    with no_grad():
+        tensor.detach().copy_(source)

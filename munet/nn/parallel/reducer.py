@@ -1,0 +1,225 @@
+"""The gradient reducer behind DistributedDataParallel: buckets, readiness, overlapped all-reduce.
+
+Parameters are packed into buckets of about ``bucket_cap_mb`` in reverse registration order
+(roughly the order backward produces their gradients). After each synced forward the reducer
+walks the new autograd graph and hooks every node that feeds a parameter. When the last of
+those nodes has run, the parameter's gradient for this backward is known: it is added to the
+gradient already accumulated (``no_sync`` steps) and written into its bucket. A full bucket
+starts an asynchronous averaging all-reduce at once, while backward goes on; buckets start in
+index order on every rank, so the ranks' collectives always pair up. When the engine then
+stores ``.grad``, each parameter's post-accumulate hook waits for its bucket and copies the
+averaged gradient in.
+
+With ``find_unused_parameters`` the walk also finds parameters the graph cannot reach; they
+count as ready with a zero gradient, and a used-anywhere map reduced after the last bucket
+decides whether their ``.grad`` is set (used on some rank) or left alone (used on none).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from munet.autograd.grad_mode import no_grad
+from munet.distributed import ReduceOp
+from munet.ops.creation import empty, from_numpy
+
+UNFINISHED_REDUCTION = (
+    "DistributedDataParallel: Expected to have finished reduction in the prior iteration before starting a new "
+    "one. This error indicates that your module has parameters that were not used in producing loss ({names}). "
+    "Pass find_unused_parameters=True to DistributedDataParallel, and make sure every output of forward "
+    "takes part in computing the loss."
+)
+
+
+class Bucket:
+    """Consecutive slots of one flat cpu buffer, one per parameter."""
+
+    def __init__(self, indices: list[int], params: list):
+        self.indices = indices
+        self.offsets = {}
+        total = 0
+        for i in indices:
+            self.offsets[i] = total
+            total += params[i].numel()
+        self.flat = empty(total, dtype=params[indices[0]].dtype, device="cpu")
+        self.pending = len(indices)
+        self.work = None
+
+    def slot(self, index: int, param) -> np.ndarray:
+        start = self.offsets[index]
+        return self.flat.numpy()[start : start + param.numel()]
+
+
+def assign_buckets(params: list, cap_bytes: int) -> list[Bucket]:
+    """Buckets of at most ``cap_bytes`` (a bigger parameter gets one of its own), reverse order, one dtype each."""
+    buckets, current, size = [], [], 0
+    for i in reversed(range(len(params))):
+        p = params[i]
+        nbytes = p.numel() * p.element_size()
+        if current and (size + nbytes > cap_bytes or params[current[0]].dtype is not p.dtype):
+            buckets.append(current)
+            current, size = [], 0
+        current.append(i)
+        size += nbytes
+    if current:
+        buckets.append(current)
+    return [Bucket(indices, params) for indices in buckets]
+
+
+class Reducer:
+    """Averages ``params``' gradients over ``process_group`` while backward runs."""
+
+    def __init__(self, params: list, names: list[str], process_group, cap_bytes: int, find_unused: bool):
+        self.params = params
+        self.names = names
+        self.pg = process_group
+        self.find_unused = find_unused
+        self.index = {id(p): i for i, p in enumerate(params)}
+        self.buckets = assign_buckets(params, cap_bytes)
+        self.bucket_of = {i: b for b in self.buckets for i in b.indices}
+        self.active = False  # an iteration's reduction is under way
+        self.finalized = True
+        self.node_hooks: list = []
+        self.accumulate_hooks = [p.register_post_accumulate_grad_hook(self._on_grad_stored) for p in params]
+
+    # one iteration --------------------------------------------------------------------------------
+    def prepare_for_backward(self, outputs) -> None:
+        """Hook the graph that produced ``outputs`` so this backward's gradients get reduced."""
+        self.check_previous_iteration()
+        for handle in self.node_hooks:
+            handle.remove()
+        self.node_hooks = []
+        self.contributions = [[] for _ in self.params]
+        self.remaining = [0] * len(self.params)
+        self.ready = [False] * len(self.params)
+        self.used = np.zeros(len(self.params), dtype=np.uint8)
+        self.next_bucket = 0
+        self.used_work = None
+        self.active, self.finalized = True, False
+        self.awaiting: set = set()  # locally used parameters whose .grad still holds the local gradient
+        for bucket in self.buckets:
+            bucket.pending, bucket.work = len(bucket.indices), None
+        for node, feeds in _parameter_feeds(outputs, self.index).items():
+            for _, i in feeds:
+                self.remaining[i] += 1
+                self.used[i] = 1
+                self.awaiting.add(i)
+            self.node_hooks.append(node.register_hook(self._node_hook(feeds)))
+        if self.find_unused:
+            for i in np.flatnonzero(self.used == 0):
+                self._mark_ready(int(i), None)
+
+    def skip_iteration(self) -> None:
+        """A forward whose backward is not synced (``no_sync``): leave the gradients local."""
+        self.check_previous_iteration()
+        self.active = False
+
+    def check_previous_iteration(self) -> None:
+        if self.active and any(self.ready) and not all(self.ready):
+            missing = [self.names[i] for i, ready in enumerate(self.ready) if not ready]
+            self.active = False
+            raise RuntimeError(UNFINISHED_REDUCTION.format(names=", ".join(missing)))
+
+    def _node_hook(self, feeds):
+        def hook(grad_inputs, grad_outputs):
+            for position, i in feeds:
+                if grad_inputs[position] is not None:
+                    self.contributions[i].append(grad_inputs[position])
+                self.remaining[i] -= 1
+                if self.remaining[i] == 0:
+                    self._mark_ready(i, self.contributions[i])
+
+        return hook
+
+    def _mark_ready(self, i: int, contributions) -> None:
+        param, bucket = self.params[i], self.bucket_of[i]
+        slot = bucket.slot(i, param)
+        grad = param.grad
+        for g in contributions or ():
+            grad = g if grad is None else grad + g
+        if grad is None:
+            slot[:] = 0
+        else:
+            slot[:] = np.asarray(grad.detach().cpu().numpy()).reshape(-1)
+        self.contributions[i] = []
+        self.ready[i] = True
+        bucket.pending -= 1
+        self._launch_ready_buckets()
+
+    def _launch_ready_buckets(self) -> None:
+        while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
+            bucket = self.buckets[self.next_bucket]
+            bucket.work = self.pg.allreduce(bucket.flat, ReduceOp.AVG)
+            self.next_bucket += 1
+        for bucket in self.buckets[: self.next_bucket]:
+            bucket.work.is_completed()  # MPI moves messages forward only inside its calls
+        if self.next_bucket == len(self.buckets) and self.find_unused and self.used_work is None:
+            self.used_all = from_numpy(self.used.copy())
+            self.used_work = self.pg.allreduce(self.used_all, ReduceOp.MAX)
+
+    def _on_grad_stored(self, param) -> None:
+        """Post-accumulate hook: replace the local gradient by the bucket's average."""
+        i = self.index[id(param)]
+        if not self.active or self.next_bucket < len(self.buckets) or i not in self.awaiting:
+            return
+        if not self.finalized:
+            self._finalize_unused()
+        self._write_average(i, param)
+        self.awaiting.discard(i)
+        if not self.awaiting:
+            self.active = False
+
+    def _finalize_unused(self) -> None:
+        """Once per iteration: give parameters unused here but used elsewhere the average."""
+        self.finalized = True
+        if self.used_work is None:
+            return
+        self.used_work.wait()
+        used_anywhere = self.used_all.numpy()
+        for i in np.flatnonzero(self.used == 0):
+            param = self.params[int(i)]
+            if not used_anywhere[i]:
+                continue  # used by no rank: .grad stays as it was, as in PyTorch
+            if param.grad is None:
+                param.grad = empty(param.shape, dtype=param.dtype, device=param.device)
+            self._write_average(int(i), param)
+
+    def _write_average(self, i: int, param) -> None:
+        bucket = self.bucket_of[i]
+        bucket.work.wait()
+        with no_grad():
+            param.grad.copy_(from_numpy(bucket.slot(i, param).reshape(tuple(param.shape))))
+
+
+def _parameter_feeds(outputs, index: dict) -> dict:
+    """``{node: [(input position, parameter index), ...]}`` for nodes reachable from ``outputs``."""
+    stack = [t.grad_fn for t in _tensors_in(outputs) if t.grad_fn is not None]
+    seen, feeds = set(), {}
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        for position, (child, _) in enumerate(node.next_functions):
+            if child is None:
+                continue
+            variable = getattr(child, "variable", None)
+            if variable is not None:
+                if id(variable) in index:
+                    feeds.setdefault(node, []).append((position, index[id(variable)]))
+            else:
+                stack.append(child)
+    return feeds
+
+
+def _tensors_in(value):
+    from munet._tensor import Tensor
+
+    if isinstance(value, Tensor):
+        yield value
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            yield from _tensors_in(v)
+    elif isinstance(value, dict):
+        for v in value.values():
+            yield from _tensors_in(v)

