@@ -82,4 +82,4 @@ def extract(compiled) -> Program:
 
 def _host_array(t: Tensor) -> np.ndarray:
     """A tensor's data in host memory (read back from the device once, at save time)."""
-    return t._data if t.device.type == "cpu" else t.detach().cpu().numpy()
+    return t.numpy(force=True)

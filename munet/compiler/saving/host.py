@@ -8,7 +8,7 @@ program's device and the host that the device the program is loaded onto needs.
 from __future__ import annotations
 
 from munet import _dtype as D
-from munet._device import as_device
+from munet._device import as_device, host_device
 from munet.compiler.ir import Graph, Node, Value, verify
 from munet.compiler.saving.program import Program, registry_nodes
 from munet.ops.convert import transfer_op
@@ -26,15 +26,16 @@ def host_values(graph: Graph, prog: Program) -> set:
     """
     values = list(graph.inputs) + [v for node in registry_nodes(graph) for v in node.outputs]
     tensors = [v for v in values if v.kind == "tensor"]
-    if prog.device.type != "cpu":
-        others = {str(v.device) for v in tensors if as_device(v.device) not in (prog.device, as_device("cpu"))}
+    host = host_device()
+    if prog.device != host:
+        others = {str(v.device) for v in tensors if as_device(v.device) not in (prog.device, host)}
         if others:
             raise RuntimeError(
                 f"munet.save: the compiled program on '{prog.device}' holds values on {sorted(others)}; a saved "
                 "program runs on one device plus the host cpu. Move those tensors to the program's device."
             )
-        return {v.id for v in tensors if as_device(v.device).type == "cpu"}
-    others = {str(v.device) for v in tensors if as_device(v.device).type != "cpu"}
+        return {v.id for v in tensors if as_device(v.device) == host}
+    others = {str(v.device) for v in tensors if as_device(v.device) != host}
     if others:
         raise RuntimeError(
             f"munet.save: the compiled program on 'cpu' holds values on {sorted(others)} (a .to(device) inside the "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from munet._device import as_device
+from munet._device import as_device, host_device
 from munet._tensor import Tensor
 from munet.compiler.ir import CONSTANT, SCALAR_OPS, Graph, Node, ScalarOp, Value, VerificationError, verify
 from munet.compiler.saving.encoding import COMPARISONS, Decoder
@@ -60,7 +60,7 @@ def decode_program(path, manifest: dict, arrays: dict, device) -> Program:
     prog = Program()
     prog.device = device
     prog.fuse = manifest.get("fuse") is True
-    host = as_device("cpu")
+    host = host_device()
     spec = _field(path, manifest, "graph", dict)
     generators = []
     for i, info in enumerate(_field(path, manifest, "generators", list)):
@@ -99,7 +99,7 @@ def decode_program(path, manifest: dict, arrays: dict, device) -> Program:
         _check_node_types(decoder, node, k)
     _decode_roles(path, manifest, prog, arrays)
     _decode_outputs(path, manifest, prog, decoder, arrays)
-    if version == 1 and device.type != "cpu":  # written before host marks: place as a cpu trace
+    if version == 1 and device != host:  # written before host marks: place as a cpu trace
         prog.host = infer_host(graph, prog)
         for v in values.values():
             if v.id in prog.host:
