@@ -55,7 +55,12 @@ _STRIDES: dict[tuple, tuple] = {}
 
 
 def contiguous_strides(shape) -> tuple:
-    """Row-major strides (in elements) for ``shape``."""
+    """Row-major strides (in elements) for ``shape``; a size-0 dim counts as 1, as in PyTorch.
+
+    The one definition: views, kernels, backends and the compiler all import it from here.
+    """
+    if type(shape) is not tuple:
+        shape = tuple(shape)
     cached = _STRIDES.get(shape)
     if cached is not None:
         return cached
@@ -66,7 +71,7 @@ def contiguous_strides(shape) -> tuple:
         acc *= max(s, 1)
     result = tuple(reversed(strides))
     if len(_STRIDES) < 4096:
-        _STRIDES[tuple(shape)] = result
+        _STRIDES[shape] = result
     return result
 
 

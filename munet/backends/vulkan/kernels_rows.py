@@ -21,10 +21,11 @@ import numpy as np
 
 from munet import _dtype as D
 from munet._device import DeviceError
+from munet._tensor import contiguous_strides
 from munet.backends.vulkan.copies import clone, copy_into, new_view
 from munet.backends.vulkan.kernels_elementwise import run
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import VkView, coalesce, contiguous_strides, storage_type
+from munet.backends.vulkan.views import VkView, coalesce, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, elementwise, scalar_word
 
 CHUNK = 8192
