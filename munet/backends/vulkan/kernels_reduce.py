@@ -1,9 +1,9 @@
-"""Reductions: sum, amax, amin (workgroup trees, two passes for long rows) and argmax/argmin.
+"""Reductions: sum, amax, amin on the reduction template (``reduction.py``), and argmax/argmin.
 
 The input is read in place through its strides: the kept dims index the output, the reduced
 dims are walked by each workgroup's threads (``j += 256``) and combined in a shared-memory
-tree. Short rows use one thread per output instead; long rows with few outputs are split
-into chunks whose partial results a second pass reduces.
+tree. Rows up to ``SHORT_ROW`` use one thread per output instead; long rows with few outputs
+are split into chunks whose partial results a second reduction combines.
 """
 
 from __future__ import annotations
@@ -13,24 +13,25 @@ import math
 from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import copy_into, new_view
+from munet.backends.vulkan.reduction import SHORT_ROW, Monoid, Rows, chunks_for, reduce_source
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, coalesce, compute_dtype, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, _decompose, bindings, elementwise
 
-# public: the fused reductions of codegen/wgsl.py follow the same layout, so they give the same bits
-SHORT_ROW = 32  # rows up to this length are combined in order by one invocation per output
-CHUNK = 8192  # very long rows into few outputs are split into chunks of this length over two passes
-
 _COMBINE = {
-    "sum": {"f32": "x + y", "i32": "x + y", "u32": "x + y"},
-    "amax": {"f32": "max_f(x, y)", "i32": "max(x, y)", "u32": "max(x, y)"},
-    "amin": {"f32": "min_f(x, y)", "i32": "min(x, y)", "u32": "min(x, y)"},
+    "sum": {"f32": "a.f0 + b.f0", "i32": "a.f0 + b.f0", "u32": "a.f0 + b.f0"},
+    "amax": {"f32": "max_f(a.f0, b.f0)", "i32": "max(a.f0, b.f0)", "u32": "max(a.f0, b.f0)"},
+    "amin": {"f32": "min_f(a.f0, b.f0)", "i32": "min(a.f0, b.f0)", "u32": "min(a.f0, b.f0)"},
 }
 _IDENTITY = {
     "sum": {"f32": "0.0", "i32": "0", "u32": "0u"},
     "amax": {"f32": "-inf_f()", "i32": "i32(-2147483647) - 1", "u32": "0u"},
     "amin": {"f32": "inf_f()", "i32": "2147483647", "u32": "1u"},
 }
+
+
+def _monoid(op: str, kind: str) -> Monoid:
+    return Monoid((kind,), f"S({_IDENTITY[op][kind]})", f"return S({_COMBINE[op][kind]});", "return S(v0);")
 
 
 def _geometry(x: VkView, dims):
@@ -44,68 +45,6 @@ def _out_shape(shape, dims, keepdim: bool) -> tuple:
     return tuple(1 if d in dims else n for d, n in enumerate(shape) if keepdim or d not in dims)
 
 
-def _reduce_source(op: str, kind: str, krank: int, rrank: int, tree: bool, chunked: bool) -> str:
-    # P: [n_out, R, chunks, chunk_len, offset, kshape.., kstrides.., rshape.., rstrides..]
-    kbase, rbase = 5, 5 + 2 * krank
-    combine = f"fn combine(x: {kind}, y: {kind}) -> {kind} {{ return {_COMBINE[op][kind]}; }}"
-    head = f"""{PRELUDE}
-{bindings(kind, [kind])}
-{combine}
-"""
-    kept = _decompose("o", kbase, krank, "k", bounded=True)
-    koff = " + ".join(["P[4]"] + [f"k{d} * P[{kbase + krank + d}]" for d in range(krank)])
-    roff = " + ".join(["base"] + [f"r{d} * P[{rbase + rrank + d}]" for d in range(rrank)])
-    walk = f"""  let chunk = g % P[2];
-  let o = g / P[2];
-{kept}
-  let base = {koff};
-  let lo = chunk * P[3];
-  let hi = min(P[1], lo + P[3]);"""
-    if not tree:
-        return (
-            head
-            + f"""@compute @workgroup_size({WORKGROUP})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-  let g = gid.x + gid.y * nwg.x * {WORKGROUP}u;
-  if (g >= P[0] * P[2]) {{ return; }}
-{walk}
-  var acc: {kind} = {_IDENTITY[op][kind]};
-  for (var j = lo; j < hi; j = j + 1u) {{
-{_decompose("j", rbase, rrank, "r", bounded=True)}
-    acc = combine(acc, IN0[{roff}]);
-  }}
-  OUT[g] = acc;
-}}
-"""
-        )
-    return (
-        head
-        + f"""var<workgroup> part: array<{kind}, {WORKGROUP}>;
-@compute @workgroup_size({WORKGROUP})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) t: u32) {{
-  let g = wid.x + wid.y * nwg.x;
-  let live = g < P[0] * P[2];
-  var acc: {kind} = {_IDENTITY[op][kind]};
-  if (live) {{
-{walk}
-    for (var j = lo + t; j < hi; j = j + {WORKGROUP}u) {{
-{_decompose("j", rbase, rrank, "r", bounded=True)}
-      acc = combine(acc, IN0[{roff}]);
-    }}
-  }}
-  part[t] = acc;
-  workgroupBarrier();
-  for (var s = {WORKGROUP // 2}u; s > 0u; s = s >> 1u) {{
-    if (t < s) {{ part[t] = combine(part[t], part[t + s]); }}
-    workgroupBarrier();
-  }}
-  if (live && t == 0u) {{ OUT[g] = part[0]; }}
-}}
-"""
-    )
-
-
 def reduce(rt, op: str, x: VkView, dims, keepdim: bool) -> VkView:
     dims = tuple(sorted(d % max(x.ndim, 1) for d in dims)) if x.ndim else ()
     out_shape = _out_shape(x.shape, dims, keepdim)
@@ -117,15 +56,15 @@ def reduce(rt, op: str, x: VkView, dims, keepdim: bool) -> VkView:
         return out
     if rows == 0:
         return copy_into(rt, out, 0)
-    kshape, kstrides, rshape, rstrides = _geometry(x, dims)
-    chunks = 1
-    if rows > 8 * CHUNK and n_out < 256:
-        chunks = min(-(-rows // CHUNK), 1024)
+    geo = Rows(x.shape, dims, [x])
+    chunks = chunks_for(n_out, rows)
     chunk_len = -(-rows // chunks)
     target = out if chunks == 1 else new_view(rt, (*out_shape, chunks), compute_dtype(x.dtype))
+    # a row of up to SHORT_ROW folds in order, whatever the number of rows (codegen/wgsl.py does the same)
     tree = chunk_len > SHORT_ROW
-    source = _reduce_source(op, kind, len(kshape), len(rshape), tree, chunks > 1)
-    params = [n_out, rows, chunks, chunk_len, x.offset, *kshape, *kstrides, *rshape, *rstrides]
+    finish = "    OUT0[g] = s.f0;"  # g: the (output, chunk) pair
+    source = reduce_source(_monoid(op, kind), [kind], [kind], finish, geo.wgsl(4), WORKGROUP, serial=not tree)
+    params = [n_out, rows, chunks, chunk_len, *geo.params()]
     total = n_out * chunks
     groups = rt.grid(total if tree else -(-total // WORKGROUP))
     rt.dispatch(source, [target.buffer, x.buffer], [True, False], params, groups)
