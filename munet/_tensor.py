@@ -13,7 +13,7 @@ import weakref
 import numpy as np
 
 from munet import _dtype as D
-from munet._device import as_device, get_backend
+from munet._device import as_device, get_backend, host_device
 
 
 class Size(tuple):
@@ -401,7 +401,7 @@ class Tensor:
         """The data as a NumPy array; shares memory on cpu."""
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        if self.device.type != "cpu" and not force:
+        if self.device != host_device() and not force:
             raise TypeError(
                 f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
             )
@@ -473,7 +473,7 @@ class Tensor:
 
     # DLPack ---------------------------------------------------------------------------------------
     def __dlpack__(self, stream=None, **kwargs):
-        if self.device.type != "cpu":
+        if self.device != host_device():
             raise RuntimeError(f"__dlpack__: only cpu tensors can be exported, this tensor is on {self.device}")
         if self._dtype is D.bfloat16:
             raise RuntimeError("__dlpack__: NumPy cannot export bfloat16 through DLPack; cast with .float() first")
