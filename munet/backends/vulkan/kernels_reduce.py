@@ -1,4 +1,4 @@
-"""Reductions: sum, amax, amin on the reduction template (``reduction.py``), and argmax/argmin.
+"""Reductions on the reduction template (``reduction.py``): sum, amax, amin, argmax, argmin.
 
 The input is read in place through its strides: the kept dims index the output, the reduced
 dims are walked by each workgroup's threads (``j += 256``) and combined in a shared-memory
@@ -15,8 +15,8 @@ from munet._device import DeviceError
 from munet.backends.vulkan.copies import copy_into, new_view
 from munet.backends.vulkan.reduction import SHORT_ROW, Monoid, Rows, chunks_for, reduce_source
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import VkView, coalesce, compute_dtype, storage_type
-from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, _decompose, bindings, elementwise
+from munet.backends.vulkan.views import VkView, compute_dtype, storage_type
+from munet.backends.vulkan.wgsl import WORKGROUP, elementwise
 
 _COMBINE = {
     "sum": {"f32": "a.f0 + b.f0", "i32": "a.f0 + b.f0", "u32": "a.f0 + b.f0"},
@@ -32,13 +32,6 @@ _IDENTITY = {
 
 def _monoid(op: str, kind: str) -> Monoid:
     return Monoid((kind,), f"S({_IDENTITY[op][kind]})", f"return S({_COMBINE[op][kind]});", "return S(v0);")
-
-
-def _geometry(x: VkView, dims):
-    kept = [d for d in range(x.ndim) if d not in dims]
-    kshape, (kstrides,) = coalesce([x.shape[d] for d in kept], [x.strides[d] for d in kept])
-    rshape, (rstrides,) = coalesce([x.shape[d] for d in dims], [x.strides[d] for d in dims])
-    return kshape or (1,), kstrides or (0,), rshape or (1,), rstrides or (0,)
 
 
 def _out_shape(shape, dims, keepdim: bool) -> tuple:
@@ -113,50 +106,28 @@ def tie_weights(rt, x, result, *, dims, keepdim):
     return elementwise(rt, "a / max(b, 1.0)", [mask, count], new_view(rt, x.shape, D.float32))
 
 
-def _arg_source(kind: str, krank: int, rrank: int, largest: bool) -> str:
-    kbase, rbase = 5, 5 + 2 * krank
+def _arg_monoid(kind: str, largest: bool) -> tuple[Monoid, str]:
+    """(value, index) states; the better one wins: larger (smaller), else the first NaN, else the lower index.
+
+    The index 0xffffffff marks the identity (no element yet). Returns the monoid and its ``better``.
+    """
     cmp = ">" if largest else "<"
     nan = "isnan_f(v) && !isnan_f(bv)" if kind == "f32" else "false"
-    kept = _decompose("g", kbase, krank, "k", bounded=True)
-    koff = " + ".join(["P[4]"] + [f"k{d} * P[{kbase + krank + d}]" for d in range(krank)])
-    roff = " + ".join(["base"] + [f"r{d} * P[{rbase + rrank + d}]" for d in range(rrank)])
-    return f"""{PRELUDE}
-{bindings("i32", [kind])}
-var<workgroup> pv: array<{kind}, {WORKGROUP}>;
-var<workgroup> pi: array<u32, {WORKGROUP}>;
-fn better(v: {kind}, i: u32, bv: {kind}, bi: u32) -> bool {{
+    better = f"""fn better(v: {kind}, i: u32, bv: {kind}, bi: u32) -> bool {{
   if (bi == 0xffffffffu) {{ return i != 0xffffffffu; }}
   if (i == 0xffffffffu) {{ return false; }}
   {"if (isnan_f(bv)) { return isnan_f(v) && i < bi; }" if kind == "f32" else ""}
   if ({nan}) {{ return true; }}
   return v {cmp} bv || (v == bv && i < bi);
-}}
-@compute @workgroup_size({WORKGROUP})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) t: u32) {{
-  let g = wid.x + wid.y * nwg.x;
-  let live = g < P[0];
-  var bv: {kind};
-  var bi = 0xffffffffu;
-  if (live) {{
-{kept}
-    let base = {koff};
-    for (var j = t; j < P[1]; j = j + {WORKGROUP}u) {{
-{_decompose("j", rbase, rrank, "r", bounded=True)}
-      let v = IN0[{roff}];
-      if (better(v, j, bv, bi)) {{ bv = v; bi = j; }}
-    }}
-  }}
-  pv[t] = bv;
-  pi[t] = bi;
-  workgroupBarrier();
-  for (var s = {WORKGROUP // 2}u; s > 0u; s = s >> 1u) {{
-    if (t < s && better(pv[t + s], pi[t + s], pv[t], pi[t])) {{ pv[t] = pv[t + s]; pi[t] = pi[t + s]; }}
-    workgroupBarrier();
-  }}
-  if (live && t == 0u) {{ OUT[g] = i32(pi[0]); }}
-}}
-"""
+}}"""
+    zero = {"f32": "0.0", "i32": "0", "u32": "0u"}[kind]
+    monoid = Monoid(
+        (kind, "u32"),
+        f"S({zero}, 0xffffffffu)",
+        "if (better(b.f0, b.f1, a.f0, a.f1)) { return b; } return a;",
+        "return S(v0, j);",
+    )
+    return monoid, better
 
 
 def _arg(rt, x: VkView, dim, keepdim: bool, largest: bool) -> VkView:
@@ -172,10 +143,12 @@ def _arg(rt, x: VkView, dim, keepdim: bool, largest: bool) -> VkView:
     n_out = math.prod(out_shape)
     if n_out == 0:
         return out
-    kshape, kstrides, rshape, rstrides = _geometry(x, dims)
+    geo = Rows(x.shape, dims, [x])
     rows = math.prod(x.shape[d] for d in dims)
-    source = _arg_source(storage_type(x.dtype), len(kshape), len(rshape), largest)
-    params = [n_out, rows, 1, rows, x.offset, *kshape, *kstrides, *rshape, *rstrides]
+    kind = storage_type(x.dtype)
+    monoid, better = _arg_monoid(kind, largest)
+    source = reduce_source(monoid, [kind], ["i32"], "    OUT0[g] = i32(s.f1);", geo.wgsl(4), WORKGROUP, better)
+    params = [n_out, rows, 1, rows, *geo.params()]
     rt.dispatch(source, [out.buffer, x.buffer], [True, False], params, rt.grid(n_out))
     return out
 
