@@ -208,6 +208,15 @@ def reset_backend(dev: device):
 _CPU = device("cpu")
 
 
+def host_device() -> device:
+    """The device whose memory is the host's (``cpu``).
+
+    Code that asks where a value lives compares devices with this one, never names: a compiled
+    program keeps its host values (Adam's step count, as in PyTorch) on it whatever its device.
+    """
+    return _CPU
+
+
 class _DefaultDevice(threading.local):
     """Each thread starts with none set (cpu); ``stack`` holds what enclosing ``with`` blocks restore."""
 

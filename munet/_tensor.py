@@ -14,7 +14,7 @@ import weakref
 import numpy as np
 
 from munet import _dtype as D
-from munet._device import as_device, get_backend
+from munet._device import as_device, get_backend, host_device
 
 
 class Size(tuple):
@@ -73,7 +73,12 @@ _STRIDES: dict[tuple, tuple] = {}
 
 
 def contiguous_strides(shape) -> tuple:
-    """Row-major strides (in elements) for ``shape``."""
+    """Row-major strides (in elements) for ``shape``; a size-0 dim counts as 1, as in PyTorch.
+
+    The one definition: views, kernels, backends and the compiler all import it from here.
+    """
+    if type(shape) is not tuple:
+        shape = tuple(shape)
     cached = _STRIDES.get(shape)
     if cached is not None:
         return cached
@@ -84,7 +89,7 @@ def contiguous_strides(shape) -> tuple:
         acc *= max(s, 1)
     result = tuple(reversed(strides))
     if len(_STRIDES) < 4096:
-        _STRIDES[tuple(shape)] = result
+        _STRIDES[shape] = result
     return result
 
 
@@ -414,7 +419,7 @@ class Tensor:
         """The data as a NumPy array; shares memory on cpu."""
         if self._requires_grad and not force:
             raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use tensor.detach().numpy() instead.")
-        if self.device.type != "cpu" and not force:
+        if self.device != host_device() and not force:
             raise TypeError(
                 f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
             )
@@ -481,7 +486,7 @@ class Tensor:
 
     # DLPack ---------------------------------------------------------------------------------------
     def __dlpack__(self, stream=None, **kwargs):
-        if self.device.type != "cpu":
+        if self.device != host_device():
             raise RuntimeError(f"__dlpack__: only cpu tensors can be exported, this tensor is on {self.device}")
         if self._dtype is D.bfloat16:
             raise RuntimeError("__dlpack__: NumPy cannot export bfloat16 through DLPack; cast with .float() first")

@@ -27,9 +27,9 @@ import contextlib
 import numpy as np
 
 from munet._device import as_device
-from munet._tensor import Storage, Tensor
+from munet._tensor import Storage, Tensor, contiguous_strides
 from munet.backends.vulkan.copies import clone, contiguous, copy_into, new_view
-from munet.backends.vulkan.views import VkView, contiguous_strides
+from munet.backends.vulkan.views import VkView
 from munet.backends.vulkan.wgsl import scalar_word
 from munet.compiler.codegen.kernel import kernel_from_group, loads_only_at_write_index
 from munet.compiler.codegen.wgsl import UnsupportedKernelError, render_wgsl, strip_prelude, workgroups

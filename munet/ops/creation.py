@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from munet import _dtype as D
-from munet._device import default_device_if_set, factory_device
+from munet._device import default_device_if_set, factory_device, host_device
 from munet.ops._registry import Meta, apply_factory, define
 from munet.ops._utils import as_tuple_shape, check_factory_options, factory_shape
 
@@ -256,7 +256,7 @@ def logspace(
 ):
     check_factory_options("logspace", layout=layout, pin_memory=pin_memory)
     # float64 on the host, so every device gets the same values (vulkan holds no float64)
-    exps = linspace(start, end, steps, dtype=D.float64, device="cpu")
+    exps = linspace(start, end, steps, dtype=D.float64, device=host_device())
     t = (exps * math.log(base)).exp().to(_dtype_or_default(dtype)).to(factory_device(device))
     return finish_factory(t, requires_grad, out)
 
@@ -349,7 +349,7 @@ def as_tensor(data, dtype=None, device=None):
         return data.to(device=device if device is not None else data.device, dtype=dtype or data.dtype)
     device = factory_device(device)
     if isinstance(data, np.ndarray) and (dtype is None or D.from_numpy_dtype(data.dtype) is dtype):
-        if device.type == "cpu":
+        if device == host_device():  # shares memory, as torch.as_tensor on the cpu
             return from_numpy(data)
     arr, dtype = _to_numpy_data(data, dtype)
     if not arr.flags.c_contiguous or arr is data:
@@ -363,7 +363,7 @@ def from_numpy(array: np.ndarray):
 
     if not isinstance(array, np.ndarray):
         raise TypeError(f"from_numpy: expected np.ndarray, got {type(array).__name__}")
-    return Tensor._from_numpy(array, "cpu")
+    return Tensor._from_numpy(array, host_device())
 
 
 def from_dlpack(ext):

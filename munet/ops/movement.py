@@ -13,11 +13,11 @@ import math
 import numpy as np
 
 from munet import _dtype as D
+from munet._tensor import contiguous_strides
 from munet.ops._registry import Meta, apply, apply_inplace, define
 from munet.ops._utils import broadcast_shapes as _broadcast_shapes
 from munet.ops._utils import is_tensor, wrap_dim, wrap_dims
 from munet.ops.view import (
-    _contiguous_strides,
     _scatter_into_zeros,
     _view_meta,
     _view_rule,
@@ -625,7 +625,7 @@ def diag_embed(input, offset: int = 0, dim1: int = -2, dim2: int = -1):
     n = input.shape[-1] + abs(offset)
     rest = iter(input.shape[:-1])
     shape = tuple(n if i in (a, b) else next(rest) for i in range(ndim))
-    size, stride, start = _diagonal_geometry(shape, _contiguous_strides(shape), 0, offset_diag=offset, dim1=a, dim2=b)
+    size, stride, start = _diagonal_geometry(shape, contiguous_strides(shape), 0, offset_diag=offset, dim1=a, dim2=b)
     base = zeros(shape, dtype=input.dtype, device=input.device)
     return as_strided_scatter(base, input, size, stride, start)
 

@@ -19,7 +19,7 @@ import math
 import os
 
 from munet import _dtype as D
-from munet._device import as_device, factory_device
+from munet._device import as_device, factory_device, host_device
 from munet.ops._registry import Meta, apply, apply_factory, define
 from munet.ops._utils import as_tuple_shape, broadcast_shapes, check_factory_options, factory_shape, is_tensor
 from munet.ops.creation import finish_factory
@@ -97,7 +97,7 @@ class Generator:
         from munet.ops.creation import tensor
 
         raw = self._seed.to_bytes(8, "little") + (self._offset % (1 << 64)).to_bytes(8, "little")
-        return tensor(list(raw), dtype=D.uint8, device="cpu")  # host state whatever the default device
+        return tensor(list(raw), dtype=D.uint8, device=host_device())  # whatever the default device
 
     @staticmethod
     def check_state(new_state) -> None:

@@ -7,6 +7,7 @@ at the bottom (``as_strided_scatter`` and ``strided_scatter_add``).
 
 from __future__ import annotations
 
+from munet._tensor import contiguous_strides
 from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import reduce_grad, wrap_dim
 
@@ -54,12 +55,6 @@ __tensor_methods__ = [
 ]
 
 
-def _contiguous_strides(shape):
-    from munet._tensor import contiguous_strides
-
-    return contiguous_strides(shape)
-
-
 def _same_meta(x, **_):
     return Meta(x.shape, x.dtype)
 
@@ -86,7 +81,7 @@ def _scatter_into_zeros(geometry):
         from munet.ops.creation import zeros
 
         shape = tuple(ctx.input_shapes[0])
-        size, stride, offset = geometry(shape, _contiguous_strides(shape), 0, **ctx.attrs)
+        size, stride, offset = geometry(shape, contiguous_strides(shape), 0, **ctx.attrs)
         base = zeros(shape, dtype=grad.dtype, device=grad.device)
         return as_strided_scatter(base, grad, size, stride, offset)
 
@@ -98,7 +93,7 @@ def _scatter_add_into_zeros(geometry):
 
     def backward(ctx, grad):
         shape = tuple(ctx.input_shapes[0])
-        size, stride, offset = geometry(shape, _contiguous_strides(shape), 0, **ctx.attrs)
+        size, stride, offset = geometry(shape, contiguous_strides(shape), 0, **ctx.attrs)
         return apply(
             strided_scatter_add_op, grad, shape=shape, size=tuple(size), stride=tuple(stride), storage_offset=offset
         )
@@ -135,7 +130,7 @@ def _view_strides(old_shape, old_stride, new_shape):
     for s in old_shape:
         numel *= s
     if numel == 0 or not old_shape:
-        return _contiguous_strides(new_shape)
+        return contiguous_strides(new_shape)
     # Group old dims into contiguous chunks and match new dims against them (PyTorch's rule).
     new_stride = [0] * len(new_shape)
     view_d = len(new_shape) - 1

@@ -152,6 +152,13 @@ def test_reduction_edge_cases(vulkan):
     x = np.array([[1.0, np.nan, 3.0], [3.0, 3.0, -1.0]], np.float32)
     assert_same(*both(lambda t: t.amax(1), x, vulkan=vulkan))
     assert_same(*both(lambda t: t.argmax(1), x, vulkan=vulkan))  # NaN wins; ties: first index
+    long = np.zeros((4, 1000), np.float32)  # rows longer than a workgroup: ties and NaNs across threads
+    long[0, [700, 5]] = 1.0
+    long[1, [900, 300]] = np.nan
+    long[2] = -np.inf
+    long[3, [999, 256]] = -2.0
+    assert_same(*both(lambda t: t.argmax(1), long, vulkan=vulkan))
+    assert_same(*both(lambda t: t.argmin(1), long, vulkan=vulkan))
     i = np.random.randint(-9, 9, (5, 40)).astype(np.int64)
     assert_same(*both(lambda t: t.sum(1), i, vulkan=vulkan))
     assert_same(*both(lambda t: t.amax(0), i, vulkan=vulkan))

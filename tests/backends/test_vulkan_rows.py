@@ -268,10 +268,10 @@ def test_cumprod_gradient_with_zeros(vulkan):
 
 
 def test_long_rows_take_multiple_passes(vulkan, monkeypatch):
-    from munet.backends.vulkan import kernels_rows
+    from munet.backends.vulkan import reduction
 
-    monkeypatch.setattr(kernels_rows, "LONG_ROW", 300)
-    monkeypatch.setattr(kernels_rows, "CHUNK", 100)
+    monkeypatch.setattr(reduction, "LONG_ROW", 300)
+    monkeypatch.setattr(reduction, "CHUNK", 100)
     x = rand(3, 1234)
     before = munet.vulkan.memory_stats()["dispatches"]
     check(lambda t: F.softmax(t, 1), x, vulkan=vulkan)

@@ -72,3 +72,37 @@ def test_the_compiler_imports_no_backend_private_name():
             if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("munet.backends"):
                 private += [f"{path.name}: {node.module}.{a.name}" for a in node.names if a.name.startswith("_")]
     assert private == []
+
+
+def _device_names_in(tree: ast.AST, names: set) -> list[int]:
+    """Lines where a device type name is compared with something or made into a device."""
+
+    def names_a_device(node) -> bool:
+        if isinstance(node, (ast.Tuple, ast.List, ast.Set)):
+            return any(names_a_device(e) for e in node.elts)
+        return isinstance(node, ast.Constant) and node.value in names
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare) and any(names_a_device(x) for x in [node.left, *node.comparators]):
+            lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and any(names_a_device(a) for a in node.args):
+            called = node.func.attr if isinstance(node.func, ast.Attribute) else getattr(node.func, "id", "")
+            if called in ("as_device", "device", "get_backend", "compile_target", "to"):
+                lines.append(node.lineno)
+    return lines
+
+
+def test_the_compiler_compares_no_device_by_name():
+    names = set(_device._BACKENDS) | {"cuda", "webgpu"}
+    root = pathlib.Path(munet.__file__).parent
+    found = []
+    for path in sorted((root / "compiler").rglob("*.py")):
+        found += [f"{path.relative_to(root)}:{line}" for line in _device_names_in(ast.parse(path.read_text()), names)]
+    assert found == []
+
+
+def test_the_device_name_check_finds_a_comparison():
+    names = {"cpu"}
+    source = 'a = t.device.type == "cpu"\nb = x in ("cpu", "vulkan")\nc = as_device("cpu")\nd = print("cpu")\n'
+    assert _device_names_in(ast.parse(source), names) == [1, 2, 3]

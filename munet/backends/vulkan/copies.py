@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import math
 
-from munet.backends.vulkan.views import VkView, compute_dtype, contiguous_strides, storage_type
+from munet._tensor import contiguous_strides
+from munet.backends.vulkan.views import VkView, compute_dtype, storage_type
 from munet.backends.vulkan.wgsl import Scalar, elementwise
 
 

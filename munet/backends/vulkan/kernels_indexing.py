@@ -20,10 +20,11 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
+from munet._tensor import contiguous_strides
 from munet.backends.vulkan.copies import contiguous, copy_into, new_view, work_copy
 from munet.backends.vulkan.device_asserts import FAULT_DECLARATION, INDEX_FAULT, out_of_bounds
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
+from munet.backends.vulkan.views import VkView, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, elementwise, scalar_word
 
 # shared helpers (also used by kernels_sort and kernels_random) ------------------------------------

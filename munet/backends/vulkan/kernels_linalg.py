@@ -17,9 +17,10 @@ import math
 import numpy as np
 
 from munet._device import DeviceError
+from munet._tensor import contiguous_strides
 from munet.backends.vulkan.copies import new_view
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import coalesce, contiguous_strides, storage_type
+from munet.backends.vulkan.views import coalesce, storage_type
 from munet.backends.vulkan.wgsl import bindings
 
 TILE, DEPTH = 64, 16

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from munet import _dtype as D
 from munet._device import DeviceError
+from munet._tensor import contiguous_strides
 from munet.backends.vulkan.copies import contiguous, copy_into, new_view
 from munet.backends.vulkan.device_asserts import FAULT_DECLARATION, INDEX_FAULT
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
+from munet.backends.vulkan.views import VkView, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, _decompose, bindings, elementwise, scalar_word
 from munet.ops.embedding import INDEX_OUT_OF_RANGE
 

@@ -1,9 +1,9 @@
-"""Reductions: sum, amax, amin (workgroup trees, two passes for long rows) and argmax/argmin.
+"""Reductions on the reduction template (``reduction.py``): sum, amax, amin, argmax, argmin.
 
 The input is read in place through its strides: the kept dims index the output, the reduced
 dims are walked by each workgroup's threads (``j += 256``) and combined in a shared-memory
-tree. Short rows use one thread per output instead; long rows with few outputs are split
-into chunks whose partial results a second pass reduces.
+tree. Rows up to ``SHORT_ROW`` use one thread per output instead; long rows with few outputs
+are split into chunks whose partial results a second reduction combines.
 """
 
 from __future__ import annotations
@@ -13,18 +13,15 @@ import math
 from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import copy_into, new_view
+from munet.backends.vulkan.reduction import SHORT_ROW, Monoid, Rows, chunks_for, reduce_source
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import VkView, coalesce, compute_dtype, storage_type
-from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, _decompose, bindings, elementwise
-
-# public: the fused reductions of codegen/wgsl.py follow the same layout, so they give the same bits
-SHORT_ROW = 32  # rows up to this length are combined in order by one invocation per output
-CHUNK = 8192  # very long rows into few outputs are split into chunks of this length over two passes
+from munet.backends.vulkan.views import VkView, compute_dtype, storage_type
+from munet.backends.vulkan.wgsl import WORKGROUP, elementwise
 
 _COMBINE = {
-    "sum": {"f32": "x + y", "i32": "x + y", "u32": "x + y"},
-    "amax": {"f32": "max_f(x, y)", "i32": "max(x, y)", "u32": "max(x, y)"},
-    "amin": {"f32": "min_f(x, y)", "i32": "min(x, y)", "u32": "min(x, y)"},
+    "sum": {"f32": "a.f0 + b.f0", "i32": "a.f0 + b.f0", "u32": "a.f0 + b.f0"},
+    "amax": {"f32": "max_f(a.f0, b.f0)", "i32": "max(a.f0, b.f0)", "u32": "max(a.f0, b.f0)"},
+    "amin": {"f32": "min_f(a.f0, b.f0)", "i32": "min(a.f0, b.f0)", "u32": "min(a.f0, b.f0)"},
 }
 _IDENTITY = {
     "sum": {"f32": "0.0", "i32": "0", "u32": "0u"},
@@ -33,77 +30,12 @@ _IDENTITY = {
 }
 
 
-def _geometry(x: VkView, dims):
-    kept = [d for d in range(x.ndim) if d not in dims]
-    kshape, (kstrides,) = coalesce([x.shape[d] for d in kept], [x.strides[d] for d in kept])
-    rshape, (rstrides,) = coalesce([x.shape[d] for d in dims], [x.strides[d] for d in dims])
-    return kshape or (1,), kstrides or (0,), rshape or (1,), rstrides or (0,)
+def _monoid(op: str, kind: str) -> Monoid:
+    return Monoid((kind,), f"S({_IDENTITY[op][kind]})", f"return S({_COMBINE[op][kind]});", "return S(v0);")
 
 
 def _out_shape(shape, dims, keepdim: bool) -> tuple:
     return tuple(1 if d in dims else n for d, n in enumerate(shape) if keepdim or d not in dims)
-
-
-def _reduce_source(op: str, kind: str, krank: int, rrank: int, tree: bool, chunked: bool) -> str:
-    # P: [n_out, R, chunks, chunk_len, offset, kshape.., kstrides.., rshape.., rstrides..]
-    kbase, rbase = 5, 5 + 2 * krank
-    combine = f"fn combine(x: {kind}, y: {kind}) -> {kind} {{ return {_COMBINE[op][kind]}; }}"
-    head = f"""{PRELUDE}
-{bindings(kind, [kind])}
-{combine}
-"""
-    kept = _decompose("o", kbase, krank, "k", bounded=True)
-    koff = " + ".join(["P[4]"] + [f"k{d} * P[{kbase + krank + d}]" for d in range(krank)])
-    roff = " + ".join(["base"] + [f"r{d} * P[{rbase + rrank + d}]" for d in range(rrank)])
-    walk = f"""  let chunk = g % P[2];
-  let o = g / P[2];
-{kept}
-  let base = {koff};
-  let lo = chunk * P[3];
-  let hi = min(P[1], lo + P[3]);"""
-    if not tree:
-        return (
-            head
-            + f"""@compute @workgroup_size({WORKGROUP})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-  let g = gid.x + gid.y * nwg.x * {WORKGROUP}u;
-  if (g >= P[0] * P[2]) {{ return; }}
-{walk}
-  var acc: {kind} = {_IDENTITY[op][kind]};
-  for (var j = lo; j < hi; j = j + 1u) {{
-{_decompose("j", rbase, rrank, "r", bounded=True)}
-    acc = combine(acc, IN0[{roff}]);
-  }}
-  OUT[g] = acc;
-}}
-"""
-        )
-    return (
-        head
-        + f"""var<workgroup> part: array<{kind}, {WORKGROUP}>;
-@compute @workgroup_size({WORKGROUP})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) t: u32) {{
-  let g = wid.x + wid.y * nwg.x;
-  let live = g < P[0] * P[2];
-  var acc: {kind} = {_IDENTITY[op][kind]};
-  if (live) {{
-{walk}
-    for (var j = lo + t; j < hi; j = j + {WORKGROUP}u) {{
-{_decompose("j", rbase, rrank, "r", bounded=True)}
-      acc = combine(acc, IN0[{roff}]);
-    }}
-  }}
-  part[t] = acc;
-  workgroupBarrier();
-  for (var s = {WORKGROUP // 2}u; s > 0u; s = s >> 1u) {{
-    if (t < s) {{ part[t] = combine(part[t], part[t + s]); }}
-    workgroupBarrier();
-  }}
-  if (live && t == 0u) {{ OUT[g] = part[0]; }}
-}}
-"""
-    )
 
 
 def reduce(rt, op: str, x: VkView, dims, keepdim: bool) -> VkView:
@@ -117,15 +49,15 @@ def reduce(rt, op: str, x: VkView, dims, keepdim: bool) -> VkView:
         return out
     if rows == 0:
         return copy_into(rt, out, 0)
-    kshape, kstrides, rshape, rstrides = _geometry(x, dims)
-    chunks = 1
-    if rows > 8 * CHUNK and n_out < 256:
-        chunks = min(-(-rows // CHUNK), 1024)
+    geo = Rows(x.shape, dims, [x])
+    chunks = chunks_for(n_out, rows)
     chunk_len = -(-rows // chunks)
     target = out if chunks == 1 else new_view(rt, (*out_shape, chunks), compute_dtype(x.dtype))
+    # a row of up to SHORT_ROW folds in order, whatever the number of rows (codegen/wgsl.py does the same)
     tree = chunk_len > SHORT_ROW
-    source = _reduce_source(op, kind, len(kshape), len(rshape), tree, chunks > 1)
-    params = [n_out, rows, chunks, chunk_len, x.offset, *kshape, *kstrides, *rshape, *rstrides]
+    finish = "    OUT0[g] = s.f0;"  # g: the (output, chunk) pair
+    source = reduce_source(_monoid(op, kind), [kind], [kind], finish, geo.wgsl(4), WORKGROUP, serial=not tree)
+    params = [n_out, rows, chunks, chunk_len, *geo.params()]
     total = n_out * chunks
     groups = rt.grid(total if tree else -(-total // WORKGROUP))
     rt.dispatch(source, [target.buffer, x.buffer], [True, False], params, groups)
@@ -174,50 +106,28 @@ def tie_weights(rt, x, result, *, dims, keepdim):
     return elementwise(rt, "a / max(b, 1.0)", [mask, count], new_view(rt, x.shape, D.float32))
 
 
-def _arg_source(kind: str, krank: int, rrank: int, largest: bool) -> str:
-    kbase, rbase = 5, 5 + 2 * krank
+def _arg_monoid(kind: str, largest: bool) -> tuple[Monoid, str]:
+    """(value, index) states; the better one wins: larger (smaller), else the first NaN, else the lower index.
+
+    The index 0xffffffff marks the identity (no element yet). Returns the monoid and its ``better``.
+    """
     cmp = ">" if largest else "<"
     nan = "isnan_f(v) && !isnan_f(bv)" if kind == "f32" else "false"
-    kept = _decompose("g", kbase, krank, "k", bounded=True)
-    koff = " + ".join(["P[4]"] + [f"k{d} * P[{kbase + krank + d}]" for d in range(krank)])
-    roff = " + ".join(["base"] + [f"r{d} * P[{rbase + rrank + d}]" for d in range(rrank)])
-    return f"""{PRELUDE}
-{bindings("i32", [kind])}
-var<workgroup> pv: array<{kind}, {WORKGROUP}>;
-var<workgroup> pi: array<u32, {WORKGROUP}>;
-fn better(v: {kind}, i: u32, bv: {kind}, bi: u32) -> bool {{
+    better = f"""fn better(v: {kind}, i: u32, bv: {kind}, bi: u32) -> bool {{
   if (bi == 0xffffffffu) {{ return i != 0xffffffffu; }}
   if (i == 0xffffffffu) {{ return false; }}
   {"if (isnan_f(bv)) { return isnan_f(v) && i < bi; }" if kind == "f32" else ""}
   if ({nan}) {{ return true; }}
   return v {cmp} bv || (v == bv && i < bi);
-}}
-@compute @workgroup_size({WORKGROUP})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) t: u32) {{
-  let g = wid.x + wid.y * nwg.x;
-  let live = g < P[0];
-  var bv: {kind};
-  var bi = 0xffffffffu;
-  if (live) {{
-{kept}
-    let base = {koff};
-    for (var j = t; j < P[1]; j = j + {WORKGROUP}u) {{
-{_decompose("j", rbase, rrank, "r", bounded=True)}
-      let v = IN0[{roff}];
-      if (better(v, j, bv, bi)) {{ bv = v; bi = j; }}
-    }}
-  }}
-  pv[t] = bv;
-  pi[t] = bi;
-  workgroupBarrier();
-  for (var s = {WORKGROUP // 2}u; s > 0u; s = s >> 1u) {{
-    if (t < s && better(pv[t + s], pi[t + s], pv[t], pi[t])) {{ pv[t] = pv[t + s]; pi[t] = pi[t + s]; }}
-    workgroupBarrier();
-  }}
-  if (live && t == 0u) {{ OUT[g] = i32(pi[0]); }}
-}}
-"""
+}}"""
+    zero = {"f32": "0.0", "i32": "0", "u32": "0u"}[kind]
+    monoid = Monoid(
+        (kind, "u32"),
+        f"S({zero}, 0xffffffffu)",
+        "if (better(b.f0, b.f1, a.f0, a.f1)) { return b; } return a;",
+        "return S(v0, j);",
+    )
+    return monoid, better
 
 
 def _arg(rt, x: VkView, dim, keepdim: bool, largest: bool) -> VkView:
@@ -233,10 +143,12 @@ def _arg(rt, x: VkView, dim, keepdim: bool, largest: bool) -> VkView:
     n_out = math.prod(out_shape)
     if n_out == 0:
         return out
-    kshape, kstrides, rshape, rstrides = _geometry(x, dims)
+    geo = Rows(x.shape, dims, [x])
     rows = math.prod(x.shape[d] for d in dims)
-    source = _arg_source(storage_type(x.dtype), len(kshape), len(rshape), largest)
-    params = [n_out, rows, 1, rows, x.offset, *kshape, *kstrides, *rshape, *rstrides]
+    kind = storage_type(x.dtype)
+    monoid, better = _arg_monoid(kind, largest)
+    source = reduce_source(monoid, [kind], ["i32"], "    OUT0[g] = i32(s.f1);", geo.wgsl(4), WORKGROUP, better)
+    params = [n_out, rows, 1, rows, *geo.params()]
     rt.dispatch(source, [out.buffer, x.buffer], [True, False], params, rt.grid(n_out))
     return out
 

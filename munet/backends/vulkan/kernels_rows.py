@@ -1,13 +1,8 @@
 """Row kernels: softmax, log_softmax, logsumexp, standardize, prod, the boolean reductions,
 max/min along a dim, median and mode, and the elementwise special functions beside them.
 
-A row kernel sees its operands as (row ``o``, position ``j``): ``o`` runs over the kept dims,
-``j`` over the reduced ones, and each operand is read in place through its strides
-(:class:`Rows`). A reduction is a :class:`Monoid` (a WGSL struct ``S`` with an identity, a
-commutative ``combine`` and a ``load`` of one element): one workgroup per row folds its
-strided share of the row, then a workgroup-memory tree combines the 256 partial states.
-Rows longer than ``LONG_ROW`` with few rows take two passes: chunks of the row are reduced
-by separate workgroups into packed partial states, which a second pass combines.
+The reductions are monoids run by the reduction template (``reduction.py``: :class:`Monoid`,
+:class:`Rows`, :func:`reduce_rows`); median and mode sort each row in workgroup memory.
 Normalizations (softmax, standardize, prod_others) reduce each row to statistics, then one
 elementwise kernel applies them to every element.
 """
@@ -15,7 +10,6 @@ elementwise kernel applies them to every element.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,250 +17,10 @@ from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import clone, copy_into, new_view
 from munet.backends.vulkan.kernels_elementwise import run
+from munet.backends.vulkan.reduction import Monoid, Rows, binding_lines, keep_shape, reduce_rows, reshaped
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import VkView, coalesce, contiguous_strides, storage_type
-from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, elementwise, scalar_word
-
-CHUNK = 8192
-SHORT_ROW = 32
-LONG_ROW = 8 * CHUNK
-_FIRST_SCALAR = 4
-
-
-# geometry -----------------------------------------------------------------------------------------
-
-
-class Rows:
-    """Views of one ``shape`` as rows: ``row_at{v}(o)`` and ``col_at{v}(j)`` give element offsets.
-
-    ``o`` enumerates the kept dims and ``j`` the dims in ``dims`` (both row-major); dims that
-    are contiguous in every view are merged, so the WGSL index arithmetic stays short.
-    """
-
-    def __init__(self, shape, dims, views):
-        kept = [d for d in range(len(shape)) if d not in dims]
-        self.rows = math.prod(shape[d] for d in kept)
-        self.length = math.prod(shape[d] for d in dims)
-        self.kshape, self.kstrides = _merged([shape[d] for d in kept], [[v.strides[d] for d in kept] for v in views])
-        self.rshape, self.rstrides = _merged([shape[d] for d in dims], [[v.strides[d] for d in dims] for v in views])
-        self.offsets = [v.offset for v in views]
-
-    def params(self) -> list:
-        out = [*self.offsets, *self.kshape]
-        for s in self.kstrides:
-            out += s
-        out += self.rshape
-        for s in self.rstrides:
-            out += s
-        return out
-
-    def wgsl(self, base: int) -> str:
-        n, kr, rr = len(self.offsets), len(self.kshape), len(self.rshape)
-        kshape_at = base + n
-        kstr_at = kshape_at + kr
-        rshape_at = kstr_at + n * kr
-        rstr_at = rshape_at + rr
-        fns = []
-        for v in range(n):
-            fns.append(_offset_fn(f"row_at{v}", "o", f"P[{base + v}]", kshape_at, kstr_at + v * kr, kr))
-            fns.append(_offset_fn(f"col_at{v}", "j", "0u", rshape_at, rstr_at + v * rr, rr))
-        return "\n".join(fns)
-
-
-def _merged(shape, stride_sets):
-    shape, strides = coalesce(shape, *stride_sets)
-    if not shape:
-        return (1,), [(0,) for _ in stride_sets]
-    return shape, strides
-
-
-def _offset_fn(name: str, index: str, start: str, shape_at: int, stride_at: int, rank: int) -> str:
-    lines = [f"fn {name}({index}: u32) -> u32 {{", f"  var rem = {index};", f"  var off = {start};"]
-    for d in reversed(range(rank)):
-        lines.append(f"  off += (rem % P[{shape_at + d}]) * P[{stride_at + d}]; rem = rem / P[{shape_at + d}];")
-    lines += ["  return off;", "}"]
-    return "\n".join(lines)
-
-
-def keep_shape(shape, dims) -> tuple:
-    return tuple(1 if d in dims else n for d, n in enumerate(shape))
-
-
-def reshaped(view: VkView, shape) -> VkView:
-    """A contiguous ``view`` seen with another ``shape`` of the same size."""
-    return VkView(view.buffer, tuple(shape), contiguous_strides(shape), view.offset, view.dtype)
-
-
-# monoids and the reduction template ----------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Monoid:
-    """A row reduction: ``S`` has fields ``f0, f1, ...`` of ``types``.
-
-    ``combine`` (body of ``fn combine(a: S, b: S) -> S``) must be commutative and associative;
-    ``load`` (body of ``fn load(v0, v1, ..., j) -> S``) lifts one element at position ``j``.
-    ``sc(i)`` reads the i-th float scalar parameter.
-    """
-
-    types: tuple
-    identity: str
-    combine: str
-    load: str
-
-
-def _struct(m: Monoid) -> str:
-    fields = ", ".join(f"f{i}: {t}" for i, t in enumerate(m.types))
-    return f"""struct S {{ {fields} }}
-fn identity() -> S {{ return {m.identity}; }}
-fn combine(a: S, b: S) -> S {{ {m.combine} }}
-fn sc(i: u32) -> f32 {{ return bitcast<f32>(P[{_FIRST_SCALAR}u + i]); }}"""
-
-
-def _word(t: str, expr: str) -> str:
-    return expr if t == "u32" else f"bitcast<u32>({expr})"
-
-
-def _unword(t: str, expr: str) -> str:
-    return expr if t == "u32" else f"bitcast<{t}>({expr})"
-
-
-def pack_fn(m: Monoid, buf: str) -> str:
-    w = len(m.types)
-    stores = "\n".join(f"  {buf}[i * {w}u + {k}u] = {_word(t, f's.f{k}')};" for k, t in enumerate(m.types))
-    return f"fn pack(i: u32, s: S) {{\n{stores}\n}}"
-
-
-def unpack_fn(m: Monoid, buf: str) -> str:
-    w = len(m.types)
-    fields = ", ".join(_unword(t, f"{buf}[i * {w}u + {k}u]") for k, t in enumerate(m.types))
-    return f"fn unpack(i: u32) -> S {{ return S({fields}); }}"
-
-
-def _binding_lines(outs, ins) -> str:
-    lines = ["@group(0) @binding(0) var<storage, read> P: array<u32>;"]
-    for k, kind in enumerate(outs):
-        lines.append(f"@group(0) @binding({1 + k}) var<storage, read_write> OUT{k}: array<{kind}>;")
-    for k, kind in enumerate(ins):
-        lines.append(f"@group(0) @binding({1 + len(outs) + k}) var<storage, read> IN{k}: array<{kind}>;")
-    return "\n".join(lines)
-
-
-def _reduce_source(
-    m: Monoid, in_kinds, out_kinds, finish: str, geometry: str | None, wg: int, extra: str = "", serial: bool = False
-) -> str:
-    """One workgroup per (row, chunk) folds ``j`` in the chunk, then a tree; ``finish`` sees ``s``.
-
-    With ``geometry`` None the input is IN0, packed states of the previous pass. ``serial``: one
-    thread per (short) row instead.
-    """
-    if geometry is None:
-        head = unpack_fn(m, "IN0")
-        fold = "for (var j = lo + t; j < hi; j = j + WGu) { acc = combine(acc, unpack(o * P[1] + j)); }"
-    else:
-        args = ", ".join(f"v{k}: {kind}" for k, kind in enumerate(in_kinds))
-        head = f"fn load({args}, j: u32) -> S {{ {m.load} }}\n{geometry}"
-        bases = " ".join(f"let b{k} = row_at{k}(o);" for k in range(len(in_kinds)))
-        reads = ", ".join(f"IN{k}[b{k} + col_at{k}(j)]" for k in range(len(in_kinds)))
-        fold = f"{bases}\n  for (var j = lo + t; j < hi; j = j + WGu) {{ acc = combine(acc, load({reads}, j)); }}"
-    if serial:
-        return f"""{PRELUDE}
-{_binding_lines(out_kinds, in_kinds)}
-{_struct(m)}
-{head}
-{extra}
-@compute @workgroup_size({WORKGROUP})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-  let g = gid.x + gid.y * nwg.x * {WORKGROUP}u;
-  if (g >= P[0] * P[2]) {{ return; }}
-  let o = g / P[2];
-  let lo = (g % P[2]) * P[3];
-  let hi = min(P[1], lo + P[3]);
-  let t = 0u;
-  var acc = identity();
-  {fold}
-  let s = acc;
-{finish}
-}}
-""".replace("WGu", "1u")
-    return f"""{PRELUDE}
-{_binding_lines(out_kinds, in_kinds)}
-{_struct(m)}
-{head}
-{extra}
-var<workgroup> part: array<S, {wg}>;
-@compute @workgroup_size({wg})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) t: u32) {{
-  let g = wid.x + wid.y * nwg.x;
-  if (g >= P[0] * P[2]) {{ return; }}
-  let o = g / P[2];
-  let lo = (g % P[2]) * P[3];
-  let hi = min(P[1], lo + P[3]);
-  var acc = identity();
-  {fold}
-  part[t] = acc;
-  workgroupBarrier();
-  for (var s = {wg // 2}u; s > 0u; s = s >> 1u) {{
-    if (t < s) {{ part[t] = combine(part[t], part[t + s]); }}
-    workgroupBarrier();
-  }}
-  if (t == 0u) {{
-    let s = part[0];
-{finish}
-  }}
-}}
-""".replace("WGu", f"{wg}u")
-
-
-def _workgroup(length: int) -> int:
-    return 64 if length <= 64 else WORKGROUP
-
-
-def _chunks(rows: int, length: int) -> int:
-    if length > LONG_ROW and rows < 256:
-        return min(-(-length // CHUNK), 1024)
-    return 1
-
-
-def reduce_rows(rt, m: Monoid, inputs, dims, outputs, scalars=(), shape=None) -> list:
-    """Reduce ``inputs`` (views of one shape) over ``dims``; one contiguous view per output.
-
-    ``outputs`` are ``(dtype, wgsl expression of the final state s)``; each result has the
-    kept dims' shape with size-1 reduced dims (reshape with :func:`reshaped`).
-    """
-    shape = tuple(inputs[0].shape if shape is None else shape)
-    dims = tuple(sorted(dims))
-    geo = Rows(shape, dims, inputs)
-    results = [new_view(rt, keep_shape(shape, dims), dtype) for dtype, _ in outputs]
-    if geo.rows == 0:
-        return results
-    in_kinds = [storage_type(v.dtype) for v in inputs]
-    out_kinds = [storage_type(dtype) for dtype, _ in outputs]
-    words = [scalar_word("f32", s) for s in scalars]
-    finish = "\n".join(f"    OUT{k}[o] = {expr};" for k, (_, expr) in enumerate(outputs))
-    buffers = [r.buffer for r in results]
-    chunks = _chunks(geo.rows, geo.length)
-    chunk_len = -(-geo.length // chunks)
-    head = [geo.rows, geo.length, chunks, chunk_len, *words]
-    wg = _workgroup(chunk_len)
-    geometry = geo.wgsl(len(head))
-    if chunks == 1:
-        serial = geo.length <= SHORT_ROW and geo.rows >= WORKGROUP
-        source = _reduce_source(m, in_kinds, out_kinds, finish, geometry, wg, serial=serial)
-        groups = rt.grid(-(-geo.rows // WORKGROUP) if serial else geo.rows)
-        rt.dispatch(source, buffers + [v.buffer for v in inputs], [True] * len(buffers) + [False] * len(inputs),
-                    head + geo.params(), groups)  # fmt: skip
-        return results
-    # pass 1: chunk states, packed; pass 2: combine each row's chunks
-    partial = new_view(rt, (geo.rows * chunks * len(m.types),), D.int32)
-    first = _reduce_source(m, in_kinds, ["u32"], "    pack(g, s);", geometry, wg, pack_fn(m, "OUT0"))
-    rt.dispatch(first, [partial.buffer] + [v.buffer for v in inputs], [True] + [False] * len(inputs),
-                head + geo.params(), rt.grid(geo.rows * chunks))  # fmt: skip
-    second = _reduce_source(m, ["u32"], out_kinds, finish, None, _workgroup(chunks))
-    params = [geo.rows, chunks, 1, chunks, *words]
-    rt.dispatch(second, buffers + [partial.buffer], [True] * len(buffers) + [False], params, rt.grid(geo.rows))
-    return results
+from munet.backends.vulkan.views import VkView, storage_type
+from munet.backends.vulkan.wgsl import PRELUDE, Scalar, elementwise
 
 
 def stats_views(results, shape, dims) -> list:
@@ -689,7 +443,7 @@ def _median_source(kind: str, geometry: str, ignore_nan: bool) -> str:
     else:
         rank = "let k0 = select((n - 1u) / 2u, n - nans, nans > 0u);"
     return f"""{PRELUDE}
-{_binding_lines([kind, "i32"], [kind])}
+{binding_lines([kind, "i32"], [kind])}
 {_KEY[kind]}
 {geometry}
 var<workgroup> hist: array<atomic<u32>, 256>;
@@ -820,7 +574,7 @@ def nanmedian_dim(rt, x, *, dim, keepdim):
 def _mode_source(kind: str, geometry: str) -> str:
     isnan = "isnan_f" if kind == "f32" else "no_nan"
     return f"""{PRELUDE}
-{_binding_lines([kind, "i32"], [kind])}
+{binding_lines([kind, "i32"], [kind])}
 fn no_nan(x: {kind}) -> bool {{ return false; }}
 {geometry}
 struct S {{ c: u32, v: {kind}, i: u32 }}

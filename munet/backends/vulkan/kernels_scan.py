@@ -12,20 +12,18 @@ from __future__ import annotations
 from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import clone, copy_into, new_view
-from munet.backends.vulkan.kernels_rows import (
-    _ADD,
-    _ONE,
+from munet.backends.vulkan.kernels_rows import _ADD, _ONE, pick_monoid, stats_views
+from munet.backends.vulkan.reduction import (
+    SHORT_ROW,
     Monoid,
     Rows,
-    _binding_lines,
-    _chunks,
-    _reduce_source,
-    _struct,
+    chunks_for,
+    kernel_head,
     pack_fn,
-    pick_monoid,
     reduce_rows,
-    stats_views,
-    unpack_fn,
+    reduce_source,
+    row_main,
+    row_reads,
 )
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, compute_dtype, storage_type
@@ -41,15 +39,7 @@ def _scan_source(
     input holds the packed inclusive scan of the chunk totals. ``serial``: one thread per short row.
     """
     wg = WORKGROUP
-    if geometry is None:
-        head, bases = unpack_fn(m, "IN0"), ""
-        read = "unpack(o * P[1] + j)"
-    else:
-        args = ", ".join(f"v{k}: {kind}" for k, kind in enumerate(in_kinds))
-        head = f"fn load({args}, j: u32) -> S {{ {m.load} }}\n{geometry}"
-        bases = " ".join(f"let b{k} = row_at{k}(o);" for k in range(len(in_kinds)))
-        reads = ", ".join(f"IN{k}[b{k} + col_at{k}(j)]" for k in range(len(in_kinds)))
-        read = f"load({reads}, j)"
+    head, bases, read = row_reads(m, in_kinds, geometry)
     start = ""
     if carry:
         n_in = len(in_kinds)
@@ -64,18 +54,8 @@ def _scan_source(
         in_kinds = [*in_kinds, "u32"]
     j = "hi - 1u - p" if reverse else "lo + p"
     if serial:
-        return f"""{PRELUDE}
-{_binding_lines(out_kinds, in_kinds)}
-{_struct(m)}
-{head}
-@compute @workgroup_size({wg})
-fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {{
-  let g = gid.x + gid.y * nwg.x * {wg}u;
-  if (g >= P[0] * P[2]) {{ return; }}
-  let o = g / P[2];
-  let c = g % P[2];
-  let lo = c * P[3];
-  let hi = min(P[1], lo + P[3]);
+        return f"""{kernel_head(m, in_kinds, out_kinds, head)}
+{row_main(wg, serial=True)}
   {bases}
   var carry = identity();
   {start}
@@ -87,20 +67,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   }}
 }}
 """
-    return f"""{PRELUDE}
-{_binding_lines(out_kinds, in_kinds)}
-{_struct(m)}
-{head}
+    return f"""{kernel_head(m, in_kinds, out_kinds, head)}
 var<workgroup> part: array<S, {wg}>;
-@compute @workgroup_size({wg})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) t: u32) {{
-  let g = wid.x + wid.y * nwg.x;
-  if (g >= P[0] * P[2]) {{ return; }}
-  let o = g / P[2];
-  let c = g % P[2];
-  let lo = c * P[3];
-  let hi = min(P[1], lo + P[3]);
+{row_main(wg, serial=False)}
   {bases}
   var carry = identity();
   {start}
@@ -130,9 +99,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 """
 
 
-SHORT_ROW = 32
-
-
 def scan_rows(rt, m: Monoid, inputs, dim: int, outputs, reverse: bool = False) -> list:
     """Inclusive scan of ``inputs`` along ``dim``; ``outputs`` are ``(dtype, [exprs of r])`` per output."""
     shape = tuple(inputs[0].shape)
@@ -146,7 +112,7 @@ def scan_rows(rt, m: Monoid, inputs, dim: int, outputs, reverse: bool = False) -
     emit = "\n".join(
         f"      OUT{k}[row_at{n_in + k}(o) + col_at{n_in + k}(j)] = {expr};" for k, (_, expr) in enumerate(outputs)
     )
-    chunks = _chunks(geo.rows, geo.length)
+    chunks = chunks_for(geo.rows, geo.length)
     chunk_len = -(-geo.length // chunks)
     head = [geo.rows, geo.length, chunks, chunk_len]
     geometry = geo.wgsl(len(head))
@@ -163,7 +129,7 @@ def scan_rows(rt, m: Monoid, inputs, dim: int, outputs, reverse: bool = False) -
     totals = new_view(rt, (geo.rows * chunks * w,), D.int32)
     prefix = new_view(rt, (geo.rows * chunks * w,), D.int32)
     in_geo = Rows(shape, (dim,), inputs)
-    first = _reduce_source(m, in_kinds, ["u32"], "    pack(g, s);", in_geo.wgsl(4), WORKGROUP, pack_fn(m, "OUT0"))
+    first = reduce_source(m, in_kinds, ["u32"], "    pack(g, s);", in_geo.wgsl(4), WORKGROUP, pack_fn(m, "OUT0"))
     rt.dispatch(first, [totals.buffer] + [v.buffer for v in inputs], [True] + [False] * n_in, head + in_geo.params(),
                 rt.grid(geo.rows * chunks))  # fmt: skip
     second = _scan_source(m, ["u32"], ["u32"], "      pack(o * P[1] + j, r);", None, reverse, False)

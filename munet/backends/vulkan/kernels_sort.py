@@ -15,10 +15,11 @@ import math
 
 from munet import _dtype as D
 from munet._device import DeviceError
+from munet._tensor import contiguous_strides
 from munet.backends.vulkan.copies import contiguous, new_view
 from munet.backends.vulkan.kernels_indexing import Params, check_index, exclusive_scan, launch, read_int
 from munet.backends.vulkan.registry import kernel
-from munet.backends.vulkan.views import VkView, contiguous_strides, storage_type
+from munet.backends.vulkan.views import VkView, storage_type
 from munet.backends.vulkan.wgsl import PRELUDE
 
 _BLOCK = 512  # elements per workgroup in the in-block passes (256 threads, one pair each)

@@ -54,14 +54,6 @@ def compute_dtype(dtype):
     return D.float32 if dtype is D.float16 else dtype
 
 
-def contiguous_strides(shape) -> tuple:
-    strides, acc = [], 1
-    for s in reversed(shape):
-        strides.append(acc)
-        acc *= max(s, 1)
-    return tuple(reversed(strides))
-
-
 class VkView:
     """(buffer, shape, strides, offset, dtype): what a kernel needs to read a tensor."""
 

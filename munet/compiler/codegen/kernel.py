@@ -65,6 +65,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from munet._tensor import contiguous_strides
 from munet.ops._registry import OPS
 from munet.ops._scalar import SCALAR_OPS, Apply, Const, Param, constant
 
@@ -135,14 +136,6 @@ class Kernel:
 def short_dtype(dtype) -> str | None:
     """``'f32'``, ``'f64'``, ``'bool'`` or ``'i64'`` for a munet dtype, None when kernels do not support it."""
     return {"float32": "f32", "float64": "f64", "bool": "bool", "int64": "i64"}.get(getattr(dtype, "name", str(dtype)))
-
-
-def contiguous_strides(shape) -> tuple:
-    strides, step = [], 1
-    for s in reversed(shape):
-        strides.append(step)
-        step *= s
-    return tuple(reversed(strides))
 
 
 def broadcast_strides(shape, strides, target) -> tuple:

@@ -260,7 +260,7 @@ def reduction_layout(kernel: Kernel) -> str:
     """
     if not kernel.reduce_shape:
         return "elementwise"
-    from munet.backends.vulkan.kernels_reduce import CHUNK, SHORT_ROW
+    from munet.backends.vulkan.reduction import CHUNK, SHORT_ROW
 
     rows = _numel(kernel.reduce_shape)
     if rows > 8 * CHUNK and kernel.numel < 256:
