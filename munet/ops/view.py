@@ -7,8 +7,11 @@ at the bottom (``as_strided_scatter`` and ``strided_scatter_add``).
 
 from __future__ import annotations
 
+import numpy as np
+
+from munet import _dtype as D
 from munet.ops._registry import Meta, apply, define
-from munet.ops._utils import reduce_grad, wrap_dim
+from munet.ops._utils import is_tensor, reduce_grad, wrap_dim
 
 __all__ = [
     "as_strided",
@@ -420,19 +423,34 @@ index_view_op = define(
 )
 
 
+def basic_item(item):
+    """``item`` as basic indexing reads it, or ``ADVANCED``: NumPy integers, objects with
+    ``__index__`` and 0-dim integer tensors are ints (PyTorch selects with them, making a view)."""
+    if item is None or item is Ellipsis or isinstance(item, slice):
+        return item
+    if isinstance(item, (bool, np.bool_)):
+        return ADVANCED
+    if isinstance(item, (int, np.integer)):
+        return int(item)
+    if is_tensor(item):
+        if item.ndim == 0 and not item.dtype.is_floating_point and item.dtype is not D.bool_:
+            return int(item.item())
+        return ADVANCED
+    if hasattr(item, "__index__") and not hasattr(item, "shape"):
+        return item.__index__()
+    return ADVANCED
+
+
+ADVANCED = object()  # what ``basic_item`` answers for a part of an index that basic indexing cannot take
+
+
 def basic_index_spec(shape, index) -> tuple | None:
     """Normalize a basic index (ints, slices, None, Ellipsis) to a spec; None if it is advanced."""
     if not isinstance(index, tuple):
         index = (index,)
-    for item in index:
-        if not (item is None or item is Ellipsis or isinstance(item, (int, slice)) and not isinstance(item, bool)):
-            if (
-                hasattr(item, "__index__")
-                and not hasattr(item, "shape")
-                and type(item).__name__ not in ("bool", "bool_")
-            ):
-                continue
-            return None
+    index = tuple(basic_item(item) for item in index)
+    if any(item is ADVANCED for item in index):
+        return None
     consumed = sum(1 for item in index if item is not None and item is not Ellipsis)
     if consumed > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
@@ -455,7 +473,7 @@ def basic_index_spec(shape, index) -> tuple | None:
             spec.append(("s", start, length, step))
             d += 1
         else:
-            i = item.__index__()
+            i = item
             n = shape[d]
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for dimension {d} with size {n}")
