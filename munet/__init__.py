@@ -44,7 +44,14 @@ from munet._dtype import (
 )
 from munet._tensor import Size, Tensor
 from munet._threads import get_num_threads, set_num_threads
-from munet.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from munet.autograd import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 
 half = float16
 float = float32  # noqa: A001
