@@ -391,6 +391,16 @@ class Tensor:
         memo[id(self)] = result
         return result
 
+    def __reduce_ex__(self, protocol):
+        """Pickle as plain data: the values (a NumPy array, copied from any device), dtype, device,
+        ``requires_grad``, the class (so a Parameter stays one) and the instance attributes. As in
+        PyTorch, ``.grad`` and autograd history are not pickled, and views unpickle as separate tensors."""
+        values = np.asarray(self.detach().numpy(force=True), order="C")  # ascontiguousarray makes 0-d 1-d
+        if self._dtype is D.bfloat16:  # bfloat16 travels as its bits, so the pickle holds only NumPy types
+            values = values.view(np.uint16)
+        state = dict(self.__dict__) or None
+        return (_rebuild_tensor, (type(self), values, self._dtype, str(self.device), self._requires_grad, state))
+
     # host access ---------------------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array; shares memory on cpu."""
@@ -476,6 +486,18 @@ class Tensor:
 
     def __dlpack_device__(self):
         return (1, 0)
+
+
+def _rebuild_tensor(cls, values: np.ndarray, dtype, device: str, requires_grad: bool, state) -> Tensor:
+    """The tensor ``Tensor.__reduce_ex__`` pickled: a leaf of class ``cls`` on ``device``."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"unpickling a tensor: expected a Tensor class, got {cls!r}")
+    src = Tensor._from_numpy(values.view(dtype.np), device)
+    out = object.__new__(cls)
+    out._init_from(src, requires_grad)
+    if state:
+        out.__dict__.update(state)
+    return out
 
 
 def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:
