@@ -91,15 +91,17 @@ class Tensor:
         "__weakref__",
     )
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, device=None):
         # ``munet.Tensor(data)`` / ``munet.Tensor(2, 3)``: PyTorch's legacy constructor,
         # a float tensor of the default dtype.
         from munet.ops import creation
 
-        if len(args) == 1 and not isinstance(args[0], int):
-            src = creation.tensor(args[0], dtype=D.get_default_dtype())
+        if not args:
+            src = creation.empty(0, dtype=D.get_default_dtype(), device=device)
+        elif len(args) == 1 and not isinstance(args[0], int):
+            src = creation.tensor(args[0], dtype=D.get_default_dtype(), device=device)
         else:
-            src = creation.empty(*args, dtype=D.get_default_dtype())
+            src = creation.empty(*args, dtype=D.get_default_dtype(), device=device)
         self._init_from(src)
 
     # construction ---------------------------------------------------------------------------
