@@ -61,19 +61,40 @@ LOWER_PRECISION_FUNCTIONS: set[str] = set()
 
 
 class _AutocastState(threading.local):
-    """This thread's autocast nesting depth, dtype, device type and weight-cast cache (and
-    whether to use it); the class attributes are what a new thread starts with."""
+    """This thread's autocast: the dtype of each device type autocast is on for, the dtype each
+    device type was last set to (``get_autocast_dtype``), the nesting depth, and the weight-cast
+    cache (and whether to use it); the class attributes are what a new thread starts with."""
 
     depth = 0
-    dtype = None
-    device_type = None
     cache_enabled = True
 
     def __init__(self):
+        self.dtypes: dict = {}  # device type -> autocast dtype, for the device types autocast is on for
+        self.fast_dtypes: dict = {}  # device type -> dtype set by the innermost block (enabled or not)
         self.cache: dict = {}  # (id(leaf), dtype) -> (leaf, its cast, leaf version); this thread's
 
 
 _State = _AutocastState()
+
+
+def _device_type_of(args):
+    """The device type of the first tensor among ``args`` (tensors or lists of tensors), or None."""
+    for a in args:
+        if isinstance(a, Tensor):
+            return a.device.type
+        if isinstance(a, (list, tuple)) and a and isinstance(a[0], Tensor):
+            return a[0].device.type
+    return None
+
+
+def autocast_dtype_for(args, kwargs=None):
+    """The dtype autocast casts to for an op on these arguments' device, or None where it is off."""
+    if not _State.dtypes:
+        return None
+    device_type = _device_type_of(args)
+    if device_type is None and kwargs:
+        device_type = _device_type_of(tuple(kwargs.values()))
+    return _State.dtypes.get(device_type)
 
 
 def _cast(t, dtype):
@@ -114,27 +135,29 @@ def _lowerable(target):
 def _cast_inputs(op, args):
     name = op.name
     if name in LOWER_PRECISION:
-        return _cast_all(args, _State.dtype, _lowerable(_State.dtype))
+        dtype = autocast_dtype_for(args)
+        return args if dtype is None else _cast_all(args, dtype, _lowerable(dtype))
     if name in FLOAT32:
-        return _cast_all(args, D.float32, _low)
+        return args if autocast_dtype_for(args) is None else _cast_all(args, D.float32, _low)
     return args
 
 
 def casts_to_one_dtype(dtypes) -> bool:
     """Whether autocast, on in this thread, casts operands of these floating ``dtypes`` of a
     ``LOWER_PRECISION`` primitive to its dtype (a composite's same-dtype check lets the mix through)."""
-    return _State.depth > 0 and all(d.is_floating_point and d is not D.float64 for d in dtypes)
+    return bool(_State.dtypes) and all(d.is_floating_point and d is not D.float64 for d in dtypes)
 
 
-def _entry_casts(fn, target_of, eligible_of):
-    """``fn`` with its tensor arguments cast at entry while autocast is on in this thread."""
+def _entry_casts(fn, target_of):
+    """``fn`` with its tensor arguments cast at entry while autocast is on for their device in this
+    thread; ``target_of(autocast dtype)`` gives the dtype and which input dtypes are cast to it."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        if _State.depth == 0:
+        dtype = autocast_dtype_for(args, kwargs)
+        if dtype is None:
             return fn(*args, **kwargs)
-        target = target_of()
-        eligible = eligible_of(target)
+        target, eligible = target_of(dtype)
         args = _cast_all(args, target, eligible)
         kwargs = {
             k: (_cast(v, target) if isinstance(v, Tensor) and eligible(v.dtype) else v) for k, v in kwargs.items()
@@ -147,11 +170,11 @@ def _entry_casts(fn, target_of, eligible_of):
 def float32_under_autocast(fn):
     """Decorator for composite functions (losses, norms) that autocast runs in float32."""
     FP32_FUNCTIONS.add(fn.__name__)
-    return _entry_casts(fn, lambda: D.float32, lambda target: _low)
+    return _entry_casts(fn, lambda dtype: (D.float32, _low))
 
 
 def lower_precision_under_autocast(fn):
     """Decorator for composite functions whose every floating input (bias included) autocast
     casts to its dtype, as PyTorch's lower-precision list does for ``linear`` and the convolutions."""
     LOWER_PRECISION_FUNCTIONS.add(fn.__name__)
-    return _entry_casts(fn, lambda: _State.dtype, _lowerable)
+    return _entry_casts(fn, lambda dtype: (dtype, _lowerable(dtype)))

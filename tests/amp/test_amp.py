@@ -1,6 +1,7 @@
 """Autocast policy, GradScaler (against PyTorch's CPU GradScaler) and float32 master weights."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -106,9 +107,80 @@ def test_autocast_cache_enabled_false_casts_at_each_use():
     np.testing.assert_allclose(w.grad.numpy(), np.full((3, 3), 2.0))
 
 
-def test_autocast_errors():
-    with pytest.raises(ValueError, match="float16 or munet.bfloat16"):
-        munet.autocast("cpu", dtype=munet.float64)
+def _warnings_of(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn()
+    return result, [w.category for w in caught]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_autocast_to_an_unsupported_dtype_warns_and_disables_as_torch(dtype):
+    def run(lib):
+        x = lib.ones(2, 2)
+        with lib.autocast("cpu", dtype=getattr(lib, dtype)):
+            return (x @ x).dtype is lib.float32, lib.is_autocast_enabled("cpu")
+
+    assert _warnings_of(lambda: run(munet)) == _warnings_of(lambda: run(torch)) == ((True, False), [UserWarning])
+
+
+def test_autocast_and_grad_scaler_for_cuda_without_cuda_disable_with_a_warning_as_torch():
+    def run(lib):
+        x = lib.ones(2, 2)
+        states = []
+        for make in (lambda: lib.autocast("cuda"), lambda: lib.autocast(device_type="cuda", dtype=lib.bfloat16)):
+            with make():
+                states.append(
+                    ((x @ x).dtype is lib.float32, lib.is_autocast_enabled("cuda"), lib.is_autocast_enabled())
+                )
+        scaler = lib.amp.GradScaler("cuda")
+        loss = lib.tensor(3.0)
+        states.append((scaler.is_enabled(), scaler.scale(loss) is loss))
+        return states
+
+    assert _warnings_of(lambda: run(munet)) == _warnings_of(lambda: run(torch))
+    assert _warnings_of(lambda: run(munet))[0] == [(True, False, False)] * 2 + [(False, True)]
+    assert _warnings_of(lambda: GradScaler("cpu"))[1] == []
+
+
+def test_autocast_state_queries_as_torch():
+    def run(lib):
+        seen = [lib.is_autocast_enabled(), lib.is_autocast_enabled("cpu"), lib.get_autocast_dtype("cpu")]
+        seen.append(lib.get_autocast_dtype("cuda"))
+        with lib.autocast(device_type="cpu"):
+            seen += [lib.is_autocast_enabled("cpu"), lib.is_autocast_enabled(), lib.get_autocast_dtype("cpu")]
+            with lib.autocast("cpu", dtype=lib.float16, enabled=False):
+                seen += [lib.is_autocast_enabled("cpu"), lib.get_autocast_dtype("cpu")]
+            seen += [lib.is_autocast_enabled("cpu"), lib.get_autocast_dtype("cpu")]
+            with lib.autocast("cpu", dtype=lib.float16):
+                seen += [(lib.ones(2, 2) @ lib.ones(2, 2)).dtype]
+        seen += [lib.is_autocast_enabled("cpu"), lib.get_autocast_dtype("cpu")]
+        return [str(v).split(".")[-1] for v in seen]
+
+    assert run(munet) == run(torch)
+
+
+def test_autocast_device_type_errors():
+    for lib in (munet, torch):
+        with pytest.raises(ValueError, match="Expected `device_type` of type `str`"):
+            lib.autocast(1)
+        with pytest.raises(TypeError):
+            lib.autocast()  # device_type is required, as in PyTorch
+    with pytest.raises(RuntimeError, match="unsupported device_type 'meta'"):
+        munet.autocast("meta")
+
+
+def test_autocast_casts_only_ops_on_its_device_type(vulkan):
+    a, b = munet.ones(4, 4), munet.ones(4, 4, device=vulkan)
+    with munet.autocast("cpu"):
+        assert (a @ a).dtype is munet.bfloat16 and (b @ b).dtype is munet.float32
+        assert F.linear(b, b).dtype is munet.float32
+    with munet.autocast(vulkan.type):
+        assert (a @ a).dtype is munet.float32 and (b @ b).dtype is munet.float16
+        assert munet.is_autocast_enabled(vulkan.type) and not munet.is_autocast_enabled("cpu")
+        with munet.autocast("cpu"):  # blocks of different device types nest independently
+            assert (a @ a).dtype is munet.bfloat16 and (b @ b).dtype is munet.float16
+        assert (a @ a).dtype is munet.float32
 
 
 def _scaler_run(lib, grads_per_step, **kwargs):
