@@ -56,6 +56,11 @@ FLOAT32 = frozenset(
         "embedding_backward",
     }
 )
+# PyTorch's CPU policy is narrower: of the primitives above, only these run in float32 on cpu; the
+# rest keep their input's dtype there (a bfloat16 softmax stays bfloat16 under CPU autocast).
+CPU_FLOAT32 = frozenset({"prod", "grid_sampler_2d", "embedding_backward"})
+# composite losses that PyTorch's CPU policy does not list: on cpu they run in their inputs' dtype
+CPU_KEEP_DTYPE_FUNCTIONS = frozenset({"gaussian_nll_loss", "multilabel_soft_margin_loss"})
 FP32_FUNCTIONS: set[str] = set()
 LOWER_PRECISION_FUNCTIONS: set[str] = set()
 
@@ -87,14 +92,16 @@ def _device_type_of(args):
     return None
 
 
-def autocast_dtype_for(args, kwargs=None):
-    """The dtype autocast casts to for an op on these arguments' device, or None where it is off."""
+def _autocast_of(args, kwargs=None):
+    """(device type, autocast dtype) for an op on these arguments, or (None, None) where autocast is
+    off for their device in this thread."""
     if not _State.dtypes:
-        return None
+        return None, None
     device_type = _device_type_of(args)
     if device_type is None and kwargs:
         device_type = _device_type_of(tuple(kwargs.values()))
-    return _State.dtypes.get(device_type)
+    dtype = _State.dtypes.get(device_type)
+    return (device_type, dtype) if dtype is not None else (None, None)
 
 
 def _cast(t, dtype):
@@ -134,11 +141,15 @@ def _lowerable(target):
 
 def _cast_inputs(op, args):
     name = op.name
+    if name not in LOWER_PRECISION and name not in FLOAT32:
+        return args
+    device_type, dtype = _autocast_of(args)
+    if dtype is None:
+        return args
     if name in LOWER_PRECISION:
-        dtype = autocast_dtype_for(args)
-        return args if dtype is None else _cast_all(args, dtype, _lowerable(dtype))
-    if name in FLOAT32:
-        return args if autocast_dtype_for(args) is None else _cast_all(args, D.float32, _low)
+        return _cast_all(args, dtype, _lowerable(dtype))
+    if device_type != "cpu" or name in CPU_FLOAT32:
+        return _cast_all(args, D.float32, _low)
     return args
 
 
@@ -150,14 +161,16 @@ def casts_to_one_dtype(dtypes) -> bool:
 
 def _entry_casts(fn, target_of):
     """``fn`` with its tensor arguments cast at entry while autocast is on for their device in this
-    thread; ``target_of(autocast dtype)`` gives the dtype and which input dtypes are cast to it."""
+    thread; ``target_of(device type, autocast dtype)`` gives the dtype and which input dtypes are
+    cast to it, or None to leave them."""
 
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        dtype = autocast_dtype_for(args, kwargs)
-        if dtype is None:
+        device_type, dtype = _autocast_of(args, kwargs)
+        rule = None if dtype is None else target_of(device_type, dtype)
+        if rule is None:
             return fn(*args, **kwargs)
-        target, eligible = target_of(dtype)
+        target, eligible = rule
         args = _cast_all(args, target, eligible)
         kwargs = {
             k: (_cast(v, target) if isinstance(v, Tensor) and eligible(v.dtype) else v) for k, v in kwargs.items()
@@ -170,11 +183,14 @@ def _entry_casts(fn, target_of):
 def float32_under_autocast(fn):
     """Decorator for composite functions (losses, norms) that autocast runs in float32."""
     FP32_FUNCTIONS.add(fn.__name__)
-    return _entry_casts(fn, lambda dtype: (D.float32, _low))
+    keeps_dtype_on_cpu = fn.__name__ in CPU_KEEP_DTYPE_FUNCTIONS
+    return _entry_casts(
+        fn, lambda device_type, dtype: None if keeps_dtype_on_cpu and device_type == "cpu" else (D.float32, _low)
+    )
 
 
 def lower_precision_under_autocast(fn):
     """Decorator for composite functions whose every floating input (bias included) autocast
     casts to its dtype, as PyTorch's lower-precision list does for ``linear`` and the convolutions."""
     LOWER_PRECISION_FUNCTIONS.add(fn.__name__)
-    return _entry_casts(fn, lambda dtype: (dtype, _lowerable(dtype)))
+    return _entry_casts(fn, lambda device_type, dtype: (dtype, _lowerable(dtype)))
