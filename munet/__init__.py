@@ -42,6 +42,15 @@ from munet._dtype import (
 from munet._dtype import (
     result_type as _result_type,
 )
+from munet._memory_format import (
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    layout,
+    memory_format,
+    preserve_format,
+    strided,
+)
 from munet._tensor import Size, Tensor
 from munet._threads import get_num_threads, set_num_threads
 from munet.autograd import (

@@ -235,6 +235,15 @@ class Tensor:
         return self.numel() * self._dtype.itemsize
 
     def is_contiguous(self, memory_format=None) -> bool:
+        """Whether the strides are row-major, or, for ``memory_format=munet.channels_last`` (or
+        ``channels_last_3d``), that format's order (False for a tensor of another rank, as in PyTorch)."""
+        if memory_format is not None:
+            from munet import _memory_format as MF
+
+            entry = MF.CHANNELS_LAST_ORDER.get(MF.check_memory_format(memory_format, "is_contiguous"))
+            if entry is not None:
+                rank, order = entry
+                return self.ndim == rank and MF.is_dense_in_order(self._shape, self._stride, order)
         if 0 in self._shape:
             return True
         expected = 1

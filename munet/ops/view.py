@@ -10,6 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from munet import _dtype as D
+from munet._memory_format import (
+    channels_last_order,
+    channels_last_strides,
+    check_memory_format,
+    contiguous_format,
+    preserve_format,
+)
 from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import is_tensor, reduce_grad, wrap_dim
 
@@ -595,12 +602,33 @@ def unfold(self, dimension: int, size: int, step: int):
 clone_op = define("clone", meta=_same_meta, backward=lambda ctx, grad: grad, backward_name="CloneBackward0")
 
 
+def copy_in_memory_format(input, memory_format, op: str = "clone"):
+    """A copy of ``input`` laid out in ``memory_format``: row-major, or for a channels-last format
+    the permuted copy viewed back in ``input``'s dim order (so its strides are NHWC's)."""
+    order = channels_last_order(memory_format, input.ndim, op)
+    if order is None:
+        return apply(clone_op, input)
+    inverse = tuple(order.index(d) for d in range(len(order)))
+    out = permute(apply(clone_op, permute(input, order)), inverse)
+    if out.numel() == 0:  # no element to place: the strides are PyTorch's formula's
+        return as_strided(out, tuple(out.shape), channels_last_strides(tuple(out.shape), order))
+    return out
+
+
 def clone(input, *, memory_format=None):
-    return apply(clone_op, input)
+    """A copy with its own storage; row-major unless ``memory_format`` asks for a channels-last format
+    (MuNet's ``preserve_format``, the default, does not carry the input's strides over)."""
+    return copy_in_memory_format(input, check_memory_format(memory_format, "clone"), "clone")
 
 
 def contiguous(self, memory_format=None):
-    return self if self.is_contiguous() else apply(clone_op, self)
+    """``self`` if it is contiguous in ``memory_format`` (default row-major), else a copy that is."""
+    fmt = contiguous_format if memory_format is None else check_memory_format(memory_format, "contiguous")
+    if self.is_contiguous(fmt):
+        return self
+    if fmt is preserve_format:
+        raise RuntimeError("contiguous: preserve memory format is unsupported by the contiguous operator")
+    return copy_in_memory_format(self, fmt, "contiguous")
 
 
 def _as_strided_scatter_backward(ctx, grad):
