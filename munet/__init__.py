@@ -11,6 +11,19 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 from munet import backends as _backends  # noqa: F401 - registers the cpu device
 from munet import ops as _ops
+from munet._compat import (
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+    _assert,
+)
 from munet._device import (
     DeviceError,
     DeviceLostError,
@@ -24,10 +37,12 @@ from munet._dtype import (
     bfloat16,
     can_cast,
     dtype,
+    finfo,
     float16,
     float32,
     float64,
     get_default_dtype,
+    iinfo,
     int8,
     int16,
     int32,

@@ -98,7 +98,7 @@ class Tensor:
 
         if not args:
             src = creation.empty(0, dtype=D.get_default_dtype(), device=device)
-        elif len(args) == 1 and not isinstance(args[0], int):
+        elif len(args) == 1 and not isinstance(args[0], (int, Size)):  # a Size is a shape, a tuple is data
             src = creation.tensor(args[0], dtype=D.get_default_dtype(), device=device)
         else:
             src = creation.empty(*args, dtype=D.get_default_dtype(), device=device)

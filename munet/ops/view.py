@@ -53,15 +53,62 @@ __tensor_methods__ = [
     "select",
     "squeeze",
     "swapaxes",
+    "swapaxes_",
     "swapdims",
+    "swapdims_",
+    "squeeze_",
     "t",
+    "t_",
     "transpose",
+    "transpose_",
     "unflatten",
     "unfold",
     "unsqueeze",
+    "unsqueeze_",
     "view",
     "view_as",
 ]
+
+
+def _become_view(self, out, op: str):
+    """PyTorch's in-place view ops (``unsqueeze_``, ``t_``, ...): ``self`` takes the geometry and the
+    autograd history of ``out``, a view of it, and its version is bumped."""
+    from munet.autograd.grad_mode import is_grad_enabled
+    from munet.ops._registry import _Tracing
+
+    if _Tracing.tracer is not None:
+        raise RuntimeError(f"{op}: in-place view ops are not supported inside munet.compile; use {op[:-1]}")
+    if is_grad_enabled() and self._grad_fn is None and self._requires_grad:
+        raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation.")
+    self._shape, self._stride, self._offset, self._data = out._shape, out._stride, out._offset, out._data
+    if out._grad_fn is not None:
+        self._grad_fn, self._output_nr = out._grad_fn, out._output_nr
+    self._storage.version += 1
+    return self
+
+
+def unsqueeze_(self, dim: int):
+    return _become_view(self, unsqueeze(self, dim), "unsqueeze_")
+
+
+def squeeze_(self, dim=None):
+    return _become_view(self, squeeze(self, dim), "squeeze_")
+
+
+def transpose_(self, dim0: int, dim1: int):
+    return _become_view(self, transpose(self, dim0, dim1), "transpose_")
+
+
+def swapdims_(self, dim0: int, dim1: int):
+    return _become_view(self, transpose(self, dim0, dim1), "swapdims_")
+
+
+def swapaxes_(self, axis0: int, axis1: int):
+    return _become_view(self, transpose(self, axis0, axis1), "swapaxes_")
+
+
+def t_(self):
+    return _become_view(self, t(self), "t_")
 
 
 def _contiguous_strides(shape):
