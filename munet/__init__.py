@@ -66,6 +66,7 @@ from munet._memory_format import (
     preserve_format,
     strided,
 )
+from munet._repr import get_printoptions, set_printoptions
 from munet._tensor import Size, Tensor
 from munet._threads import get_num_threads, set_num_threads
 from munet.autograd import (
