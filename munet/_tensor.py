@@ -14,6 +14,7 @@ import numpy as np
 
 from munet import _dtype as D
 from munet._device import as_device, get_backend
+from munet._grad_state import STATE as _GRAD_STATE
 
 
 class Size(tuple):
@@ -87,6 +88,7 @@ class Tensor:
         "grad",
         "_hooks",
         "_post_acc_hooks",
+        "_inference",
         "__dict__",
         "__weakref__",
     )
@@ -119,6 +121,7 @@ class Tensor:
         self.grad = None
         self._hooks = None
         self._post_acc_hooks = None
+        self._inference = src._inference
 
     @classmethod
     def _make(cls, storage: Storage, shape, stride, offset: int, dtype, data, base=None) -> Tensor:
@@ -136,6 +139,7 @@ class Tensor:
         t.grad = None
         t._hooks = None
         t._post_acc_hooks = None
+        t._inference = _GRAD_STATE.inference
         return t
 
     @classmethod
@@ -179,11 +183,15 @@ class Tensor:
         storage = self._storage
         data = storage.backend.view(storage.data, shape, stride, offset, self._dtype)
         base = self._base if self._base is not None else self
-        return Tensor._make(storage, shape, tuple(stride), offset, self._dtype, data, base)
+        out = Tensor._make(storage, shape, tuple(stride), offset, self._dtype, data, base)
+        out._inference = self._inference  # a view is an inference tensor exactly when its base is
+        return out
 
     def _alias(self) -> Tensor:
         """The same data and geometry, without autograd history."""
-        return Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, self)
+        out = Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, self)
+        out._inference = self._inference
+        return out
 
     # metadata ---------------------------------------------------------------------------------
     @property
@@ -256,6 +264,10 @@ class Tensor:
                 return False
             expected *= size
         return True
+
+    def is_inference(self) -> bool:
+        """Whether this tensor was made in ``inference_mode`` (a view: whether its base was)."""
+        return self._inference
 
     def is_floating_point(self) -> bool:
         return self._dtype.is_floating_point
@@ -364,6 +376,7 @@ class Tensor:
         """A tensor sharing storage (and version counter) with no autograd history."""
         # Not a view for autograd (as in PyTorch): in-place writes to it never rebase another history.
         out = Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, None)
+        out._inference = self._inference
         return out
 
     def detach_(self) -> Tensor:

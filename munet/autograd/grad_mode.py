@@ -9,18 +9,10 @@ from __future__ import annotations
 
 import functools
 import inspect
-import threading
 
+from munet import _grad_state
 
-class _GradMode(threading.local):
-    """This thread's grad mode. The class attributes are the defaults every thread starts
-    with; assigning one gives the current thread its own value (cheap to read in ``apply``)."""
-
-    enabled = True
-    inference = False
-
-
-_State = _GradMode()
+_State = _grad_state.STATE
 
 
 def is_grad_enabled() -> bool:

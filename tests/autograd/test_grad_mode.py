@@ -202,3 +202,20 @@ def test_set_grad_enabled_as_a_call_and_a_block():
 def test_grad_mode_contexts_refuse_arguments():
     with pytest.raises(TypeError, match="takes no arguments"):
         munet.no_grad(3)
+
+
+def test_is_inference_as_torch():
+    def run(lib):
+        x = lib.ones(3)
+        with lib.inference_mode():
+            made, view_of_normal, fresh = x * 2, x[1:], lib.zeros(2)
+            with lib.inference_mode(False):
+                outside = x * 3
+        with lib.no_grad():
+            no_grad = x * 2
+        return [
+            t.is_inference()
+            for t in (x, made, view_of_normal, fresh, outside, no_grad, made[0], made.detach(), made.view(3, 1))
+        ]
+
+    assert run(munet) == run(torch)
