@@ -23,6 +23,8 @@ import munet.nn.init
 import munet.nn.utils
 import munet.optim
 import munet.optim.lr_scheduler
+import munet.optim.swa_utils
+import munet.utils.checkpoint
 import munet.utils.data
 
 NAMESPACES = [
@@ -33,6 +35,8 @@ NAMESPACES = [
     munet.nn.utils,
     munet.optim,
     munet.optim.lr_scheduler,
+    munet.optim.swa_utils,
+    munet.utils.checkpoint,
     munet.utils.data,
     munet.autograd,
     munet.amp,
