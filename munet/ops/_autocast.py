@@ -7,8 +7,12 @@ composite functions decorated with ``@float32_under_autocast`` (the losses) or
 in PyTorch instead of promoting the result back to float32):
 
 - ``LOWER_PRECISION``: float32 inputs are cast to the autocast dtype (float64 is left alone).
-- ``FLOAT32``: float16/bfloat16 inputs are cast to float32.
+- ``FLOAT32``: float16/bfloat16 inputs are cast to float32 (PyTorch's CUDA list). On cpu only
+  ``CPU_FLOAT32`` is, PyTorch's narrower CPU list: a bfloat16 softmax stays bfloat16 there.
 - every other op runs in the dtype its inputs promote to (PyTorch's rules).
+
+Autocast is on per device type (``autocast("cpu")`` casts only ops on cpu tensors); the device
+type of an op is that of its first tensor argument.
 
 Casts of leaf tensors (weights) are cached for the duration of the outermost autocast block.
 ``munet.amp.autocast`` switches the policy on and off. The switch, the dtype and the cache are
