@@ -11,6 +11,19 @@ _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 
 from munet import backends as _backends  # noqa: F401 - registers the cpu device
 from munet import ops as _ops
+from munet._compat import (
+    BFloat16Tensor,
+    BoolTensor,
+    ByteTensor,
+    CharTensor,
+    DoubleTensor,
+    FloatTensor,
+    HalfTensor,
+    IntTensor,
+    LongTensor,
+    ShortTensor,
+    _assert,
+)
 from munet._device import (
     DeviceError,
     DeviceLostError,
@@ -24,10 +37,12 @@ from munet._dtype import (
     bfloat16,
     can_cast,
     dtype,
+    finfo,
     float16,
     float32,
     float64,
     get_default_dtype,
+    iinfo,
     int8,
     int16,
     int32,
@@ -42,9 +57,26 @@ from munet._dtype import (
 from munet._dtype import (
     result_type as _result_type,
 )
+from munet._memory_format import (
+    channels_last,
+    channels_last_3d,
+    contiguous_format,
+    layout,
+    memory_format,
+    preserve_format,
+    strided,
+)
+from munet._repr import get_printoptions, set_printoptions
 from munet._tensor import Size, Tensor
 from munet._threads import get_num_threads, set_num_threads
-from munet.autograd import enable_grad, inference_mode, is_grad_enabled, no_grad, set_grad_enabled
+from munet.autograd import (
+    enable_grad,
+    inference_mode,
+    is_grad_enabled,
+    is_inference_mode_enabled,
+    no_grad,
+    set_grad_enabled,
+)
 
 half = float16
 float = float32  # noqa: A001
@@ -89,6 +121,6 @@ from munet import _tensor_methods  # noqa: E402
 _tensor_methods.bind()
 
 from munet import amp, autograd, linalg, metrics, nn, optim, utils, vulkan  # noqa: E402,F401
-from munet.amp import autocast  # noqa: E402,F401
+from munet.amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 from munet.compiler import compile  # noqa: E402,F401,A004
 from munet.serialization import load, save  # noqa: E402,F401

@@ -129,6 +129,14 @@ def devices() -> list[str]:
     return out
 
 
+def device_type_available(device_type: str) -> bool | None:
+    """Whether ``device_type`` has at least one device here; None when no backend registers the type."""
+    entry = _BACKENDS.get(device_type)
+    if entry is None:
+        return None
+    return bool(entry.list_devices())
+
+
 def backend_status() -> list[tuple[str, list[str], str]]:
     """For each registered device type: ``(type, [device lines], why none is available)``."""
     status = []

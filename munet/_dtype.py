@@ -8,6 +8,8 @@ outrank Python scalars.
 
 from __future__ import annotations
 
+import math
+
 import ml_dtypes
 import numpy as np
 
@@ -176,3 +178,57 @@ def _result_type_fast(a, b):
 def can_cast(from_: dtype, to: dtype) -> bool:
     """PyTorch's ``can_cast``: no cast that lowers the category (float->int, int->bool)."""
     return from_.category <= to.category
+
+
+class _TypeInfo:
+    """Limits of one dtype; two are equal when they describe the same dtype."""
+
+    dtype: str
+
+    def __eq__(self, other) -> bool:
+        return type(other) is type(self) and other.dtype == self.dtype
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.dtype))
+
+
+class finfo(_TypeInfo):  # noqa: N801 - PyTorch's name
+    """Machine limits of a floating dtype (default: the default dtype), as Python floats:
+    ``bits``, ``eps``, ``max``, ``min``, ``tiny`` (= ``smallest_normal``), ``resolution``, ``dtype``."""
+
+    def __init__(self, type: dtype | None = None):  # noqa: A002 - PyTorch's parameter name
+        type = get_default_dtype() if type is None else type
+        if not isinstance(type, dtype) or not type.is_floating_point:
+            raise TypeError(f"munet.finfo() requires a floating point input type, got {type!r}; use munet.iinfo")
+        info = ml_dtypes.finfo(type.np) if type is bfloat16 else np.finfo(type.np)
+        self.bits = int(info.bits)
+        self.eps = float(info.eps)
+        self.max = float(info.max)
+        self.min = float(info.min)
+        self.tiny = self.smallest_normal = float(info.smallest_normal)
+        self.resolution = 10.0 ** -math.floor(-math.log10(self.eps))  # 10**-(decimal digits), as PyTorch
+        self.dtype = type.name
+
+    def __repr__(self) -> str:
+        return (
+            f"finfo(resolution={self.resolution:g}, min={self.min:g}, max={self.max:g}, eps={self.eps:g}, "
+            f"smallest_normal={self.smallest_normal:g}, tiny={self.tiny:g}, dtype={self.dtype})"
+        )
+
+
+class iinfo(_TypeInfo):  # noqa: N801 - PyTorch's name
+    """Limits of an integer dtype, as Python ints: ``bits``, ``max``, ``min``, ``dtype``."""
+
+    def __init__(self, type: dtype):  # noqa: A002 - PyTorch's parameter name
+        if type is bool_:
+            raise TypeError("munet.bool is not supported by munet.iinfo")
+        if not isinstance(type, dtype) or type.is_floating_point:
+            raise TypeError(f"munet.iinfo() requires an integer input type, got {type!r}; use munet.finfo")
+        info = np.iinfo(type.np)
+        self.bits = int(info.bits)
+        self.max = int(info.max)
+        self.min = int(info.min)
+        self.dtype = type.name
+
+    def __repr__(self) -> str:
+        return f"iinfo(min={self.min:g}, max={self.max:g}, dtype={self.dtype})"

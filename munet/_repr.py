@@ -6,9 +6,40 @@ import numpy as np
 
 from munet import _dtype as D
 
-_PRECISION = 4
-_THRESHOLD = 1000
-_EDGEITEMS = 3
+_PROFILES = {
+    "default": {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80},
+    "short": {"precision": 2, "threshold": 1000, "edgeitems": 2, "linewidth": 80},
+    "full": {"precision": 4, "threshold": float("inf"), "edgeitems": 3, "linewidth": 80},
+}
+_OPTIONS = dict(_PROFILES["default"], sci_mode=None)  # process-wide, as PyTorch's print options
+
+
+def set_printoptions(
+    precision: int | None = None,
+    threshold: float | None = None,
+    edgeitems: int | None = None,
+    linewidth: int | None = None,
+    profile: str | None = None,
+    sci_mode: bool | None = None,
+) -> None:
+    """PyTorch's print options: digits after the point, the element count above which a tensor is
+    summarized, the items shown at each edge then, the line width, a ``profile`` ("default",
+    "short", "full") setting the first four, and ``sci_mode`` (True/False forces scientific
+    notation on or off; None decides per tensor)."""
+    if profile is not None:
+        if profile not in _PROFILES:
+            raise ValueError(f"set_printoptions: profile must be one of {sorted(_PROFILES)}, got {profile!r}")
+        _OPTIONS.update(_PROFILES[profile])
+    for name, value in (("precision", precision), ("threshold", threshold), ("edgeitems", edgeitems)):
+        if value is not None:
+            _OPTIONS[name] = value
+    if linewidth is not None:
+        _OPTIONS["linewidth"] = linewidth
+    _OPTIONS["sci_mode"] = sci_mode
+
+
+def get_printoptions() -> dict:
+    return dict(_OPTIONS)
 
 
 def _float_formatter(values: np.ndarray):
@@ -22,10 +53,12 @@ def _float_formatter(values: np.ndarray):
     if integral and big < 1e8:
         width = max(len(f"{v:.0f}") for v in finite) + 1
         return lambda v: (_special(v) or f"{v:.0f}.").rjust(width)
-    if nonzero.size and (big / small > 1000.0 or big > 1e8 or small < 1e-4):
-        return lambda v: _special(v) or f"{v:.{_PRECISION}e}"
-    width = max(len(f"{v:.{_PRECISION}f}") for v in finite)
-    return lambda v: (_special(v) or f"{v:.{_PRECISION}f}").rjust(width)
+    precision, sci_mode = _OPTIONS["precision"], _OPTIONS["sci_mode"]
+    if sci_mode is None:
+        sci_mode = bool(nonzero.size) and (big / small > 1000.0 or big > 1e8 or small < 1e-4)
+    spec = f".{precision}{'e' if sci_mode else 'f'}"
+    width = max(len(format(v, spec)) for v in finite)
+    return lambda v: (_special(v) or format(v, spec)).rjust(width)
 
 
 def _special(v) -> str | None:
@@ -40,33 +73,52 @@ def _format_data(t) -> str:
     arr = t.detach().cpu().numpy()
     if t.dtype in (D.float16, D.bfloat16):
         arr = arr.astype(np.float32)
-    summarize = arr.size > _THRESHOLD
+    summarize = arr.size > _OPTIONS["threshold"]
+    shown = _edge_values(arr) if summarize else arr.reshape(-1)
     if t.dtype.is_floating_point:
-        shown = _edge_values(arr) if summarize else arr.reshape(-1)
-        fmt = _float_formatter(shown.astype(np.float64))
-        formatter = {"float_kind": lambda v: fmt(float(v))}
+        float_fmt = _float_formatter(shown.astype(np.float64))
+
+        def fmt(v):
+            return float_fmt(float(v))
     elif t.dtype is D.bool_:
-        width = 5 if arr.size and not arr.all() else 4
-        formatter = {"bool": lambda v: ("True" if v else "False").rjust(width)}
+        width = 5 if shown.size and not shown.all() else 4
+
+        def fmt(v):
+            return ("True" if v else "False").rjust(width)
     else:
-        shown = _edge_values(arr) if summarize else arr.reshape(-1)
         width = max((len(str(int(v))) for v in shown), default=1)
-        formatter = {"int": lambda v: str(int(v)).rjust(width)}
-    return np.array2string(
-        arr,
-        separator=", ",
-        prefix="tensor(",
-        formatter=formatter,
-        threshold=_THRESHOLD,
-        edgeitems=_EDGEITEMS,
-        max_line_width=80,
-    )
+
+        def fmt(v):
+            return str(int(v)).rjust(width)
+
+    return _nested_str(arr, len("tensor("), summarize, fmt)
+
+
+def _nested_str(arr: np.ndarray, indent: int, summarize: bool, fmt) -> str:
+    """PyTorch's layout of the values: rows wrapped at the line width, summarized dims elided."""
+    edge = _OPTIONS["edgeitems"]
+    elide = summarize and arr.shape and arr.shape[0] > 2 * edge
+    if arr.ndim == 0:
+        return fmt(arr.item()).strip()
+    if arr.ndim == 1:
+        items = [fmt(v) for v in (arr[:edge] if elide else arr)]
+        if elide:
+            items += [" ..."] + [fmt(v) for v in arr[-edge:]]
+        per_line = max(1, int((_OPTIONS["linewidth"] - indent) // (len(fmt(arr[0])) + 2))) if arr.size else 1
+        lines = [", ".join(items[i : i + per_line]) for i in range(0, len(items), per_line)]
+        return "[" + (",\n" + " " * (indent + 1)).join(lines) + "]"
+    rows = range(edge) if elide else range(arr.shape[0])
+    parts = [_nested_str(arr[i], indent + 1, summarize, fmt) for i in rows]
+    if elide:
+        parts += ["..."] + [_nested_str(arr[i], indent + 1, summarize, fmt) for i in range(len(arr) - edge, len(arr))]
+    return "[" + ("," + "\n" * (arr.ndim - 1) + " " * (indent + 1)).join(parts) + "]"
 
 
 def _edge_values(arr: np.ndarray) -> np.ndarray:
     if arr.ndim == 0:
         return arr.reshape(-1)
-    index = tuple(np.r_[0 : min(_EDGEITEMS, n), max(n - _EDGEITEMS, 0) : n] for n in arr.shape)
+    edge = _OPTIONS["edgeitems"]
+    index = tuple(np.r_[0 : min(edge, n), max(n - edge, 0) : n] for n in arr.shape)
     return arr[np.ix_(*index)].reshape(-1)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 
 from munet import _dtype as D
 from munet._device import as_device, get_backend, host_device
+from munet._grad_state import STATE as _GRAD_STATE
 
 
 class Size(tuple):
@@ -110,19 +111,22 @@ class Tensor:
         "grad",
         "_hooks",
         "_post_acc_hooks",
+        "_inference",
         "__dict__",
         "__weakref__",
     )
 
-    def __init__(self, *args, **kwargs):
+    def __init__(self, *args, device=None):
         # ``munet.Tensor(data)`` / ``munet.Tensor(2, 3)``: PyTorch's legacy constructor,
         # a float tensor of the default dtype.
         from munet.ops import creation
 
-        if len(args) == 1 and not isinstance(args[0], int):
-            src = creation.tensor(args[0], dtype=D.get_default_dtype())
+        if not args:
+            src = creation.empty(0, dtype=D.get_default_dtype(), device=device)
+        elif len(args) == 1 and not isinstance(args[0], (int, Size)):  # a Size is a shape, a tuple is data
+            src = creation.tensor(args[0], dtype=D.get_default_dtype(), device=device)
         else:
-            src = creation.empty(*args, dtype=D.get_default_dtype())
+            src = creation.empty(*args, dtype=D.get_default_dtype(), device=device)
         self._init_from(src)
 
     # construction ---------------------------------------------------------------------------
@@ -140,6 +144,7 @@ class Tensor:
         self.grad = None
         self._hooks = None
         self._post_acc_hooks = None
+        self._inference = src._inference
 
     @classmethod
     def _make(cls, storage: Storage, shape, stride, offset: int, dtype, data, base=None) -> Tensor:
@@ -157,6 +162,7 @@ class Tensor:
         t.grad = None
         t._hooks = None
         t._post_acc_hooks = None
+        t._inference = _GRAD_STATE.inference
         return t
 
     @classmethod
@@ -200,11 +206,15 @@ class Tensor:
         storage = self._storage
         data = storage.backend.view(storage.data, shape, stride, offset, self._dtype)
         base = self._base if self._base is not None else self
-        return Tensor._make(storage, shape, tuple(stride), offset, self._dtype, data, base)
+        out = Tensor._make(storage, shape, tuple(stride), offset, self._dtype, data, base)
+        out._inference = self._inference  # a view is an inference tensor exactly when its base is
+        return out
 
     def _alias(self) -> Tensor:
         """The same data and geometry, without autograd history."""
-        return Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, self)
+        out = Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, self)
+        out._inference = self._inference
+        return out
 
     # metadata ---------------------------------------------------------------------------------
     @property
@@ -256,6 +266,15 @@ class Tensor:
         return self.numel() * self._dtype.itemsize
 
     def is_contiguous(self, memory_format=None) -> bool:
+        """Whether the strides are row-major, or, for ``memory_format=munet.channels_last`` (or
+        ``channels_last_3d``), that format's order (False for a tensor of another rank, as in PyTorch)."""
+        if memory_format is not None:
+            from munet import _memory_format as MF
+
+            entry = MF.CHANNELS_LAST_ORDER.get(MF.check_memory_format(memory_format, "is_contiguous"))
+            if entry is not None:
+                rank, order = entry
+                return self.ndim == rank and MF.is_dense_in_order(self._shape, self._stride, order)
         if 0 in self._shape:
             return True
         expected = 1
@@ -268,6 +287,10 @@ class Tensor:
                 return False
             expected *= size
         return True
+
+    def is_inference(self) -> bool:
+        """Whether this tensor was made in ``inference_mode`` (a view: whether its base was)."""
+        return self._inference
 
     def is_floating_point(self) -> bool:
         return self._dtype.is_floating_point
@@ -376,6 +399,7 @@ class Tensor:
         """A tensor sharing storage (and version counter) with no autograd history."""
         # Not a view for autograd (as in PyTorch): in-place writes to it never rebase another history.
         out = Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, None)
+        out._inference = self._inference
         return out
 
     def detach_(self) -> Tensor:
@@ -413,6 +437,16 @@ class Tensor:
         result.__dict__.update(self.__dict__)
         memo[id(self)] = result
         return result
+
+    def __reduce_ex__(self, protocol):
+        """Pickle as plain data: the values (a NumPy array, copied from any device), dtype, device,
+        ``requires_grad``, the class (so a Parameter stays one) and the instance attributes. As in
+        PyTorch, ``.grad`` and autograd history are not pickled, and views unpickle as separate tensors."""
+        values = np.asarray(self.detach().numpy(force=True), order="C")  # ascontiguousarray makes 0-d 1-d
+        if self._dtype is D.bfloat16:  # bfloat16 travels as its bits, so the pickle holds only NumPy types
+            values = values.view(np.uint16)
+        state = dict(self.__dict__) or None
+        return (_rebuild_tensor, (type(self), values, self._dtype, str(self.device), self._requires_grad, state))
 
     # host access ---------------------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:
@@ -494,6 +528,18 @@ class Tensor:
 
     def __dlpack_device__(self):
         return (1, 0)
+
+
+def _rebuild_tensor(cls, values: np.ndarray, dtype, device: str, requires_grad: bool, state) -> Tensor:
+    """The tensor ``Tensor.__reduce_ex__`` pickled: a leaf of class ``cls`` on ``device``."""
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"unpickling a tensor: expected a Tensor class, got {cls!r}")
+    src = Tensor._from_numpy(values.view(dtype.np), device)
+    out = object.__new__(cls)
+    out._init_from(src, requires_grad)
+    if state:
+        out.__dict__.update(state)
+    return out
 
 
 def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:

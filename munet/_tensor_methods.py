@@ -105,7 +105,10 @@ def _mT(self):  # noqa: N802
 
 
 def bind() -> None:
+    from munet._compat import tensor_type
+
     _bind_methods()
+    Tensor.type = tensor_type
     _bind_operators()
     Tensor.__getitem__ = _getitem
     Tensor.__setitem__ = _setitem

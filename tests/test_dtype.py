@@ -112,3 +112,35 @@ def test_bfloat16_roundtrip_bits():
     m = munet.tensor(values).bfloat16()
     t = torch.tensor(values).bfloat16()
     np.testing.assert_array_equal(m.numpy().view(np.uint16), t.view(torch.int16).numpy().view(np.uint16))
+
+
+@pytest.mark.parametrize("name", ["float32", "float64", "float16", "bfloat16"])
+def test_finfo_matches_torch(name):
+    m, t = munet.finfo(getattr(munet, name)), torch.finfo(getattr(torch, name))
+    for attr in ("bits", "eps", "max", "min", "tiny", "smallest_normal", "resolution", "dtype"):
+        assert getattr(m, attr) == getattr(t, attr), attr
+    assert repr(m) == repr(t) and m == munet.finfo(getattr(munet, name))
+
+
+@pytest.mark.parametrize("name", ["uint8", "int8", "int16", "int32", "int64"])
+def test_iinfo_matches_torch(name):
+    m, t = munet.iinfo(getattr(munet, name)), torch.iinfo(getattr(torch, name))
+    for attr in ("bits", "max", "min", "dtype"):
+        assert getattr(m, attr) == getattr(t, attr), attr
+    assert repr(m) == repr(t)
+
+
+def test_finfo_default_and_errors_as_torch():
+    assert munet.finfo().dtype == torch.finfo().dtype == "float32"
+    munet.set_default_dtype(munet.float64)
+    try:
+        assert munet.finfo().dtype == "float64"
+    finally:
+        munet.set_default_dtype(munet.float32)
+    for lib in (munet, torch):
+        with pytest.raises(TypeError, match="finfo"):
+            lib.finfo(lib.int32)
+        with pytest.raises(TypeError, match="iinfo"):
+            lib.iinfo(lib.float32)
+        with pytest.raises(TypeError, match="bool is not supported"):
+            lib.iinfo(lib.bool)

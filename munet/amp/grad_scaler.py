@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import math
+import warnings
 from enum import Enum
 
 from munet import _dtype as D
+from munet._device import device_type_available
 from munet._tensor import Tensor
 from munet.autograd.grad_mode import no_grad
 from munet.ops._registry import step_unless
@@ -33,7 +35,11 @@ class GradScaler:
     scale with ``where``. Optimizer state created by that step (the first step) cannot be put
     back in the graph (before it there was none): the compiled call removes it from the optimizer
     after a run whose ``found_inf`` holds (one host read of a cpu flag, in that first-step program
-    only), so the next call starts from fresh state as eager does, whatever the optimizer."""
+    only), so the next call starts from fresh state as eager does, whatever the optimizer.
+
+    As in PyTorch, a scaler for a device type with no device here (``GradScaler("cuda")`` without
+    CUDA) is disabled with a UserWarning. Unlike PyTorch, ``device`` defaults to ``"cpu"`` (PyTorch's
+    ``"cuda"`` default would disable every scaler on a machine without CUDA)."""
 
     def __init__(
         self,
@@ -48,6 +54,10 @@ class GradScaler:
             raise ValueError("The growth factor must be > 1.0.")
         if backoff_factor >= 1.0:
             raise ValueError("The backoff factor must be < 1.0.")
+        device_type = device if isinstance(device, str) else str(device)
+        if enabled and not device_type_available(device_type.split(":")[0]):
+            warnings.warn(f"GradScaler is enabled, but no {device_type} device is available. Disabling.", stacklevel=2)
+            enabled = False
         self._device = device
         self._enabled = enabled
         self._init_scale = float(init_scale)

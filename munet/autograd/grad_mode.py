@@ -8,18 +8,11 @@ off, whatever the thread that started it had.
 from __future__ import annotations
 
 import functools
-import threading
+import inspect
 
+from munet import _grad_state
 
-class _GradMode(threading.local):
-    """This thread's grad mode. The class attributes are the defaults every thread starts
-    with; assigning one gives the current thread its own value (cheap to read in ``apply``)."""
-
-    enabled = True
-    inference = False
-
-
-_State = _GradMode()
+_State = _grad_state.STATE
 
 
 def is_grad_enabled() -> bool:
@@ -31,20 +24,52 @@ def is_inference_mode_enabled() -> bool:
 
 
 class _GradModeContext:
-    """Base for context managers that are also decorators, like PyTorch's."""
+    """Base for context managers that are also decorators, like PyTorch's: ``with no_grad():``,
+    ``@no_grad()`` and bare ``@no_grad`` all work. A decorated generator function runs each of
+    its steps in the mode, as in PyTorch."""
 
     _target: bool = True
 
+    def __new__(cls, orig_func=None):
+        if orig_func is None:
+            return super().__new__(cls)
+        if not callable(orig_func):
+            raise TypeError(f"{cls.__name__}() takes no arguments, got {orig_func!r}")
+        return cls()(orig_func)  # bare ``@no_grad``
+
     def __call__(self, fn):
+        if inspect.isgeneratorfunction(fn):
+            return self._wrap_generator(fn)
+
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            with self.__class__(*self._ctor_args()):
+            with self._clone():
                 return fn(*args, **kwargs)
 
         return wrapper
 
-    def _ctor_args(self):
-        return ()
+    def _wrap_generator(self, fn):
+        @functools.wraps(fn)
+        def generator(*args, **kwargs):
+            with self._clone():
+                gen = fn(*args, **kwargs)
+            sent = None
+            while True:
+                try:
+                    with self._clone():
+                        item = gen.send(sent)
+                except StopIteration as stop:
+                    return stop.value
+                sent = yield item
+
+        return generator
+
+    def _clone(self):
+        """A fresh context of the same kind, so nested and concurrent calls keep their own state."""
+        return self.__class__()
+
+    def clone(self):
+        return self._clone()
 
     def __enter__(self):
         self._prev = _State.enabled
@@ -70,13 +95,16 @@ class enable_grad(_GradModeContext):  # noqa: N801
 class set_grad_enabled(_GradModeContext):  # noqa: N801
     """Set grad mode to ``mode``; usable as a function call, context manager or decorator."""
 
+    def __new__(cls, mode: bool):
+        return object.__new__(cls)
+
     def __init__(self, mode: bool):
         self._target = bool(mode)
         self._prev = _State.enabled
         _State.enabled = self._target
 
-    def _ctor_args(self):
-        return (self._target,)
+    def _clone(self):
+        return set_grad_enabled(self._target)  # switches at construction, restores at exit
 
     def __call__(self, fn):
         _State.enabled = self._prev  # as a decorator it switches only inside calls, as in PyTorch
@@ -94,19 +122,20 @@ class inference_mode(_GradModeContext):  # noqa: N801
     """Like ``no_grad``; tensors created inside are marked as inference tensors.
 
     ``inference_mode(False)`` turns inference mode off and grad mode on inside the block (also
-    within ``no_grad``), as in PyTorch.
+    within ``no_grad``), as in PyTorch. ``@inference_mode``, ``@inference_mode()`` and
+    ``@inference_mode(False)`` decorate.
     """
 
-    def __init__(self, mode: bool = True):
+    def __new__(cls, mode=True):
+        if isinstance(mode, bool) or not callable(mode):
+            return object.__new__(cls)
+        return cls()(mode)  # bare ``@inference_mode``
+
+    def __init__(self, mode=True):
         self.mode = bool(mode)
 
-    def _ctor_args(self):
-        return (self.mode,)
-
-    def __call__(self, fn=None):
-        if fn is None or isinstance(fn, bool):
-            return inference_mode(True if fn is None else fn)
-        return super().__call__(fn)
+    def _clone(self):
+        return inference_mode(self.mode)
 
     def __enter__(self):
         self._prev = _State.enabled

@@ -333,15 +333,18 @@ class Module:
         return self
 
     def to(self, *args, **kwargs) -> Module:
-        """``to(device)``, ``to(dtype)`` (floating tensors only), ``to(device, dtype)``, ``to(tensor)``."""
+        """``to(device)``, ``to(dtype)`` (floating tensors only), ``to(device, dtype)``, ``to(tensor)``,
+        ``to(memory_format=munet.channels_last)`` (the 4-D parameters and buffers)."""
         from munet.ops.convert import _parse_to_args
 
-        device, dtype, _ = _parse_to_args(args, dict(kwargs))
+        device, dtype, _, memory_format = _parse_to_args(args, dict(kwargs))
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
 
         def convert(t: Tensor) -> Tensor:
-            return t.to(device=device, dtype=dtype if t.is_floating_point() else None)
+            # as in PyTorch, a memory format applies to the 4-D and 5-D tensors only
+            fmt = memory_format if t.ndim in (4, 5) else None
+            return t.to(device=device, dtype=dtype if t.is_floating_point() else None, memory_format=fmt)
 
         return self._apply(convert)
 

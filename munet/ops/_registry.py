@@ -255,6 +255,13 @@ def _inplace_meta_check(op: Op, self, meta) -> None:
         )
 
 
+def refuse_under_trace(op: str, reason: str) -> None:
+    """Raise ``RuntimeError(f"{op}: {reason}")`` when this thread is tracing: for the few
+    operations (PyTorch's in-place view ops) that have no traced mode."""
+    if _Tracing.tracer is not None:
+        raise RuntimeError(f"{op}: {reason}")
+
+
 def apply_inplace(op: Op, self, *args, **attrs):
     """Run ``op(self, *args)`` and write the result into ``self`` (and every view of it).
 

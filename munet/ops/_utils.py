@@ -92,17 +92,21 @@ def factory_shape(size_args: tuple, size, op: str) -> tuple:
 def check_factory_options(op: str, *, layout=None, pin_memory: bool = False, memory_format=None) -> None:
     """Accept PyTorch's layout/pin_memory/memory_format arguments at their defaults, refuse the rest.
 
-    MuNet tensors are dense and row-major in pageable memory: ``layout`` and ``memory_format``
-    may only be ``None`` (PyTorch's ``strided`` and ``contiguous_format``/``preserve_format``
-    defaults), and ``pin_memory`` only ``False``.
+    MuNet's factories make dense row-major tensors in pageable memory: ``layout`` may be ``None`` or
+    ``munet.strided``, ``memory_format`` ``None``, ``contiguous_format`` or ``preserve_format`` (both
+    row-major here), and ``pin_memory`` only ``False``.
     """
-    if layout is not None:
-        raise NotImplementedError(f"{op}: only the default strided layout exists in MuNet, got layout={layout!r}")
+    from munet import _memory_format as MF
+
+    if layout is not None and layout is not MF.strided:
+        raise NotImplementedError(f"{op}: only the strided layout exists in MuNet, got layout={layout!r}")
     if pin_memory:
         raise NotImplementedError(f"{op}: pin_memory=True is not supported (MuNet allocates pageable host memory)")
-    if memory_format is not None:
+    fmt = MF.check_memory_format(memory_format, op)
+    if fmt in MF.CHANNELS_LAST_ORDER:
         raise NotImplementedError(
-            f"{op}: only the default (contiguous) memory format exists in MuNet, got memory_format={memory_format!r}"
+            f"{op}: MuNet's factories make row-major tensors, got memory_format={fmt!r}; "
+            f"use .contiguous(memory_format={fmt!r}) on the result"
         )
 
 

@@ -549,36 +549,66 @@ def alpha_dropout_(input, p: float = 0.5, training: bool = False):
     return alpha_dropout(input, p, training, inplace=True)
 
 
-def _feature_shape(input, batched_rank: int, name: str) -> tuple:
-    """Noise shape (N, C, 1, ...) for channel-wise dropout; unbatched inputs have rank - 1."""
-    if input.ndim not in (batched_rank - 1, batched_rank):
-        raise RuntimeError(
-            f"{name}: expected {batched_rank - 1}D or {batched_rank}D input, got input of shape {list(input.shape)}"
-        )
-    lead = 2 if input.ndim == batched_rank else 1
-    return tuple(input.shape[:lead]) + (1,) * (input.ndim - lead)
+def _feature_noise_shape(shape: tuple, name: str) -> tuple:
+    """(N, C, 1, ...): PyTorch's feature dropout zeroes whole (sample, channel) slices."""
+    if len(shape) < 2:
+        raise RuntimeError(f"{name}: Feature dropout requires at least 2 dimensions in the input")
+    return tuple(shape[:2]) + (1,) * (len(shape) - 2)
+
+
+def _warn_unexpected_rank(input, spatial: int, name: str) -> None:
+    warnings.warn(
+        f"{name}: Received a {input.ndim}-D input to {name}, which is deprecated and will result in an error in a "
+        f"future release. To retain the behavior and silence this warning, please use dropout instead. Note that "
+        f"{name} exists to provide channel-wise dropout on inputs with {spatial} spatial dimensions, a channel "
+        f"dimension, and an optional batch dimension (i.e. {spatial + 1}D or {spatial + 2}D inputs).",
+        stacklevel=3,
+    )
+
+
+def _unbatched_noise_shape(input, batched_rank: int, name: str) -> tuple:
+    """Noise shape of dropout1d/3d, which treat any rank but ``batched_rank`` as one sample (PyTorch)."""
+    if input.ndim == batched_rank:
+        return _feature_noise_shape(tuple(input.shape), name)
+    return _feature_noise_shape((1,) + tuple(input.shape), name)[1:]
 
 
 def dropout1d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
     """Zero whole channels of (N, C, L) or (C, L) inputs."""
-    return _dropout_impl(input, p, training, inplace, _feature_shape(input, 3, "dropout1d"), False, "dropout1d")
+    _check_p(p, "dropout1d")
+    if input.ndim not in (2, 3):
+        raise RuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {input.ndim}D input. Note that dropout1d exists to "
+            "provide channel-wise dropout on inputs with 1 spatial dimension, a channel dimension, and an optional "
+            "batch dimension (i.e. 2D or 3D inputs)."
+        )
+    return _dropout_impl(input, p, training, inplace, _unbatched_noise_shape(input, 3, "dropout1d"), False, "dropout1d")
 
 
 def dropout2d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    """Zero whole channels of (N, C, H, W) or (C, H, W) inputs."""
+    """Zero whole channels of (N, C, H, W) inputs. As in PyTorch, a 3D input is read as (N, C, L) with a
+    warning, and other ranks warn and drop (dim 0, dim 1) slices."""
+    _check_p(p, "dropout2d")
+    if input.ndim not in (3, 4):
+        _warn_unexpected_rank(input, 2, "dropout2d")
     if input.ndim == 3:
         warnings.warn(
             "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D dropout behavior is "
             "desired - input is interpreted as shape (N, C, L), where C is the channel dim.",
             stacklevel=2,
         )
-        return _dropout_impl(input, p, training, inplace, tuple(input.shape[:2]) + (1,), False, "dropout2d")
-    return _dropout_impl(input, p, training, inplace, _feature_shape(input, 4, "dropout2d"), False, "dropout2d")
+    return _dropout_impl(
+        input, p, training, inplace, _feature_noise_shape(tuple(input.shape), "dropout2d"), False, "dropout2d"
+    )
 
 
 def dropout3d(input, p: float = 0.5, training: bool = True, inplace: bool = False):
-    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) inputs."""
-    return _dropout_impl(input, p, training, inplace, _feature_shape(input, 5, "dropout3d"), False, "dropout3d")
+    """Zero whole channels of (N, C, D, H, W) or (C, D, H, W) inputs; other ranks warn and are read as
+    one unbatched sample, as in PyTorch."""
+    _check_p(p, "dropout3d")
+    if input.ndim not in (4, 5):
+        _warn_unexpected_rank(input, 3, "dropout3d")
+    return _dropout_impl(input, p, training, inplace, _unbatched_noise_shape(input, 5, "dropout3d"), False, "dropout3d")
 
 
 def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace: bool = False):

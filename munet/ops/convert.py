@@ -6,8 +6,9 @@ import builtins
 
 from munet import _dtype as D
 from munet._device import as_device, get_backend
+from munet._memory_format import check_memory_format, preserve_format, suggest_memory_format
 from munet.ops._registry import Meta, Op, apply, apply_transfer, define
-from munet.ops._utils import check_factory_options
+from munet.ops.view import copy_in_memory_format
 
 __all__ = []
 __tensor_methods__ = [
@@ -76,7 +77,7 @@ def _parse_to_args(args, kwargs):
     dtype = kwargs.pop("dtype", None)
     copy = kwargs.pop("copy", False)
     kwargs.pop("non_blocking", None)
-    check_factory_options("to", memory_format=kwargs.pop("memory_format", None))
+    memory_format = check_memory_format(kwargs.pop("memory_format", None), "to")
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
     for a in args:
@@ -88,19 +89,21 @@ def _parse_to_args(args, kwargs):
             continue
         elif a is not None:
             device = a
-    return device, dtype, copy
+    return device, dtype, copy, memory_format
 
 
 def to(self, *args, **kwargs):
     """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; returns self when nothing changes."""
-    device, dtype, copy = _parse_to_args(args, dict(kwargs))
+    device, dtype, copy, memory_format = _parse_to_args(args, dict(kwargs))
     out = self
     if device is not None:
         out = to_device(out, device)
     if dtype is not None:
         out = cast(out, dtype)
+    if memory_format is not preserve_format and suggest_memory_format(out.shape, out.stride()) is not memory_format:
+        out = copy_in_memory_format(out, memory_format, "to")  # PyTorch copies only to change the format
     if copy and out is self:
-        out = self.clone()
+        out = copy_in_memory_format(self, memory_format, "to")
     return out
 
 

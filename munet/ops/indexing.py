@@ -202,7 +202,7 @@ def _sequence_as_tuple(index) -> bool:
     if not isinstance(index, list) or len(index) >= 32:
         return False
     return any(
-        item is None or item is Ellipsis or isinstance(item, (slice, list, tuple, np.ndarray)) or is_tensor(item)
+        item is None or item is Ellipsis or isinstance(item, (slice, list, tuple, range, np.ndarray)) or is_tensor(item)
         for item in index
     )
 
@@ -222,8 +222,18 @@ def _normalize_items(x, index) -> list:
     items = tuple(index) if _sequence_as_tuple(index) else (index,)
     out = []
     for item in items:
-        if isinstance(item, bool) or isinstance(item, np.bool_):
-            item = _index_tensor(bool(item), x.device)
+        if isinstance(item, np.bool_):
+            # PyTorch refuses NumPy bools (a Python bool is a 0-dim mask)
+            raise IndexError(
+                "only integers, slices (`:`), ellipsis (`...`), None and long or byte Variables are valid indices "
+                "(got numpy.bool)"
+            )
+        if isinstance(item, bool):
+            item = _index_tensor(item, x.device)
+        elif isinstance(item, np.integer):
+            item = int(item)
+        elif isinstance(item, range):
+            item = _index_tensor(list(item), x.device)
         elif isinstance(item, (list, tuple, np.ndarray)) or is_tensor(item):
             item = _index_tensor(item, x.device)
         if is_tensor(item):

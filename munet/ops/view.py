@@ -7,9 +7,19 @@ at the bottom (``as_strided_scatter`` and ``strided_scatter_add``).
 
 from __future__ import annotations
 
+import numpy as np
+
+from munet import _dtype as D
+from munet._memory_format import (
+    channels_last_order,
+    channels_last_strides,
+    check_memory_format,
+    contiguous_format,
+    preserve_format,
+)
 from munet._tensor import contiguous_strides
 from munet.ops._registry import Meta, apply, define
-from munet.ops._utils import reduce_grad, wrap_dim
+from munet.ops._utils import is_tensor, reduce_grad, wrap_dim
 
 __all__ = [
     "as_strided",
@@ -44,15 +54,61 @@ __tensor_methods__ = [
     "select",
     "squeeze",
     "swapaxes",
+    "swapaxes_",
     "swapdims",
+    "swapdims_",
+    "squeeze_",
     "t",
+    "t_",
     "transpose",
+    "transpose_",
     "unflatten",
     "unfold",
     "unsqueeze",
+    "unsqueeze_",
     "view",
     "view_as",
 ]
+
+
+def _become_view(self, out, op: str):
+    """PyTorch's in-place view ops (``unsqueeze_``, ``t_``, ...): ``self`` takes the geometry and the
+    autograd history of ``out``, a view of it, and its version is bumped."""
+    from munet.autograd.grad_mode import is_grad_enabled
+    from munet.ops._registry import refuse_under_trace
+
+    refuse_under_trace(op, f"in-place view ops are not supported inside munet.compile; use {op[:-1]}")
+    if is_grad_enabled() and self._grad_fn is None and self._requires_grad:
+        raise RuntimeError(f"{op}: a leaf Variable that requires grad is being used in an in-place operation.")
+    self._shape, self._stride, self._offset, self._data = out._shape, out._stride, out._offset, out._data
+    if out._grad_fn is not None:
+        self._grad_fn, self._output_nr = out._grad_fn, out._output_nr
+    self._storage.version += 1
+    return self
+
+
+def unsqueeze_(self, dim: int):
+    return _become_view(self, unsqueeze(self, dim), "unsqueeze_")
+
+
+def squeeze_(self, dim=None):
+    return _become_view(self, squeeze(self, dim), "squeeze_")
+
+
+def transpose_(self, dim0: int, dim1: int):
+    return _become_view(self, transpose(self, dim0, dim1), "transpose_")
+
+
+def swapdims_(self, dim0: int, dim1: int):
+    return _become_view(self, transpose(self, dim0, dim1), "swapdims_")
+
+
+def swapaxes_(self, axis0: int, axis1: int):
+    return _become_view(self, transpose(self, axis0, axis1), "swapaxes_")
+
+
+def t_(self):
+    return _become_view(self, t(self), "t_")
 
 
 def _same_meta(x, **_):
@@ -415,19 +471,34 @@ index_view_op = define(
 )
 
 
+def basic_item(item):
+    """``item`` as basic indexing reads it, or ``ADVANCED``: NumPy integers, objects with
+    ``__index__`` and 0-dim integer tensors are ints (PyTorch selects with them, making a view)."""
+    if item is None or item is Ellipsis or isinstance(item, slice):
+        return item
+    if isinstance(item, (bool, np.bool_)):
+        return ADVANCED
+    if isinstance(item, (int, np.integer)):
+        return int(item)
+    if is_tensor(item):
+        if item.ndim == 0 and not item.dtype.is_floating_point and item.dtype is not D.bool_:
+            return int(item.item())
+        return ADVANCED
+    if hasattr(item, "__index__") and not hasattr(item, "shape"):
+        return item.__index__()
+    return ADVANCED
+
+
+ADVANCED = object()  # what ``basic_item`` answers for a part of an index that basic indexing cannot take
+
+
 def basic_index_spec(shape, index) -> tuple | None:
     """Normalize a basic index (ints, slices, None, Ellipsis) to a spec; None if it is advanced."""
     if not isinstance(index, tuple):
         index = (index,)
-    for item in index:
-        if not (item is None or item is Ellipsis or isinstance(item, (int, slice)) and not isinstance(item, bool)):
-            if (
-                hasattr(item, "__index__")
-                and not hasattr(item, "shape")
-                and type(item).__name__ not in ("bool", "bool_")
-            ):
-                continue
-            return None
+    index = tuple(basic_item(item) for item in index)
+    if any(item is ADVANCED for item in index):
+        return None
     consumed = sum(1 for item in index if item is not None and item is not Ellipsis)
     if consumed > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
@@ -450,7 +521,7 @@ def basic_index_spec(shape, index) -> tuple | None:
             spec.append(("s", start, length, step))
             d += 1
         else:
-            i = item.__index__()
+            i = item
             n = shape[d]
             if not -n <= i < n:
                 raise IndexError(f"index {i} is out of bounds for dimension {d} with size {n}")
@@ -572,12 +643,33 @@ def unfold(self, dimension: int, size: int, step: int):
 clone_op = define("clone", meta=_same_meta, backward=lambda ctx, grad: grad, backward_name="CloneBackward0")
 
 
+def copy_in_memory_format(input, memory_format, op: str = "clone"):
+    """A copy of ``input`` laid out in ``memory_format``: row-major, or for a channels-last format
+    the permuted copy viewed back in ``input``'s dim order (so its strides are NHWC's)."""
+    order = channels_last_order(memory_format, input.ndim, op)
+    if order is None:
+        return apply(clone_op, input)
+    inverse = tuple(order.index(d) for d in range(len(order)))
+    out = permute(apply(clone_op, permute(input, order)), inverse)
+    if out.numel() == 0:  # no element to place: the strides are PyTorch's formula's
+        return as_strided(out, tuple(out.shape), channels_last_strides(tuple(out.shape), order))
+    return out
+
+
 def clone(input, *, memory_format=None):
-    return apply(clone_op, input)
+    """A copy with its own storage; row-major unless ``memory_format`` asks for a channels-last format
+    (MuNet's ``preserve_format``, the default, does not carry the input's strides over)."""
+    return copy_in_memory_format(input, check_memory_format(memory_format, "clone"), "clone")
 
 
 def contiguous(self, memory_format=None):
-    return self if self.is_contiguous() else apply(clone_op, self)
+    """``self`` if it is contiguous in ``memory_format`` (default row-major), else a copy that is."""
+    fmt = contiguous_format if memory_format is None else check_memory_format(memory_format, "contiguous")
+    if self.is_contiguous(fmt):
+        return self
+    if fmt is preserve_format:
+        raise RuntimeError("contiguous: preserve memory format is unsupported by the contiguous operator")
+    return copy_in_memory_format(self, fmt, "contiguous")
 
 
 def _as_strided_scatter_backward(ctx, grad):

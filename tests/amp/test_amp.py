@@ -1,6 +1,7 @@
 """Autocast policy, GradScaler (against PyTorch's CPU GradScaler) and float32 master weights."""
 
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -10,6 +11,7 @@ import munet
 import munet.nn.functional as F
 import munet.optim as optim
 from munet.amp import GradScaler, MasterWeightOptimizer
+from tests.reference import assert_close, randn
 
 
 @pytest.mark.parametrize("low", [munet.bfloat16, munet.float16])
@@ -24,9 +26,10 @@ def test_autocast_policy(low):
         assert F.linear(x, w.t()).dtype is low
         assert munet.bmm(x[None], w[None]).dtype is low
         assert F.conv2d(img, k).dtype is low
-        assert F.softmax(h, -1).dtype is munet.float32
-        assert F.log_softmax(h, -1).dtype is munet.float32
-        assert h.exp().dtype is munet.float32 and h.sum().dtype is munet.float32
+        # PyTorch's CPU policy keeps these in the input's dtype (its CUDA policy runs them in float32)
+        assert F.softmax(h, -1).dtype is low and F.log_softmax(h, -1).dtype is low
+        assert h.exp().dtype is low and h.sum().dtype is low
+        assert h.prod().dtype is munet.float32  # on PyTorch's CPU float32 list
         assert (h + 1).dtype is low
         assert (h + munet.ones(5)).dtype is munet.float32  # promotion for mixed inputs
         assert (x.double() @ x.double().t()).dtype is munet.float64
@@ -106,9 +109,154 @@ def test_autocast_cache_enabled_false_casts_at_each_use():
     np.testing.assert_allclose(w.grad.numpy(), np.full((3, 3), 2.0))
 
 
-def test_autocast_errors():
-    with pytest.raises(ValueError, match="float16 or munet.bfloat16"):
-        munet.autocast("cpu", dtype=munet.float64)
+def cpu_policy_ops(lib):
+    """Ops whose precision PyTorch's CPU autocast policy decides (its float32 list, or none)."""
+    F = lib.nn.functional
+    return {
+        "softmax": lambda x: F.softmax(x, -1),
+        "log_softmax": lambda x: F.log_softmax(x, -1),
+        "layer_norm": lambda x: F.layer_norm(x, (3,)),
+        "group_norm": lambda x: F.group_norm(x, 2),
+        "batch_norm": lambda x: F.batch_norm(x, None, None, training=True),
+        "instance_norm": lambda x: F.instance_norm(x),
+        "exp": lambda x: x.exp(),
+        "exp2": lambda x: lib.exp2(x),
+        "expm1": lambda x: x.expm1(),
+        "log": lambda x: x.abs().log(),
+        "log2": lambda x: x.abs().log2(),
+        "log10": lambda x: x.abs().log10(),
+        "log1p": lambda x: x.abs().log1p(),
+        "pow": lambda x: x.pow(2),
+        "sum": lambda x: x.sum(),
+        "nansum": lambda x: x.nansum(),
+        "prod": lambda x: x.prod(),
+        "cumsum": lambda x: x.cumsum(0),
+        "cumprod": lambda x: x.cumprod(0),
+        "logsumexp": lambda x: x.logsumexp(-1),
+        "erfinv": lambda x: (x * 0.1).erfinv(),
+        "reciprocal": lambda x: x.reciprocal(),
+        "rsqrt": lambda x: x.abs().rsqrt(),
+        "softplus": lambda x: F.softplus(x),
+        "acos": lambda x: (x * 0.1).acos(),
+        "asin": lambda x: (x * 0.1).asin(),
+        "cosh": lambda x: x.cosh(),
+        "sinh": lambda x: x.sinh(),
+        "tan": lambda x: x.tan(),
+        "grid_sample": lambda x: F.grid_sample(x, lib.zeros(2, 3, 3, 2, dtype=x.dtype), align_corners=False),
+        "mse_loss": lambda x: F.mse_loss(x, x * 0.5),
+        "l1_loss": lambda x: F.l1_loss(x, x * 0.5),
+        "cross_entropy": lambda x: F.cross_entropy(x.reshape(8, 9), lib.zeros(8, dtype=lib.int64)),
+        "nll_loss": lambda x: F.nll_loss(x.reshape(8, 9), lib.zeros(8, dtype=lib.int64)),
+        "bce": lambda x: F.binary_cross_entropy(x.sigmoid(), x.sigmoid() * 0 + 0.5),
+        "bce_logits": lambda x: F.binary_cross_entropy_with_logits(x, x * 0 + 0.5),
+        "kl_div": lambda x: F.kl_div(x, x.exp(), reduction="batchmean"),
+        "huber": lambda x: F.huber_loss(x, x * 0.5),
+        "smooth_l1": lambda x: F.smooth_l1_loss(x, x * 0.5),
+        "soft_margin": lambda x: F.soft_margin_loss(x, x.sign()),
+        "gaussian_nll": lambda x: F.gaussian_nll_loss(x, x * 0.5, x.abs() + 1),
+        "poisson_nll": lambda x: F.poisson_nll_loss(x, x.abs()),
+        "hinge": lambda x: F.hinge_embedding_loss(x, x.sign()),
+        "margin_ranking": lambda x: F.margin_ranking_loss(x, x * 0.5, x.sign()),
+        "cosine_embedding": lambda x: F.cosine_embedding_loss(x.reshape(8, 9), x.reshape(8, 9) * 0.5, lib.ones(8)),
+        "triplet": lambda x: F.triplet_margin_loss(x.reshape(8, 9), x.reshape(8, 9) * 0.5, x.reshape(8, 9) * 0.2),
+        "multi_margin": lambda x: F.multi_margin_loss(x.reshape(8, 9), lib.zeros(8, dtype=lib.int64)),
+        "multilabel_soft_margin": lambda x: F.multilabel_soft_margin_loss(
+            x.reshape(8, 9), x.reshape(8, 9).sign().clamp(min=0)
+        ),
+        "gelu": lambda x: F.gelu(x),
+        "mean": lambda x: x.mean(),
+        "norm": lambda x: x.norm(),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(cpu_policy_ops(torch)))
+@pytest.mark.parametrize("dtype,low", [("float32", "bfloat16"), ("bfloat16", "bfloat16"), ("float16", "float16")])
+def test_cpu_autocast_precision_matches_torch(name, dtype, low):
+    """On cpu, PyTorch runs only its CPU float32 list (losses, prod, grid_sample, ...) in float32:
+    softmax, the norms, exp and sum of a bfloat16 tensor stay bfloat16; float32 inputs stay float32."""
+    values = randn(2, 4, 3, 3, seed=3)
+    results = []
+    for lib in (munet, torch):
+        x = lib.tensor(values).to(getattr(lib, dtype))
+        with lib.autocast("cpu", dtype=getattr(lib, low)):
+            results.append(cpu_policy_ops(lib)[name](x))
+    assert_close(*results)
+
+
+def _warnings_of(fn):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        result = fn()
+    return result, [w.category for w in caught]
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_autocast_to_an_unsupported_dtype_warns_and_disables_as_torch(dtype):
+    def run(lib):
+        x = lib.ones(2, 2)
+        with lib.autocast("cpu", dtype=getattr(lib, dtype)):
+            return (x @ x).dtype is lib.float32, lib.is_autocast_enabled("cpu")
+
+    assert _warnings_of(lambda: run(munet)) == _warnings_of(lambda: run(torch)) == ((True, False), [UserWarning])
+
+
+def test_autocast_and_grad_scaler_for_cuda_without_cuda_disable_with_a_warning_as_torch():
+    def run(lib):
+        x = lib.ones(2, 2)
+        states = []
+        for make in (lambda: lib.autocast("cuda"), lambda: lib.autocast(device_type="cuda", dtype=lib.bfloat16)):
+            with make():
+                states.append(
+                    ((x @ x).dtype is lib.float32, lib.is_autocast_enabled("cuda"), lib.is_autocast_enabled())
+                )
+        scaler = lib.amp.GradScaler("cuda")
+        loss = lib.tensor(3.0)
+        states.append((scaler.is_enabled(), scaler.scale(loss) is loss))
+        return states
+
+    assert _warnings_of(lambda: run(munet)) == _warnings_of(lambda: run(torch))
+    assert _warnings_of(lambda: run(munet))[0] == [(True, False, False)] * 2 + [(False, True)]
+    assert _warnings_of(lambda: GradScaler("cpu"))[1] == []
+
+
+def test_autocast_state_queries_as_torch():
+    def run(lib):
+        seen = [lib.is_autocast_enabled(), lib.is_autocast_enabled("cpu"), lib.get_autocast_dtype("cpu")]
+        seen.append(lib.get_autocast_dtype("cuda"))
+        with lib.autocast(device_type="cpu"):
+            seen += [lib.is_autocast_enabled("cpu"), lib.is_autocast_enabled(), lib.get_autocast_dtype("cpu")]
+            with lib.autocast("cpu", dtype=lib.float16, enabled=False):
+                seen += [lib.is_autocast_enabled("cpu"), lib.get_autocast_dtype("cpu")]
+            seen += [lib.is_autocast_enabled("cpu"), lib.get_autocast_dtype("cpu")]
+            with lib.autocast("cpu", dtype=lib.float16):
+                seen += [(lib.ones(2, 2) @ lib.ones(2, 2)).dtype]
+        seen += [lib.is_autocast_enabled("cpu"), lib.get_autocast_dtype("cpu")]
+        return [str(v).split(".")[-1] for v in seen]
+
+    assert run(munet) == run(torch)
+
+
+def test_autocast_device_type_errors():
+    for lib in (munet, torch):
+        with pytest.raises(ValueError, match="Expected `device_type` of type `str`"):
+            lib.autocast(1)
+        with pytest.raises(TypeError):
+            lib.autocast()  # device_type is required, as in PyTorch
+    with pytest.raises(RuntimeError, match="unsupported device_type 'meta'"):
+        munet.autocast("meta")
+
+
+def test_autocast_casts_only_ops_on_its_device_type(vulkan):
+    a, b = munet.ones(4, 4), munet.ones(4, 4, device=vulkan)
+    with munet.autocast("cpu"):
+        assert (a @ a).dtype is munet.bfloat16 and (b @ b).dtype is munet.float32
+        assert F.linear(b, b).dtype is munet.float32
+    with munet.autocast(vulkan.type):
+        assert (a @ a).dtype is munet.float32 and (b @ b).dtype is munet.float16
+        assert munet.is_autocast_enabled(vulkan.type) and not munet.is_autocast_enabled("cpu")
+        with munet.autocast("cpu"):  # blocks of different device types nest independently
+            assert (a @ a).dtype is munet.bfloat16 and (b @ b).dtype is munet.float16
+        assert (a @ a).dtype is munet.float32
 
 
 def _scaler_run(lib, grads_per_step, **kwargs):
@@ -198,7 +346,7 @@ def test_losses_run_in_float32_under_autocast():
     with munet.autocast("cpu", dtype=munet.bfloat16):
         assert F.cross_entropy(logits, target).dtype is munet.float32
         assert F.mse_loss(logits, logits * 0).dtype is munet.float32
-        assert F.layer_norm(logits, (5,)).dtype is munet.float32
+        assert F.layer_norm(logits, (5,)).dtype is munet.bfloat16  # not in PyTorch's CPU float32 list
     assert F.mse_loss(logits, logits * 0).dtype is munet.bfloat16
 
 

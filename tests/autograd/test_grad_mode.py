@@ -7,6 +7,7 @@ thread looks; with one process-wide flag the other thread sees the block's setti
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import pytest
 import torch
 
 import munet
@@ -123,3 +124,98 @@ def test_inference_mode_false_turns_inference_mode_off_and_grad_on():
         want = seen(torch.inference_mode, torch.is_inference_mode_enabled, torch.is_grad_enabled, getattr(torch, outer))
         got = seen(munet.inference_mode, is_inference_mode_enabled, munet.is_grad_enabled, getattr(munet, outer))
         assert got == want == (False, True), outer
+
+
+def _modes(lib):
+    return lib.is_grad_enabled(), lib.is_inference_mode_enabled()
+
+
+def test_decorators_with_and_without_parentheses_match_torch():
+    """``@no_grad``, ``@no_grad()``, ``@enable_grad``, ``@inference_mode``, ``@inference_mode(False)``,
+    ``@set_grad_enabled(mode)``: the mode inside the call and after it, as PyTorch has them."""
+
+    def decorated(lib):
+        plain = [
+            lib.no_grad,
+            lib.no_grad(),
+            lib.enable_grad,
+            lib.enable_grad(),
+            lib.inference_mode,
+            lib.inference_mode(),
+            lib.inference_mode(False),
+            lib.inference_mode(mode=True),
+        ]
+        switches = [lambda: lib.set_grad_enabled(False), lambda: lib.set_grad_enabled(True)]
+        out = []
+        for outer in (lib.enable_grad, lib.no_grad):
+            with outer():
+                fns = [deco(lambda: _modes(lib)) for deco in plain] + [s()(lambda: _modes(lib)) for s in switches]
+                out.append([(fn(), _modes(lib)) for fn in fns])
+        return out
+
+    assert decorated(munet) == decorated(torch)
+
+
+def test_decorated_function_keeps_its_name_and_arguments():
+    @munet.no_grad
+    def scale(x, *, by=2):
+        """Doc."""
+        return x * by
+
+    y = scale(munet.ones(2, requires_grad=True), by=3)
+    assert scale.__name__ == "scale" and scale.__doc__ == "Doc."
+    assert y.tolist() == [3.0, 3.0] and not y.requires_grad
+
+
+def test_decorated_generator_runs_each_step_in_the_mode():
+    def run(lib):
+        @lib.no_grad()
+        def steps():
+            received = yield lib.is_grad_enabled()
+            yield received, lib.is_grad_enabled()
+            return "done"
+
+        gen = steps()
+        first = next(gen)
+        outside = lib.is_grad_enabled()
+        second = gen.send("hello")
+        with_stop = None
+        try:
+            next(gen)
+        except StopIteration as stop:
+            with_stop = stop.value
+        return first, outside, second, with_stop
+
+    assert run(munet) == run(torch) == (False, True, ("hello", False), "done")
+
+
+def test_set_grad_enabled_as_a_call_and_a_block():
+    for lib in (munet, torch):
+        lib.set_grad_enabled(False)
+        assert not lib.is_grad_enabled()
+        lib.set_grad_enabled(True)
+        with lib.set_grad_enabled(False):
+            assert not lib.is_grad_enabled()
+        assert lib.is_grad_enabled()
+
+
+def test_grad_mode_contexts_refuse_arguments():
+    with pytest.raises(TypeError, match="takes no arguments"):
+        munet.no_grad(3)
+
+
+def test_is_inference_as_torch():
+    def run(lib):
+        x = lib.ones(3)
+        with lib.inference_mode():
+            made, view_of_normal, fresh = x * 2, x[1:], lib.zeros(2)
+            with lib.inference_mode(False):
+                outside = x * 3
+        with lib.no_grad():
+            no_grad = x * 2
+        return [
+            t.is_inference()
+            for t in (x, made, view_of_normal, fresh, outside, no_grad, made[0], made.detach(), made.view(3, 1))
+        ]
+
+    assert run(munet) == run(torch)

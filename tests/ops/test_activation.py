@@ -282,6 +282,49 @@ def test_channel_dropout_masks_whole_channels(fn, shape, mask_dims):
     assert fn(x, 0.5, training=False) is x
 
 
+def _constant_dims(y: np.ndarray) -> tuple:
+    """The dims along which the dropout mask of ``y`` never changes (where its noise has size 1)."""
+    return tuple(d for d in range(y.ndim) if np.all(y.min(axis=d) == y.max(axis=d)))
+
+
+@pytest.mark.parametrize(
+    "name,shape",
+    [
+        ("dropout1d", (16, 5)),
+        ("dropout2d", (16, 5, 4)),
+        ("dropout2d", (16, 5)),  # no batch and no channel dim: PyTorch warns and drops elements
+        ("dropout2d", (4, 6, 3, 2, 2)),
+        ("dropout3d", (16, 5, 2, 3)),
+        ("dropout3d", (16, 5, 4)),  # an unexpected rank is one unbatched sample, with a warning
+        ("dropout3d", (16, 5)),
+        ("dropout3d", (16, 4, 2, 2, 2, 2)),
+    ],
+)
+def test_channel_dropout_ranks_and_warnings_as_torch(name, shape):
+    """Which dims share a mask entry, and which warnings are given, for every rank PyTorch runs
+    (each dim with its own mask entries has at least 16 of them, so it is never constant by chance)."""
+    torch.manual_seed(0)
+    munet.manual_seed(0)
+    results = []
+    for lib, fn in ((torch, getattr(TF, name)), (munet, getattr(F, name))):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            y = np.asarray(fn(lib.ones(*shape, dtype=lib.float64), 0.5))
+        results.append((_constant_dims(y), y.shape, [str(w.message)[:40] for w in caught]))
+    assert results[1] == results[0]
+
+
+def test_channel_dropout_rank_errors_as_torch():
+    for name, shape in (("dropout1d", (5,)), ("dropout1d", (2, 3, 4, 5)), ("dropout2d", (5,)), ("dropout3d", ())):
+        with pytest.raises(RuntimeError) as expected, warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            getattr(TF, name)(torch.ones(shape))
+        message = str(expected.value).split(".")[0]
+        with pytest.raises(RuntimeError, match=message), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            getattr(F, name)(munet.ones(shape))
+
+
 def test_alpha_dropout_keeps_mean_and_variance():
     x = munet.randn(200, 200, dtype=munet.float64)
     y = F.alpha_dropout(x, 0.3, training=True).numpy()

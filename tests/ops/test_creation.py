@@ -37,7 +37,11 @@ def test_pytorch_only_options_accepted_at_defaults_refused_otherwise():
     assert munet.empty_like(munet.zeros(2), memory_format=None).shape == (2,)
     with pytest.raises(NotImplementedError, match="zeros: pin_memory=True"):
         munet.zeros(2, pin_memory=True)
-    with pytest.raises(NotImplementedError, match="ones_like: only the default"):
+    assert munet.zeros(2, layout=munet.strided).shape == (2,)
+    assert munet.empty_like(munet.zeros(2), memory_format=munet.contiguous_format).shape == (2,)
+    with pytest.raises(NotImplementedError, match="ones_like: MuNet's factories make row-major tensors"):
+        munet.ones_like(munet.zeros(2, 3, 4, 5), memory_format=munet.channels_last)
+    with pytest.raises(TypeError, match="ones_like: memory_format must be a munet.memory_format"):
         munet.ones_like(munet.zeros(2), memory_format="channels_last")
 
 

@@ -76,8 +76,47 @@ def test_index_is_a_copy():
     y = x[munet.tensor([1, 2])]
     y += 10
     assert x.tolist() == [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
-    z = x[munet.tensor(1)]
+    z = x[munet.tensor([1])]
     assert z.item() == 1.0 and z.data_ptr() != x[1].data_ptr()
+
+
+def test_index_with_python_and_numpy_scalars():
+    """NumPy integers and 0-dim integer tensors select like ints (a view, as in PyTorch); a range is a
+    list of indices; a NumPy bool is refused as PyTorch refuses it."""
+    x = randn(3, 4, 5)
+    for make_index in (
+        lambda mk: np.int64(1),
+        lambda mk: (slice(None), np.int32(-1)),
+        lambda mk: (np.int64(2), np.int16(0), np.uint8(4)),
+        lambda mk: range(2),
+        lambda mk: range(0),
+        lambda mk: (0, range(1, 4, 2)),
+        lambda mk: (np.int64(1), range(3), mk([0, 1, 2])),
+        lambda mk: [range(2)],
+        lambda mk: mk(2),
+        lambda mk: (mk(1), slice(None), mk(np.int32(3))),
+    ):
+        check_index(x, make_index)
+    base = munet.arange(12.0).reshape(3, 4)
+    for item in (np.int64(1), munet.tensor(1), munet.tensor(1, dtype=munet.int32)):
+        assert base[item].data_ptr() == base[1].data_ptr()
+    assert base[range(2)].data_ptr() != base.data_ptr()
+    for lib in (torch, munet):
+        with pytest.raises(IndexError, match="only integers, slices"):
+            lib.zeros(3)[np.bool_(True)]
+
+
+def test_setitem_with_python_and_numpy_scalars():
+    def run(lib):
+        x = lib.zeros(3, 4)
+        x[np.int64(0)] = 7
+        x[range(1, 2)] = 8
+        x[:, range(2)] = lib.tensor([1.0, 2.0])
+        x[lib.tensor(2), np.int64(3)] = -1
+        x[np.int32(2), lib.tensor([0, 1])] = lib.tensor(5.0)
+        return x
+
+    assert_close(run(munet), run(torch))
 
 
 def test_index_double_backward():

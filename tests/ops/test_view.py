@@ -501,3 +501,48 @@ def test_setitem_int_tensor_and_errors():
 def test_view_errors(fn, exc, match):
     with pytest.raises(exc, match=match):
         fn(munet.zeros(2, 3, 4))
+
+
+INPLACE_VIEWS = [
+    ((2, 3), lambda x: x.t_()),
+    ((3,), lambda x: x.t_()),
+    ((2, 3, 4), lambda x: x.transpose_(0, 2)),
+    ((2, 3, 4), lambda x: x.swapdims_(1, -1)),
+    ((2, 3, 4), lambda x: x.swapaxes_(0, 1)),
+    ((2, 1, 3, 1), lambda x: x.squeeze_()),
+    ((2, 1, 3, 1), lambda x: x.squeeze_(1)),
+    ((2, 1, 3, 1), lambda x: x.squeeze_(0)),
+    ((2, 3), lambda x: x.unsqueeze_(-1)),
+    ((), lambda x: x.unsqueeze_(0)),
+]
+
+
+@pytest.mark.parametrize("case", range(len(INPLACE_VIEWS)))
+def test_inplace_view_ops_match_torch(case):
+    """The tensor itself takes the new geometry and history; its version is bumped; gradients flow."""
+    shape, op = INPLACE_VIEWS[case]
+    values = randn(*shape)
+    seen = []
+    for lib in (munet, torch):
+        leaf = lib.tensor(values, requires_grad=True)
+        x = leaf * 1
+        version = x._version
+        assert op(x) is x
+        (x * lib.arange(float(x.numel())).reshape(x.shape)).sum().backward()
+        seen.append((tuple(x.shape), x.stride(), x._version - version, leaf.grad.tolist(), x.tolist()))
+    assert seen[0] == seen[1]
+
+
+def test_inplace_view_ops_on_leaves_and_views_as_torch():
+    for lib in (munet, torch):
+        with pytest.raises(RuntimeError, match="a leaf Variable that requires grad is being used in an in-place"):
+            lib.ones(3, requires_grad=True).unsqueeze_(0)
+        with lib.no_grad():
+            leaf = lib.ones(3, requires_grad=True)
+            leaf.unsqueeze_(0)
+        assert leaf.shape == (1, 3) and leaf.is_leaf and leaf.requires_grad
+        base = lib.zeros(2, 3)
+        row = base[1]
+        row.unsqueeze_(0)
+        row[0, 2] = 5.0  # still writes through to the base
+        assert row.shape == (1, 3) and base.shape == (2, 3) and base[1, 2].item() == 5.0

@@ -390,3 +390,26 @@ def test_shuffling_works_under_a_vulkan_default_device(vulkan):
         weighted = list(WeightedRandomSampler([0.1, 0.9], 5))
     assert seen == [float(i) for i in range(10)]
     assert sorted(parts[0].indices + parts[1].indices) == list(range(10)) and len(weighted) == 5
+
+
+def test_random_sampler_with_replacement_draws_lazily():
+    """num_samples=1e10 (80 GB of indices at once) starts at once and is deterministic under a seed."""
+    import itertools
+
+    def first(seed, count):
+        sampler = RandomSampler(
+            range(7), replacement=True, num_samples=int(1e10), generator=munet.Generator().manual_seed(seed)
+        )
+        assert len(sampler) == int(1e10)
+        return list(itertools.islice(iter(sampler), count))
+
+    draws = first(3, 100)
+    assert draws == first(3, 100) and draws != first(4, 100)
+    assert set(draws) <= set(range(7)) and len(set(draws)) > 1
+    counts = [len(list(RandomSampler(range(3), replacement=True, num_samples=k))) for k in (1, 31, 32, 33, 65)]
+    assert counts == [1, 31, 32, 33, 65]
+
+    def seeded(num_samples):
+        return list(RandomSampler(range(5), True, num_samples, generator=munet.Generator().manual_seed(5)))
+
+    assert seeded(40)[:32] == seeded(32)  # whole chunks of 32, as PyTorch draws them

@@ -35,7 +35,7 @@ class Dropout1d(_DropoutNd):
 
 
 class Dropout2d(_DropoutNd):
-    """Zero whole channels of ``(N, C, H, W)`` or ``(C, H, W)`` inputs."""
+    """Zero whole channels of ``(N, C, H, W)`` inputs (a 3D input is read as ``(N, C, L)``, as in PyTorch)."""
 
     def forward(self, input):
         return F.dropout2d(input, self.p, self.training, self.inplace)

@@ -36,6 +36,9 @@ class SequentialSampler(Sampler):
         return len(self.data_source)
 
 
+_DRAW_CHUNK = 32  # indices RandomSampler(replacement=True) draws at a time (PyTorch's figure)
+
+
 class RandomSampler(Sampler):
     """A random permutation (or, with ``replacement``, independent draws) of the indices."""
 
@@ -57,7 +60,10 @@ class RandomSampler(Sampler):
         n = len(self.data_source)
         generator = _fresh_generator(self.generator)
         if self.replacement:
-            yield from randint(0, n, (self.num_samples,), generator=generator, device="cpu").tolist()
+            # drawn in chunks as PyTorch does, so a huge num_samples never holds all its indices at once
+            for _ in range(self.num_samples // _DRAW_CHUNK):
+                yield from randint(0, n, (_DRAW_CHUNK,), generator=generator, device="cpu").tolist()
+            yield from randint(0, n, (self.num_samples % _DRAW_CHUNK,), generator=generator, device="cpu").tolist()
             return
         for _ in range(self.num_samples // n):
             yield from randperm(n, generator=generator, device="cpu").tolist()
