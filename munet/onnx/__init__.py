@@ -1,0 +1,7 @@
+"""ONNX interchange: ``export`` a traced model, ``load`` an ONNX model as a MuNet program.
+
+The ``onnx`` package is imported on first use, so ``import munet`` works without it.
+"""
+
+from munet.onnx.emitter import ExportError
+from munet.onnx.export import export
