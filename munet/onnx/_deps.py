@@ -37,3 +37,14 @@ _ELEMENT_TYPES = {
     "uint64": "UINT64",
     "bool": "BOOL",
 }
+
+
+def munet_dtype(element_type: int):
+    """The MuNet dtype of an ONNX element type, or None when MuNet has none (strings, complex, float8...)."""
+    import munet
+
+    onnx = require_onnx()
+    for name, code in _ELEMENT_TYPES.items():
+        if getattr(onnx.TensorProto, code) == element_type:
+            return getattr(munet, name, None)
+    return None

@@ -62,12 +62,14 @@ class Emitter:
         return self.op("Cast", name, to=tensor_type(dtype))
 
     def const(self, array, hint: str = "const") -> str:
+        """A constant's name (small ones are shared)."""
         array = np.asarray(array)
         key = (array.dtype.str, array.shape, array.tobytes())
         if array.size <= 16 and key in self._consts:
             return self._consts[key]
         name = self.fresh(hint)
-        self.initializers.append(self.tensor(array, name))
+        # a Constant node, not an initializer: initializers are the model's state (importers train them)
+        self.nodes.append(self.onnx.helper.make_node("Constant", [], [name], value=self.tensor(array, name)))
         if array.size <= 16:
             self._consts[key] = name
         return name

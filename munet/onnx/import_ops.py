@@ -1,0 +1,862 @@
+"""How each ONNX operator runs as MuNet ops: ``RULES[op_type](call) -> output or list of outputs``.
+
+A rule reads its inputs through the :class:`Call` (``call.input(i)``: a MuNet tensor or None for an
+absent optional input; ``call.host(i)``: a NumPy array, for inputs that must be known on the host
+such as a Reshape's target shape) and attributes with ``call.attr(name, default)``, and returns
+MuNet tensors (or NumPy arrays for values computed on the host, such as ``Shape``). Nodes whose
+inputs are all host values run on the host (program.py), so shape arithmetic never reaches the
+device. Element types are made the declared ONNX types after each node (program.py).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+import munet
+import munet.nn.functional as F
+
+RULES: dict = {}
+
+
+class UnsupportedError(NotImplementedError):
+    """An ONNX operator, attribute or type MuNet does not run; the message names the operator, its domain and opset."""
+
+
+def rule(*op_types):
+    def register(fn):
+        for op_type in op_types:
+            RULES[op_type] = fn
+        return fn
+
+    return register
+
+
+# elementwise -----------------------------------------------------------------------------------------
+
+_UNARY = {
+    "Abs": munet.abs,
+    "Acos": munet.acos,
+    "Acosh": munet.acosh,
+    "Asin": munet.asin,
+    "Asinh": munet.asinh,
+    "Atan": munet.atan,
+    "Atanh": munet.atanh,
+    "Ceil": munet.ceil,
+    "Cos": munet.cos,
+    "Cosh": munet.cosh,
+    "Erf": munet.erf,
+    "Exp": munet.exp,
+    "Floor": munet.floor,
+    "Log": munet.log,
+    "Neg": munet.neg,
+    "Reciprocal": munet.reciprocal,
+    "Relu": F.relu,
+    "Sigmoid": munet.sigmoid,
+    "Sign": munet.sign,
+    "Sin": munet.sin,
+    "Sinh": munet.sinh,
+    "Sqrt": munet.sqrt,
+    "Tan": munet.tan,
+    "Tanh": munet.tanh,
+    "Not": munet.logical_not,
+    "IsNaN": munet.isnan,
+    "Round": munet.round,
+    "Softsign": F.softsign,
+    "Mish": F.mish,
+    "HardSwish": F.hardswish,
+    "BitwiseNot": munet.bitwise_not,
+}
+
+_BINARY = {
+    "Add": munet.add,
+    "Sub": munet.sub,
+    "Mul": munet.mul,
+    "Equal": munet.eq,
+    "Less": munet.lt,
+    "LessOrEqual": munet.le,
+    "Greater": munet.gt,
+    "GreaterOrEqual": munet.ge,
+    "And": munet.logical_and,
+    "Or": munet.logical_or,
+    "Xor": munet.logical_xor,
+    "BitwiseAnd": munet.bitwise_and,
+    "BitwiseOr": munet.bitwise_or,
+    "BitwiseXor": munet.bitwise_xor,
+}
+
+
+def _unary(fn):
+    return lambda call: fn(call.input(0))
+
+
+def _binary(fn):
+    return lambda call: fn(call.input(0), call.input(1))
+
+
+for _op_type, _fn in _UNARY.items():
+    RULES[_op_type] = _unary(_fn)
+for _op_type, _fn in _BINARY.items():
+    RULES[_op_type] = _binary(_fn)
+
+
+@rule("Identity")
+def _identity(call):
+    return call.input(0)
+
+
+@rule("Div")
+def _div(call):
+    a, b = call.input(0), call.input(1)
+    if a.dtype.is_floating_point:
+        return a / b
+    return munet.div(a, b, rounding_mode="trunc")  # ONNX integer division truncates
+
+
+@rule("Pow")
+def _pow(call):
+    base, exponent = call.input(0), call.input(1)
+    return munet.pow(base, exponent.to(base.dtype) if base.dtype.is_floating_point else exponent)
+
+
+@rule("Mod")
+def _mod(call):
+    a, b = call.input(0), call.input(1)
+    return munet.fmod(a, b) if call.attr("fmod", 0) else munet.remainder(a, b)
+
+
+@rule("BitShift")
+def _bit_shift(call):
+    a, b = call.input(0), call.input(1)
+    if call.attr("direction") == "LEFT":
+        return munet.bitwise_left_shift(a, b)
+    return munet.bitwise_right_shift(a, b)
+
+
+@rule("Max", "Min", "Sum", "Mean")
+def _variadic(call):
+    combine = {"Max": munet.maximum, "Min": munet.minimum, "Sum": munet.add, "Mean": munet.add}[call.op_type]
+    operands = [call.input(i) for i in range(call.n_inputs)]
+    out = operands[0]
+    for x in operands[1:]:
+        out = combine(out, x)
+    if call.op_type == "Mean":
+        out = out / len(operands)
+    return out if len(operands) > 1 else out.clone()
+
+
+@rule("IsInf")
+def _isinf(call):
+    x = call.input(0)
+    positive, negative = call.attr("detect_positive", 1), call.attr("detect_negative", 1)
+    if positive and negative:
+        return munet.isinf(x)
+    if positive:
+        return munet.isposinf(x)
+    if negative:
+        return munet.isneginf(x)
+    return munet.zeros_like(x, dtype=munet.bool)
+
+
+@rule("Where")
+def _where(call):
+    return munet.where(call.input(0), call.input(1), call.input(2))
+
+
+@rule("Cast")
+def _cast(call):
+    return call.input(0).to(call.dtype_attr("to"))
+
+
+@rule("CastLike")
+def _cast_like(call):
+    return call.input(0).to(call.input(1).dtype)
+
+
+@rule("Clip")
+def _clip(call):
+    x = call.input(0)
+    if call.opset < 11:
+        lo, hi = call.attr("min", None), call.attr("max", None)
+    else:
+        lo, hi = call.input(1), call.input(2)
+    if lo is None and hi is None:
+        return x.clone()
+    return munet.clamp(x, lo, hi)
+
+
+# activations -------------------------------------------------------------------------------------------
+
+
+@rule("LeakyRelu")
+def _leaky_relu(call):
+    return F.leaky_relu(call.input(0), call.attr("alpha", 0.01))
+
+
+@rule("Elu")
+def _elu(call):
+    return F.elu(call.input(0), call.attr("alpha", 1.0))
+
+
+@rule("Celu")
+def _celu(call):
+    return F.celu(call.input(0), call.attr("alpha", 1.0))
+
+
+@rule("Selu")
+def _selu(call):
+    x = call.input(0)
+    alpha, gamma = call.attr("alpha", 1.67326319217681884765625), call.attr("gamma", 1.05070102214813232421875)
+    return gamma * munet.where(x > 0, x, alpha * (munet.exp(x) - 1))
+
+
+@rule("HardSigmoid")
+def _hard_sigmoid(call):
+    x = call.input(0)
+    return munet.clamp(call.attr("alpha", 0.2) * x + call.attr("beta", 0.5), 0.0, 1.0)
+
+
+@rule("Softplus")
+def _softplus(call):
+    x = call.input(0)
+    return munet.log1p(munet.exp(-munet.abs(x))) + F.relu(x)  # log(1 + exp(x)) without overflow
+
+
+@rule("PRelu")
+def _prelu(call):
+    x, slope = call.input(0), call.input(1)
+    return munet.where(x < 0, x * slope, x)
+
+
+@rule("ThresholdedRelu")
+def _thresholded_relu(call):
+    x = call.input(0)
+    return munet.where(x > call.attr("alpha", 1.0), x, munet.zeros_like(x))
+
+
+@rule("Shrink")
+def _shrink(call):
+    x = call.input(0)
+    bias, lambd = call.attr("bias", 0.0), call.attr("lambd", 0.5)
+    zero = munet.zeros_like(x)
+    return munet.where(x < -lambd, x + bias, munet.where(x > lambd, x - bias, zero))
+
+
+@rule("Gelu")
+def _gelu(call):
+    return F.gelu(call.input(0), approximate=call.attr("approximate", "none"))
+
+
+@rule("Softmax", "LogSoftmax")
+def _softmax(call):
+    x = call.input(0)
+    fn = F.softmax if call.op_type == "Softmax" else F.log_softmax
+    if call.opset >= 13:
+        return fn(x, dim=call.attr("axis", -1))
+    axis = call.attr("axis", 1) % max(x.ndim, 1)  # before opset 13: over all axes from `axis` on
+    shape = tuple(x.shape)
+    flat = x.reshape(math.prod(shape[:axis]), math.prod(shape[axis:]))
+    return fn(flat, dim=1).reshape(shape)
+
+
+@rule("Dropout")
+def _dropout(call):
+    x = call.input(0)
+    ratio = float(call.host(1)) if call.has(1) else call.attr("ratio", 0.5)
+    training = bool(call.host(2)) if call.has(2) else False
+    out = F.dropout(x, ratio, training=True) if training and ratio > 0 else x.clone()
+    if call.n_outputs > 1:
+        mask = (out != 0) if training and ratio > 0 else munet.ones_like(x, dtype=munet.bool)
+        return [out, mask]
+    return out
+
+
+# linear algebra, convolution, normalization ------------------------------------------------------------
+
+
+@rule("MatMul")
+def _matmul(call):
+    return munet.matmul(call.input(0), call.input(1))
+
+
+@rule("Gemm")
+def _gemm(call):
+    a, b, c = call.input(0), call.input(1), call.input(2)
+    if call.attr("transA", 0):
+        a = a.t()
+    if call.attr("transB", 0):
+        b = b.t()
+    alpha, beta = call.attr("alpha", 1.0), call.attr("beta", 1.0)
+    out = a @ b
+    if alpha != 1.0:
+        out = out * alpha
+    if c is not None:
+        out = out + (c * beta if beta != 1.0 else c)
+    return out
+
+
+@rule("Einsum")
+def _einsum(call):
+    return munet.einsum(call.attr("equation"), *(call.input(i) for i in range(call.n_inputs)))
+
+
+def _spatial_pads(call, x, kernel, strides, dilations) -> list:
+    """ONNX ``pads`` (begins then ends) from ``pads`` or ``auto_pad``."""
+    n = len(kernel)
+    auto = call.attr("auto_pad", "NOTSET")
+    if auto in ("NOTSET", ""):
+        return list(call.attr("pads", [0] * (2 * n)))
+    if auto == "VALID":
+        return [0] * (2 * n)
+    if auto not in ("SAME_UPPER", "SAME_LOWER"):
+        raise call.unsupported(f"auto_pad={auto!r}")
+    begins, ends = [], []
+    for size, k, s, d in zip(x.shape[2:], kernel, strides, dilations):
+        out = -(-size // s)
+        total = max((out - 1) * s + (k - 1) * d + 1 - size, 0)
+        small, large = total // 2, total - total // 2
+        begins.append(small if auto == "SAME_UPPER" else large)
+        ends.append(large if auto == "SAME_UPPER" else small)
+    return begins + ends
+
+
+def _symmetric(x, pads: list, value: float):
+    """``x`` padded where begin and end pads differ, and the symmetric padding left to the op."""
+    n = len(pads) // 2
+    begins, ends = pads[:n], pads[n:]
+    if begins == ends:
+        return x, begins
+    common = [min(b, e) for b, e in zip(begins, ends)]
+    extra = []
+    for b, e, c in reversed(list(zip(begins, ends, common))):
+        extra += [b - c, e - c]
+    return F.pad(x, extra, value=value), common
+
+
+@rule("Conv")
+def _conv(call):
+    x, w, b = call.input(0), call.input(1), call.input(2)
+    n = x.ndim - 2
+    kernel = list(w.shape[2:])
+    strides = list(call.attr("strides", [1] * n))
+    dilations = list(call.attr("dilations", [1] * n))
+    x, padding = _symmetric(x, _spatial_pads(call, x, kernel, strides, dilations), 0.0)
+    fn = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}.get(n)
+    if fn is None:
+        raise call.unsupported(f"a {n}-d convolution")
+    return fn(x, w, b, stride=strides, padding=padding, dilation=dilations, groups=call.attr("group", 1))
+
+
+@rule("ConvTranspose")
+def _conv_transpose(call):
+    x, w, b = call.input(0), call.input(1), call.input(2)
+    n = x.ndim - 2
+    if call.attr("output_shape", None) is not None or call.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
+        raise call.unsupported("output_shape or auto_pad SAME_*")
+    strides = list(call.attr("strides", [1] * n))
+    dilations = list(call.attr("dilations", [1] * n))
+    pads = list(call.attr("pads", [0] * (2 * n)))
+    if pads[:n] != pads[n:]:
+        raise call.unsupported(f"asymmetric pads {pads}")
+    fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}.get(n)
+    if fn is None:
+        raise call.unsupported(f"a {n}-d transposed convolution")
+    output_padding = list(call.attr("output_padding", [0] * n))
+    return fn(
+        x,
+        w,
+        b,
+        stride=strides,
+        padding=pads[:n],
+        output_padding=output_padding,
+        groups=call.attr("group", 1),
+        dilation=dilations,
+    )
+
+
+@rule("BatchNormalization")
+def _batch_norm(call):
+    if call.attr("training_mode", 0):
+        raise call.unsupported("training_mode=1")
+    x, scale, bias, mean, var = (call.input(i) for i in range(5))
+    return F.batch_norm(x, mean, var, scale, bias, False, 0.0, call.attr("epsilon", 1e-5))
+
+
+@rule("InstanceNormalization")
+def _instance_norm(call):
+    return F.instance_norm(call.input(0), weight=call.input(1), bias=call.input(2), eps=call.attr("epsilon", 1e-5))
+
+
+@rule("LayerNormalization")
+def _layer_norm(call):
+    x, scale, bias = call.input(0), call.input(1), call.input(2)
+    axis = call.attr("axis", -1) % x.ndim
+    dims = tuple(range(axis, x.ndim))
+    eps = call.attr("epsilon", 1e-5)
+    mean = x.mean(dims, keepdim=True)
+    centered = x - mean
+    rstd = munet.rsqrt((centered * centered).mean(dims, keepdim=True) + eps)
+    y = centered * rstd * scale
+    if bias is not None:
+        y = y + bias
+    return [y, mean, rstd][: call.n_outputs]
+
+
+# pooling ---------------------------------------------------------------------------------------------------
+
+
+def _pool_args(call, x):
+    kernel = list(call.attr("kernel_shape"))
+    n = len(kernel)
+    strides = list(call.attr("strides", [1] * n))
+    dilations = list(call.attr("dilations", [1] * n))
+    pads = _spatial_pads(call, x, kernel, strides, dilations)
+    return kernel, strides, dilations, pads
+
+
+@rule("MaxPool")
+def _max_pool(call):
+    x = call.input(0)
+    kernel, strides, dilations, pads = _pool_args(call, x)
+    if call.attr("storage_order", 0):
+        raise call.unsupported("storage_order=1")
+    x, padding = _symmetric(x, pads, float("-inf"))
+    fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}.get(len(kernel))
+    if fn is None:
+        raise call.unsupported(f"a {len(kernel)}-d pooling")
+    ceil_mode = bool(call.attr("ceil_mode", 0))
+    if call.n_outputs == 1:
+        return fn(x, kernel, strides, padding, dilations, ceil_mode)
+    values, indices = fn(x, kernel, strides, padding, dilations, ceil_mode, return_indices=True)
+    if pads[: len(kernel)] != padding or x.shape != call.input(0).shape:
+        raise call.unsupported("the Indices output with asymmetric padding")
+    plane = math.prod(x.shape[2:])
+    first = (munet.arange(x.shape[0] * x.shape[1]) * plane).reshape(x.shape[0], x.shape[1], *([1] * len(kernel)))
+    return [values, indices + first]  # ONNX counts indices over the whole tensor, PyTorch within a plane
+
+
+@rule("AveragePool")
+def _average_pool(call):
+    x = call.input(0)
+    kernel, strides, dilations, pads = _pool_args(call, x)
+    if any(d != 1 for d in dilations):
+        raise call.unsupported(f"dilations {dilations}")
+    include_pad = bool(call.attr("count_include_pad", 0))
+    n = len(kernel)
+    if pads[:n] != pads[n:] and not include_pad:
+        raise call.unsupported(f"asymmetric pads {pads} with count_include_pad=0")
+    x, padding = _symmetric(x, pads, 0.0)
+    fn = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}.get(n)
+    if fn is None:
+        raise call.unsupported(f"a {n}-d pooling")
+    return fn(x, kernel, strides, padding, bool(call.attr("ceil_mode", 0)), include_pad)
+
+
+@rule("GlobalAveragePool", "GlobalMaxPool")
+def _global_pool(call):
+    x = call.input(0)
+    dims = tuple(range(2, x.ndim))
+    if call.op_type == "GlobalAveragePool":
+        return x.mean(dims, keepdim=True)
+    return x.amax(dims, keepdim=True)
+
+
+# reductions -----------------------------------------------------------------------------------------------
+
+
+def _reduce_axes(call, x):
+    """The axes of a Reduce* node (an input from opset 18, 13 for ReduceSum; an attribute before), or all."""
+    since = 13 if call.op_type == "ReduceSum" else 18
+    if call.opset >= since:
+        axes = call.host(1) if call.has(1) else None
+    else:
+        axes = call.attr("axes", None)
+    if axes is None or len(axes) == 0:
+        if call.attr("noop_with_empty_axes", 0):
+            return None
+        return tuple(range(x.ndim))
+    return tuple(sorted(int(a) % max(x.ndim, 1) for a in np.asarray(axes).reshape(-1)))
+
+
+_REDUCE = {
+    "ReduceSum": lambda x, d, k: munet.sum(x, d, keepdim=k),
+    "ReduceMean": lambda x, d, k: munet.mean(x, d, keepdim=k),
+    "ReduceMax": lambda x, d, k: munet.amax(x, d, keepdim=k),
+    "ReduceMin": lambda x, d, k: munet.amin(x, d, keepdim=k),
+    "ReduceProd": lambda x, d, k: munet.prod(x, d[0], keepdim=k) if len(d) == 1 else _prod(x, d, k),
+    "ReduceL1": lambda x, d, k: munet.sum(munet.abs(x), d, keepdim=k),
+    "ReduceL2": lambda x, d, k: munet.sqrt(munet.sum(x * x, d, keepdim=k)),
+    "ReduceLogSum": lambda x, d, k: munet.log(munet.sum(x, d, keepdim=k)),
+    "ReduceLogSumExp": lambda x, d, k: munet.logsumexp(x, d, keepdim=k),
+    "ReduceSumSquare": lambda x, d, k: munet.sum(x * x, d, keepdim=k),
+}
+
+
+def _prod(x, dims, keepdim):
+    for d in sorted(dims, reverse=True):
+        x = munet.prod(x, d, keepdim=keepdim)
+    return x
+
+
+@rule(*_REDUCE)
+def _reduce(call):
+    x = call.input(0)
+    dims = _reduce_axes(call, x)
+    if dims is None:
+        return x.clone()
+    if x.ndim == 0:
+        return x.clone()
+    keepdim = bool(call.attr("keepdims", 1))
+    if x.dtype is munet.bool:
+        x = x.to(munet.int64)
+    return _REDUCE[call.op_type](x, dims, keepdim)
+
+
+@rule("ArgMax", "ArgMin")
+def _arg_extremum(call):
+    x = call.input(0)
+    axis = call.attr("axis", 0) % max(x.ndim, 1)
+    keepdim = bool(call.attr("keepdims", 1))
+    fn = munet.argmax if call.op_type == "ArgMax" else munet.argmin
+    if call.attr("select_last_index", 0):
+        flipped = fn(munet.flip(x, (axis,)), axis, keepdim)
+        return (x.shape[axis] - 1) - flipped
+    return fn(x, axis, keepdim)
+
+
+@rule("CumSum")
+def _cumsum(call):
+    x = call.input(0)
+    axis = int(call.host(1)) % max(x.ndim, 1)
+    if call.attr("reverse", 0):
+        x = munet.flip(x, (axis,))
+    out = munet.cumsum(x, axis)
+    if call.attr("exclusive", 0):
+        out = out - x
+    if call.attr("reverse", 0):
+        out = munet.flip(out, (axis,))
+    return out.to(call.input(0).dtype)
+
+
+@rule("TopK")
+def _topk(call):
+    x = call.input(0)
+    k = int(np.asarray(call.host(1)).reshape(-1)[0]) if call.opset >= 10 else call.attr("k")
+    axis = call.attr("axis", -1)
+    values, indices = munet.topk(x, k, dim=axis, largest=bool(call.attr("largest", 1)), sorted=True)
+    return [values, indices]
+
+
+# shapes and movement --------------------------------------------------------------------------------------
+
+
+@rule("Shape")
+def _shape(call):
+    shape = np.asarray(call.shape(0), dtype=np.int64)
+    start, end = call.attr("start", 0), call.attr("end", None)
+    return shape[start:end] if end is not None else shape[start:]
+
+
+@rule("Size")
+def _size(call):
+    return np.asarray(math.prod(call.shape(0)), dtype=np.int64)
+
+
+@rule("Constant")
+def _constant(call):
+    for key in ("value", "value_float", "value_floats", "value_int", "value_ints"):
+        value = call.attr(key, None)
+        if value is not None:
+            if key == "value":
+                return value
+            dtype = np.float32 if "float" in key else np.int64
+            return np.asarray(value, dtype=dtype)
+    raise call.unsupported("a Constant without value, value_float(s) or value_int(s) (strings, sparse values)")
+
+
+@rule("ConstantOfShape")
+def _constant_of_shape(call):
+    shape = tuple(int(s) for s in np.asarray(call.host(0)).reshape(-1))
+    value = call.attr("value", None)
+    value = np.zeros(1, np.float32) if value is None else np.asarray(value).reshape(-1)
+    return np.full(shape, value[0], dtype=value.dtype)
+
+
+@rule("Range")
+def _range(call):
+    start, limit, delta = (np.asarray(call.host(i)) for i in range(3))
+    return np.arange(start, limit, delta, dtype=start.dtype)
+
+
+@rule("Reshape")
+def _reshape(call):
+    x = call.input(0)
+    shape = [int(s) for s in np.asarray(call.host(1)).reshape(-1)]
+    if not call.attr("allowzero", 0):
+        shape = [x.shape[i] if s == 0 else s for i, s in enumerate(shape)]
+    return x.reshape(shape)
+
+
+@rule("Flatten")
+def _flatten(call):
+    x = call.input(0)
+    axis = call.attr("axis", 1) % (x.ndim + 1) if x.ndim else 0
+    return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
+
+
+@rule("Transpose")
+def _transpose(call):
+    x = call.input(0)
+    perm = call.attr("perm", None)
+    perm = list(range(x.ndim))[::-1] if perm is None else list(perm)
+    return x.permute(perm) if x.ndim else x.clone()
+
+
+def _axes_input_or_attr(call, since: int = 13):
+    if call.opset >= since:
+        return [int(a) for a in np.asarray(call.host(1)).reshape(-1)] if call.has(1) else None
+    axes = call.attr("axes", None)
+    return None if axes is None else list(axes)
+
+
+@rule("Squeeze")
+def _squeeze(call):
+    x = call.input(0)
+    axes = _axes_input_or_attr(call)
+    if axes is None:
+        return x.reshape([s for s in x.shape if s != 1])
+    axes = {a % x.ndim for a in axes}
+    return x.reshape([s for i, s in enumerate(x.shape) if i not in axes])
+
+
+@rule("Unsqueeze")
+def _unsqueeze(call):
+    x = call.input(0)
+    axes = _axes_input_or_attr(call)
+    rank = x.ndim + len(axes)
+    axes = sorted(a % rank for a in axes)
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a, 1)
+    return x.reshape(shape)
+
+
+@rule("Concat")
+def _concat(call):
+    tensors = [call.input(i) for i in range(call.n_inputs)]
+    return munet.cat(tensors, call.attr("axis"))
+
+
+@rule("Split")
+def _split(call):
+    x = call.input(0)
+    axis = call.attr("axis", 0) % x.ndim
+    if call.opset >= 13:
+        sizes = [int(s) for s in np.asarray(call.host(1)).reshape(-1)] if call.has(1) else None
+    else:
+        sizes = call.attr("split", None)
+    if sizes is None:
+        parts = call.attr("num_outputs", call.n_outputs)
+        size = -(-x.shape[axis] // parts)
+        sizes = [min(size, x.shape[axis] - i * size) for i in range(parts)]
+    return list(munet.split(x, list(sizes), axis))
+
+
+@rule("Slice")
+def _slice(call):
+    x = call.input(0)
+    if call.opset >= 10:
+        starts, ends = (np.asarray(call.host(i)).reshape(-1) for i in (1, 2))
+        axes = np.asarray(call.host(3)).reshape(-1) if call.has(3) else np.arange(len(starts))
+        steps = np.asarray(call.host(4)).reshape(-1) if call.has(4) else np.ones(len(starts), np.int64)
+    else:
+        starts, ends = np.asarray(call.attr("starts")), np.asarray(call.attr("ends"))
+        axes = np.asarray(call.attr("axes", list(range(len(starts)))))
+        steps = np.ones(len(starts), np.int64)
+    for start, end, axis, step in zip(starts, ends, axes, steps):
+        x = _slice_axis(x, int(start), int(end), int(axis) % x.ndim, int(step))
+    return x if x is not call.input(0) else x.clone()
+
+
+def _slice_axis(x, start: int, end: int, axis: int, step: int):
+    """ONNX Slice along one axis: negative bounds count from the end, then clamp (to -1 for a negative step's end)."""
+    n = x.shape[axis]
+    start = start + n if start < 0 else start
+    end = end + n if end < 0 else end
+    if step > 0:
+        start, end = min(max(start, 0), n), min(max(end, 0), n)
+        index = [slice(None)] * axis + [slice(start, end, step)]
+        return x[tuple(index)]
+    start, end = min(max(start, 0), n - 1), min(max(end, -1), n - 1)
+    picked = list(range(start, end, step))
+    return x.index_select(axis, munet.tensor(picked, dtype=munet.int64, device=x.device))
+
+
+def _wrap_indices(indices, n: int):
+    return munet.where(indices < 0, indices + n, indices)
+
+
+@rule("Gather")
+def _gather(call):
+    x, indices = call.input(0), call.input(1).to(munet.int64)
+    axis = call.attr("axis", 0) % x.ndim
+    indices = _wrap_indices(indices, x.shape[axis])
+    picked = x.index_select(axis, indices.reshape(-1))
+    return picked.reshape(tuple(x.shape[:axis]) + tuple(indices.shape) + tuple(x.shape[axis + 1 :]))
+
+
+@rule("GatherElements")
+def _gather_elements(call):
+    x, indices = call.input(0), call.input(1).to(munet.int64)
+    axis = call.attr("axis", 0) % x.ndim
+    return munet.gather(x, axis, _wrap_indices(indices, x.shape[axis]))
+
+
+@rule("GatherND")
+def _gather_nd(call):
+    x, indices = call.input(0), call.input(1).to(munet.int64)
+    if call.attr("batch_dims", 0):
+        raise call.unsupported("batch_dims != 0")
+    k = indices.shape[-1]
+    parts = tuple(_wrap_indices(indices[..., i], x.shape[i]) for i in range(k))
+    return x[parts]
+
+
+@rule("ScatterElements", "Scatter")
+def _scatter_elements(call):
+    x, indices, updates = call.input(0), call.input(1).to(munet.int64), call.input(2)
+    axis = call.attr("axis", 0) % x.ndim
+    indices = _wrap_indices(indices, x.shape[axis])
+    reduction = call.attr("reduction", "none")
+    if reduction == "none":
+        return x.scatter(axis, indices, updates)
+    if reduction == "add":
+        return x.scatter_add(axis, indices, updates)
+    reduce = {"mul": "prod", "max": "amax", "min": "amin"}.get(reduction)
+    if reduce is None:
+        raise call.unsupported(f"reduction={reduction!r}")
+    return x.scatter_reduce(axis, indices, updates, reduce, include_self=True)
+
+
+@rule("ScatterND")
+def _scatter_nd(call):
+    x, indices, updates = call.input(0), call.input(1).to(munet.int64), call.input(2)
+    k = indices.shape[-1]
+    rows = math.prod(x.shape[:k])
+    linear = munet.zeros(indices.shape[:-1], dtype=munet.int64, device=x.device)
+    for i in range(k):
+        linear = linear * x.shape[i] + _wrap_indices(indices[..., i], x.shape[i])
+    flat = x.reshape(rows, -1).clone()
+    values = updates.reshape(-1, flat.shape[1])
+    reduction = call.attr("reduction", "none")
+    if reduction not in ("none", "add"):
+        raise call.unsupported(f"reduction={reduction!r}")
+    flat.index_put_((linear.reshape(-1),), values, accumulate=reduction == "add")
+    return flat.reshape(x.shape)
+
+
+@rule("Expand")
+def _expand(call):
+    x = call.input(0)
+    shape = [int(s) for s in np.asarray(call.host(1)).reshape(-1)]
+    return munet.broadcast_to(x, np.broadcast_shapes(tuple(x.shape), tuple(shape))).clone()
+
+
+@rule("Tile")
+def _tile(call):
+    repeats = [int(r) for r in np.asarray(call.host(1)).reshape(-1)]
+    return call.input(0).repeat(*repeats)
+
+
+@rule("Pad")
+def _pad(call):
+    x = call.input(0)
+    mode = call.attr("mode", "constant")
+    if call.opset >= 11:
+        pads = [int(p) for p in np.asarray(call.host(1)).reshape(-1)]
+        value = call.host(2) if call.has(2) else 0.0
+        axes = [int(a) % x.ndim for a in np.asarray(call.host(3)).reshape(-1)] if call.has(3) else list(range(x.ndim))
+    else:
+        pads, value, axes = list(call.attr("pads")), call.attr("value", 0.0), list(range(x.ndim))
+    begins, ends = [0] * x.ndim, [0] * x.ndim
+    for i, a in enumerate(axes):
+        begins[a], ends[a] = pads[i], pads[i + len(axes)]
+    last = max([a for a in range(x.ndim) if begins[a] or ends[a]], default=-1)
+    first = min([a for a in range(x.ndim) if begins[a] or ends[a]], default=x.ndim)
+    if last < 0:
+        return x.clone()
+    torch_pad = []
+    for a in range(x.ndim - 1, first - 1, -1):
+        torch_pad += [begins[a], ends[a]]
+    modes = {"constant": "constant", "reflect": "reflect", "edge": "replicate", "wrap": "circular"}
+    if mode not in modes:
+        raise call.unsupported(f"mode={mode!r}")
+    if mode == "constant":
+        return F.pad(x, torch_pad, value=float(np.asarray(value).reshape(-1)[0]) if np.size(value) else 0.0)
+    return F.pad(x, torch_pad, mode=modes[mode])
+
+
+@rule("Trilu")
+def _trilu(call):
+    x = call.input(0)
+    k = int(np.asarray(call.host(1)).reshape(-1)[0]) if call.has(1) else 0
+    return munet.triu(x, k) if call.attr("upper", 1) else munet.tril(x, k)
+
+
+@rule("OneHot")
+def _one_hot(call):
+    indices, values = call.input(0), call.input(2)
+    depth = int(np.asarray(call.host(1)).reshape(-1)[0])
+    axis = call.attr("axis", -1) % (indices.ndim + 1)
+    indices = _wrap_indices(indices.to(munet.int64), depth)
+    shape = [1] * (indices.ndim + 1)
+    shape[axis] = depth
+    classes = munet.arange(depth, device=indices.device).reshape(shape)
+    hot = indices.unsqueeze(axis) == classes
+    return munet.where(hot, values[1], values[0])
+
+
+@rule("NonZero")
+def _nonzero(call):
+    return munet.nonzero(call.input(0)).t().contiguous()
+
+
+@rule("Resize")
+def _resize(call):
+    x = call.input(0)
+    mode = call.attr("mode", "nearest")
+    transform = call.attr("coordinate_transformation_mode", "half_pixel")
+    sizes = [int(s) for s in np.asarray(call.host(3)).reshape(-1)] if call.has(3) else None
+    if sizes is None:
+        scales = np.asarray(call.host(2)).reshape(-1)
+        sizes = [int(math.floor(n * s)) for n, s in zip(x.shape, scales)]
+    if list(sizes[:2]) != list(x.shape[:2]):
+        raise call.unsupported("resizing the batch or channel axes")
+    if mode == "nearest" and transform == "asymmetric" and call.attr("nearest_mode", "round_prefer_floor") == "floor":
+        return F.interpolate(x, size=sizes[2:], mode="nearest")
+    if mode == "linear" and transform in ("half_pixel", "pytorch_half_pixel", "align_corners") and x.ndim == 4:
+        return F.interpolate(x, size=sizes[2:], mode="bilinear", align_corners=transform == "align_corners")
+    raise call.unsupported(f"mode={mode!r} with coordinate_transformation_mode={transform!r}")
+
+
+# Inputs a rule reads on the host (call.host): an initializer feeding only these is a constant, not a Parameter
+HOST_INPUTS = {
+    "Reshape": {1},
+    "Expand": {1},
+    "Tile": {1},
+    "Slice": {1, 2, 3, 4},
+    "Squeeze": {1},
+    "Unsqueeze": {1},
+    "Split": {1},
+    "TopK": {1},
+    "CumSum": {1},
+    "Trilu": {1},
+    "OneHot": {1},
+    "Pad": {1, 2, 3},
+    "Resize": {1, 2, 3},
+    "Dropout": {1, 2},
+    "ConstantOfShape": {0},
+    "Range": {0, 1, 2},
+    **{op_type: {1} for op_type in _REDUCE},
+}
