@@ -422,6 +422,8 @@ def _max_pool(call):
     if call.attr("storage_order", 0):
         raise call.unsupported("storage_order=1")
     x, padding = _symmetric(x, pads, float("-inf"))
+    if any(2 * p > (k - 1) * d + 1 for p, k, d in zip(padding, kernel, dilations)):  # more than PyTorch pads
+        x, padding = _pad_spatial(x, padding + padding, float("-inf")), [0] * len(kernel)
     fn = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}.get(len(kernel))
     if fn is None:
         raise call.unsupported(f"a {len(kernel)}-d pooling")
@@ -438,19 +440,54 @@ def _max_pool(call):
 
 @rule("AveragePool")
 def _average_pool(call):
+    """Padding is explicit (zeros); with count_include_pad=0 the window sums are divided by how many
+    elements of the unpadded input each window holds."""
     x = call.input(0)
     kernel, strides, dilations, pads = _pool_args(call, x)
     if any(d != 1 for d in dilations):
         raise call.unsupported(f"dilations {dilations}")
-    include_pad = bool(call.attr("count_include_pad", 0))
     n = len(kernel)
-    if pads[:n] != pads[n:] and not include_pad:
-        raise call.unsupported(f"asymmetric pads {pads} with count_include_pad=0")
-    x, padding = _symmetric(x, pads, 0.0)
     fn = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}.get(n)
     if fn is None:
         raise call.unsupported(f"a {n}-d pooling")
-    return fn(x, kernel, strides, padding, bool(call.attr("ceil_mode", 0)), include_pad)
+    ceil_mode = bool(call.attr("ceil_mode", 0))
+    padded = _pad_spatial(x, pads, 0.0)
+    pooled = fn(padded, kernel, strides, 0, ceil_mode, True)
+    if call.attr("count_include_pad", 0) or not any(pads):
+        if not ceil_mode:
+            return pooled
+    inside = _pad_spatial(munet.ones((1, 1, *x.shape[2:]), dtype=x.dtype, device=x.device), pads, 0.0)
+    if call.attr("count_include_pad", 0):  # windows past the padded input (ceil_mode) count what they cover
+        inside = munet.ones_like(padded[:1, :1])
+    return _crop_windows(
+        pooled / fn(inside, kernel, strides, 0, ceil_mode, True), x, kernel, strides, dilations, pads, ceil_mode
+    )
+
+
+def _crop_windows(pooled, x, kernel, strides, dilations, pads, ceil_mode: bool):
+    """Drop ceil-mode windows that start in the end padding (ONNX and PyTorch do not make them; with the
+    padding made explicit, the pooling op would)."""
+    n = len(kernel)
+    sizes = []
+    for size, k, s, d, b, e in zip(x.shape[2:], kernel, strides, dilations, pads[:n], pads[n:]):
+        span = size + b + e - d * (k - 1) - 1
+        out = (-(-span // s) if ceil_mode else span // s) + 1
+        if ceil_mode and (out - 1) * s >= size + b:
+            out -= 1
+        sizes.append(out)
+    if list(pooled.shape[2:]) == sizes:
+        return pooled
+    return pooled[(slice(None), slice(None), *(slice(0, m) for m in sizes))]
+
+
+def _pad_spatial(x, pads: list, value: float):
+    n = len(pads) // 2
+    if not any(pads):
+        return x
+    torch_pad = []
+    for b, e in reversed(list(zip(pads[:n], pads[n:]))):
+        torch_pad += [b, e]
+    return F.pad(x, torch_pad, value=value)
 
 
 @rule("GlobalAveragePool", "GlobalMaxPool")
@@ -601,7 +638,8 @@ def _reshape(call):
 @rule("Flatten")
 def _flatten(call):
     x = call.input(0)
-    axis = call.attr("axis", 1) % (x.ndim + 1) if x.ndim else 0
+    axis = call.attr("axis", 1)
+    axis = axis + x.ndim if axis < 0 else axis
     return x.reshape(math.prod(x.shape[:axis]), math.prod(x.shape[axis:]))
 
 
@@ -747,13 +785,18 @@ def _scatter_nd(call):
     linear = munet.zeros(indices.shape[:-1], dtype=munet.int64, device=x.device)
     for i in range(k):
         linear = linear * x.shape[i] + _wrap_indices(indices[..., i], x.shape[i])
-    flat = x.reshape(rows, -1).clone()
+    flat = x.reshape(rows, -1)
     values = updates.reshape(-1, flat.shape[1])
+    index = linear.reshape(-1, 1).expand(values.shape[0], flat.shape[1])
     reduction = call.attr("reduction", "none")
-    if reduction not in ("none", "add"):
+    if reduction == "none":
+        return flat.scatter(0, index, values).reshape(x.shape)
+    if reduction == "add":
+        return flat.scatter_add(0, index, values).reshape(x.shape)
+    reduce = {"mul": "prod", "max": "amax", "min": "amin"}.get(reduction)
+    if reduce is None:
         raise call.unsupported(f"reduction={reduction!r}")
-    flat.index_put_((linear.reshape(-1),), values, accumulate=reduction == "add")
-    return flat.reshape(x.shape)
+    return flat.scatter_reduce(0, index, values, reduce, include_self=True).reshape(x.shape)
 
 
 @rule("Expand")
@@ -824,20 +867,124 @@ def _nonzero(call):
 
 @rule("Resize")
 def _resize(call):
+    """Separable resampling: along each resized axis, every output element is a weighted sum of a few
+    input elements (1 for nearest, 2 for linear, 4 for cubic) whose positions and weights are computed
+    on the host from the sizes and the coordinate transformation."""
     x = call.input(0)
+    if call.attr("antialias", 0):
+        raise call.unsupported("antialias=1")
+    axes = [int(a) % x.ndim for a in call.attr("axes", list(range(x.ndim)))]
+    sizes, scales = _resize_targets(call, x, axes)
+    roi = np.asarray(call.host(1), np.float64).reshape(-1) if call.has(1) and np.size(call.host(1)) else None
+    out = x
+    for k, axis in enumerate(axes):
+        n, m, scale = x.shape[axis], sizes[k], scales[k]
+        if (
+            n == m
+            and scale == 1.0
+            and call.attr("coordinate_transformation_mode", "half_pixel") != "tf_crop_and_resize"
+        ):
+            continue
+        roi_k = (roi[k], roi[k + len(axes)]) if roi is not None and len(roi) == 2 * len(axes) else (0.0, 1.0)
+        positions = _source_positions(call, n, m, scale, roi_k)
+        out = _resample_axis(call, out, axis, n, positions)
+    return out if out is not x else x.clone()
+
+
+def _resize_targets(call, x, axes) -> tuple:
+    if call.has(3) and np.size(call.host(3)):
+        wanted = [int(v) for v in np.asarray(call.host(3)).reshape(-1)]
+        ratios = [w / x.shape[a] for w, a in zip(wanted, axes)]
+        policy = call.attr("keep_aspect_ratio_policy", "stretch")
+        if policy == "stretch":
+            return wanted, ratios
+        ratio = min(ratios) if policy == "not_larger" else max(ratios)
+        return [int(np.floor(x.shape[a] * ratio + 0.5)) for a in axes], [ratio] * len(axes)
+    scales = [float(v) for v in np.asarray(call.host(2), np.float64).reshape(-1)]
+    return [int(np.floor(x.shape[a] * sc)) for a, sc in zip(axes, scales)], scales
+
+
+def _source_positions(call, n: int, m: int, scale: float, roi) -> np.ndarray:
+    """Where each output index samples the input, in input coordinates."""
+    i = np.arange(m, dtype=np.float64)
+    mode = call.attr("coordinate_transformation_mode", "half_pixel")
+    if mode == "half_pixel":
+        return (i + 0.5) / scale - 0.5
+    if mode == "pytorch_half_pixel":
+        return (i + 0.5) / scale - 0.5 if m > 1 else np.zeros(m)
+    if mode == "align_corners":
+        return i * (n - 1) / (m - 1) if m > 1 else np.zeros(m)
+    if mode == "asymmetric":
+        return i / scale
+    if mode == "half_pixel_symmetric":
+        adjustment = m / (scale * n)
+        return n / 2 * (1 - adjustment) + (i + 0.5) / scale - 0.5
+    if mode == "tf_crop_and_resize":
+        start, end = roi
+        if m > 1:
+            return start * (n - 1) + i * (end - start) * (n - 1) / (m - 1)
+        return np.full(m, 0.5 * (start + end) * (n - 1))
+    raise call.unsupported(f"coordinate_transformation_mode={mode!r}")
+
+
+def _taps(call, n: int, positions: np.ndarray) -> tuple:
+    """``(indices, weights)``, each of shape (taps, m)."""
     mode = call.attr("mode", "nearest")
-    transform = call.attr("coordinate_transformation_mode", "half_pixel")
-    sizes = [int(s) for s in np.asarray(call.host(3)).reshape(-1)] if call.has(3) else None
-    if sizes is None:
-        scales = np.asarray(call.host(2)).reshape(-1)
-        sizes = [int(math.floor(n * s)) for n, s in zip(x.shape, scales)]
-    if list(sizes[:2]) != list(x.shape[:2]):
-        raise call.unsupported("resizing the batch or channel axes")
-    if mode == "nearest" and transform == "asymmetric" and call.attr("nearest_mode", "round_prefer_floor") == "floor":
-        return F.interpolate(x, size=sizes[2:], mode="nearest")
-    if mode == "linear" and transform in ("half_pixel", "pytorch_half_pixel", "align_corners") and x.ndim == 4:
-        return F.interpolate(x, size=sizes[2:], mode="bilinear", align_corners=transform == "align_corners")
-    raise call.unsupported(f"mode={mode!r} with coordinate_transformation_mode={transform!r}")
+    if mode == "nearest":
+        rounding = call.attr("nearest_mode", "round_prefer_floor")
+        pick = {
+            "round_prefer_floor": lambda p: np.ceil(p - 0.5),
+            "round_prefer_ceil": lambda p: np.floor(p + 0.5),
+            "floor": np.floor,
+            "ceil": np.ceil,
+        }.get(rounding)
+        if pick is None:
+            raise call.unsupported(f"nearest_mode={rounding!r}")
+        index = np.clip(pick(positions), 0, n - 1)
+        return index[None].astype(np.int64), np.ones((1, len(positions)))
+    if mode == "linear":
+        clamped = np.clip(positions, 0, n - 1)
+        low = np.floor(clamped)
+        frac = clamped - low
+        index = np.stack([low, np.minimum(low + 1, n - 1)])
+        return index.astype(np.int64), np.stack([1 - frac, frac])
+    if mode == "cubic":
+        a = call.attr("cubic_coeff_a", -0.75)
+        low = np.floor(positions)
+        frac = positions - low
+        offsets = np.arange(-1, 3)[:, None]
+        distance = np.abs(frac[None] - offsets)
+        weights = np.where(
+            distance <= 1,
+            ((a + 2) * distance - (a + 3)) * distance**2 + 1,
+            np.where(distance < 2, ((a * distance - 5 * a) * distance + 8 * a) * distance - 4 * a, 0.0),
+        )
+        index = low[None] + offsets
+        if call.attr("exclude_outside", 0):
+            weights = np.where((index >= 0) & (index <= n - 1), weights, 0.0)
+            weights = weights / weights.sum(0, keepdims=True)
+        return np.clip(index, 0, n - 1).astype(np.int64), weights
+    raise call.unsupported(f"mode={mode!r}")
+
+
+def _resample_axis(call, x, axis: int, n: int, positions: np.ndarray):
+    indices, weights = _taps(call, n, positions)
+    shape = [1] * x.ndim
+    shape[axis] = len(positions)
+    out = None
+    for index, weight in zip(indices, weights):
+        picked = x.index_select(axis, munet.from_numpy(index).to(x.device))
+        if call.attr("mode", "nearest") != "nearest":
+            picked = picked * munet.from_numpy(weight.reshape(shape)).to(x.dtype).to(x.device)
+        out = picked if out is None else out + picked
+    if call.attr("coordinate_transformation_mode", "half_pixel") == "tf_crop_and_resize":
+        outside = (positions < 0) | (positions > n - 1)
+        if outside.any():
+            mask = munet.from_numpy(outside.reshape(shape)).to(x.device)
+            out = munet.where(
+                mask, munet.full((), call.attr("extrapolation_value", 0.0), dtype=out.dtype, device=x.device), out
+            )
+    return out
 
 
 # Inputs a rule reads on the host (call.host): an initializer feeding only these is a constant, not a Parameter
@@ -860,3 +1007,89 @@ HOST_INPUTS = {
     "Range": {0, 1, 2},
     **{op_type: {1} for op_type in _REDUCE},
 }
+
+
+@rule("Hardmax")
+def _hardmax(call):
+    x = call.input(0)
+    axis = call.attr("axis", -1 if call.opset >= 13 else 1) % x.ndim
+    if call.opset < 13:
+        raise call.unsupported("opset < 13 (Hardmax over flattened axes)")
+    first = munet.argmax(x, axis, keepdim=True)
+    shape = [1] * x.ndim
+    shape[axis] = x.shape[axis]
+    positions = munet.arange(x.shape[axis], device=x.device).reshape(shape)
+    return (positions == first).to(x.dtype)
+
+
+@rule("LpNormalization")
+def _lp_normalization(call):
+    x = call.input(0)
+    p, axis = call.attr("p", 2), call.attr("axis", -1)
+    if p not in (1, 2):
+        raise call.unsupported(f"p={p}")
+    norm = munet.abs(x).sum(axis, keepdim=True) if p == 1 else munet.sqrt((x * x).sum(axis, keepdim=True))
+    return x / norm
+
+
+@rule("EyeLike")
+def _eye_like(call):
+    rows, cols = call.shape(0)
+    dtype = call.dtype_attr("dtype") if "dtype" in call.node.attrs else None
+    array = np.eye(rows, cols, call.attr("k", 0))
+    if dtype is None:
+        return munet.from_numpy(array).to(call.input(0).dtype).to(call.device)
+    return array.astype(dtype.np)
+
+
+@rule("CumProd")
+def _cumprod(call):
+    x = call.input(0)
+    axis = int(call.host(1)) % max(x.ndim, 1)
+    if call.attr("reverse", 0):
+        x = munet.flip(x, (axis,))
+    out = munet.cumprod(x, axis)
+    if call.attr("exclusive", 0):
+        ones = munet.ones_like(x.narrow(axis, 0, 1))
+        out = munet.cat([ones, out.narrow(axis, 0, x.shape[axis] - 1)], axis)
+    if call.attr("reverse", 0):
+        out = munet.flip(out, (axis,))
+    return out.to(call.input(0).dtype)
+
+
+@rule("Compress")
+def _compress(call):
+    x = call.input(0)
+    keep = np.flatnonzero(np.asarray(call.host(1)).astype(bool))
+    axis = call.attr("axis", None)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    index = munet.from_numpy(keep.astype(np.int64)).to(x.device)
+    return x.index_select(axis % x.ndim, index)
+
+
+@rule("LRN")
+def _lrn(call):
+    x = call.input(0)
+    return F.local_response_norm(
+        x, call.attr("size"), call.attr("alpha", 1e-4), call.attr("beta", 0.75), call.attr("bias", 1.0)
+    )
+
+
+@rule("GridSample")
+def _grid_sample(call):
+    x, grid = call.input(0), call.input(1)
+    if x.ndim != 4:
+        raise call.unsupported(f"a {x.ndim - 2}-d grid")
+    mode = {
+        "linear": "bilinear",
+        "bilinear": "bilinear",
+        "nearest": "nearest",
+        "cubic": "bicubic",
+        "bicubic": "bicubic",
+    }
+    chosen = mode.get(call.attr("mode", "linear" if call.opset >= 20 else "bilinear"))
+    if chosen is None:
+        raise call.unsupported(f"mode={call.attr('mode')!r}")
+    padding = call.attr("padding_mode", "zeros")
+    return F.grid_sample(x, grid, mode=chosen, padding_mode=padding, align_corners=bool(call.attr("align_corners", 0)))

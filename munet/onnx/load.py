@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from munet.onnx._deps import munet_dtype, require_onnx
+from munet.onnx.functions import inline_functions
 from munet.onnx.import_ops import HOST_INPUTS, RULES, UnsupportedError
 from munet.onnx.program import ImportedNode, Program
 
@@ -37,6 +38,8 @@ class ImportedGraph:
 
 def load(f, *, device="cpu", optimize: bool = True) -> Program:
     """An ONNX model (a path, a binary file object, bytes, or an ``onnx.ModelProto``) as a MuNet program.
+
+    Operators ONNX defines as functions of others, and model-local functions, are inlined.
 
     ``optimize=True`` folds BatchNormalization into a preceding Conv and evaluates constant
     subgraphs once; ``program.optimizations`` lists what was done::
@@ -89,13 +92,16 @@ def import_graph(onnx, model, where: str = "<model>") -> ImportedGraph:
     if opset is None:
         raise UnsupportedError(f"munet.onnx.load: {where} imports no default-domain opset")
     graph = model.graph
-    for node in graph.node:
-        _check_supported(node, opset, where)
-    dtypes = _declared_types(onnx, model, opset, where)
+    inferred = _inferred_graph(onnx, model)
+    dtypes = _declared_types(onnx, model, inferred, opset, where)
+    type_protos = {v.name: v.type for v in list(inferred.input) + list(inferred.value_info) + list(inferred.output)}
+    node_protos, opset_of = inline_functions(onnx, graph, opset, model.functions, RULES, type_protos)
+    for node in node_protos:
+        _check_supported(node, opset_of.get(id(node), opset), where)
     initializers = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
     if graph.sparse_initializer:
         raise UnsupportedError(f"munet.onnx.load: {where}: sparse initializers are not supported")
-    nodes = [_decode(onnx, node, opset, where) for node in graph.node]
+    nodes = [_decode(onnx, node, opset_of.get(id(node), opset), where) for node in node_protos]
     parameters, constants = _split_initializers(initializers, nodes)
     inputs = [v.name for v in graph.input if v.name not in initializers]
     outputs = [v.name for v in graph.output]
@@ -116,12 +122,16 @@ def _check_supported(node, opset: int, where: str) -> None:
         )
 
 
-def _declared_types(onnx, model, opset: int, where: str) -> dict:
-    """name -> MuNet dtype for every value ONNX shape inference types; an unsupported type is refused."""
+def _inferred_graph(onnx, model):
+    """The graph with ONNX shape inference's value types (the model's own where inference fails)."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model).graph
+        return onnx.shape_inference.infer_shapes(model).graph
     except Exception:  # a model shape inference cannot follow still runs; types then come from its outputs
-        inferred = model.graph
+        return model.graph
+
+
+def _declared_types(onnx, model, inferred, opset: int, where: str) -> dict:
+    """name -> MuNet dtype for every value ONNX shape inference types; an unsupported type is refused."""
     producers = {out: node for node in model.graph.node for out in node.output}
     dtypes = {}
     for info in list(inferred.input) + list(inferred.value_info) + list(inferred.output):
@@ -180,7 +190,7 @@ def _decode(onnx, node, opset: int, where: str) -> ImportedNode:
         elif isinstance(value, list) and value and isinstance(value[0], bytes):
             value = [v.decode() for v in value]
         attrs[a.name] = value
-    return ImportedNode(node.op_type, node.domain, node.name, node.input, node.output, attrs)
+    return ImportedNode(node.op_type, node.domain, node.name, node.input, node.output, attrs, opset)
 
 
 def _split_initializers(initializers: dict, nodes: list) -> tuple:

@@ -71,7 +71,7 @@ def fold_constants(graph) -> int:
         inputs = [n for n in node.input if n]
         if node.op_type not in ("Dropout", "NonZero") and all(n in graph.constants for n in inputs):
             values = [graph.constants[n] if n else None for n in node.input]
-            for name, value in zip(node.output, run_node(node, values, graph.opset, "cpu", graph.dtypes)):
+            for name, value in zip(node.output, run_node(node, values, "cpu", graph.dtypes)):
                 if name:
                     graph.constants[name] = np.asarray(value)
             count += 1

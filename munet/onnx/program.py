@@ -27,10 +27,10 @@ _REQUIRED = object()
 class Call:
     """One node's run: its inputs (tensors, host arrays or None), attributes, opset and device."""
 
-    def __init__(self, node, values: list, program_opset: int, device):
+    def __init__(self, node, values: list, device):
         self.node = node
         self.op_type = node.op_type
-        self.opset = program_opset
+        self.opset = node.opset
         self.device = device
         self._values = values
         self.n_inputs = len(node.input)
@@ -89,22 +89,23 @@ def _type_name(code: int) -> str:
 class ImportedNode:
     """A graph node with its attributes decoded to Python values (tensors as NumPy arrays)."""
 
-    __slots__ = ("op_type", "domain", "name", "input", "output", "attrs")
+    __slots__ = ("op_type", "domain", "name", "input", "output", "attrs", "opset")
 
-    def __init__(self, op_type, domain, name, inputs, outputs, attrs):
+    def __init__(self, op_type, domain, name, inputs, outputs, attrs, opset: int):
         self.op_type, self.domain, self.name = op_type, domain, name
         self.input, self.output, self.attrs = list(inputs), list(outputs), dict(attrs)
+        self.opset = opset  # the default-domain opset the node was written for (a function body's own)
 
 
-def run_node(node: ImportedNode, values: list, opset: int, device, dtypes: dict) -> list:
+def run_node(node: ImportedNode, values: list, device, dtypes: dict) -> list:
     """Outputs of ``node`` on ``values``: on the host (NumPy results) when every input is a host array."""
     on_host = all(v is None or isinstance(v, np.ndarray) for v in values) and node.op_type not in ("Dropout", "NonZero")
     if on_host:
         with suspended():  # shape arithmetic: eager even inside munet.compile's trace
-            outputs = _outputs(RULES[node.op_type](Call(node, values, opset, "cpu")))
+            outputs = _outputs(RULES[node.op_type](Call(node, values, "cpu")))
         outputs = [o.detach().numpy() if isinstance(o, Tensor) else o for o in outputs]
     else:
-        outputs = _outputs(RULES[node.op_type](Call(node, values, opset, device)))
+        outputs = _outputs(RULES[node.op_type](Call(node, values, device)))
     return [_as_declared(o, dtypes.get(name)) for o, name in zip(outputs, node.output)]
 
 
@@ -161,7 +162,7 @@ class Program(Module):
         env.update(self._bind_inputs(args, kwargs))
         for node in self._nodes:
             values = [env[name] if name else None for name in node.input]
-            for name, value in zip(node.output, run_node(node, values, self.opset, self._device, self._dtypes)):
+            for name, value in zip(node.output, run_node(node, values, self._device, self._dtypes)):
                 if name:
                     env[name] = value
         outputs = [self._as_tensor(env[name], name) for name in self.output_names]
