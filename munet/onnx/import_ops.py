@@ -562,16 +562,22 @@ def _arg_extremum(call):
     return fn(x, axis, keepdim)
 
 
-@rule("CumSum")
-def _cumsum(call):
+@rule("CumSum", "CumProd")
+def _cumulative(call):
     x = call.input(0)
     axis = int(call.host(1)) % max(x.ndim, 1)
-    if call.attr("reverse", 0):
+    reverse, exclusive = call.attr("reverse", 0), call.attr("exclusive", 0)
+    if reverse:
         x = munet.flip(x, (axis,))
-    out = munet.cumsum(x, axis)
-    if call.attr("exclusive", 0):
-        out = out - x
-    if call.attr("reverse", 0):
+    if call.op_type == "CumSum":
+        out = munet.cumsum(x, axis)
+        out = out - x if exclusive else out
+    else:
+        out = munet.cumprod(x, axis)
+        if exclusive:  # shifted by one, starting from the product of nothing
+            ones = munet.ones_like(x.narrow(axis, 0, 1))
+            out = munet.cat([ones, out.narrow(axis, 0, x.shape[axis] - 1)], axis)
+    if reverse:
         out = munet.flip(out, (axis,))
     return out.to(call.input(0).dtype)
 
@@ -1040,21 +1046,6 @@ def _eye_like(call):
     if dtype is None:
         return munet.from_numpy(array).to(call.input(0).dtype).to(call.device)
     return array.astype(dtype.np)
-
-
-@rule("CumProd")
-def _cumprod(call):
-    x = call.input(0)
-    axis = int(call.host(1)) % max(x.ndim, 1)
-    if call.attr("reverse", 0):
-        x = munet.flip(x, (axis,))
-    out = munet.cumprod(x, axis)
-    if call.attr("exclusive", 0):
-        ones = munet.ones_like(x.narrow(axis, 0, 1))
-        out = munet.cat([ones, out.narrow(axis, 0, x.shape[axis] - 1)], axis)
-    if call.attr("reverse", 0):
-        out = munet.flip(out, (axis,))
-    return out.to(call.input(0).dtype)
 
 
 @rule("Compress")
