@@ -115,7 +115,12 @@ def _instantiate(onnx, node, function, prefix: str) -> list:
         copy.input.extend(rename(n) for n in inner.input)
         copy.output.extend(rename(n) for n in inner.output)
         for attr in inner.attribute:
-            if attr.ref_attr_name:
+            if attr.type == onnx.AttributeProto.GRAPH:  # a branch reads the body's values by their new names
+                renamed = onnx.AttributeProto()
+                renamed.CopyFrom(attr)
+                _rename_graph(renamed.g, rename)
+                copy.attribute.extend([renamed])
+            elif attr.ref_attr_name:
                 if attr.ref_attr_name in attributes:
                     resolved = onnx.AttributeProto()
                     resolved.CopyFrom(attributes[attr.ref_attr_name])
@@ -126,3 +131,17 @@ def _instantiate(onnx, node, function, prefix: str) -> list:
         copy.name = prefix + (inner.name or inner.op_type)
         body.append(copy)
     return body
+
+
+def _rename_graph(graph, rename) -> None:
+    """Every value name in ``graph`` (and its nested graphs) through ``rename``."""
+    for node in graph.node:
+        node.input[:] = [rename(n) for n in node.input]
+        node.output[:] = [rename(n) for n in node.output]
+        for attr in node.attribute:
+            if attr.HasField("g"):
+                _rename_graph(attr.g, rename)
+    for value in list(graph.input) + list(graph.output):
+        value.name = rename(value.name)
+    for tensor in graph.initializer:
+        tensor.name = rename(tensor.name)

@@ -263,8 +263,8 @@ def _softmax(call):
 @rule("Dropout")
 def _dropout(call):
     x = call.input(0)
-    ratio = float(call.host(1)) if call.has(1) else call.attr("ratio", 0.5)
-    training = bool(call.host(2)) if call.has(2) else False
+    ratio = float(call.scalar(1)) if call.has(1) else call.attr("ratio", 0.5)
+    training = bool(call.scalar(2)) if call.has(2) else False
     out = F.dropout(x, ratio, training=True) if training and ratio > 0 else x.clone()
     if call.n_outputs > 1:
         mask = (out != 0) if training and ratio > 0 else munet.ones_like(x, dtype=munet.bool)
@@ -444,12 +444,7 @@ def _average_pool(call):
     elements of the unpadded input each window holds."""
     x = call.input(0)
     kernel, strides, dilations, pads = _pool_args(call, x)
-    if any(d != 1 for d in dilations):
-        raise call.unsupported(f"dilations {dilations}")
-    n = len(kernel)
-    fn = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}.get(n)
-    if fn is None:
-        raise call.unsupported(f"a {n}-d pooling")
+    fn = _average_pool_fn(call, kernel, dilations)
     ceil_mode = bool(call.attr("ceil_mode", 0))
     padded = _pad_spatial(x, pads, 0.0)
     pooled = fn(padded, kernel, strides, 0, ceil_mode, True)
@@ -478,6 +473,16 @@ def _crop_windows(pooled, x, kernel, strides, dilations, pads, ceil_mode: bool):
     if list(pooled.shape[2:]) == sizes:
         return pooled
     return pooled[(slice(None), slice(None), *(slice(0, m) for m in sizes))]
+
+
+def _average_pool_fn(call, kernel, dilations):
+    """F.avg_pool1d/2d/3d for ``kernel``; dilated average windows have no MuNet op."""
+    if any(d != 1 for d in dilations):
+        raise call.unsupported(f"dilations {dilations}")
+    fn = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}.get(len(kernel))
+    if fn is None:
+        raise call.unsupported(f"a {len(kernel)}-d pooling")
+    return fn
 
 
 def _pad_spatial(x, pads: list, value: float):
@@ -565,7 +570,7 @@ def _arg_extremum(call):
 @rule("CumSum", "CumProd")
 def _cumulative(call):
     x = call.input(0)
-    axis = int(call.host(1)) % max(x.ndim, 1)
+    axis = int(call.scalar(1)) % max(x.ndim, 1)
     reverse, exclusive = call.attr("reverse", 0), call.attr("exclusive", 0)
     if reverse:
         x = munet.flip(x, (axis,))
@@ -585,7 +590,7 @@ def _cumulative(call):
 @rule("TopK")
 def _topk(call):
     x = call.input(0)
-    k = int(np.asarray(call.host(1)).reshape(-1)[0]) if call.opset >= 10 else call.attr("k")
+    k = int(call.scalar(1)) if call.opset >= 10 else call.attr("k")
     axis = call.attr("axis", -1)
     values, indices = munet.topk(x, k, dim=axis, largest=bool(call.attr("largest", 1)), sorted=True)
     return [values, indices]
@@ -628,8 +633,8 @@ def _constant_of_shape(call):
 
 @rule("Range")
 def _range(call):
-    start, limit, delta = (np.asarray(call.host(i)) for i in range(3))
-    return np.arange(start, limit, delta, dtype=start.dtype)
+    dtype = np.asarray(call.host(0)).dtype
+    return np.arange(call.scalar(0), call.scalar(1), call.scalar(2)).astype(dtype)
 
 
 @rule("Reshape")
@@ -849,14 +854,14 @@ def _pad(call):
 @rule("Trilu")
 def _trilu(call):
     x = call.input(0)
-    k = int(np.asarray(call.host(1)).reshape(-1)[0]) if call.has(1) else 0
+    k = int(call.scalar(1)) if call.has(1) else 0
     return munet.triu(x, k) if call.attr("upper", 1) else munet.tril(x, k)
 
 
 @rule("OneHot")
 def _one_hot(call):
     indices, values = call.input(0), call.input(2)
-    depth = int(np.asarray(call.host(1)).reshape(-1)[0])
+    depth = int(call.scalar(1))
     axis = call.attr("axis", -1) % (indices.ndim + 1)
     indices = _wrap_indices(indices.to(munet.int64), depth)
     shape = [1] * (indices.ndim + 1)
@@ -1084,3 +1089,40 @@ def _grid_sample(call):
         raise call.unsupported(f"mode={call.attr('mode')!r}")
     padding = call.attr("padding_mode", "zeros")
     return F.grid_sample(x, grid, mode=chosen, padding_mode=padding, align_corners=bool(call.attr("align_corners", 0)))
+
+
+@rule("If")
+def _if(call):
+    """The branch the condition selects runs; a condition computed from tensor data is read on the
+    host (under munet.compile that ends the graph)."""
+    condition = bool(call.scalar(0))
+    return call.run_subgraph(call.attr("then_branch" if condition else "else_branch"))
+
+
+@rule("LpPool")
+def _lp_pool(call):
+    """``(sum over the window of |x|^p)^(1/p)``: an average pool of ``|x|^p`` times the window size."""
+    x = call.input(0)
+    kernel, strides, dilations, pads = _pool_args(call, x)
+    fn = _average_pool_fn(call, kernel, dilations)
+    p = float(call.attr("p", 2))
+    ceil_mode = bool(call.attr("ceil_mode", 0))
+    powered = _pad_spatial(munet.abs(x) ** p, pads, 0.0)
+    summed = fn(powered, kernel, strides, 0, ceil_mode, True) * math.prod(kernel)
+    return _crop_windows(summed ** (1.0 / p), x, kernel, strides, dilations, pads, ceil_mode)
+
+
+@rule("ReverseSequence")
+def _reverse_sequence(call):
+    x = call.input(0)
+    lengths = [int(v) for v in np.asarray(call.host(1)).reshape(-1)]
+    batch_axis, time_axis = call.attr("batch_axis", 1), call.attr("time_axis", 0)
+    steps = x.shape[time_axis]
+    index = np.tile(np.arange(steps), (len(lengths), 1))
+    for b, length in enumerate(lengths):
+        index[b, :length] = index[b, :length][::-1]
+    shape = [1] * x.ndim
+    shape[batch_axis], shape[time_axis] = len(lengths), steps
+    order = index if batch_axis < time_axis else index.T
+    positions = munet.from_numpy(np.ascontiguousarray(order).reshape(shape)).to(x.device).expand(*x.shape)
+    return munet.gather(x, time_axis, positions)

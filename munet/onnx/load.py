@@ -16,7 +16,7 @@ import numpy as np
 from munet.onnx._deps import munet_dtype, require_onnx
 from munet.onnx.functions import inline_functions
 from munet.onnx.import_ops import HOST_INPUTS, RULES, UnsupportedError
-from munet.onnx.program import ImportedNode, Program
+from munet.onnx.program import ImportedNode, Program, Subgraph
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -172,6 +172,9 @@ def _type_error(where, value, producers, opset, what) -> str:
 def _decode(onnx, node, opset: int, where: str) -> ImportedNode:
     attrs = {}
     for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH and node.op_type == "If":
+            attrs[a.name] = _decode_subgraph(onnx, a.g, opset, where)
+            continue
         if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
             raise UnsupportedError(
                 f"munet.onnx.load: {where}: node {node.name!r}: operator {node.op_type} (domain 'ai.onnx', opset {opset}): "
@@ -191,6 +194,14 @@ def _decode(onnx, node, opset: int, where: str) -> ImportedNode:
             value = [v.decode() for v in value]
         attrs[a.name] = value
     return ImportedNode(node.op_type, node.domain, node.name, node.input, node.output, attrs, opset)
+
+
+def _decode_subgraph(onnx, graph, opset: int, where: str) -> Subgraph:
+    for node in graph.node:
+        _check_supported(node, opset, where)
+    constants = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    nodes = [_decode(onnx, node, opset, where) for node in graph.node]
+    return Subgraph(nodes, constants, [v.name for v in graph.output])
 
 
 def _split_initializers(initializers: dict, nodes: list) -> tuple:

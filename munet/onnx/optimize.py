@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from munet.onnx.program import run_node
+from munet.onnx.program import NOT_ON_HOST, Subgraph, run_node
 
 
 def optimize_graph(graph) -> None:
@@ -22,9 +22,20 @@ def optimize_graph(graph) -> None:
 
 def drop_unused(graph) -> None:
     """Forget initializers and constants no node reads (a folded BatchNormalization's statistics)."""
-    used = {name for node in graph.nodes for name in node.input} | set(graph.outputs)
+    used = _names_read(graph.nodes) | set(graph.outputs)
     graph.parameters = {k: v for k, v in graph.parameters.items() if k in used}
     graph.constants = {k: v for k, v in graph.constants.items() if k in used}
+
+
+def _names_read(nodes) -> set:
+    """Every value name ``nodes`` read, their If branches' included (a branch reads enclosing values)."""
+    names = set()
+    for node in nodes:
+        names.update(node.input)
+        for value in node.attrs.values():
+            if isinstance(value, Subgraph):
+                names |= _names_read(value.nodes) | set(value.outputs)
+    return names
 
 
 def fold_batch_norm(graph) -> int:
@@ -34,6 +45,11 @@ def fold_batch_norm(graph) -> int:
             uses[name] = uses.get(name, 0) + 1
     for name in graph.outputs:
         uses[name] = uses.get(name, 0) + 1
+    for node in graph.nodes:  # a value an If branch reads counts as used more than once
+        for value in node.attrs.values():
+            if isinstance(value, Subgraph):
+                for name in _names_read(value.nodes):
+                    uses[name] = uses.get(name, 0) + 2
     producer = {out: node for node in graph.nodes for out in node.output}
     folded = []
     for bn in graph.nodes:
@@ -69,7 +85,7 @@ def fold_constants(graph) -> int:
     kept, count = [], 0
     for node in graph.nodes:
         inputs = [n for n in node.input if n]
-        if node.op_type not in ("Dropout", "NonZero") and all(n in graph.constants for n in inputs):
+        if node.op_type not in NOT_ON_HOST and all(n in graph.constants for n in inputs):
             values = [graph.constants[n] if n else None for n in node.input]
             for name, value in zip(node.output, run_node(node, values, "cpu", graph.dtypes)):
                 if name:

@@ -35,6 +35,14 @@ class Call:
         self._values = values
         self.n_inputs = len(node.input)
         self.n_outputs = len(node.output)
+        self.scope = ({}, {})  # (enclosing values, declared dtypes), for subgraphs
+
+    def run_subgraph(self, graph: Subgraph) -> list:
+        """The outputs of ``graph`` (an If branch), which may read this node's enclosing values."""
+        env, dtypes = self.scope
+        inner = {**env, **graph.constants}
+        run_nodes(graph.nodes, inner, self.device, dtypes)
+        return [inner[name] for name in graph.outputs]
 
     def has(self, i: int) -> bool:
         return i < len(self._values) and self._values[i] is not None
@@ -54,6 +62,10 @@ class Call:
             return None
         v = self._values[i]
         return v if isinstance(v, np.ndarray) else v.detach().cpu().numpy()
+
+    def scalar(self, i: int):
+        """Input ``i``, a one-element tensor, as a Python number (read on the host)."""
+        return np.asarray(self.host(i)).reshape(-1)[0].item()
 
     def shape(self, i: int) -> tuple:
         return tuple(self._values[i].shape)
@@ -97,16 +109,38 @@ class ImportedNode:
         self.opset = opset  # the default-domain opset the node was written for (a function body's own)
 
 
-def run_node(node: ImportedNode, values: list, device, dtypes: dict) -> list:
+class Subgraph:
+    """A graph attribute (an If branch): decoded nodes, constants, and the names of its outputs."""
+
+    def __init__(self, nodes: list, constants: dict, outputs: list):
+        self.nodes, self.constants, self.outputs = nodes, constants, outputs
+
+
+# Never run on the host even with host inputs: random, data-dependent, or reading outer values
+NOT_ON_HOST = {"Dropout", "NonZero", "If"}
+
+
+def run_node(node: ImportedNode, values: list, device, dtypes: dict, env: dict | None = None) -> list:
     """Outputs of ``node`` on ``values``: on the host (NumPy results) when every input is a host array."""
-    on_host = all(v is None or isinstance(v, np.ndarray) for v in values) and node.op_type not in ("Dropout", "NonZero")
+    on_host = all(v is None or isinstance(v, np.ndarray) for v in values) and node.op_type not in NOT_ON_HOST
     if on_host:
         with suspended():  # shape arithmetic: eager even inside munet.compile's trace
             outputs = _outputs(RULES[node.op_type](Call(node, values, "cpu")))
         outputs = [o.detach().numpy() if isinstance(o, Tensor) else o for o in outputs]
     else:
-        outputs = _outputs(RULES[node.op_type](Call(node, values, device)))
+        call = Call(node, values, device)
+        call.scope = (env, dtypes)
+        outputs = _outputs(RULES[node.op_type](call))
     return [_as_declared(o, dtypes.get(name)) for o, name in zip(outputs, node.output)]
+
+
+def run_nodes(nodes: list, env: dict, device, dtypes: dict) -> None:
+    """Run ``nodes`` in order, reading and writing values by name in ``env``."""
+    for node in nodes:
+        values = [env[name] if name else None for name in node.input]
+        for name, value in zip(node.output, run_node(node, values, device, dtypes, env)):
+            if name:
+                env[name] = value
 
 
 def _outputs(result) -> list:
@@ -160,11 +194,7 @@ class Program(Module):
         for name, key in self._parameter_keys.items():
             env[name] = self._parameters[key]
         env.update(self._bind_inputs(args, kwargs))
-        for node in self._nodes:
-            values = [env[name] if name else None for name in node.input]
-            for name, value in zip(node.output, run_node(node, values, self._device, self._dtypes)):
-                if name:
-                    env[name] = value
+        run_nodes(self._nodes, env, self._device, self._dtypes)
         outputs = [self._as_tensor(env[name], name) for name in self.output_names]
         return outputs[0] if len(outputs) == 1 else tuple(outputs)
 
