@@ -350,37 +350,64 @@ def _conv(call):
 
 @rule("ConvTranspose")
 def _conv_transpose(call):
+    """Computed without padding, then cropped to the ONNX padding (explicit, from ``output_shape``, or
+    ``auto_pad``), which may differ at the two ends; the bias is added last."""
     x, w, b = call.input(0), call.input(1), call.input(2)
     n = x.ndim - 2
-    if call.attr("output_shape", None) is not None or call.attr("auto_pad", "NOTSET") not in ("NOTSET", "VALID"):
-        raise call.unsupported("output_shape or auto_pad SAME_*")
-    strides = list(call.attr("strides", [1] * n))
-    dilations = list(call.attr("dilations", [1] * n))
-    pads = list(call.attr("pads", [0] * (2 * n)))
-    if pads[:n] != pads[n:]:
-        raise call.unsupported(f"asymmetric pads {pads}")
     fn = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}.get(n)
     if fn is None:
         raise call.unsupported(f"a {n}-d transposed convolution")
+    strides = list(call.attr("strides", [1] * n))
+    dilations = list(call.attr("dilations", [1] * n))
     output_padding = list(call.attr("output_padding", [0] * n))
-    return fn(
-        x,
-        w,
-        b,
-        stride=strides,
-        padding=pads[:n],
-        output_padding=output_padding,
-        groups=call.attr("group", 1),
-        dilation=dilations,
-    )
+    kernel = [(k - 1) * d + 1 for k, d in zip(w.shape[2:], dilations)]
+    full = [(size - 1) * s + k for size, s, k in zip(x.shape[2:], strides, kernel)]
+    begins, ends = _transposed_pads(call, n, full, output_padding, x, strides)
+    y = fn(x, w, None, stride=strides, padding=0, output_padding=0, groups=call.attr("group", 1), dilation=dilations)
+    sizes = [f + p - bb - e for f, p, bb, e in zip(full, output_padding, begins, ends)]
+    # negative pads (an output_shape larger than the full result) add zeros, as output_padding does
+    grow = [max(-bb, 0) for bb in begins] + [p + max(-e, 0) for p, e in zip(output_padding, ends)]
+    if any(grow):
+        y = _pad_spatial(y, grow, 0.0)
+    y = y[(slice(None), slice(None), *(slice(max(bb, 0), max(bb, 0) + m) for bb, m in zip(begins, sizes)))]
+    if b is not None:
+        y = y + b.reshape(1, -1, *([1] * n))
+    return y
+
+
+def _transposed_pads(call, n, full, output_padding, x, strides) -> tuple:
+    shape = call.attr("output_shape", None)
+    auto = call.attr("auto_pad", "NOTSET")
+    if shape is None and auto in ("NOTSET", "", "VALID"):
+        pads = list(call.attr("pads", [0] * (2 * n))) if auto != "VALID" else [0] * (2 * n)
+        return pads[:n], pads[n:]
+    if shape is None:
+        shape = [size * s for size, s in zip(x.shape[2:], strides)]
+    shape = list(shape)[-n:]
+    total = [f + p - m for f, p, m in zip(full, output_padding, shape)]
+    if auto == "SAME_LOWER" or auto in ("NOTSET", ""):  # an output_shape without auto_pad: the extra row goes first
+        return [t - t // 2 for t in total], [t // 2 for t in total]
+    return [t // 2 for t in total], [t - t // 2 for t in total]
 
 
 @rule("BatchNormalization")
 def _batch_norm(call):
-    if call.attr("training_mode", 0):
-        raise call.unsupported("training_mode=1")
     x, scale, bias, mean, var = (call.input(i) for i in range(5))
-    return F.batch_norm(x, mean, var, scale, bias, False, 0.0, call.attr("epsilon", 1e-5))
+    eps = call.attr("epsilon", 1e-5)
+    if not call.attr("training_mode", 0):
+        return F.batch_norm(x, mean, var, scale, bias, False, 0.0, eps)
+    # training: the batch's statistics normalize; the running ones move toward them by 1 - momentum
+    dims = (0, *range(2, x.ndim))
+    shape = (1, -1, *([1] * (x.ndim - 2)))
+    batch_mean = x.mean(dims)
+    batch_var = ((x - batch_mean.reshape(shape)) ** 2).mean(dims)
+    y = (x - batch_mean.reshape(shape)) * munet.rsqrt(batch_var.reshape(shape) + eps) * scale.reshape(
+        shape
+    ) + bias.reshape(shape)
+    momentum = call.attr("momentum", 0.9)
+    running_mean = mean * momentum + batch_mean * (1 - momentum)
+    running_var = var * momentum + batch_var * (1 - momentum)
+    return [y, running_mean, running_var][: call.n_outputs]
 
 
 @rule("InstanceNormalization")
@@ -1126,3 +1153,71 @@ def _reverse_sequence(call):
     order = index if batch_axis < time_axis else index.T
     positions = munet.from_numpy(np.ascontiguousarray(order).reshape(shape)).to(x.device).expand(*x.shape)
     return munet.gather(x, time_axis, positions)
+
+
+@rule("Scan")
+def _scan(call):
+    """The body runs once per step of the scan inputs' axis (a host loop: the trip count is a shape)."""
+    if call.opset < 9:
+        raise call.unsupported("Scan before opset 9 (batched, with sequence_lens)")
+    body = call.attr("body")
+    m = call.attr("num_scan_inputs")
+    n = call.n_inputs - m
+    states = [call.input(i) for i in range(n)]
+    scans = [call.input(i) for i in range(n, call.n_inputs)]
+    in_axes = [a % x.ndim for a, x in zip(call.attr("scan_input_axes", [0] * m), scans)]
+    in_reverse = call.attr("scan_input_directions", [0] * m)
+    k = len(body.outputs) - n
+    steps = scans[0].shape[in_axes[0]]
+    collected = [[] for _ in range(k)]
+    for t in range(steps):
+        elements = [x.select(a, steps - 1 - t if r else t) for x, a, r in zip(scans, in_axes, in_reverse)]
+        outputs = call.run_subgraph(body, [*states, *elements])
+        states = [_tensor_of(o, call) for o in outputs[:n]]
+        for j, o in enumerate(outputs[n:]):
+            collected[j].append(_tensor_of(o, call))
+    out_axes = call.attr("scan_output_axes", [0] * k)
+    out_reverse = call.attr("scan_output_directions", [0] * k)
+    stacked = []
+    for parts, axis, reverse in zip(collected, out_axes, out_reverse):
+        parts = parts[::-1] if reverse else parts
+        stacked.append(munet.stack(parts, axis % (parts[0].ndim + 1)))
+    return [*states, *stacked]
+
+
+@rule("Loop")
+def _loop(call):
+    """A host loop: the trip count and the condition are read on the host at every step."""
+    body = call.attr("body")
+    trip = int(call.scalar(0)) if call.has(0) else None
+    condition = bool(call.scalar(1)) if call.has(1) else True
+    carried = [call.input(i) for i in range(2, call.n_inputs)]
+    n = len(carried)
+    collected = None
+    i = 0
+    while (trip is None or i < trip) and condition:
+        iteration = munet.tensor(i, dtype=munet.int64, device=call.device)
+        cond_in = munet.tensor(condition, dtype=munet.bool, device=call.device)
+        outputs = call.run_subgraph(body, [iteration, cond_in, *carried])
+        condition = bool(np.asarray(_host(outputs[0])).reshape(-1)[0])
+        carried = [_tensor_of(o, call) for o in outputs[1 : 1 + n]]
+        scans = [_tensor_of(o, call) for o in outputs[1 + n :]]
+        collected = [[] for _ in scans] if collected is None else collected
+        for parts, value in zip(collected, scans):
+            parts.append(value)
+        i += 1
+    if collected is None:
+        if len(body.outputs) > 1 + n:
+            raise call.unsupported("a Loop that runs zero times with scan outputs")
+        collected = []
+    return [*carried, *(munet.stack(parts, 0) for parts in collected)]
+
+
+def _tensor_of(value, call):
+    if isinstance(value, np.ndarray):
+        return munet.from_numpy(np.array(value)).to(call.device)
+    return value
+
+
+def _host(value):
+    return value if isinstance(value, np.ndarray) else value.detach().cpu().numpy()

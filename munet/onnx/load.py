@@ -172,7 +172,7 @@ def _type_error(where, value, producers, opset, what) -> str:
 def _decode(onnx, node, opset: int, where: str) -> ImportedNode:
     attrs = {}
     for a in node.attribute:
-        if a.type == onnx.AttributeProto.GRAPH and node.op_type == "If":
+        if a.type == onnx.AttributeProto.GRAPH and node.op_type in ("If", "Loop", "Scan"):
             attrs[a.name] = _decode_subgraph(onnx, a.g, opset, where)
             continue
         if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
@@ -201,7 +201,7 @@ def _decode_subgraph(onnx, graph, opset: int, where: str) -> Subgraph:
         _check_supported(node, opset, where)
     constants = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
     nodes = [_decode(onnx, node, opset, where) for node in graph.node]
-    return Subgraph(nodes, constants, [v.name for v in graph.output])
+    return Subgraph([v.name for v in graph.input], nodes, constants, [v.name for v in graph.output])
 
 
 def _split_initializers(initializers: dict, nodes: list) -> tuple:

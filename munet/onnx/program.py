@@ -37,10 +37,11 @@ class Call:
         self.n_outputs = len(node.output)
         self.scope = ({}, {})  # (enclosing values, declared dtypes), for subgraphs
 
-    def run_subgraph(self, graph: Subgraph) -> list:
-        """The outputs of ``graph`` (an If branch), which may read this node's enclosing values."""
+    def run_subgraph(self, graph: Subgraph, inputs: list = ()) -> list:
+        """The outputs of ``graph`` on ``inputs`` (bound to its input names); it may read the values
+        enclosing this node."""
         env, dtypes = self.scope
-        inner = {**env, **graph.constants}
+        inner = {**env, **graph.constants, **dict(zip(graph.inputs, inputs))}
         run_nodes(graph.nodes, inner, self.device, dtypes)
         return [inner[name] for name in graph.outputs]
 
@@ -110,14 +111,15 @@ class ImportedNode:
 
 
 class Subgraph:
-    """A graph attribute (an If branch): decoded nodes, constants, and the names of its outputs."""
+    """A graph attribute (an If branch, a Loop or Scan body): its input names, decoded nodes,
+    constants, and the names of its outputs."""
 
-    def __init__(self, nodes: list, constants: dict, outputs: list):
-        self.nodes, self.constants, self.outputs = nodes, constants, outputs
+    def __init__(self, inputs: list, nodes: list, constants: dict, outputs: list):
+        self.inputs, self.nodes, self.constants, self.outputs = inputs, nodes, constants, outputs
 
 
 # Never run on the host even with host inputs: random, data-dependent, or reading outer values
-NOT_ON_HOST = {"Dropout", "NonZero", "If"}
+NOT_ON_HOST = {"Dropout", "NonZero", "If", "Loop", "Scan"}
 
 
 def run_node(node: ImportedNode, values: list, device, dtypes: dict, env: dict | None = None) -> list:
