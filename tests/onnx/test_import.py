@@ -17,6 +17,7 @@ import munet.nn as nn
 from munet.onnx import UnsupportedError
 from tests.onnx.ort import assert_matches, onnx, run_ort
 from tests.onnx.test_export import Block
+from tests.reference import DEVICE_TOL
 
 torch = pytest.importorskip("torch")
 helper = onnx.helper
@@ -306,3 +307,15 @@ def test_import_munet_works_without_onnx():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=".")
     assert "refused: munet.onnx needs the onnx package" in out.stdout
+
+
+def test_program_on_vulkan(vulkan):
+    model = nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Flatten(), nn.Linear(64, 5)).eval()
+    x = munet.randn(2, 3, 4, 4)
+    exported = munet.onnx.export(model, (x,), None, input_names=["x"], dynamic_axes={"x": [0]})
+    program = munet.onnx.load(exported, device=vulkan)
+    assert all(p.device == vulkan for p in program.parameters())
+    y = program(x.to(vulkan))
+    assert y.device == vulkan
+    rtol, atol = DEVICE_TOL["float32"]  # a GPU's summation order differs by a few ulps
+    np.testing.assert_allclose(y.detach().cpu().numpy(), run_ort(exported, {"x": x.numpy()})[0], rtol=rtol, atol=atol)
