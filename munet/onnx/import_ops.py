@@ -1221,3 +1221,115 @@ def _tensor_of(value, call):
 
 def _host(value):
     return value if isinstance(value, np.ndarray) else value.detach().cpu().numpy()
+
+
+# recurrent layers ------------------------------------------------------------------------------------------
+
+_GATES = {"RNN": 1, "GRU": 3, "LSTM": 4}
+_DEFAULT_ACTIVATIONS = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"], "LSTM": ["Sigmoid", "Tanh", "Tanh"]}
+_ACTIVATIONS = {
+    "Sigmoid": lambda x, a, b: munet.sigmoid(x),
+    "Tanh": lambda x, a, b: munet.tanh(x),
+    "Relu": lambda x, a, b: F.relu(x),
+    "Softsign": lambda x, a, b: F.softsign(x),
+    "Softplus": lambda x, a, b: munet.log1p(munet.exp(-munet.abs(x))) + F.relu(x),
+    "HardSigmoid": lambda x, a, b: munet.clamp(x * (0.2 if a is None else a) + (0.5 if b is None else b), 0.0, 1.0),
+    "LeakyRelu": lambda x, a, b: F.leaky_relu(x, 0.01 if a is None else a),
+    "ThresholdedRelu": lambda x, a, b: munet.where(x > (1.0 if a is None else a), x, munet.zeros_like(x)),
+    "Elu": lambda x, a, b: F.elu(x, 1.0 if a is None else a),
+    "Affine": lambda x, a, b: x * (1.0 if a is None else a) + (0.0 if b is None else b),
+    "ScaledTanh": lambda x, a, b: munet.tanh(x * (1.0 if b is None else b)) * (1.0 if a is None else a),
+}
+
+
+@rule("RNN", "GRU", "LSTM")
+def _recurrent(call):
+    """One time step at a time over the sequence (a host loop), each direction with its own weights;
+    ``sequence_lens`` freezes a batch entry's state past its length and zeroes its outputs there."""
+    kind = call.op_type
+    if call.attr("input_forget", 0):
+        raise call.unsupported("input_forget=1")
+    x = call.input(0)
+    layout = call.attr("layout", 0)
+    if layout:
+        x = x.transpose(0, 1)  # to (sequence, batch, input)
+    w, r, bias = call.input(1), call.input(2), call.input(3)
+    hidden = call.attr("hidden_size", r.shape[-1])
+    direction = call.attr("direction", "forward")
+    directions = {"forward": [False], "reverse": [True], "bidirectional": [False, True]}.get(direction)
+    if directions is None:
+        raise call.unsupported(f"direction={direction!r}")
+    steps, batch = x.shape[0], x.shape[1]
+    lengths = np.asarray(call.host(4)).reshape(-1) if call.has(4) else np.full(batch, steps)
+    h0 = call.input(5)
+    c0 = call.input(6) if kind == "LSTM" else None
+    peephole = call.input(7) if kind == "LSTM" else None
+    names = call.attr("activations", None)
+    per_direction = len(_DEFAULT_ACTIVATIONS[kind])
+    names = names or _DEFAULT_ACTIVATIONS[kind] * len(directions)
+    alphas, betas = call.attr("activation_alpha", None), call.attr("activation_beta", None)
+    outputs, finals, cells = [], [], []
+    for d, reverse in enumerate(directions):
+        acts = []
+        for j in range(per_direction):
+            k = d * per_direction + j
+            if names[k] not in _ACTIVATIONS:
+                raise call.unsupported(f"activation {names[k]!r}")
+            a = alphas[k] if alphas is not None and k < len(alphas) else None
+            b = betas[k] if betas is not None and k < len(betas) else None
+            acts.append(lambda v, fn=_ACTIVATIONS[names[k]], a=a, b=b: fn(v, a, b))
+        state = {
+            "h": h0[d] if h0 is not None else munet.zeros(batch, hidden, dtype=x.dtype, device=x.device),
+            "c": c0[d] if c0 is not None else munet.zeros(batch, hidden, dtype=x.dtype, device=x.device),
+        }
+        wb, rb = bias[d].reshape(2, -1).unbind(0) if bias is not None else (None, None)
+        p = peephole[d] if peephole is not None else None
+        ys = [None] * steps
+        for t in range(steps):
+            step = steps - 1 - t if reverse else t
+            active = munet.from_numpy((step < lengths).reshape(-1, 1)).to(x.device)
+            h, c = _recurrent_step(call, kind, x[step], state, w[d], r[d], wb, rb, p, acts, hidden)
+            state["h"] = munet.where(active, h, state["h"])
+            state["c"] = munet.where(active, c, state["c"]) if c is not None else state["c"]
+            ys[step] = munet.where(active, h, munet.zeros_like(h))
+        outputs.append(munet.stack(ys, 0))
+        finals.append(state["h"])
+        cells.append(state["c"])
+    y = munet.stack(outputs, 1)  # (sequence, directions, batch, hidden)
+    y_h, y_c = munet.stack(finals, 0), munet.stack(cells, 0)
+    if layout:
+        y, y_h, y_c = y.permute(2, 0, 1, 3), y_h.transpose(0, 1), y_c.transpose(0, 1)
+    return [y, y_h, y_c][: call.n_outputs]
+
+
+def _recurrent_step(call, kind, xt, state, w, r, wb, rb, p, acts, hidden):
+    clip = call.attr("clip", None)
+
+    def gate(pre):
+        return munet.clamp(pre, -clip, clip) if clip is not None else pre
+
+    xw = xt @ w.t() + (wb if wb is not None else 0)
+    h_prev, c_prev = state["h"], state["c"]
+    if kind == "RNN":
+        return acts[0](gate(xw + h_prev @ r.t() + (rb if rb is not None else 0))), None
+    hr = h_prev @ r.t() + (rb if rb is not None else 0)
+    if kind == "GRU":
+        xz, xr, xh = xw.split(hidden, -1)
+        hz, hr_, hh = hr.split(hidden, -1)
+        z = acts[0](gate(xz + hz))
+        reset = acts[0](gate(xr + hr_))
+        if call.attr("linear_before_reset", 0):
+            candidate = acts[1](gate(xh + reset * hh))
+        else:
+            r_h = r.split(hidden, 0)[2]
+            rbh = rb.split(hidden, -1)[2] if rb is not None else 0
+            candidate = acts[1](gate(xh + (reset * h_prev) @ r_h.t() + rbh))
+        return (1 - z) * candidate + z * h_prev, None
+    pre = xw + hr
+    pi, po, pf = p.split(hidden, -1) if p is not None else (0, 0, 0)
+    xi, xo, xf, xc = pre.split(hidden, -1)
+    i = acts[0](gate(xi + pi * c_prev))
+    f = acts[0](gate(xf + pf * c_prev))
+    c = f * c_prev + i * acts[1](gate(xc))
+    o = acts[0](gate(xo + po * c))
+    return o * acts[2](c), c

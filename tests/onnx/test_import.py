@@ -128,6 +128,20 @@ class TorchShapes(torch.nn.Module):
         return z.sum(-1).to(torch.int32), torch.topk(y, 2).values, torch.clamp(y, -0.5, 0.5).cumsum(1)
 
 
+class TorchRecurrent(torch.nn.Module):
+    """A stacked LSTM feeding a bidirectional GRU."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = torch.nn.LSTM(6, 8, num_layers=2, batch_first=True)
+        self.gru = torch.nn.GRU(8, 5, bidirectional=True, batch_first=True)
+
+    def forward(self, x):
+        y, _ = self.lstm(x)
+        y, h = self.gru(y)
+        return y, h
+
+
 def torch_models():
     torch.manual_seed(0)
     return {
@@ -138,11 +152,12 @@ def torch_models():
         "cnn": (TorchCNN(), (2, 3, 17, 17)),
         "encoder": (torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True), (2, 5, 16)),
         "shapes": (TorchShapes(), (3, 4, 5)),
+        "recurrent": (TorchRecurrent(), (2, 7, 6)),
     }
 
 
 @pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
-@pytest.mark.parametrize("name", ["mlp", "cnn", "encoder", "shapes"])
+@pytest.mark.parametrize("name", ["mlp", "cnn", "encoder", "shapes", "recurrent"])
 def test_models_exported_by_torch(name, dynamo):
     if name == "encoder" and not dynamo:
         pytest.skip("torch 2.13's TorchScript exporter fails on TransformerEncoderLayer (is_causal must be bool)")
