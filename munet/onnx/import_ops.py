@@ -503,13 +503,24 @@ def _crop_windows(pooled, x, kernel, strides, dilations, pads, ceil_mode: bool):
 
 
 def _average_pool_fn(call, kernel, dilations):
-    """F.avg_pool1d/2d/3d for ``kernel``; dilated average windows have no MuNet op."""
-    if any(d != 1 for d in dilations):
-        raise call.unsupported(f"dilations {dilations}")
-    fn = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}.get(len(kernel))
-    if fn is None:
-        raise call.unsupported(f"a {len(kernel)}-d pooling")
-    return fn
+    """F.avg_pool1d/2d/3d for ``kernel`` (called without padding), or for dilated windows, which have
+    no pooling op, a depthwise convolution with a constant kernel."""
+    n = len(kernel)
+    if n not in (1, 2, 3):
+        raise call.unsupported(f"a {n}-d pooling")
+    if all(d == 1 for d in dilations):
+        return {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}[n]
+    conv = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}[n]
+
+    def dilated(x, kernel, strides, padding, ceil_mode, count_include_pad):
+        span = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]
+        if ceil_mode:  # zeros at the end so the last partial window exists (divisors see them as outside)
+            extra = [(-(size - k) % s) for size, k, s in zip(x.shape[2:], span, strides)]
+            x = _pad_spatial(x, [0] * n + extra, 0.0)
+        weight = munet.full((x.shape[1], 1, *kernel), 1.0 / math.prod(kernel), dtype=x.dtype, device=x.device)
+        return conv(x, weight, None, stride=strides, dilation=dilations, groups=x.shape[1])
+
+    return dilated
 
 
 def _pad_spatial(x, pads: list, value: float):
@@ -1333,3 +1344,23 @@ def _recurrent_step(call, kind, xt, state, w, r, wb, rb, p, acts, hidden):
     c = f * c_prev + i * acts[1](gate(xc))
     o = acts[0](gate(xo + po * c))
     return o * acts[2](c), c
+
+
+@rule("Unique")
+def _unique(call):
+    """``(values, first index, inverse, counts)``; ``sorted=0`` orders the values by first occurrence.
+    The output sizes depend on the data, so this runs eagerly."""
+    x = call.input(0)
+    axis = call.attr("axis", None)
+    if axis is None:
+        x, axis = x.reshape(-1), 0
+    axis = axis % x.ndim
+    values, inverse, counts = munet.unique(x, return_inverse=True, return_counts=True, dim=axis)
+    positions = munet.arange(x.shape[axis], device=x.device)
+    big = munet.full((values.shape[axis],), x.shape[axis], dtype=munet.int64, device=x.device)
+    first = big.scatter_reduce(0, inverse, positions, "amin", include_self=True)
+    if not call.attr("sorted", 1):
+        order = munet.argsort(first)
+        rank = munet.argsort(order)
+        values, first, counts, inverse = values.index_select(axis, order), first[order], counts[order], rank[inverse]
+    return [values, first, inverse, counts][: call.n_outputs]
