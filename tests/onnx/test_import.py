@@ -334,3 +334,23 @@ def test_program_on_vulkan(vulkan):
     assert y.device == vulkan
     rtol, atol = DEVICE_TOL["float32"]  # a GPU's summation order differs by a few ulps
     np.testing.assert_allclose(y.detach().cpu().numpy(), run_ort(exported, {"x": x.numpy()})[0], rtol=rtol, atol=atol)
+
+
+def test_benchmark_models_round_trip():
+    """MuNet -> ONNX -> MuNet for the benchmark models' shapes (benchmarks/compare_pytorch.py), the GPT
+    at a small width (tests/compiler/models.py): the same outputs, and onnxruntime agrees."""
+    from benchmarks.compare_pytorch import cnn, mlp
+    from tests.compiler.models import GPT
+
+    cases = [
+        (mlp(nn), munet.randn(3, 784)),
+        (cnn(nn), munet.randn(2, 1, 28, 28)),
+        (GPT(vocab=13, context=8, width=16, heads=2, layers=2), munet.randint(0, 13, (2, 8))),
+    ]
+    for model, x in cases:
+        model.eval()
+        exported = munet.onnx.export(model, (x,), None)
+        onnx.checker.check_model(exported, full_check=True)
+        program = compare_with_ort(exported, x.numpy())
+        with munet.no_grad():
+            assert_matches([program(x)], [model(x).numpy()])
