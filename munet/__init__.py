@@ -120,7 +120,7 @@ from munet import _tensor_methods  # noqa: E402
 
 _tensor_methods.bind()
 
-from munet import amp, autograd, linalg, metrics, nn, optim, utils, vulkan  # noqa: E402,F401
+from munet import amp, autograd, linalg, metrics, nn, onnx, optim, utils, vulkan  # noqa: E402,F401
 from munet.amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 from munet.compiler import compile  # noqa: E402,F401,A004
 from munet.serialization import load, save  # noqa: E402,F401

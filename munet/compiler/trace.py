@@ -565,3 +565,15 @@ def tracing(tracer: Tracer):
     finally:
         _Tracing.tracer = None
         del HOST_READS.watch  # back to the class's no-op
+
+
+@contextlib.contextmanager
+def suspended():
+    """Run ops eagerly inside a trace, on real tensors made in the block: host arithmetic whose result
+    the trace bakes in as a constant (an imported ONNX graph's shape computations, munet/onnx)."""
+    tracer = _Tracing.tracer
+    _Tracing.tracer = None
+    try:
+        yield
+    finally:
+        _Tracing.tracer = tracer

@@ -1,0 +1,218 @@
+"""``munet.onnx.load``: read and check an ONNX model, then build a :class:`~munet.onnx.program.Program`.
+
+Everything is checked before anything runs: the model's structure (``onnx.checker``), that every
+node's operator is one MuNet runs (default domain, a rule in ``import_ops.py``), and that every
+value's element type has a MuNet dtype. The element types of all values come from ONNX shape
+inference and are kept: integer and bool outputs come back with their declared types.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from munet.onnx._deps import munet_dtype, require_onnx
+from munet.onnx.functions import inline_functions
+from munet.onnx.import_ops import HOST_INPUTS, RULES, UnsupportedError
+from munet.onnx.program import ImportedNode, Program, Subgraph
+
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+@dataclass
+class ImportedGraph:
+    """A checked graph: decoded nodes, parameters (trainable initializers), host constants, and the
+    declared MuNet dtype of every value whose type is known."""
+
+    opset: int
+    nodes: list
+    inputs: list
+    outputs: list
+    parameters: dict
+    constants: dict
+    dtypes: dict
+    optimizations: list = field(default_factory=list)
+
+
+def load(f, *, device="cpu", optimize: bool = True) -> Program:
+    """An ONNX model (a path, a binary file object, bytes, or an ``onnx.ModelProto``) as a MuNet program.
+
+    Operators ONNX defines as functions of others, and model-local functions, are inlined.
+
+    ``optimize=True`` folds BatchNormalization into a preceding Conv and evaluates constant
+    subgraphs once; ``program.optimizations`` lists what was done::
+
+        program = munet.onnx.load("model.onnx")
+        y = program(x)  # or program(input_name=x)
+    """
+    onnx = require_onnx()
+    model = _read(onnx, f)
+    graph = import_graph(onnx, model, _source_name(f))
+    if optimize:
+        from munet.onnx.optimize import optimize_graph
+
+        optimize_graph(graph)
+    return Program(graph, device)
+
+
+def _source_name(f) -> str:
+    return os.fspath(f) if isinstance(f, (str, os.PathLike)) else "<model>"
+
+
+def _read(onnx, f):
+    if isinstance(f, onnx.ModelProto):
+        return f
+    if isinstance(f, (bytes, bytearray)):
+        data, where = bytes(f), "<bytes>"
+    elif isinstance(f, (str, os.PathLike)):
+        with open(f, "rb") as stream:
+            data, where = stream.read(), os.fspath(f)
+    elif hasattr(f, "read"):
+        data, where = f.read(), "<file object>"
+    else:
+        raise TypeError(
+            f"munet.onnx.load: expected a path, bytes, a binary file or an onnx.ModelProto, got {type(f).__name__}"
+        )
+    model = onnx.ModelProto()
+    try:
+        model.ParseFromString(data)
+    except Exception as exc:  # protobuf's DecodeError
+        raise ValueError(f"munet.onnx.load: {where} is not a valid ONNX model: {exc}") from None
+    return model
+
+
+def import_graph(onnx, model, where: str = "<model>") -> ImportedGraph:
+    try:
+        onnx.checker.check_model(model)
+    except onnx.checker.ValidationError as exc:
+        raise ValueError(f"munet.onnx.load: {where} fails onnx's checker: {exc}") from None
+    opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
+    if opset is None:
+        raise UnsupportedError(f"munet.onnx.load: {where} imports no default-domain opset")
+    graph = model.graph
+    inferred = _inferred_graph(onnx, model)
+    dtypes = _declared_types(onnx, model, inferred, opset, where)
+    type_protos = {v.name: v.type for v in list(inferred.input) + list(inferred.value_info) + list(inferred.output)}
+    node_protos, opset_of = inline_functions(onnx, graph, opset, model.functions, RULES, type_protos)
+    for node in node_protos:
+        _check_supported(node, opset_of.get(id(node), opset), where)
+    initializers = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    if graph.sparse_initializer:
+        raise UnsupportedError(f"munet.onnx.load: {where}: sparse initializers are not supported")
+    nodes = [_decode(onnx, node, opset_of.get(id(node), opset), where) for node in node_protos]
+    parameters, constants = _split_initializers(initializers, nodes)
+    inputs = [v.name for v in graph.input if v.name not in initializers]
+    outputs = [v.name for v in graph.output]
+    return ImportedGraph(opset, nodes, inputs, outputs, parameters, constants, dtypes)
+
+
+def _check_supported(node, opset: int, where: str) -> None:
+    domain = node.domain or "ai.onnx"
+    if node.domain not in DEFAULT_DOMAINS:
+        raise UnsupportedError(
+            f"munet.onnx.load: {where}: node {node.name!r}: operator {node.op_type} (domain {domain!r}, opset {opset}) "
+            "is not supported: MuNet runs the default ONNX domain only"
+        )
+    if node.op_type not in RULES:
+        raise UnsupportedError(
+            f"munet.onnx.load: {where}: node {node.name!r}: operator {node.op_type} (domain {domain!r}, opset {opset}) "
+            "is not supported"
+        )
+
+
+def _inferred_graph(onnx, model):
+    """The graph with ONNX shape inference's value types (the model's own where inference fails)."""
+    try:
+        return onnx.shape_inference.infer_shapes(model).graph
+    except Exception:  # a model shape inference cannot follow still runs; types then come from its outputs
+        return model.graph
+
+
+def _declared_types(onnx, model, inferred, opset: int, where: str) -> dict:
+    """name -> MuNet dtype for every value ONNX shape inference types; an unsupported type is refused."""
+    producers = {out: node for node in model.graph.node for out in node.output}
+    dtypes = {}
+    for info in list(inferred.input) + list(inferred.value_info) + list(inferred.output):
+        if not info.type.HasField("tensor_type"):
+            what = info.type.WhichOneof("value")
+            raise UnsupportedError(
+                _type_error(where, info.name, producers, opset, f"a {what} value (only tensors are)")
+            )
+        code = info.type.tensor_type.elem_type
+        if code == 0:
+            continue
+        dtype = munet_dtype(code)
+        if dtype is None:
+            name = onnx.TensorProto.DataType.Name(code)
+            raise UnsupportedError(_type_error(where, info.name, producers, opset, f"element type {name}"))
+        dtypes[info.name] = dtype
+    for t in model.graph.initializer:
+        dtype = munet_dtype(t.data_type)
+        if dtype is None:
+            name = onnx.TensorProto.DataType.Name(t.data_type)
+            raise UnsupportedError(
+                f"munet.onnx.load: {where}: initializer {t.name!r} has element type {name}, which MuNet lacks"
+            )
+        dtypes[t.name] = dtype
+    return dtypes
+
+
+def _type_error(where, value, producers, opset, what) -> str:
+    node = producers.get(value)
+    if node is None:
+        return f"munet.onnx.load: {where}: graph input {value!r}: {what} is not supported"
+    return (
+        f"munet.onnx.load: {where}: node {node.name!r}: operator {node.op_type} (domain {node.domain or 'ai.onnx'!r}, "
+        f"opset {opset}) produces {value!r}: {what} is not supported"
+    )
+
+
+def _decode(onnx, node, opset: int, where: str) -> ImportedNode:
+    attrs = {}
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH and node.op_type in ("If", "Loop", "Scan"):
+            attrs[a.name] = _decode_subgraph(onnx, a.g, opset, where)
+            continue
+        if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
+            raise UnsupportedError(
+                f"munet.onnx.load: {where}: node {node.name!r}: operator {node.op_type} (domain 'ai.onnx', opset {opset}): "
+                f"subgraph attribute '{a.name}' is not supported"
+            )
+        if a.type in (onnx.AttributeProto.SPARSE_TENSOR, onnx.AttributeProto.SPARSE_TENSORS):
+            raise UnsupportedError(
+                f"munet.onnx.load: {where}: node {node.name!r}: operator {node.op_type} (domain 'ai.onnx', opset {opset}): "
+                f"sparse tensor attribute '{a.name}' is not supported"
+            )
+        value = onnx.helper.get_attribute_value(a)
+        if a.type == onnx.AttributeProto.TENSOR:
+            value = onnx.numpy_helper.to_array(value)
+        elif isinstance(value, bytes):
+            value = value.decode()
+        elif isinstance(value, list) and value and isinstance(value[0], bytes):
+            value = [v.decode() for v in value]
+        attrs[a.name] = value
+    return ImportedNode(node.op_type, node.domain, node.name, node.input, node.output, attrs, opset)
+
+
+def _decode_subgraph(onnx, graph, opset: int, where: str) -> Subgraph:
+    for node in graph.node:
+        _check_supported(node, opset, where)
+    constants = {t.name: onnx.numpy_helper.to_array(t) for t in graph.initializer}
+    nodes = [_decode(onnx, node, opset, where) for node in graph.node]
+    return Subgraph([v.name for v in graph.input], nodes, constants, [v.name for v in graph.output])
+
+
+def _split_initializers(initializers: dict, nodes: list) -> tuple:
+    """Float initializers become Parameters unless every use reads them on the host (a shape, a scale);
+    the others are constants."""
+    tensor_uses = set()
+    for node in nodes:
+        host = HOST_INPUTS.get(node.op_type, set())
+        tensor_uses.update(name for i, name in enumerate(node.input) if i not in host)
+    parameters, constants = {}, {}
+    for name, array in initializers.items():
+        trainable = np.issubdtype(array.dtype, np.floating) and name in tensor_uses
+        (parameters if trainable else constants)[name] = array
+    return parameters, constants
