@@ -502,7 +502,31 @@ def _logsumexp_backward(ctx, g):
     return expand_reduced(g, shape, dims, keepdim) * exp(ctx.saved_tensor("self") - r)
 
 
-logsumexp_op = define("logsumexp", meta=_reduce_meta, backward=_logsumexp_backward, saves=("self", "result"))
+def _logsumexp_decomposition(x, *, dims, keepdim):
+    """``log(sum(exp(x - m))) + m`` with ``m`` the maximum where it is finite, else 0 (so a
+    reduction holding +inf gives +inf, one of all -inf gives -inf); an empty one gives -inf.
+    16-bit floats compute in float32."""
+    from munet.ops.creation import full
+    from munet.ops.elementwise import where
+
+    kept = tuple(1 if i in dims else n for i, n in enumerate(x.shape))
+    shape = kept if keepdim else tuple(n for i, n in enumerate(x.shape) if i not in dims)
+    if 0 in (x.shape[d] for d in dims):
+        return full(shape, -math.inf, dtype=x.dtype, device=x.device)
+    xf = x.to(D.float32) if x.dtype in (D.float16, D.bfloat16) else x
+    m = xf.amax(dims, keepdim=True)
+    shift = where(m.isfinite(), m, 0.0)
+    out = (xf - shift).exp().sum(dims, keepdim=True).log() + shift
+    return out.reshape(shape).to(x.dtype)
+
+
+logsumexp_op = define(
+    "logsumexp",
+    meta=_reduce_meta,
+    backward=_logsumexp_backward,
+    saves=("self", "result"),
+    decomposition=_logsumexp_decomposition,
+)
 
 
 def logsumexp(input, dim, keepdim: bool = False):
