@@ -174,3 +174,46 @@ def test_a_composite_without_backward_differentiates_through_its_ops(softsquare,
 def test_a_composite_checks_its_arguments_before_decomposing(without_cpu_softmax):
     with pytest.raises(RuntimeError, match="softmax: expected a floating point input"):
         apply(ops.OPS["softmax"], munet.arange(3), dim=0)
+
+
+@pytest.fixture
+def sharpened_softmax():
+    """A toy composite with its own gradient rule whose decomposition applies another composite."""
+
+    def backward(ctx, g):
+        y = ctx.saved_tensor("result")
+        gy = g * y
+        return (gy - y * gy.sum(-1, keepdim=True)) * 2.0
+
+    op = define(
+        "test_sharpened_softmax",
+        meta=lambda x: Meta(tuple(x.shape), x.dtype),
+        backward=backward,
+        saves=("result",),
+        decomposition=lambda x: F.softmax(x * 2.0, dim=-1),
+    )
+    try:
+        yield op
+    finally:
+        del ops.OPS["test_sharpened_softmax"]
+
+
+def test_composites_inside_a_decomposition_are_decomposed_too(sharpened_softmax, tmp_path, monkeypatch):
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+    data = np.random.default_rng(4).standard_normal((3, 7)).astype(np.float32)
+    weights = munet.arange(7.0)
+
+    def step(x):
+        x.requires_grad_(True)
+        y = apply(sharpened_softmax, x)
+        (y * weights).sum().backward()
+        return y, x.grad
+
+    compiled = munet.compile(step)
+    got = compiled(munet.tensor(data))
+    want = step(munet.tensor(data))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1.3e-6, atol=1e-5)
+    names = [n.name for n in compiled.graph.nodes]
+    assert "test_sharpened_softmax" not in names and "softmax" not in names
+    assert compiled.stats()["passes"]["decompose"] == 2
