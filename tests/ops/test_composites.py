@@ -143,14 +143,20 @@ def test_with_a_fast_kernel_an_unfused_plan_keeps_it(tmp_path, monkeypatch):
 # a composite without a gradient rule of its own -------------------------------------------------------
 
 
-@pytest.fixture
-def softsquare():
-    """A toy composite ``x * |x|`` with no backward: its gradient comes from its decomposition's ops."""
-    op = define("test_softsquare", meta=lambda x: Meta(tuple(x.shape), x.dtype), decomposition=lambda x: x * x.abs())
+def _toy_composite(name: str, decomposition, **rules):
+    """Define a toy composite (same shape and dtype as its input) for one test; its name is
+    removed from the registry afterwards, so the coverage table never sees it."""
+    op = define(name, meta=lambda x: Meta(tuple(x.shape), x.dtype), decomposition=decomposition, **rules)
     try:
         yield op
     finally:
-        del ops.OPS["test_softsquare"]
+        del ops.OPS[name]
+
+
+@pytest.fixture
+def softsquare():
+    """A toy composite ``x * |x|`` with no backward: its gradient comes from its decomposition's ops."""
+    yield from _toy_composite("test_softsquare", lambda x: x * x.abs())
 
 
 def test_a_composite_without_backward_differentiates_through_its_ops(softsquare, tmp_path, monkeypatch):
@@ -185,17 +191,8 @@ def sharpened_softmax():
         gy = g * y
         return (gy - y * gy.sum(-1, keepdim=True)) * 2.0
 
-    op = define(
-        "test_sharpened_softmax",
-        meta=lambda x: Meta(tuple(x.shape), x.dtype),
-        backward=backward,
-        saves=("result",),
-        decomposition=lambda x: F.softmax(x * 2.0, dim=-1),
-    )
-    try:
-        yield op
-    finally:
-        del ops.OPS["test_sharpened_softmax"]
+    decomposition = lambda x: F.softmax(x * 2.0, dim=-1)  # noqa: E731
+    yield from _toy_composite("test_sharpened_softmax", decomposition, backward=backward, saves=("result",))
 
 
 def test_composites_inside_a_decomposition_are_decomposed_too(sharpened_softmax, tmp_path, monkeypatch):
