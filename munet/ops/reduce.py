@@ -1,9 +1,11 @@
 """Reductions over dims (int, tuple or None, with keepdim) and cumulative scans.
 
-Primitives with kernels: ``sum``, ``nansum``, ``prod``, ``amax``/``amin``, ``max``/``min``
-along a dim (values and indices), ``argmax``/``argmin``, ``logsumexp``, ``median``, the
-scans ``cumsum``/``cumprod``/``cummax``/``cummin``, and the boolean reductions. ``mean``,
-``var``, ``std``, ``norm`` and friends are composites of those.
+Primitives with kernels: ``sum``, ``prod``, ``amax``/``amin``, ``max``/``min``
+along a dim (values and indices), ``argmax``/``argmin``, ``median``, the
+scans ``cumsum``/``cumprod``/``cummax``/``cummin``, and the boolean reductions. ``nansum`` and
+``logsumexp`` are composite ops (a decomposition in public ops beside their definition, fast
+kernels on cpu and vulkan); ``mean``, ``var``, ``std``, ``norm`` and friends are functions
+composed of those.
 
 A few private primitives exist only for gradient rules, where PyTorch uses a dedicated
 backward formula: ``reduce_tie_weights`` (split a gradient evenly among tied extrema),
@@ -208,7 +210,21 @@ def _nansum_backward(ctx, g):
     return where(isnan(ctx.saved_tensor("self")), 0.0, g)
 
 
-nansum_op = define("nansum", meta=_reduce_meta, backward=_nansum_backward, saves=("self",))
+def _nansum_decomposition(x, *, dims, keepdim):
+    """``sum(where(isnan(x), 0, x))``."""
+    from munet.ops.elementwise import where
+
+    kept = where(x.isnan(), 0.0, x) if x.dtype.is_floating_point else x
+    return kept.sum(dims, keepdim=keepdim) if dims else kept.clone()
+
+
+nansum_op = define(
+    "nansum",
+    meta=_reduce_meta,
+    backward=_nansum_backward,
+    saves=("self",),
+    decomposition=_nansum_decomposition,
+)
 
 
 def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):

@@ -29,6 +29,7 @@ CASES = {
     "softmax": [dict(dim=-1), dict(dim=0), dict(dim=1)],
     "log_softmax": [dict(dim=-1), dict(dim=0), dict(dim=1)],
     "logsumexp": [dict(dims=(2,), keepdim=False), dict(dims=(0,), keepdim=True), dict(dims=(0, 1, 2), keepdim=False)],
+    "nansum": [dict(dims=(2,), keepdim=False), dict(dims=(0, 1), keepdim=True), dict(dims=(0, 1, 2), keepdim=False)],
     "standardize": [
         dict(dims=(2,), eps=1e-5, center=True),
         dict(dims=(2,), eps=1e-5, center=False),
