@@ -310,6 +310,9 @@ def apply_inplace(op: Op, self, *args, **attrs):
     kargs = _kernel_args(op, args)
     if kernel is not None:
         kernel(self._data, *kargs, **attrs)
+    elif op.decomposition is not None and op.name not in backend.kernels:
+        result = decompose(op, (self, *args), attrs)
+        backend.copy_(self._data, result.to(self.dtype)._data)
     else:
         raw = _kernel(op, backend)(self._data, *kargs, **attrs)
         backend.copy_(self._data, raw)

@@ -196,6 +196,17 @@ def sharpened_softmax():
     yield from _toy_composite("test_sharpened_softmax", decomposition, backward=backward, saves=("result",))
 
 
+def test_an_inplace_composite_without_a_kernel_writes_its_decomposition(softsquare):
+    from munet.ops._registry import apply_inplace
+
+    x = munet.tensor([-2.0, -0.5, 3.0])
+    base = x[:]
+    before = x._storage.version
+    assert apply_inplace(softsquare, x) is x
+    np.testing.assert_array_equal(base.numpy(), [-4.0, -0.25, 9.0])
+    assert x._storage.version == before + 1
+
+
 def test_composites_inside_a_decomposition_are_decomposed_too(sharpened_softmax, tmp_path, monkeypatch):
     monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
     data = np.random.default_rng(4).standard_normal((3, 7)).astype(np.float32)
