@@ -24,37 +24,67 @@ def _kernel_tables() -> dict[str, set]:
     return tables
 
 
+def _table(columns: list[str], rows: list[str]) -> list[str]:
+    return ["| " + " | ".join(columns) + " |", "|" + "---|" * len(columns), *rows]
+
+
+def _primitive_rows(tables: dict) -> list[str]:
+    rows = []
+    for name in sorted(n for n, op in ops.OPS.items() if op.decomposition is None):
+        op = ops.OPS[name]
+        kind = "view" if op.view is not None else "primitive"
+        grad = "yes" if op.backward is not None else "no"
+        cells = []
+        for table in tables.values():
+            if op.view is not None:
+                cells.append("n/a")
+            elif name in table:
+                cells.append("yes (in-place)" if name + "_" in table else "yes")
+            else:
+                cells.append("**missing**")
+        rows.append(f"| `{name}` | {kind} | {grad} | " + " | ".join(cells) + " |")
+    return rows
+
+
+def _composite_rows(tables: dict) -> list[str]:
+    rows = []
+    for name in sorted(n for n, op in ops.OPS.items() if op.decomposition is not None):
+        op = ops.OPS[name]
+        grad = "own rule" if op.backward is not None else "from its ops"
+        cells = ["fast kernel" if name in table else "decomposition" for table in tables.values()]
+        where = op.decomposition.__module__.removeprefix("munet.").replace(".", "/") + ".py"
+        rows.append(f"| `{name}` | {grad} | `{where}` | " + " | ".join(cells) + " |")
+    return rows
+
+
 def render_op_coverage() -> str:
     tables = _kernel_tables()
     devices = list(tables)
+    composites = sum(op.decomposition is not None for op in ops.OPS.values())
     lines = [
         "# Op coverage",
         "",
         "Generated from the op registry by `python -m munet._coverage > docs/op_coverage.md`;",
         "`tests/test_op_coverage.py` fails when this file is stale.",
         "",
-        "## Registered ops",
+        "## Primitives",
         "",
         "A primitive needs a kernel on every backend; a view op is shape/stride arithmetic and needs",
         "none. `grad` says whether the op has a gradient rule. `yes (in-place)` means the backend also",
         "has an in-place kernel (`op_`).",
         "",
-        "| op | kind | grad | " + " | ".join(devices) + " |",
-        "|---|---|---|" + "---|" * len(devices),
+        *_table(["op", "kind", "grad", *devices], _primitive_rows(tables)),
+        "",
+        "## Composites",
+        "",
+        "A composite is defined by its decomposition into the ops above, written in public ops in the",
+        "file named; it needs no kernel. Eager mode runs a backend's fast kernel where it registers one",
+        "(tested against the decomposition: `tests/ops/test_composites.py`), else the decomposition;",
+        "the compiler decomposes composites before fusion (`compiler/passes/decompose.py`). `grad`:",
+        "the composite's own gradient rule, or the gradient of its decomposition's ops.",
+        "",
+        *_table(["op", "grad", "decomposition", *devices], _composite_rows(tables)),
     ]
-    for name in sorted(ops.OPS):
-        op = ops.OPS[name]
-        kind = "view" if op.view is not None else "primitive"
-        grad = "yes" if op.backward is not None else "no"
-        cells = []
-        for dev in devices:
-            if op.view is not None:
-                cells.append("n/a")
-            elif name in tables[dev]:
-                cells.append("yes (in-place)" if name + "_" in tables[dev] else "yes")
-            else:
-                cells.append("**missing**")
-        lines.append(f"| `{name}` | {kind} | {grad} | " + " | ".join(cells) + " |")
     lines += ["", "## Public functions", "", "Composite functions are built from the ops above.", ""]
     for title, names in (
         ("`munet`", sorted(n for m in ops.MODULES for n in getattr(m, "__all__", ()))),
@@ -66,7 +96,10 @@ def render_op_coverage() -> str:
         lines.append("")
         lines.append(", ".join(f"`{n}`" for n in names))
         lines.append("")
-    lines.append(f"_{len(ops.OPS)} registered ops; MuNet {munet.__version__}._")
+    primitives = len(ops.OPS) - composites
+    lines.append(
+        f"_{len(ops.OPS)} registered ops ({primitives} primitives and views, {composites} composites); MuNet {munet.__version__}._"
+    )
     return "\n".join(lines) + "\n"
 
 

@@ -29,7 +29,7 @@ from munet.compiler import passes
 from munet.compiler.executable import Executable
 from munet.compiler.guards import GuardSet, VersionGuard, find_guards
 from munet.compiler.ir import CONSTANT, verify
-from munet.compiler.passes.decompose import decompose_standardize
+from munet.compiler.passes.decompose import decompose_composites
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.recovery import Snapshot, can_reset, check_recover
 from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
@@ -513,9 +513,10 @@ class _Specialization:
                     "move the tensors to the compile device first"
                 )
         verify(self.graph)
+        decomposed = decompose_composites(self.graph, fusing=optimize and self.fuse)
         self.pass_report = passes.run_default(self.graph) if optimize else {}
+        self.pass_report["decompose"] = decomposed
         if optimize and self.fuse:
-            self.pass_report["decompose"] = decompose_standardize(self.graph)
             self.pass_report["fuse"] = fuse_elementwise(self.graph)
         verify(self.graph)
         self.device = device

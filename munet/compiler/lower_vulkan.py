@@ -46,7 +46,9 @@ class VulkanTarget:
     """The vulkan side of a plan (see the module docstring)."""
 
     uses_arena = False  # the caching allocator hands the same blocks back at every call
-    decomposes = frozenset()  # standardize stays one kernel: its fused sums would change the bits
+    # one kernel each, the eager kernels' bits (tests/ops/test_composites.py checks them against
+    # their decompositions); other composites decompose and fuse
+    fast_composites = frozenset({"softmax", "log_softmax", "logsumexp", "nansum", "standardize"})
 
     def __init__(self, backend):
         self.backend = backend
@@ -141,6 +143,11 @@ class VulkanTarget:
             return source in tensors and loads_only_at_write_index(kernel, tensors.index(source))
 
         return plan_memory(graph, renders, donors, overwrites).inplace
+
+    @staticmethod
+    def generates(node) -> bool:
+        """False: no node has a generated kernel of its own on vulkan."""
+        return False
 
     def generated_step(self, node, executable):
         """None: primitive nodes run the backend's WGSL kernels."""

@@ -22,9 +22,10 @@ class CompileTarget(Protocol):
     """True: planned outputs live in one host arena per dtype (``compiler/arena.py``, NumPy data);
     False: results come from the backend's allocator and ``plan_inplace`` says which state updates
     a fused kernel writes over their input."""
-    decomposes: frozenset
-    """Names of primitives the compiler replaces by their ops before fusion on this target
-    (``passes/decompose.py``), because the fused form beats the single kernel there."""
+    fast_composites: frozenset
+    """Names of composites whose backend fast kernel a fusing plan keeps as one node on this
+    target; every other composite is replaced by its decomposition before fusion
+    (``passes/decompose.py``)."""
 
     backend: object
     counters: dict  # how fused groups ran (``stats`` reports them)
@@ -34,6 +35,11 @@ class CompileTarget(Protocol):
     # lowering: each returns a step ``step(env)`` of the plan -----------------------------------------
     def fused_step(self, node, executable):
         """A ``fused`` node: its kernel IR rendered, built, loaded and launched (or its members run)."""
+
+    @staticmethod
+    def generates(node) -> bool:
+        """Whether ``node`` runs as a generated kernel of its own on this target (``generated_step``);
+        a composite node that does is kept by ``passes/decompose.py``."""
 
     def generated_step(self, node, executable):
         """A primitive node as a generated kernel, or None to run the backend's kernel."""

@@ -993,6 +993,7 @@ NOT_EXPORTED = {
             "grid_sampler_2d_backward",
             "hardtanh_backward",
             "leaky_relu_backward",
+            "max_pool_backward",
             "prod_others_backward",
             "reduce_onehot",
             "reduce_tie_weights",

@@ -5,6 +5,14 @@ shape/dtype rule (``meta``), its gradient rule (``backward``, written with publi
 which tensors that rule reads (``saves``). View ops give a ``view`` rule (new shape, strides
 and offset over the same storage) instead of a kernel. Backends register kernels by op name.
 
+A *composite* gives a ``decomposition``: a function written in public ops that computes the
+op (``softmax`` is max, subtract, exp, sum and divide). It is the op's meaning. A backend may
+register a faster kernel under the composite's name; where it has none, eager mode runs the
+decomposition, and the compiler replaces composite nodes by their decomposition before fusion
+(``compiler/passes/decompose.py``). A composite with its own ``backward`` keeps it (the
+decomposition then runs without recording history); one without differentiates through the
+primitives of its decomposition, in every mode.
+
 ``apply(op, *args, **attrs)`` validates through ``meta``, runs the kernel of the inputs'
 device (or records a node when a tracer is active) and attaches autograd history.
 """
@@ -19,6 +27,7 @@ from typing import NamedTuple
 from munet._device import DeviceError, factory_device, get_backend
 from munet._tensor import Tensor as _Tensor
 from munet.autograd.grad_mode import _State
+from munet.autograd.grad_mode import no_grad as _no_grad
 from munet.autograd.node import Node, SavedTensor
 
 OPS: dict[str, Op] = {}
@@ -35,7 +44,8 @@ class Op:
     """One op: roles of its inputs, shape/dtype rule, gradient rule and saved tensors.
 
     An elementwise primitive gives its ``formula`` (``munet/ops/_scalar.py``); every kernel of
-    the op is rendered from it. ``saves`` lists the roles the gradient rule reads: an input role (``"self"``), an output
+    the op is rendered from it. A composite gives its ``decomposition(*args, **attrs)`` in
+    public ops (see the module docstring); ``primitive`` is False for views and composites. ``saves`` lists the roles the gradient rule reads: an input role (``"self"``), an output
     role (``"result"``), or ``(role, i)`` meaning "save only if input ``i`` needs a gradient".
     """
 
@@ -53,6 +63,7 @@ class Op:
         "primitive",
         "formula",
         "effectful",
+        "decomposition",
         "__dict__",
     )
 
@@ -71,6 +82,7 @@ class Op:
         backward_name: str | None = None,
         formula: Callable | None = None,
         effectful: bool = False,
+        decomposition: Callable | None = None,
     ):
         self.name = name
         self.inputs = inputs
@@ -82,10 +94,11 @@ class Op:
         self.variadic = variadic
         self.nondiff_outputs = nondiff_outputs
         self.backward_name = backward_name
-        self.primitive = view is None
+        self.primitive = view is None and decomposition is None
         self.formula = formula  # elementwise primitives: the scalar formula (munet/ops/_scalar.py)
         # more than a function of its inputs (a device-side check): the compiler keeps and never merges it
         self.effectful = effectful
+        self.decomposition = decomposition  # composites: the op in public ops, its meaning
 
     def __repr__(self) -> str:
         return f"<munet op {self.name}>"
@@ -158,6 +171,20 @@ def _kernel_args(op: Op, args) -> list:
     return out
 
 
+def decompose(op: Op, args, attrs: dict):
+    """Run composite ``op``'s decomposition on ``args`` as its public ops (eager kernels or traced
+    nodes), without autocast (the composite's own inputs were cast already) and, when the op has
+    its own gradient rule, without history (``apply`` attaches the composite's)."""
+    hook, _Autocast.cast_inputs = _Autocast.cast_inputs, None
+    try:
+        if op.backward is None:
+            return op.decomposition(*args, **attrs)
+        with _no_grad():
+            return op.decomposition(*args, **attrs)
+    finally:
+        _Autocast.cast_inputs = hook
+
+
 def _kernel(op: Op, backend, suffix: str = ""):
     kernel = backend.kernels.get(op.name + suffix)
     if kernel is None and not suffix:
@@ -173,7 +200,13 @@ def apply(op: Op, *args, **attrs):
     flat = _flat_tensors(op, args)
     backend = _backend_of(op, flat)
     tracer = _Tracing.tracer
-    if op.view is not None and tracer is None:
+    if op.decomposition is not None and (op.backward is None or (tracer is None and op.name not in backend.kernels)):
+        op.meta(*args, **attrs)  # the composite's own argument checks and error messages
+        outputs = decompose(op, args, attrs)
+        if op.backward is None:
+            return outputs
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    elif op.view is not None and tracer is None:
         # A view op's shape rule is its geometry rule (both validate), so run it once.
         base = args[0]
         shape, stride, offset = op.view(base, **attrs)
@@ -288,6 +321,9 @@ def apply_inplace(op: Op, self, *args, **attrs):
     kargs = _kernel_args(op, args)
     if kernel is not None:
         kernel(self._data, *kargs, **attrs)
+    elif op.decomposition is not None and op.name not in backend.kernels:
+        result = decompose(op, (self, *args), attrs)
+        backend.copy_(self._data, result.to(self.dtype)._data)
     else:
         raw = _kernel(op, backend)(self._data, *kargs, **attrs)
         backend.copy_(self._data, raw)

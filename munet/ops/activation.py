@@ -1,7 +1,8 @@
 """Activations, softmax family and dropout (``munet.nn.functional``).
 
-Primitives (fused CPU kernels, analytic gradients written with public ops): ``softmax``,
-``log_softmax``, ``relu``, ``threshold``, ``hardtanh``, ``leaky_relu``, ``elu`` (also
+Composites (decompositions in public ops, fast kernels on cpu and vulkan, analytic gradients):
+``softmax`` and ``log_softmax``. Primitives (analytic gradients written with public ops):
+``relu``, ``threshold``, ``hardtanh``, ``leaky_relu``, ``elu`` (also
 selu/celu), ``softplus``, and the mask-gradient ops ``threshold_backward``,
 ``hardtanh_backward``, ``leaky_relu_backward`` (linear in the gradient, so they are their own
 double backward, as in PyTorch). Everything else is a composite of those and of the
@@ -453,8 +454,36 @@ def _log_softmax_backward(ctx, g):
     return g - y.exp() * g.sum(ctx.attrs["dim"], keepdim=True)
 
 
-softmax_op = define("softmax", meta=_softmax_meta, backward=_softmax_backward, saves=("result",))
-log_softmax_op = define("log_softmax", meta=_softmax_meta, backward=_log_softmax_backward, saves=("result",))
+def _shifted(x, dim: int):
+    """``x - max(x)`` along ``dim``, in float32 for 16-bit floats (as PyTorch computes them)."""
+    if x.dtype in (D.float16, D.bfloat16):
+        x = x.to(D.float32)
+    return x - x.amax(dim, keepdim=True)
+
+
+def _softmax_decomposition(x, *, dim):
+    """``exp(x - max) / sum(exp(x - max))``: a row holding +inf or NaN gives NaN, as PyTorch."""
+    if x.numel() == 0:
+        return x.clone()
+    e = _shifted(x, dim).exp()
+    return (e / e.sum(dim, keepdim=True)).to(x.dtype)
+
+
+def _log_softmax_decomposition(x, *, dim):
+    """``(x - max) - log(sum(exp(x - max)))``."""
+    if x.numel() == 0:
+        return x.clone()
+    shifted = _shifted(x, dim)
+    return (shifted - shifted.exp().sum(dim, keepdim=True).log()).to(x.dtype)
+
+
+def _define_softmax(name: str, backward, decomposition):
+    """One of the softmax family: a composite whose gradient rule reads its result."""
+    return define(name, meta=_softmax_meta, backward=backward, saves=("result",), decomposition=decomposition)
+
+
+softmax_op = _define_softmax("softmax", _softmax_backward, _softmax_decomposition)
+log_softmax_op = _define_softmax("log_softmax", _log_softmax_backward, _log_softmax_decomposition)
 
 
 def _softmax_dim(name: str, ndim: int, dim, stacklevel: int = 4) -> int:

@@ -1,9 +1,9 @@
 """Attention: ``scaled_dot_product_attention``, a composite of matmul, softmax and masks.
 
 It is PyTorch's math backend written with public ops, so autograd, double backward and the
-compiler all see matmuls, a softmax and elementwise masking. The softmax is written out as
-max, exp, sum and divide (the softmax kernel's own steps) so that the compiler fuses it with
-the scaling and the causal mask into reduction kernels. A backend may later register a fused
+compiler all see matmuls, a softmax and elementwise masking. The softmax is the ``softmax`` op;
+the compiler replaces it by its decomposition (max, exp, sum and divide) and fuses that with the
+scaling and the causal mask into reduction kernels. A backend may later register a fused
 (flash) kernel; this decomposition stays the meaning.
 """
 
@@ -58,7 +58,7 @@ def scaled_dot_product_attention(
     masked = attn_mask is not None
     if masked:
         scores = _apply_mask(scores, attn_mask, query.dtype)
-    weights = _safe_softmax(scores) if masked else _softmax_last(scores)
+    weights = _safe_softmax(scores) if masked else softmax(scores, -1)
     if dropout_p > 0.0:
         weights = dropout(weights, dropout_p, training=True)
     return weights @ value
@@ -135,17 +135,6 @@ def _apply_mask(scores, attn_mask, dtype):
     if not attn_mask.dtype.is_floating_point:
         raise RuntimeError(f"{_OP}: expected attn_mask of dtype bool or floating point, got {attn_mask.dtype.name}")
     return scores + attn_mask.to(dtype)
-
-
-def _softmax_last(scores):
-    """Softmax over the last dim written as max, exp, sum and divide: the softmax kernel's own steps, so
-    float32/float64 results are bit for bit the kernel's, and the compiler fuses them with the scaling and
-    the causal mask. 16-bit floats (the kernel computes in float32) and empty rows take the kernel."""
-    if scores.dtype not in (D.float32, D.float64) or scores.shape[-1] == 0:
-        return softmax(scores, -1)
-    shifted = scores - scores.amax(-1, keepdim=True).detach()
-    e = shifted.exp()
-    return e / e.sum(-1, keepdim=True)
 
 
 def _safe_softmax(scores):

@@ -1,10 +1,12 @@
 """Normalization: layer_norm, rms_norm, batch_norm, group_norm, instance_norm, normalize.
 
-Every normalization is built on one primitive, ``standardize``: over ``dims`` it returns
+Every normalization is built on one composite, ``standardize``: over ``dims`` it returns
 ``xhat = (x - mean) * rstd`` (or ``x * rstd`` without centering, for RMS norm) and
-``rstd = 1 / sqrt(var + eps)`` (kept dims). The CPU kernel fuses the two moments in one
-place; the gradient is the analytic formula written with public ops, and both outputs are
-differentiable, so double backward is exact. Affine weight/bias and running statistics are
+``rstd = 1 / sqrt(var + eps)`` (kept dims). Its decomposition (two sums, then the scale) is its
+meaning: the compiler fuses it into two reductions and one elementwise kernel; the cpu and
+vulkan backends register fast kernels for eager mode (``tests/ops/test_composites.py`` checks
+them against it). The gradient is the analytic formula written with public ops, and both outputs
+are differentiable, so double backward is exact. Affine weight/bias and running statistics are
 plain ops around it.
 """
 
@@ -63,6 +65,23 @@ def _standardize_backward(ctx, g, g_rstd):
     return grad
 
 
+def _standardize_decomposition(x, *, dims, eps, center):
+    """Mean, centered values, mean of squares, ``1 / sqrt(var + eps)`` and the scale, in that
+    order; 16-bit floats compute in float32. Empty ``dims`` give ``mean = x``; an empty reduction
+    gives a NaN ``rstd``."""
+    xf = x.to(D.float32) if x.dtype in (D.float16, D.bfloat16) else x
+    count = 1
+    for d in dims:
+        count *= x.shape[d]
+
+    def mean(v):
+        return v.sum(dims, keepdim=True) / float(count) if dims else v
+
+    centered = xf - mean(xf) if center else xf
+    rstd = 1.0 / (mean(centered * centered) + eps).sqrt()
+    return (centered * rstd).to(x.dtype), rstd.to(x.dtype)
+
+
 standardize_op = define(
     "standardize",
     outputs=("result", "rstd"),
@@ -70,6 +89,7 @@ standardize_op = define(
     backward=_standardize_backward,
     saves=("result", "rstd"),
     backward_name="NativeLayerNormBackward0",
+    decomposition=_standardize_decomposition,
 )
 
 

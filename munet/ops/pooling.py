@@ -1,8 +1,10 @@
 """Pooling: max, average, adaptive and power-average pooling over 1-3 spatial dims.
 
 Max pooling is a primitive with two outputs (values, and indices flat per plane as in
-PyTorch); its gradient scatters into the input planes at those indices (``scatter_add``), so
-it is differentiable again. Average pooling is a depthwise convolution with a ones kernel
+PyTorch); its gradient is the composite ``max_pool_backward``, which scatters into the input
+planes at those indices (``scatter_add``, its decomposition), so it is differentiable again and
+a compile target may run it as one kernel of its own (cpu: a gather where the windows tile the
+input, ``compiler/codegen/primitives.py``). Average pooling is a depthwise convolution with a ones kernel
 divided by PyTorch's window counts; adaptive average pooling multiplies by per-dim averaging
 matrices. No op here loops over pixels, batch or channels.
 """
@@ -119,13 +121,41 @@ def _window_args(op: str, n: int, input, kernel_size, stride, padding, dilation,
 
 def _max_pool_backward(ctx, grad, _grad_indices=None):
     """Each output's gradient goes to the input element it selected (summed where windows overlap)."""
+    windows = {k: ctx.attrs.get(k) for k in ("kernel_size", "stride", "padding", "dilation")}
+    indices = ctx.saved_tensor("indices")
+    return apply(max_pool_backward_op, grad, indices, input_shape=tuple(ctx.input_shapes[0]), **windows)
+
+
+def _max_pool_backward_meta(grad, indices, *, input_shape, kernel_size, stride, padding, dilation):
+    return Meta(tuple(input_shape), grad.dtype)
+
+
+def _max_pool_backward_decomposition(grad, indices, *, input_shape, kernel_size, stride, padding, dilation):
+    """``grad`` added into zero input planes at ``indices``: a cell chosen by several windows gets
+    their sum, an unchosen one +0.0. The window attributes (None for adaptive pooling) do not enter:
+    they only tell a fast kernel whether the windows tile the input."""
     from munet.ops.creation import zeros
 
-    shape = tuple(ctx.input_shapes[0])
-    idx = ctx.saved_tensor("indices")
-    n, c = shape[:2]
-    planes = zeros((n, c, math.prod(shape[2:])), dtype=grad.dtype, device=grad.device)
-    return planes.scatter_add(2, idx.reshape(n, c, -1), grad.reshape(n, c, -1)).reshape(shape)
+    n, c = input_shape[:2]
+    planes = zeros((n, c, math.prod(input_shape[2:])), dtype=grad.dtype, device=grad.device)
+    return planes.scatter_add(2, indices.reshape(n, c, -1), grad.reshape(n, c, -1)).reshape(tuple(input_shape))
+
+
+def _max_pool_backward_backward(ctx, gg):
+    """Linear in ``grad``: its gradient is ``gg`` read back at the chosen cells."""
+    indices = ctx.saved_tensor("indices")
+    n, c = indices.shape[:2]
+    return gg.reshape(n, c, -1).gather(2, indices.reshape(n, c, -1)).reshape(tuple(indices.shape)), None
+
+
+max_pool_backward_op = define(
+    "max_pool_backward",
+    inputs=("grad", "indices"),
+    meta=_max_pool_backward_meta,
+    backward=_max_pool_backward_backward,
+    saves=("indices",),
+    decomposition=_max_pool_backward_decomposition,
+)
 
 
 def _max_pool_meta(x, *, kernel_size, stride, padding, dilation, output_size):

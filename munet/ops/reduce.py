@@ -1,9 +1,11 @@
 """Reductions over dims (int, tuple or None, with keepdim) and cumulative scans.
 
-Primitives with kernels: ``sum``, ``nansum``, ``prod``, ``amax``/``amin``, ``max``/``min``
-along a dim (values and indices), ``argmax``/``argmin``, ``logsumexp``, ``median``, the
-scans ``cumsum``/``cumprod``/``cummax``/``cummin``, and the boolean reductions. ``mean``,
-``var``, ``std``, ``norm`` and friends are composites of those.
+Primitives with kernels: ``sum``, ``prod``, ``amax``/``amin``, ``max``/``min``
+along a dim (values and indices), ``argmax``/``argmin``, ``median``, the
+scans ``cumsum``/``cumprod``/``cummax``/``cummin``, and the boolean reductions. ``nansum`` and
+``logsumexp`` are composite ops (a decomposition in public ops beside their definition, fast
+kernels on cpu and vulkan); ``mean``, ``var``, ``std``, ``norm`` and friends are functions
+composed of those.
 
 A few private primitives exist only for gradient rules, where PyTorch uses a dedicated
 backward formula: ``reduce_tie_weights`` (split a gradient evenly among tied extrema),
@@ -208,7 +210,21 @@ def _nansum_backward(ctx, g):
     return where(isnan(ctx.saved_tensor("self")), 0.0, g)
 
 
-nansum_op = define("nansum", meta=_reduce_meta, backward=_nansum_backward, saves=("self",))
+def _nansum_decomposition(x, *, dims, keepdim):
+    """``sum(where(isnan(x), 0, x))``."""
+    from munet.ops.elementwise import where
+
+    kept = where(x.isnan(), 0.0, x) if x.dtype.is_floating_point else x
+    return kept.sum(dims, keepdim=keepdim) if dims else kept.clone()
+
+
+nansum_op = define(
+    "nansum",
+    meta=_reduce_meta,
+    backward=_nansum_backward,
+    saves=("self",),
+    decomposition=_nansum_decomposition,
+)
 
 
 def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
@@ -502,7 +518,31 @@ def _logsumexp_backward(ctx, g):
     return expand_reduced(g, shape, dims, keepdim) * exp(ctx.saved_tensor("self") - r)
 
 
-logsumexp_op = define("logsumexp", meta=_reduce_meta, backward=_logsumexp_backward, saves=("self", "result"))
+def _logsumexp_decomposition(x, *, dims, keepdim):
+    """``log(sum(exp(x - m))) + m`` with ``m`` the maximum where it is finite, else 0 (so a
+    reduction holding +inf gives +inf, one of all -inf gives -inf); an empty one gives -inf.
+    16-bit floats compute in float32."""
+    from munet.ops.creation import full
+    from munet.ops.elementwise import where
+
+    kept = tuple(1 if i in dims else n for i, n in enumerate(x.shape))
+    shape = kept if keepdim else tuple(n for i, n in enumerate(x.shape) if i not in dims)
+    if 0 in (x.shape[d] for d in dims):
+        return full(shape, -math.inf, dtype=x.dtype, device=x.device)
+    xf = x.to(D.float32) if x.dtype in (D.float16, D.bfloat16) else x
+    m = xf.amax(dims, keepdim=True)
+    shift = where(m.isfinite(), m, 0.0)
+    out = (xf - shift).exp().sum(dims, keepdim=True).log() + shift
+    return out.reshape(shape).to(x.dtype)
+
+
+logsumexp_op = define(
+    "logsumexp",
+    meta=_reduce_meta,
+    backward=_logsumexp_backward,
+    saves=("self", "result"),
+    decomposition=_logsumexp_decomposition,
+)
 
 
 def logsumexp(input, dim, keepdim: bool = False):

@@ -242,7 +242,7 @@ def as_version_1(m, a):
         (_set_attr("permute", "dims", {"tuple": [0, 0]}), r"node \d+ \(permute\): invalid arguments or attributes"),
         (_set_attr("permute", "dims", {"tuple": [1, 0, 2]}), r"dims=\(1, 0, 2\) for an input of rank 2"),
         (_set_attr("permute", "dims", {"pickle": "gASV"}), "unknown tag 'pickle'"),
-        (_set_attr("log_softmax", "dim", {"float": "not-a-float"}), "malformed float"),
+        (_set_attr("sum", "keepdim", {"float": "not-a-float"}), "malformed float"),
         (_set_attr("sum", "dims", {"tuple": [5]}), r"\(sum\): invalid arguments or attributes"),
         (_set_attr("cast", "dtype", {"dtype": "complex512"}), "unknown dtype 'complex512'"),
         (_set_attr("bernoulli", "generator", {"generator": 3}), "refers to generator 3"),

@@ -6,7 +6,8 @@ NumPy kernel runs):
 
 - ``kernel_from_max_pool``: an unpadded ``max_pool``'s values and indices (a window kernel:
   ``Reduce("max")`` and ``Reduce("argmax")`` over the window);
-- ``kernel_from_pool_scatter``: the scatter of a max-pool gradient, as a gather over the input;
+- ``kernel_from_max_pool_backward``: a max-pool gradient (the composite ``max_pool_backward``,
+  recognised by name and attributes), as a gather over the input;
 - ``shifted_sum_kernel``: the col2im step of a stride-1 transposed convolution
   (``kernels_conv.shifted_sum``), called by the NumPy convolution between its GEMMs.
 
@@ -17,8 +18,6 @@ primitive nodes") has the measurements.
 from __future__ import annotations
 
 import hashlib
-
-import numpy as np
 
 from munet.compiler.codegen.kernel import (
     Apply,
@@ -31,7 +30,6 @@ from munet.compiler.codegen.kernel import (
     contiguous_strides,
     short_dtype,
 )
-from munet.compiler.ir import CONSTANT
 
 
 def kernel_from_max_pool(node):
@@ -72,50 +70,36 @@ def kernel_from_max_pool(node):
     return Kernel(f"max_pool_{digest}", shape, tuple(kernel_size), [dtype], [], [dtype, "i64"], stores), [x]
 
 
-def kernel_from_pool_scatter(node):
-    """``(kernel, input values)``: the gather form of a max-pool gradient scatter, or None when
-    ``node`` is not one.
+def kernel_from_max_pool_backward(node):
+    """``(kernel, input values)``: the gather form of a ``max_pool_backward`` node, or None when
+    its windows do not tile the input exactly.
 
-    ``scatter(zeros, view(indices), view(grad), dim=2, reduce='add')`` where ``indices`` are a
-    ``max_pool``'s whose windows tile the input exactly (kernel == stride, no padding, no
-    dilation, no cells left over): every input cell lies in exactly one window, so the scatter
-    is elementwise over the input, ``where(indices[window] == cell, grad[window] + 0, 0)`` (the
-    ``+ 0`` turns ``-0.0`` into ``0.0`` as adding to the zeros does). Index space (N, C, O0, K0,
-    O1, K1, ...): the input's own layout, each window's indices and gradient read with stride 0
-    over its cells.
+    Where kernel == stride, with no padding or dilation and no cells left over (the node's own
+    window attributes say so), every input cell lies in exactly one window, so the decomposition's
+    scatter into zeros is elementwise over the input: ``where(indices[window] == cell,
+    grad[window] + 0, 0)`` (the ``+ 0`` turns ``-0.0`` into ``0.0`` as adding into the zeros
+    does). Index space (N, C, O0, K0, O1, K1, ...): the input's own layout, each window's index and
+    gradient read with stride 0 over its cells.
     """
-    zeros, index, grad = node.args if len(node.args) == 3 else (None, None, None)
-    if node.attrs != {"dim": 2, "reduce": "add"} or not all(hasattr(v, "producer") for v in (zeros, index, grad)):
-        return None
-    base = zeros.producer
-    if base is None or base.op is not CONSTANT or np.any(base.constant):
-        return None
-    view = index.producer
-    pool = view.args[0].producer if view is not None and view.op.view is not None else None
-    if pool is None or pool.name != "max_pool" or view.args[0] is not pool.outputs[1] or view.name != "view":
-        return None
-    a = pool.attrs
-    x = pool.args[0]
-    spatial, kernel_size = tuple(x.shape[2:]), tuple(a["kernel_size"])
-    if (
-        any(a["padding"])
-        or any(d != 1 for d in a["dilation"])
-        or tuple(a["stride"]) != kernel_size
-        or spatial != tuple(o * k for o, k in zip(a["output_size"], kernel_size))
-    ):
-        return None
+    grad, index = node.args
+    a = node.attrs
+    if a["kernel_size"] is None or not all(hasattr(v, "shape") for v in (grad, index)):
+        return None  # adaptive pooling's windows
+    shape_in = tuple(a["input_shape"])
+    spatial, kernel_size, out_sizes = shape_in[2:], tuple(a["kernel_size"]), tuple(index.shape[2:])
     dtype = short_dtype(grad.dtype)
     if (
         dtype not in ("f32", "f64")
+        or any(a["padding"])
+        or any(d != 1 for d in a["dilation"])
+        or tuple(a["stride"]) != kernel_size
+        or spatial != tuple(o * k for o, k in zip(out_sizes, kernel_size))
         or tuple(grad.shape) != tuple(index.shape)
-        or tuple(zeros.shape) != tuple(node.outputs[0].shape)
+        or tuple(index.shape[:2]) != shape_in[:2]
     ):
         return None
-    out_sizes = tuple(a["output_size"])
-    if tuple(index.shape) != tuple(x.shape[:2]) + (int(np.prod(out_sizes)),):
-        return None
-    shape = tuple(x.shape[:2]) + tuple(v for o, k in zip(out_sizes, kernel_size) for v in (o, k))
-    window = contiguous_strides(tuple(x.shape[:2]) + out_sizes)
+    shape = shape_in[:2] + tuple(v for o, k in zip(out_sizes, kernel_size) for v in (o, k))
+    window = contiguous_strides(shape_in[:2] + out_sizes)
     per_window = window[:2] + tuple(v for st in window[2:] for v in (st, 0))
     pitch = contiguous_strides(spatial)
     cell = Index((0, 0) + tuple(v for p, k in zip(pitch, kernel_size) for v in (p * k, p)))

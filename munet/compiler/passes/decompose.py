@@ -1,82 +1,113 @@
-"""Decomposition: primitives with a fused form as elementwise ops and reductions, before fusion.
+"""Decomposition: composite nodes replaced by their ops before fusion, on every device.
 
-``standardize`` (LayerNorm's forward: ``((x - mean) * rstd, rstd)`` over ``dims``) runs as one
-NumPy kernel making five passes over its input. Written as the ops it computes (the eager
-kernel's float arithmetic, in its order), fusion turns it into two reduction kernels and one
-elementwise kernel whose loops stay in cache, and the last joins whatever consumes the result
-(the affine scale and shift). Done when fusing only (without fusion the single kernel is
-faster), and only on devices whose compile target lists ``standardize`` in its ``decomposes``
-(cpu does; vulkan keeps its standardize kernel: its fused sums follow the eager kernels' order
-exactly, so decomposing would change the bits there).
+A composite op (``define(..., decomposition=fn)``, ``munet/ops/_registry.py``) is written in
+public ops beside its definition. Tracing records it as one node (its gradient rule, when it has
+one, is traced as usual); this pass runs ``fn`` again on the node's inputs under a tracer that
+emits into the graph itself, so the composite becomes the primitives its decomposition applies,
+and fusion turns them into fused kernels (softmax: a max and a sum reduction and the elementwise
+ops joining whatever produces and consumes them). Composites inside a decomposition are
+decomposed in turn.
 
-The fused sums accumulate in float64 (``codegen/c.py``), so the mean and variance are at least
-as accurate as the eager kernel's float32 ones and differ from them in the last bits.
+A node stays one node when its device's compile target generates a kernel for it
+(``target.generates(node)``: cpu's gather form of ``max_pool_backward``), or when its backend has
+a fast kernel for it and the plan is not fusing (the single kernel then beats several unfused
+ones) or the target lists the op in ``fast_composites``. Otherwise, and always where its device
+has no kernel for it, it is decomposed.
 """
 
 from __future__ import annotations
 
-import math
-
-from munet._device import compile_target
+from munet._device import compile_target, get_backend
+from munet.autograd.grad_mode import no_grad
 from munet.compiler.ir import Graph, Node, Value
 from munet.compiler.passes.dce import eliminate_dead_code
-
-_FLOATS = ("float32", "float64")
-
-
-def decompose_standardize(graph: Graph) -> int:
-    """Replace float ``standardize`` nodes by their ops where the device's target asks for it; returns how many were replaced."""
-    nodes, mapping = [], {}
-    for node in graph.nodes:
-        if _decomposable(node):
-            result, rstd = _standardize_ops(graph, node, nodes)
-            mapping[node.outputs[0]], mapping[node.outputs[1]] = result, rstd
-        else:
-            nodes.append(node)
-    if not mapping:
-        return 0
-    graph.nodes = nodes
-    graph.replace_uses(mapping)
-    eliminate_dead_code(graph)
-    return len(mapping) // 2
+from munet.compiler.trace import Tracer, tracing
+from munet.ops._registry import decompose
 
 
-def _standardize_ops(graph: Graph, node: Node, nodes: list) -> tuple:
-    """Append the ops of ``standardize`` ``node`` to ``nodes``; ``(result, rstd)`` values."""
-    from munet.ops._registry import OPS
+class _Expander(Tracer):
+    """A tracer emitting into an existing graph: decompositions see the node's input values as
+    symbolic tensors, and every op they apply is appended to ``graph.nodes``."""
 
-    x = node.args[0]
-    dims, eps, center = tuple(node.attrs["dims"]), float(node.attrs["eps"]), bool(node.attrs["center"])
-    kept = tuple(1 if d in dims else n for d, n in enumerate(x.shape))
-    count = float(math.prod(x.shape[d] for d in dims))
+    def __init__(self, graph: Graph):
+        super().__init__()
+        self.graph = graph
+        self.origin: tuple = ()
 
-    def emit(name, args, shape, attrs=None):
-        out = graph.new_value(shape, x.dtype, x.device)
-        op_node = Node(OPS[name], tuple(args), dict(attrs or {}), [out])
-        out.producer = op_node
-        nodes.append(op_node)
-        return out
+    def _emit(self, op, args, attrs, meta, device):
+        outputs = super()._emit(op, args, attrs, meta, device)
+        outputs[0].producer.origin = self.origin  # run-time errors name the user's line of the composite
+        return outputs
 
-    def mean(v):
-        return emit("div", (emit("sum", (v,), kept, {"dims": dims, "keepdim": True}), count), kept)
+    def _new_state(self, t):
+        raise RuntimeError(
+            "munet.compile: a decomposition read a tensor that is not one of its inputs; a composite's "
+            "decomposition must compute from its arguments only"
+        )
 
-    centered = emit("sub", (x, mean(x)), x.shape) if center else x
-    variance = mean(emit("mul", (centered, centered), x.shape))
-    rstd = emit("div", (1.0, emit("sqrt", (emit("add", (variance, eps), kept),), kept)), kept)
-    return emit("mul", (centered, rstd), x.shape), rstd
+    def expand(self, node: Node) -> list[Value]:
+        """Apply ``node``'s decomposition to its inputs; the values that replace its outputs."""
+        self.origin = node.origin
+
+        def symbolic(a):
+            if isinstance(a, Value):
+                return self.wrap(a, get_backend(a.device))
+            if isinstance(a, list):
+                return [symbolic(x) for x in a]
+            return a
+
+        args = [symbolic(a) for a in node.args]
+        with tracing(self), no_grad():
+            result = decompose(node.op, args, dict(node.attrs))
+        results = result if isinstance(result, tuple) else (result,)
+        return [self.value_of(t) for t in results]
 
 
-def _decomposable(node: Node) -> bool:
-    if node.name != "standardize" or len(node.args) != 1 or len(node.outputs) != 2:
+def decompose_composites(graph: Graph, fusing: bool) -> int:
+    """Replace composite nodes by their decompositions (see the module docstring); returns how
+    many composite nodes were replaced, nested ones included."""
+    pending, graph.nodes = graph.nodes, []
+    expander = _Expander(graph)
+    mapping: dict = {}
+    replaced = 0
+
+    def resolve(v):
+        return mapping.get(v, v)
+
+    def place(node: Node) -> None:
+        nonlocal replaced
+        node.replace_inputs(resolve)
+        if not _decomposes(node, fusing):
+            graph.nodes.append(node)
+            return
+        start = len(graph.nodes)
+        values = expander.expand(node)
+        emitted = graph.nodes[start:]
+        del graph.nodes[start:]
+        for inner in emitted:
+            place(inner)
+        for old, new in zip(node.outputs, values):
+            mapping[old] = resolve(new)
+        replaced += 1
+
+    for node in pending:
+        place(node)
+    if replaced:
+        graph.replace_uses(mapping)
+        eliminate_dead_code(graph)
+    return replaced
+
+
+def _decomposes(node: Node, fusing: bool) -> bool:
+    op = node.op
+    if getattr(op, "decomposition", None) is None:
         return False
-    x = node.args[0]
-    if not isinstance(x, Value) or x.shape is None or x.dtype is None or x.device is None:
+    if any(v.kind == "scalar" for v in node.inputs()):
+        return False  # a scalar read at each call: the decomposition would need its value
+    device = node.outputs[0].device
+    target = compile_target(device)
+    if target.generates(node):
         return False
-    dims = tuple(node.attrs.get("dims", ()))
-    return (
-        "standardize" in compile_target(x.device).decomposes
-        and x.dtype.np.name in _FLOATS
-        and bool(dims)
-        and all(x.shape[d] > 0 for d in dims)
-        and 0 not in x.shape
-    )
+    if op.name not in get_backend(device).kernels:
+        return True
+    return fusing and op.name not in target.fast_composites

@@ -41,11 +41,16 @@ class LoadedProgram:
         self.graph = program.graph
         self.device = program.device
         self.hyperparameters = program.hyper  # the same dict: edits are read at the next call
+        from munet.compiler.passes.decompose import decompose_composites
+
+        # composites the saving device kept as one node (cpu's max-pool gradient kernel) may have no
+        # kernel here: a program loaded on another device, or where no C compiler exists
+        decompose_composites(program.graph, fusing=program.fuse)
         if program.fuse:
             from munet.compiler.passes.fuse import fuse_elementwise
 
             fuse_elementwise(program.graph)
-            verify(program.graph)
+        verify(program.graph)
         # a state update may be written over its input (the memory plan decides), as in the compiled step
         state_inputs = {key: v for v, (kind, key) in zip(self.graph.inputs, program.roles) if kind == "state"}
         donors = {self.graph.outputs[i]: state_inputs[n] for i, n in program.state_outputs if n in state_inputs}

@@ -1,0 +1,228 @@
+"""Composite ops (``define(..., decomposition=fn)``, ``munet/ops/_registry.py``): the decomposition
+is the meaning.
+
+Every fast kernel a backend registers for a composite is checked against the composite's
+decomposition on the same device, on inputs with NaN, +-inf, rows entirely -inf, ties and signed
+zeros (cpu here; vulkan with a Vulkan device, required under ``MUNET_TEST_VULKAN=1``). Without a
+fast kernel, eager mode runs the decomposition and the compiler decomposes the node at any
+optimization level.
+
+Tolerances: the fast kernels compute what the decomposition computes in another order (a running
+log-sum-exp, Welford's moments, NumPy's pairwise sums), so they agree to float32 rounding: the
+default float32 tolerances (rtol 1.3e-6, atol 1e-5), and float16's (rtol 1e-3, atol 1e-5) where
+both round one float32 result to float16.
+"""
+
+import math
+
+import numpy as np
+import pytest
+
+import munet
+import munet.nn.functional as F
+from munet import ops
+from munet.backends.cpu.registry import KERNELS, load_kernel_modules
+from munet.ops._registry import Meta, apply, decompose, define
+
+# attributes each fast kernel is checked with: a case per code path (dim, centering, several dims)
+CASES = {
+    "softmax": [dict(dim=-1), dict(dim=0), dict(dim=1)],
+    "log_softmax": [dict(dim=-1), dict(dim=0), dict(dim=1)],
+    "logsumexp": [dict(dims=(2,), keepdim=False), dict(dims=(0,), keepdim=True), dict(dims=(0, 1, 2), keepdim=False)],
+    "nansum": [dict(dims=(2,), keepdim=False), dict(dims=(0, 1), keepdim=True), dict(dims=(0, 1, 2), keepdim=False)],
+    "standardize": [
+        dict(dims=(2,), eps=1e-5, center=True),
+        dict(dims=(2,), eps=1e-5, center=False),
+        dict(dims=(0, 2), eps=1e-3, center=True),
+        dict(dims=(1, 2), eps=0.0, center=True),
+    ],
+}
+TOLERANCE = {"float32": (1.3e-6, 1e-5), "float16": (1e-3, 1e-5)}
+
+
+def _special_input(dtype: str) -> np.ndarray:
+    """(3, 8, 7): rows of plain values, NaN, +inf, -inf, all -inf, signed zeros, ties at the max,
+    a constant row (zero variance), and a third slice of plain values only."""
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 8, 7)) * 3
+    x[0, 1, 2] = math.nan
+    x[0, 2, 0] = math.inf
+    x[0, 3, 4] = -math.inf
+    x[0, 4, :] = -math.inf
+    x[0, 5, :] = [0.0, -0.0, 0.0, -0.0, -0.0, 0.0, -0.0]
+    x[0, 6, :4] = 2.5 + x[0, 6].max()  # four equal maxima
+    x[0, 7, :] = -1.25  # every element tied
+    x[1, ::2, ::3] = -0.0
+    x[1, 3, :] = 7.0
+    return x.astype(dtype)
+
+
+def _fast_kernels():
+    """(op name, device type) for every fast kernel registered for a composite."""
+    load_kernel_modules()
+    from munet.backends.vulkan.registry import KERNELS as VULKAN_KERNELS
+
+    composites = sorted(name for name, op in ops.OPS.items() if op.decomposition is not None)
+    tables = {"cpu": KERNELS, "vulkan": VULKAN_KERNELS}
+    return [(name, device) for device, table in tables.items() for name in composites if name in table]
+
+
+def _assert_same_meaning(fast, meant, dtype: str, what: str) -> None:
+    f, m = fast.float().numpy(), meant.float().numpy()
+    assert f.shape == m.shape, what
+    np.testing.assert_array_equal(np.isnan(f), np.isnan(m), err_msg=f"{what}: NaN positions")
+    rtol, atol = TOLERANCE[dtype]
+    np.testing.assert_allclose(f, m, rtol=rtol, atol=atol, equal_nan=True, err_msg=what)
+    zeros = (f == 0) & (m == 0)
+    np.testing.assert_array_equal(np.signbit(f[zeros]), np.signbit(m[zeros]), err_msg=f"{what}: signs of zeros")
+
+
+def test_every_fast_kernel_has_cases():
+    untested = sorted({name for name, _ in _fast_kernels()} - set(CASES))
+    assert not untested, f"fast kernels for composites without cases in CASES: {untested}"
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16"])
+@pytest.mark.parametrize(("name", "device_type"), _fast_kernels())
+def test_fast_kernel_matches_the_decomposition(name, device_type, dtype, request):
+    device = "cpu" if device_type == "cpu" else request.getfixturevalue("vulkan")
+    op = ops.OPS[name]
+    x = munet.tensor(_special_input(dtype), device=device)
+    for attrs in CASES[name]:
+        with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
+            fast = apply(op, x, **attrs)
+            meant = decompose(op, (x,), attrs)
+        fast = fast if isinstance(fast, tuple) else (fast,)
+        meant = meant if isinstance(meant, tuple) else (meant,)
+        for k, (f, m) in enumerate(zip(fast, meant, strict=True)):
+            _assert_same_meaning(f.cpu(), m.cpu(), dtype, f"{name}{attrs} on {device}, output {k}")
+
+
+# without a fast kernel -------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def without_cpu_softmax(monkeypatch):
+    load_kernel_modules()
+    monkeypatch.delitem(KERNELS, "softmax")
+
+
+def test_eager_runs_the_decomposition_without_a_fast_kernel(without_cpu_softmax):
+    import torch
+
+    data = np.random.default_rng(1).standard_normal((4, 9)).astype(np.float32)
+    x = munet.tensor(data, requires_grad=True)
+    y = F.softmax(x, dim=-1)
+    (y * munet.arange(9.0)).sum().backward()
+    assert y.grad_fn is not None and y.grad_fn.name() == "SoftmaxBackward0"  # the composite's own gradient
+    t = torch.tensor(data, requires_grad=True)
+    ty = torch.softmax(t, -1)
+    (ty * torch.arange(9.0)).sum().backward()
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=1.3e-6, atol=1e-5)
+    np.testing.assert_allclose(x.grad.numpy(), t.grad.numpy(), rtol=1.3e-6, atol=1e-5)
+
+
+@pytest.mark.parametrize("fuse", [True, False])
+def test_the_compiler_decomposes_a_composite_without_a_fast_kernel(without_cpu_softmax, fuse, tmp_path, monkeypatch):
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+    x = munet.tensor(np.random.default_rng(2).standard_normal((5, 6)).astype(np.float32))
+    compiled = munet.compile(lambda x: F.softmax(x * 2, dim=0), fuse=fuse)
+    got = compiled(x)
+    np.testing.assert_allclose(got.numpy(), F.softmax(x * 2, dim=0).numpy(), rtol=1.3e-6, atol=1e-5)
+    assert "softmax" not in [n.name for n in compiled.graph.nodes]
+    assert compiled.stats()["passes"]["decompose"] == 1
+
+
+def test_with_a_fast_kernel_an_unfused_plan_keeps_it(tmp_path, monkeypatch):
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+    x = munet.tensor(np.random.default_rng(3).standard_normal((5, 6)).astype(np.float32))
+    compiled = munet.compile(lambda x: F.softmax(x, dim=0), fuse=False)
+    np.testing.assert_array_equal(compiled(x).numpy(), F.softmax(x, dim=0).numpy())
+    assert "softmax" in [n.name for n in compiled.graph.nodes]
+
+
+# a composite without a gradient rule of its own -------------------------------------------------------
+
+
+def _toy_composite(name: str, decomposition, **rules):
+    """Define a toy composite (same shape and dtype as its input) for one test; its name is
+    removed from the registry afterwards, so the coverage table never sees it."""
+    op = define(name, meta=lambda x: Meta(tuple(x.shape), x.dtype), decomposition=decomposition, **rules)
+    try:
+        yield op
+    finally:
+        del ops.OPS[name]
+
+
+@pytest.fixture
+def softsquare():
+    """A toy composite ``x * |x|`` with no backward: its gradient comes from its decomposition's ops."""
+    yield from _toy_composite("test_softsquare", lambda x: x * x.abs())
+
+
+def test_a_composite_without_backward_differentiates_through_its_ops(softsquare, tmp_path, monkeypatch):
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+    data = np.array([-2.0, -0.5, 0.0, 1.5], np.float32)
+    x = munet.tensor(data, requires_grad=True)
+    apply(softsquare, x).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.abs(data))
+
+    def step(x):
+        x.requires_grad_(True)
+        y = apply(softsquare, x)
+        y.sum().backward()
+        return y, x.grad
+
+    y, grad = munet.compile(step)(munet.tensor(data))
+    np.testing.assert_allclose(y.numpy(), data * np.abs(data))
+    np.testing.assert_allclose(grad.numpy(), 2 * np.abs(data))
+
+
+def test_a_composite_checks_its_arguments_before_decomposing(without_cpu_softmax):
+    with pytest.raises(RuntimeError, match="softmax: expected a floating point input"):
+        apply(ops.OPS["softmax"], munet.arange(3), dim=0)
+
+
+@pytest.fixture
+def sharpened_softmax():
+    """A toy composite with its own gradient rule whose decomposition applies another composite."""
+
+    def backward(ctx, g):
+        y = ctx.saved_tensor("result")
+        gy = g * y
+        return (gy - y * gy.sum(-1, keepdim=True)) * 2.0
+
+    decomposition = lambda x: F.softmax(x * 2.0, dim=-1)  # noqa: E731
+    yield from _toy_composite("test_sharpened_softmax", decomposition, backward=backward, saves=("result",))
+
+
+def test_an_inplace_composite_without_a_kernel_writes_its_decomposition(softsquare):
+    from munet.ops._registry import apply_inplace
+
+    x = munet.tensor([-2.0, -0.5, 3.0])
+    base = x[:]
+    before = x._storage.version
+    assert apply_inplace(softsquare, x) is x
+    np.testing.assert_array_equal(base.numpy(), [-4.0, -0.25, 9.0])
+    assert x._storage.version == before + 1
+
+
+def test_composites_inside_a_decomposition_are_decomposed_too(sharpened_softmax, tmp_path, monkeypatch):
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+    data = np.random.default_rng(4).standard_normal((3, 7)).astype(np.float32)
+    weights = munet.arange(7.0)
+
+    def step(x):
+        x.requires_grad_(True)
+        y = apply(sharpened_softmax, x)
+        (y * weights).sum().backward()
+        return y, x.grad
+
+    compiled = munet.compile(step)
+    got = compiled(munet.tensor(data))
+    want = step(munet.tensor(data))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(g.detach().numpy(), w.detach().numpy(), rtol=1.3e-6, atol=1e-5)
+    names = [n.name for n in compiled.graph.nodes]
+    assert "test_sharpened_softmax" not in names and "softmax" not in names
+    assert compiled.stats()["passes"]["decompose"] == 2
