@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from munet.autograd import functional  # a submodule, as torch.autograd.functional
 from munet.autograd.engine import run_backward
 from munet.autograd.function import Function, FunctionCtx, once_differentiable
 from munet.autograd.grad_mode import (
