@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import itertools
 
+from munet.autograd.anomaly_mode import forward_stack
+
 _sequence = itertools.count()
 
 
@@ -49,6 +51,7 @@ class Node:
         "retained",
         "seq",
         "released",
+        "forward_stack",
         "__weakref__",
     )
 
@@ -68,6 +71,7 @@ class Node:
         self.retained = None  # {output_nr: weakref(tensor)} for retain_grad()
         self.seq = next(_sequence)
         self.released = False
+        self.forward_stack = forward_stack()  # the creating call's stack, in anomaly mode only
 
     def name(self) -> str:
         return getattr(self.op, "backward_name", None) or f"{_camel(self.op.name)}Backward0"
