@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from munet.autograd import functional  # a submodule, as torch.autograd.functional
+from munet.autograd import functional, graph  # submodules, as torch.autograd.functional and .graph
 from munet.autograd.anomaly_mode import (
     detect_anomaly,
     is_anomaly_check_nan_enabled,
