@@ -296,8 +296,6 @@ def hessian(
     are the same, computed in reverse mode.
     """
     is_inputs_tuple, inputs = _as_tuple(inputs, "inputs", "hessian")
-    if outer_jacobian_strategy not in ("forward-mode", "reverse-mode"):
-        raise ValueError('Expected strategy to be either "forward-mode" or "reverse-mode".')
 
     def ensure_single_output_function(*inp):
         out = func(*inp)
@@ -320,7 +318,7 @@ def hessian(
         create_graph=create_graph,
         strict=strict,
         vectorize=vectorize,
-        strategy="reverse-mode",  # forward-mode gives the same values; MuNet computes both in reverse
+        strategy=outer_jacobian_strategy,
     )
     return _tuple_postprocess(res, (is_inputs_tuple, is_inputs_tuple))
 

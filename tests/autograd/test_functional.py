@@ -81,6 +81,12 @@ def test_jacobian_forward_mode_strategy_needs_vectorize_and_matches():
 def test_hessian_matches_torch(fn, shapes, tuple_input):
     m, t = both(arrays(*shapes), tuple_input)
     assert_same_structure(MF.hessian(fn(munet), m), TF.hessian(fn(torch), t))
+    assert_same_structure(
+        MF.hessian(fn(munet), m, vectorize=True, outer_jacobian_strategy="forward-mode"),
+        TF.hessian(fn(torch), t, vectorize=True, outer_jacobian_strategy="forward-mode"),
+    )
+    with pytest.raises(NotImplementedError, match="requires `vectorize=True`"):
+        MF.hessian(fn(munet), m, outer_jacobian_strategy="forward-mode")
 
 
 @pytest.mark.parametrize("fn,shapes,tuple_input", [(f_single, [(3, 2)], False), (f_multi, [(3,), (3,)], True)])
