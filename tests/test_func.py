@@ -93,6 +93,19 @@ def test_vjp_matches_torch():
         fn_m(cm1)
 
 
+def test_jvp_matches_torch():
+    (xm, xt), (ym, yt) = pair(3), pair(3)
+    (um, ut), (vm, vt) = pair(3), pair(3)
+    f = lambda x, y: (x * y.sin(), (x**2).sum())  # noqa: E731
+    out_m, tan_m = mfunc.jvp(f, (xm, ym), (um, vm))
+    out_t, tan_t = tfunc.jvp(f, (xt, yt), (ut, vt))
+    assert_close(out_m, out_t)
+    assert_close(tan_m, tan_t)
+    assert not tan_m[0].requires_grad
+    with pytest.raises(RuntimeError, match="Expected primals to be a tuple"):
+        mfunc.jvp(f, xm, (um,))
+
+
 @pytest.mark.parametrize("transform", ["jacrev", "jacfwd"])
 @pytest.mark.parametrize("argnums", [0, (0, 1)])
 def test_jacobians_match_torch(transform, argnums):

@@ -18,7 +18,7 @@ from munet._tensor import Tensor
 from munet.autograd.grad_mode import enable_grad, is_grad_enabled
 from munet.func.pytree import tree_flatten, tree_map, tree_unflatten
 
-__all__ = ["grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "vjp"]
+__all__ = ["grad", "grad_and_value", "hessian", "jacfwd", "jacrev", "jvp", "vjp"]
 
 
 def _positions(argnums, nargs: int, fn_name: str) -> tuple[int, ...]:
@@ -196,6 +196,57 @@ def vjp(func, *primals, has_aux: bool = False):
     if has_aux:
         return result, vjp_fn, tree_map(lin.prune, aux)
     return result, vjp_fn
+
+
+def jvp(func, primals: tuple, tangents: tuple, *, strict: bool = False, has_aux: bool = False):
+    """``(func(*primals), J @ tangents)``, by the double-backward trick (no forward-mode AD)."""
+    from munet.autograd import grad as autograd_grad
+    from munet.ops.creation import zeros_like
+
+    for name, value in (("primals", primals), ("tangents", tangents)):
+        if not isinstance(value, tuple):
+            raise RuntimeError(
+                f"jvp(f, primals, tangents): Expected {name} to be a tuple. E.g. it should be valid to call f(*primals)."
+            )
+    flat_tangents, tangent_spec = tree_flatten(tangents)
+    if tangent_spec != tree_flatten(primals)[1]:
+        raise RuntimeError(
+            "jvp(f, primals, tangents): Expected primals and tangents to have the same python structure."
+        )
+    with enable_grad():
+        lin = _Linearization("jvp", primals, tuple(range(len(primals))))
+        for p, t in zip(lin.inputs, flat_tangents):
+            if tuple(p.shape) != tuple(t.shape):
+                raise RuntimeError(
+                    f"jvp(f, primals, tangents): Expected primals and tangents to have the same shape, got "
+                    f"{list(p.shape)} and {list(t.shape)}"
+                )
+        output, aux = _split_aux(func(*lin.args), has_aux, "jvp")
+        flat_out, out_spec = tree_flatten(output)
+        dummies = [zeros_like(o, requires_grad=True) for o in flat_out]
+        live = [i for i, o in enumerate(flat_out) if o.requires_grad]
+        tangent_out = [None] * len(flat_out)
+        if live:
+            # d/du <J^T u, t> = J t: the first gradient is linear in the dummy cotangents u.
+            grads = autograd_grad(
+                [flat_out[i] for i in live],
+                lin.inputs,
+                [dummies[i] for i in live],
+                create_graph=True,
+                allow_unused=True,
+            )
+            pairs = [(g, t) for g, t in zip(grads, flat_tangents) if g is not None and g.requires_grad]
+            if pairs:
+                tangent_out = autograd_grad(
+                    [g for g, _ in pairs],
+                    dummies,
+                    [t for _, t in pairs],
+                    create_graph=lin.create_graph,
+                    allow_unused=True,
+                )
+        tangent_out = [lin.prune(zeros_like(o) if g is None else g) for g, o in zip(tangent_out, flat_out)]
+    result = (tree_map(lin.prune, output), tree_unflatten(tangent_out, out_spec))
+    return (*result, tree_map(lin.prune, aux)) if has_aux else result
 
 
 def jacrev(func, argnums=0, *, has_aux: bool = False, chunk_size=None):
