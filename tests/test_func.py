@@ -141,14 +141,14 @@ def test_functional_call_matches_torch_and_restores():
     bufs_t = {"1.running_mean": torch.zeros(4)}
     out_m = mfunc.functional_call(mm, (pm, bufs_m), (xm,))
     out_t = tfunc.functional_call(tm, (pt, bufs_t), (xt,))
-    assert_close(out_m, out_t, rtol=1e-4, atol=1e-5)
+    assert_close(out_m, out_t)
     assert_close(bufs_m["1.running_mean"], bufs_t["1.running_mean"])  # the swapped-in buffer was updated
     out_m.sum().backward()
     out_t.sum().backward()
     for k in pm:
-        assert_close(pm[k].grad, pt[k].grad, rtol=1e-4, atol=1e-5)
+        assert_close(pm[k].grad, pt[k].grad)
     assert mm[0].weight.grad is None
-    assert_close(mm(xm), tm(xt), rtol=1e-4, atol=1e-5)  # the module's own parameters are back
+    assert_close(mm(xm), tm(xt))  # the module's own parameters are back
 
 
 def test_functional_call_restores_on_exception_and_checks_keys():
@@ -199,4 +199,4 @@ def test_grad_over_functional_call_params():
     gm = mfunc.grad(lambda p: mfunc.functional_call(mm, p, (xm,)).sum())(dict(mm.named_parameters()))
     gt = tfunc.grad(lambda p: tfunc.functional_call(tm, p, (xt,)).sum())(dict(tm.named_parameters()))
     for k in gt:
-        assert_close(gm[k], gt[k], rtol=1e-4, atol=1e-5)
+        assert_close(gm[k], gt[k])

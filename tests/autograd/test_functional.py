@@ -160,3 +160,17 @@ def test_non_tensor_input_or_output_raises():
         MF.vjp(lambda x: 1.0, munet.ones(1))
     with pytest.raises(RuntimeError, match="should return a single Tensor"):
         MF.hvp(lambda x: (x.sum(), x.sum()), munet.ones(2), munet.ones(2))
+
+
+@pytest.mark.parametrize("name", ["vjp", "jvp", "hvp", "vhp"])
+def test_create_graph_products_differentiate_again_like_torch(name):
+    (a,), (v,) = arrays((3,)), arrays((3,))
+    fn = f_scalar if name in ("hvp", "vhp") else f_single
+    grads = []
+    for mod, F in ((munet, MF), (torch, TF)):
+        x = mod.tensor(a, requires_grad=True)
+        _, prod = getattr(F, name)(fn(mod), x, mod.tensor(v), create_graph=True)
+        assert prod.requires_grad
+        (prod**2).sum().backward()
+        grads.append(x.grad)
+    assert_close(grads[0], grads[1])
