@@ -90,5 +90,10 @@ _tensor_methods.bind()
 
 from munet import amp, autograd, func, linalg, metrics, nn, optim, utils, vulkan  # noqa: E402,F401
 from munet.amp import autocast  # noqa: E402,F401
+from munet.autograd.anomaly_mode import (  # noqa: E402,F401
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_anomaly_enabled,
+)
 from munet.compiler import compile  # noqa: E402,F401,A004
 from munet.serialization import load, save  # noqa: E402,F401

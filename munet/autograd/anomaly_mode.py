@@ -79,6 +79,11 @@ class set_detect_anomaly:  # noqa: N801
         return False
 
 
+def set_anomaly_enabled(enabled: bool, check_nan: bool = True) -> None:
+    """``torch.set_anomaly_enabled``: switch anomaly mode for this thread."""
+    _Anomaly.enabled, _Anomaly.check_nan = bool(enabled), bool(check_nan)
+
+
 def forward_stack() -> str | None:
     """The current Python stack, for a node created in anomaly mode (``None`` otherwise)."""
     if not _Anomaly.enabled:

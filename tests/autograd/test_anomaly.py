@@ -72,6 +72,17 @@ def test_set_detect_anomaly_and_decorator():
     assert inside() and not is_anomaly_enabled()
 
 
+def test_torch_level_switches():
+    munet.set_anomaly_enabled(True, check_nan=False)
+    try:
+        assert munet.is_anomaly_enabled() and not munet.is_anomaly_check_nan_enabled()
+        x = munet.tensor([-1.0], requires_grad=True)
+        munet.sqrt(x).sum().backward()  # check_nan=False: no error
+    finally:
+        munet.set_anomaly_enabled(False)
+    assert not munet.is_anomaly_enabled() and munet.is_anomaly_check_nan_enabled()
+
+
 def test_anomaly_mode_is_per_thread():
     seen = []
     with pytest.warns(UserWarning):
