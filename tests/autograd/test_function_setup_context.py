@@ -147,3 +147,51 @@ def test_ctx_style_still_works():
     x = munet.ones(3, requires_grad=True)
     Double.apply(x).sum().backward()
     assert_close(x.grad, torch.full((3,), 2.0))
+
+
+def make_exp_and_add_one(mod):
+    class Exp(mod.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x.exp()
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.save_for_backward(output)
+
+        @staticmethod
+        def backward(ctx, grad):
+            (y,) = ctx.saved_tensors
+            return grad * y
+
+    class AddOneInPlace(mod.autograd.Function):
+        @staticmethod
+        def forward(x):
+            return x.add_(1)
+
+        @staticmethod
+        def setup_context(ctx, inputs, output):
+            ctx.mark_dirty(inputs[0])
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad
+
+    return Exp, AddOneInPlace
+
+
+def test_saved_output_double_backward_and_mark_dirty_match_torch():
+    a = rng.standard_normal(4).astype(np.float32)
+    results = []
+    for mod in (munet, torch):
+        exp, add_one = make_exp_and_add_one(mod)
+        x = mod.tensor(a, requires_grad=True)
+        (g,) = mod.autograd.grad(exp.apply(x).sum(), x, create_graph=True)
+        (gg,) = mod.autograd.grad(g.sum(), x)
+        z = x * 1
+        w = add_one.apply(z)
+        assert w is z
+        (w * w).sum().backward()
+        results.append((g.detach(), gg, x.grad))
+    for m, t in zip(*results):
+        assert_close(m, t)
