@@ -2,6 +2,13 @@
 
 from __future__ import annotations
 
+from munet.autograd import functional, graph  # submodules, as torch.autograd.functional and .graph
+from munet.autograd.anomaly_mode import (
+    detect_anomaly,
+    is_anomaly_check_nan_enabled,
+    is_anomaly_enabled,
+    set_detect_anomaly,
+)
 from munet.autograd.engine import run_backward
 from munet.autograd.function import Function, FunctionCtx, once_differentiable
 from munet.autograd.grad_mode import (
@@ -17,13 +24,17 @@ __all__ = [
     "Function",
     "FunctionCtx",
     "backward",
+    "detect_anomaly",
     "enable_grad",
     "grad",
     "inference_mode",
+    "is_anomaly_check_nan_enabled",
+    "is_anomaly_enabled",
     "is_grad_enabled",
     "is_inference_mode_enabled",
     "no_grad",
     "once_differentiable",
+    "set_detect_anomaly",
     "set_grad_enabled",
 ]
 

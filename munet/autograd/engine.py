@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 
+from munet.autograd import anomaly_mode
 from munet.autograd.grad_mode import _State
 from munet.autograd.node import Node
 
@@ -193,7 +194,8 @@ def _run_pre_hooks(node: Node, grads: list) -> list:
     return grads
 
 
-def _execute(node, grads, buffers, leaf_grads, deps, ready, retain_graph):
+def _input_grads(node, grads) -> list:
+    """Run ``node``'s gradient rule and its post hooks: the gradients of its inputs, flat."""
     node.check_saved_versions()
     out = node.op.backward(node, *grads) if len(grads) > 1 else node.op.backward(node, grads[0])
     if not isinstance(out, (tuple, list)):
@@ -204,6 +206,23 @@ def _execute(node, grads, buffers, leaf_grads, deps, ready, retain_graph):
             replaced = hook(tuple(flat), tuple(grads))
             if replaced is not None:
                 flat = list(replaced)
+    return flat
+
+
+def _input_grads_checked(node, grads) -> list:
+    """``_input_grads`` in anomaly mode: NaN gradients raise, errors show the forward stack."""
+    try:
+        flat = _input_grads(node, grads)
+        if anomaly_mode.is_anomaly_check_nan_enabled():
+            anomaly_mode.check_for_nan(node.name(), flat)
+    except Exception:
+        anomaly_mode.warn_forward_stack(node.name(), node.forward_stack)
+        raise
+    return flat
+
+
+def _execute(node, grads, buffers, leaf_grads, deps, ready, retain_graph):
+    flat = _input_grads_checked(node, grads) if anomaly_mode.is_anomaly_enabled() else _input_grads(node, grads)
     if not retain_graph:
         node.release()
     for i, (edge, g) in enumerate(zip(node.next_edges, flat)):

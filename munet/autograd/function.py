@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import inspect
+
 from munet.autograd.grad_mode import _State, no_grad
 from munet.autograd.node import Node, SavedTensor
 
@@ -78,11 +81,21 @@ class _FunctionOp:
 
 
 class Function:
-    """Subclass with ``forward(ctx, *args)`` and ``backward(ctx, *grads)`` static methods."""
+    """A user-defined op: subclass with static ``forward`` and ``backward``.
+
+    Two styles, as in PyTorch: ``forward(ctx, *args)`` stores what ``backward`` needs on ``ctx``
+    itself; or ``forward(*args)`` without ``ctx`` plus
+    ``setup_context(ctx, inputs, output)``, called after ``forward`` with the positional
+    inputs (keywords and defaults bound to their positions) and ``forward``'s return value.
+    """
 
     @staticmethod
-    def forward(ctx, *args, **kwargs):
+    def forward(*args, **kwargs):
         raise NotImplementedError("autograd.Function subclasses must implement forward")
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        raise NotImplementedError("setup_context is not overridden: forward takes ctx as its first argument")
 
     @staticmethod
     def backward(ctx, *grads):
@@ -94,9 +107,23 @@ class Function:
         from munet.ops._registry import rebase_history
 
         ctx = FunctionCtx()
+        separate_setup = cls.setup_context is not Function.setup_context
+        if separate_setup:
+            bound = inspect.signature(cls.forward).bind(*args, **kwargs)
+            bound.apply_defaults()
+            if bound.kwargs:
+                raise TypeError(
+                    f"{cls.__name__}.apply: a forward with a separate setup_context takes its inputs by "
+                    f"position (keyword-only {sorted(bound.kwargs)} given)"
+                )
+            args, kwargs = bound.args, {}
         ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         with no_grad():
-            outputs = cls.forward(ctx, *args, **kwargs)
+            if separate_setup:
+                outputs = cls.forward(*args)
+                cls.setup_context(ctx, args, outputs)
+            else:
+                outputs = cls.forward(ctx, *args, **kwargs)
         single = not isinstance(outputs, tuple)
         outs = (outputs,) if single else outputs
         positions = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
@@ -118,7 +145,6 @@ class Function:
             [t.dtype for t in tensors],
         )
         ctx._node = node
-        ctx.needs_input_grad = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
         out_tensors = [o for o in outs if isinstance(o, Tensor)]
         node.output_shapes = tuple(o.shape for o in out_tensors)
         node.output_dtypes = tuple(o.dtype for o in out_tensors)
@@ -145,5 +171,48 @@ class Function:
         return outputs
 
 
-def once_differentiable(fn):
-    return fn
+class _DelayedError(Function):
+    """Identity whose backward raises: marks gradients of a ``once_differentiable`` backward."""
+
+    @staticmethod
+    def forward(ctx, name, *tensors):
+        ctx.name = name
+        outs = tuple(t.view_as(t) for t in tensors)
+        return outs if len(outs) > 1 else outs[0]
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise RuntimeError(
+            f"trying to differentiate twice a function that was marked with @once_differentiable ({ctx.name})"
+        )
+
+
+def once_differentiable(backward):
+    """Decorate a Function's ``backward`` that is not itself differentiable.
+
+    It runs under ``no_grad``; with ``create_graph=True`` its gradients get a history whose
+    backward raises, so a second differentiation fails loudly instead of giving zeros.
+    """
+
+    @functools.wraps(backward)
+    def wrapper(ctx, *grads):
+        from munet._tensor import Tensor
+
+        with no_grad():
+            outputs = backward(ctx, *grads)
+        if not _State.enabled or not any(isinstance(g, Tensor) and g.requires_grad for g in grads):
+            return outputs
+        single = not isinstance(outputs, tuple)
+        outs = (outputs,) if single else outputs
+        positions = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o.dtype.is_floating_point]
+        if not positions:
+            return outputs
+        # Detached leaves that require grad give the error node inputs, so its outputs get a history.
+        wrapped = _DelayedError.apply(backward.__qualname__, *(outs[i].detach().requires_grad_() for i in positions))
+        wrapped = wrapped if isinstance(wrapped, tuple) else (wrapped,)
+        result = list(outs)
+        for i, w in zip(positions, wrapped):
+            result[i] = w
+        return result[0] if single else tuple(result)
+
+    return wrapper

@@ -9,6 +9,10 @@ at save time. The gradient rule receives the node as ``ctx``.
 from __future__ import annotations
 
 import itertools
+import weakref
+
+from munet.autograd.anomaly_mode import forward_stack
+from munet.autograd.graph import current_saved_tensors_hooks
 
 _sequence = itertools.count()
 
@@ -18,16 +22,74 @@ def _camel(name: str) -> str:
 
 
 class SavedTensor:
-    """A tensor saved for backward plus the storage version it had when saved."""
+    """A tensor saved for backward plus the storage version it had when saved.
 
-    __slots__ = ("tensor", "version", "is_output", "output_nr")
+    Under ``autograd.graph.saved_tensors_hooks`` the tensor itself is not kept: ``packed`` holds
+    what the pack hook returned, and a weak reference to the storage keeps the version check.
+    """
+
+    __slots__ = ("tensor", "version", "is_output", "output_nr", "shape", "dtype", "packed", "unpack", "edge", "storage")
 
     def __init__(self, tensor, is_output: bool = False, output_nr: int = 0):
         self.version = tensor._storage.version
         self.is_output = is_output
         self.output_nr = output_nr
-        # An output is saved as a history-free alias, so output -> node -> output is no cycle.
-        self.tensor = tensor._alias() if is_output else tensor
+        self.shape, self.dtype = tensor.shape, tensor.dtype
+        hooks = current_saved_tensors_hooks()
+        if hooks is None:
+            self.unpack = None
+            # An output is saved as a history-free alias, so output -> node -> output is no cycle.
+            self.tensor = tensor._alias() if is_output else tensor
+            return
+        pack, self.unpack = hooks
+        self.tensor = None
+        self.storage = weakref.ref(tensor._storage)
+        self.edge = None
+        if not is_output and tensor._requires_grad:
+            self.edge = (tensor._grad_fn, tensor._output_nr) if tensor._grad_fn is not None else (tensor, -1)
+        self.packed = pack(tensor)
+
+    def current_version(self) -> int:
+        if self.unpack is None:
+            return self.tensor._storage.version
+        storage = self.storage()
+        return self.version if storage is None else storage.version  # a freed storage was not modified
+
+    def value(self, node, building_graph: bool):
+        """The saved tensor; when ``building_graph``, connected to its history (outputs to ``node``)."""
+        if self.unpack is None:
+            t = self.tensor
+            if self.is_output and building_graph:
+                t = t._alias()
+                t._grad_fn, t._output_nr, t._requires_grad = node, self.output_nr, True
+            return t
+        t = self.unpack(self.packed)
+        from munet._tensor import Tensor
+
+        if not isinstance(t, Tensor):
+            raise TypeError(
+                f"Output of saved tensor unpack_hook expected to be a Tensor but got result of type {type(t).__name__}"
+            )
+        if not building_graph:
+            return t
+        if self.is_output:
+            t = t._alias()
+            t._grad_fn, t._output_nr, t._requires_grad = node, self.output_nr, True
+        elif self.edge is not None:
+            t = self._reconnect(t)
+        return t
+
+    def _reconnect(self, t):
+        """An unpacked input given the history the saved one had (for higher-order gradients)."""
+        source, nr = self.edge
+        if nr < 0:
+            # A leaf: its gradients accumulate through the leaf object itself, so route them there.
+            return t if t is source else source + (t - source).detach()
+        if t._grad_fn is source and t._output_nr == nr:
+            return t
+        t = t._alias()
+        t._grad_fn, t._output_nr, t._requires_grad = source, nr, True
+        return t
 
 
 class Node:
@@ -49,6 +111,7 @@ class Node:
         "retained",
         "seq",
         "released",
+        "forward_stack",
         "__weakref__",
     )
 
@@ -68,6 +131,7 @@ class Node:
         self.retained = None  # {output_nr: weakref(tensor)} for retain_grad()
         self.seq = next(_sequence)
         self.released = False
+        self.forward_stack = forward_stack()  # the creating call's stack, in anomaly mode only
 
     def name(self) -> str:
         return getattr(self.op, "backward_name", None) or f"{_camel(self.op.name)}Backward0"
@@ -111,11 +175,7 @@ class Node:
                     "if you need to backward a second time or access saved tensors after backward."
                 )
             raise KeyError(f"{self.name()} saved no tensor named '{role}'")
-        t = entry.tensor
-        if entry.is_output and _State.enabled:
-            t = t._alias()
-            t._grad_fn, t._output_nr, t._requires_grad = self, entry.output_nr, True
-        return t
+        return entry.value(self, _State.enabled)
 
     def check_saved_versions(self) -> None:
         if self.released:
@@ -126,12 +186,12 @@ class Node:
                 "need to backward through the graph a second time."
             )
         for role, entry in self.saved.items():
-            now = entry.tensor._storage.version
+            now = entry.current_version()
             if now != entry.version:
                 raise RuntimeError(
                     "one of the variables needed for gradient computation has been modified by an inplace "
-                    f"operation: the tensor saved by {self.name()} as '{role}' (shape {list(entry.tensor.shape)}, "
-                    f"{entry.tensor.dtype.name}) is at version {now}; expected version {entry.version} instead."
+                    f"operation: the tensor saved by {self.name()} as '{role}' (shape {list(entry.shape)}, "
+                    f"{entry.dtype.name}) is at version {now}; expected version {entry.version} instead."
                 )
 
     def release(self) -> None:

@@ -13,7 +13,8 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, NamedTuple
 
 from munet._tensor import Tensor
-from munet.autograd.grad_mode import no_grad
+from munet.autograd.grad_mode import is_grad_enabled, no_grad
+from munet.nn.backward_hooks import BackwardHook
 from munet.nn.parameter import Buffer, Parameter
 from munet.utils.hooks import RemovableHandle
 
@@ -72,6 +73,8 @@ class Module:
         d["_forward_hooks_with_kwargs"] = {}
         d["_forward_pre_hooks"] = OrderedDict()
         d["_forward_pre_hooks_with_kwargs"] = {}
+        d["_backward_hooks"] = OrderedDict()
+        d["_backward_pre_hooks"] = OrderedDict()
         d["_state_dict_hooks"] = OrderedDict()
         d["_load_state_dict_pre_hooks"] = OrderedDict()
 
@@ -503,6 +506,16 @@ class Module:
             self._forward_hooks_with_kwargs[handle.id] = True
         return handle
 
+    def register_full_backward_hook(self, hook, prepend: bool = False):
+        """``hook(module, grad_input, grad_output) -> tuple | None`` after the gradients of the
+        module's tensor inputs are computed; a returned tuple replaces ``grad_input``."""
+        return RemovableHandle.add(self._backward_hooks, hook, prepend=prepend)
+
+    def register_full_backward_pre_hook(self, hook, prepend: bool = False):
+        """``hook(module, grad_output) -> tuple | None`` before the module's gradients are computed;
+        a returned tuple replaces ``grad_output``."""
+        return RemovableHandle.add(self._backward_pre_hooks, hook, prepend=prepend)
+
     def register_state_dict_hook(self, hook):
         return RemovableHandle.add(self._state_dict_hooks, hook)
 
@@ -510,6 +523,11 @@ class Module:
         return RemovableHandle.add(self._load_state_dict_pre_hooks, lambda sd, *a: hook(self, sd, *a))
 
     def __call__(self, *args, **kwargs):
+        backward_hook = None
+        if (self._backward_hooks or self._backward_pre_hooks) and is_grad_enabled():
+            backward_hook = BackwardHook(
+                self, list(self._backward_hooks.values()), list(self._backward_pre_hooks.values())
+            )
         for hook_id, hook in list(self._forward_pre_hooks.items()):
             if hook_id in self._forward_pre_hooks_with_kwargs:
                 result = hook(self, args, kwargs)
@@ -519,6 +537,8 @@ class Module:
                 result = hook(self, args)
                 if result is not None:
                     args = result if isinstance(result, tuple) else (result,)
+        if backward_hook is not None:
+            args = backward_hook.setup_input_hook(args)
         output = self.forward(*args, **kwargs)
         for hook_id, hook in list(self._forward_hooks.items()):
             if hook_id in self._forward_hooks_with_kwargs:
@@ -527,6 +547,8 @@ class Module:
                 result = hook(self, args, output)
             if result is not None:
                 output = result
+        if backward_hook is not None:
+            output = backward_hook.setup_output_hook(output)
         return output
 
     # printing -------------------------------------------------------------------------------------------------
