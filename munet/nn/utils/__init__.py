@@ -1,6 +1,14 @@
-"""``munet.nn.utils``: gradient clipping and parameter/vector conversion."""
+"""``munet.nn.utils``: gradient clipping, parameter/vector conversion, and the ``rnn`` sequence tools."""
 
+from munet.nn.utils import rnn
 from munet.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_, get_total_norm
 from munet.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_", "get_total_norm", "parameters_to_vector", "vector_to_parameters"]
+__all__ = [
+    "clip_grad_norm_",
+    "clip_grad_value_",
+    "get_total_norm",
+    "parameters_to_vector",
+    "rnn",
+    "vector_to_parameters",
+]
