@@ -1,6 +1,7 @@
-"""``munet.nn.utils``: gradient clipping, parameter/vector conversion, and the ``rnn`` sequence tools."""
+"""``munet.nn.utils``: gradient clipping, parameter/vector conversion, the ``rnn`` sequence tools,
+``parametrize`` and ``parametrizations``."""
 
-from munet.nn.utils import rnn
+from munet.nn.utils import parametrizations, parametrize, rnn
 from munet.nn.utils.clip_grad import clip_grad_norm_, clip_grad_value_, get_total_norm
 from munet.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
 
@@ -9,6 +10,8 @@ __all__ = [
     "clip_grad_value_",
     "get_total_norm",
     "parameters_to_vector",
+    "parametrizations",
+    "parametrize",
     "rnn",
     "vector_to_parameters",
 ]
