@@ -3,6 +3,7 @@
 from munet.nn.modules import (
     activation,
     attention,
+    channelshuffle,
     conv,
     distance,
     dropout,
@@ -17,12 +18,14 @@ from munet.nn.modules import (
     rnn,
     sparse,
     transformer,
+    unpooling,
     upsampling,
 )
 
 FAMILIES = (
     activation,
     attention,
+    channelshuffle,
     conv,
     distance,
     dropout,
@@ -37,5 +40,6 @@ FAMILIES = (
     rnn,
     sparse,
     transformer,
+    unpooling,
     upsampling,
 )
