@@ -97,19 +97,19 @@ def ctc_loss(
     extended = munet.full((batch, width), blank, dtype=D.int64, device=log_probs.device)
     extended[:, 1::2] = labels
     positions = munet.arange(width, device=log_probs.device)
-    previous_label = munet.cat(
-        [munet.full((batch, 2), blank, dtype=D.int64, device=log_probs.device), extended[:, :-2]], 1
-    )
+    blanks = munet.full((batch, 2), blank, dtype=D.int64, device=log_probs.device)
+    previous_label = munet.cat([blanks, extended], 1)[:, :width]  # the label two positions back
     can_skip = (positions >= 2) & (extended != blank) & (extended != previous_label)
     emissions = log_probs.gather(2, extended.unsqueeze(0).expand(steps, batch, width))  # (T, N, 2S+1)
     impossible = munet.full((batch, width), _NEG_INF, dtype=log_probs.dtype, device=log_probs.device)
     alpha = munet.where(positions < 2, emissions[0], impossible) if steps else impossible
     lengths_on_device = input_lengths.to(log_probs.device)
-    pad = munet.full((batch, 1), _NEG_INF, dtype=log_probs.dtype, device=log_probs.device)
+    pad = munet.full((batch, 2), _NEG_INF, dtype=log_probs.dtype, device=log_probs.device)
     for t in range(1, steps):
         stay = alpha
-        advance = munet.cat([pad, alpha[:, :-1]], 1)
-        skip = munet.where(can_skip, munet.cat([pad, pad, alpha[:, :-2]], 1), _NEG_INF)
+        shifted = munet.cat([pad, alpha], 1)  # shifted[:, s + 2] is alpha[:, s]
+        advance = shifted[:, 1 : width + 1]
+        skip = munet.where(can_skip, shifted[:, :width], _NEG_INF)
         stepped = _logsumexp_last(munet.stack([stay, advance, skip], -1)) + emissions[t]
         alpha = munet.where((lengths_on_device > t).unsqueeze(1), stepped, alpha)  # a finished input keeps its alpha
     last = (2 * target_lengths).to(log_probs.device).unsqueeze(1)

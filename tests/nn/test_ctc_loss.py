@@ -74,3 +74,17 @@ def test_blank_label_unbatched_and_module():
     assert repr(nn.CTCLoss()) == "CTCLoss()"
     with pytest.raises(RuntimeError, match="blank must be in label range"):
         F.ctc_loss(munet.zeros(3, 1, 2), munet.ones(1, 1, dtype=munet.int64), [3], [1], blank=2)
+
+
+@pytest.mark.parametrize("target_lengths", [(0, 0), (2, 3)], ids=str)
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_float64_int32_targets_tuple_lengths_and_all_empty_targets(target_lengths, dtype):
+    x = randn(6, 2, 4, seed=5).astype(dtype)
+    targets = np.random.default_rng(6).integers(1, 4, size=(2, max(target_lengths))).astype(np.int32)
+    m_x, t_x = munet.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    m = F.ctc_loss(m_x.log_softmax(-1), munet.tensor(targets), (6, 5), target_lengths)
+    t = torch.nn.functional.ctc_loss(t_x.log_softmax(-1), torch.tensor(targets), (6, 5), target_lengths)
+    assert_close(m, t, rtol=1e-5, atol=1e-6)
+    m.backward()
+    t.backward()
+    assert_close(m_x.grad, t_x.grad, rtol=1e-4, atol=1e-6, what="grad")
