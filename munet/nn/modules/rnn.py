@@ -7,7 +7,9 @@ Parameter names, shapes, registration order and initialization are PyTorch's
 
 The sequence layers run a Python loop over time steps; each step is batched matrix work
 (the input projection of a whole layer is one matmul done before the loop). Gate order is
-PyTorch's: LSTM ``(i, f, g, o)``, GRU ``(r, z, n)``.
+PyTorch's: LSTM ``(i, f, g, o)``, GRU ``(r, z, n)``. A ``PackedSequence`` input runs over its
+padded, length-sorted steps, where only the first ``batch_sizes[t]`` sequences take step ``t``
+(``RNNBase.forward`` unpacks and repacks; each layer's ``_forward_steps`` is the recurrence).
 """
 
 from __future__ import annotations
