@@ -46,6 +46,8 @@ SYMBOLIC_HYPERPARAMETERS = {
     "Adagrad": ("lr",),
     "NAdam": ("lr",),
     "RAdam": ("lr",),
+    "Adadelta": ("lr",),
+    "ASGD": ("lr",),
 }
 
 

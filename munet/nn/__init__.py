@@ -1,6 +1,6 @@
 """Neural-network building blocks: modules, layers, containers, functional, init and utils."""
 
-from munet.nn import functional, init, modules, utils
+from munet.nn import attention, functional, init, modules, utils
 from munet.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from munet.nn.module import Module
 from munet.nn.parameter import Buffer, Parameter
@@ -14,6 +14,7 @@ __all__ = [
     "ParameterDict",
     "ParameterList",
     "Sequential",
+    "attention",
     "functional",
     "init",
     "utils",

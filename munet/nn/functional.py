@@ -10,3 +10,11 @@ def _export(namespace: dict) -> None:
 
 
 _export(globals())
+
+# composites written in munet.nn, re-exported here after the op families
+from munet.nn.channel_shuffle import channel_shuffle, native_channel_shuffle  # noqa: E402, F401
+from munet.nn.ctc import ctc_loss  # noqa: E402, F401
+from munet.nn.gumbel import gumbel_softmax  # noqa: E402, F401
+from munet.nn.modules.attention import multi_head_attention_forward  # noqa: E402, F401
+from munet.nn.multilabel_margin import multilabel_margin_loss  # noqa: E402, F401
+from munet.nn.unpool import max_unpool1d, max_unpool2d, max_unpool3d  # noqa: E402, F401

@@ -54,7 +54,7 @@ class ParameterwiseOptimizer(Optimizer):
 
 def _weight_decay(p: Tensor, grad: Tensor, group: dict) -> Tensor:
     """L2 penalty added to the gradient, or (decoupled) applied to the parameter in place."""
-    wd = group["weight_decay"]
+    wd = group.get("weight_decay", 0)
     if wd == 0:
         return grad
     if group.get("decoupled_weight_decay", False):

@@ -250,7 +250,8 @@ def test_triplet_margin_with_custom_distance_function(swap):
 def test_every_layer_is_exported_and_tested():
     from munet.nn.modules import loss
 
-    tested = {case[0] for case in CASES} | {"NLLLoss2d"}
+    # CTCLoss and MultiLabelMarginLoss are tested in test_ctc_loss.py and test_multilabel_margin.py
+    tested = {case[0] for case in CASES} | {"NLLLoss2d", "CTCLoss", "MultiLabelMarginLoss"}
     assert set(loss.__all__) == tested
     for name in loss.__all__:
         assert getattr(munet.nn, name) is getattr(loss, name)

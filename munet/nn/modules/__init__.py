@@ -3,11 +3,13 @@
 from munet.nn.modules import (
     activation,
     attention,
+    channelshuffle,
     conv,
     distance,
     dropout,
     flatten,
     fold,
+    lazy,
     linear,
     loss,
     normalization,
@@ -17,17 +19,20 @@ from munet.nn.modules import (
     rnn,
     sparse,
     transformer,
+    unpooling,
     upsampling,
 )
 
 FAMILIES = (
     activation,
     attention,
+    channelshuffle,
     conv,
     distance,
     dropout,
     flatten,
     fold,
+    lazy,
     linear,
     loss,
     normalization,
@@ -37,5 +42,6 @@ FAMILIES = (
     rnn,
     sparse,
     transformer,
+    unpooling,
     upsampling,
 )

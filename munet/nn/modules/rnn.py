@@ -7,7 +7,9 @@ Parameter names, shapes, registration order and initialization are PyTorch's
 
 The sequence layers run a Python loop over time steps; each step is batched matrix work
 (the input projection of a whole layer is one matmul done before the loop). Gate order is
-PyTorch's: LSTM ``(i, f, g, o)``, GRU ``(r, z, n)``.
+PyTorch's: LSTM ``(i, f, g, o)``, GRU ``(r, z, n)``. A ``PackedSequence`` input runs over its
+padded, length-sorted steps, where only the first ``batch_sizes[t]`` sequences take step ``t``
+(``RNNBase.forward`` unpacks and repacks; each layer's ``_forward_steps`` is the recurrence).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from munet._tensor import Tensor
 from munet.nn import init
 from munet.nn.module import Module
 from munet.nn.parameter import Parameter
+from munet.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 __all__ = ["RNNBase", "RNN", "LSTM", "GRU", "RNNCellBase", "RNNCell", "LSTMCell", "GRUCell"]
 
@@ -205,8 +208,12 @@ class RNNBase(Module):
         return output.transpose(0, 1) if self.batch_first else output
 
     # the recurrence ----------------------------------------------------------------------------------
-    def _run(self, input: Tensor, states: list[tuple[Tensor, ...]]) -> tuple[Tensor, list[tuple[Tensor, ...]]]:
-        """Run all layers over ``input`` (T, B, F); ``states[layer * D + d]`` is the initial state tuple."""
+    def _run(
+        self, input: Tensor, states: list[tuple[Tensor, ...]], batch_sizes: list[int] | None = None
+    ) -> tuple[Tensor, list[tuple[Tensor, ...]]]:
+        """Run all layers over ``input`` (T, B, F); ``states[layer * D + d]`` is the initial state tuple.
+        With ``batch_sizes`` (a packed batch, sorted by decreasing length) only the first
+        ``batch_sizes[t]`` sequences take step ``t``; the others keep their state."""
         num_directions = 2 if self.bidirectional else 1
         finals = []
         layer_input = input
@@ -215,7 +222,7 @@ class RNNBase(Module):
             for direction in range(num_directions):
                 idx = layer * num_directions + direction
                 weights = self.all_weights[idx]
-                out, final = self._run_direction(layer_input, states[idx], weights, reverse=direction == 1)
+                out, final = self._run_direction(layer_input, states[idx], weights, direction == 1, batch_sizes)
                 outputs.append(out)
                 finals.append(final)
             layer_input = outputs[0] if num_directions == 1 else munet.cat(outputs, dim=-1)
@@ -223,7 +230,7 @@ class RNNBase(Module):
                 layer_input = F.dropout(layer_input, self.dropout, training=True)
         return layer_input, finals
 
-    def _run_direction(self, input: Tensor, state: tuple, weights: list, reverse: bool):
+    def _run_direction(self, input: Tensor, state: tuple, weights: list, reverse: bool, batch_sizes=None):
         w_ih, w_hh = weights[0], weights[1]
         b_ih, b_hh = (weights[2], weights[3]) if self.bias else (None, None)
         w_hr = weights[-1] if self.proj_size > 0 else None
@@ -231,9 +238,43 @@ class RNNBase(Module):
         steps = range(input.size(0) - 1, -1, -1) if reverse else range(input.size(0))
         outputs = [None] * input.size(0)
         for t in steps:
-            state = self._step(projected[t], state, w_hh, b_hh, w_hr)
+            running = input.size(1) if batch_sizes is None else batch_sizes[t]
+            if running == input.size(1):
+                state = self._step(projected[t], state, w_hh, b_hh, w_hr)
+            else:  # a sequence that ended (or, reversed, has not started) keeps its state
+                stepped = self._step(projected[t][:running], tuple(s[:running] for s in state), w_hh, b_hh, w_hr)
+                state = tuple(munet.cat([new, old[running:]]) for new, old in zip(stepped, state))
             outputs[t] = state[0]
         return munet.stack(outputs, dim=0), state
+
+    def forward(self, input, hx=None):
+        """``(output, hidden)``: the output of the last layer at every step, and the final state
+        (``h_n``, or ``(h_n, c_n)`` for LSTM). A :class:`PackedSequence` input gives a packed output;
+        ``hx`` and ``hidden`` are then in the original batch order, as in PyTorch."""
+        if isinstance(input, PackedSequence):
+            steps, batch_sizes, hx = self._unpack(input, hx)
+            output, hidden = self._forward_steps(steps, hx, True, batch_sizes)
+            return self._repack(output, input, hidden)
+        steps, is_batched = self._batch_input(input)
+        output, hidden = self._forward_steps(steps, hx, is_batched)
+        return self._restore_output(output, is_batched), hidden
+
+    def _unpack(self, input, hx):
+        """A packed ``input`` as padded (T, B, F) steps in sorted order, its batch sizes, and ``hx``
+        (a tensor or a tuple of them) permuted into that order."""
+        steps, _ = pad_packed_sequence(PackedSequence(input.data, input.batch_sizes))
+        if hx is not None and input.sorted_indices is not None:
+            hx = _permute_hidden(hx, input.sorted_indices)
+        return steps, input.batch_sizes.tolist(), hx
+
+    def _repack(self, output: Tensor, input: PackedSequence, hidden):
+        """The padded sorted ``output`` packed like ``input``, and ``hidden`` in the original order."""
+        batch_sizes = input.batch_sizes.tolist()
+        lengths = [sum(1 for b in batch_sizes if b > i) for i in range(batch_sizes[0])]
+        data = pack_padded_sequence(output, lengths).data
+        if input.unsorted_indices is not None:
+            hidden = _permute_hidden(hidden, input.unsorted_indices)
+        return PackedSequence(data, input.batch_sizes, input.sorted_indices, input.unsorted_indices), hidden
 
     def _step(self, gi, state, w_hh, b_hh, w_hr):
         if self.mode == "LSTM":
@@ -241,6 +282,13 @@ class RNNBase(Module):
         if self.mode == "GRU":
             return (_gru_step(gi, state[0], w_hh, b_hh),)
         return (_rnn_step(gi, state[0], w_hh, b_hh, relu=self.mode == "RNN_RELU"),)
+
+
+def _permute_hidden(hx, permutation: Tensor):
+    """``hx`` (or each of ``(h, c)``) reordered along the batch dimension."""
+    if isinstance(hx, (tuple, list)):
+        return type(hx)(h.index_select(1, permutation) for h in hx)
+    return hx.index_select(1, permutation)
 
 
 def _check_sizes(input_size, hidden_size, num_layers, bias, batch_first, proj_size) -> None:
@@ -267,8 +315,7 @@ def _check_sizes(input_size, hidden_size, num_layers, bias, batch_first, proj_si
 class _SingleStateRNN(RNNBase):
     """RNN and GRU: one hidden state ``h`` of shape (num_layers * num_directions, B, hidden_size)."""
 
-    def forward(self, input: Tensor, hx: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        input, is_batched = self._batch_input(input)
+    def _forward_steps(self, input: Tensor, hx, is_batched: bool, batch_sizes=None):
         self.check_input(input)
         expected = self._hidden_shape(input.size(1), self.hidden_size)
         if hx is None:
@@ -276,11 +323,9 @@ class _SingleStateRNN(RNNBase):
         else:
             hx = self._check_hx_rank(hx, is_batched)
             self._check_hidden(hx, expected)
-        output, finals = self._run(input, [(h,) for h in hx.unbind(0)])
+        output, finals = self._run(input, [(h,) for h in hx.unbind(0)], batch_sizes)
         h_n = munet.stack([f[0] for f in finals], dim=0)
-        if not is_batched:
-            h_n = h_n.squeeze(1)
-        return self._restore_output(output, is_batched), h_n
+        return output, (h_n if is_batched else h_n.squeeze(1))
 
 
 class RNN(_SingleStateRNN):
@@ -330,8 +375,7 @@ class LSTM(RNNBase):
     def __init__(self, *args, **kwargs):
         super().__init__("LSTM", *args, **kwargs)
 
-    def forward(self, input: Tensor, hx: tuple[Tensor, Tensor] | None = None):
-        input, is_batched = self._batch_input(input)
+    def _forward_steps(self, input: Tensor, hx, is_batched: bool, batch_sizes=None):
         self.check_input(input)
         real_hidden = self.proj_size if self.proj_size > 0 else self.hidden_size
         h_shape = self._hidden_shape(input.size(1), real_hidden)
@@ -356,12 +400,12 @@ class LSTM(RNNBase):
             self._check_hidden(h0, h_shape, "hidden[0]")
             self._check_hidden(c0, c_shape, "hidden[1]")
         states = list(zip(h0.unbind(0), c0.unbind(0)))
-        output, finals = self._run(input, states)
+        output, finals = self._run(input, states, batch_sizes)
         h_n = munet.stack([f[0] for f in finals], dim=0)
         c_n = munet.stack([f[1] for f in finals], dim=0)
         if not is_batched:
             h_n, c_n = h_n.squeeze(1), c_n.squeeze(1)
-        return self._restore_output(output, is_batched), (h_n, c_n)
+        return output, (h_n, c_n)
 
 
 # cells -----------------------------------------------------------------------------------------------
