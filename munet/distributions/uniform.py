@@ -1,0 +1,71 @@
+"""The continuous uniform distribution ``Uniform(low, high)`` on the half-open interval [low, high)."""
+
+from numbers import Number
+
+import munet
+
+from . import constraints
+from .distribution import Distribution
+from .utils import broadcast_all
+
+
+class Uniform(Distribution):
+    """Uniform distribution on ``[low, high)``."""
+
+    arg_constraints = {
+        "low": constraints.dependent(is_discrete=False, event_dim=0),
+        "high": constraints.dependent(is_discrete=False, event_dim=0),
+    }
+    has_rsample = True
+
+    def __init__(self, low, high, validate_args=None):
+        self.low, self.high = broadcast_all(low, high)
+        batch_shape = () if isinstance(low, Number) and isinstance(high, Number) else self.low.shape
+        super().__init__(batch_shape, validate_args=validate_args)
+        if self._validate_args and not bool((self.low < self.high).all()):
+            raise ValueError(f"Uniform: expected low < high, got low={self.low} and high={self.high}")
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expand_parameters(Uniform, batch_shape, ("low", "high"), _instance)
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.interval(self.low, self.high)
+
+    @property
+    def mean(self):
+        return (self.high + self.low) / 2
+
+    @property
+    def mode(self):
+        return munet.full_like(self.high, float("nan"))
+
+    @property
+    def stddev(self):
+        return (self.high - self.low) / 12**0.5
+
+    @property
+    def variance(self):
+        return (self.high - self.low).pow(2) / 12
+
+    def rsample(self, sample_shape=()):
+        shape = self._extended_shape(sample_shape)
+        u = munet.rand(shape, dtype=self.low.dtype, device=self.low.device)
+        return self.low + u * (self.high - self.low)
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        inside = ((self.low <= value) & (value < self.high)).to(self.low.dtype)
+        return munet.log(inside) - munet.log(self.high - self.low)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return ((value - self.low) / (self.high - self.low)).clamp(min=0, max=1)
+
+    def icdf(self, value):
+        return value * (self.high - self.low) + self.low
+
+    def entropy(self):
+        return munet.log(self.high - self.low)
