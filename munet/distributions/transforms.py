@@ -414,16 +414,15 @@ class AffineTransform(Transform):
         return (y - self.loc) / self.scale
 
     def log_abs_det_jacobian(self, x, y):
-        scale = self.scale
-        if isinstance(scale, numbers.Real):
-            result = munet.full_like(x, math.log(abs(scale)))
+        shape = tuple(x.shape)
+        if isinstance(self.scale, numbers.Real):
+            result = munet.full_like(x, math.log(abs(self.scale)))
         else:
-            result = scale.abs().log()
+            result = self.scale.abs().log()
         if self._event_dim:
-            result = sum_rightmost(
-                result.expand(tuple(x.shape)) if result.shape != x.shape else result, self._event_dim
-            )
-        return result
+            result = sum_rightmost(result, self._event_dim)
+            shape = shape[: len(shape) - self._event_dim]
+        return result.expand(shape)
 
     def forward_shape(self, shape):
         return munet.broadcast_shapes(shape, getattr(self.loc, "shape", ()), getattr(self.scale, "shape", ()))

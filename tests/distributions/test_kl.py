@@ -72,7 +72,9 @@ def test_kl_uniform_pairs_and_infinite_support_mismatch():
     np.testing.assert_allclose(D.kl_divergence(p, q).numpy(), TD.kl_divergence(tp, tq).numpy())
     rate = munet.tensor([1.5, 2.0])
     np.testing.assert_allclose(
-        D.kl_divergence(p, D.Exponential(rate)).numpy(), TD.kl_divergence(tp, TD.Exponential(torch.tensor([1.5, 2.0]))).numpy(), rtol=1e-6
+        D.kl_divergence(p, D.Exponential(rate)).numpy(),
+        TD.kl_divergence(tp, TD.Exponential(torch.tensor([1.5, 2.0]))).numpy(),
+        rtol=1e-6,
     )
 
 
@@ -91,7 +93,9 @@ def test_register_kl_dispatch_and_missing_pair():
 
     p, q = MyNormal(munet.tensor(0.0), munet.tensor(1.0)), D.Normal(munet.tensor(1.0), munet.tensor(2.0))
     inherited = D.kl_divergence(p, q)
-    np.testing.assert_allclose(inherited.numpy(), TD.kl_divergence(TD.Normal(0.0, 1.0), TD.Normal(1.0, 2.0)).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(
+        inherited.numpy(), TD.kl_divergence(TD.Normal(0.0, 1.0), TD.Normal(1.0, 2.0)).numpy(), rtol=1e-6
+    )
 
     @D.register_kl(MyNormal, D.Normal)
     def _my_kl(p, q):
