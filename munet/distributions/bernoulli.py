@@ -1,16 +1,13 @@
 """The Bernoulli distribution ``Bernoulli(probs=None, logits=None)``."""
 
-from numbers import Number
-
 import munet
 
 from . import constraints
-from .binomial import _exactly_one
+from .binary_parameters import BinaryParameters
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
 
 
-class Bernoulli(Distribution):
+class Bernoulli(BinaryParameters, Distribution):
     """A coin with success probability ``probs`` (or log-odds ``logits``); samples are floats 0./1."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -18,29 +15,13 @@ class Bernoulli(Distribution):
     has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        _exactly_one(probs, logits, "Bernoulli")
-        if probs is not None:
-            is_scalar = isinstance(probs, Number)
-            (self.probs,) = broadcast_all(probs)
-            self._param = self.probs
-        else:
-            is_scalar = isinstance(logits, Number)
-            (self.logits,) = broadcast_all(logits)
-            self._param = self.logits
-        super().__init__(() if is_scalar else self._param.shape, validate_args=validate_args)
+        param, is_scalar = self._set_probs_or_logits(probs, logits, "Bernoulli")
+        super().__init__(() if is_scalar else param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._expand_parameters(Bernoulli, batch_shape, ("probs", "logits"), _instance)
-        new._param = new.__dict__.get("probs", new.__dict__.get("logits"))
+        new._reset_param_after_expand()
         return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def mean(self):

@@ -5,16 +5,12 @@ import munet
 from . import constraints
 from ._sampling import binomial
 from ._special import lgamma
+from .binary_parameters import BinaryParameters, check_exactly_one
 from .distribution import Distribution
-from .utils import broadcast_all, lazy_property, logits_to_probs, probs_to_logits
+from .utils import broadcast_all
 
 
-def _exactly_one(probs, logits, name: str) -> None:
-    if (probs is None) == (logits is None):
-        raise ValueError(f"{name}: either `probs` or `logits` must be specified, but not both.")
-
-
-class Binomial(Distribution):
+class Binomial(BinaryParameters, Distribution):
     """Number of successes in ``total_count`` Bernoulli trials of probability ``probs``."""
 
     arg_constraints = {
@@ -25,7 +21,7 @@ class Binomial(Distribution):
     has_enumerate_support = True
 
     def __init__(self, total_count=1, probs=None, logits=None, validate_args=None):
-        _exactly_one(probs, logits, "Binomial")
+        check_exactly_one(probs, logits, "Binomial")
         if probs is not None:
             self.total_count, self.probs = broadcast_all(total_count, probs)
             self.total_count = self.total_count.to(self.probs.dtype)
@@ -39,20 +35,12 @@ class Binomial(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         new = self._expand_parameters(Binomial, batch_shape, ("total_count", "probs", "logits"), _instance)
-        new._param = new.__dict__.get("probs", new.__dict__.get("logits"))
+        new._reset_param_after_expand()
         return new
 
     @constraints.dependent_property(is_discrete=True, event_dim=0)
     def support(self):
         return constraints.integer_interval(0, self.total_count)
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     @property
     def mean(self):

@@ -5,7 +5,7 @@ import math
 import munet
 
 from . import constraints
-from .binomial import _exactly_one
+from .binary_parameters import check_exactly_one
 from .distribution import Distribution
 from .utils import finfo_eps, lazy_property, logits_to_probs, probs_to_logits
 
@@ -17,7 +17,7 @@ class Categorical(Distribution):
     has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        _exactly_one(probs, logits, "Categorical")
+        check_exactly_one(probs, logits, "Categorical")
         if probs is not None:
             if probs.dim() < 1:
                 raise ValueError("Categorical: `probs` parameter must be at least one-dimensional.")
@@ -89,3 +89,36 @@ class Categorical(Distribution):
         values = munet.arange(self._num_events, dtype=munet.long, device=self._param.device)
         values = values.view((-1,) + (1,) * len(self._batch_shape))
         return values.expand((-1,) + tuple(self._batch_shape)) if expand else values
+
+
+class CategoricalParameters:
+    """Mixin for distributions built on a ``Categorical`` stored as ``self._categorical``."""
+
+    def _set_categorical(self, probs, logits, validate_args) -> None:
+        self._categorical = Categorical(probs, logits)
+        Distribution.__init__(
+            self, self._categorical.batch_shape, self._categorical.param_shape[-1:], validate_args=validate_args
+        )
+
+    def _expand_categorical(self, cls, batch_shape, _instance=None):
+        new = self._get_checked_instance(cls, _instance)
+        new._categorical = self._categorical.expand(batch_shape)
+        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def _param(self):
+        return self._categorical._param
+
+    @property
+    def probs(self):
+        return self._categorical.probs
+
+    @property
+    def logits(self):
+        return self._categorical.logits
+
+    @property
+    def param_shape(self):
+        return self._categorical.param_shape

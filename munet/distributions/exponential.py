@@ -1,28 +1,21 @@
 """The exponential distribution ``Exponential(rate)``."""
 
-from numbers import Number
-
 import munet
 
 from . import constraints
-from .distribution import Distribution
-from .utils import broadcast_all
+from .elementwise import ElementwiseDistribution
 
 
-class Exponential(Distribution):
+class Exponential(ElementwiseDistribution):
     """Exponential distribution with rate ``rate`` (mean ``1 / rate``)."""
 
+    _parameters = ("rate",)
     arg_constraints = {"rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
 
     def __init__(self, rate, validate_args=None):
-        (self.rate,) = broadcast_all(rate)
-        batch_shape = () if isinstance(rate, Number) else self.rate.shape
-        super().__init__(batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return self._expand_parameters(Exponential, batch_shape, ("rate",), _instance)
+        self._set_parameters(validate_args, rate=rate)
 
     @property
     def mean(self):

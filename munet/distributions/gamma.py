@@ -1,30 +1,24 @@
 """The gamma distribution ``Gamma(concentration, rate)``."""
 
-from numbers import Number
-
 import munet
 
 from . import constraints
 from ._sampling import standard_gamma
 from ._special import digamma, lgamma
-from .distribution import Distribution
-from .utils import broadcast_all, finfo_tiny
+from .elementwise import ElementwiseDistribution
+from .utils import finfo_tiny
 
 
-class Gamma(Distribution):
+class Gamma(ElementwiseDistribution):
     """Gamma distribution with shape ``concentration`` and inverse scale ``rate``."""
 
+    _parameters = ("concentration", "rate")
     arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
     support = constraints.nonnegative
     has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
-        self.concentration, self.rate = broadcast_all(concentration, rate)
-        batch_shape = () if isinstance(concentration, Number) and isinstance(rate, Number) else self.rate.shape
-        super().__init__(batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return self._expand_parameters(Gamma, batch_shape, ("concentration", "rate"), _instance)
+        self._set_parameters(validate_args, concentration=concentration, rate=rate)
 
     @property
     def mean(self):

@@ -4,11 +4,11 @@ import munet
 
 from . import constraints
 from ._special import lgamma
-from .categorical import Categorical
+from .categorical import CategoricalParameters
 from .distribution import Distribution
 
 
-class Multinomial(Distribution):
+class Multinomial(CategoricalParameters, Distribution):
     """Counts of ``total_count`` categorical draws over K categories (event shape ``(K,)``)."""
 
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
@@ -17,32 +17,16 @@ class Multinomial(Distribution):
         if not isinstance(total_count, int):
             raise NotImplementedError("Multinomial: inhomogeneous total_count is not supported (as PyTorch)")
         self.total_count = total_count
-        self._categorical = Categorical(probs=probs, logits=logits)
-        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:], validate_args=validate_args)
+        self._set_categorical(probs, logits, validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Multinomial, _instance)
+        new = self._expand_categorical(Multinomial, batch_shape, _instance)
         new.total_count = self.total_count
-        new._categorical = self._categorical.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
-        new._validate_args = self._validate_args
         return new
 
     @constraints.dependent_property(is_discrete=True, event_dim=1)
     def support(self):
         return constraints.multinomial(self.total_count)
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
 
     @property
     def mean(self):

@@ -1,29 +1,23 @@
 """The normal distribution ``Normal(loc, scale)``."""
 
 import math
-from numbers import Number
 
 import munet
 
 from . import constraints
-from .distribution import Distribution
-from .utils import broadcast_all
+from .elementwise import ElementwiseDistribution
 
 
-class Normal(Distribution):
+class Normal(ElementwiseDistribution):
     """Normal (Gaussian) distribution with mean ``loc`` and standard deviation ``scale``."""
 
+    _parameters = ("loc", "scale")
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
 
     def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch_shape = () if isinstance(loc, Number) and isinstance(scale, Number) else self.loc.shape
-        super().__init__(batch_shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return self._expand_parameters(Normal, batch_shape, ("loc", "scale"), _instance)
+        self._set_parameters(validate_args, loc=loc, scale=scale)
 
     @property
     def mean(self):

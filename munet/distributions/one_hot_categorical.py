@@ -3,11 +3,11 @@
 import munet
 
 from . import constraints
-from .categorical import Categorical
+from .categorical import CategoricalParameters
 from .distribution import Distribution
 
 
-class OneHotCategorical(Distribution):
+class OneHotCategorical(CategoricalParameters, Distribution):
     """A ``Categorical`` whose samples are one-hot vectors of length K (event shape ``(K,)``)."""
 
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.independent(constraints.real, 1)}
@@ -15,31 +15,10 @@ class OneHotCategorical(Distribution):
     has_enumerate_support = True
 
     def __init__(self, probs=None, logits=None, validate_args=None):
-        self._categorical = Categorical(probs, logits)
-        super().__init__(self._categorical.batch_shape, self._categorical.param_shape[-1:], validate_args=validate_args)
+        self._set_categorical(probs, logits, validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(OneHotCategorical, _instance)
-        new._categorical = self._categorical.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, self._event_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
-
-    @property
-    def _param(self):
-        return self._categorical._param
-
-    @property
-    def probs(self):
-        return self._categorical.probs
-
-    @property
-    def logits(self):
-        return self._categorical.logits
-
-    @property
-    def param_shape(self):
-        return self._categorical.param_shape
+        return self._expand_categorical(OneHotCategorical, batch_shape, _instance)
 
     @property
     def mean(self):

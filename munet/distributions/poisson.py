@@ -1,28 +1,22 @@
 """The Poisson distribution ``Poisson(rate)``."""
 
-from numbers import Number
-
 import munet
 
 from . import constraints
 from ._sampling import poisson
 from ._special import lgamma
-from .distribution import Distribution
-from .utils import broadcast_all
+from .elementwise import ElementwiseDistribution
 
 
-class Poisson(Distribution):
+class Poisson(ElementwiseDistribution):
     """Poisson distribution with rate ``rate``; samples are float counts, as PyTorch's."""
 
+    _parameters = ("rate",)
     arg_constraints = {"rate": constraints.nonnegative}
     support = constraints.nonnegative_integer
 
     def __init__(self, rate, validate_args=None):
-        (self.rate,) = broadcast_all(rate)
-        super().__init__(() if isinstance(rate, Number) else self.rate.shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return self._expand_parameters(Poisson, batch_shape, ("rate",), _instance)
+        self._set_parameters(validate_args, rate=rate)
 
     @property
     def mean(self):

@@ -1,18 +1,32 @@
 """``RelaxedBernoulli(temperature, probs=None, logits=None)``: the binary Concrete distribution."""
 
-from numbers import Number
-
 import munet
 
 from . import constraints
-from .binomial import _exactly_one
+from .binary_parameters import BinaryParameters
 from .distribution import Distribution
 from .transformed_distribution import TransformedDistribution
 from .transforms import SigmoidTransform
-from .utils import broadcast_all, clamp_probs, lazy_property, logits_to_probs, probs_to_logits
+from .utils import clamp_probs
 
 
-class LogitRelaxedBernoulli(Distribution):
+class RelaxedParameters:
+    """Mixin: ``temperature``, ``logits`` and ``probs`` of a relaxed distribution, read from its base."""
+
+    @property
+    def temperature(self):
+        return self.base_dist.temperature
+
+    @property
+    def logits(self):
+        return self.base_dist.logits
+
+    @property
+    def probs(self):
+        return self.base_dist.probs
+
+
+class LogitRelaxedBernoulli(BinaryParameters, Distribution):
     """The logit of a ``RelaxedBernoulli`` sample (Maddison et al., 2017)."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -20,31 +34,15 @@ class LogitRelaxedBernoulli(Distribution):
     has_rsample = True
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        _exactly_one(probs, logits, "LogitRelaxedBernoulli")
         self.temperature = temperature
-        if probs is not None:
-            is_scalar = isinstance(probs, Number)
-            (self.probs,) = broadcast_all(probs)
-            self._param = self.probs
-        else:
-            is_scalar = isinstance(logits, Number)
-            (self.logits,) = broadcast_all(logits)
-            self._param = self.logits
-        super().__init__(() if is_scalar else self._param.shape, validate_args=validate_args)
+        param, is_scalar = self._set_probs_or_logits(probs, logits, "LogitRelaxedBernoulli")
+        super().__init__(() if is_scalar else param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         new = self._expand_parameters(LogitRelaxedBernoulli, batch_shape, ("probs", "logits"), _instance)
         new.temperature = self.temperature
-        new._param = new.__dict__.get("probs", new.__dict__.get("logits"))
+        new._reset_param_after_expand()
         return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
 
     def rsample(self, sample_shape=()):
         shape = self._extended_shape(sample_shape)
@@ -64,7 +62,7 @@ class LogitRelaxedBernoulli(Distribution):
         )
 
 
-class RelaxedBernoulli(TransformedDistribution):
+class RelaxedBernoulli(RelaxedParameters, TransformedDistribution):
     """A continuous relaxation of ``Bernoulli`` on (0, 1), reparameterizable; ``temperature`` sets its sharpness."""
 
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -78,15 +76,3 @@ class RelaxedBernoulli(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(RelaxedBernoulli, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs

@@ -1,31 +1,25 @@
 """Student's t distribution ``StudentT(df, loc=0.0, scale=1.0)``."""
 
 import math
-from numbers import Number
 
 import munet
 
 from . import constraints
 from ._sampling import standard_gamma
 from ._special import digamma, lgamma
-from .distribution import Distribution
-from .utils import broadcast_all
+from .elementwise import ElementwiseDistribution
 
 
-class StudentT(Distribution):
+class StudentT(ElementwiseDistribution):
     """Student's t with ``df`` degrees of freedom, location ``loc`` and scale ``scale``."""
 
+    _parameters = ("df", "loc", "scale")
     arg_constraints = {"df": constraints.positive, "loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
 
     def __init__(self, df, loc=0.0, scale=1.0, validate_args=None):
-        self.df, self.loc, self.scale = broadcast_all(df, loc, scale)
-        numbers = all(isinstance(v, Number) for v in (df, loc, scale))
-        super().__init__(() if numbers else self.df.shape, validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        return self._expand_parameters(StudentT, batch_shape, ("df", "loc", "scale"), _instance)
+        self._set_parameters(validate_args, df=df, loc=loc, scale=scale)
 
     @property
     def mean(self):

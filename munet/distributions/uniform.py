@@ -1,17 +1,15 @@
 """The continuous uniform distribution ``Uniform(low, high)`` on the half-open interval [low, high)."""
 
-from numbers import Number
-
 import munet
 
 from . import constraints
-from .distribution import Distribution
-from .utils import broadcast_all
+from .elementwise import ElementwiseDistribution
 
 
-class Uniform(Distribution):
+class Uniform(ElementwiseDistribution):
     """Uniform distribution on ``[low, high)``."""
 
+    _parameters = ("low", "high")
     arg_constraints = {
         "low": constraints.dependent(is_discrete=False, event_dim=0),
         "high": constraints.dependent(is_discrete=False, event_dim=0),
@@ -19,14 +17,9 @@ class Uniform(Distribution):
     has_rsample = True
 
     def __init__(self, low, high, validate_args=None):
-        self.low, self.high = broadcast_all(low, high)
-        batch_shape = () if isinstance(low, Number) and isinstance(high, Number) else self.low.shape
-        super().__init__(batch_shape, validate_args=validate_args)
+        self._set_parameters(validate_args, low=low, high=high)
         if self._validate_args and not bool((self.low < self.high).all()):
             raise ValueError(f"Uniform: expected low < high, got low={self.low} and high={self.high}")
-
-    def expand(self, batch_shape, _instance=None):
-        return self._expand_parameters(Uniform, batch_shape, ("low", "high"), _instance)
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):
