@@ -4,28 +4,15 @@ import math
 
 import munet
 
-from . import constraints
-from .elementwise import ElementwiseDistribution
+from .elementwise import LocationScale
 
 
-class Cauchy(ElementwiseDistribution):
+class Cauchy(LocationScale):
     """Cauchy (Lorentz) distribution; its mean and variance are undefined (nan and inf, as PyTorch)."""
-
-    _parameters = ("loc", "scale")
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self._set_parameters(validate_args, loc=loc, scale=scale)
 
     @property
     def mean(self):
         return munet.full(self._extended_shape(), math.nan, dtype=self.loc.dtype, device=self.loc.device)
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def variance(self):

@@ -262,13 +262,8 @@ class _PositiveDefinite(_Symmetric):
         return munet.linalg.cholesky_ex(value).info.eq(0)
 
 
-class _Cat(Constraint):
-    """Constraints applied to consecutive slices of ``value`` along ``dim``."""
-
-    def __init__(self, cseq, dim: int = 0, lengths=None):
-        self.cseq = list(cseq)
-        self.lengths = list(lengths) if lengths is not None else [1] * len(self.cseq)
-        self.dim = dim
+class _ConstraintSequence(Constraint):
+    """A constraint made of the constraints ``cseq`` over parts of a value."""
 
     @property
     def is_discrete(self):
@@ -277,6 +272,15 @@ class _Cat(Constraint):
     @property
     def event_dim(self):
         return max(c.event_dim for c in self.cseq)
+
+
+class _Cat(_ConstraintSequence):
+    """Constraints applied to consecutive slices of ``value`` along ``dim``."""
+
+    def __init__(self, cseq, dim: int = 0, lengths=None):
+        self.cseq = list(cseq)
+        self.lengths = list(lengths) if lengths is not None else [1] * len(self.cseq)
+        self.dim = dim
 
     def check(self, value):
         checks, start = [], 0
@@ -286,20 +290,12 @@ class _Cat(Constraint):
         return munet.cat(checks, self.dim)
 
 
-class _Stack(Constraint):
+class _Stack(_ConstraintSequence):
     """Constraints applied to the slices of ``value`` along ``dim``."""
 
     def __init__(self, cseq, dim: int = 0):
         self.cseq = list(cseq)
         self.dim = dim
-
-    @property
-    def is_discrete(self):
-        return any(c.is_discrete for c in self.cseq)
-
-    @property
-    def event_dim(self):
-        return max(c.event_dim for c in self.cseq)
 
     def check(self, value):
         slices = [value.select(self.dim, i) for i in range(value.shape[self.dim])]

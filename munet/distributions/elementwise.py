@@ -2,6 +2,7 @@
 
 from numbers import Number
 
+from . import constraints
 from .distribution import Distribution
 from .utils import broadcast_all
 
@@ -20,3 +21,19 @@ class ElementwiseDistribution(Distribution):
 
     def expand(self, batch_shape, _instance=None):
         return self._expand_parameters(type(self), batch_shape, self._parameters, _instance)
+
+
+class LocationScale(ElementwiseDistribution):
+    """A family ``loc + scale * X`` for a fixed standard ``X``: its parameters, support and mode."""
+
+    _parameters = ("loc", "scale")
+    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
+    support = constraints.real
+    has_rsample = True
+
+    def __init__(self, loc, scale, validate_args=None):
+        self._set_parameters(validate_args, loc=loc, scale=scale)
+
+    @property
+    def mode(self):
+        return self.loc

@@ -4,28 +4,15 @@ import math
 
 import munet
 
-from . import constraints
-from .elementwise import ElementwiseDistribution
+from .elementwise import LocationScale
 from .utils import finfo_eps
 
 
-class Laplace(ElementwiseDistribution):
+class Laplace(LocationScale):
     """Laplace distribution with location ``loc`` and scale ``scale``."""
-
-    _parameters = ("loc", "scale")
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        self._set_parameters(validate_args, loc=loc, scale=scale)
 
     @property
     def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
         return self.loc
 
     @property
