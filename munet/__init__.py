@@ -88,8 +88,7 @@ from munet import _tensor_methods  # noqa: E402
 
 _tensor_methods.bind()
 
-from munet import amp, autograd, linalg, metrics, nn, optim, utils, vulkan  # noqa: E402,F401
-from munet import distributions  # noqa: E402,F401
+from munet import amp, autograd, distributions, linalg, metrics, nn, optim, utils, vulkan  # noqa: E402,F401
 from munet.amp import autocast  # noqa: E402,F401
 from munet.compiler import compile  # noqa: E402,F401,A004
 from munet.serialization import load, save  # noqa: E402,F401

@@ -9,11 +9,9 @@ respect to the concentration is the implicit reparameterization ``dx/da = -(dF/d
 Gamma-Poisson split ("Ahrens-Dieter" recursion) otherwise; ``binomial`` sums Bernoulli draws.
 """
 
-import math
-
 import munet
 
-from ._special import digamma, lgamma
+from ._special import digamma, lgamma, series_terms
 
 _MAX_ROUNDS = 1000
 
@@ -53,8 +51,7 @@ def _incomplete_gamma_grad(alpha, x):
     psi = digamma(a + 1)
     log_x = munet.log(xs)
     total = munet.zeros_like(a)
-    terms = int(float(xs.max()) + 12 * math.sqrt(float(xs.max())) + 40) if xs.numel() else 0
-    for n in range(terms):
+    for n in range(series_terms(xs)):
         if n:
             log_term = log_term + log_x - munet.log(a + n)
             psi = psi + 1.0 / (a + n)

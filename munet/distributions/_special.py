@@ -12,6 +12,8 @@ import math
 
 import munet
 
+from .utils import finfo_tiny
+
 _SHIFT = 8
 _HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
 
@@ -46,3 +48,27 @@ def mvlgamma(x, p: int):
     for j in range(p):
         total = total + lgamma(x - j / 2)
     return total
+
+
+def series_terms(x) -> int:
+    """How many terms ``sum_n x^n / (a+1)...(a+n)`` needs for float64 accuracy at the largest ``x``."""
+    if not x.numel():
+        return 0
+    largest = max(float(x.max()), 0.0)
+    return int(largest + 12 * math.sqrt(largest) + 40)
+
+
+def gammainc(a, x):
+    """The regularized lower incomplete gamma ``P(a, x)`` (``torch.special.gammainc``) for ``a > 0``, ``x >= 0``.
+
+    Evaluated in ``x``'s dtype from the series ``P = x^a e^-x sum_n x^n / Gamma(a + n + 1)``, whose
+    terms are positive, so the sum has no cancellation; the number of terms grows with ``max(x)``.
+    """
+    safe_x = x.clamp(min=finfo_tiny(x.dtype))
+    log_x = munet.log(safe_x)
+    log_term = a * log_x - safe_x - lgamma(a + 1)
+    total = munet.exp(log_term)
+    for n in range(1, series_terms(x)):
+        log_term = log_term + log_x - munet.log(a + n)
+        total = total + munet.exp(log_term)
+    return munet.where(x > 0, total.clamp(max=1.0), munet.zeros_like(total))

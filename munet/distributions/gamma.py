@@ -4,7 +4,7 @@ import munet
 
 from . import constraints
 from ._sampling import standard_gamma
-from ._special import digamma, lgamma
+from ._special import digamma, gammainc, lgamma
 from .elementwise import ElementwiseDistribution
 from .utils import finfo_tiny
 
@@ -47,6 +47,11 @@ class Gamma(ElementwiseDistribution):
             - self.rate * value
             - lgamma(self.concentration)
         )
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return gammainc(self.concentration, self.rate * value)
 
     def entropy(self):
         c = self.concentration
