@@ -51,6 +51,8 @@ def _check_moments(draws, mean, var):
 @pytest.mark.parametrize("case", SAMPLED)
 def test_sample_moments(case):
     params = CASES[case][0](np.random.default_rng(5), (3,))
+    if case == "StudentT":
+        params["df"] = params["df"] + 3.0  # the variance bound needs a finite fourth moment: df > 4
     munet.manual_seed(0)
     m, _ = build(D, munet, case, params, munet.float64)
     t, _ = build(TD, torch, case, params, torch.float64)

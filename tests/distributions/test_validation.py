@@ -73,3 +73,22 @@ def test_validate_args_switches():
         D.Normal(munet.tensor([0.0]), bad)
     with pytest.raises(ValueError, match="bool"):
         D.Distribution.set_default_validate_args("yes")
+
+
+def test_number_parameters_give_scalar_batch_and_default_dtype():
+    for d in [D.Normal(0.0, 1.0), D.Gamma(2.0, 3.0), D.Bernoulli(0.3), D.StudentT(4.0), D.Exponential(1.0)]:
+        assert tuple(d.batch_shape) == () and d.sample().dtype == munet.get_default_dtype()
+        assert "(" in repr(d)
+
+
+def test_parameters_broadcast_like_torch():
+    import torch
+    import torch.distributions as TD
+
+    loc, scale = munet.tensor([0.0, 1.0, 2.0]), munet.tensor([[1.0], [2.0]])
+    mine, theirs = D.Normal(loc, scale), TD.Normal(torch.tensor([0.0, 1.0, 2.0]), torch.tensor([[1.0], [2.0]]))
+    assert tuple(mine.batch_shape) == tuple(theirs.batch_shape) == (2, 3)
+    value = munet.tensor([0.5, 1.5, -1.0])
+    assert munet.allclose(mine.log_prob(value), munet.tensor(theirs.log_prob(torch.tensor([0.5, 1.5, -1.0])).numpy()))
+    mixed = D.Gamma(munet.tensor([1.0, 2.0]), 3.0)
+    assert tuple(mixed.batch_shape) == (2,)
