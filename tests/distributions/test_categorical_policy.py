@@ -35,3 +35,23 @@ def test_categorical_scalar_batch_and_item():
     assert tuple(a.shape) == () and 0 <= a.item() < 3
     np.testing.assert_allclose(m.log_prob(a).item(), np.log([0.1, 0.2, 0.7])[a.item()], rtol=1e-6)
     np.testing.assert_allclose(m.enumerate_support().numpy(), [0, 1, 2])
+
+
+def test_enumerate_support_matches_torch():
+    probs = np.array([[0.2, 0.3, 0.5], [0.6, 0.3, 0.1]])
+    p = np.array([0.3, 0.6])
+    pairs = [
+        (D.Categorical(munet.tensor(probs)), TD.Categorical(torch.tensor(probs))),
+        (D.OneHotCategorical(munet.tensor(probs)), TD.OneHotCategorical(torch.tensor(probs))),
+        (D.Bernoulli(munet.tensor(p)), TD.Bernoulli(torch.tensor(p))),
+        (D.Binomial(4, munet.tensor(p)), TD.Binomial(4, torch.tensor(p))),
+    ]
+    for mine, theirs in pairs:
+        for expand in (True, False):
+            np.testing.assert_array_equal(
+                mine.enumerate_support(expand).numpy(), theirs.enumerate_support(expand).numpy()
+            )
+        support = theirs.enumerate_support()
+        np.testing.assert_allclose(
+            mine.log_prob(munet.tensor(support.numpy())).numpy(), theirs.log_prob(support).numpy(), rtol=1e-7
+        )
