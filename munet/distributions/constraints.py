@@ -120,6 +120,13 @@ class _OneHot(Constraint):
         return is_boolean & (value.sum(-1) == 1)
 
 
+def _is_integral(value):
+    """True where ``value`` is a whole number (always, for an integer dtype)."""
+    if value.dtype.is_floating_point:
+        return value % 1 == 0
+    return munet.ones_like(value, dtype=munet.bool)
+
+
 class _IntegerInterval(Constraint):
     is_discrete = True
 
@@ -127,7 +134,7 @@ class _IntegerInterval(Constraint):
         self.lower_bound, self.upper_bound = lower_bound, upper_bound
 
     def check(self, value):
-        return (value % 1 == 0) & (value >= self.lower_bound) & (value <= self.upper_bound)
+        return _is_integral(value) & (value >= self.lower_bound) & (value <= self.upper_bound)
 
 
 class _IntegerGreaterThan(Constraint):
@@ -137,7 +144,7 @@ class _IntegerGreaterThan(Constraint):
         self.lower_bound = lower_bound
 
     def check(self, value):
-        return (value % 1 == 0) & (value >= self.lower_bound)
+        return _is_integral(value) & (value >= self.lower_bound)
 
 
 class _Real(Constraint):
