@@ -89,6 +89,15 @@ class Transform:
         self._cached_x_y = x, y
         return x
 
+    def _call(self, x):
+        raise NotImplementedError(f"{type(self).__name__} does not define its forward map (_call)")
+
+    def _inverse(self, y):
+        raise NotImplementedError(f"{type(self).__name__} does not define its inverse (_inverse)")
+
+    def log_abs_det_jacobian(self, x, y):
+        raise NotImplementedError(f"{type(self).__name__} does not define log_abs_det_jacobian")
+
     def forward_shape(self, shape):
         return shape
 

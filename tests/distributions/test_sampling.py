@@ -165,3 +165,15 @@ def test_rsample_expectation_gradients(make, derivative):
     per_draw = per_draw.numpy()
     error = np.abs(per_draw.mean(0) - derivative(values))
     assert np.all(error <= 5 * per_draw.std(0) / np.sqrt(N)), (per_draw.mean(0), derivative(values))
+
+
+def test_dirichlet_rsample_expectation_gradient():
+    """Per-draw gradients of the first coordinate average to d/dc_j E[x_0] = (delta_0j S - c_0) / S^2."""
+    munet.manual_seed(4)
+    values = np.array([0.7, 1.5, 3.0])
+    c = munet.tensor(np.tile(values, (N, 1)), requires_grad=True)
+    (per_draw,) = munet.autograd.grad(D.Dirichlet(c).rsample()[..., 0].sum(), [c])
+    per_draw = per_draw.numpy()
+    total = values.sum()
+    expected = (np.eye(3)[0] * total - values[0]) / total**2
+    assert np.all(np.abs(per_draw.mean(0) - expected) <= 5 * per_draw.std(0) / np.sqrt(N)), (per_draw.mean(0), expected)

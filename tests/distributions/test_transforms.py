@@ -166,3 +166,35 @@ def test_constraints_check_like_torch():
     assert C.is_dependent(C.dependent) and not C.is_dependent(C.real)
     with pytest.raises(ValueError, match="dependent"):
         C.dependent.check(munet.tensor(x))
+
+
+def test_user_transform_subclass_and_caching():
+    class Square(MT.Transform):
+        domain = MT.constraints.positive
+        codomain = MT.constraints.positive
+        bijective = True
+
+        def _call(self, x):
+            return x * x
+
+        def _inverse(self, y):
+            return y.sqrt()
+
+        def log_abs_det_jacobian(self, x, y):
+            return (2 * x).log()
+
+    base = D.Exponential(munet.tensor([1.0, 2.0], dtype=munet.float64))
+    mine = D.TransformedDistribution(base, Square())
+    theirs = TD.TransformedDistribution(
+        TD.Exponential(torch.tensor([1.0, 2.0], dtype=torch.float64)), TT.PowerTransform(2.0)
+    )
+    value = theirs.sample((3,))
+    np.testing.assert_allclose(
+        mine.log_prob(munet.tensor(value.numpy())).numpy(), theirs.log_prob(value).numpy(), rtol=1e-7
+    )
+    cached = MT.ExpTransform().with_cache(1)
+    x = munet.tensor([0.5])
+    y = cached(x)
+    assert cached.inv(y) is x
+    with pytest.raises(NotImplementedError, match="_call"):
+        MT.Transform()(x)
