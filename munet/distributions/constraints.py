@@ -51,7 +51,8 @@ class Constraint:
         raise NotImplementedError(f"{type(self).__name__} is abstract: use one of the constraint instances")
 
     def __repr__(self):
-        return type(self).__name__.lstrip("_") + "()"
+        bounds = {k: v for k, v in vars(self).items() if k.endswith("_bound") and isinstance(v, (int, float))}
+        return type(self).__name__.lstrip("_") + "(" + ", ".join(f"{k}={v}" for k, v in bounds.items()) + ")"
 
 
 class _Dependent(Constraint):
@@ -242,31 +243,31 @@ class _Square(Constraint):
     event_dim = 2
 
     def check(self, value):
-        return munet.full(value.shape[:-2], value.shape[-1] == value.shape[-2], dtype=munet.bool)
+        is_square = value.shape[-1] == value.shape[-2]
+        return munet.full(value.shape[:-2], is_square, dtype=munet.bool, device=value.device)
 
 
 class _Symmetric(_Square):
     def check(self, value):
-        square = super().check(value)
-        if not bool(square.all()):
-            return square
+        if value.shape[-1] != value.shape[-2]:
+            return super().check(value)
         return munet.isclose(value, value.mT, atol=1e-6).all(-2).all(-1)
 
 
 class _PositiveSemidefinite(_Symmetric):
     def check(self, value):
         symmetric = super().check(value)
-        if not bool(symmetric.all()):
+        if value.shape[-1] != value.shape[-2]:
             return symmetric
-        return munet.linalg.eigvalsh(value).ge(0).all(-1)
+        return symmetric & munet.linalg.eigvalsh(value).ge(0).all(-1)
 
 
 class _PositiveDefinite(_Symmetric):
     def check(self, value):
         symmetric = super().check(value)
-        if not bool(symmetric.all()):
+        if value.shape[-1] != value.shape[-2]:
             return symmetric
-        return munet.linalg.cholesky_ex(value).info.eq(0)
+        return symmetric & munet.linalg.cholesky_ex(value).info.eq(0)
 
 
 class _ConstraintSequence(Constraint):

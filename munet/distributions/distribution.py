@@ -4,10 +4,12 @@ A distribution has a ``batch_shape`` (independent parameterizations) and an ``ev
 (the shape of one draw); ``sample(sample_shape)`` returns ``sample_shape + batch_shape +
 event_shape``. With ``validate_args`` on (the default, as PyTorch's ``__debug__`` default),
 parameters are checked against ``arg_constraints`` at construction and ``log_prob`` arguments
-against ``support``; a violation raises ``ValueError``.
+against ``support``; a violation raises ``ValueError``. The checks are ``check_values`` ops, not
+host reads, so validated distributions also run inside ``munet.compile``.
 """
 
 import munet
+from munet.ops.checks import check_values
 
 from . import constraints
 from .utils import lazy_property
@@ -49,12 +51,13 @@ class Distribution:
             if param not in self.__dict__ and isinstance(getattr(type(self), param, None), (lazy_property, property)):
                 continue  # a lazily computed alternative parameterization
             value = getattr(self, param)
-            if not bool(constraint.check(value).all()):
-                raise ValueError(
-                    f"Expected parameter {param} ({type(value).__name__} of shape {tuple(value.shape)}) "
-                    f"of distribution {self!r} to satisfy the constraint {constraint!r}, "
-                    f"but found invalid values:\n{value}"
-                )
+            check_values(
+                constraint.check(value),
+                f"Expected parameter {param} ({type(value).__name__} of shape {tuple(value.shape)}) "
+                f"of distribution {type(self).__name__} to satisfy the constraint {constraint!r}, "
+                "but found invalid values",
+                ValueError,
+            )
 
     @property
     def batch_shape(self) -> munet.Size:
@@ -144,11 +147,12 @@ class Distribution:
         support = self.support
         if constraints.is_dependent(support):
             return
-        if not bool(support.check(value).all()):
-            raise ValueError(
-                f"Expected value argument ({type(value).__name__} of shape {actual_shape}) to be within the support "
-                f"({support!r}) of the distribution {self!r}, but found invalid values:\n{value}"
-            )
+        check_values(
+            support.check(value),
+            f"Expected value argument ({type(value).__name__} of shape {actual_shape}) to be within the support "
+            f"({support!r}) of the distribution {type(self).__name__}, but found invalid values",
+            ValueError,
+        )
 
     def _expand_parameters(self, cls, batch_shape, names, _instance=None, event_shape=None):
         """A new ``cls`` whose parameters ``names`` are this one's expanded to ``batch_shape``."""

@@ -1,6 +1,7 @@
 """The continuous uniform distribution ``Uniform(low, high)`` on the half-open interval [low, high)."""
 
 import munet
+from munet.ops.checks import check_values
 
 from . import constraints
 from .elementwise import ElementwiseDistribution
@@ -18,8 +19,8 @@ class Uniform(ElementwiseDistribution):
 
     def __init__(self, low, high, validate_args=None):
         self._set_parameters(validate_args, low=low, high=high)
-        if self._validate_args and not bool((self.low < self.high).all()):
-            raise ValueError(f"Uniform: expected low < high, got low={self.low} and high={self.high}")
+        if self._validate_args:
+            check_values(self.low < self.high, "Uniform: expected low < high for every element", ValueError)
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):
