@@ -45,8 +45,8 @@ def _gamma_sample(alpha):
 
 
 def _incomplete_gamma_grad(alpha, x):
-    """``d/dalpha P(alpha, x)`` from the series ``P = sum_n x^(a+n) e^-x / Gamma(a+n+1)``, in float64."""
-    a, xs = alpha.double(), x.double()
+    """``d/dalpha P(alpha, x)`` from the series ``P = sum_n x^(a+n) e^-x / Gamma(a+n+1)``."""
+    a, xs = alpha, x
     log_term = a * munet.log(xs) - xs - lgamma(a + 1)
     psi = digamma(a + 1)
     log_x = munet.log(xs)
@@ -60,10 +60,15 @@ def _incomplete_gamma_grad(alpha, x):
 
 
 def standard_gamma_grad(alpha, x):
-    """``dx/dalpha`` of a Gamma(alpha, 1) draw ``x`` at fixed CDF value."""
-    a, xs = alpha.double(), x.double()
+    """``dx/dalpha`` of a Gamma(alpha, 1) draw ``x`` at fixed CDF value.
+
+    The series has terms of both signs, so it is summed in float64 on the CPU (a device without
+    float64, such as Vulkan, gets the result back in ``alpha``'s dtype).
+    """
+    a, xs = alpha.detach().cpu().double(), x.detach().cpu().double()
     log_density = (a - 1) * munet.log(xs) - xs - lgamma(a)
-    return (-_incomplete_gamma_grad(a, xs) / munet.exp(log_density)).to(alpha.dtype)
+    grad = -_incomplete_gamma_grad(a, xs) / munet.exp(log_density)
+    return grad.to(alpha.dtype).to(alpha.device)
 
 
 class _StandardGamma(munet.autograd.Function):

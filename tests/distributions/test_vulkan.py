@@ -4,6 +4,7 @@ import types
 
 import numpy as np
 import pytest
+import torch
 
 import munet
 import munet.distributions as D
@@ -43,3 +44,14 @@ def test_log_prob_entropy_and_sampling_on_vulkan(case, vulkan):
         np.testing.assert_allclose(dev.entropy().cpu().numpy(), cpu.entropy().numpy(), rtol=1e-5, atol=1e-5)
     draw = dev.sample((4,))
     assert draw.device == vulkan and tuple(draw.shape) == (4,) + tuple(value.shape[1:])
+
+
+def test_gamma_rsample_gradient_on_vulkan(vulkan):
+    alpha = munet.tensor([0.5, 2.0, 5.0], device=vulkan, requires_grad=True)
+    x = D.Gamma(alpha, munet.ones(3, device=vulkan)).rsample((4,))
+    (grad,) = munet.autograd.grad(x.sum(), [alpha])
+    xs = torch.tensor(x.detach().cpu().numpy(), dtype=torch.float64)
+    expected = torch._standard_gamma_grad(torch.tensor([0.5, 2.0, 5.0], dtype=torch.float64).expand(4, 3), xs).sum(0)
+    assert grad.device == vulkan
+    # torch's rational approximation is good to about 1e-3 relative (see test_sampling.py)
+    np.testing.assert_allclose(grad.cpu().numpy(), expected.numpy(), rtol=2e-3)
