@@ -140,3 +140,15 @@ def test_sample_shapes_and_expand(case, batch):
     np.testing.assert_allclose(
         me.log_prob(munet.tensor(value.numpy())).numpy(), te.log_prob(value).numpy(), rtol=1e-5, atol=1e-5
     )
+
+
+@pytest.mark.parametrize("case", ["Normal", "Gamma", "Beta", "StudentT", "Laplace"])
+def test_non_contiguous_parameters_and_values(case):
+    params = _params(case, (3, 2))
+    views = {k: munet.tensor(v.T.copy()).T for k, v in params.items()}  # (3, 2) views of (2, 3) storage, float64
+    assert not next(iter(views.values())).is_contiguous()
+    mine = getattr(D, case)(**views)
+    theirs, _ = build(TD, torch, case, params, torch.float64)
+    value = theirs.sample((2,))
+    mvalue = munet.tensor(value.numpy().transpose(0, 2, 1).copy()).transpose(1, 2)
+    _close(mine.log_prob(mvalue), theirs.log_prob(value))
