@@ -1,9 +1,14 @@
 """Eager-mode cost: per-op overhead on small tensors and the conv layers of an MNIST CNN.
 
 Runs MuNet and PyTorch (CPU) side by side in one process and prints the median time per
-call and the ratio MuNet / PyTorch. Usage:
+call and the ratio MuNet / PyTorch, at each thread count of ``--threads`` in turn (default:
+each library's default thread count, then one thread). Usage:
 
-    .venv/bin/python benchmarks/eager_overhead.py [--repeat 2000] [--threads 1]
+    .venv/bin/python benchmarks/eager_overhead.py [--repeat 2000] [--threads default,1]
+
+``default`` leaves both libraries at the count they start with (PyTorch: one per core;
+NumPy's OpenBLAS: one per core unless ``OPENBLAS_NUM_THREADS`` is set); a number sets both
+(``torch.set_num_threads`` and ``munet.set_num_threads``).
 
 Small-op figures are dispatch overhead (4x4 inputs); the conv figures are forward+backward
 of conv(1->32, 3x3) on 64x1x28x28 and conv(32->64, 3x3) on 64x32x26x26.
@@ -11,14 +16,8 @@ of conv(1->32, 3x3) on 64x1x28x28 and conv(32->64, 3x3) on 64x32x26x26.
 
 from __future__ import annotations
 
-import os
-import sys
-
-# BLAS threads must be fixed before NumPy loads; both libraries get the same count.
-_THREADS = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "1"
-os.environ.setdefault("OPENBLAS_NUM_THREADS", _THREADS)
-
 import argparse
+import os
 import platform
 import statistics
 import time
@@ -95,24 +94,40 @@ def conv_cases():
     return cases
 
 
+def thread_counts(spec: str) -> list:
+    """``--threads`` as a list of ``(label, munet threads, torch threads)``."""
+    defaults = munet.get_num_threads(), torch.get_num_threads()
+    counts = []
+    for item in spec.split(","):
+        if item == "default":
+            counts.append((f"default (munet {defaults[0]}, torch {defaults[1]})", *defaults))
+        else:
+            counts.append((f"{int(item)} thread(s)", int(item), int(item)))
+    return counts
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--repeat", type=int, default=2000)
-    parser.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads for both libraries")
+    parser.add_argument("--threads", default="default,1", help="comma-separated: 'default' or a thread count")
     args = parser.parse_args()
-    torch.set_num_threads(args.threads)
+    load = os.getloadavg()
     print(
-        f"# {time.strftime('%Y-%m-%d')} | {platform.processor() or platform.machine()} | "
-        f"torch {torch.__version__} ({torch.get_num_threads()} threads) | numpy {np.__version__}"
+        f"# {time.strftime('%Y-%m-%d %H:%M %Z')} | {platform.processor() or platform.machine()} | "
+        f"{os.cpu_count()} cores | load {load[0]:.1f} | torch {torch.__version__} | numpy {np.__version__}"
     )
-    print("| case | MuNet (us) | PyTorch (us) | ratio |")
-    print("|---|---|---|---|")
-    for name, m_fn, t_fn in small_op_cases():
-        m, t = median_us(m_fn, args.repeat), median_us(t_fn, args.repeat)
-        print(f"| {name} | {m:.1f} | {t:.1f} | {m / t:.2f}x |")
-    for name, m_fn, t_fn in conv_cases():
-        m, t = median_us(m_fn, 40, warmup=3), median_us(t_fn, 40, warmup=3)
-        print(f"| {name} | {m / 1000:.2f} ms | {t / 1000:.2f} ms | {m / t:.2f}x |")
+    for label, munet_threads, torch_threads in thread_counts(args.threads):
+        munet.set_num_threads(munet_threads)
+        torch.set_num_threads(torch_threads)
+        print(f"\n## {label}\n")
+        print("| case | MuNet (us) | PyTorch (us) | ratio |")
+        print("|---|---|---|---|")
+        for name, m_fn, t_fn in small_op_cases():
+            m, t = median_us(m_fn, args.repeat), median_us(t_fn, args.repeat)
+            print(f"| {name} | {m:.1f} | {t:.1f} | {m / t:.2f}x |", flush=True)
+        for name, m_fn, t_fn in conv_cases():
+            m, t = median_us(m_fn, 40, warmup=3), median_us(t_fn, 40, warmup=3)
+            print(f"| {name} | {m / 1000:.2f} ms | {t / 1000:.2f} ms | {m / t:.2f}x |", flush=True)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ import munet
 import munet.nn as nn
 from munet.serialization import CheckpointError
 from tests.compiler.models import train_step
+from tests.mutations import mutate
 
 REPLACEMENTS = (0x01, 0x20, 0x80)  # lowest bit, ASCII case, high bit
 
@@ -102,33 +103,13 @@ def test_every_single_byte_change_is_refused(tmp_path, make):
     _assert_stream_refused(raw + b" ", "appended")
 
 
-def _mutate(raw: bytes, rng: random.Random) -> bytes:
-    kind = rng.choice(["flip", "byte", "burst", "insert", "delete", "truncate"])
-    data = bytearray(raw)
-    offset = rng.randrange(len(raw))
-    if kind == "flip":
-        data[offset] ^= 1 << rng.randrange(8)
-    elif kind == "byte":
-        data[offset] = rng.choice([b for b in range(256) if b != raw[offset]])
-    elif kind == "burst":  # a damaged sector: a run of bytes overwritten
-        end = min(len(raw), offset + rng.randint(2, 64))
-        data[offset:end] = bytes(rng.randrange(256) for _ in range(end - offset))
-    elif kind == "insert":
-        data[offset:offset] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
-    elif kind == "delete":
-        del data[offset : offset + rng.randint(1, 16)]
-    else:
-        del data[offset:]
-    return bytes(data)
-
-
 def test_seeded_fuzz_of_larger_files(tmp_path):
     rng = random.Random(1234)
     for kind, obj in _large_objects().items():
         raw = _saved_bytes(obj)
         munet.load(io.BytesIO(raw))
         for i in range(160):
-            damaged = _mutate(raw, rng)
+            damaged = mutate(raw, rng)
             if damaged == raw:  # a burst may write the bytes that were there
                 continue
             if i % 16:

@@ -12,6 +12,7 @@ import torch
 
 import munet
 from munet.serialization import CheckpointError
+from tests.mutations import mutate
 
 
 def _to_numpy(t):
@@ -171,32 +172,14 @@ def test_malicious_pickles_refused_without_executing(tmp_path, kind):
         assert marker.exists() or kind == "os.system" and os.system("true") != 0
 
 
-def _mutate(raw: bytes, rng: random.Random) -> bytes:
-    data = bytearray(raw)
-    offset = rng.randrange(len(raw))
-    kind = rng.choice(["flip", "burst", "insert", "delete", "truncate"])
-    if kind == "flip":
-        data[offset] ^= 1 << rng.randrange(8)
-    elif kind == "burst":
-        end = min(len(raw), offset + rng.randint(2, 32))
-        data[offset:end] = bytes(rng.randrange(256) for _ in range(end - offset))
-    elif kind == "insert":
-        data[offset:offset] = bytes(rng.randrange(256) for _ in range(rng.randint(1, 16)))
-    elif kind == "delete":
-        del data[offset : offset + rng.randint(1, 16)]
-    else:
-        del data[offset:]
-    return bytes(data)
-
-
-def _pickle_mutate(raw: bytes, rng: random.Random) -> bytes:
+def _picklemutate(raw: bytes, rng: random.Random) -> bytes:
     """Damage data.pkl itself and store it with a valid CRC, so the unpickler sees the damage."""
     src = zipfile.ZipFile(io.BytesIO(raw))
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w") as dst:
         for info in src.infolist():
             data = src.read(info)
-            dst.writestr(info.filename, _mutate(data, rng) if info.filename.endswith("data.pkl") else data)
+            dst.writestr(info.filename, mutate(data, rng) if info.filename.endswith("data.pkl") else data)
     return out.getvalue()
 
 
@@ -206,7 +189,7 @@ def test_seeded_fuzz_refuses_or_loads_the_same():
     raw = _saved(obj)
     expected = torch.load(io.BytesIO(raw), weights_only=True)
     for i in range(40):  # each case runs a whole load: 40 keep the test to seconds
-        damaged = _mutate(raw, rng) if i % 2 else _pickle_mutate(raw, rng)
+        damaged = mutate(raw, rng) if i % 2 else _picklemutate(raw, rng)
         stream = io.BytesIO(damaged)
         stream.name = "fuzzed.pt"
         try:
