@@ -1014,9 +1014,23 @@ _SELECT_BACKWARD = {
 }
 
 
+def _ignoring_nan(name: str, integer_name: str):
+    """``name`` (fmax/fmin: NaN only where both are) for floats; integers have no NaN to ignore."""
+    floats, integers = getattr(scalar, name), getattr(scalar, integer_name)
+    return lambda args, t: (floats if kind(t) == FLOAT else integers)(*args)
+
+
+_SELECT_FORMULAS = {
+    "maximum": S.binary("maximum"),
+    "minimum": S.binary("minimum"),
+    "fmax": _ignoring_nan("fmax", "maximum"),
+    "fmin": _ignoring_nan("fmin", "minimum"),
+}
+
+
 def _selection(name: str):
     op = define(name, inputs=("self", "other"), meta=_binary_meta, backward=_SELECT_BACKWARD[name],
-                saves=("self", "other"), formula=S.binary(name))  # fmt: skip
+                saves=("self", "other"), formula=_SELECT_FORMULAS[name])  # fmt: skip
 
     def fn(input, other, *, out=None):
         _require_tensor(name, other)

@@ -154,10 +154,8 @@ def _compile(e, top: bool = False):
         i = e.index
         return lambda args, out: args[i]
     if isinstance(e, Const):
-        dtype = _np_dtype(e.dtype)
-        value = np.asarray(int(e.value) if dtype.kind in "iu" else e.value).astype(
-            dtype
-        )  # ints wrap, fractions truncate
+        dtype = _np_dtype(e.dtype)  # an integer literal wraps, a fraction truncates
+        value = np.asarray(int(e.value) if dtype.kind in "iu" else e.value).astype(dtype)
         return lambda args, out: value
     if not isinstance(e, Apply) or e.op not in RENDERED_OPS:
         raise RuntimeError(f"cpu formula renderer: internal error: {e!r} is not a scalar formula expression")

@@ -82,7 +82,7 @@ class WgslFormula:
         if source is None:
             raise DeviceError(f"{self.name}: no vulkan kernel for dtype {dtype.name} ({call})")
         shape = tuple(np.broadcast_shapes(*(v.shape for v in present if isinstance(v, VkView))))
-        operands = [a if isinstance(a, VkView) else Scalar(storage_of(k), a) for a, k in zip(present, kinds)]
+        operands = [a if isinstance(a, VkView) else Scalar(_storage_of(k), a) for a, k in zip(present, kinds)]
         out = new_view(rt, shape, dtype if result == compute else _RESULT_DTYPES[result])
         return elementwise(rt, call, operands, out, cond=result == "bool", prelude=source)
 
@@ -106,11 +106,11 @@ class WgslFormula:
 _RESULT_DTYPES = {"bool": D.bool_, "f32": D.float32, "i32": D.int32}  # a result of another kind than the operands'
 
 
-def storage_of(formula_kind: str) -> str:
+def _storage_of(formula_kind: str) -> str:
     return "u32" if formula_kind == "bool" else formula_kind
 
 
 for _name, _op in OPS.items():
     if _op.formula is not None:
-        conditions = [i for i, role in enumerate(_op.inputs) if role == "condition"]
-        kernel(_name)(WgslFormula(_name, _op.formula, conditions))
+        _conditions = [i for i, role in enumerate(_op.inputs) if role == "condition"]
+        kernel(_name)(WgslFormula(_name, _op.formula, _conditions))
