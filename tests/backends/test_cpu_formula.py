@@ -112,7 +112,7 @@ def test_lerp_matches_the_two_sided_formula_on_special_values(weight):
 
 def test_a_scalar_condition_evaluates_only_the_branch_it_picks():
     def formula(args, t):  # where(b > 0, a / b, a): a scalar b > 0 never divides when false
-        return Apply("where", (Apply("gt", (args[1], Const(0.0, t)), "bool"), Apply("div", args, t), args[0]), t)
+        return Apply("where", (Apply("gt", (args[1], Const(0.0, t)), "bool"), Apply("div", tuple(args), t), args[0]), t)
 
     rendered = NumpyFormula(formula)
     a = np.array([1.0, 2.0], np.float32)

@@ -5,7 +5,8 @@ kernel ``name`` (a new array) and ``name_`` (in place, into its first argument);
 :func:`out_kernel` gives the memory plan's ``fn(out, *args)``. This is also the CPU path of
 compiled programs where no C compiler exists (``lower_cpu.py`` runs fused groups' members with
 these kernels). The renderer knows scalar ops, not ops: a formula is instantiated once per
-operand dtypes (and attrs) and compiled to nested ufunc calls, the last of which writes ``out``.
+operand dtypes (and attrs) and printed as a Python function of ufunc calls, one per distinct
+subexpression, the last of which writes ``out`` (:func:`render_python` shows it).
 
 Operands are converted by :func:`operands`: Python numbers take the array operands' dtype
 (wrapping like PyTorch's scalar conversion), float16/bfloat16 compute in float32 and the
@@ -23,7 +24,7 @@ from munet.backends.cpu import special_functions
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, upcast
 from munet.backends.cpu.registry import kernel
 from munet.ops._registry import OPS
-from munet.ops._scalar import Apply, Arg, Const
+from munet.ops._scalar import FLOAT, INT, Apply, Arg, Const, kind
 
 
 def _compute(x):
@@ -145,66 +146,128 @@ def _np_dtype(dtype: str):
     return np.dtype(_SHORT_NAMES.get(dtype, dtype))
 
 
-def _compile(e, top: bool = False):
-    """``run(args, out)`` evaluating expression ``e`` (``out``: where the result goes, or None).
-
-    ``top``: ``e`` is the formula's value, which may stay in float64 (the caller rounds it once).
-    """
-    if isinstance(e, Arg):
-        i = e.index
-        return lambda args, out: args[i]
-    if isinstance(e, Const):
-        dtype = _np_dtype(e.dtype)  # an integer literal wraps, a fraction truncates
-        value = np.asarray(int(e.value) if dtype.kind in "iu" else e.value).astype(dtype)
-        return lambda args, out: value
-    if not isinstance(e, Apply) or e.op not in RENDERED_OPS:
-        raise RuntimeError(f"cpu formula renderer: internal error: {e!r} is not a scalar formula expression")
-    subs = [_compile(a) for a in e.args]
-    if e.op == "where":
-        return _compile_where(*subs)
-    if e.op == "cast":
-        (f,) = subs
-        dtype = _np_dtype(e.dtype)
-        return lambda args, out: f(args, None).astype(dtype) if out is None else _copy(out, f(args, None))
-    if e.op in _FLOAT64_FUNCTIONS:
-        (f,) = subs
-        fn, dtype = _FLOAT64_FUNCTIONS[e.op], _np_dtype(e.dtype)
-        if top:
-            return lambda args, out: fn(f(args, None)) if out is None else _copy(out, fn(f(args, None)))
-        return lambda args, out: fn(f(args, None)).astype(dtype)
-    ufunc = _UFUNCS[e.op]
-    if all(isinstance(a, Arg) for a in e.args):  # a leaf op: no nested calls
-        positions = [a.index for a in e.args]
-        if positions == [0]:
-            return lambda args, out: ufunc(args[0], out=out, casting="unsafe")
-        if positions == [0, 1]:
-            return lambda args, out: ufunc(args[0], args[1], out=out, casting="unsafe")
-    if len(subs) == 1:
-        (f,) = subs
-        return lambda args, out: ufunc(f(args, None), out=out, casting="unsafe")
-    f, g = subs
-    return lambda args, out: ufunc(f(args, None), g(args, None), out=out, casting="unsafe")
-
-
 def _copy(out, value):
     np.copyto(out, value, casting="unsafe")
     return out
 
 
-def _compile_where(cond, a, b):
-    def run(args, out):
-        c = cond(args, None)
-        if np.ndim(c) == 0:  # one branch for every element: compute only that one
-            return (a if c else b)(args, out)
-        result = np.where(c, a(args, None), b(args, None))
-        return result if out is None else _copy(out, result)
+class _PythonRenderer:
+    """Prints a formula as a Python function ``run(args, out)`` of NumPy calls, one statement per
+    distinct subexpression (equal subtrees are computed once)."""
 
-    return run
+    def __init__(self):
+        self.namespace = {"np": np, "_copy": _copy}
+        self.lines: list = []
+        self.count = 0
+
+    def name(self, value, prefix: str) -> str:
+        name = f"{prefix}{self.count}"
+        self.count += 1
+        self.namespace[name] = value
+        return name
+
+    def operand(self, e, names: dict, indent: str) -> str:
+        """The Python expression holding ``e``'s value, emitting the statements computing it."""
+        if isinstance(e, Arg):
+            return f"args[{e.index}]"
+        if isinstance(e, Const):
+            dtype = _np_dtype(e.dtype)  # an integer literal wraps, a fraction truncates
+            return self.name(np.asarray(int(e.value) if dtype.kind in "iu" else e.value).astype(dtype), "c")
+        if not isinstance(e, Apply) or e.op not in RENDERED_OPS:
+            raise RuntimeError(f"cpu formula renderer: internal error: {e!r} is not a scalar formula expression")
+        if e in names:
+            return names[e]
+        if e.op == "where":
+            value = self.where(e, names, indent)
+        else:
+            value = self.temporary(indent, self.call(e, [self.operand(a, names, indent) for a in e.args]))
+        names[e] = value
+        return value
+
+    def temporary(self, indent: str, text: str) -> str:
+        name = f"t{self.count}"
+        self.count += 1
+        self.lines.append(f"{indent}{name} = {text}")
+        return name
+
+    def call(self, e, args: list, out: str | None = None) -> str:
+        """The call computing Apply ``e`` of ``args`` (into ``out`` when given: the formula's value)."""
+        if e.op == "cast":
+            return f"{args[0]}.astype({self.name(_np_dtype(e.dtype), 'd')})"
+        if e.op in _FLOAT64_FUNCTIONS:  # the formula's value stays in float64: the caller rounds it once
+            fn = f"{e.op}_"
+            self.namespace[fn] = _FLOAT64_FUNCTIONS[e.op]
+            if out:
+                return f"{fn}({args[0]}) if {out} is None else _copy({out}, {fn}({args[0]}))"
+            return f"{fn}({args[0]}).astype({self.name(_np_dtype(e.dtype), 'd')})"
+        fn = f"{e.op}_"
+        self.namespace[fn] = _UFUNCS[e.op]
+        return f"{fn}({', '.join(args)}, out={out}, casting='unsafe')" if out else f"{fn}({', '.join(args)})"
+
+    def where(self, e, names: dict, indent: str) -> str:
+        """``where``: a single-valued condition (a Python-number weight) computes only its branch."""
+        condition = self.operand(e.args[0], names, indent)
+        result = f"t{self.count}"
+        self.count += 1
+        inner = indent + "        "
+        self.lines.append(f"{indent}if np.ndim({condition}) == 0:")
+        self.lines.append(f"{indent}    if {condition}:")
+        self.lines.append(f"{inner}{result} = {self.operand(e.args[1], dict(names), inner)}")
+        self.lines.append(f"{indent}    else:")
+        self.lines.append(f"{inner}{result} = {self.operand(e.args[2], dict(names), inner)}")
+        self.lines.append(f"{indent}else:")
+        branches = dict(names)
+        a, b = (self.operand(x, branches, indent + "    ") for x in e.args[1:])
+        self.lines.append(f"{indent}    {result} = np.where({condition}, {a}, {b})")
+        return result
+
+    def function(self, expr):
+        """``run(args, out)`` returning ``expr``'s value: a new array, ``out``, or (an argument, a
+        literal, a selected branch) a value the caller copies."""
+        names: dict = {}
+        if isinstance(expr, Apply) and expr.op in RENDERED_OPS and expr.op not in ("where", "cast"):
+            args = [self.operand(a, names, "    ") for a in expr.args]
+            self.lines.append(f"    return {self.call(expr, args, out='out')}")
+        else:
+            self.lines.append(f"    return {self.operand(expr, names, '    ')}")
+        source = "\n".join(["def run(args, out):", *self.lines]) + "\n"
+        exec(compile(source, "<munet formula>", "exec"), self.namespace)  # noqa: S102 - our own rendering
+        return self.namespace["run"], source
+
+
+def render_python(expr) -> str:
+    """The Python source of formula expression ``expr`` as the NumPy renderer runs it (for reading)."""
+    return _PythonRenderer().function(expr)[1]
+
+
+# scalar ops that never set a floating-point exception flag (NaN compares and selects quietly):
+# a formula of these alone runs without np.errstate, which costs more than a small kernel
+_QUIET = {"maximum", "minimum", "fmax", "fmin", "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or",
+          "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "neg", "abs",
+          "copysign", "floor", "ceil", "trunc", "rint", "signbit", "isnan", "isinf", "where"}  # fmt: skip
+
+
+def _quiet(e) -> bool:
+    if not isinstance(e, Apply):
+        return True
+    if e.op == "cast":
+        quiet = kind(e.dtype) != INT or kind(e.args[0].dtype) != FLOAT  # NaN or a huge float to int warns
+    else:
+        quiet = e.op in _QUIET
+    return quiet and all(_quiet(a) for a in e.args)
 
 
 def _program(expr):
-    """``run(args, out)`` for the formula's value ``expr``: always a new array or ``out`` itself."""
-    body = _compile(expr, top=True)
+    """``run(args, out)`` for the formula's value ``expr``: always a new array or ``out`` itself.
+
+    ``run.quiet``: it sets no floating-point exception flag, so it needs no ``np.errstate``."""
+    run = _unchecked_program(expr)
+    run.quiet = _quiet(expr)
+    return run
+
+
+def _unchecked_program(expr):
+    body, _ = _PythonRenderer().function(expr)
     if isinstance(expr, Apply) and expr.op not in ("where", "cast"):
         return body  # a ufunc (or float64 function) call: its result is new, or ``out``
 
@@ -213,7 +276,7 @@ def _program(expr):
     def run(args, out):  # an argument, a literal or a selected branch: copied into a new array or ``out``
         value = body(args, out)
         if out is not None:
-            return value if value is out else _copy(out, value)
+            return _copy(out, value)
         shape = np.broadcast_shapes(*(np.shape(a) for a in args if a is not None))
         if type(value) is np.ndarray and value.shape == shape and not any(value is a for a in args):
             return value
@@ -242,10 +305,15 @@ class NumpyFormula:
         return [a if i in self.conditions else next(values) for i, a in enumerate(args)]
 
     def program(self, args, attrs):
-        dtypes = tuple(getattr(a, "dtype", None) for a in args)
-        key = (dtypes, *attrs.items()) if attrs else dtypes
+        try:
+            key = tuple([a.dtype for a in args])
+        except AttributeError:  # a missing optional argument (None)
+            key = tuple([getattr(a, "dtype", None) for a in args])
+        if attrs:
+            key = (key, *attrs.items())
         run = self.programs.get(key)
         if run is None:
+            dtypes = key[0] if attrs else key
             run = self.programs[key] = _program(self.instantiate(dtypes, attrs))
         return run
 
@@ -258,13 +326,20 @@ class NumpyFormula:
 
     def fresh(self, *args, **attrs):
         args = self.operands(args)
+        run = self.program(args, attrs)
+        if run.quiet:
+            return run(args, None)
         with np.errstate(all="ignore"):
-            return self.program(args, attrs)(args, None)
+            return run(args, None)
 
     def into(self, out, *args, **attrs):
         args = self.operands(args)
+        run = self.program(args, attrs)
+        if run.quiet:
+            run(args, out)
+            return
         with np.errstate(all="ignore"):
-            self.program(args, attrs)(args, out)
+            run(args, out)
 
     def inplace(self, out, *args, **attrs):
         self.into(out, out, *args, **attrs)
