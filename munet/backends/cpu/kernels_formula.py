@@ -156,7 +156,7 @@ class _PythonRenderer:
     distinct subexpression (equal subtrees are computed once)."""
 
     def __init__(self):
-        self.namespace = {"np": np, "_copy": _copy}
+        self.namespace = {"np": np, "_copy": _copy, "_finish": _finish}
         self.lines: list = []
         self.count = 0
 
@@ -204,32 +204,43 @@ class _PythonRenderer:
         self.namespace[fn] = _UFUNCS[e.op]
         return f"{fn}({', '.join(args)}, out={out}, casting='unsafe')" if out else f"{fn}({', '.join(args)})"
 
-    def where(self, e, names: dict, indent: str) -> str:
-        """``where``: a single-valued condition (a Python-number weight) computes only its branch."""
+    def where(self, e, names: dict, indent: str, top: bool = False) -> str:
+        """``where``: a single-valued condition (a Python-number weight) computes only its branch.
+
+        ``top``: ``e`` is the formula's value: a branch picked whole goes through ``_finish`` (it may
+        be an argument), the elementwise selection is returned (or written into ``out``) as it is.
+        """
         condition = self.operand(e.args[0], names, indent)
         result = f"t{self.count}"
         self.count += 1
         inner = indent + "        "
-        self.lines.append(f"{indent}if np.ndim({condition}) == 0:")
-        self.lines.append(f"{indent}    if {condition}:")
-        self.lines.append(f"{inner}{result} = {self.operand(e.args[1], dict(names), inner)}")
-        self.lines.append(f"{indent}    else:")
-        self.lines.append(f"{inner}{result} = {self.operand(e.args[2], dict(names), inner)}")
+        self.lines.append(f"{indent}if {condition}.ndim == 0:")  # arrays and NumPy scalars alike
+        for test, branch in ((f"if {condition}:", e.args[1]), ("else:", e.args[2])):
+            self.lines.append(f"{indent}    {test}")
+            value = self.operand(branch, dict(names), inner)
+            self.lines.append(f"{inner}return _finish({value}, args, out, {self.name(_np_dtype(e.dtype), 'd')})"
+                              if top else f"{inner}{result} = {value}")  # fmt: skip
         self.lines.append(f"{indent}else:")
         branches = dict(names)
         a, b = (self.operand(x, branches, indent + "    ") for x in e.args[1:])
         self.lines.append(f"{indent}    {result} = np.where({condition}, {a}, {b})")
+        if top:
+            self.lines.append(f"{indent}    return {result} if out is None else _copy(out, {result})")
         return result
 
     def function(self, expr):
-        """``run(args, out)`` returning ``expr``'s value: a new array, ``out``, or (an argument, a
-        literal, a selected branch) a value the caller copies."""
+        """``run(args, out)`` returning ``expr``'s value: a new array of the operands' broadcast
+        shape, or ``out``. (An elementwise ``where`` at the top is trusted to cover every operand's
+        shape; a mistake is the "kernel produced shape" internal error of ``Tensor._from_kernel``.)"""
         names: dict = {}
-        if isinstance(expr, Apply) and expr.op in RENDERED_OPS and expr.op not in ("where", "cast"):
+        if isinstance(expr, Apply) and expr.op == "where":
+            self.where(expr, names, "    ", top=True)
+        elif isinstance(expr, Apply) and expr.op in RENDERED_OPS and expr.op != "cast":
             args = [self.operand(a, names, "    ") for a in expr.args]
             self.lines.append(f"    return {self.call(expr, args, out='out')}")
         else:
-            self.lines.append(f"    return {self.operand(expr, names, '    ')}")
+            value = self.operand(expr, names, "    ")
+            self.lines.append(f"    return _finish({value}, args, out, {self.name(_np_dtype(expr.dtype), 'd')})")
         source = "\n".join(["def run(args, out):", *self.lines]) + "\n"
         exec(compile(source, "<munet formula>", "exec"), self.namespace)  # noqa: S102 - our own rendering
         return self.namespace["run"], source
@@ -261,28 +272,23 @@ def _program(expr):
     """``run(args, out)`` for the formula's value ``expr``: always a new array or ``out`` itself.
 
     ``run.quiet``: it sets no floating-point exception flag, so it needs no ``np.errstate``."""
-    run = _unchecked_program(expr)
+    run = _PythonRenderer().function(expr)[0]
     run.quiet = _quiet(expr)
     return run
 
 
-def _unchecked_program(expr):
-    body, _ = _PythonRenderer().function(expr)
-    if isinstance(expr, Apply) and expr.op not in ("where", "cast"):
-        return body  # a ufunc (or float64 function) call: its result is new, or ``out``
+def _finish(value, args, out, dtype):
+    """A formula's value that may be an argument, a literal or a branch picked whole: written into
+    ``out``, or copied into a new array of the operands' broadcast shape."""
+    if out is not None:
+        return _copy(out, value)
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args if a is not None))
+    if type(value) is np.ndarray and value.shape == shape and not any(value is a for a in args):
+        return value
+    return np.array(np.broadcast_to(value, shape), dtype=dtype)
 
-    dtype = _np_dtype(expr.dtype)
 
-    def run(args, out):  # an argument, a literal or a selected branch: copied into a new array or ``out``
-        value = body(args, out)
-        if out is not None:
-            return _copy(out, value)
-        shape = np.broadcast_shapes(*(np.shape(a) for a in args if a is not None))
-        if type(value) is np.ndarray and value.shape == shape and not any(value is a for a in args):
-            return value
-        return np.array(np.broadcast_to(value, shape), dtype=dtype)
-
-    return run
+_FIRST = frozenset({0})
 
 
 class NumpyFormula:
@@ -301,6 +307,8 @@ class NumpyFormula:
     def operands(self, args):
         if not self.conditions:
             return operands(*args)
+        if self.conditions == _FIRST:  # where(condition, a, b)
+            return [args[0], *operands(*args[1:])]
         values = iter(operands(*(a for i, a in enumerate(args) if i not in self.conditions)))
         return [a if i in self.conditions else next(values) for i, a in enumerate(args)]
 
