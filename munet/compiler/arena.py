@@ -1,9 +1,11 @@
 """The cpu arena: planned buffers and the kernels that write into them.
 
 ``OUT_KERNELS`` maps an op name to ``fn(out, *args, **attrs)`` writing the op's result into
-``out`` with the same NumPy arithmetic the eager kernel does (so results stay bit-identical;
-an op defined by a scalar formula uses the formula's NumPy rendering, as its eager kernel),
-plus whether it is elementwise (it may then write over an input read at the same index).
+``out`` with the same NumPy arithmetic the eager kernel does (so results stay bit-identical:
+every elementwise op is defined by a scalar formula and uses the formula's NumPy rendering, as
+its eager kernel; a ``where`` computes both branches before writing, so ``out`` may be one of
+its inputs), plus whether it is elementwise (it may then write over an input read at the same
+index).
 Only float32/float64 nodes whose tensor arguments all have the output's dtype take this path;
 anything else keeps the eager kernel and a fresh result, except ``scatter``'s int64 index
 argument (``_INDEX_ARGS``). A multi-output op (``max_pool``:
@@ -22,8 +24,7 @@ import numpy as np
 
 from munet import metrics
 from munet.backends.cpu.kernels_conv import convolution_into
-from munet.backends.cpu.kernels_elementwise import operands
-from munet.backends.cpu.kernels_formula import out_kernel
+from munet.backends.cpu.kernels_formula import operands, out_kernel
 from munet.backends.cpu.kernels_indexing import scatter_into
 from munet.backends.cpu.kernels_pooling import max_pool_into
 from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
@@ -42,30 +43,6 @@ def _ufunc(ufunc):
     return run
 
 
-def _relu(out, x):
-    np.maximum(x, np.zeros((), x.dtype), out=out)
-
-
-def _where(out, condition, a, b):
-    a, b = operands(a, b)
-    if np.may_share_memory(out, a) or np.may_share_memory(out, condition):
-        # written over an input it reads (a state restored from its own input): copying b in first
-        # would destroy it
-        np.copyto(out, np.where(condition, a, b))
-        return
-    np.copyto(out, b)
-    np.copyto(out, a, where=condition)
-
-
-def _threshold_backward(out, grad, x, *, threshold):
-    keep = x > np.asarray(threshold).astype(x.dtype)
-    if np.may_share_memory(out, grad):  # zeroing first would destroy the gradient it reads
-        np.copyto(out, np.where(keep, grad, np.zeros((), grad.dtype)))
-        return
-    out[...] = 0
-    np.copyto(out, grad, where=keep)
-
-
 def _clone(out, x):
     np.copyto(out, x)
 
@@ -77,11 +54,6 @@ def _cat(out, tensors, *, dim, sizes):
 OUT_KERNELS = {
     # every op defined by a scalar formula: its NumPy rendering, writing into ``out``
     **{name: (out_kernel(name), True) for name, op in OPS.items() if op.formula is not None},
-    "maximum": (_ufunc(np.maximum), True),
-    "minimum": (_ufunc(np.minimum), True),
-    "relu": (_relu, True),
-    "where": (_where, True),
-    "threshold_backward": (_threshold_backward, True),
     "clone": (_clone, True),
     "cat": (_cat, False),
     "matmul": (_ufunc(np.matmul), False),

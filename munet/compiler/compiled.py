@@ -677,6 +677,7 @@ def _codegen_stats(executable, fuse: bool) -> dict:
 # stats() before the first call: no plan, so no target to ask
 _NOTHING_RUN = {
     "generated_code": False,
+    "elementwise_kernels": None,
     "fallback": None,
     "fused_groups": 0,
     "generated_kernels": 0,

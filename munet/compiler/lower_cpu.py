@@ -137,10 +137,13 @@ def codegen_stats(counters: dict) -> dict:
     groups = counters["generated"] + counters["numpy"]
     generated = counters["generated"] + counters["primitive"]
     fallback = None
+    kernels = "generated C" if generated else None  # how fused groups ran
     if counters["numpy"]:
         fallback = f"numpy kernels for {counters['numpy']} fused groups: {counters['fallback_reason']}"
+        kernels = f"the NumPy rendering of the scalar formulas ({counters['fallback_reason']})"
     return {
         "generated_code": generated > 0,
+        "elementwise_kernels": kernels,
         "fallback": fallback,
         "fused_groups": groups,
         "generated_kernels": generated,  # fused groups' and primitive nodes' (max_pool) kernels

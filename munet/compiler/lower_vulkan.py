@@ -252,6 +252,7 @@ class VulkanTarget:
             fallback = f"unfused vulkan kernels for {c['fallback']} fused groups: " + "; ".join(reasons)
         return {
             "generated_code": c["generated"] > 0,
+            "elementwise_kernels": "generated WGSL" if c["generated"] else None,
             "fallback": fallback,
             "c_compiler": None,
             "fused_groups": c["generated"] + c["fallback"],

@@ -2,55 +2,98 @@
 
 An elementwise op passes ``define(..., formula=f)``: ``f(args, dtype, **attrs)`` returns the
 op's value at one index as an expression of its argument expressions ``args`` (one per
-input, in order; a Python-number argument arrives as a :class:`Const`), computed in
-``dtype``. Every kernel of the op is rendered from that one formula: the CPU eager and
-memory-plan kernels (``munet/backends/cpu/kernels_formula.py``, NumPy ufuncs) and the
-compiler's fused C and WGSL kernels (``munet/compiler/codegen/kernel.py`` substitutes its
-loads for ``args``).
+input, in order; a Python-number argument arrives as a :class:`Const`, a missing optional one
+as ``None``), where ``dtype`` is the dtype its operands were promoted to (for ``where``, that of
+the values it selects). Every kernel of the op is rendered from that one formula: the CPU eager
+and memory-plan kernels (``munet/backends/cpu/kernels_formula.py``, NumPy ufuncs), the vulkan
+kernels (``munet/backends/vulkan/kernels_formula.py``, WGSL) and the compiler's fused C and WGSL
+kernels (``munet/compiler/codegen/kernel.py`` substitutes its loads for ``args``).
 
 Expressions are frozen dataclasses (equal subtrees are one value, so renderers emit each once):
 
 - :class:`Arg` is argument ``index`` of the op (a renderer binds it to its operand);
-- :class:`Param` is a runtime host scalar (a learning rate), :class:`Const` a literal;
+- :class:`Param` is a runtime host scalar (a learning rate), :class:`Const` a literal (its value
+  converted to its dtype as NumPy's ``astype`` does: a fraction truncates toward zero);
 - :class:`Apply` is one scalar op of :data:`SCALAR_OPS`.
 
 ``dtype`` is a string a renderer understands: the kernel IR's short names (``'f32'``,
-``'f64'``, ``'bool'``, ``'i64'``) or a NumPy dtype name; a formula only passes it on.
+``'f64'``, ``'bool'``, ``'i64'``), vulkan's ``'i32'``, or a NumPy dtype name; :func:`kind`
+classifies it. Formulas build expressions with :data:`scalar` (``scalar.exp(x)``), which infers
+each result's dtype and turns Python numbers into literals of their operands' dtype.
 
-Example, ``lerp``'s formula::
+Example, ``leaky_relu``'s formula (an attr is a parameter of the formula)::
 
-    def lerp(a, t):
-        start, end, w = a
-        diff = sub(end, start, t)
-        low = add(start, mul(w, diff, t), t)
-        high = sub(end, mul(diff, sub(Const(1.0, t), w, t), t), t)
-        return where(lt(absolute(w, t), Const(0.5, t)), low, high, t)
+    def leaky_relu(args, t, *, negative_slope):
+        (x,) = args
+        return scalar.where(scalar.gt(x, 0), x, scalar.mul(x, negative_slope))
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
-# Scalar op vocabulary every renderer implements: name -> arity.
+FLOAT, INT, BOOL = "float", "int", "bool"
+_NUMBER = (FLOAT, INT)
+_ANY = (FLOAT, INT, BOOL)
+
+
+class ScalarOp(NamedTuple):
+    """A scalar op: how many arguments, the dtype kinds it takes, its result (``'same'``, ``'bool'``, ``'cast'``)."""
+
+    arity: int
+    kinds: tuple
+    result: str = "same"
+
+
+# float functions of one argument (C99's; erfinv(+-1) = +-inf, NaN outside [-1, 1]; rint: to nearest, ties to even)
+_FLOAT_FUNCTIONS = ("exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "sin", "cos", "tan", "asin",
+                    "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv",
+                    "floor", "ceil", "trunc", "rint")  # fmt: skip
+
+# The vocabulary every renderer implements (NumPy, C, WGSL). Float ops follow IEEE and C99's math
+# library; where a renderer's language lacks a float64 or cannot report an integer division by
+# zero, that renderer leaves the (op, kind) out and says so.
 SCALAR_OPS = {
-    "add": 2,
-    "sub": 2,
-    "mul": 2,
-    "div": 2,
-    "maximum": 2,  # NumPy's maximum: NaN propagates
-    "lt": 2,
-    "gt": 2,
-    "ge": 2,
-    "eq": 2,
-    "neg": 1,
-    "abs": 1,
-    "exp": 1,
-    "log": 1,
-    "sqrt": 1,
-    "tanh": 1,
-    "erf": 1,  # float64 only in fused kernels: a float32 erf is expanded into arithmetic
-    "cast": 1,
-    "where": 3,
+    "add": ScalarOp(2, _ANY),  # bool: or
+    "sub": ScalarOp(2, _NUMBER),
+    "mul": ScalarOp(2, _ANY),  # bool: and
+    "div": ScalarOp(2, (FLOAT,)),
+    "floor_divide": ScalarOp(2, _NUMBER),  # Python's //, NumPy's floor_divide; an integer zero divisor raises
+    "fmod": ScalarOp(2, _NUMBER),  # C's fmod (integers: the truncated remainder); an integer zero divisor raises
+    "pow": ScalarOp(2, _NUMBER),  # C's pow; integers: exponent >= 0, wrapping
+    "atan2": ScalarOp(2, (FLOAT,)),
+    "hypot": ScalarOp(2, (FLOAT,)),
+    "copysign": ScalarOp(2, (FLOAT,)),
+    "maximum": ScalarOp(2, _ANY),  # NaN propagates; which zero a -0.0/0.0 tie gives is unspecified
+    "minimum": ScalarOp(2, _ANY),
+    "fmax": ScalarOp(2, (FLOAT,)),  # C's fmax: NaN only where both are NaN
+    "fmin": ScalarOp(2, (FLOAT,)),
+    "lt": ScalarOp(2, _ANY, "bool"),
+    "le": ScalarOp(2, _ANY, "bool"),
+    "gt": ScalarOp(2, _ANY, "bool"),
+    "ge": ScalarOp(2, _ANY, "bool"),
+    "eq": ScalarOp(2, _ANY, "bool"),
+    "ne": ScalarOp(2, _ANY, "bool"),  # NaN != x is true
+    "logical_and": ScalarOp(2, (BOOL,)),
+    "logical_or": ScalarOp(2, (BOOL,)),
+    "logical_xor": ScalarOp(2, (BOOL,)),
+    "logical_not": ScalarOp(1, (BOOL,)),
+    "bitwise_and": ScalarOp(2, (INT, BOOL)),
+    "bitwise_or": ScalarOp(2, (INT, BOOL)),
+    "bitwise_xor": ScalarOp(2, (INT, BOOL)),
+    "bitwise_not": ScalarOp(1, (INT, BOOL)),
+    "shift_left": ScalarOp(2, (INT,)),  # shift counts in [0, bits(dtype)) only
+    "shift_right": ScalarOp(2, (INT,)),  # arithmetic for signed integers
+    "neg": ScalarOp(1, _NUMBER),
+    "abs": ScalarOp(1, _NUMBER),
+    **{name: ScalarOp(1, (FLOAT,)) for name in _FLOAT_FUNCTIONS},
+    # fmt: skip
+    "signbit": ScalarOp(1, (FLOAT,), "bool"),
+    "isnan": ScalarOp(1, (FLOAT,), "bool"),
+    "isinf": ScalarOp(1, (FLOAT,), "bool"),
+    "cast": ScalarOp(1, _ANY, "cast"),  # float -> int truncates; -> bool is != 0 (NaN is true)
+    "where": ScalarOp(3, _ANY),  # where(condition: bool, a, b)
 }
 
 
@@ -81,16 +124,78 @@ class Apply:
     dtype: str
 
 
+def kind(dtype: str) -> str:
+    """``'float'``, ``'int'`` or ``'bool'`` for a dtype name (``'f32'``, ``'float16'``, ``'i64'``, ``'uint8'``...)."""
+    if dtype == "bool":
+        return BOOL
+    return FLOAT if dtype.startswith(("f", "bfloat")) else INT
+
+
+def is_unsigned(dtype: str) -> bool:
+    return dtype.startswith("u")
+
+
+def bits(dtype: str) -> int:
+    """The width of an integer dtype name: ``'i32'`` -> 32, ``'int8'`` -> 8, ``'uint16'`` -> 16."""
+    return int("".join(c for c in dtype if c.isdigit()))
+
+
 def constant(x, dtype: str):
-    """``x`` itself when it is an expression, else the literal ``Const(float(x), dtype)``."""
+    """``x`` itself when it is an expression (or None), else the literal ``Const(float(x), dtype)``."""
     return Const(float(x), dtype) if isinstance(x, (int, float, bool)) else x
+
+
+def _expression_dtype(args) -> str:
+    dtypes = [a.dtype for a in args if not isinstance(a, (int, float, bool))]
+    if not dtypes:
+        raise TypeError("scalar formula: an op of Python numbers only (one argument must be an expression)")
+    return dtypes[0]
+
+
+class ScalarBuilders:
+    """``scalar.<op>(*args)`` builds ``Apply(op, args, dtype)`` for every op of :data:`SCALAR_OPS`.
+
+    The result dtype is inferred: ``'bool'`` for comparisons and tests, the branches' dtype for
+    ``where``, else the first expression argument's; Python numbers become :class:`Const` s of
+    that dtype. ``scalar.cast(x, dtype)`` names its target.
+    """
+
+    def __init__(self):
+        for name, spec in SCALAR_OPS.items():
+            setattr(self, name, self._builder(name, spec))
+
+    @staticmethod
+    def _builder(name: str, spec: ScalarOp):
+        if name == "cast":
+
+            def cast(x, dtype: str):
+                return x if getattr(x, "dtype", None) == dtype else Apply("cast", (x,), dtype)
+
+            return cast
+
+        def build(*args):
+            if len(args) != spec.arity:
+                raise TypeError(f"scalar.{name}: expected {spec.arity} arguments, got {len(args)}")
+            if name == "where" and getattr(args[0], "dtype", None) != "bool":
+                raise TypeError(f"scalar.where: the condition must be a bool expression, got {args[0]!r}")
+            values = args[1:] if name == "where" else args
+            dtype = _expression_dtype(values)
+            operands = tuple(constant(a, "bool" if name == "where" and i == 0 else dtype) for i, a in enumerate(args))
+            return Apply(name, operands, "bool" if spec.result == "bool" else dtype)
+
+        build.__name__ = name
+        return build
+
+
+scalar = ScalarBuilders()
 
 
 def binary(op: str):
     """The formula ``op(a, b)`` (a scalar op of :data:`SCALAR_OPS`)."""
+    build = getattr(scalar, op)
 
     def formula(args, dtype):
-        return Apply(op, (args[0], args[1]), dtype)
+        return build(args[0], args[1])
 
     formula.__name__ = op
     return formula
@@ -98,9 +203,10 @@ def binary(op: str):
 
 def unary(op: str):
     """The formula ``op(a)`` (a scalar op of :data:`SCALAR_OPS`)."""
+    build = getattr(scalar, op)
 
     def formula(args, dtype):
-        return Apply(op, (args[0],), dtype)
+        return build(args[0])
 
     formula.__name__ = op
     return formula

@@ -16,6 +16,7 @@ import warnings
 
 from munet import _dtype as D
 from munet.ops._registry import Meta, apply, apply_inplace, define
+from munet.ops._scalar import Const, scalar
 from munet.ops._utils import wrap_dim
 
 __all__ = [
@@ -131,27 +132,37 @@ def _grad_meta(grad, x, **_):
     return Meta(tuple(grad.shape), grad.dtype)
 
 
-threshold_backward_op = define(
-    "threshold_backward",
-    inputs=("grad", "self"),
-    meta=_grad_meta,
-    backward=lambda ctx, gg: (apply(threshold_backward_op, gg, ctx.saved_tensor("self"), **ctx.attrs), None),
-    saves=("self",),
-)
-hardtanh_backward_op = define(
-    "hardtanh_backward",
-    inputs=("grad", "self"),
-    meta=_grad_meta,
-    backward=lambda ctx, gg: (apply(hardtanh_backward_op, gg, ctx.saved_tensor("self"), **ctx.attrs), None),
-    saves=("self",),
-)
-leaky_relu_backward_op = define(
-    "leaky_relu_backward",
-    inputs=("grad", "self"),
-    meta=_grad_meta,
-    backward=lambda ctx, gg: (apply(leaky_relu_backward_op, gg, ctx.saved_tensor("self"), **ctx.attrs), None),
-    saves=("self",),
-)
+def _threshold_backward(args, t, *, threshold):
+    grad, x = args
+    return scalar.where(scalar.gt(x, threshold), grad, 0)
+
+
+def _hardtanh_backward(args, t, *, min_val, max_val):
+    grad, x = args
+    return scalar.where(scalar.logical_and(scalar.gt(x, min_val), scalar.lt(x, max_val)), grad, 0)
+
+
+def _leaky_relu_backward(args, t, *, negative_slope):
+    grad, x = args
+    return scalar.where(scalar.gt(x, 0), grad, scalar.mul(grad, negative_slope))
+
+
+def _mask_gradient(name: str, formula):
+    """A mask gradient op ``name(grad, self)``, linear in ``grad``: its own double backward."""
+    op = define(
+        name,
+        inputs=("grad", "self"),
+        meta=_grad_meta,
+        backward=lambda ctx, gg: (apply(op, gg, ctx.saved_tensor("self"), **ctx.attrs), None),
+        saves=("self",),
+        formula=formula,
+    )
+    return op
+
+
+threshold_backward_op = _mask_gradient("threshold_backward", _threshold_backward)
+hardtanh_backward_op = _mask_gradient("hardtanh_backward", _hardtanh_backward)
+leaky_relu_backward_op = _mask_gradient("leaky_relu_backward", _leaky_relu_backward)
 
 
 # relu / threshold / hardtanh / leaky_relu --------------------------------------------------------------
@@ -161,6 +172,7 @@ relu_op = define(
     meta=_numeric_meta("relu"),
     backward=lambda ctx, g: apply(threshold_backward_op, g, ctx.saved_tensor("result"), threshold=0.0),
     saves=("result",),
+    formula=lambda args, t: scalar.maximum(args[0], 0),  # NaN propagates, like PyTorch
 )
 
 
@@ -180,6 +192,7 @@ threshold_op = define(
     meta=_numeric_meta("threshold"),
     backward=lambda ctx, g: apply(threshold_backward_op, g, ctx.saved_tensor("self"), threshold=ctx.attrs["threshold"]),
     saves=("self",),
+    formula=lambda args, t, *, threshold, value: scalar.where(scalar.gt(args[0], threshold), args[0], Const(value, t)),
 )
 
 
@@ -199,6 +212,7 @@ hardtanh_op = define(
     meta=_numeric_meta("hardtanh"),
     backward=lambda ctx, g: apply(hardtanh_backward_op, g, ctx.saved_tensor("self"), **ctx.attrs),
     saves=("self",),
+    formula=lambda args, t, *, min_val, max_val: scalar.minimum(scalar.maximum(args[0], min_val), max_val),
 )
 
 
@@ -223,11 +237,17 @@ def relu6(input, inplace: bool = False):
     return hardtanh(input, 0.0, 6.0, inplace)
 
 
+def _leaky_relu(args, t, *, negative_slope):
+    (x,) = args
+    return scalar.where(scalar.gt(x, 0), x, scalar.mul(x, negative_slope))
+
+
 leaky_relu_op = define(
     "leaky_relu",
     meta=_float_meta("leaky_relu"),
     backward=lambda ctx, g: apply(leaky_relu_backward_op, g, ctx.saved_tensor("self"), **ctx.attrs),
     saves=("self",),
+    formula=_leaky_relu,
 )
 
 
@@ -311,10 +331,16 @@ def _elu_backward(ctx, g):
     return g * m.where(x > 0, a["scale"], negative)
 
 
-elu_op = define("elu", meta=_float_meta("elu"), backward=_elu_backward, saves=("self", "result"))
+def _elu(args, t, *, alpha, scale, input_scale):
+    (x,) = args
+    negative = scalar.mul(scalar.expm1(scalar.mul(scalar.minimum(x, 0), input_scale)), alpha * scale)
+    return scalar.where(scalar.gt(x, 0), scalar.mul(x, scale), negative)
 
 
-def _elu(input, alpha, scale, input_scale, inplace: bool):
+elu_op = define("elu", meta=_float_meta("elu"), backward=_elu_backward, saves=("self", "result"), formula=_elu)
+
+
+def _elu_family(input, alpha, scale, input_scale, inplace: bool):
     attrs = dict(alpha=float(alpha), scale=float(scale), input_scale=float(input_scale))
     if inplace:
         return apply_inplace(elu_op, input, **attrs)
@@ -323,11 +349,11 @@ def _elu(input, alpha, scale, input_scale, inplace: bool):
 
 def elu(input, alpha: float = 1.0, inplace: bool = False):
     """``x if x > 0 else alpha * (exp(x) - 1)``."""
-    return _elu(input, alpha, 1.0, 1.0, inplace)
+    return _elu_family(input, alpha, 1.0, 1.0, inplace)
 
 
 def elu_(input, alpha: float = 1.0):
-    return _elu(input, alpha, 1.0, 1.0, True)
+    return _elu_family(input, alpha, 1.0, 1.0, True)
 
 
 _SELU_ALPHA = 1.6732632423543772848170429916717
@@ -335,18 +361,18 @@ _SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def selu(input, inplace: bool = False):
-    return _elu(input, _SELU_ALPHA, _SELU_SCALE, 1.0, inplace)
+    return _elu_family(input, _SELU_ALPHA, _SELU_SCALE, 1.0, inplace)
 
 
 def selu_(input):
-    return _elu(input, _SELU_ALPHA, _SELU_SCALE, 1.0, True)
+    return _elu_family(input, _SELU_ALPHA, _SELU_SCALE, 1.0, True)
 
 
 def celu(input, alpha: float = 1.0, inplace: bool = False):
     """``max(0, x) + min(0, alpha * (exp(x / alpha) - 1))``."""
     if alpha == 0:
         raise RuntimeError("celu: ZeroDivisionError, alpha must not be 0")
-    return _elu(input, alpha, 1.0, 1.0 / alpha, inplace)
+    return _elu_family(input, alpha, 1.0, 1.0 / alpha, inplace)
 
 
 def celu_(input, alpha: float = 1.0):
@@ -364,7 +390,16 @@ def _softplus_backward(ctx, g):
     return g * m.where(bx > threshold, 1.0, m.sigmoid(bx))
 
 
-softplus_op = define("softplus", meta=_float_meta("softplus"), backward=_softplus_backward, saves=("self",))
+def _softplus(args, t, *, beta, threshold):
+    (x,) = args
+    bx = scalar.mul(x, beta)
+    # log(1 + exp(bx)) without overflow: max(bx, 0) + log1p(exp(-|bx|))
+    smooth = scalar.add(scalar.maximum(bx, 0), scalar.log1p(scalar.exp(scalar.neg(scalar.abs(bx)))))
+    return scalar.where(scalar.gt(bx, threshold), x, scalar.div(smooth, beta))
+
+
+softplus_op = define("softplus", meta=_float_meta("softplus"), backward=_softplus_backward, saves=("self",),
+                     formula=_softplus)  # fmt: skip
 
 
 def softplus(input, beta: float = 1.0, threshold: float = 20.0):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from munet import _dtype as D
 from munet.ops import _scalar as S
 from munet.ops._registry import Meta, apply, apply_inplace, define
+from munet.ops._scalar import BOOL, FLOAT, Const, kind, scalar
 from munet.ops._utils import broadcast_shapes, is_tensor, reduce_grad, shape_of
 
 __all__ = [
@@ -349,8 +350,25 @@ def _div_rounded_backward(ctx, g):
     return _grads(ctx, zeros_like(g), zeros_like(g))
 
 
-div_floor_op = define("div_floor", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward)
-div_trunc_op = define("div_trunc", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward)
+def _div_floor(args, t):
+    a, b = args
+    if kind(t) == FLOAT:  # a zero divisor gives what true division gives (inf or NaN)
+        return scalar.where(scalar.eq(b, 0), scalar.div(a, b), scalar.floor_divide(a, b))
+    return scalar.floor_divide(a, b)
+
+
+def _div_trunc(args, t):
+    a, b = args
+    if kind(t) == FLOAT:
+        return scalar.trunc(scalar.div(a, b))
+    q = scalar.floor_divide(a, b)  # floor and trunc differ when the signs differ and the division is inexact
+    return scalar.add(q, scalar.cast(scalar.logical_and(scalar.lt(q, 0), scalar.ne(scalar.mul(q, b), a)), t))
+
+
+div_floor_op = define("div_floor", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward,
+                      formula=_div_floor)  # fmt: skip
+div_trunc_op = define("div_trunc", inputs=("self", "other"), meta=_binary_meta, backward=_div_rounded_backward,
+                      formula=_div_trunc)  # fmt: skip
 _ROUNDED = {"floor": div_floor_op, "trunc": div_trunc_op}
 
 
@@ -507,8 +525,16 @@ def _zero_grad(ctx, g):
     return zeros_like(g)
 
 
-abs_op = define("abs", meta=_unary_meta, backward=lambda ctx, g: g * sign(ctx.saved_tensor("self")), saves=("self",))
-sign_op = define("sign", meta=_unary_meta, backward=_zero_grad)
+def _sign(args, t):
+    (x,) = args
+    if kind(t) == BOOL:
+        return x
+    return scalar.sub(scalar.cast(scalar.gt(x, 0), t), scalar.cast(scalar.lt(x, 0), t))  # sign(nan) == 0
+
+
+abs_op = define("abs", meta=_unary_meta, backward=lambda ctx, g: g * sign(ctx.saved_tensor("self")), saves=("self",),
+                formula=S.unary("abs"))  # fmt: skip
+sign_op = define("sign", meta=_unary_meta, backward=_zero_grad, formula=_sign)
 
 
 def abs(input, *, out=None):  # noqa: A001 - PyTorch's name
@@ -544,8 +570,30 @@ def _bool_meta(*operands, **_):
     return Meta(broadcast_shapes(*shapes, op="elementwise op"), D.bool_)
 
 
+def _float_test(test, integer_answer: bool):
+    """The formula ``test(x)`` for floats; integers and bools answer ``integer_answer`` everywhere."""
+
+    def formula(args, t):
+        (x,) = args
+        if kind(t) == FLOAT:
+            return test(x)
+        return scalar.lt(x, 0) if test is scalar.signbit else Const(float(integer_answer), "bool")
+
+    return formula
+
+
+_PREDICATES = {
+    "isnan": _float_test(scalar.isnan, False),
+    "isinf": _float_test(scalar.isinf, False),
+    "isposinf": _float_test(lambda x: scalar.logical_and(scalar.isinf(x), scalar.gt(x, 0)), False),
+    "isneginf": _float_test(lambda x: scalar.logical_and(scalar.isinf(x), scalar.lt(x, 0)), False),
+    "isfinite": _float_test(lambda x: scalar.logical_not(scalar.logical_or(scalar.isnan(x), scalar.isinf(x))), True),
+    "signbit": _float_test(scalar.signbit, False),
+}
+
+
 def _predicate(name: str):
-    op = define(name, meta=_bool_meta)
+    op = define(name, meta=_bool_meta, formula=_PREDICATES[name])
 
     def fn(input):
         return apply(op, input)
@@ -574,23 +622,43 @@ def _nan_to_num_backward(ctx, g):
     return where(isfinite(ctx.saved_tensor("self")), g, 0.0)
 
 
-nan_to_num_op = define("nan_to_num", meta=_unary_meta, backward=_nan_to_num_backward, saves=("self",))
+def _nan_to_num(args, t, *, nan, posinf, neginf):
+    (x,) = args
+    if kind(t) != FLOAT:
+        return x
+    infinity = scalar.where(scalar.gt(x, 0), Const(posinf, t), Const(neginf, t))
+    return scalar.where(scalar.isnan(x), nan, scalar.where(scalar.isinf(x), infinity, x))
+
+
+nan_to_num_op = define("nan_to_num", meta=_unary_meta, backward=_nan_to_num_backward, saves=("self",),
+                       formula=_nan_to_num)  # fmt: skip
+
+
+def _nan_to_num_attrs(x, nan, posinf, neginf) -> dict:
+    """The replacement values, infinities defaulting to ``x``'s dtype's largest finite values."""
+    if x.dtype.is_floating_point:
+        import ml_dtypes
+
+        largest = float(ml_dtypes.finfo(x.dtype.np).max)
+        posinf = largest if posinf is None else float(posinf)
+        neginf = -largest if neginf is None else float(neginf)
+    return dict(nan=float(nan), posinf=posinf, neginf=neginf)
 
 
 def nan_to_num(input, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None, *, out=None):
     """Replace NaN by ``nan`` and infinities by ``posinf``/``neginf`` (default: the dtype's max/min)."""
-    return _out(apply(nan_to_num_op, input, nan=nan, posinf=posinf, neginf=neginf), out)
+    return _out(apply(nan_to_num_op, input, **_nan_to_num_attrs(input, nan, posinf, neginf)), out)
 
 
 def nan_to_num_(self, nan: float = 0.0, posinf: float | None = None, neginf: float | None = None):
-    return apply_inplace(nan_to_num_op, self, nan=nan, posinf=posinf, neginf=neginf)
+    return apply_inplace(nan_to_num_op, self, **_nan_to_num_attrs(self, nan, posinf, neginf))
 
 
 # comparisons ------------------------------------------------------------------------------------------------
 
 
 def _comparison(name: str):
-    op = define(name, inputs=("self", "other"), meta=_bool_meta)
+    op = define(name, inputs=("self", "other"), meta=_bool_meta, formula=S.binary(name))
 
     def fn(input, other, *, out=None):
         if not is_tensor(input) and not is_tensor(other):
@@ -675,8 +743,18 @@ def allclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: 
 # logical and bitwise ------------------------------------------------------------------------------------------
 
 
+def _truth(x):
+    """A bool operand itself, else ``x != 0`` (NaN is true)."""
+    return x if x.dtype == "bool" else scalar.ne(x, 0)
+
+
+def _logical_formula(name: str):
+    build = getattr(scalar, name)
+    return lambda args, t: build(*(_truth(a) for a in args))
+
+
 def _logical(name: str, arity: int):
-    op = define(name, inputs=("self", "other")[:arity], meta=_bool_meta)
+    op = define(name, inputs=("self", "other")[:arity], meta=_bool_meta, formula=_logical_formula(name))
 
     def fn(input, *others, out=None):
         for o in others:
@@ -704,8 +782,30 @@ def _check_integral(name: str, dtype, allow_bool: bool = True) -> None:
         )
 
 
+def _shift_left(args, t):
+    a, b = args
+    out_of_range = scalar.logical_or(scalar.lt(b, 0), scalar.ge(b, S.bits(t)))  # PyTorch: no bits left
+    return scalar.where(out_of_range, 0, scalar.shift_left(a, scalar.where(out_of_range, 0, b)))
+
+
+def _shift_right(args, t):
+    a, b = args
+    out_of_range = scalar.logical_or(scalar.lt(b, 0), scalar.ge(b, S.bits(t)))  # PyTorch: only the sign is left
+    shifted = scalar.shift_right(a, scalar.where(out_of_range, S.bits(t) - 1, b))
+    return scalar.where(out_of_range, 0, shifted) if S.is_unsigned(t) else shifted
+
+
+_BITWISE = {
+    "bitwise_and": S.binary("bitwise_and"),
+    "bitwise_or": S.binary("bitwise_or"),
+    "bitwise_xor": S.binary("bitwise_xor"),
+    "bitwise_left_shift": _shift_left,
+    "bitwise_right_shift": _shift_right,
+}
+
+
 def _bitwise(name: str, allow_bool: bool = True):
-    op = define(name, inputs=("self", "other"), meta=_binary_meta)
+    op = define(name, inputs=("self", "other"), meta=_binary_meta, formula=_BITWISE[name])
 
     def fn(input, other, *, out=None):
         if not is_tensor(input) and not is_tensor(other):
@@ -727,7 +827,7 @@ bitwise_or, bitwise_or_ = _bitwise("bitwise_or")
 bitwise_xor, bitwise_xor_ = _bitwise("bitwise_xor")
 bitwise_left_shift, bitwise_left_shift_ = _bitwise("bitwise_left_shift", allow_bool=False)
 bitwise_right_shift, bitwise_right_shift_ = _bitwise("bitwise_right_shift", allow_bool=False)
-bitwise_not_op = define("bitwise_not", meta=_unary_meta)
+bitwise_not_op = define("bitwise_not", meta=_unary_meta, formula=S.unary("bitwise_not"))
 
 
 def bitwise_not(input, *, out=None):
@@ -758,7 +858,12 @@ def _where_backward(ctx, g):
 
 
 where_op = define(
-    "where", inputs=("condition", "self", "other"), meta=_where_meta, backward=_where_backward, saves=("condition",)
+    "where",
+    inputs=("condition", "self", "other"),
+    meta=_where_meta,
+    backward=_where_backward,
+    saves=("condition",),
+    formula=lambda args, t: scalar.where(*args),
 )
 
 
@@ -817,9 +922,15 @@ def _clamp_meta(x, lo, hi):
     return Meta(shape, x.dtype)
 
 
-clamp_op = define(
-    "clamp", inputs=("self", "min", "max"), meta=_clamp_meta, backward=_clamp_backward, saves=("self", "min", "max")
-)
+def _clamp(args, t):
+    x, lo, hi = args  # a missing bound is None; NaN in x or a bound propagates
+    if lo is not None:
+        x = scalar.maximum(x, lo)
+    return x if hi is None else scalar.minimum(x, hi)
+
+
+clamp_op = define("clamp", inputs=("self", "min", "max"), meta=_clamp_meta, backward=_clamp_backward,
+                  saves=("self", "min", "max"), formula=_clamp)  # fmt: skip
 
 
 def _clamp_operands(name: str, input, min, max):
@@ -903,10 +1014,23 @@ _SELECT_BACKWARD = {
 }
 
 
+def _ignoring_nan(name: str, integer_name: str):
+    """``name`` (fmax/fmin: NaN only where both are) for floats; integers have no NaN to ignore."""
+    floats, integers = getattr(scalar, name), getattr(scalar, integer_name)
+    return lambda args, t: (floats if kind(t) == FLOAT else integers)(*args)
+
+
+_SELECT_FORMULAS = {
+    "maximum": S.binary("maximum"),
+    "minimum": S.binary("minimum"),
+    "fmax": _ignoring_nan("fmax", "maximum"),
+    "fmin": _ignoring_nan("fmin", "minimum"),
+}
+
+
 def _selection(name: str):
-    op = define(
-        name, inputs=("self", "other"), meta=_binary_meta, backward=_SELECT_BACKWARD[name], saves=("self", "other")
-    )
+    op = define(name, inputs=("self", "other"), meta=_binary_meta, backward=_SELECT_BACKWARD[name],
+                saves=("self", "other"), formula=_SELECT_FORMULAS[name])  # fmt: skip
 
     def fn(input, other, *, out=None):
         _require_tensor(name, other)

@@ -14,6 +14,7 @@ import math
 from munet import _dtype as D
 from munet.ops import _scalar as S
 from munet.ops._registry import apply, apply_inplace, define
+from munet.ops._scalar import BOOL, FLOAT, Const, kind, scalar
 from munet.ops._utils import float_result_type, is_tensor
 from munet.ops.elementwise import (
     _binary_meta,
@@ -100,14 +101,26 @@ _UNARY_RULES = {
 }
 
 
-# name -> scalar formula, for the ops written as one op of the scalar vocabulary
-_UNARY_FORMULAS = {name: S.unary(name) for name in ("log", "sqrt", "tanh")}
+def _sigmoid(args, t):
+    (x,) = args
+    e = scalar.exp(scalar.neg(scalar.abs(x)))  # exp of a non-positive number only: no overflow for large |x|
+    return scalar.where(scalar.ge(x, 0), scalar.div(1, scalar.add(1, e)), scalar.div(e, scalar.add(1, e)))
+
+
+_UNARY_FORMULAS = {
+    **{name: S.unary(name) for name in _FLOAT_UNARY if name in S.SCALAR_OPS},
+    "rsqrt": lambda args, t: scalar.div(1, scalar.sqrt(args[0])),
+    "reciprocal": lambda args, t: scalar.div(1, args[0]),
+    "sigmoid": _sigmoid,
+    "deg2rad": lambda args, t: scalar.mul(args[0], math.pi / 180),
+    "rad2deg": lambda args, t: scalar.mul(args[0], 180 / math.pi),
+}
 
 
 def _float_unary(name: str):
     """Define a float-valued unary op and return its function and in-place variant."""
     backward, saves = _UNARY_RULES[name]
-    op = define(name, meta=_unary_meta, backward=backward, saves=saves, formula=_UNARY_FORMULAS.get(name))
+    op = define(name, meta=_unary_meta, backward=backward, saves=saves, formula=_UNARY_FORMULAS[name])
 
     def fn(input, *, out=None):
         return _out(apply(op, _float_input(input)), out)
@@ -165,11 +178,32 @@ def logit_(self, eps: float | None = None):
 
 # rounding ------------------------------------------------------------------------------------------------------
 
-floor_op = define("floor", meta=_unary_meta, backward=_zero_grad)
-ceil_op = define("ceil", meta=_unary_meta, backward=_zero_grad)
-trunc_op = define("trunc", meta=_unary_meta, backward=_zero_grad)
-round_op = define("round", meta=_unary_meta, backward=_zero_grad)
-frac_op = define("frac", meta=_unary_meta, backward=lambda ctx, g: g)
+
+def _float_rounding(name: str):
+    """The formula ``name(x)`` for floats; integers are their own rounding."""
+    build = getattr(scalar, name)
+    return lambda args, t: build(args[0]) if kind(t) == FLOAT else args[0]
+
+
+def _round(args, t, *, decimals):
+    (x,) = args
+    if kind(t) != FLOAT:
+        return x
+    if decimals == 0:
+        return scalar.rint(x)
+    if decimals > 0:
+        scale = Const(10.0**decimals, t)
+        return scalar.div(scalar.rint(scalar.mul(x, scale)), scale)
+    scale = Const(10.0 ** (-decimals), t)
+    return scalar.mul(scalar.rint(scalar.div(x, scale)), scale)
+
+
+floor_op = define("floor", meta=_unary_meta, backward=_zero_grad, formula=_float_rounding("floor"))
+ceil_op = define("ceil", meta=_unary_meta, backward=_zero_grad, formula=_float_rounding("ceil"))
+trunc_op = define("trunc", meta=_unary_meta, backward=_zero_grad, formula=_float_rounding("trunc"))
+round_op = define("round", meta=_unary_meta, backward=_zero_grad, formula=_round)
+frac_op = define("frac", meta=_unary_meta, backward=lambda ctx, g: g,
+                 formula=lambda args, t: scalar.sub(args[0], scalar.trunc(args[0])))  # fmt: skip
 
 
 def _rounding(op):
@@ -241,10 +275,17 @@ def _remainder_backward(ctx, g):
     return _grads(ctx, g, gb)
 
 
+def _remainder(args, t):
+    a, b = args  # C's fmod, then moved into the sign of b (PyTorch's and Python's convention)
+    r = scalar.fmod(a, b)
+    into_sign_of_b = scalar.logical_and(scalar.ne(r, 0), scalar.ne(scalar.lt(r, 0), scalar.lt(b, 0)))
+    return scalar.where(into_sign_of_b, scalar.add(r, b), r)
+
+
 remainder_op = define("remainder", inputs=("self", "other"), meta=_binary_meta, backward=_remainder_backward,
-                      saves=(("self", 1), ("other", 1)))  # fmt: skip
+                      saves=(("self", 1), ("other", 1)), formula=_remainder)  # fmt: skip
 fmod_op = define("fmod", inputs=("self", "other"), meta=_binary_meta, backward=_remainder_backward,
-                 saves=(("self", 1), ("other", 1)))  # fmt: skip
+                 saves=(("self", 1), ("other", 1)), formula=S.binary("fmod"))  # fmt: skip
 
 
 def remainder(input, other, *, out=None):
@@ -294,8 +335,22 @@ def _pow_backward(ctx, g):
     return _grads(ctx, ga, gb)
 
 
+def _pow(args, t):
+    a, b = args
+    if kind(t) == BOOL:
+        return scalar.bitwise_or(a, scalar.bitwise_not(b))
+    if kind(t) == FLOAT:
+        return scalar.pow(a, b)
+    # negative integer exponents: 1 ** n == 1, (-1) ** n == +-1, anything else truncates to 0
+    negative = scalar.lt(b, 0)
+    odd = scalar.ne(scalar.bitwise_and(b, 1), 0)
+    minus_one = scalar.where(odd, Const(-1.0, t), Const(1.0, t))
+    special = scalar.where(scalar.eq(a, 1), 1, scalar.where(scalar.eq(a, -1), minus_one, 0))
+    return scalar.where(negative, special, scalar.pow(a, scalar.where(negative, 0, b)))
+
+
 pow_op = define("pow", inputs=("self", "exponent"), meta=_binary_meta, backward=_pow_backward,
-                saves=("self", "exponent", ("result", 1)))  # fmt: skip
+                saves=("self", "exponent", ("result", 1)), formula=_pow)  # fmt: skip
 
 
 def _check_pow(name: str, input, exponent, target) -> None:
@@ -398,15 +453,27 @@ def _heaviside_backward(ctx, g):
     raise RuntimeError("the derivative for 'heaviside' is not implemented.")
 
 
+def _xlogy(args, t):
+    a, b = args
+    zero = scalar.logical_and(scalar.eq(a, 0), scalar.logical_not(scalar.isnan(b)))
+    return scalar.where(zero, 0, scalar.mul(a, scalar.log(b)))
+
+
+def _heaviside(args, t):
+    a, b = args
+    return scalar.where(scalar.eq(a, 0), b, scalar.cast(scalar.gt(a, 0), t))
+
+
 atan2_op = define("atan2", inputs=("self", "other"), meta=_binary_meta, backward=_atan2_backward,
-                  saves=("self", "other"))  # fmt: skip
+                  saves=("self", "other"), formula=S.binary("atan2"))  # fmt: skip
 hypot_op = define("hypot", inputs=("self", "other"), meta=_binary_meta, backward=_hypot_backward,
-                  saves=("self", "other", "result"))  # fmt: skip
+                  saves=("self", "other", "result"), formula=S.binary("hypot"))  # fmt: skip
 copysign_op = define("copysign", inputs=("self", "other"), meta=_binary_meta, backward=_copysign_backward,
-                     saves=(("self", 0), ("result", 0)))  # fmt: skip
+                     saves=(("self", 0), ("result", 0)), formula=S.binary("copysign"))  # fmt: skip
 xlogy_op = define("xlogy", inputs=("self", "other"), meta=_binary_meta, backward=_xlogy_backward,
-                  saves=("self", "other"))  # fmt: skip
-heaviside_op = define("heaviside", inputs=("self", "values"), meta=_binary_meta, backward=_heaviside_backward)
+                  saves=("self", "other"), formula=_xlogy)  # fmt: skip
+heaviside_op = define("heaviside", inputs=("self", "values"), meta=_binary_meta, backward=_heaviside_backward,
+                      formula=_heaviside)  # fmt: skip
 
 
 def atan2(input, other, *, out=None):
@@ -496,10 +563,10 @@ def _lerp_backward(ctx, g):
 def _lerp_formula(args, t):
     # PyTorch's: start + w * (end - start) for |w| < 0.5, else end - (end - start) * (1 - w)
     start, end, w = args
-    diff = S.Apply("sub", (end, start), t)
-    low = S.Apply("add", (start, S.Apply("mul", (w, diff), t)), t)
-    high = S.Apply("sub", (end, S.Apply("mul", (diff, S.Apply("sub", (S.Const(1.0, t), w), t)), t)), t)
-    return S.Apply("where", (S.Apply("lt", (S.Apply("abs", (w,), t), S.Const(0.5, t)), "bool"), low, high), t)
+    diff = scalar.sub(end, start)
+    low = scalar.add(start, scalar.mul(w, diff))
+    high = scalar.sub(end, scalar.mul(diff, scalar.sub(1, w)))
+    return scalar.where(scalar.lt(scalar.abs(w), 0.5), low, high)
 
 
 lerp_op = define("lerp", inputs=("self", "end", "weight"), meta=_lerp_meta, backward=_lerp_backward,

@@ -26,6 +26,7 @@ from collections import namedtuple
 
 from munet import _dtype as D
 from munet.ops._registry import Meta, apply, define
+from munet.ops._scalar import scalar
 from munet.ops._utils import wrap_dim, wrap_dims
 
 __all__ = [
@@ -173,7 +174,7 @@ def _safe_reciprocal_backward(ctx, g):
 
 safe_reciprocal_op = define(
     "safe_reciprocal", meta=lambda x: Meta(tuple(x.shape), x.dtype), backward=_safe_reciprocal_backward,
-    saves=("result",),
+    saves=("result",), formula=lambda args, t: scalar.where(scalar.eq(args[0], 0), 0, scalar.div(1, args[0])),
 )  # fmt: skip
 
 
@@ -182,8 +183,9 @@ def _safe_sqrt_backward(ctx, g):
 
 
 safe_sqrt_op = define(
-    "safe_sqrt", meta=lambda x: Meta(tuple(x.shape), x.dtype), backward=_safe_sqrt_backward, saves=("result",)
-)
+    "safe_sqrt", meta=lambda x: Meta(tuple(x.shape), x.dtype), backward=_safe_sqrt_backward, saves=("result",),
+    formula=lambda args, t: scalar.sqrt(args[0]),
+)  # fmt: skip
 
 
 # sum, nansum, mean, nanmean ---------------------------------------------------------------------------

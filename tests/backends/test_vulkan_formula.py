@@ -11,7 +11,7 @@ import pytest
 
 import munet
 from munet.backends.vulkan import registry  # noqa: F401 - loads the kernel modules in their order
-from munet.backends.vulkan.kernels_formula import UnrenderableFormulaError, render_wgsl_formula
+from munet.backends.vulkan.kernels_formula import render_wgsl_function
 from munet.ops._scalar import Apply, Arg, Const
 
 SPECIAL = np.array([0.0, -0.0, 1.0, -1.0, 0.25, -0.75, 2.5, np.inf, -np.inf, np.nan, 7.0, -0.5], np.float32)
@@ -60,8 +60,7 @@ def test_integer_and_bool_arithmetic_match_cpu(vulkan):
     assert (p.to(vulkan) * q.to(vulkan)).cpu().tolist() == (p * q).tolist()
 
 
-def test_a_fractional_literal_has_no_integer_form():
-    half = Apply("mul", (Arg(0, "i32"), Const(0.5, "i32")), "i32")
-    with pytest.raises(UnrenderableFormulaError, match="0.5"):
-        render_wgsl_formula(half, "i32")
-    assert render_wgsl_formula(Apply("mul", (Arg(0, "f32"), Const(0.5, "f32")), "f32"), "f32") == "(a * 0.5)"
+def test_a_fractional_integer_literal_truncates_as_the_cpu_renderer_casts():
+    half = Apply("mul", (Arg(0, "i32"), Const(-2.5, "i32")), "i32")
+    assert "(a * i32(-2))" in render_wgsl_function(half, ["i32"])
+    assert "(a * 0.5f)" in render_wgsl_function(Apply("mul", (Arg(0, "f32"), Const(0.5, "f32")), "f32"), ["f32"])

@@ -112,6 +112,7 @@ def test_compiled_adamw_step_runs_generated_code_and_matches_eager():
     # exp/log/tanh come from the C library (within an ulp of NumPy's): relative 1e-6 after 4 steps
     m1, m2, stats = _mlp_step_pair()
     assert stats["generated_code"] is True and stats["fallback"] is None
+    assert stats["elementwise_kernels"] == "generated C"
     assert stats["fused_groups"] == stats["generated_kernels"] > 0
     for a, b in zip(m1.parameters(), m2.parameters()):
         np.testing.assert_allclose(b.detach().numpy(), a.detach().numpy(), rtol=1e-6, atol=1e-7)
@@ -147,6 +148,7 @@ def test_without_a_compiler_the_numpy_plan_runs_and_stats_say_so(monkeypatch):
     m1, m2, stats = _mlp_step_pair()
     assert stats["generated_code"] is False and stats["fused_groups"] > 0 and stats["generated_kernels"] == 0
     assert "numpy kernels" in stats["fallback"] and "no C compiler" in stats["fallback"]
+    assert stats["elementwise_kernels"].startswith("the NumPy rendering of the scalar formulas (no C compiler")
     for a, b in zip(m1.parameters(), m2.parameters()):
         np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
 

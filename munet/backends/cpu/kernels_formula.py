@@ -1,115 +1,353 @@
-"""CPU kernels rendered from scalar formulas: each scalar op printed as a NumPy ufunc.
+"""CPU kernels rendered from scalar formulas: each scalar op printed as a NumPy ufunc call.
 
 For every op defined with a ``formula`` (``munet/ops/_scalar.py``) this registers the eager
 kernel ``name`` (a new array) and ``name_`` (in place, into its first argument);
-:func:`out_kernel` gives the memory plan's ``fn(out, *args)``. The renderer knows scalar ops,
-not ops: a formula is instantiated once per compute dtype and compiled to nested ufunc calls,
-the last of which writes ``out``. Operands are converted as every elementwise kernel does
-(:func:`~munet.backends.cpu.kernels_elementwise.operands`: Python numbers take the array
-operands' dtype, float16/bfloat16 compute in float32). A ``where`` whose condition is a
-single value (a Python-number weight of ``lerp``) evaluates only the branch it picks.
+:func:`out_kernel` gives the memory plan's ``fn(out, *args)``. This is also the CPU path of
+compiled programs where no C compiler exists (``lower_cpu.py`` runs fused groups' members with
+these kernels). The renderer knows scalar ops, not ops: a formula is instantiated once per
+operand dtypes (and attrs) and printed as a Python function of ufunc calls, one per distinct
+subexpression, the last of which writes ``out`` (:func:`render_python` shows it).
+
+Operands are converted by :func:`operands`: Python numbers take the array operands' dtype
+(wrapping like PyTorch's scalar conversion), float16/bfloat16 compute in float32 and the
+caller casts the result back, as PyTorch does on CPU. A ``where`` whose condition is a single
+value (a Python-number weight of ``lerp``) evaluates only the branch it picks. ``erf``,
+``erfc`` and ``erfinv`` are computed by ``special_functions.py``; an integer ``floor_divide``
+or ``fmod`` by zero raises PyTorch's ``ZeroDivisionError``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from munet.backends.cpu.kernels_elementwise import operands
+from munet.backends.cpu import special_functions
+from munet.backends.cpu.kernels_reduce import LOW_PRECISION, upcast
 from munet.backends.cpu.registry import kernel
 from munet.ops._registry import OPS
-from munet.ops._scalar import Apply, Arg, Const
+from munet.ops._scalar import FLOAT, INT, Apply, Arg, Const, kind
+
+
+def _compute(x):
+    """Upcast float16/bfloat16 arrays to float32; other arrays and numbers pass through."""
+    return upcast(x) if isinstance(x, np.ndarray) else x
+
+
+def operands(*args):
+    """Compute-dtype arrays for all operands: Python numbers take the array operands' dtype."""
+    for a in args:
+        if type(a) is not np.ndarray or a.dtype in LOW_PRECISION:
+            break
+    else:
+        return args  # the common case: arrays of one computable dtype, nothing to convert
+    args = [_compute(a) for a in args]
+    dtype = next((a.dtype for a in args if isinstance(a, np.ndarray)), None)
+    if dtype is None:
+        return [a if a is None else np.asarray(a) for a in args]
+    return [a if isinstance(a, np.ndarray) or a is None else _scalar(a, dtype) for a in args]
+
+
+def _scalar(value, dtype):
+    if dtype.kind == "f" and type(value) is float:
+        with np.errstate(over="ignore"):
+            return dtype.type(value)  # a NumPy scalar: NEP 50 keeps the array's dtype
+    if dtype.kind in "iu" and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
+        bits = 8 * dtype.itemsize
+        return np.array(int(value) & ((1 << bits) - 1), dtype=np.uint64).astype(dtype)
+    with np.errstate(over="ignore"):
+        return np.array(value).astype(dtype)
+
+
+def _integer_division(ufunc):
+    """``ufunc`` (floor_divide, fmod) that raises PyTorch's error for an integer zero divisor."""
+
+    def run(a, b, out=None, casting="unsafe"):
+        if b.dtype.kind in "iub" and np.any(b == 0):
+            raise RuntimeError("ZeroDivisionError")
+        return ufunc(a, b, out=out, casting=casting)
+
+    return run
+
 
 _UFUNCS = {
     "add": np.add,
     "sub": np.subtract,
     "mul": np.multiply,
     "div": np.true_divide,
+    "floor_divide": _integer_division(np.floor_divide),
+    "fmod": _integer_division(np.fmod),
+    "pow": np.power,
+    "atan2": np.arctan2,
+    "hypot": np.hypot,
+    "copysign": np.copysign,
     "maximum": np.maximum,
+    "minimum": np.minimum,
+    "fmax": np.fmax,
+    "fmin": np.fmin,
     "lt": np.less,
+    "le": np.less_equal,
     "gt": np.greater,
     "ge": np.greater_equal,
     "eq": np.equal,
+    "ne": np.not_equal,
+    "logical_and": np.logical_and,
+    "logical_or": np.logical_or,
+    "logical_xor": np.logical_xor,
+    "logical_not": np.logical_not,
+    "bitwise_and": np.bitwise_and,
+    "bitwise_or": np.bitwise_or,
+    "bitwise_xor": np.bitwise_xor,
+    "bitwise_not": np.invert,
+    "shift_left": np.left_shift,
+    "shift_right": np.right_shift,
     "neg": np.negative,
     "abs": np.absolute,
     "exp": np.exp,
+    "exp2": np.exp2,
+    "expm1": np.expm1,
     "log": np.log,
+    "log2": np.log2,
+    "log10": np.log10,
+    "log1p": np.log1p,
     "sqrt": np.sqrt,
+    "sin": np.sin,
+    "cos": np.cos,
+    "tan": np.tan,
+    "asin": np.arcsin,
+    "acos": np.arccos,
+    "atan": np.arctan,
+    "sinh": np.sinh,
+    "cosh": np.cosh,
     "tanh": np.tanh,
+    "asinh": np.arcsinh,
+    "acosh": np.arccosh,
+    "atanh": np.arctanh,
+    "floor": np.floor,
+    "ceil": np.ceil,
+    "trunc": np.trunc,
+    "rint": np.rint,
+    "signbit": np.signbit,
+    "isnan": np.isnan,
+    "isinf": np.isinf,
 }
+# scalar ops computed in float64 by an algorithm of their own; the result is rounded once
+_FLOAT64_FUNCTIONS = {
+    "erf": special_functions.erf,
+    "erfc": special_functions.erfc,
+    "erfinv": special_functions.erfinv,
+}
+RENDERED_OPS = frozenset(_UFUNCS) | frozenset(_FLOAT64_FUNCTIONS) | {"cast", "where"}  # all of SCALAR_OPS (tested)
 
 
-def _compile(e):
-    """``run(args, out)`` evaluating expression ``e`` (``out``: where the result goes, or None)."""
-    if isinstance(e, Arg):
-        i = e.index
-        return lambda args, out: args[i]
-    if isinstance(e, Const):
-        value = np.asarray(e.value).astype(e.dtype if e.dtype != "bool" else np.bool_)
-        return lambda args, out: value
+_SHORT_NAMES = {"bool": "bool", "f32": "float32", "f64": "float64", "i32": "int32", "i64": "int64"}
+
+
+def _np_dtype(dtype: str):
+    """The NumPy dtype of a formula dtype name (a NumPy name, or the kernel IR's short one)."""
+    return np.dtype(_SHORT_NAMES.get(dtype, dtype))
+
+
+def _copy(out, value):
+    np.copyto(out, value, casting="unsafe")
+    return out
+
+
+class _PythonRenderer:
+    """Prints a formula as a Python function ``run(args, out)`` of NumPy calls, one statement per
+    distinct subexpression (equal subtrees are computed once)."""
+
+    def __init__(self):
+        self.namespace = {"np": np, "_copy": _copy, "_finish": _finish}
+        self.lines: list = []
+        self.count = 0
+
+    def name(self, value, prefix: str) -> str:
+        name = f"{prefix}{self.count}"
+        self.count += 1
+        self.namespace[name] = value
+        return name
+
+    def operand(self, e, names: dict, indent: str) -> str:
+        """The Python expression holding ``e``'s value, emitting the statements computing it."""
+        if isinstance(e, Arg):
+            return f"args[{e.index}]"
+        if isinstance(e, Const):
+            dtype = _np_dtype(e.dtype)  # an integer literal wraps, a fraction truncates
+            return self.name(np.asarray(int(e.value) if dtype.kind in "iu" else e.value).astype(dtype), "c")
+        if not isinstance(e, Apply) or e.op not in RENDERED_OPS:
+            raise RuntimeError(f"cpu formula renderer: internal error: {e!r} is not a scalar formula expression")
+        if e in names:
+            return names[e]
+        if e.op == "where":
+            value = self.where(e, names, indent)
+        else:
+            value = self.temporary(indent, self.call(e, [self.operand(a, names, indent) for a in e.args]))
+        names[e] = value
+        return value
+
+    def temporary(self, indent: str, text: str) -> str:
+        name = f"t{self.count}"
+        self.count += 1
+        self.lines.append(f"{indent}{name} = {text}")
+        return name
+
+    def call(self, e, args: list, out: str | None = None) -> str:
+        """The call computing Apply ``e`` of ``args`` (into ``out`` when given: the formula's value)."""
+        if e.op == "cast":
+            return f"{args[0]}.astype({self.name(_np_dtype(e.dtype), 'd')})"
+        if e.op in _FLOAT64_FUNCTIONS:  # the formula's value stays in float64: the caller rounds it once
+            fn = f"{e.op}_"
+            self.namespace[fn] = _FLOAT64_FUNCTIONS[e.op]
+            if out:
+                return f"{fn}({args[0]}) if {out} is None else _copy({out}, {fn}({args[0]}))"
+            return f"{fn}({args[0]}).astype({self.name(_np_dtype(e.dtype), 'd')})"
+        fn = f"{e.op}_"
+        self.namespace[fn] = _UFUNCS[e.op]
+        return f"{fn}({', '.join(args)}, out={out}, casting='unsafe')" if out else f"{fn}({', '.join(args)})"
+
+    def where(self, e, names: dict, indent: str, top: bool = False) -> str:
+        """``where``: a single-valued condition (a Python-number weight) computes only its branch.
+
+        ``top``: ``e`` is the formula's value: a branch picked whole goes through ``_finish`` (it may
+        be an argument), the elementwise selection is returned (or written into ``out``) as it is.
+        """
+        condition = self.operand(e.args[0], names, indent)
+        result = f"t{self.count}"
+        self.count += 1
+        inner = indent + "        "
+        self.lines.append(f"{indent}if {condition}.ndim == 0:")  # arrays and NumPy scalars alike
+        for test, branch in ((f"if {condition}:", e.args[1]), ("else:", e.args[2])):
+            self.lines.append(f"{indent}    {test}")
+            value = self.operand(branch, dict(names), inner)
+            self.lines.append(f"{inner}return _finish({value}, args, out, {self.name(_np_dtype(e.dtype), 'd')})"
+                              if top else f"{inner}{result} = {value}")  # fmt: skip
+        self.lines.append(f"{indent}else:")
+        branches = dict(names)
+        a, b = (self.operand(x, branches, indent + "    ") for x in e.args[1:])
+        self.lines.append(f"{indent}    {result} = np.where({condition}, {a}, {b})")
+        if top:
+            self.lines.append(f"{indent}    return {result} if out is None else _copy(out, {result})")
+        return result
+
+    def function(self, expr):
+        """``run(args, out)`` returning ``expr``'s value: a new array of the operands' broadcast
+        shape, or ``out``. (An elementwise ``where`` at the top is trusted to cover every operand's
+        shape; a mistake is the "kernel produced shape" internal error of ``Tensor._from_kernel``.)"""
+        names: dict = {}
+        if isinstance(expr, Apply) and expr.op == "where":
+            self.where(expr, names, "    ", top=True)
+        elif isinstance(expr, Apply) and expr.op in RENDERED_OPS and expr.op != "cast":
+            args = [self.operand(a, names, "    ") for a in expr.args]
+            self.lines.append(f"    return {self.call(expr, args, out='out')}")
+        else:
+            value = self.operand(expr, names, "    ")
+            self.lines.append(f"    return _finish({value}, args, out, {self.name(_np_dtype(expr.dtype), 'd')})")
+        source = "\n".join(["def run(args, out):", *self.lines]) + "\n"
+        exec(compile(source, "<munet formula>", "exec"), self.namespace)  # noqa: S102 - our own rendering
+        return self.namespace["run"], source
+
+
+def render_python(expr) -> str:
+    """The Python source of formula expression ``expr`` as the NumPy renderer runs it (for reading)."""
+    return _PythonRenderer().function(expr)[1]
+
+
+# scalar ops that never set a floating-point exception flag (NaN compares and selects quietly):
+# a formula of these alone runs without np.errstate, which costs more than a small kernel
+_QUIET = {"maximum", "minimum", "fmax", "fmin", "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or",
+          "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "neg", "abs",
+          "copysign", "floor", "ceil", "trunc", "rint", "signbit", "isnan", "isinf", "where"}  # fmt: skip
+
+
+def _quiet(e) -> bool:
     if not isinstance(e, Apply):
-        raise NotImplementedError(f"cpu formula renderer: cannot render {e!r}")
-    if e.op == "where":
-        return _compile_where(*(_compile(a) for a in e.args))
-    ufunc = _UFUNCS.get(e.op)
-    if ufunc is None:
-        raise NotImplementedError(f"cpu formula renderer: no NumPy rendering of scalar op '{e.op}'")
-    if all(isinstance(a, Arg) for a in e.args):  # a leaf op: no nested calls
-        positions = [a.index for a in e.args]
-        if positions == [0]:
-            return lambda args, out: ufunc(args[0], out=out, casting="unsafe")
-        if positions == [0, 1]:
-            return lambda args, out: ufunc(args[0], args[1], out=out, casting="unsafe")
-    subs = [_compile(a) for a in e.args]
-    if len(subs) == 1:
-        (f,) = subs
-        return lambda args, out: ufunc(f(args, None), out=out, casting="unsafe")
-    f, g = subs
-    return lambda args, out: ufunc(f(args, None), g(args, None), out=out, casting="unsafe")
+        return True
+    if e.op == "cast":
+        quiet = kind(e.dtype) != INT or kind(e.args[0].dtype) != FLOAT  # NaN or a huge float to int warns
+    else:
+        quiet = e.op in _QUIET
+    return quiet and all(_quiet(a) for a in e.args)
 
 
-def _compile_where(cond, a, b):
-    def run(args, out):
-        c = cond(args, None)
-        if np.ndim(c) == 0:  # one branch for every element: compute only that one
-            return (a if c else b)(args, out)
-        result = np.where(c, a(args, None), b(args, None))
-        if out is None:
-            return result
-        np.copyto(out, result, casting="unsafe")
-        return out
+def _program(expr):
+    """``run(args, out)`` for the formula's value ``expr``: always a new array or ``out`` itself.
 
+    ``run.quiet``: it sets no floating-point exception flag, so it needs no ``np.errstate``."""
+    run = _PythonRenderer().function(expr)[0]
+    run.quiet = _quiet(expr)
     return run
 
 
+def _finish(value, args, out, dtype):
+    """A formula's value that may be an argument, a literal or a branch picked whole: written into
+    ``out``, or copied into a new array of the operands' broadcast shape."""
+    if out is not None:
+        return _copy(out, value)
+    shape = np.broadcast_shapes(*(np.shape(a) for a in args if a is not None))
+    if type(value) is np.ndarray and value.shape == shape and not any(value is a for a in args):
+        return value
+    return np.array(np.broadcast_to(value, shape), dtype=dtype)
+
+
+_FIRST = frozenset({0})
+
+
 class NumpyFormula:
-    """A scalar formula rendered with NumPy ufuncs, compiled once per compute dtype (and attrs).
+    """A scalar formula rendered with NumPy ufuncs, compiled once per operand dtypes (and attrs).
 
     ``fresh(*args, **attrs)`` returns a new array, ``into(out, *args, **attrs)`` writes ``out``,
-    ``inplace(x, *args, **attrs)`` writes the result over its first argument ``x``.
+    ``inplace(x, *args, **attrs)`` writes the result over its first argument ``x``. Arguments in
+    ``conditions`` (``where``'s condition) keep their dtype: Python numbers take the other operands'.
     """
 
-    def __init__(self, formula):
+    def __init__(self, formula, conditions=()):
         self.formula = formula
+        self.conditions = frozenset(conditions)
         self.programs: dict = {}
 
+    def operands(self, args):
+        if not self.conditions:
+            return operands(*args)
+        if self.conditions == _FIRST:  # where(condition, a, b)
+            return [args[0], *operands(*args[1:])]
+        values = iter(operands(*(a for i, a in enumerate(args) if i not in self.conditions)))
+        return [a if i in self.conditions else next(values) for i, a in enumerate(args)]
+
     def program(self, args, attrs):
-        dtype = next((a.dtype for a in args if isinstance(a, np.ndarray)), np.asarray(args[0]).dtype)
-        key = (dtype, *attrs.items()) if attrs else dtype
+        try:
+            key = tuple([a.dtype for a in args])
+        except AttributeError:  # a missing optional argument (None)
+            key = tuple([getattr(a, "dtype", None) for a in args])
+        if attrs:
+            key = (key, *attrs.items())
         run = self.programs.get(key)
         if run is None:
-            t = dtype.name
-            run = self.programs[key] = _compile(self.formula([Arg(i, t) for i in range(len(args))], t, **attrs))
+            dtypes = key[0] if attrs else key
+            run = self.programs[key] = _program(self.instantiate(dtypes, attrs))
         return run
 
+    def instantiate(self, dtypes, attrs):
+        """The formula's expression for operands of ``dtypes`` (None: a missing optional argument)."""
+        names = [None if d is None else d.name for d in dtypes]
+        values = [n for i, n in enumerate(names) if n is not None and i not in self.conditions]
+        compute = values[0] if values else next(n for n in names if n is not None)
+        return self.formula([None if n is None else Arg(i, n) for i, n in enumerate(names)], compute, **attrs)
+
     def fresh(self, *args, **attrs):
-        args = operands(*args)
+        args = self.operands(args)
+        run = self.program(args, attrs)
+        if run.quiet:
+            return run(args, None)
         with np.errstate(all="ignore"):
-            return self.program(args, attrs)(args, None)
+            return run(args, None)
 
     def into(self, out, *args, **attrs):
-        args = operands(*args)
+        args = self.operands(args)
+        run = self.program(args, attrs)
+        if run.quiet:
+            run(args, out)
+            return
         with np.errstate(all="ignore"):
-            self.program(args, attrs)(args, out)
+            run(args, out)
 
     def inplace(self, out, *args, **attrs):
         self.into(out, out, *args, **attrs)
@@ -120,7 +358,11 @@ def out_kernel(name: str):
     return _RENDERED[name].into
 
 
-_RENDERED = {name: NumpyFormula(op.formula) for name, op in OPS.items() if op.formula is not None}
+_RENDERED = {
+    name: NumpyFormula(op.formula, [i for i, role in enumerate(op.inputs) if role == "condition"])
+    for name, op in OPS.items()
+    if op.formula is not None
+}
 for _name, _rendered in _RENDERED.items():
     kernel(_name)(_rendered.fresh)
     kernel(_name + "_")(_rendered.inplace)

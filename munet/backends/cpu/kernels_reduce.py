@@ -356,25 +356,6 @@ def cumulative_select_backward(g, indices, *, dim):
     return np.moveaxis(out.reshape(gm.shape), -1, dim)
 
 
-# helpers of gradient rules --------------------------------------------------------------------------
-
-
-@kernel("safe_sqrt")
-def safe_sqrt(x):
-    with np.errstate(all="ignore"):
-        return np.sqrt(upcast(x))
-
-
-@kernel("safe_reciprocal")
-def safe_reciprocal(x):
-    a = upcast(x)
-    nonzero = a != 0
-    with np.errstate(all="ignore"):
-        return np.where(
-            nonzero, np.ones((), a.dtype) / np.where(nonzero, a, np.ones((), a.dtype)), np.zeros((), a.dtype)
-        )
-
-
 # boolean reductions -------------------------------------------------------------------------------------
 
 

@@ -1,5 +1,5 @@
 """Row kernels: softmax, log_softmax, logsumexp, standardize, prod, the boolean reductions,
-max/min along a dim, median and mode, and the elementwise special functions beside them.
+max/min along a dim, median and mode.
 
 The reductions are monoids run by the reduction template (``reduction.py``: :class:`Monoid`,
 :class:`Rows`, :func:`reduce_rows`); median and mode sort each row in workgroup memory.
@@ -11,12 +11,9 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
-
 from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import clone, copy_into, new_view
-from munet.backends.vulkan.kernels_elementwise import run
 from munet.backends.vulkan.reduction import Monoid, Rows, binding_lines, keep_shape, reduce_rows, reshaped
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, storage_type
@@ -286,139 +283,6 @@ def reduce_onehot(rt, indices, *, dim, shape, keepdim, dtype):
 
 def _insert_zero(strides, dim):
     return (*strides[:dim], 0, *strides[dim:])
-
-
-# elementwise special functions ----------------------------------------------------------------------
-
-# public: codegen/wgsl.py adds them to fused kernels that call erf_f
-SPECIAL_FUNCTIONS = """
-fn exp_neg_square(x: f32) -> f32 {
-  if (isinf_f(x)) { return 0.0; }
-  let head = round(x * 16.0) / 16.0;
-  let tail = x - head;
-  return exp(-head * head) * exp(-tail * (x + head));
-}
-fn erf_series(x: f32) -> f32 {
-  var term = x; var total = x; let x2 = 2.0 * x * x;
-  for (var n = 1; n < 40; n = n + 1) { term = term * x2 / f32(2 * n + 1); total = total + term; }
-  return 1.1283791670955126 * exp_neg_square(x) * total;
-}
-fn erfc_fraction(a: f32) -> f32 {
-  var t = a;
-  for (var k = 60; k > 0; k = k - 1) { t = a + (0.5 * f32(k)) / t; }
-  return 0.5641895835477563 * exp_neg_square(a) / t;
-}
-fn erf_f(x: f32) -> f32 {
-  if (isnan_f(x)) { return x; }
-  if (abs(x) < 2.0) { return erf_series(x); }
-  return sign_f(x) * (1.0 - erfc_fraction(abs(x)));
-}
-fn erfc_f(x: f32) -> f32 {
-  if (isnan_f(x)) { return x; }
-  if (abs(x) < 1.5) { return 1.0 - erf_series(x); }
-  let tail = erfc_fraction(abs(x));
-  return select(tail, 2.0 - tail, x < 0.0);
-}
-fn erfinv_f(y: f32) -> f32 {
-  if (abs(y) > 1.0 || isnan_f(y)) { return nan_f(); }
-  if (abs(y) == 1.0) { return sign_f(y) * inf_f(); }
-  let w = -log((1.0 - y) * (1.0 + y));
-  var p: f32;
-  if (w < 5.0) {
-    let v = w - 2.5;
-    p = 2.81022636e-08;
-    p = 3.43273939e-07 + p * v; p = -3.5233877e-06 + p * v; p = -4.39150654e-06 + p * v;
-    p = 0.00021858087 + p * v; p = -0.00125372503 + p * v; p = -0.00417768164 + p * v;
-    p = 0.246640727 + p * v; p = 1.50140941 + p * v;
-  } else {
-    let v = sqrt(w) - 3.0;
-    p = -0.000200214257;
-    p = 0.000100950558 + p * v; p = 0.00134934322 + p * v; p = -0.00367342844 + p * v;
-    p = 0.00573950773 + p * v; p = -0.0076224613 + p * v; p = 0.00943887047 + p * v;
-    p = 1.00167406 + p * v; p = 2.83297682 + p * v;
-  }
-  var x = p * y;
-  let a = abs(y);
-  for (var i = 0; i < 2; i = i + 1) {
-    let density = 1.1283791670955126 * exp_neg_square(x);
-    if (density == 0.0) { break; }
-    if (a >= 0.5) {
-      let upper = erfc_f(abs(x));
-      x = x + sign_f(y) * (log(upper) - log(1.0 - a)) * upper / density;
-    } else {
-      x = x - (erf_f(x) - y) / density;
-    }
-  }
-  return x;
-}
-"""
-
-
-def _special(rt, name: str, expr: str, x):
-    _float_only(name, x)
-    out = new_view(rt, x.shape, x.dtype)
-    return elementwise(rt, expr, [x], out, prelude=SPECIAL_FUNCTIONS)
-
-
-@kernel("erf")
-def erf(rt, x):
-    return _special(rt, "erf", "erf_f(a)", x)
-
-
-@kernel("erfc")
-def erfc(rt, x):
-    return _special(rt, "erfc", "erfc_f(a)", x)
-
-
-@kernel("erfinv")
-def erfinv(rt, x):
-    return _special(rt, "erfinv", "erfinv_f(a)", x)
-
-
-@kernel("softplus")
-def softplus(rt, x, *, beta, threshold):
-    expr = "select((max(a * b, 0.0) + log1p_f(exp(-abs(a * b)))) / b, a, a * b > c)"
-    return run(rt, "softplus", {"f32": expr}, [x, beta, threshold])
-
-
-@kernel("elu")
-def elu(rt, x, *, alpha, scale, input_scale):
-    expr = "select(expm1_f(min(a, 0.0) * d) * b * c, a * c, a > 0.0)"
-    return run(rt, "elu", {"f32": expr}, [x, alpha, scale, input_scale])
-
-
-@kernel("nan_to_num")
-def nan_to_num(rt, x, *, nan, posinf, neginf):
-    kind = storage_type(x.dtype, "nan_to_num")
-    if kind != "f32":
-        return _copy(rt, x)
-    largest = float(np.finfo(x.dtype.np).max)  # float16's, not f32's, for float16
-    posinf = largest if posinf is None else posinf
-    neginf = -largest if neginf is None else neginf
-    expr = "select(select(select(a, c, isinf_f(a) && a > 0.0), d, isinf_f(a) && a < 0.0), b, isnan_f(a))"
-    return run(rt, "nan_to_num", {"f32": expr}, [x, nan, posinf, neginf])
-
-
-@kernel("safe_sqrt")
-def safe_sqrt(rt, x):
-    return run(rt, "safe_sqrt", {"f32": "select(sqrt(a), nan_f(), a < 0.0)"}, [x])
-
-
-@kernel("safe_reciprocal")
-def safe_reciprocal(rt, x):
-    return run(rt, "safe_reciprocal", {"f32": "select(1.0 / a, 0.0, a == 0.0)"}, [x])
-
-
-# int64 is held as int32 here, so a shift by 32..63 leaves no bits (left) or only the sign (right),
-# as the 64-bit result does once wrapped to 32 bits.
-@kernel("bitwise_left_shift")
-def bitwise_left_shift(rt, a, b):
-    return run(rt, "bitwise_left_shift", {"i32": "select(a << u32(b), 0, b < 0 || b >= 32)"}, [a, b])
-
-
-@kernel("bitwise_right_shift")
-def bitwise_right_shift(rt, a, b):
-    return run(rt, "bitwise_right_shift", {"i32": "a >> u32(select(b, 31, b < 0 || b >= 32))"}, [a, b])
 
 
 # median: a radix select per row (four 8-bit digit passes of a workgroup histogram) --------------------

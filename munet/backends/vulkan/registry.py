@@ -24,11 +24,9 @@ def kernel(*names: str):
 
 
 from munet.backends.vulkan import (  # noqa: E402,F401
-    kernels_activation,
     kernels_checks,
     kernels_conv,
     kernels_core,
-    kernels_elementwise,
     kernels_formula,
     kernels_indexing,
     kernels_linalg,

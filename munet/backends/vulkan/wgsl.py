@@ -25,23 +25,29 @@ fn fmax_f(a: f32, b: f32) -> f32 { if (isnan_f(a)) { return b; } if (isnan_f(b))
 fn fmin_f(a: f32, b: f32) -> f32 { if (isnan_f(a)) { return b; } if (isnan_f(b)) { return a; } return select(b, a, a < b); }
 fn sign_f(x: f32) -> f32 { return select(select(0.0, -1.0, x < 0.0), 1.0, x > 0.0); }
 fn tanh_f(x: f32) -> f32 { if (isnan_f(x)) { return x; } return tanh(clamp(x, -15.0, 15.0)); }
-fn sigmoid_f(x: f32) -> f32 { let e = exp(-abs(x)); return select(e / (1.0 + e), 1.0 / (1.0 + e), x >= 0.0); }
 fn expm1_f(x: f32) -> f32 {
   if (abs(x) < 1e-3) { return x + x * x * (0.5 + x * (1.0 / 6.0 + x / 24.0)); }
   return exp(x) - 1.0;
 }
 fn log1p_f(x: f32) -> f32 { let u = 1.0 + x; if (u == 1.0) { return x; } return log(u) * x / (u - 1.0); }
 fn pow_f(a: f32, b: f32) -> f32 {
-  if (b == 0.0 || a == 1.0) { return 1.0; }
+  if (b == 0.0 || a == 1.0 || (a == -1.0 && isinf_f(b))) { return 1.0; }
   if (isnan_f(a) || isnan_f(b)) { return nan_f(); }
+  if (a < 0.0 && b != trunc(b)) { return nan_f(); }
   let m = abs(a);
   var r: f32;
   if (m == 0.0) { r = select(inf_f(), 0.0, b > 0.0); } else { r = exp2(b * log2(m)); }
-  if (a < 0.0) {
-    if (b != trunc(b)) { return nan_f(); }
-    if (abs(b) < 16777216.0 && fract(b * 0.5) != 0.0) { r = -r; }
-  }
+  let odd = abs(b) < 16777216.0 && b == trunc(b) && fract(b * 0.5) != 0.0;
+  if ((bitcast<u32>(a) & 0x80000000u) != 0u && odd) { r = -r; }
   return r;
+}
+fn atan2_f(y: f32, x: f32) -> f32 {
+  if (isnan_f(y) || isnan_f(x)) { return nan_f(); }
+  if (y == 0.0 && x == 0.0) {
+    let r = select(0.0, 3.14159274, (bitcast<u32>(x) & 0x80000000u) != 0u);
+    return select(r, -r, (bitcast<u32>(y) & 0x80000000u) != 0u);
+  }
+  return atan2(y, x);
 }
 fn pow_i(a: i32, b: i32) -> i32 {
   if (b < 0) { if (a == 1) { return 1; } if (a == -1) { return select(1, -1, (b & 1) == 1); } return 0; }
@@ -49,7 +55,6 @@ fn pow_i(a: i32, b: i32) -> i32 {
   loop { if (e == 0) { break; } if ((e & 1) == 1) { r = r * x; } x = x * x; e = e >> 1u; }
   return r;
 }
-fn remainder_f(a: f32, b: f32) -> f32 { let r = a % b; return select(r, r + b, r != 0.0 && ((r < 0.0) != (b < 0.0))); }
 """
 
 

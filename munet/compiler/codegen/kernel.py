@@ -56,7 +56,9 @@ A renderer (``c.py``; ``wgsl.py``; later CUDA) needs only these classes and the 
 
 ``kernel_from_group(group)`` builds the kernel of a fused group (``passes/fuse.py``):
 each member node is turned into an expression by its rule in :data:`ELEMENTWISE_RULES`
-(an op's scalar formula with the member's operands substituted; reductions by :data:`REDUCTIONS`).
+(an op's scalar formula with the member's operands substituted; a cast, a clone; reductions by
+:data:`REDUCTIONS`). No op has a rule of its own: what a fused kernel computes for an op is
+its formula, rendered by ``c.py`` and ``wgsl.py`` scalar op by scalar op.
 """
 
 from __future__ import annotations
@@ -67,9 +69,10 @@ import numpy as np
 
 from munet._tensor import contiguous_strides
 from munet.ops._registry import OPS
-from munet.ops._scalar import SCALAR_OPS, Apply, Const, Param, constant
+from munet.ops._scalar import SCALAR_OPS, Apply, Const, Param, constant, scalar
 
-__all__ = ["SCALAR_OPS", "Apply", "Const", "Param"]  # the scalar IR of munet/ops/_scalar.py, re-exported
+# the scalar IR and expression builders of munet/ops/_scalar.py, re-exported
+__all__ = ["SCALAR_OPS", "Apply", "Const", "Param", "constant", "scalar"]
 
 DTYPES = ("f32", "f64", "bool", "i64")
 
@@ -295,27 +298,20 @@ def loads_only_at_write_index(kernel: Kernel, buffer: int) -> bool:
 
 
 # Member rules: (node, argument expressions or Python constants, output dtype) -> expression.
-def _c(x, dtype):
-    return constant(x, dtype)
+def _from_formula(op):
+    """The member rule of ``op`` (defined by a formula): its operands substituted for its arguments.
 
+    The formula computes in its value operands' dtype (not a ``where`` condition's), the output
+    dtype when all of them are Python numbers; those numbers become literals of that dtype.
+    """
+    conditions = {i for i, role in enumerate(op.inputs) if role == "condition"}
 
-def _from_formula(formula):
-    """The member rule of an op defined by ``formula``: its operands substituted for its arguments."""
-    return lambda node, a, t: formula([_c(x, t) for x in a], t, **node.attrs)
+    def rule(node, args, t):
+        values = [a for i, a in enumerate(args) if i not in conditions and hasattr(a, "dtype")]
+        compute = values[0].dtype if values else t
+        return op.formula([constant(a, compute) for a in args], compute, **node.attrs)
 
-
-def _relu(node, a, t):
-    return Apply("maximum", (a[0], Const(0.0, t)), t)
-
-
-def _threshold_backward(node, a, t):
-    grad, x = a
-    above = Apply("gt", (x, Const(float(node.attrs["threshold"]), t)), "bool")
-    return Apply("where", (above, grad, Const(0.0, t)), t)
-
-
-def _where(node, a, t):
-    return Apply("where", (a[0], _c(a[1], t), _c(a[2], t)), t)
+    return rule
 
 
 def _cast(node, a, t):
@@ -326,44 +322,8 @@ def _identity(node, a, t):
     return a[0]
 
 
-# erf(x) = x * g(x*x) with g(t) = erf(sqrt(t)) / sqrt(t) on t in [0, 16]: a degree-17 Chebyshev fit
-# (relative error 2.5e-9) in monomial form in u = t / 8 - 1. Evaluated in float64 by Estrin's scheme
-# (short dependency chains), then rounded: a float32 erf within 0.54 ulp, 2.5x faster than the C
-# library's erff as scalar code and 4x when the loop vectorizes (gcc if-converts the clamp's selects
-# only with -fno-trapping-math, which build.py passes). |x| >= 4 gives +-1.
-_ERF_G = (0.3535309963615689, -0.17657623587308396, 0.131675001456858, -0.10771028937932434, 0.0902120426726717,
-          -0.07473053609886163, 0.059855993577738034, -0.04574400172857171, 0.03321700110805473,
-          -0.02256359771211882, 0.01390814619362078, -0.008382074119608637, 0.005577363702497675,
-          -0.002911839025843321, 0.0006166107016690305, -0.0003243025630073823, 0.0005964250771541936,
-          -0.0002467088299454191)  # fmt: skip
-
-
-def _erf(node, a, t):
-    if t != "f32":
-        return Apply("erf", (a[0],), t)
-    d = "f64"
-
-    def op(name, *args):
-        return Apply(name, tuple(_c(v, d) for v in args), d)
-
-    x = Apply("cast", (a[0],), d)
-    above, below = Apply("gt", (x, Const(4.0, d)), "bool"), Apply("lt", (x, Const(-4.0, d)), "bool")
-    clamped = op("where", above, 4.0, op("where", below, -4.0, x))  # NaN passes through
-    u = op("sub", op("mul", op("mul", clamped, clamped), 0.125), 1.0)
-    terms, power = [Const(c, d) for c in _ERF_G], u
-    while len(terms) > 1:
-        pairs = [terms[i : i + 2] for i in range(0, len(terms), 2)]
-        terms = [op("add", p[0], op("mul", p[1], power)) if len(p) == 2 else p[0] for p in pairs]
-        power = op("mul", power, power)
-    return Apply("cast", (op("mul", terms[0], clamped),), t)
-
-
 ELEMENTWISE_RULES = {
-    **{name: _from_formula(op.formula) for name, op in OPS.items() if op.formula is not None},
-    "erf": _erf,
-    "relu": _relu,
-    "threshold_backward": _threshold_backward,
-    "where": _where,
+    **{name: _from_formula(op) for name, op in OPS.items() if op.formula is not None},
     "cast": _cast,
     "clone": _identity,
 }

@@ -10,15 +10,14 @@ element offset of its view (``P[k]``), then the kernel's runtime scalars as f32 
 step. Shapes and strides are fixed per compiled graph and written into the source as
 constants (cheap index arithmetic); dims that every access walks contiguously are collapsed.
 
-Storage types are the backend's: f32, and bool as u32 0/1. Float math is the eager vulkan
-kernels' own (the same ``PRELUDE`` helpers: NaN-propagating ``max_f``, ``tanh_f``, ``log``/
-``sqrt`` of a negative number is NaN; the kernel IR's float32 ``erf`` expansion, which needs
-float64, is recognized and rendered as the eager ``erf_f``), so a fused chain computes what the
-unfused kernels do, up to what the shader compiler does with a whole expression (lavapipe
+Storage types are the backend's: f32, and bool as u32 0/1. Each scalar op is printed by the
+vulkan backend's own table (``munet/backends/vulkan/scalar_wgsl.py``, which the eager kernels
+render formulas with too: NaN-propagating ``max_f``, ``tanh_f``, ``log``/``sqrt`` of a negative
+number is NaN, ``erf_f``), so a fused chain computes what the unfused kernels do, up to what the shader compiler does with a whole expression (lavapipe
 rewrites ``exp`` of a product, within an ulp). A :class:`~munet.compiler.codegen.kernel.Reduce`
 follows the eager ``sum``/``amax`` kernel's order (see :func:`reduction_layout`), so fused and
 unfused reductions give the same bits. ``render_wgsl(kernel, aliases)`` renders an in-place
-state update (an input read through an output's binding). Anything else (float64, an op
+state update (an input read through an output's binding). Anything else (float64, a scalar op
 without a WGSL form, a reduction the eager kernel does in two passes) raises
 :class:`UnsupportedKernelError`, and the lowering runs the group's member nodes with the
 unfused vulkan kernels instead.
@@ -28,10 +27,10 @@ from __future__ import annotations
 
 import numpy as np
 
+from munet.backends.vulkan.scalar_wgsl import SPECIAL_FUNCTIONS, UnrenderableError, literal, render_apply, uses_special
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP
 from munet.compiler.codegen.c import collapse
 from munet.compiler.codegen.kernel import (
-    ELEMENTWISE_RULES,
     Apply,
     Const,
     Kernel,
@@ -44,24 +43,13 @@ from munet.compiler.codegen.kernel import (
 WGSL_TYPES = {"f32": "f32", "bool": "bool"}
 STORAGE_TYPES = {"f32": "f32", "bool": "u32"}
 
-_INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "gt": ">", "ge": ">="}
-_GUARDED = {"log": "log", "sqrt": "sqrt"}  # NaN below zero, as the eager kernels say explicitly
-_CALLS = {"exp": "exp", "abs": "abs", "tanh": "tanh_f"}
-
 
 class UnsupportedKernelError(NotImplementedError):
     """A kernel this renderer cannot express (the lowering falls back to unfused kernels)."""
 
 
 def _literal(value: float, dtype: str) -> str:
-    if dtype == "bool":
-        return "true" if value else "false"
-    value = float(np.float32(value))
-    if value != value:
-        return "nan_f()"
-    if value in (float("inf"), float("-inf")):
-        return ("-" if value < 0 else "") + "inf_f()"
-    return f"{value!r}f"
+    return literal(float(np.float32(value)) if dtype == "f32" else value, dtype)
 
 
 def _check_dtype(dtype: str, what: str) -> None:
@@ -114,57 +102,12 @@ class _Emitter:
             return f"({value} != 0u)" if e.dtype == "bool" else value
         if not isinstance(e, Apply):
             raise UnsupportedKernelError(f"render_wgsl: unknown expression {e!r}")
-        x = _erf_argument(e)
-        if x is not None:
-            self.uses_erf = True
-            return f"erf_f({self.emit(x)})"
-        a = [self.emit(x) for x in e.args]
-        if e.op in _INFIX:
-            return f"{a[0]} {_INFIX[e.op]} {a[1]}"
-        if e.op == "neg":
-            return f"-{a[0]}"
-        if e.op == "maximum":
-            return f"max_f({a[0]}, {a[1]})"
-        if e.op == "where":
-            return f"select({a[2]}, {a[1]}, {a[0]})"
-        if e.op == "cast":
-            return _cast(a[0], e.args[0].dtype, e.dtype)
-        if e.op in _GUARDED:
-            return f"select({_GUARDED[e.op]}({a[0]}), nan_f(), {a[0]} < 0.0)"
-        if e.op in _CALLS:
-            return f"{_CALLS[e.op]}({a[0]})"
-        raise UnsupportedKernelError(f"render_wgsl: scalar op '{e.op}' has no WGSL form yet")
-
-
-def _erf_argument(e):
-    """``x`` when ``e`` is kernel.py's float32 ``erf`` rule applied to ``x``, else None.
-
-    That rule expands a float32 erf into float64 arithmetic, which WGSL lacks; the expansion is
-    recognized by rebuilding it from ``x`` and rendered with the eager vulkan kernels' ``erf_f``.
-    """
-    if not (isinstance(e, Apply) and e.op == "cast" and e.dtype == "f32" and e.args[0].dtype == "f64"):
-        return None
-    stack, seen = [e.args[0]], set()
-    while stack:
-        n = stack.pop()
-        if not isinstance(n, Apply) or id(n) in seen:
-            continue
-        seen.add(id(n))
-        if n.op == "cast" and n.dtype == "f64" and n.args[0].dtype == "f32":
-            x = n.args[0]
-            rule = ELEMENTWISE_RULES.get("erf")
-            return x if rule is not None and rule(None, [x], "f32") == e else None
-        stack.extend(n.args)
-    return None
-
-
-def _cast(a: str, src: str, dst: str) -> str:
-    _check_dtype(src, "a cast operand")
-    if src == dst:
-        return a
-    if dst == "bool":
-        return f"!({a} == 0.0)"  # NaN is true; lavapipe evaluates != as an ordered comparison
-    return f"select(0.0, 1.0, {a})"
+        try:
+            text = render_apply(e, [self.emit(x) for x in e.args])
+        except UnrenderableError as error:
+            raise UnsupportedKernelError(f"render_wgsl: {error}") from error
+        self.uses_erf = self.uses_erf or uses_special(text)
+        return text
 
 
 def _walk(exprs) -> list:
@@ -393,8 +336,5 @@ def strip_prelude(source: str) -> str:
 
 
 def _special_functions() -> str:
-    """The eager vulkan kernels' special functions (``erf_f``), imported late: the kernel
-    modules import each other through the vulkan registry."""
-    from munet.backends.vulkan.kernels_rows import SPECIAL_FUNCTIONS
-
+    """The vulkan backend's special functions (``erf_f``, ``erfc_f``, ``erfinv_f``)."""
     return SPECIAL_FUNCTIONS.strip("\n")

@@ -39,7 +39,7 @@ from munet.compiler.codegen.kernel import (
 from munet.compiler.ir import CONSTANT, Graph, Node, ScalarOp, Value
 from munet.compiler.passes.dce import eliminate_dead_code
 
-_ALLOWED_ATTRS = {"cast": {"dtype"}, "threshold_backward": {"threshold"}}
+_ALLOWED_ATTRS = {"cast": {"dtype"}}
 MIN_MEMBERS = 2
 
 
@@ -103,8 +103,8 @@ def _fusible(node: Node) -> bool:
     out = node.outputs[0]
     if out.kind != "tensor" or short_dtype(out.dtype) not in ("f32", "f64") or out.shape is None:
         return False
-    if set(node.attrs) - _ALLOWED_ATTRS.get(node.name, set()):
-        return False
+    if node.op.formula is None and set(node.attrs) - _ALLOWED_ATTRS.get(node.name, set()):
+        return False  # a formula reads its attrs (static numbers: the kernel's literals)
     if any(isinstance(v, Value) for v in node.attrs.values()):
         return False
     for k, a in enumerate(node.args):
