@@ -29,6 +29,7 @@ from munet.compiler import passes
 from munet.compiler.executable import Executable
 from munet.compiler.guards import GuardSet, VersionGuard, find_guards
 from munet.compiler.ir import CONSTANT, verify
+from munet.compiler.options import resolve as resolve_options
 from munet.compiler.passes.decompose import decompose_standardize
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.recovery import Snapshot, can_reset, check_recover
@@ -44,42 +45,91 @@ _TRACE_LOG_LEVEL = {"first_call": logging.DEBUG}  # retraces are logged at INFO
 
 
 def compile(  # noqa: A001
-    fn=None, *, device=None, dynamic: bool = False, fuse: bool = True, cache_size: int = 8, optimize=True, recover=None
+    model=None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str = "inductor",
+    mode: str | None = None,
+    options: dict | None = None,
+    disable: bool = False,
+    device=None,
+    fuse: bool | None = None,
+    cache_size: int = 8,
+    optimize: bool = True,
+    recover=None,
 ):
-    """Compile ``fn`` (a function or an ``nn.Module``) into a traced, optimized, replayed step.
+    """Compile ``model`` (a function or an ``nn.Module``) into a traced, optimized, replayed step.
 
-    Use as ``munet.compile(fn)``, ``@munet.compile`` or ``@munet.compile(cache_size=4)``.
-    The first call with new guards traces ``fn`` with symbolic tensors; later calls replay the
-    graph. Reading a traced value on the host inside ``fn`` raises ``HostReadError``.
+    PyTorch's signature: use as ``munet.compile(fn)``, ``@munet.compile`` or
+    ``@munet.compile(mode="max-autotune")``. The first call with new guards traces ``model`` with
+    symbolic tensors; later calls replay the graph. Reading a traced value on the host inside it
+    raises ``HostReadError``.
 
-    ``device`` is where the plan runs (default: the device of the first tensor argument or
-    state): ``'cpu'`` (generated C) or ``'vulkan'`` (generated WGSL, one command buffer per call).
-    ``dynamic=True`` makes the generated C kernels size-generic in their leading dim (a batch):
-    a call with a new batch size still traces and plans a new specialization, but reuses the
-    compiled kernels instead of compiling new ones (reductions over the batch excepted: see
-    ``codegen/c_slabs.py``). ``fuse=False`` keeps every op a separate eager kernel
-    (``stats()['fused_groups']`` is then 0). ``recover="rebuild"`` (vulkan) copies the state a
-    call touches to the host before it runs, and when the call raises ``DeviceLostError``, resets
-    the device, restores that state, rebuilds the plan and retries the call once (see
+    ``backend``: ``"inductor"`` (default) is MuNet's compiler (fusion, generated kernels);
+    ``"aot_eager"`` traces and replays the graph unfused, each op its eager kernel; ``"eager"``
+    captures nothing and runs ``model`` as plain Python. ``mode`` (``"default"``,
+    ``"reduce-overhead"``, ``"max-autotune"``, ``"max-autotune-no-cudagraphs"``) is accepted and
+    selects the same plan (see ``compiler/options.py``). ``options`` may set ``fuse``,
+    ``optimize`` and ``cache_size``. ``disable=True`` returns ``model`` itself, uncompiled.
+    ``fullgraph``: MuNet compiles whole graphs only, so a host read raises under either value.
+    ``dynamic=None`` is ``False``: a new shape traces a new specialization.
+
+    MuNet's own keywords: ``device`` is where the plan runs (default: the device of the first
+    tensor argument or state): ``'cpu'`` (generated C) or ``'vulkan'`` (generated WGSL, one
+    command buffer per call). ``dynamic=True`` makes the generated C kernels size-generic in their
+    leading dim (a batch): a call with a new batch size still traces and plans a new
+    specialization, but reuses the compiled kernels instead of compiling new ones (reductions over
+    the batch excepted: see ``codegen/c_slabs.py``). ``fuse=False`` keeps every op a separate
+    eager kernel (``stats()['fused_groups']`` is then 0). ``recover="rebuild"`` (vulkan) copies the
+    state a call touches to the host before it runs, and when the call raises ``DeviceLostError``,
+    resets the device, restores that state, rebuilds the plan and retries the call once (see
     ``munet/compiler/recovery.py``); the default ``None`` lets the error through.
     """
     check_recover(recover)
-    options = dict(device=device, dynamic=dynamic, fuse=fuse, cache_size=cache_size, optimize=optimize, recover=recover)
-    if fn is None:
-        return lambda f: compile(f, **options)
-    if cache_size < 1:
-        raise ValueError(f"munet.compile: cache_size must be at least 1, got {cache_size}")
-    return CompiledFunction(fn, **options)
+    if not isinstance(fullgraph, bool):
+        raise TypeError(f"munet.compile: fullgraph must be a bool, got {type(fullgraph).__name__}")
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise TypeError(f"munet.compile: dynamic must be None or a bool, got {type(dynamic).__name__}")
+    if not isinstance(disable, bool):
+        raise TypeError(f"munet.compile: disable must be a bool, got {type(disable).__name__}")
+    settings = resolve_options(backend, mode, options, fuse)
+    settings.setdefault("cache_size", cache_size)
+    settings.setdefault("optimize", optimize)
+    if not isinstance(settings["cache_size"], int) or settings["cache_size"] < 1:
+        raise ValueError(f"munet.compile: cache_size must be an int of at least 1, got {settings['cache_size']!r}")
+    settings.update(device=device, dynamic=bool(dynamic), recover=recover, fullgraph=fullgraph, mode=mode)
+    if model is None:
+        return (lambda f: f) if disable else (lambda f: CompiledFunction(f, **settings))
+    if disable:
+        return model
+    return CompiledFunction(model, **settings)
 
 
 class CompiledFunction:
     """The callable ``munet.compile`` returns; ``stats()``, ``describe()`` and ``graph``."""
 
-    def __init__(self, fn, *, device=None, dynamic=False, fuse=True, cache_size=8, optimize=True, recover=None):
+    def __init__(
+        self,
+        fn,
+        *,
+        device=None,
+        dynamic=False,
+        fuse=True,
+        cache_size=8,
+        optimize=True,
+        recover=None,
+        backend="inductor",
+        fullgraph=False,
+        mode=None,
+    ):
         from munet.nn.module import Module
 
         check_recover(recover)
         self.recover = recover
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.mode = mode
 
         self.module = fn if isinstance(fn, Module) else None
         self.fn = fn
@@ -108,6 +158,9 @@ class CompiledFunction:
     # calling ---------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         """Calls from several threads run one at a time; a thread that is tracing cannot call it."""
+        if self.backend == "eager":  # nothing captured: plain Python, traced inline by an outer trace
+            self._counters["calls"] += 1
+            return self.fn(*args, **kwargs)
         if _Tracing.tracer is not None:
             raise RuntimeError("munet.compile: a compiled function was called while another one is being traced")
         with self._lock:
@@ -368,6 +421,8 @@ class CompiledFunction:
         last = self._last
         return {
             "backend": last.executable.backend.device.type if last else _device_type(self.device),
+            "compile_backend": self.backend,
+            "mode": self.mode,
             "dynamic": self.dynamic,
             **(_codegen_stats(last.executable, self.fuse) if last else _codegen_stats(None, self.fuse)),
             "arena_bytes": last.executable.arena.plan.total_bytes if last and last.executable.arena else None,
