@@ -29,6 +29,7 @@ from munet.compiler import passes
 from munet.compiler.executable import Executable
 from munet.compiler.guards import GuardSet, VersionGuard, find_guards
 from munet.compiler.ir import CONSTANT, verify
+from munet.compiler.joint import partition, trace_gradients
 from munet.compiler.options import resolve as resolve_options
 from munet.compiler.passes.decompose import decompose_standardize
 from munet.compiler.passes.fuse import fuse_elementwise
@@ -100,10 +101,17 @@ def compile(  # noqa: A001
         raise ValueError(f"munet.compile: cache_size must be an int of at least 1, got {settings['cache_size']!r}")
     settings.update(device=device, dynamic=bool(dynamic), recover=recover, fullgraph=fullgraph, mode=mode)
     if model is None:
-        return (lambda f: f) if disable else (lambda f: CompiledFunction(f, **settings))
-    if disable:
-        return model
-    return CompiledFunction(model, **settings)
+        return (lambda f: f) if disable else (lambda f: _compiled(f, settings))
+    return model if disable else _compiled(model, settings)
+
+
+def _compiled(model, settings: dict):
+    """A module comes back as an ``OptimizedModule`` around its ``CompiledFunction``, a function as the latter."""
+    from munet.compiler.optimized_module import OptimizedModule
+    from munet.nn.module import Module
+
+    compiled = CompiledFunction(model, **settings)
+    return OptimizedModule(model, compiled) if isinstance(model, Module) else compiled
 
 
 class CompiledFunction:
@@ -361,8 +369,9 @@ class CompiledFunction:
         try:
             with tracing(tracer):
                 result = self.fn(*args, **kwargs)
-            out_flat, out_rebuild = _flatten(result)
-            entry = _Specialization(self, tracer, out_flat, out_rebuild)
+                out_flat, out_rebuild = _flatten(result)
+                joint = _trace_backward(tracer, out_flat)
+            entry = _Specialization(self, tracer, out_flat, out_rebuild, joint)
             entry.python_guards = GuardSet(
                 python_guards
                 + [
@@ -452,7 +461,7 @@ class CompiledFunction:
 class _Specialization:
     """One traced graph with its input fetchers and what to do with its outputs."""
 
-    def __init__(self, owner, tracer: Tracer, out_flat, out_rebuild):
+    def __init__(self, owner, tracer: Tracer, out_flat, out_rebuild, joint=None):
         graph = tracer.graph
         self.out_rebuild = out_rebuild
         self.out_template = []
@@ -522,6 +531,12 @@ class _Specialization:
                     if is_symbolic(v):
                         outputs.append(tracer.value_of(v))
                         self.bindings.append((("item", st, k), len(outputs) - 1))
+        # a forward autograd goes through: the gradients follow the forward's outputs until lower() splits them off
+        self.joint = joint
+        self.n_forward = len(outputs)
+        if joint is not None:
+            outputs += [g for g in joint.gradients if g is not None]
+        self.backward_graph = None
         self._tracer = tracer
         self.fuse = owner.fuse
         self.dynamic = owner.dynamic
@@ -569,10 +584,17 @@ class _Specialization:
                 )
         verify(self.graph)
         self.pass_report = passes.run_default(self.graph) if optimize else {}
+        graphs = [self.graph]
+        if self.joint is not None:
+            self.backward_graph, self.n_saved = partition(self.graph, self.n_forward, self.joint.cotangents)
+            graphs.append(self.backward_graph)
+            self.pass_report["saved_for_backward"] = self.n_saved
         if optimize and self.fuse:
-            self.pass_report["decompose"] = decompose_standardize(self.graph)
-            self.pass_report["fuse"] = fuse_elementwise(self.graph)
-        verify(self.graph)
+            for graph, prefix in zip(graphs, ("", "backward_")):
+                self.pass_report[prefix + "decompose"] = decompose_standardize(graph)
+                self.pass_report[prefix + "fuse"] = fuse_elementwise(graph)
+        for graph in graphs:
+            verify(graph)
         self.device = device
         self._constant_copies = None
         self.first = True
@@ -602,6 +624,10 @@ class _Specialization:
         self.owned = _ownership(self.executable)
         self.state_plans = [self.executable.target_on(t.device) for t in self.state_writes]
         self.output_plans = [self.executable.target_on(v.device) for v in self.graph.outputs]
+        if self.backward_graph is not None:
+            self.backward = Executable(self.backward_graph, self.device, donors={}, dynamic=self.dynamic)
+            self.backward_owned = _ownership(self.backward)
+            self.backward_plans = [self.backward.target_on(v.device) for v in self.backward_graph.outputs]
 
     def relower_if_reset(self) -> None:
         """Build the plan again when its device was reset since it was built (the old plan's
@@ -679,9 +705,32 @@ class _Specialization:
             if not owned[item]:
                 arr = plan.clone(arr)
             results.append(Tensor._from_kernel(plan.backend, arr, Meta(v.shape, v.dtype)))
-        if self.differentiable and _State.enabled:
+        if self.joint is not None and _State.enabled:
+            saved = [arr if owned[i] else self.output_plans[i].clone(arr) for i, arr in enumerate(outs)][
+                self.n_forward :
+            ]
+            inputs = [x if kind == "leaf" else flat[x] for kind, x in self.joint.inputs]
+            _attach_backward(results, self.differentiable, self, saved, inputs)
+        elif self.differentiable and _State.enabled:
             _mark_not_differentiable(results, self.differentiable, self.grad_leaves(flat))
         return self.out_rebuild(results)
+
+    def run_backward(self, saved: list, grads) -> list:
+        """The gradients of the differentiable inputs (None where unused) from the outputs' gradients."""
+        inputs = saved + [self.target.argument(g) for g in grads]
+        with self.backward.scope():
+            outs = self.backward.run(inputs)
+        results, k = [], 0
+        for g in self.joint.gradients:
+            if g is None:
+                results.append(None)
+                continue
+            arr, plan = outs[k], self.backward_plans[k]
+            arr = arr if self.backward_owned[k] else plan.clone(arr)
+            v = self.backward_graph.outputs[k]
+            results.append(Tensor._from_kernel(plan.backend, arr, Meta(v.shape, v.dtype)))
+            k += 1
+        return results
 
     def grad_leaves(self, flat) -> list:
         """The leaves requiring grad this specialization read: parameters met while tracing, leaf arguments."""
@@ -760,8 +809,50 @@ def _ownership(executable) -> list:
     return [o and i not in views for o, i in zip(owned, executable.output_slots)]
 
 
+def _trace_backward(tracer, out_flat):
+    """The joint gradients (``joint.trace_gradients``) when autograd will differentiate this call's
+    outputs: grad mode is on, some output requires grad, and the trace ran no backward of its own."""
+    if not _State.enabled:
+        return None
+    outputs = [x for x in out_flat if isinstance(x, Tensor) and x.requires_grad and x.dtype.is_floating_point]
+    ran_backward = (
+        tracer.optimizers
+        or any(leaf.grad is not before for leaf, before in tracer.leaves.values())
+        or any(t.grad is not before for _, t, before in tracer.arg_grads)
+    )
+    if not outputs or ran_backward:
+        return None
+    return trace_gradients(tracer, outputs)
+
+
+class _CompiledBackward(Function):
+    """The ``grad_fn`` of a compiled forward's outputs: its backward runs the compiled backward program."""
+
+    @staticmethod
+    def forward(ctx, specialization, saved, outputs, *inputs):
+        ctx.specialization, ctx.saved = specialization, saved
+        return outputs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        if _State.enabled:
+            raise RuntimeError(
+                "munet.compile: higher-order gradients (backward with create_graph=True, or autograd.grad of a "
+                "gradient) cannot go through a compiled forward: its backward is a compiled program with no "
+                "autograd graph of its own. Call the module uncompiled for higher-order gradients."
+            )
+        return (None, None, None, *ctx.specialization.run_backward(ctx.saved, grads))
+
+
+def _attach_backward(results: list, positions: list, specialization, saved: list, inputs: list) -> None:
+    """Give ``results[positions]`` a ``grad_fn`` whose backward runs ``specialization``'s backward program."""
+    marked = _CompiledBackward.apply(specialization, saved, tuple(results[k] for k in positions), *inputs)
+    for k, t in zip(positions, marked if isinstance(marked, tuple) else (marked,)):
+        results[k] = t
+
+
 class _CompiledOutput(Function):
-    """The ``grad_fn`` of compiled outputs that eager would differentiate: backward raises, naming the fix."""
+    """The ``grad_fn`` of outputs of a compiled step that ran its own backward: backward raises, naming why."""
 
     @staticmethod
     def forward(ctx, outputs, *leaves):
@@ -770,9 +861,9 @@ class _CompiledOutput(Function):
     @staticmethod
     def backward(ctx, *grads):
         raise RuntimeError(
-            "munet.compile: gradients do not flow back through a compiled function's outputs (it keeps no "
-            "autograd graph for them). Compile the whole training step instead (forward, loss.backward() and "
-            "optimizer.step() inside the compiled function), or call it under munet.no_grad() for inference."
+            "munet.compile: gradients do not flow back through the outputs of a compiled function that ran a "
+            "backward of its own (it keeps no autograd graph for them). Either compile only the forward (its "
+            "outputs then carry the compiled backward), or do all the differentiation inside the compiled step."
         )
 
 
