@@ -7,6 +7,7 @@ import munet
 import munet.nn.functional as F
 from munet import nn
 from tests.compiler.test_attention_views import ViTBlock
+from tests.compiler.test_compile_vulkan import VULKAN_RTOL
 
 RTOL, ATOL = 1e-5, 1e-6
 
@@ -157,3 +158,21 @@ def test_compile_of_a_module_returns_a_module_around_it_as_pytorch():
     with munet.no_grad():
         np.testing.assert_allclose(compiled(x).numpy(), model(x).numpy(), rtol=RTOL, atol=ATOL)
     assert compiled.stats()["traces"] == 1 and "plan on cpu" in compiled.describe()
+
+
+def test_compiled_module_backward_on_vulkan_equals_eager_vulkan(vulkan):
+    # tolerance of tests/compiler/test_compile_vulkan.py: VULKAN_RTOL of each tensor's largest magnitude
+    rng = np.random.default_rng(3)
+    x = munet.tensor(rng.standard_normal((8, 5)).astype(np.float32)).to(vulkan)
+    y = munet.tensor(rng.integers(0, 3, 8)).to(vulkan)
+    munet.manual_seed(0)
+    eager = _mlp().to(vulkan)
+    munet.manual_seed(0)
+    model = _mlp().to(vulkan)
+    F.cross_entropy(eager(x), y).backward()
+    F.cross_entropy(munet.compile(model)(x), y).backward()
+    for (name, p), q in zip(eager.named_parameters(), model.parameters()):
+        assert q.grad.device == vulkan
+        expected = p.grad.cpu().numpy()
+        atol = VULKAN_RTOL * np.abs(expected).max()
+        np.testing.assert_allclose(q.grad.cpu().numpy(), expected, rtol=0, atol=atol, err_msg=name)
