@@ -34,7 +34,7 @@ from munet.compiler.options import resolve as resolve_options
 from munet.compiler.passes.decompose import decompose_standardize
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.recovery import Snapshot, can_reset, check_recover
-from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
+from munet.compiler.trace import HostReadError, SymScalar, Tracer, is_symbolic, tracing
 from munet.ops._registry import Meta, _Tracing
 
 # One trace (and its lowering) at a time in the process, as torch._dynamo's compile_lock: a trace
@@ -370,7 +370,7 @@ class CompiledFunction:
             with tracing(tracer):
                 result = self.fn(*args, **kwargs)
                 out_flat, out_rebuild = _flatten(result)
-                joint = _trace_backward(tracer, out_flat)
+                joint = _trace_backward(tracer, out_flat, self.__name__)
             entry = _Specialization(self, tracer, out_flat, out_rebuild, joint)
             entry.python_guards = GuardSet(
                 python_guards
@@ -419,7 +419,10 @@ class CompiledFunction:
         """The lowered plan of the most recently used specialization, kernel by kernel, then its guards."""
         if self._last is None:
             raise RuntimeError("munet.compile: nothing traced yet; call the compiled function first")
-        lines = [self._last.executable.describe(), "guards (checked at every call; a change retraces):"]
+        lines = [self._last.executable.describe()]
+        if self._last.backward_graph is not None:
+            lines += ["backward program (run by loss.backward()):", self._last.backward.describe()]
+        lines.append("guards (checked at every call; a change retraces):")
         lines += [f"  {text}" for text in self._last.describe_guards(self._last_key, self._modules)]
         if self._retrace_reasons:
             lines.append("latest retraces:")
@@ -706,8 +709,9 @@ class _Specialization:
                 arr = plan.clone(arr)
             results.append(Tensor._from_kernel(plan.backend, arr, Meta(v.shape, v.dtype)))
         if self.joint is not None and _State.enabled:
-            saved = [arr if owned[i] else self.output_plans[i].clone(arr) for i, arr in enumerate(outs)][
-                self.n_forward :
+            # copies out of the arena (the next call reuses it) and of memory a result shares
+            saved = [
+                outs[i] if owned[i] else self.output_plans[i].clone(outs[i]) for i in range(self.n_forward, len(outs))
             ]
             inputs = [x if kind == "leaf" else flat[x] for kind, x in self.joint.inputs]
             _attach_backward(results, self.differentiable, self, saved, inputs)
@@ -809,7 +813,7 @@ def _ownership(executable) -> list:
     return [o and i not in views for o, i in zip(owned, executable.output_slots)]
 
 
-def _trace_backward(tracer, out_flat):
+def _trace_backward(tracer, out_flat, name: str):
     """The joint gradients (``joint.trace_gradients``) when autograd will differentiate this call's
     outputs: grad mode is on, some output requires grad, and the trace ran no backward of its own."""
     if not _State.enabled:
@@ -822,7 +826,14 @@ def _trace_backward(tracer, out_flat):
     )
     if not outputs or ran_backward:
         return None
-    return trace_gradients(tracer, outputs)
+    graph = tracer.graph
+    n_nodes, n_inputs = len(graph.nodes), len(graph.inputs)
+    try:
+        return trace_gradients(tracer, outputs)
+    except HostReadError as exc:  # a gradient rule that reads values on the host: forward only, as before
+        _log.info("%s: the backward cannot be traced (%s); its outputs will not be differentiable", name, exc)
+        del graph.nodes[n_nodes:], graph.inputs[n_inputs:]
+        return None
 
 
 class _CompiledBackward(Function):
@@ -852,7 +863,8 @@ def _attach_backward(results: list, positions: list, specialization, saved: list
 
 
 class _CompiledOutput(Function):
-    """The ``grad_fn`` of outputs of a compiled step that ran its own backward: backward raises, naming why."""
+    """The ``grad_fn`` of compiled outputs with no compiled backward (the step ran its own, or its backward
+    could not be traced): backward raises, naming why."""
 
     @staticmethod
     def forward(ctx, outputs, *leaves):
@@ -861,9 +873,10 @@ class _CompiledOutput(Function):
     @staticmethod
     def backward(ctx, *grads):
         raise RuntimeError(
-            "munet.compile: gradients do not flow back through the outputs of a compiled function that ran a "
-            "backward of its own (it keeps no autograd graph for them). Either compile only the forward (its "
-            "outputs then carry the compiled backward), or do all the differentiation inside the compiled step."
+            "munet.compile: gradients do not flow back through the outputs of this compiled function: it ran a "
+            "backward of its own, or its backward could not be traced (a gradient rule reads values on the host; "
+            "the munet.compiler.compiled logger says which). Compile only the forward, do all the differentiation "
+            "inside the compiled step, or call the function uncompiled."
         )
 
 

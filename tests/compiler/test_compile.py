@@ -260,7 +260,7 @@ def test_outputs_of_a_step_that_ran_its_own_backward_explain_why_backward_cannot
     compiled = munet.compile(step)
     out = compiled(munet.ones(2, 4))
     assert out.requires_grad and model(munet.ones(2, 4)).requires_grad
-    with pytest.raises(RuntimeError, match="gradients do not flow back through the outputs of a compiled function"):
+    with pytest.raises(RuntimeError, match="gradients do not flow back through the outputs of this compiled function"):
         out.sum().backward()
     np.testing.assert_allclose(out.detach().numpy(), model(munet.ones(2, 4)).detach().numpy(), rtol=1e-6)
 

@@ -176,3 +176,22 @@ def test_compiled_module_backward_on_vulkan_equals_eager_vulkan(vulkan):
         expected = p.grad.cpu().numpy()
         atol = VULKAN_RTOL * np.abs(expected).max()
         np.testing.assert_allclose(q.grad.cpu().numpy(), expected, rtol=0, atol=atol, err_msg=name)
+
+
+def test_a_backward_that_reads_values_on_the_host_leaves_the_forward_compiled_and_says_so():
+    class HostScaled(munet.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * 2
+
+        @staticmethod
+        def backward(ctx, grad):
+            return grad * float(grad.sum().item())  # a host read: not traceable
+
+    x = munet.ones(3, requires_grad=True)
+    compiled = munet.compile(lambda t: HostScaled.apply(t) + 1)
+    out = compiled(x)
+    np.testing.assert_array_equal(out.detach().numpy(), [3, 3, 3])
+    assert "saved_for_backward" not in compiled.stats()["passes"]
+    with pytest.raises(RuntimeError, match="gradients do not flow back"):
+        out.sum().backward()
