@@ -540,6 +540,7 @@ class _Specialization:
         if joint is not None:
             outputs += [g for g in joint.gradients if g is not None]
         self.backward_graph = None
+        self._owner_lock = owner._lock
         self._tracer = tracer
         self.fuse = owner.fuse
         self.dynamic = owner.dynamic
@@ -722,7 +723,7 @@ class _Specialization:
     def run_backward(self, saved: list, grads) -> list:
         """The gradients of the differentiable inputs (None where unused) from the outputs' gradients."""
         inputs = saved + [self.target.argument(g) for g in grads]
-        with self.backward.scope():
+        with self._owner_lock, self.backward.scope():  # the backward plan's arena is shared by its calls
             outs = self.backward.run(inputs)
         results, k = [], 0
         for g in self.joint.gradients:
