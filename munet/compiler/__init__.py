@@ -1,7 +1,19 @@
 """The compiler: trace a step into an SSA graph, optimize it, replay it (see docs/compiler.md)."""
 
 from munet.compiler.compiled import CompiledFunction, compile
+from munet.compiler.eager_regions import disable, is_compiling
 from munet.compiler.ir import Graph, Node, Value, VerificationError, verify
 from munet.compiler.trace import HostReadError
 
-__all__ = ["compile", "CompiledFunction", "Graph", "Node", "Value", "verify", "VerificationError", "HostReadError"]
+__all__ = [
+    "compile",
+    "disable",
+    "is_compiling",
+    "CompiledFunction",
+    "Graph",
+    "Node",
+    "Value",
+    "verify",
+    "VerificationError",
+    "HostReadError",
+]

@@ -29,10 +29,12 @@ from munet.compiler import passes
 from munet.compiler.executable import Executable
 from munet.compiler.guards import GuardSet, VersionGuard, find_guards
 from munet.compiler.ir import CONSTANT, verify
+from munet.compiler.joint import partition, trace_gradients
+from munet.compiler.options import resolve as resolve_options
 from munet.compiler.passes.decompose import decompose_composites
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.recovery import Snapshot, can_reset, check_recover
-from munet.compiler.trace import SymScalar, Tracer, is_symbolic, tracing
+from munet.compiler.trace import HostReadError, SymScalar, Tracer, is_symbolic, tracing
 from munet.ops._registry import Meta, _Tracing
 
 # One trace (and its lowering) at a time in the process, as torch._dynamo's compile_lock: a trace
@@ -44,42 +46,98 @@ _TRACE_LOG_LEVEL = {"first_call": logging.DEBUG}  # retraces are logged at INFO
 
 
 def compile(  # noqa: A001
-    fn=None, *, device=None, dynamic: bool = False, fuse: bool = True, cache_size: int = 8, optimize=True, recover=None
+    model=None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: str = "inductor",
+    mode: str | None = None,
+    options: dict | None = None,
+    disable: bool = False,
+    device=None,
+    fuse: bool | None = None,
+    cache_size: int = 8,
+    optimize: bool = True,
+    recover=None,
 ):
-    """Compile ``fn`` (a function or an ``nn.Module``) into a traced, optimized, replayed step.
+    """Compile ``model`` (a function or an ``nn.Module``) into a traced, optimized, replayed step.
 
-    Use as ``munet.compile(fn)``, ``@munet.compile`` or ``@munet.compile(cache_size=4)``.
-    The first call with new guards traces ``fn`` with symbolic tensors; later calls replay the
-    graph. Reading a traced value on the host inside ``fn`` raises ``HostReadError``.
+    PyTorch's signature: use as ``munet.compile(fn)``, ``@munet.compile`` or
+    ``@munet.compile(mode="max-autotune")``. The first call with new guards traces ``model`` with
+    symbolic tensors; later calls replay the graph. Reading a traced value on the host inside it
+    raises ``HostReadError``.
 
-    ``device`` is where the plan runs (default: the device of the first tensor argument or
-    state): ``'cpu'`` (generated C) or ``'vulkan'`` (generated WGSL, one command buffer per call).
-    ``dynamic=True`` makes the generated C kernels size-generic in their leading dim (a batch):
-    a call with a new batch size still traces and plans a new specialization, but reuses the
-    compiled kernels instead of compiling new ones (reductions over the batch excepted: see
-    ``codegen/c_slabs.py``). ``fuse=False`` keeps every op a separate eager kernel
-    (``stats()['fused_groups']`` is then 0). ``recover="rebuild"`` (vulkan) copies the state a
-    call touches to the host before it runs, and when the call raises ``DeviceLostError``, resets
-    the device, restores that state, rebuilds the plan and retries the call once (see
+    ``backend``: ``"inductor"`` (default) is MuNet's compiler (fusion, generated kernels);
+    ``"aot_eager"`` traces and replays the graph unfused, each op its eager kernel; ``"eager"``
+    captures nothing and runs ``model`` as plain Python. ``mode`` (``"default"``,
+    ``"reduce-overhead"``, ``"max-autotune"``, ``"max-autotune-no-cudagraphs"``) is accepted and
+    selects the same plan (see ``compiler/options.py``). ``options`` may set ``fuse``,
+    ``optimize`` and ``cache_size``. ``disable=True`` returns ``model`` itself, uncompiled.
+    ``fullgraph``: MuNet compiles whole graphs only, so a host read raises under either value.
+    ``dynamic=None`` is ``False``: a new shape traces a new specialization.
+
+    MuNet's own keywords: ``device`` is where the plan runs (default: the device of the first
+    tensor argument or state): ``'cpu'`` (generated C) or ``'vulkan'`` (generated WGSL, one
+    command buffer per call). ``dynamic=True`` makes the generated C kernels size-generic in their
+    leading dim (a batch): a call with a new batch size still traces and plans a new
+    specialization, but reuses the compiled kernels instead of compiling new ones (reductions over
+    the batch excepted: see ``codegen/c_slabs.py``). ``fuse=False`` keeps every op a separate
+    eager kernel (``stats()['fused_groups']`` is then 0). ``recover="rebuild"`` (vulkan) copies the
+    state a call touches to the host before it runs, and when the call raises ``DeviceLostError``,
+    resets the device, restores that state, rebuilds the plan and retries the call once (see
     ``munet/compiler/recovery.py``); the default ``None`` lets the error through.
     """
     check_recover(recover)
-    options = dict(device=device, dynamic=dynamic, fuse=fuse, cache_size=cache_size, optimize=optimize, recover=recover)
-    if fn is None:
-        return lambda f: compile(f, **options)
-    if cache_size < 1:
-        raise ValueError(f"munet.compile: cache_size must be at least 1, got {cache_size}")
-    return CompiledFunction(fn, **options)
+    if not isinstance(fullgraph, bool):
+        raise TypeError(f"munet.compile: fullgraph must be a bool, got {type(fullgraph).__name__}")
+    if dynamic is not None and not isinstance(dynamic, bool):
+        raise TypeError(f"munet.compile: dynamic must be None or a bool, got {type(dynamic).__name__}")
+    if not isinstance(disable, bool):
+        raise TypeError(f"munet.compile: disable must be a bool, got {type(disable).__name__}")
+    settings = resolve_options(backend, mode, options, fuse)
+    settings.setdefault("cache_size", cache_size)
+    settings.setdefault("optimize", optimize)
+    if not isinstance(settings["cache_size"], int) or settings["cache_size"] < 1:
+        raise ValueError(f"munet.compile: cache_size must be an int of at least 1, got {settings['cache_size']!r}")
+    settings.update(device=device, dynamic=bool(dynamic), recover=recover, fullgraph=fullgraph, mode=mode)
+    if model is None:
+        return (lambda f: f) if disable else (lambda f: _compiled(f, settings))
+    return model if disable else _compiled(model, settings)
+
+
+def _compiled(model, settings: dict):
+    """A module comes back as an ``OptimizedModule`` around its ``CompiledFunction``, a function as the latter."""
+    from munet.compiler.optimized_module import OptimizedModule
+    from munet.nn.module import Module
+
+    compiled = CompiledFunction(model, **settings)
+    return OptimizedModule(model, compiled) if isinstance(model, Module) else compiled
 
 
 class CompiledFunction:
     """The callable ``munet.compile`` returns; ``stats()``, ``describe()`` and ``graph``."""
 
-    def __init__(self, fn, *, device=None, dynamic=False, fuse=True, cache_size=8, optimize=True, recover=None):
+    def __init__(
+        self,
+        fn,
+        *,
+        device=None,
+        dynamic=False,
+        fuse=True,
+        cache_size=8,
+        optimize=True,
+        recover=None,
+        backend="inductor",
+        fullgraph=False,
+        mode=None,
+    ):
         from munet.nn.module import Module
 
         check_recover(recover)
         self.recover = recover
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.mode = mode
 
         self.module = fn if isinstance(fn, Module) else None
         self.fn = fn
@@ -108,6 +166,9 @@ class CompiledFunction:
     # calling ---------------------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
         """Calls from several threads run one at a time; a thread that is tracing cannot call it."""
+        if self.backend == "eager":  # nothing captured: plain Python, traced inline by an outer trace
+            self._counters["calls"] += 1
+            return self.fn(*args, **kwargs)
         if _Tracing.tracer is not None:
             raise RuntimeError("munet.compile: a compiled function was called while another one is being traced")
         with self._lock:
@@ -308,8 +369,9 @@ class CompiledFunction:
         try:
             with tracing(tracer):
                 result = self.fn(*args, **kwargs)
-            out_flat, out_rebuild = _flatten(result)
-            entry = _Specialization(self, tracer, out_flat, out_rebuild)
+                out_flat, out_rebuild = _flatten(result)
+                joint = _trace_backward(tracer, out_flat, self.__name__)
+            entry = _Specialization(self, tracer, out_flat, out_rebuild, joint)
             entry.python_guards = GuardSet(
                 python_guards
                 + [
@@ -357,7 +419,10 @@ class CompiledFunction:
         """The lowered plan of the most recently used specialization, kernel by kernel, then its guards."""
         if self._last is None:
             raise RuntimeError("munet.compile: nothing traced yet; call the compiled function first")
-        lines = [self._last.executable.describe(), "guards (checked at every call; a change retraces):"]
+        lines = [self._last.executable.describe()]
+        if self._last.backward_graph is not None:
+            lines += ["backward program (run by loss.backward()):", self._last.backward.describe()]
+        lines.append("guards (checked at every call; a change retraces):")
         lines += [f"  {text}" for text in self._last.describe_guards(self._last_key, self._modules)]
         if self._retrace_reasons:
             lines.append("latest retraces:")
@@ -368,6 +433,8 @@ class CompiledFunction:
         last = self._last
         return {
             "backend": last.executable.backend.device.type if last else _device_type(self.device),
+            "compile_backend": self.backend,
+            "mode": self.mode,
             "dynamic": self.dynamic,
             **(_codegen_stats(last.executable, self.fuse) if last else _codegen_stats(None, self.fuse)),
             "arena_bytes": last.executable.arena.plan.total_bytes if last and last.executable.arena else None,
@@ -397,7 +464,7 @@ class CompiledFunction:
 class _Specialization:
     """One traced graph with its input fetchers and what to do with its outputs."""
 
-    def __init__(self, owner, tracer: Tracer, out_flat, out_rebuild):
+    def __init__(self, owner, tracer: Tracer, out_flat, out_rebuild, joint=None):
         graph = tracer.graph
         self.out_rebuild = out_rebuild
         self.out_template = []
@@ -467,6 +534,13 @@ class _Specialization:
                     if is_symbolic(v):
                         outputs.append(tracer.value_of(v))
                         self.bindings.append((("item", st, k), len(outputs) - 1))
+        # a forward autograd goes through: the gradients follow the forward's outputs until lower() splits them off
+        self.joint = joint
+        self.n_forward = len(outputs)
+        if joint is not None:
+            outputs += [g for g in joint.gradients if g is not None]
+        self.backward_graph = None
+        self._owner_lock = owner._lock
         self._tracer = tracer
         self.fuse = owner.fuse
         self.dynamic = owner.dynamic
@@ -516,9 +590,16 @@ class _Specialization:
         decomposed = decompose_composites(self.graph, fusing=optimize and self.fuse)
         self.pass_report = passes.run_default(self.graph) if optimize else {}
         self.pass_report["decompose"] = decomposed
+        graphs = [self.graph]
+        if self.joint is not None:
+            self.backward_graph, self.n_saved = partition(self.graph, self.n_forward, self.joint.cotangents)
+            graphs.append(self.backward_graph)
+            self.pass_report["saved_for_backward"] = self.n_saved
         if optimize and self.fuse:
-            self.pass_report["fuse"] = fuse_elementwise(self.graph)
-        verify(self.graph)
+            for graph, prefix in zip(graphs, ("", "backward_")):
+                self.pass_report[prefix + "fuse"] = fuse_elementwise(graph)
+        for graph in graphs:
+            verify(graph)
         self.device = device
         self._constant_copies = None
         self.first = True
@@ -548,6 +629,10 @@ class _Specialization:
         self.owned = _ownership(self.executable)
         self.state_plans = [self.executable.target_on(t.device) for t in self.state_writes]
         self.output_plans = [self.executable.target_on(v.device) for v in self.graph.outputs]
+        if self.backward_graph is not None:
+            self.backward = Executable(self.backward_graph, self.device, donors={}, dynamic=self.dynamic)
+            self.backward_owned = _ownership(self.backward)
+            self.backward_plans = [self.backward.target_on(v.device) for v in self.backward_graph.outputs]
 
     def relower_if_reset(self) -> None:
         """Build the plan again when its device was reset since it was built (the old plan's
@@ -625,9 +710,33 @@ class _Specialization:
             if not owned[item]:
                 arr = plan.clone(arr)
             results.append(Tensor._from_kernel(plan.backend, arr, Meta(v.shape, v.dtype)))
-        if self.differentiable and _State.enabled:
+        if self.joint is not None and _State.enabled:
+            # copies out of the arena (the next call reuses it) and of memory a result shares
+            saved = [
+                outs[i] if owned[i] else self.output_plans[i].clone(outs[i]) for i in range(self.n_forward, len(outs))
+            ]
+            inputs = [x if kind == "leaf" else flat[x] for kind, x in self.joint.inputs]
+            _attach_backward(results, self.differentiable, self, saved, inputs)
+        elif self.differentiable and _State.enabled:
             _mark_not_differentiable(results, self.differentiable, self.grad_leaves(flat))
         return self.out_rebuild(results)
+
+    def run_backward(self, saved: list, grads) -> list:
+        """The gradients of the differentiable inputs (None where unused) from the outputs' gradients."""
+        inputs = saved + [self.target.argument(g) for g in grads]
+        with self._owner_lock, self.backward.scope():  # the backward plan's arena is shared by its calls
+            outs = self.backward.run(inputs)
+        results, k = [], 0
+        for g in self.joint.gradients:
+            if g is None:
+                results.append(None)
+                continue
+            arr, plan = outs[k], self.backward_plans[k]
+            arr = arr if self.backward_owned[k] else plan.clone(arr)
+            v = self.backward_graph.outputs[k]
+            results.append(Tensor._from_kernel(plan.backend, arr, Meta(v.shape, v.dtype)))
+            k += 1
+        return results
 
     def grad_leaves(self, flat) -> list:
         """The leaves requiring grad this specialization read: parameters met while tracing, leaf arguments."""
@@ -707,8 +816,58 @@ def _ownership(executable) -> list:
     return [o and i not in views for o, i in zip(owned, executable.output_slots)]
 
 
+def _trace_backward(tracer, out_flat, name: str):
+    """The joint gradients (``joint.trace_gradients``) when autograd will differentiate this call's
+    outputs: grad mode is on, some output requires grad, and the trace ran no backward of its own."""
+    if not _State.enabled:
+        return None
+    outputs = [x for x in out_flat if isinstance(x, Tensor) and x.requires_grad and x.dtype.is_floating_point]
+    ran_backward = (
+        tracer.optimizers
+        or any(leaf.grad is not before for leaf, before in tracer.leaves.values())
+        or any(t.grad is not before for _, t, before in tracer.arg_grads)
+    )
+    if not outputs or ran_backward:
+        return None
+    graph = tracer.graph
+    n_nodes, n_inputs = len(graph.nodes), len(graph.inputs)
+    try:
+        return trace_gradients(tracer, outputs)
+    except HostReadError as exc:  # a gradient rule that reads values on the host: forward only, as before
+        _log.info("%s: the backward cannot be traced (%s); its outputs will not be differentiable", name, exc)
+        del graph.nodes[n_nodes:], graph.inputs[n_inputs:]
+        return None
+
+
+class _CompiledBackward(Function):
+    """The ``grad_fn`` of a compiled forward's outputs: its backward runs the compiled backward program."""
+
+    @staticmethod
+    def forward(ctx, specialization, saved, outputs, *inputs):
+        ctx.specialization, ctx.saved = specialization, saved
+        return outputs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        if _State.enabled:
+            raise RuntimeError(
+                "munet.compile: higher-order gradients (backward with create_graph=True, or autograd.grad of a "
+                "gradient) cannot go through a compiled forward: its backward is a compiled program with no "
+                "autograd graph of its own. Call the module uncompiled for higher-order gradients."
+            )
+        return (None, None, None, *ctx.specialization.run_backward(ctx.saved, grads))
+
+
+def _attach_backward(results: list, positions: list, specialization, saved: list, inputs: list) -> None:
+    """Give ``results[positions]`` a ``grad_fn`` whose backward runs ``specialization``'s backward program."""
+    marked = _CompiledBackward.apply(specialization, saved, tuple(results[k] for k in positions), *inputs)
+    for k, t in zip(positions, marked if isinstance(marked, tuple) else (marked,)):
+        results[k] = t
+
+
 class _CompiledOutput(Function):
-    """The ``grad_fn`` of compiled outputs that eager would differentiate: backward raises, naming the fix."""
+    """The ``grad_fn`` of compiled outputs with no compiled backward (the step ran its own, or its backward
+    could not be traced): backward raises, naming why."""
 
     @staticmethod
     def forward(ctx, outputs, *leaves):
@@ -717,9 +876,10 @@ class _CompiledOutput(Function):
     @staticmethod
     def backward(ctx, *grads):
         raise RuntimeError(
-            "munet.compile: gradients do not flow back through a compiled function's outputs (it keeps no "
-            "autograd graph for them). Compile the whole training step instead (forward, loss.backward() and "
-            "optimizer.step() inside the compiled function), or call it under munet.no_grad() for inference."
+            "munet.compile: gradients do not flow back through the outputs of this compiled function: it ran a "
+            "backward of its own, or its backward could not be traced (a gradient rule reads values on the host; "
+            "the munet.compiler.compiled logger says which). Compile only the forward, do all the differentiation "
+            "inside the compiled step, or call the function uncompiled."
         )
 
 

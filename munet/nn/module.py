@@ -522,7 +522,27 @@ class Module:
     def register_load_state_dict_pre_hook(self, hook):
         return RemovableHandle.add(self._load_state_dict_pre_hooks, lambda sd, *a: hook(self, sd, *a))
 
+    def compile(self, *args, **kwargs) -> None:
+        """Compile this module's calls in place with ``munet.compile(*args, **kwargs)``, as PyTorch.
+
+        Later calls run the compiled forward (hooks included); the module itself, its parameters
+        and its ``state_dict`` keys stay as they are. Called inside another traced function the
+        module runs inline, as part of that trace.
+        """
+        from munet.compiler import compile
+
+        object.__setattr__(self, "_compiled_call", compile(self._call_impl, *args, **kwargs))
+
     def __call__(self, *args, **kwargs):
+        compiled = self.__dict__.get("_compiled_call")
+        if compiled is not None:
+            from munet.compiler import is_compiling
+
+            if not is_compiling():
+                return compiled(*args, **kwargs)
+        return self._call_impl(*args, **kwargs)
+
+    def _call_impl(self, *args, **kwargs):
         backward_hook = None
         if (self._backward_hooks or self._backward_pre_hooks) and is_grad_enabled():
             backward_hook = BackwardHook(

@@ -259,7 +259,30 @@ def _transposed_only(node, readers: dict, returned: set):
     users = readers.get(m, [])
     if not users or any(u.name != "permute" or tuple(u.attrs.get("dims", ())) != swap for u in users):
         return None
+    if any(_reads_layout(u.outputs[0], readers) for u in users):
+        return None
     return swap
+
+
+# Views whose geometry depends on their input's strides, not only its shape: ``view`` (a reshape that
+# must not copy) and ``as_strided`` (absolute strides). The trace checked them against the layout the
+# permute has; a turned-around matmul changes that layout (the permute becomes contiguous).
+_LAYOUT_VIEWS = ("view", "as_strided")
+
+
+def _reads_layout(v: Value, readers: dict) -> bool:
+    """Whether a view reading ``v`` (directly or through other views) depends on ``v``'s strides.
+
+    ``x.reshape(L, N * H, d).transpose(0, 1).view(N, H, L, d)`` (multi-head attention's layout) has
+    such a view in its gradient: ``grad.view(N * H, L, d).transpose(0, 1).view(L, N, E)`` is valid
+    for the strides of ``permute(matmul)``, not for those of the contiguous turned-around product.
+    """
+    for reader in readers.get(v, []):
+        if not _is_view(reader):
+            continue
+        if reader.name in _LAYOUT_VIEWS or _reads_layout(reader.outputs[0], readers):
+            return True
+    return False
 
 
 def fuse_elementwise(graph: Graph) -> int:

@@ -18,6 +18,12 @@ def extract(compiled) -> Program:
     spec = compiled._last
     if spec is None:
         raise RuntimeError("munet.save: the compiled function has not been called yet; nothing is traced to save")
+    if spec.joint is not None:
+        raise RuntimeError(
+            "munet.save: the last compiled call was a forward whose outputs autograd differentiates (it has a "
+            "compiled backward, which a saved program does not carry); call it under munet.no_grad() before "
+            "saving for inference, or save a compiled training step"
+        )
     if any(target[0] == "item" for target, _ in spec.bindings):
         raise RuntimeError(
             "munet.save: the last compiled call created optimizer state (the first optimizer step), so its graph "

@@ -56,9 +56,16 @@ def _get_seq_len(src: Tensor, batch_first: bool) -> int:
 
 
 def _detect_is_causal_mask(mask: Tensor | None, is_causal: bool | None = None, size: int | None = None) -> bool:
-    """``is_causal`` when given; when None, whether ``mask`` equals the square causal mask."""
+    """``is_causal`` when given; when None, whether ``mask`` equals the square causal mask.
+
+    The answer is a hint that lets attention build the causal mask itself; the mask means the same
+    either way. Under ``munet.compile`` the mask is not compared (that would be a host read of a
+    traced value): it is applied as given, which gives the same values.
+    """
+    from munet.compiler import is_compiling
+
     make_causal = is_causal is True
-    if is_causal is None and mask is not None:
+    if is_causal is None and mask is not None and not is_compiling():
         sz = size if size is not None else mask.shape[-2]
         causal = _generate_square_subsequent_mask(sz, device=mask.device, dtype=mask.dtype)
         make_causal = tuple(mask.shape) == tuple(causal.shape) and bool((mask == causal).all())
