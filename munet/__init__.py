@@ -91,4 +91,5 @@ _tensor_methods.bind()
 from munet import amp, autograd, linalg, metrics, nn, optim, utils, vulkan  # noqa: E402,F401
 from munet.amp import autocast  # noqa: E402,F401
 from munet.compiler import compile  # noqa: E402,F401,A004
+from munet.nn.parallel.training_step import DataParallel  # noqa: E402,F401
 from munet.serialization import load, save  # noqa: E402,F401
