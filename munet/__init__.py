@@ -128,4 +128,5 @@ from munet.autograd.anomaly_mode import (  # noqa: E402,F401
     set_anomaly_enabled,
 )
 from munet.compiler import compile  # noqa: E402,F401,A004
+from munet.nn.parallel.training_step import DataParallel  # noqa: E402,F401
 from munet.serialization import load, save  # noqa: E402,F401

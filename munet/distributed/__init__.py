@@ -4,6 +4,7 @@ Start ranks with ``munet-run -n 4 train.py`` (or ``mpirun -n 4 python train.py``
 ``init_process_group("mpi")`` (``"gloo"`` takes the same path). See docs/distributed.md.
 """
 
+from munet.distributed import functional_collectives
 from munet.distributed.collectives import (
     all_gather,
     all_gather_into_tensor,

@@ -18,6 +18,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from munet.distributed.world import set_mpi_defaults
+
 _OMPI_TO_TORCHRUN = {
     "OMPI_COMM_WORLD_RANK": "RANK",
     "OMPI_COMM_WORLD_SIZE": "WORLD_SIZE",
@@ -51,6 +53,7 @@ def mpirun_command(nprocs: int, program: list[str], *, oversubscribe: bool = Fal
 
 
 def _run_worker(program: list[str]) -> None:
+    set_mpi_defaults()  # before the script can import mpi4py
     for ompi, torchrun in _OMPI_TO_TORCHRUN.items():
         if ompi in os.environ:
             os.environ.setdefault(torchrun, os.environ[ompi])

@@ -18,6 +18,17 @@ from munet.distributed.process_group import ProcessGroup
 
 default_pg_timeout = timedelta(minutes=30)
 
+# Every collective here is MPI's non-blocking form (so waits can time out). For the all-reduce,
+# Open MPI's libnbc then picks algorithms 2-40x slower than the blocking Allreduce at 1-16 MiB on
+# one machine; its ring matches the blocking one (docs/perf/distributed.md). Set before MPI starts,
+# unless the user chose a value; it has no effect when mpi4py was imported (MPI started) earlier.
+MPI_DEFAULTS = {"OMPI_MCA_coll_libnbc_iallreduce_algorithm": "1"}
+
+
+def set_mpi_defaults() -> None:
+    for name, value in MPI_DEFAULTS.items():
+        os.environ.setdefault(name, value)
+
 
 class Backend:
     """Backend names, as ``torch.distributed.Backend``."""
@@ -156,6 +167,7 @@ def init_process_group(
         )
     if timeout is not None and not isinstance(timeout, timedelta):
         raise TypeError(f"{where}: timeout must be a datetime.timedelta, got {type(timeout).__name__}")
+    set_mpi_defaults()
     from mpi4py import MPI
 
     world = MPI.COMM_WORLD

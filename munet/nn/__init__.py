@@ -31,6 +31,6 @@ def _export_layers(namespace: dict) -> None:
 _export_layers(globals())
 
 from munet.nn import parallel  # after the layers: DistributedDataParallel is a Module
-from munet.nn.parallel import SyncBatchNorm
+from munet.nn.parallel import DataParallel, SyncBatchNorm
 
-__all__ += ["SyncBatchNorm", "parallel"]
+__all__ += ["DataParallel", "SyncBatchNorm", "parallel"]

@@ -17,6 +17,7 @@ from munet.autograd.grad_mode import is_grad_enabled
 from munet.distributed.host_buffers import store_array
 from munet.nn.module import Module
 from munet.nn.parallel.reducer import Reducer
+from munet.ops._registry import _Tracing
 from munet.ops.creation import from_numpy
 
 DEFAULT_BUCKET_CAP_MB = 25
@@ -99,16 +100,24 @@ class DistributedDataParallel(Module):
 
     def forward(self, *inputs, **kwargs):
         sync = is_grad_enabled() and self.require_backward_grad_sync
+        traced = _Tracing.tracer is not None
         if sync:
             self.reducer.check_previous_iteration()
         else:
             self.reducer.skip_iteration()
         if self.broadcast_buffers and self.require_forward_param_sync:
             buffers = list(self.module.buffers())
+            if buffers and traced:
+                raise RuntimeError(
+                    "DistributedDataParallel: broadcast_buffers=True is not supported inside munet.compile "
+                    "(the buffers are broadcast through the host); pass broadcast_buffers=False"
+                )
             if buffers:
                 self._broadcast_from_rank0(buffers)
+        if sync and traced:
+            self.reducer.prepare_for_traced_backward()
         output = self.module(*inputs, **kwargs)
-        if sync:
+        if sync and not traced:
             self.reducer.prepare_for_backward(output)
         return output
 

@@ -10,6 +10,12 @@ index order on every rank, so the ranks' collectives always pair up. When the en
 stores ``.grad``, each parameter's post-accumulate hook waits for its bucket and copies the
 averaged gradient in.
 
+Under ``munet.compile`` (a tracer is active) nothing is hooked and no host buffer is used:
+when the engine stores the last ``.grad`` of a bucket, the bucket's gradients are concatenated,
+averaged with the functional ``all_reduce`` op (``munet/distributed/functional_collectives.py``)
+and copied back into ``.grad``, all as ops, so the compiled program runs the collective between
+backward and the optimizer step.
+
 With ``find_unused_parameters`` the walk also finds parameters the graph cannot reach; they
 count as ready with a zero gradient, and a used-anywhere map reduced after the last bucket
 decides whether their ``.grad`` is set (used on some rank) or left alone (used on none).
@@ -21,7 +27,9 @@ import numpy as np
 
 from munet.autograd.grad_mode import no_grad
 from munet.distributed import ReduceOp
+from munet.distributed.functional_collectives import all_reduce as functional_all_reduce
 from munet.ops.creation import empty, from_numpy
+from munet.ops.movement import cat
 
 UNFINISHED_REDUCTION = (
     "DistributedDataParallel: Expected to have finished reduction in the prior iteration before starting a new "
@@ -78,6 +86,7 @@ class Reducer:
         self.buckets = assign_buckets(params, cap_bytes)
         self.bucket_of = {i: b for b in self.buckets for i in b.indices}
         self.active = False  # an iteration's reduction is under way
+        self.traced = False  # this iteration runs under munet.compile's tracer
         self.finalized = True
         self.node_hooks: list = []
         self.accumulate_hooks = [p.register_post_accumulate_grad_hook(self._on_grad_stored) for p in params]
@@ -108,6 +117,18 @@ class Reducer:
         if self.find_unused:
             for i in np.flatnonzero(self.used == 0):
                 self._mark_ready(int(i), None)
+
+    def prepare_for_traced_backward(self) -> None:
+        """Under ``munet.compile``: reduce each bucket with ops once backward has stored all its gradients."""
+        self.check_previous_iteration()
+        if self.find_unused:
+            raise RuntimeError(
+                "DistributedDataParallel: find_unused_parameters=True is not supported inside munet.compile "
+                "(the unused set is found on the host); compile a step in which every parameter gets a gradient"
+            )
+        self.ready = [False] * len(self.params)
+        self.next_bucket = 0
+        self.active, self.traced, self.finalized = True, True, True
 
     def skip_iteration(self) -> None:
         """A forward whose backward is not synced (``no_sync``): leave the gradients local."""
@@ -160,6 +181,9 @@ class Reducer:
     def _on_grad_stored(self, param) -> None:
         """Post-accumulate hook: replace the local gradient by the bucket's average."""
         i = self.index[id(param)]
+        if self.active and self.traced:
+            self._reduce_traced(i)
+            return
         if not self.active or self.next_bucket < len(self.buckets) or i not in self.awaiting:
             return
         if not self.finalized:
@@ -168,6 +192,23 @@ class Reducer:
         self.awaiting.discard(i)
         if not self.awaiting:
             self.active = False
+
+    def _reduce_traced(self, i: int) -> None:
+        """Mark parameter ``i``'s gradient stored; average every bucket now complete, in bucket order."""
+        self.ready[i] = True
+        while self.next_bucket < len(self.buckets) and all(
+            self.ready[j] for j in self.buckets[self.next_bucket].indices
+        ):
+            grads = [self.params[j].grad for j in self.buckets[self.next_bucket].indices]
+            average = functional_all_reduce(cat([g.reshape(-1) for g in grads]), ReduceOp.AVG, self.pg)
+            with no_grad():
+                start = 0
+                for g in grads:
+                    g.copy_(average[start : start + g.numel()].reshape(g.shape))
+                    start += g.numel()
+            self.next_bucket += 1
+        if self.next_bucket == len(self.buckets):
+            self.active = self.traced = False
 
     def _finalize_unused(self) -> None:
         """Once per iteration: give parameters unused here but used elsewhere the average."""

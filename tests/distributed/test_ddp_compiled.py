@@ -1,0 +1,8 @@
+"""A munet.compile'd training step under DistributedDataParallel equals eager DDP (see worker_ddp_compiled.py)."""
+
+from tests.distributed.launch import needs_mpi, run_ranks
+
+
+@needs_mpi
+def test_compiled_ddp_step_matches_eager_ddp():
+    run_ranks("worker_ddp_compiled.py", 2, "compiled ddp ok")
