@@ -1,0 +1,338 @@
+"""Renders ``docs/pytorch_coverage.md``: which of PyTorch's public names MuNet has, per namespace.
+
+PyTorch is read only when this runs (it is a test-only dependency): ``python -m
+munet._pytorch_coverage > docs/pytorch_coverage.md`` with torch 2.13 installed; a test fails when
+the committed file is stale. The output is sorted and depends only on the two packages.
+
+Which PyTorch names count (``public_names``):
+
+- a namespace's ``__all__`` when it has one, else its ``dir()``; for ``Tensor``, ``dir(torch.Tensor)``;
+  for ``backends``, the public names of its device submodules (``mps.is_available``);
+- names with a leading underscore are private and left out;
+- names that are modules are namespaces of their own, not names, and are left out;
+- without ``__all__``, names whose object is defined outside torch (``typing.Optional``,
+  ``logging.log``, plain ``int`` constants) are imports, not API, and are left out;
+- names in ``DENIED`` (internal or deprecated, each with its reason) are left out.
+
+A counted name is present in MuNet when the matching MuNet object exists and, where a probe in
+``PROBES`` exercises it, the probe runs without raising: a name that exists and raises
+``NotImplementedError`` is not an API.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import importlib
+import types
+
+NAMESPACES = (
+    "torch",
+    "Tensor",
+    "nn",
+    "nn.functional",
+    "nn.init",
+    "nn.utils",
+    "optim",
+    "optim.lr_scheduler",
+    "utils.data",
+    "autograd",
+    "amp",
+    "linalg",
+    "fft",
+    "special",
+    "distributions",
+    "distributed",
+    "onnx",
+    "testing",
+    "backends",
+    "cuda",
+    "jit",
+)
+
+BACKEND_SUBMODULES = ("cpu", "cuda", "cudnn", "mkl", "mkldnn", "mps", "openmp")
+
+# (namespace, globs over names separated by spaces, reason). Internal or deprecated in PyTorch itself.
+DENIED = (
+    (
+        "torch",
+        "AliasDb AggregationType AnyType Argument ArgumentSpec AwaitType Block BoolType CallStack Capsule"
+        " ClassType Code CompilationUnit CompleteArgumentSpec ComplexType ConcreteModuleType*"
+        " DeepCopyMemoTable DeviceObjType DictType EnumType ErrorReport ExecutionPlan FileCheck FloatType"
+        " FunctionSchema FutureType Gradient Graph GraphExecutorState IODescriptor InferredType IntType"
+        " InterfaceType JITException ListType LiteScriptModule LockingLogger Node NoneType NoopLogger"
+        " NumberType OperatorInfo OptionalType PyObjectType RRefType Script* StaticModule StreamObjType"
+        " StringType TensorType TracingState TupleType Type UnionType Use Value import_ir_module*"
+        " merge_type_from_type_comment parse_ir parse_schema parse_type_comment unify_type_list fork wait"
+        " AcceleratorError BenchmarkConfig BenchmarkExecutionStats ThroughputBenchmark"
+        " PyTorchFileReader PyTorchFileWriter",
+        "TorchScript IR, JIT runtime and C++ binding types (torch.jit is counted on its own)",
+    ),
+    ("torch", "DispatchKey* ExcludeDispatchKeyGuard DisableTorchFunction*", "dispatcher internals"),
+    ("torch", "BufferDict ModuleDict ParameterDict", "TorchScript containers (nn has the public ones)"),
+    ("torch", "cudnn_* miopen_* mkldnn_* fbgemm_*", "vendor-library kernels behind the public ops"),
+    ("torch", "quantize* quantized_* fake_quantize_* *_qparams_* fused_moving_avg_obs_fake_quant", "torch.ao"),
+    ("torch", "q_* qscheme int_repr dequantize empty_quantized", "quantized tensors (torch.ao)"),
+    ("torch", "*_copy", "view-copy variants for functionalization backends"),
+    ("torch", "batch_norm_* native_* autocast_*_nesting", "kernel entry points behind the nn ops"),
+    ("torch", "Sym*", "symbolic-shape types of torch.compile/export tracing (internal)"),
+    ("torch", "sym_*", "symbolic-shape helpers of torch.compile/export tracing (internal)"),
+    ("torch", "*Storage", "legacy storage classes; TypedStorage is deprecated, storage is internal"),
+    ("torch", "*StorageContext", "serialization internals"),
+    ("torch", "q*int*", "quantized dtypes, owned by torch.ao (outside the counted namespaces)"),
+    ("torch", "bits*", "bit-pattern shell dtypes without operators in PyTorch"),
+    ("torch", "int[1-7]", "sub-byte shell dtypes without operators in PyTorch"),
+    ("torch", "uint[1-7]", "sub-byte shell dtypes without operators in PyTorch"),
+    ("torch", "float8_*", "float8 shell dtypes for scaled-mm kernels only"),
+    ("torch", "float4_*", "float4 shell dtypes for scaled-mm kernels only"),
+    ("torch", "*_ipu_*", "autocast hooks of the out-of-tree IPU device"),
+    ("torch", "*_xla_*", "autocast hooks of the out-of-tree XLA device"),
+    ("torch", "*autocast_gpu_*", "deprecated for get/set_autocast_dtype('cuda')"),
+    ("torch", "AVG", "internal reduction enum of torch.distributed"),
+    ("torch", "SUM", "internal reduction enum of torch.distributed"),
+    ("torch", "set_default_tensor_type", "deprecated for set_default_dtype/set_default_device"),
+    ("torch", "chain_matmul", "deprecated for linalg.multi_dot"),
+    ("torch", "is_vulkan_available", "PyTorch's own Vulkan build flag"),
+    ("Tensor", "eig lstsq solve symeig", "removed from PyTorch: the methods only raise, pointing to torch.linalg"),
+    ("Tensor", "reinforce volatile", "deprecated leftovers of the Variable API"),
+    ("Tensor", "storage", "returns the deprecated TypedStorage"),
+    ("Tensor", "storage_type", "returns the deprecated TypedStorage class"),
+    ("Tensor", "*_qscheme*", "quantized tensors (torch.ao)"),
+    ("Tensor", "q_*", "quantized tensors (torch.ao)"),
+    ("Tensor", "int_repr", "quantized tensors (torch.ao)"),
+    ("Tensor", "dequantize", "quantized tensors (torch.ao)"),
+    ("nn.functional", "has_torch_function*", "__torch_function__ override machinery (internal)"),
+    ("nn.functional", "handle_torch_function", "__torch_function__ override machinery (internal)"),
+    ("nn.functional", "boolean_dispatch", "internal decorator of PyTorch's own functional.py"),
+    ("nn.functional", "BroadcastingList*", "TorchScript type annotations"),
+    ("nn.functional", "Tensor", "re-export of torch.Tensor"),
+    ("nn.functional", "GRID_SAMPLE_*", "internal enum tables of grid_sample"),
+    ("nn.functional", "reproducibility_notes", "docstring fragments"),
+    ("nn.functional", "sparse_support_notes", "docstring fragments"),
+    ("nn.functional", "tf32_notes", "docstring fragments"),
+    ("nn.functional", "assert_int_or_pair", "internal argument check"),
+    ("nn.utils", "convert_conv*_weight_memory_format", "cuDNN channels-last conversion helpers"),
+    ("linalg", "Tensor", "re-export of torch.Tensor"),
+    ("linalg", "common_notes", "docstring fragments"),
+    ("testing", "assert_allclose", "deprecated for testing.assert_close"),
+    ("distributed", "reduce_op", "deprecated for distributed.ReduceOp"),
+)
+
+
+def _torch_object(torch, namespace: str):
+    if namespace == "torch":
+        return torch
+    if namespace == "Tensor":
+        return torch.Tensor
+    return importlib.import_module(f"torch.{namespace}")
+
+
+def _defined_in_torch(obj) -> bool:
+    module = getattr(obj, "__module__", None)
+    return not isinstance(module, str) or module.startswith("torch")
+
+
+def _module_names(module, *, use_all: bool = True) -> list[str]:
+    if use_all and hasattr(module, "__all__"):
+        names = list(module.__all__)
+        keep = lambda obj: True  # noqa: E731 - __all__ is the module's own statement of its API
+    else:
+        names = dir(module)
+        keep = _defined_in_torch
+    public = []
+    for name in names:
+        if name.startswith("_"):
+            continue
+        obj = getattr(module, name, None)
+        if isinstance(obj, types.ModuleType) or not keep(obj):
+            continue
+        public.append(name)
+    return public
+
+
+def _is_denied(namespace: str, name: str) -> bool:
+    return any(
+        ns == namespace and any(fnmatch.fnmatchcase(name, glob) for glob in patterns.split())
+        for ns, patterns, _ in DENIED
+    )
+
+
+def public_names(torch, namespace: str) -> list[str]:
+    """PyTorch's counted names in ``namespace`` (sorted), by the rules in this module's docstring."""
+    if namespace == "Tensor":
+        names = [n for n in dir(torch.Tensor) if not n.startswith("_")]
+    elif namespace == "backends":
+        names = []
+        for sub in BACKEND_SUBMODULES:
+            module = importlib.import_module(f"torch.backends.{sub}")
+            names += [f"{sub}.{n}" for n in _module_names(module, use_all=False)]
+    else:
+        names = _module_names(_torch_object(torch, namespace))
+    return sorted({n for n in names if not _is_denied(namespace, n)})
+
+
+def _munet_object(path: str):
+    """``munet.<path>`` by attribute, importing submodules on the way; None when absent."""
+    import munet
+
+    obj = munet
+    for part in path.split("."):
+        try:
+            obj = getattr(obj, part)
+        except AttributeError:
+            if not isinstance(obj, types.ModuleType):
+                return None
+            try:
+                obj = importlib.import_module(f"{obj.__name__}.{part}")
+            except ImportError:
+                return None
+    return obj
+
+
+def _probe_tensor():
+    import munet
+
+    return munet.arange(6, dtype=munet.float32).reshape(2, 3)
+
+
+# "namespace:name" -> a call that must not raise for the name to count. Probes cover commonly used
+# names whose presence alone says little (they could exist and raise).
+PROBES = {
+    "torch:bincount": lambda m: m.bincount(m.tensor([0, 1, 1, 3])),
+    "torch:histc": lambda m: m.histc(_probe_tensor(), bins=4),
+    "torch:quantile": lambda m: m.quantile(_probe_tensor(), 0.5),
+    "torch:isin": lambda m: m.isin(m.tensor([1, 2]), m.tensor([2])),
+    "torch:diff": lambda m: m.diff(_probe_tensor()),
+    "torch:cross": lambda m: m.cross(m.ones(2, 3), m.ones(2, 3), dim=1),
+    "torch:finfo": lambda m: m.finfo(m.float32).eps,
+    "torch:iinfo": lambda m: m.iinfo(m.int32).max,
+    "torch:einsum": lambda m: m.einsum("ij,jk->ik", _probe_tensor(), _probe_tensor().t()),
+    "torch:stft": lambda m: m.stft(m.ones(64), 16, return_complex=True),
+    "torch:save": lambda m: m.save({"a": m.ones(1)}, __import__("io").BytesIO()),
+    "torch:compile": lambda m: m.compile(lambda x: x + 1)(m.ones(2)),
+    "torch:set_printoptions": lambda m: m.set_printoptions(precision=4),
+    "torch:multinomial": lambda m: m.multinomial(m.ones(3), 2),
+    "torch:topk": lambda m: m.topk(_probe_tensor(), 2),
+    "torch:sort": lambda m: m.sort(_probe_tensor(), dim=1),
+    "torch:unique": lambda m: m.unique(m.tensor([1, 1, 2])),
+    "torch:where": lambda m: m.where(_probe_tensor() > 2, _probe_tensor(), 0.0),
+    "Tensor:type": lambda m: _probe_tensor().type(),
+    "Tensor:unsqueeze_": lambda m: _probe_tensor().unsqueeze_(0),
+    "Tensor:scatter_add_": lambda m: m.zeros(3).scatter_add_(0, m.tensor([0, 0]), m.ones(2)),
+    "Tensor:index_add_": lambda m: m.zeros(3).index_add_(0, m.tensor([0, 2]), m.ones(2)),
+    "Tensor:pin_memory": lambda m: _probe_tensor().pin_memory(),
+    "Tensor:share_memory_": lambda m: _probe_tensor().share_memory_(),
+    "Tensor:numpy": lambda m: _probe_tensor().numpy(),
+    "Tensor:tolist": lambda m: _probe_tensor().tolist(),
+    "nn:LSTM": lambda m: m.nn.LSTM(3, 4)(m.ones(2, 1, 3)),
+    "nn:TransformerEncoderLayer": lambda m: m.nn.TransformerEncoderLayer(4, 2, 8)(m.ones(2, 3, 4)),
+    "nn:Conv2d": lambda m: m.nn.Conv2d(1, 2, 3)(m.ones(1, 1, 5, 5)),
+    "nn:ConvTranspose2d": lambda m: m.nn.ConvTranspose2d(2, 1, 4, 2, 1)(m.ones(1, 2, 3, 3)),
+    "nn:CTCLoss": lambda m: m.nn.CTCLoss()(
+        m.randn(5, 1, 3).log_softmax(2), m.tensor([[1, 2]]), m.tensor([5]), m.tensor([2])
+    ),
+    "nn.functional:grid_sample": lambda m: m.nn.functional.grid_sample(
+        m.ones(1, 1, 3, 3), m.zeros(1, 2, 2, 2), align_corners=False
+    ),
+    "nn.functional:interpolate": lambda m: m.nn.functional.interpolate(m.ones(1, 1, 4, 4), scale_factor=2),
+    "nn.functional:scaled_dot_product_attention": lambda m: m.nn.functional.scaled_dot_product_attention(
+        m.ones(1, 2, 3), m.ones(1, 2, 3), m.ones(1, 2, 3)
+    ),
+    "nn.init:sparse_": lambda m: m.nn.init.sparse_(m.empty(4, 3), 0.5),
+    "nn.init:orthogonal_": lambda m: m.nn.init.orthogonal_(m.empty(3, 3)),
+    "nn.utils:clip_grad_norm_": lambda m: m.nn.utils.clip_grad_norm_([m.nn.Parameter(m.ones(2))], 1.0),
+    "linalg:svd": lambda m: m.linalg.svd(_probe_tensor()),
+    "linalg:eigh": lambda m: m.linalg.eigh(m.eye(3)),
+    "linalg:solve": lambda m: m.linalg.solve(m.eye(3), m.ones(3)),
+    "fft:rfft": lambda m: m.fft.rfft(m.ones(8)),
+    "fft:fft": lambda m: m.fft.fft(m.ones(8)),
+    "special:gammaln": lambda m: m.special.gammaln(m.ones(2)),
+    "special:zeta": lambda m: m.special.zeta(m.full((2,), 2.0), m.ones(2)),
+    "distributions:Categorical": lambda m: m.distributions.Categorical(logits=m.zeros(3)).sample(),
+    "distributions:Normal": lambda m: m.distributions.Normal(0.0, 1.0).rsample((2,)),
+    "optim:SparseAdam": lambda m: m.optim.SparseAdam([m.nn.Parameter(m.ones(2))]),
+    "testing:assert_close": lambda m: m.testing.assert_close(m.ones(2), m.ones(2)),
+    "cuda:is_available": lambda m: m.cuda.is_available(),
+    "backends:mps.is_available": lambda m: m.backends.mps.is_available(),
+    "jit:script": lambda m: m.jit.script(lambda x: x * 2),
+    "jit:trace": lambda m: m.jit.trace(lambda x: x * 2, (m.ones(2),)),
+}
+
+
+def munet_has(namespace: str, name: str) -> bool:
+    """Whether MuNet has ``name`` working in ``namespace`` (exists and passes its probe, if any)."""
+    import munet
+
+    path = name if namespace == "torch" else f"{namespace}.{name}"
+    if _munet_object(path) is None:
+        return False
+    probe = PROBES.get(f"{namespace}:{name}")
+    if probe is None:
+        return True
+    rng_state = munet.get_rng_state()  # probes that sample must not move the caller's random stream
+    try:
+        probe(munet)
+    except Exception:  # noqa: BLE001 - any failure, NotImplementedError included, means "does not work"
+        return False
+    finally:
+        munet.set_rng_state(rng_state)
+    return True
+
+
+def coverage() -> dict[str, tuple[list[str], list[str]]]:
+    """Per namespace, (present names, missing names), each sorted."""
+    import torch
+
+    table = {}
+    for namespace in NAMESPACES:
+        names = public_names(torch, namespace)
+        present = [n for n in names if munet_has(namespace, n)]
+        missing = [n for n in names if n not in set(present)]
+        table[namespace] = (present, missing)
+    return table
+
+
+def _percent(part: int, whole: int) -> str:
+    return f"{100 * part / whole:.0f}%" if whole else "n/a"
+
+
+def render_pytorch_coverage() -> str:
+    import torch
+
+    table = coverage()
+    total = sum(len(p) + len(m) for p, m in table.values())
+    have = sum(len(p) for p, _ in table.values())
+    version = torch.__version__.split("+")[0]
+    lines = [
+        "# PyTorch coverage",
+        "",
+        f"Which public names of PyTorch {version} MuNet has, per namespace. Generated by",
+        "`python -m munet._pytorch_coverage > docs/pytorch_coverage.md`;",
+        "`tests/test_pytorch_coverage.py` fails when this file is stale.",
+        "",
+        "Counted: a namespace's `__all__` (else its `dir()`), without names that start with `_`,",
+        "names that are modules, names imported from outside torch, and the internal or deprecated",
+        "names listed at the end with their reasons. A name is present when MuNet has it under the",
+        "same path and, for the names with a behaviour probe in `munet/_pytorch_coverage.py`, the",
+        "probe runs: a name that exists and raises does not count.",
+        "",
+        f"**Overall: {have} of {total} ({_percent(have, total)}).**",
+        "",
+        "| namespace | present | counted | share |",
+        "|---|---|---|---|",
+    ]
+    for namespace, (present, missing) in table.items():
+        counted = len(present) + len(missing)
+        lines.append(f"| `{namespace}` | {len(present)} | {counted} | {_percent(len(present), counted)} |")
+    for namespace, (present, missing) in table.items():
+        lines += ["", f"## `{namespace}`", ""]
+        lines.append(f"Missing ({len(missing)}): " + (", ".join(f"`{n}`" for n in missing) or "none"))
+        lines.append("")
+        lines.append(f"Present ({len(present)}): " + (", ".join(f"`{n}`" for n in present) or "none"))
+    lines += ["", "## Left out", "", "| namespace | names | reason |", "|---|---|---|"]
+    for ns, patterns, reason in DENIED:
+        lines.append(f"| `{ns}` | " + ", ".join(f"`{glob}`" for glob in patterns.split()) + f" | {reason} |")
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    print(render_pytorch_coverage(), end="")
