@@ -14,7 +14,7 @@ from munet.utils.data import DataLoader, TensorDataset
 
 ROOT = Path(__file__).resolve().parents[1]
 # Modules whose output is their purpose: the `munet` command, the demo, the coverage table.
-PRINTING_MODULES = {"cli.py", "demo.py", "_coverage.py"}
+PRINTING_MODULES = {"cli.py", "demo.py", "_coverage.py", "_pytorch_coverage.py"}
 
 
 def test_import_installs_only_a_null_handler():

@@ -21,6 +21,10 @@ def _camel(name: str) -> str:
     return "".join(part[:1].upper() + part[1:] for part in name.split("_"))
 
 
+class FreedGraphError(RuntimeError):
+    """A backward reached a node whose saved tensors an earlier backward freed (PyTorch's RuntimeError)."""
+
+
 class SavedTensor:
     """A tensor saved for backward plus the storage version it had when saved.
 
@@ -169,7 +173,7 @@ class Node:
             return self.scalars[role]
         if entry is None:
             if self.released:
-                raise RuntimeError(
+                raise FreedGraphError(
                     f"Trying to backward through the graph a second time (or directly access saved tensors "
                     f"of {self.name()} after they have already been freed). Specify retain_graph=True "
                     "if you need to backward a second time or access saved tensors after backward."
@@ -179,7 +183,7 @@ class Node:
 
     def check_saved_versions(self) -> None:
         if self.released:
-            raise RuntimeError(
+            raise FreedGraphError(
                 f"Trying to backward through the graph a second time (or directly access saved tensors of "
                 f"{self.name()} after they have already been freed). Saved intermediate values of the graph "
                 "are freed when you call .backward() or autograd.grad(). Specify retain_graph=True if you "

@@ -25,6 +25,7 @@ from munet._device import DeviceLostError, as_device
 from munet._tensor import Tensor
 from munet.autograd.function import Function
 from munet.autograd.grad_mode import _State
+from munet.autograd.node import FreedGraphError
 from munet.compiler import passes
 from munet.compiler.executable import Executable
 from munet.compiler.guards import GuardSet, VersionGuard, find_guards
@@ -835,6 +836,9 @@ def _trace_backward(tracer, out_flat, name: str):
         return trace_gradients(tracer, outputs)
     except HostReadError as exc:  # a gradient rule that reads values on the host: forward only, as before
         _log.info("%s: the backward cannot be traced (%s); its outputs will not be differentiable", name, exc)
+        del graph.nodes[n_nodes:], graph.inputs[n_inputs:]
+        return None
+    except FreedGraphError:  # the function ran its own backward through these outputs (an argument's .grad)
         del graph.nodes[n_nodes:], graph.inputs[n_inputs:]
         return None
 

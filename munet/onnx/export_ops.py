@@ -1004,6 +1004,7 @@ NOT_EXPORTED = {
         "is part of a gradient; export traces the forward only",
     ),
     **dict.fromkeys(["nonzero", "unique"], "has a data-dependent output shape"),
+    "all_reduce": "is a collective of munet.distributed; an ONNX graph runs in one process",
     **dict.fromkeys(
         [
             "linalg_cholesky_ex",

@@ -14,10 +14,10 @@ import numpy as np
 
 from munet import distributed as dist
 from munet.autograd.grad_mode import is_grad_enabled
+from munet.compiler import is_compiling
 from munet.distributed.host_buffers import store_array
 from munet.nn.module import Module
 from munet.nn.parallel.reducer import Reducer
-from munet.ops._registry import _Tracing
 from munet.ops.creation import from_numpy
 
 DEFAULT_BUCKET_CAP_MB = 25
@@ -100,7 +100,7 @@ class DistributedDataParallel(Module):
 
     def forward(self, *inputs, **kwargs):
         sync = is_grad_enabled() and self.require_backward_grad_sync
-        traced = _Tracing.tracer is not None
+        traced = is_compiling()
         if sync:
             self.reducer.check_previous_iteration()
         else:

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from contextlib import ExitStack
 
 from munet.amp.autocast_mode import _State as _AutocastState
-from munet.amp.autocast_mode import autocast, is_autocast_enabled
+from munet.amp.autocast_mode import autocast
 from munet.autograd.grad_mode import inference_mode, is_grad_enabled, is_inference_mode_enabled, set_grad_enabled
 from munet.nn.module import Module
 
@@ -56,8 +56,8 @@ def parallel_apply(fns: list[Callable], args: list[tuple], kwargs: list[dict], d
     if len(fns) == 1:
         return [fns[0](*args[0], **kwargs[0])]
     grad_enabled, inference = is_grad_enabled(), is_inference_mode_enabled()
-    state = _AutocastState
-    cast = (state.device_type, state.dtype, state.cache_enabled) if is_autocast_enabled() else None
+    casts = dict(_AutocastState.dtypes)  # device type -> dtype of the caller's autocast blocks
+    cache_enabled = _AutocastState.cache_enabled
     results: list = [None] * len(fns)
     errors: list = [None] * len(fns)
 
@@ -67,8 +67,8 @@ def parallel_apply(fns: list[Callable], args: list[tuple], kwargs: list[dict], d
                 if inference:
                     modes.enter_context(inference_mode())
                 modes.enter_context(set_grad_enabled(grad_enabled))
-                if cast is not None:
-                    modes.enter_context(autocast(cast[0], dtype=cast[1], cache_enabled=cast[2]))
+                for device_type, dtype in casts.items():
+                    modes.enter_context(autocast(device_type, dtype=dtype, cache_enabled=cache_enabled))
                 results[i] = fns[i](*args[i], **kwargs[i])
         except BaseException as e:  # noqa: BLE001 - raised again in the calling thread below
             errors[i] = e
