@@ -126,6 +126,7 @@ from munet import (  # noqa: E402,F401
     autograd,
     distributions,
     func,
+    jit,
     linalg,
     metrics,
     nn,
