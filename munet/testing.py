@@ -131,7 +131,9 @@ def _compare_pair(actual, expected, path: str, options: dict) -> None:
         return _compare_numbers(actual, expected, options["rtol"], options["atol"], options["equal_nan"])
     if all(isinstance(x, Sequence) and not isinstance(x, str) for x in (actual, expected)):
         if len(actual) != len(expected):
-            raise _MismatchError(AssertionError, f"The length of the sequences mismatch: {len(actual)} != {len(expected)}")
+            raise _MismatchError(
+                AssertionError, f"The length of the sequences mismatch: {len(actual)} != {len(expected)}"
+            )
         for i, (a, e) in enumerate(zip(actual, expected)):
             _compare(a, e, f"{path}[{i}]", options)
         return None
