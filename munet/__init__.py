@@ -132,6 +132,7 @@ from munet import (  # noqa: E402,F401
     nn,
     onnx,
     optim,
+    profiler,
     testing,
     utils,
     vulkan,
