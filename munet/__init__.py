@@ -120,7 +120,23 @@ from munet import _tensor_methods  # noqa: E402
 
 _tensor_methods.bind()
 
-from munet import amp, autograd, distributions, func, linalg, metrics, nn, onnx, optim, utils, vulkan  # noqa: E402,F401
+from munet import (  # noqa: E402,F401
+    accelerator,
+    amp,
+    autograd,
+    distributions,
+    func,
+    jit,
+    linalg,
+    metrics,
+    nn,
+    onnx,
+    optim,
+    profiler,
+    testing,
+    utils,
+    vulkan,
+)
 from munet.amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
 from munet.autograd.anomaly_mode import (  # noqa: E402,F401
     is_anomaly_check_nan_enabled,

@@ -292,6 +292,22 @@ class Tensor:
         """Whether this tensor was made in ``inference_mode`` (a view: whether its base was)."""
         return self._inference
 
+    def is_pinned(self, device=None) -> bool:
+        """Always ``False``: MuNet has no page-locked host memory (see :meth:`pin_memory`)."""
+        return False
+
+    def pin_memory(self, device=None) -> Tensor:
+        """PyTorch's CPU-only answer without an accelerator (a ``RuntimeError``); with one (a
+        Vulkan adapter), a copy of this cpu tensor in ordinary memory, since wgpu uploads read any
+        host memory and MuNet has no page-locked allocator, so ``is_pinned()`` stays ``False``."""
+        from munet import accelerator
+
+        if self.device.type != "cpu":
+            raise RuntimeError(f"pin_memory: cannot pin '{self.device}' memory, only dense CPU tensors can be pinned")
+        if not accelerator.is_available():
+            raise RuntimeError("Cannot access accelerator device when none is available.")
+        return self.clone()
+
     def is_floating_point(self) -> bool:
         return self._dtype.is_floating_point
 

@@ -6,3 +6,5 @@ from munet.backends.vulkan import adapters as _vulkan_adapters
 
 register_backend("cpu", _list_devices, CpuBackend, compile_target="munet.compiler.lower_cpu:CpuTarget")
 _vulkan_adapters.register()
+
+from munet.backends import mps  # noqa: E402,F401 - PyTorch's flag namespace

@@ -127,8 +127,16 @@ class _AutocastHook(threading.local):
     cast_inputs = None
 
 
+class OpObserver(threading.local):
+    """Set by ``munet.profiler.profile`` for this thread: ``observe(op, args)`` returns a context
+    manager around each ``apply``; ``None`` (one attribute read per op) when nothing profiles."""
+
+    observe = None
+
+
 _Tracing = _TracingState()
 _Autocast = _AutocastHook()
+OP_OBSERVER = OpObserver()
 
 
 def _flat_tensors(op: Op, args) -> list:
@@ -194,6 +202,14 @@ def _kernel(op: Op, backend, suffix: str = ""):
 
 def apply(op: Op, *args, **attrs):
     """Run ``op`` on ``args`` (tensors, numbers, lists of tensors for variadic ops)."""
+    observe = OP_OBSERVER.observe
+    if observe is None:
+        return _run(op, args, attrs)
+    with observe(op, args):
+        return _run(op, args, attrs)
+
+
+def _run(op: Op, args, attrs):
     cast_inputs = _Autocast.cast_inputs
     if cast_inputs is not None:
         args = cast_inputs(op, args)

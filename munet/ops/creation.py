@@ -27,6 +27,8 @@ __all__ = [
     "ones_like",
     "scalar_tensor",
     "tensor",
+    "tril_indices",
+    "triu_indices",
     "zeros",
     "zeros_like",
 ]
@@ -400,3 +402,26 @@ def new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad: 
 
 def new_empty(self, *size, dtype=None, device=None, requires_grad: bool = False):
     return empty(*size, dtype=dtype or self.dtype, device=device or self.device, requires_grad=requires_grad)
+
+
+def _triangle_indices(op: str, row: int, col: int, offset: int, dtype, device, layout, upper: bool):
+    check_factory_options(op, layout=layout)
+    if row < 0 or col < 0:
+        raise RuntimeError(f"{op}: row and col must be non-negative, got row={row}, col={col}")
+    if dtype not in (D.int32, D.int64):
+        raise RuntimeError(f'"{op}" not implemented for {dtype.name!r}: expected int32 or int64')
+    pick = np.triu_indices if upper else np.tril_indices
+    rows, cols = pick(row, offset, col)
+    return tensor(np.stack([rows, cols]).astype(dtype.np), dtype=dtype, device=device)
+
+
+def triu_indices(row: int, col: int, offset: int = 0, *, dtype=D.int64, device=None, layout=None):
+    """The 2 x N (row, column) indices of the upper triangle (on and above diagonal ``offset``)
+    of a ``row`` x ``col`` matrix, in row-major order."""
+    return _triangle_indices("triu_indices", row, col, offset, dtype, device, layout, upper=True)
+
+
+def tril_indices(row: int, col: int, offset: int = 0, *, dtype=D.int64, device=None, layout=None):
+    """The 2 x N (row, column) indices of the lower triangle (on and below diagonal ``offset``)
+    of a ``row`` x ``col`` matrix, in row-major order."""
+    return _triangle_indices("tril_indices", row, col, offset, dtype, device, layout, upper=False)

@@ -45,6 +45,7 @@ __all__ = [
     "diag",
     "diag_embed",
     "diagonal",
+    "diff",
     "dsplit",
     "dstack",
     "flip",
@@ -78,6 +79,7 @@ __tensor_methods__ = [
     "diag",
     "diag_embed",
     "diagonal",
+    "diff",
     "dsplit",
     "flip",
     "fliplr",
@@ -810,3 +812,21 @@ def pad(input, pad, mode: str = "constant", value: float | None = None):
         if lo or hi:
             x = fn(x, d, lo, hi)
     return x if x is not input else x.clone()
+
+
+def diff(input, n: int = 1, dim: int = -1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``dim``, after joining ``prepend`` and ``append``
+    there (``input[i + 1] - input[i]``; for bool, ``!=``)."""
+    if not is_tensor(input) or input.ndim == 0:
+        raise RuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise RuntimeError(f"order must be non-negative but got {n}")
+    d = wrap_dim(dim, input.ndim, "diff")
+    x = cat([t for t in (prepend, input, append) if t is not None], dim=d)
+    for _ in range(n):
+        length = x.shape[d]
+        if length == 0:
+            break
+        later, earlier = x.narrow(d, 1, length - 1), x.narrow(d, 0, length - 1)
+        x = later != earlier if x.dtype is D.bool_ else later - earlier
+    return x

@@ -1,4 +1,4 @@
-"""Sorting and searching: sort, argsort, msort, topk, kthvalue, unique, searchsorted, bucketize.
+"""Sorting and searching: sort, argsort, msort, topk, kthvalue, unique, searchsorted, bucketize, isin.
 
 ``sort``, ``topk`` and ``kthvalue`` are primitives returning ``(values, indices)`` named
 tuples; the gradient of the values scatters back through the indices. ``unique``,
@@ -17,6 +17,7 @@ from munet.ops._utils import is_tensor, wrap_dim
 __all__ = [
     "argsort",
     "bucketize",
+    "isin",
     "kthvalue",
     "msort",
     "searchsorted",
@@ -235,3 +236,29 @@ def bucketize(input, boundaries, *, out_int32: bool = False, right: bool = False
     if boundaries.ndim != 1:
         raise RuntimeError(f"bucketize: boundaries tensor must be 1 dimension, but got dim({boundaries.ndim})")
     return searchsorted(boundaries, input, out_int32=out_int32, right=right)
+
+
+def isin(elements, test_elements, *, assume_unique: bool = False, invert: bool = False):
+    """Whether each of ``elements`` is among ``test_elements`` (either may be a number), compared
+    in their promoted dtype; ``invert`` answers the opposite. A search in the sorted test
+    elements, so ``assume_unique`` (a speed hint in PyTorch) changes nothing."""
+    from munet.ops.creation import tensor, zeros
+
+    if not is_tensor(elements) and not is_tensor(test_elements):
+        raise TypeError(
+            f"isin: expected elements or test_elements to be a tensor, got {type(elements).__name__} and "
+            f"{type(test_elements).__name__}"
+        )
+    device = elements.device if is_tensor(elements) else test_elements.device
+    elements, test_elements = (x if is_tensor(x) else tensor(x, device=device) for x in (elements, test_elements))
+    common = D.promote_types(elements.dtype, test_elements.dtype)
+    values = elements.to(common).flatten()
+    tests = test_elements.to(common).flatten()
+    if tests.numel() == 0:
+        found = zeros(values.shape, dtype=D.bool_, device=device)
+    else:
+        ordered = sort(tests).values
+        position = searchsorted(ordered, values).clamp(max=tests.numel() - 1)
+        found = ordered[position] == values
+    found = found.reshape(elements.shape)
+    return found.logical_not() if invert else found

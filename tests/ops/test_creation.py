@@ -49,3 +49,14 @@ def test_out_argument_is_filled():
     out = munet.empty(3)
     assert munet.zeros(3, out=out) is out
     assert out.tolist() == [0.0, 0.0, 0.0]
+
+
+@pytest.mark.parametrize(("row", "col", "offset"), [(3, 4, 0), (4, 3, 1), (5, 5, -2), (3, 3, -5), (3, 3, 7), (0, 3, 0)])
+@pytest.mark.parametrize("name", ["triu_indices", "tril_indices"])
+def test_triangle_indices(name, row, col, offset):
+    actual = getattr(munet, name)(row, col, offset)
+    expected = getattr(torch, name)(row, col, offset)
+    assert actual.dtype is munet.int64 and actual.tolist() == expected.tolist()
+    assert getattr(munet, name)(row, col, offset, dtype=munet.int32).dtype is munet.int32
+    with pytest.raises(RuntimeError, match="not implemented"):
+        getattr(munet, name)(row, col, dtype=munet.float32)

@@ -503,3 +503,27 @@ def test_double_backward(fn):
         (g**2).sum().backward()
         grads.append(x.grad)
     np.testing.assert_allclose(grads[0].numpy(), grads[1].numpy(), rtol=1e-10)
+
+
+@pytest.mark.parametrize(("n", "dim"), [(1, -1), (2, 0), (3, 1), (0, 1), (7, -1)])
+def test_diff(n, dim):
+    x = randn(4, 5, 3)
+    check(lambda a: munet.diff(a, n, dim), lambda a: torch.diff(a, n, dim), x)
+    check(lambda a: a.diff(n=n, dim=dim), lambda a: a.diff(n=n, dim=dim), noncontiguous(x))
+
+
+def test_diff_prepend_append_bool_and_errors():
+    x, before, after = randn(3, 4), randn(3, 1, seed=2), randn(3, 2, seed=3)
+    check(
+        lambda a, p, q: munet.diff(a, 2, prepend=p, append=q),
+        lambda a, p, q: torch.diff(a, 2, prepend=p, append=q),
+        x,
+        before,
+        after,
+    )
+    check(lambda a: munet.diff(a), lambda a: torch.diff(a), np.array([True, False, False, True]))
+    check(lambda a: munet.diff(a, dim=0), lambda a: torch.diff(a, dim=0), np.array([[1, 4], [9, 2]]))
+    with pytest.raises(RuntimeError, match="at least one-dimensional"):
+        munet.diff(munet.tensor(1.0))
+    with pytest.raises(RuntimeError, match="non-negative"):
+        munet.diff(munet.ones(3), n=-1)

@@ -223,3 +223,31 @@ def test_public_names_match_torch():
         assert hasattr(torch, name), name
     for name in sort.__tensor_methods__:
         assert hasattr(torch.Tensor, name), name
+
+
+@pytest.mark.parametrize("invert", [False, True])
+def test_isin(invert):
+    x = np.random.default_rng(0).integers(0, 9, size=(3, 4))
+    tests = np.array([[1, 5], [5, 8]])
+    check(
+        lambda a, b: munet.isin(a, b, invert=invert),
+        lambda a, b: torch.isin(a, b, invert=invert),
+        x,
+        tests,
+    )
+    check(
+        lambda a: munet.isin(a, munet.tensor([2, 3]), assume_unique=True),
+        lambda a: torch.isin(a, torch.tensor([2, 3])),
+        x.T,
+    )
+    check(lambda a: munet.isin(a, 4), lambda a: torch.isin(a, 4), x)
+    check(lambda b: munet.isin(5, b), lambda b: torch.isin(5, b), tests)
+    check(
+        lambda a, b: munet.isin(a, b),
+        lambda a, b: torch.isin(a, b),
+        np.array([1.0, 2.0, np.nan]),
+        np.array([2.5, 2, np.nan]),
+    )
+    check(lambda a, b: munet.isin(a, b), lambda a, b: torch.isin(a, b), x, tests[:0])
+    with pytest.raises(TypeError, match="isin"):
+        munet.isin(1, 2)
