@@ -30,7 +30,7 @@ from munet.backends.cpu.kernels_pooling import max_pool_into
 from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
 from munet.compiler.lower_cpu import generated_col2im
 from munet.compiler.passes.memory import MemoryPlan, plan_memory
-from munet.ops._registry import OPS
+from munet.ops._registry import DEFINE_HOOKS, OPS
 
 _FLOATS = ("float32", "float64")
 
@@ -61,6 +61,16 @@ OUT_KERNELS = {
     "max_pool": (max_pool_into, False),
     "scatter": (scatter_into, False),
 }
+
+
+def _add_out_kernel(op) -> None:
+    """An elementwise op defined later (``define``'s hook) writes planned buffers too."""
+    if op.formula is not None:
+        OUT_KERNELS[op.name] = (out_kernel(op.name), True)
+
+
+DEFINE_HOOKS.append(_add_out_kernel)
+
 # argument position of an int64 index tensor (the other tensors have the output's dtype)
 _INDEX_ARGS = {"scatter": 1}
 # ops with several outputs: their kernel gets a tuple of buffers, the first output has the

@@ -104,12 +104,19 @@ class Op:
         return f"<munet op {self.name}>"
 
 
+# Called with every op defined from now on: how a backend renders the kernel of an elementwise op
+# (from its formula) defined after the backend loaded, so a new op needs only its definition.
+DEFINE_HOOKS: list = []
+
+
 def define(name: str, **kwargs) -> Op:
     """Create and register an op; each name is defined exactly once."""
     if name in OPS:
         raise RuntimeError(f"op '{name}' is defined twice")
     op = Op(name, **kwargs)
     OPS[name] = op
+    for hook in DEFINE_HOOKS:
+        hook(op)
     return op
 
 

@@ -23,7 +23,7 @@ import numpy as np
 from munet.backends.cpu import special_functions
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, upcast
 from munet.backends.cpu.registry import kernel
-from munet.ops._registry import OPS
+from munet.ops._registry import DEFINE_HOOKS, OPS
 from munet.ops._scalar import FLOAT, INT, Apply, Arg, Const, kind
 
 
@@ -358,11 +358,18 @@ def out_kernel(name: str):
     return _RENDERED[name].into
 
 
-_RENDERED = {
-    name: NumpyFormula(op.formula, [i for i, role in enumerate(op.inputs) if role == "condition"])
-    for name, op in OPS.items()
-    if op.formula is not None
-}
-for _name, _rendered in _RENDERED.items():
-    kernel(_name)(_rendered.fresh)
-    kernel(_name + "_")(_rendered.inplace)
+_RENDERED: dict = {}
+
+
+def _render(op) -> None:
+    """Register the eager kernels ``op.name`` and ``op.name + "_"`` of a formula op."""
+    if op.formula is None:
+        return
+    rendered = _RENDERED[op.name] = NumpyFormula(op.formula, [i for i, r in enumerate(op.inputs) if r == "condition"])
+    kernel(op.name)(rendered.fresh)
+    kernel(op.name + "_")(rendered.inplace)
+
+
+for _op in OPS.values():
+    _render(_op)
+DEFINE_HOOKS.append(_render)

@@ -37,7 +37,7 @@ class VulkanBackend:
     def _open(self) -> None:
         adapter = adapters.adapters_for(self.device.type)[self.device.index]
         self.runtime = rt = Runtime(adapter, str(self.device), self.generation)
-        self.kernels = {name: _bind(fn, rt) for name, fn in KERNELS.items()}
+        self.kernels = _BoundKernels(rt)
 
     def reset(self) -> None:
         """Close the runtime (lost or not: its pending work and tensors are dropped) and open a new
@@ -122,6 +122,25 @@ class VulkanBackend:
 
     def synchronize(self) -> None:
         self.runtime.synchronize()
+
+
+class _BoundKernels(dict):
+    """The registry's kernels bound to one runtime, bound at first use: a kernel registered after
+    the device opened (an op defined later, rendered from its formula) is found too."""
+
+    def __init__(self, rt):
+        super().__init__()
+        self.rt = rt
+
+    def __missing__(self, name):
+        fn = self[name] = _bind(KERNELS[name], self.rt)
+        return fn
+
+    def __contains__(self, name) -> bool:
+        return name in KERNELS
+
+    def get(self, name, default=None):
+        return self[name] if name in KERNELS else default
 
 
 def _bind(fn, rt):

@@ -29,7 +29,7 @@ from munet.backends.vulkan.scalar_wgsl import (
 )
 from munet.backends.vulkan.views import VkView, storage_type
 from munet.backends.vulkan.wgsl import NAMES, Scalar, elementwise
-from munet.ops._registry import OPS
+from munet.ops._registry import DEFINE_HOOKS, OPS
 from munet.ops._scalar import Apply, Arg, Const, kind
 
 
@@ -110,7 +110,13 @@ def _storage_of(formula_kind: str) -> str:
     return "u32" if formula_kind == "bool" else formula_kind
 
 
-for _name, _op in OPS.items():
-    if _op.formula is not None:
-        _conditions = [i for i, role in enumerate(_op.inputs) if role == "condition"]
-        kernel(_name)(WgslFormula(_name, _op.formula, _conditions))
+def _render(op) -> None:
+    """Register the eager kernel of a formula op."""
+    if op.formula is not None:
+        conditions = [i for i, role in enumerate(op.inputs) if role == "condition"]
+        kernel(op.name)(WgslFormula(op.name, op.formula, conditions))
+
+
+for _op in OPS.values():
+    _render(_op)
+DEFINE_HOOKS.append(_render)

@@ -68,7 +68,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from munet._tensor import contiguous_strides
-from munet.ops._registry import OPS
+from munet.ops._registry import DEFINE_HOOKS, OPS
 from munet.ops._scalar import SCALAR_OPS, Apply, Const, Param, constant, scalar
 
 # the scalar IR and expression builders of munet/ops/_scalar.py, re-exported
@@ -327,6 +327,15 @@ ELEMENTWISE_RULES = {
     "cast": _cast,
     "clone": _identity,
 }
+
+
+def _add_member_rule(op) -> None:
+    """An elementwise op defined later (``define``'s hook) fuses too."""
+    if op.formula is not None:
+        ELEMENTWISE_RULES[op.name] = _from_formula(op)
+
+
+DEFINE_HOOKS.append(_add_member_rule)
 
 # Reduction member ops -> the Reduce op they become.
 REDUCTIONS = {"sum": "sum", "amax": "max"}
