@@ -8,6 +8,7 @@ import munet
 import munet.nn.functional as F
 import munet.optim as optim
 from munet import nn
+from tests.optim.against_torch import step_side_by_side
 
 CASES = [
     ("Adadelta", dict()),
@@ -26,17 +27,7 @@ def _run(name, kwargs, steps=20):
     init = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     # a gradient that often keeps its sign (Rprop's growth) and sometimes flips (its shrinking)
     grads = [[(rng.standard_normal(s) + 0.5).astype(np.float32) for s in shapes] for _ in range(steps)]
-    m_params = [munet.tensor(a, requires_grad=True) for a in init]
-    t_params = [torch.tensor(a, requires_grad=True) for a in init]
-    m_opt = getattr(optim, name)(m_params, **kwargs)
-    t_opt = getattr(torch.optim, name)(t_params, foreach=False, **kwargs)
-    for step_grads in grads:
-        for mp, tp, g in zip(m_params, t_params, step_grads):
-            mp.grad = munet.tensor(g)
-            tp.grad = torch.tensor(g)
-        m_opt.step()
-        t_opt.step()
-    return m_params, t_params, m_opt, t_opt
+    return step_side_by_side(name, kwargs, init, grads)
 
 
 @pytest.mark.parametrize("name,kwargs", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])

@@ -2,10 +2,10 @@
 
 import numpy as np
 import pytest
-import torch
 
 import munet
 import munet.optim as optim
+from tests.optim.against_torch import step_side_by_side
 
 CASES = [
     ("SGD", dict(lr=0.1)),
@@ -34,22 +34,7 @@ def _run(name, kwargs, steps=20, two_groups=False):
     shapes = [(4, 3), (3,), (2, 2, 2)]
     init = [rng.standard_normal(s).astype(np.float32) for s in shapes]
     grads = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(steps)]
-    m_params = [munet.tensor(a, requires_grad=True) for a in init]
-    t_params = [torch.tensor(a, requires_grad=True) for a in init]
-    if two_groups:
-        m_groups = [{"params": m_params[:1], "lr": kwargs["lr"] * 0.5}, {"params": m_params[1:]}]
-        t_groups = [{"params": t_params[:1], "lr": kwargs["lr"] * 0.5}, {"params": t_params[1:]}]
-    else:
-        m_groups, t_groups = m_params, t_params
-    m_opt = getattr(optim, name)(m_groups, **kwargs)
-    t_opt = getattr(torch.optim, name)(t_groups, foreach=False, **kwargs)
-    for step_grads in grads:
-        for mp, tp, g in zip(m_params, t_params, step_grads):
-            mp.grad = munet.tensor(g)
-            tp.grad = torch.tensor(g)
-        m_opt.step()
-        t_opt.step()
-    return m_params, t_params, m_opt, t_opt
+    return step_side_by_side(name, kwargs, init, grads, two_groups)
 
 
 @pytest.mark.parametrize("name,kwargs", CASES, ids=[f"{n}-{i}" for i, (n, _) in enumerate(CASES)])
