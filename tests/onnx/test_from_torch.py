@@ -21,7 +21,10 @@ def _close(actual, expected, rtol=1e-5, atol=1e-5):
 def test_from_torch_runs_the_module():
     torch.manual_seed(0)
     net = torch.nn.Sequential(
-        torch.nn.Conv2d(3, 4, 3, padding=1), torch.nn.BatchNorm2d(4), torch.nn.ReLU(), torch.nn.Flatten(),
+        torch.nn.Conv2d(3, 4, 3, padding=1),
+        torch.nn.BatchNorm2d(4),
+        torch.nn.ReLU(),
+        torch.nn.Flatten(),
         torch.nn.Linear(4 * 5 * 5, 6),
     )
     net[1].running_mean.uniform_(-1, 1)
@@ -91,7 +94,9 @@ def test_native_layers_load_torch_state_dicts(make, shape):
         ours = layer(munet.from_numpy(x.numpy()))
     else:
         x = torch.randn(*shape)
-        ours = layer(*([munet.from_numpy(x.numpy())] * (3 if isinstance(reference, torch.nn.MultiheadAttention) else 1)))
+        ours = layer(
+            *([munet.from_numpy(x.numpy())] * (3 if isinstance(reference, torch.nn.MultiheadAttention) else 1))
+        )
     with torch.no_grad():
         theirs = reference(*([x] * (3 if isinstance(reference, torch.nn.MultiheadAttention) else 1)))
     ours, theirs = (ours[0], theirs[0]) if isinstance(theirs, tuple) else (ours, theirs)

@@ -273,8 +273,22 @@ def _sibling_graph(rng, op, attrs, weight_shapes, bias: bool, x_shape, y_shapes)
     "op, attrs, weights, bias, x_shape, y_shapes",
     [
         ("Gemm", {"transB": 1, "alpha": 0.5, "beta": 2.0}, [(3, 6), (5, 6)], True, [4, 6], [[4, 3], [4, 5]]),
-        ("Conv", {"pads": [1, 1, 1, 1]}, [(2, 3, 3, 3), (4, 3, 3, 3)], True, [2, 3, 5, 5], [[2, 2, 5, 5], [2, 4, 5, 5]]),
-        ("Conv", {}, [(2, 3, 1, 1), (3, 3, 1, 1), (1, 3, 1, 1)], False, [1, 3, 4, 4], [[1, n, 4, 4] for n in (2, 3, 1)]),
+        (
+            "Conv",
+            {"pads": [1, 1, 1, 1]},
+            [(2, 3, 3, 3), (4, 3, 3, 3)],
+            True,
+            [2, 3, 5, 5],
+            [[2, 2, 5, 5], [2, 4, 5, 5]],
+        ),
+        (
+            "Conv",
+            {},
+            [(2, 3, 1, 1), (3, 3, 1, 1), (1, 3, 1, 1)],
+            False,
+            [1, 3, 4, 4],
+            [[1, n, 4, 4] for n in (2, 3, 1)],
+        ),
     ],
     ids=["gemm-transB", "conv-bias", "conv-three"],
 )
@@ -291,7 +305,9 @@ def test_sibling_gemm_and_conv_merge(op, attrs, weights, bias, x_shape, y_shapes
 
 def test_siblings_that_differ_are_not_merged():
     rng = np.random.default_rng(0)
-    model = _sibling_graph(rng, "Conv", {}, [(2, 3, 1, 1), (2, 3, 3, 3)], False, [1, 3, 4, 4], [[1, 2, 4, 4], [1, 2, 2, 2]])
+    model = _sibling_graph(
+        rng, "Conv", {}, [(2, 3, 1, 1), (2, 3, 3, 3)], False, [1, 3, 4, 4], [[1, 2, 4, 4], [1, 2, 2, 2]]
+    )
     assert munet.onnx.load(model).optimizations == []  # different kernel sizes
 
 
