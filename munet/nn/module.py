@@ -3,7 +3,8 @@
 A module owns parameters, buffers (persistent or not) and child modules, registered by
 attribute assignment. Traversal (``named_parameters`` ...) de-duplicates shared objects,
 ``state_dict``/``load_state_dict`` use PyTorch's key layout, and ``load_state_dict``
-validates every key, shape and dtype before it assigns anything.
+validates every key, shape and dtype before it assigns anything. It also accepts a state dict
+of PyTorch tensors (``torch_module.state_dict()``), converted through NumPy without importing torch.
 """
 
 from __future__ import annotations
@@ -42,6 +43,30 @@ def _zero_grads(params: Iterable[Tensor], set_to_none: bool) -> None:
         else:
             p.grad = p.grad.detach()
             p.grad.zero_()
+
+
+def _as_munet_state(state_dict):
+    """``state_dict`` with PyTorch tensors (recognised by type, torch is never imported) converted to
+    MuNet tensors through NumPy; the same object when it holds none."""
+    if not hasattr(state_dict, "items") or not any(_is_torch_tensor(v) for v in state_dict.values()):
+        return state_dict
+    converted = OrderedDict((k, _from_torch_tensor(v) if _is_torch_tensor(v) else v) for k, v in state_dict.items())
+    if hasattr(state_dict, "_metadata"):
+        converted._metadata = state_dict._metadata
+    return converted
+
+
+def _is_torch_tensor(value) -> bool:
+    return any(c.__module__.startswith("torch") and c.__name__ == "Tensor" for c in type(value).__mro__)
+
+
+def _from_torch_tensor(value) -> Tensor:
+    import munet
+
+    value = value.detach().cpu()
+    if str(value.dtype) == "torch.bfloat16":  # NumPy has no bfloat16: widen exactly, then narrow back
+        return munet.from_numpy(value.float().numpy().copy()).to(munet.bfloat16)
+    return munet.from_numpy(value.resolve_conj().resolve_neg().numpy().copy())
 
 
 def _addindent(text: str, spaces: int) -> str:
@@ -426,6 +451,7 @@ class Module:
         """
         if not hasattr(state_dict, "items"):
             raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict).__name__}.")
+        state_dict = _as_munet_state(state_dict)
         for hook in self._load_state_dict_pre_hooks.values():
             hook(state_dict, "", {}, strict, [], [], [])
         entries = self._state_entries()
@@ -472,7 +498,9 @@ class Module:
 
         Missing or unexpected keys (when ``strict``), a shape mismatch, or a dtype that cannot
         be converted raise ``RuntimeError`` listing every problem; nothing is assigned then.
+        PyTorch tensors are accepted (converted through NumPy).
         """
+        state_dict = _as_munet_state(state_dict)
         entries, missing, unexpected = self.check_state_dict(state_dict, strict)
         with no_grad():
             for key, (module, kind, name) in entries.items():

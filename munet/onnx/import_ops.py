@@ -590,7 +590,21 @@ def _reduce(call):
     keepdim = bool(call.attr("keepdims", 1))
     if x.dtype is munet.bool:
         x = x.to(munet.int64)
+    if call.op_type in ("ReduceMax", "ReduceMin") and any(x.shape[d] == 0 for d in dims):
+        return _empty_extremum(call.op_type, x, dims, keepdim)
     return _REDUCE[call.op_type](x, dims, keepdim)
+
+
+def _empty_extremum(op_type, x, dims, keepdim):
+    """ReduceMax/ReduceMin over an empty set: the identity of the reduction (-inf/+inf, or the integer
+    type's lowest/highest value), as ONNX defines it."""
+    shape = [1 if i in dims else n for i, n in enumerate(x.shape) if keepdim or i not in dims]
+    info = np.finfo(x.dtype.np) if x.is_floating_point() else np.iinfo(x.dtype.np)
+    if x.is_floating_point():
+        value = -np.inf if op_type == "ReduceMax" else np.inf
+    else:
+        value = info.min if op_type == "ReduceMax" else info.max
+    return munet.full(shape, value, dtype=x.dtype, device=x.device)
 
 
 @rule("ArgMax", "ArgMin")
@@ -1078,7 +1092,7 @@ def _lp_normalization(call):
     if p not in (1, 2):
         raise call.unsupported(f"p={p}")
     norm = munet.abs(x).sum(axis, keepdim=True) if p == 1 else munet.sqrt((x * x).sum(axis, keepdim=True))
-    return x / norm
+    return x / (norm + (norm == 0).to(norm.dtype))  # a zero vector stays zero (onnx's reference), not 0/0
 
 
 @rule("EyeLike")

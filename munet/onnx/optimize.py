@@ -2,7 +2,11 @@
 
 ``fold_batch_norm``: a BatchNormalization that alone reads a Conv's output, with constant
 statistics, becomes new Conv weights and bias (``w * s``, ``(b - mean) * s + beta`` with
-``s = scale / sqrt(var + eps)``). ``fold_constants``: a node whose inputs are all constants
+``s = scale / sqrt(var + eps)``). ``merge_siblings``: MatMul, Gemm or Conv nodes that read the same
+input with weights of their own (a q/k/v projection) become one node with the weights concatenated
+along the output axis, followed by a Split; each output element is the same dot product as before
+(only the matrix kernel's blocking may differ). The merged weight is one Parameter named after the
+siblings' weights joined by ``+``. ``fold_constants``: a node whose inputs are all constants
 (Constant nodes, integer initializers, results of other folded nodes) is evaluated once, at
 import. Each records a line in ``graph.optimizations``.
 """
@@ -11,11 +15,12 @@ from __future__ import annotations
 
 import numpy as np
 
-from munet.onnx.program import NOT_ON_HOST, Subgraph, run_node
+from munet.onnx.program import NOT_ON_HOST, ImportedNode, Subgraph, run_node
 
 
 def optimize_graph(graph) -> None:
     fold_batch_norm(graph)
+    merge_siblings(graph)
     fold_constants(graph)
     drop_unused(graph)
 
@@ -39,17 +44,7 @@ def _names_read(nodes) -> set:
 
 
 def fold_batch_norm(graph) -> int:
-    uses = {}
-    for node in graph.nodes:
-        for name in node.input:
-            uses[name] = uses.get(name, 0) + 1
-    for name in graph.outputs:
-        uses[name] = uses.get(name, 0) + 1
-    for node in graph.nodes:  # a value an If branch reads counts as used more than once
-        for value in node.attrs.values():
-            if isinstance(value, Subgraph):
-                for name in _names_read(value.nodes):
-                    uses[name] = uses.get(name, 0) + 2
+    uses = _use_counts(graph)
     producer = {out: node for node in graph.nodes for out in node.output}
     folded = []
     for bn in graph.nodes:
@@ -79,6 +74,100 @@ def fold_batch_norm(graph) -> int:
         graph.optimizations.append(f"BatchNormalization {bn.name!r} folded into Conv {conv.name!r}")
     graph.nodes = [n for n in graph.nodes if all(n is not b for b in folded)]
     return len(folded)
+
+
+def _use_counts(graph) -> dict:
+    """name -> how many times nodes and graph outputs read it (a subgraph's read counts as two)."""
+    uses = {}
+    for node in graph.nodes:
+        for name in node.input:
+            uses[name] = uses.get(name, 0) + 1
+    for name in graph.outputs:
+        uses[name] = uses.get(name, 0) + 1
+    for node in graph.nodes:
+        for value in node.attrs.values():
+            if isinstance(value, Subgraph):
+                for name in _names_read(value.nodes) | set(value.outputs):
+                    uses[name] = uses.get(name, 0) + 2
+    return uses
+
+
+def _merge_key(node, graph, uses):
+    """What siblings must share to merge (None when ``node`` cannot): operator, attributes, weight
+    shape apart from the output axis, and whether there is a bias."""
+    if node.op_type not in ("MatMul", "Gemm", "Conv") or len(node.output) != 1 or len(node.input) < 2:
+        return None
+    weight = graph.parameters.get(node.input[1])
+    if weight is None or uses.get(node.input[1]) != 1:  # read by this node only
+        return None
+    bias_name = node.input[2] if len(node.input) > 2 and node.input[2] else None
+    if bias_name and (graph.parameters.get(bias_name) is None or uses.get(bias_name) != 1):
+        return None
+    if bias_name and graph.parameters[bias_name].ndim != 1:
+        return None
+    if node.op_type == "MatMul" and weight.ndim != 2:
+        return None
+    if node.op_type == "Conv" and node.attrs.get("group", 1) != 1:
+        return None
+    axis = _weight_axis(node)
+    rest = tuple(d for i, d in enumerate(weight.shape) if i != axis)
+    attrs = tuple(sorted((k, repr(v)) for k, v in node.attrs.items()))
+    return (node.op_type, node.input[0], attrs, rest, weight.dtype.str, bias_name is not None)
+
+
+def _weight_axis(node) -> int:
+    """The axis of the weight that indexes output features."""
+    if node.op_type == "Conv":
+        return 0
+    return 0 if node.op_type == "Gemm" and node.attrs.get("transB", 0) else 1
+
+
+def merge_siblings(graph) -> int:
+    """Merge MatMul/Gemm/Conv nodes that read the same input into one wider node and a Split."""
+    uses = _use_counts(graph)
+    groups = {}
+    for node in graph.nodes:
+        key = _merge_key(node, graph, uses)
+        if key is not None:
+            groups.setdefault(key, []).append(node)
+    replaced = {}  # id(first sibling) -> [merged node, split node]; other siblings -> []
+    for siblings in groups.values():
+        if len(siblings) < 2:
+            continue
+        first = siblings[0]
+        axis = _weight_axis(first)
+        weight_names = [n.input[1] for n in siblings]
+        weights = [graph.parameters.pop(name) for name in weight_names]
+        sizes = [w.shape[axis] for w in weights]
+        merged_weight = "+".join(weight_names)
+        graph.parameters[merged_weight] = np.concatenate(weights, axis=axis)
+        inputs = [first.input[0], merged_weight]
+        if len(first.input) > 2 and first.input[2]:
+            bias_names = [n.input[2] for n in siblings]
+            inputs.append("+".join(bias_names))
+            graph.parameters[inputs[2]] = np.concatenate([graph.parameters.pop(b) for b in bias_names])
+        wide = "+".join(n.output[0] for n in siblings)
+        merged = ImportedNode(first.op_type, first.domain, first.name, inputs, [wide], first.attrs, first.opset)
+        split = _split_node(first, wide, [n.output[0] for n in siblings], sizes, graph)
+        if first.output[0] in graph.dtypes:
+            graph.dtypes[wide] = graph.dtypes[first.output[0]]
+        replaced[id(first)] = [merged, split]
+        replaced.update({id(n): [] for n in siblings[1:]})
+        graph.optimizations.append(
+            f"{first.op_type} nodes {[n.name for n in siblings]} reading {first.input[0]!r} merged into one "
+            f"(output features {sizes})"
+        )
+    graph.nodes = [new for node in graph.nodes for new in replaced.get(id(node), [node])]
+    return sum(1 for v in replaced.values() if v)
+
+
+def _split_node(first, wide: str, outputs: list, sizes: list, graph) -> ImportedNode:
+    """A Split of ``wide`` into ``outputs`` along the feature axis (last for MatMul/Gemm, 1 for Conv)."""
+    axis = 1 if first.op_type == "Conv" else -1
+    opset = max(first.opset, 13)  # Split takes its sizes as an input from opset 13
+    sizes_name = wide + "_split_sizes"
+    graph.constants[sizes_name] = np.asarray(sizes, np.int64)
+    return ImportedNode("Split", "", first.name + "_split", [wide, sizes_name], outputs, {"axis": axis}, opset)
 
 
 def fold_constants(graph) -> int:

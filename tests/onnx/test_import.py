@@ -223,6 +223,94 @@ def test_batch_norm_folded_into_conv_and_constants_folded():
     assert len(list(unoptimized.parameters())) == 6 and len(list(program.parameters())) == 2
 
 
+class QKV(torch.nn.Module):
+    """An attention block's three projections of one input, and a Conv pair reading one feature map."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k, self.v = (torch.nn.Linear(8, n) for n in (8, 8, 4))
+
+    def forward(self, x):
+        q, k, v = self.q(x), self.k(x), self.v(x)
+        return torch.softmax(q @ k.transpose(-1, -2) / 8**0.5, -1) @ v
+
+
+@pytest.mark.parametrize("shape", [(5, 8), (2, 5, 8)], ids=["gemm", "matmul"])
+def test_sibling_projections_merge(shape):
+    torch.manual_seed(0)
+    module = QKV()
+    x = torch.randn(*shape)
+    model = torch_export(module, (x,), dynamo=False)
+    program = compare_with_ort(model, x.numpy())
+    merged = [line for line in program.optimizations if "merged into one" in line]
+    assert len(merged) == 1 and "output features [8, 8, 4]" in merged[0], program.optimizations
+    op = "Gemm" if len(shape) == 2 else "MatMul"
+    assert merged[0].startswith(op)
+    plain = munet.onnx.load(model, optimize=False)
+    assert not any("merged" in line for line in plain.optimizations)
+    assert len(list(program.parameters())) < len(list(plain.parameters()))
+    with munet.no_grad():
+        np.testing.assert_allclose(program(x.numpy()).numpy(), plain(x.numpy()).numpy(), rtol=1e-6, atol=1e-6)
+        np.testing.assert_allclose(program(x.numpy()).numpy(), module(x).detach().numpy(), rtol=1e-5, atol=1e-5)
+
+
+def _sibling_graph(rng, op, attrs, weight_shapes, bias: bool, x_shape, y_shapes):
+    nodes, inits = [], []
+    for i, w_shape in enumerate(weight_shapes):
+        inits.append(onnx.numpy_helper.from_array(rng.standard_normal(w_shape).astype(np.float32), f"w{i}"))
+        inputs = ["x", f"w{i}"]
+        if bias:
+            n = w_shape[0] if op == "Conv" or attrs.get("transB") else w_shape[1]
+            inits.append(onnx.numpy_helper.from_array(rng.standard_normal(n).astype(np.float32), f"b{i}"))
+            inputs.append(f"b{i}")
+        nodes.append(helper.make_node(op, inputs, [f"y{i}"], name=f"n{i}", **attrs))
+    outputs = [helper.make_tensor_value_info(f"y{i}", TP.FLOAT, s) for i, s in enumerate(y_shapes)]
+    graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TP.FLOAT, x_shape)], outputs, inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize(
+    "op, attrs, weights, bias, x_shape, y_shapes",
+    [
+        ("Gemm", {"transB": 1, "alpha": 0.5, "beta": 2.0}, [(3, 6), (5, 6)], True, [4, 6], [[4, 3], [4, 5]]),
+        (
+            "Conv",
+            {"pads": [1, 1, 1, 1]},
+            [(2, 3, 3, 3), (4, 3, 3, 3)],
+            True,
+            [2, 3, 5, 5],
+            [[2, 2, 5, 5], [2, 4, 5, 5]],
+        ),
+        (
+            "Conv",
+            {},
+            [(2, 3, 1, 1), (3, 3, 1, 1), (1, 3, 1, 1)],
+            False,
+            [1, 3, 4, 4],
+            [[1, n, 4, 4] for n in (2, 3, 1)],
+        ),
+    ],
+    ids=["gemm-transB", "conv-bias", "conv-three"],
+)
+def test_sibling_gemm_and_conv_merge(op, attrs, weights, bias, x_shape, y_shapes):
+    model = _sibling_graph(np.random.default_rng(0), op, attrs, weights, bias, x_shape, y_shapes)
+    x = np.random.default_rng(1).standard_normal(x_shape).astype(np.float32)
+    program = compare_with_ort(model, x)
+    assert program.optimizations == [
+        f"{op} nodes {[f'n{i}' for i in range(len(weights))]} reading 'x' merged into one "
+        f"(output features {[w[1] if op == 'Gemm' and not attrs.get('transB') else w[0] for w in weights]})"
+    ]
+    assert len(list(program.parameters())) == (2 if bias else 1)
+
+
+def test_siblings_that_differ_are_not_merged():
+    rng = np.random.default_rng(0)
+    model = _sibling_graph(
+        rng, "Conv", {}, [(2, 3, 1, 1), (2, 3, 3, 3)], False, [1, 3, 4, 4], [[1, 2, 4, 4], [1, 2, 2, 2]]
+    )
+    assert munet.onnx.load(model).optimizations == []  # different kernel sizes
+
+
 # training, saving, compiling ---------------------------------------------------------------------------
 
 
