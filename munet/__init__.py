@@ -88,16 +88,7 @@ short = int16
 __version__ = "0.1.0"
 
 
-def _export_ops(namespace: dict) -> list:
-    names = []
-    for module in _ops.MODULES:
-        for name in getattr(module, "__all__", ()):
-            namespace[name] = getattr(module, name)
-            names.append(name)
-    return names
-
-
-_export_ops(globals())
+_ops.export(globals(), "__all__")
 
 
 def result_type(tensor1, tensor2):

@@ -2,14 +2,7 @@
 
 from munet import ops as _ops
 
-
-def _export(namespace: dict) -> None:
-    for module in _ops.MODULES:
-        for name in getattr(module, "__functional__", ()):
-            namespace[name] = getattr(module, name)
-
-
-_export(globals())
+_ops.export(globals(), "__functional__")
 
 # composites written in munet.nn, re-exported here after the op families
 from munet.nn.channel_shuffle import channel_shuffle, native_channel_shuffle  # noqa: E402, F401

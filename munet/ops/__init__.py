@@ -65,4 +65,16 @@ MODULES = (
     sampling,
 )
 
-__all__ = ["MODULES", "OPS", "Op", "apply", "apply_inplace", "define"]
+
+def export(namespace: dict, listing: str) -> list:
+    """Put every op family's functions named in its ``listing`` (``"__all__"``, ``"__functional__"``,
+    ``"__linalg__"``) into ``namespace``; returns their names."""
+    names = []
+    for module in MODULES:
+        for name in getattr(module, listing, ()):
+            namespace[name] = getattr(module, name)
+            names.append(name)
+    return names
+
+
+__all__ = ["MODULES", "OPS", "Op", "apply", "apply_inplace", "define", "export"]
