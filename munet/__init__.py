@@ -137,3 +137,4 @@ from munet.autograd.anomaly_mode import (  # noqa: E402,F401
 from munet.compiler import compile  # noqa: E402,F401,A004
 from munet.nn.parallel.training_step import DataParallel  # noqa: E402,F401
 from munet.serialization import load, save  # noqa: E402,F401
+from munet import rtc  # noqa: E402,F401 - user kernels compiled at run time

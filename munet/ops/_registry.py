@@ -354,6 +354,27 @@ def apply_inplace(op: Op, self, *args, **attrs):
     return self
 
 
+def apply_writes(op: Op, args, written, run_eager: Callable, **attrs) -> None:
+    """An effectful ``op`` that writes the tensors ``written`` (among ``args``) in place.
+
+    In eager mode ``run_eager()`` does the writes and each written storage's version goes up (so
+    autograd's saved-tensor check sees them). Under ``munet.compile`` the node is recorded with one
+    output per written tensor (its new value; ``op.meta`` gives their shapes) and each tensor's
+    memory becomes that value, as ``apply_inplace`` functionalizes a write. ``munet.rtc`` launches
+    user kernels this way.
+    """
+    tracer = _Tracing.tracer
+    if tracer is None:
+        run_eager()
+        for storage in {id(t._storage): t._storage for t in written}.values():
+            storage.version += 1
+        return
+    outputs = apply(op, *args, **attrs)
+    outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+    for t, value in zip(written, outputs):
+        tracer.write_tensor(t, value)
+
+
 def _inplace_with_history(op: Op, self, args, attrs):
     from munet.ops import view as views
 

@@ -142,10 +142,18 @@ class Runtime:
             self._layouts[writable] = layout
         return layout
 
-    def pipeline(self, source: str, writable: tuple[bool, ...], halves: tuple[int, ...] = ()):
-        """The compute pipeline of ``source`` (entry point ``main``), compiled once per process;
-        ``halves`` are the bindings of float16 buffers (see ``wgsl.half_storage``)."""
-        key = (source, writable, halves)
+    def pipeline(
+        self,
+        source: str,
+        writable: tuple[bool, ...],
+        halves: tuple[int, ...] = (),
+        entry_point: str = "main",
+        origin=None,
+    ):
+        """The compute pipeline of ``source`` (entry point ``entry_point``), compiled once per process;
+        ``halves`` are the bindings of float16 buffers (see ``wgsl.half_storage``). ``origin`` names a
+        user's source (``munet.rtc``) in a compile error; without it the kernel is MuNet's own."""
+        key = (source, writable, halves, entry_point)
         cached = self._pipelines.get(key)
         if cached is not None:
             return cached
@@ -159,10 +167,12 @@ class Runtime:
             try:
                 module = self.device.create_shader_module(code=hoist_params(half_storage(source, halves)))
                 pipeline = self.device.create_compute_pipeline(
-                    layout=layout, compute={"module": module, "entry_point": "main"}
+                    layout=layout, compute={"module": module, "entry_point": entry_point}
                 )
             except Exception as exc:
                 self.check_lost(exc)
+                if origin is not None:
+                    raise RuntimeError(f"{origin}: the WGSL source failed to compile on {self.label}:\n{exc}") from exc
                 raise RuntimeError(
                     f"{self.label}: internal error, a MuNet WGSL kernel failed to compile:\n{exc}"
                 ) from exc
@@ -172,11 +182,14 @@ class Runtime:
             return pipeline, group
 
     # recording and submitting -------------------------------------------------------------------
-    def dispatch(self, source: str, buffers, writable, params, groups: tuple[int, int, int]) -> None:
+    def dispatch(
+        self, source: str, buffers, writable, params, groups: tuple[int, int, int], entry_point="main", origin=None
+    ) -> None:
         """Record one dispatch of ``source`` over ``groups`` workgroups.
 
         ``buffers`` are the DeviceBuffers bound at bindings 1..n (``writable[i]`` says which
-        are written); ``params`` (ints, as u32 words) are bound at binding 0.
+        are written); ``params`` (ints, as u32 words) are bound at binding 0. ``entry_point`` and
+        ``origin`` are ``pipeline``'s.
         """
         if groups[0] == 0 or groups[1] == 0 or groups[2] == 0:
             return
@@ -185,7 +198,7 @@ class Runtime:
         with self.lock:
             self.check_alive()
             self.check_owned(buffers)
-            pipeline, group = self.pipeline(source, tuple(writable), halves)
+            pipeline, group = self.pipeline(source, tuple(writable), halves, entry_point, origin)
             if self._pending >= self.max_pending or len(self._arena) + len(words) + self.align > _PARAM_ARENA:
                 self.flush()
             if self._encoder is None:

@@ -72,7 +72,9 @@ def compiler_name() -> str | None:
     return None if found is None else found[0]
 
 
-def _compile(exe: str, flags: tuple, source: str, target: Path) -> None:
+def _compile(
+    exe: str, flags: tuple, source: str, target: Path, what: str = "munet codegen: a generated kernel"
+) -> None:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         src = Path(tmp) / "kernel.c"
@@ -80,7 +82,7 @@ def _compile(exe: str, flags: tuple, source: str, target: Path) -> None:
         out = Path(tmp) / "kernel.so"
         result = subprocess.run([exe, *flags, str(src), "-o", str(out), "-lm"], capture_output=True, text=True)
         if result.returncode != 0:
-            raise RuntimeError(f"munet codegen: {exe} failed on a generated kernel:\n{result.stderr}\n{source}")
+            raise RuntimeError(f"{what} failed to compile with {exe}:\n{result.stderr}\n{source}")
         cache.write_entry(target, out.read_bytes())
     seconds = time.perf_counter() - start
     metrics.observe_kernel_compile("cpu", seconds)
@@ -90,29 +92,39 @@ def _compile(exe: str, flags: tuple, source: str, target: Path) -> None:
 _loaded: dict = {}  # path -> CDLL, so a process loads each entry once
 
 
-def load_kernel(source: str, name: str):
-    """Compile (or fetch from the disk cache) ``source`` and return ``(function, cache_hit)``."""
+def load_library(source: str, name: str | None, options: tuple = (), what: str = "munet codegen: a generated kernel"):
+    """Compile (or fetch from the disk cache) ``source`` with the base flags and ``options`` into a
+    shared library that defines ``name`` (when given; its absence marks a corrupt entry); returns ``(library, cache_hit)``. ``what`` names the
+    source in a compile error (``munet.rtc`` passes the user's module)."""
     found = find_compiler()
     if found is None:
         raise CompilerUnavailableError("no C compiler found ($CC, cc, gcc or clang)")
     exe, identity, flags = found
+    flags = (*flags, *options)
     path = cache.entry_path(cache.cache_key(source, identity, flags))
     hit = cache.entry_valid(path)
     lib = _loaded.get(str(path))
     if lib is None:
         if not hit:
-            _compile(exe, flags, source, path)
+            _compile(exe, flags, source, path, what)
         try:
             lib = ctypes.CDLL(str(path))
-            getattr(lib, name)
+            if name is not None:
+                getattr(lib, name)
         except (OSError, AttributeError):  # a corrupt or truncated entry: rebuild it
             hit = False
-            _compile(exe, flags, source, path)
+            _compile(exe, flags, source, path, what)
             lib = ctypes.CDLL(str(path))
         _loaded[str(path)] = lib
     if hit:
         metrics.count_kernel_cache_hit("cpu")
         _log.debug("kernel cache hit: %s (%s)", name, path.name)
+    return lib, hit
+
+
+def load_kernel(source: str, name: str):
+    """Compile (or fetch from the disk cache) ``source`` and return ``(function, cache_hit)``."""
+    lib, hit = load_library(source, name)
     fn = getattr(lib, name)
     fn.restype = None
     fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]

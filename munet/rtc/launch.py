@@ -1,0 +1,97 @@
+"""What every rtc kernel shares: :class:`Kernel` (name, parsed signature, the launch path) and the
+``rtc_launch`` op, which is a launch inside ``munet.compile``.
+
+In eager mode a launch runs the kernel on the tensors' memory and bumps the version of every
+written (non-const) tensor. While tracing, it records one effectful ``rtc_launch`` node (through
+``apply_writes``): its inputs are the arguments, its outputs the new values of the written tensors,
+so the graph orders it with the ops around it, fusion never crosses it, and memory planning sees
+exactly what it reads and writes. The node's attributes are the kernel's source, options, exports,
+name and signature and the launch configuration, all plain values: a saved program keeps them and
+recompiles the kernel (once per process, ``kernel_from_spec``) when it first runs after loading.
+
+A compiled program's ``rtc_launch`` kernel copies each written argument first (a node's outputs are
+new values), then launches on the copies: an argument passed twice is two buffers there.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from munet.ops._registry import Meta, apply_writes, define
+from munet.rtc.signature import check_arguments, parse_signature, written
+
+# kind ("c", "wgsl", "cuda") -> module class, filled by c.py, wgsl.py and cuda.py
+MODULE_KINDS: dict[str, type] = {}
+
+
+class Kernel:
+    """A function of a compiled module, with the signature it is launched with."""
+
+    kind = ""
+
+    def __init__(self, module, name: str, signature: str):
+        self.module = module
+        self.name = name
+        self.signature = signature
+        self.params = parse_signature(signature, self.label)
+
+    @property
+    def label(self) -> str:
+        return f"{type(self).__name__}({self.name})"
+
+    def __repr__(self) -> str:
+        return f"{self.label}: ({self.signature})"
+
+    def check(self, args) -> list:
+        """The argument list, after the checks that need no device (count, dtypes, scalars)."""
+        return check_arguments(self.label, self.params, args)
+
+    def _launch(self, args: list, config: tuple, run_eager) -> None:
+        """Run ``run_eager()`` now, or record the launch when tracing (``args`` passed the checks)."""
+        spec = self.module.spec()
+        apply_writes(
+            rtc_launch_op,
+            (list(args),),
+            written(self.params, args),
+            run_eager,
+            kind=self.kind,
+            **spec,
+            name=self.name,
+            signature=self.signature,
+            config=config,
+        )
+
+
+@functools.lru_cache(maxsize=256)
+def kernel_from_spec(kind: str, source: str, options: tuple, exports: tuple, name: str, signature: str) -> Kernel:
+    """The kernel a ``rtc_launch`` node names, compiled once per process."""
+    if kind not in MODULE_KINDS:
+        raise RuntimeError(f"rtc_launch: unknown kernel kind {kind!r}; expected one of {sorted(MODULE_KINDS)}")
+    return MODULE_KINDS[kind].from_spec(source, options, exports).get_kernel(name, signature)
+
+
+def _rtc_launch_meta(args, *, kind, source, options, exports, name, signature, config):
+    params = parse_signature(signature, f"rtc_launch({name})")
+    if len(params) != len(args):
+        raise TypeError(f"rtc_launch({name}) expects {len(params)} arguments but got {len(args)}")
+    return tuple(Meta(tuple(a.shape), a.dtype) for p, a in zip(params, args) if p.written)
+
+
+rtc_launch_op = define("rtc_launch", inputs=("args",), meta=_rtc_launch_meta, variadic=True, effectful=True)
+
+
+def outputs_of(params, raws):
+    """A compiled ``rtc_launch`` kernel's result: the written arguments, one or a tuple."""
+    outs = [r for p, r in zip(params, raws) if p.written]
+    return outs[0] if len(outs) == 1 else tuple(outs)
+
+
+def host_arguments(params, args) -> list:
+    """A cpu ``rtc_launch`` node's arguments as the kernel takes them: written arrays copied,
+    read arrays contiguous, scalars as they are."""
+    return [
+        np.array(a, order="C", copy=True) if p.written else np.ascontiguousarray(a) if p.pointer else a
+        for p, a in zip(params, args)
+    ]
