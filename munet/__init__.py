@@ -124,6 +124,7 @@ from munet import (  # noqa: E402,F401
     onnx,
     optim,
     profiler,
+    rtc,
     testing,
     utils,
     vulkan,
@@ -137,4 +138,3 @@ from munet.autograd.anomaly_mode import (  # noqa: E402,F401
 from munet.compiler import compile  # noqa: E402,F401,A004
 from munet.nn.parallel.training_step import DataParallel  # noqa: E402,F401
 from munet.serialization import load, save  # noqa: E402,F401
-from munet import rtc  # noqa: E402,F401 - user kernels compiled at run time
