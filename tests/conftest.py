@@ -22,6 +22,32 @@ from tests import reference
 from tests.device_run import run_on_device
 
 VULKAN_REQUIRED = os.environ.get("MUNET_TEST_VULKAN") == "1"
+CUDA_REQUIRED = os.environ.get("MUNET_TEST_CUDA") == "1"
+
+
+def _cuda_missing() -> str | None:
+    """Why no CUDA device can run a test here, or None when one can."""
+    try:
+        import cupy
+
+        if cupy.cuda.runtime.getDeviceCount() > 0:
+            return None
+        return "no CUDA device"
+    except Exception as exc:  # noqa: BLE001 - no CuPy, no driver, no device: all mean "skip"
+        return f"no CUDA device/driver ({type(exc).__name__}: {exc})"
+
+
+def pytest_collection_modifyitems(config, items):
+    """Tests marked ``cuda`` skip where no CUDA device is (under ``MUNET_TEST_CUDA=1`` they run and fail)."""
+    marked = [item for item in items if item.get_closest_marker("cuda") is not None]
+    if not marked or CUDA_REQUIRED:
+        return
+    reason = _cuda_missing()
+    if reason is not None:
+        for item in marked:
+            item.add_marker(pytest.mark.skip(reason=reason))
+
+
 VULKAN_DEVICE = os.environ.get("MUNET_TEST_VULKAN_DEVICE", "vulkan:0")
 
 
