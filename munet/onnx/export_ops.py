@@ -1005,6 +1005,7 @@ NOT_EXPORTED = {
     ),
     **dict.fromkeys(["nonzero", "unique"], "has a data-dependent output shape"),
     "all_reduce": "is a collective of munet.distributed; an ONNX graph runs in one process",
+    "rtc_launch": "is a user kernel compiled at run time (munet.rtc); ONNX has no operator that runs its source",
     **dict.fromkeys(
         [
             "linalg_cholesky_ex",
