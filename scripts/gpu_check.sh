@@ -4,7 +4,8 @@
 #
 #   scripts/gpu_check.sh OUTDIR
 #
-# Writes OUTDIR/machine.txt, OUTDIR/vulkan_tests.log, OUTDIR/vulkan_bench.md and
+# Writes OUTDIR/machine.txt, OUTDIR/vulkan_tests.log, OUTDIR/cuda_rtc_tests.log (munet.rtc's
+# cuda-marked tests, when CuPy and the cuda backend are installed), OUTDIR/vulkan_bench.md and
 # OUTDIR/vulkan_bench.json. Exits non-zero when the setup fails, when no GPU Vulkan
 # adapter exists, or when a test fails (the benchmark still runs then).
 #
@@ -114,6 +115,14 @@ XDIST=()
 status=0
 MUNET_TEST_VULKAN=1 MUNET_TEST_VULKAN_DEVICE=$DEVICE "$PY" -m pytest tests/backends -q -p no:cacheprovider \
     -o addopts="" -rfs "${XDIST[@]}" 2>&1 | tee "$OUT/vulkan_tests.log" || status=1
+# munet.rtc's CUDA launches (tests marked cuda), where CuPy, NVRTC and the cuda backend are there
+if "$PY" -c "import cupy, cuda.bindings.nvrtc, munet.backends.cuda" 2>/dev/null; then
+    MUNET_TEST_CUDA=1 "$PY" -m pytest tests/rtc -m cuda -q -p no:cacheprovider -o addopts="" -rfs 2>&1 |
+        tee "$OUT/cuda_rtc_tests.log" || status=1
+else
+    echo "gpu_check: munet.rtc CUDA launches not run (needs cupy, cuda-bindings and munet.backends.cuda)" |
+        tee "$OUT/cuda_rtc_tests.log"
+fi
 # shellcheck disable=SC2086 # BENCH_ARGS is a list of arguments
 "$PY" benchmarks/vulkan.py --device "$DEVICE" --json "$OUT/vulkan_bench.json" ${BENCH_ARGS:-} 2>&1 |
     tee "$OUT/vulkan_bench.md" ||
