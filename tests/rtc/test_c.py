@@ -123,6 +123,32 @@ def test_a_launch_inside_compile_is_one_node_ordered_with_the_ops_around_it(modu
     )
 
 
+def test_compiled_launches_with_two_written_tensors_and_with_none():
+    mod = munet.rtc.CModule("""
+#include <stdint.h>
+void two(const float *x, float *a, float *b, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) { a[i] = x[i] + 1; b[i] += x[i]; }
+}
+void peek(const float *x, int64_t n) { (void)x; (void)n; }
+""")
+    two = mod.get_kernel("two", "const float *x, float *a, float *b, int64_t n")
+    peek = mod.get_kernel("peek", "const float *x, int64_t n")
+
+    def step(x, b):
+        a = munet.empty_like(x)
+        two.launch([x, a, b, x.numel()])
+        peek.launch([a, a.numel()])  # reads only: a node with no outputs, kept (effectful)
+        return a * b
+
+    compiled = munet.compile(step)
+    x, b_compiled, b_eager = munet.randn(8), munet.ones(8), munet.ones(8)
+    for _ in range(2):
+        np.testing.assert_array_equal(compiled(x, b_compiled).numpy(), step(x, b_eager).numpy())
+        np.testing.assert_array_equal(b_compiled.numpy(), b_eager.numpy())
+    launches = [node for node in compiled.graph.nodes if node.name == "rtc_launch"]
+    assert [len(node.outputs) for node in launches] == [2, 0]
+
+
 def test_a_saved_program_recompiles_its_kernel_at_load(module, tmp_path):
     axpy = module.get_kernel("axpy", "const float *x, float *y, float a, int64_t n")
 

@@ -152,3 +152,20 @@ def test_a_fused_op_with_forward_and_backward_kernels_passes_a_numerical_gradien
     x_t = torch.tensor(x_np, dtype=torch.float64, requires_grad=True)
     (torch.nn.functional.silu(x_t) * torch.tensor(weights, dtype=torch.float64)).sum().backward()
     np.testing.assert_allclose(x.grad.cpu().numpy(), x_t.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_a_saved_program_recompiles_its_kernel_at_load(vulkan, tmp_path):
+    kernel = munet.rtc.WGSLModule(AXPY).get_kernel("axpy", SIGNATURE)
+
+    def step(x):
+        y = x + 1
+        kernel.launch([x * 2, y, 0.5, x.numel()], vulkan, 2)
+        return y * 3
+
+    compiled = munet.compile(step)
+    x = munet.randn(100).to(vulkan)
+    compiled(x)
+    munet.save(compiled, tmp_path / "step.munet")
+    munet.rtc.launch.kernel_from_spec.cache_clear()
+    program = munet.load(tmp_path / "step.munet", device=vulkan)
+    np.testing.assert_array_equal(program(x).cpu().numpy(), step(x).cpu().numpy())
