@@ -22,7 +22,7 @@ import numpy as np
 
 from munet.backends.cpu.registry import kernel
 from munet.compiler.codegen import build
-from munet.rtc.launch import MODULE_KINDS, Kernel, host_arguments, kernel_from_spec, outputs_of
+from munet.rtc.launch import MODULE_KINDS, Kernel, kernel_from_spec, outputs_of
 from munet.rtc.options import as_strings
 from munet.rtc.signature import check_devices
 
@@ -110,6 +110,10 @@ def _rtc_launch_cpu(args, *, kind, source, options, exports, name, signature, co
     if kind != "c":
         raise RuntimeError(f"rtc_launch({name}): a {kind} kernel cannot run on cpu tensors")
     k = kernel_from_spec(kind, source, tuple(options), tuple(exports), name, signature)
-    raws = host_arguments(k.params, args)
+    # written arrays are copied (the node's outputs are new values), read ones made contiguous
+    raws = [
+        np.array(a, order="C", copy=True) if p.written else np.ascontiguousarray(a) if p.pointer else a
+        for p, a in zip(k.params, args)
+    ]
     k.call(raws)
     return outputs_of(k.params, raws)

@@ -17,8 +17,6 @@ from __future__ import annotations
 
 import functools
 
-import numpy as np
-
 from munet.ops._registry import Meta, apply_writes, define
 from munet.rtc.signature import check_arguments, parse_signature, written
 
@@ -86,12 +84,3 @@ def outputs_of(params, raws):
     """A compiled ``rtc_launch`` kernel's result: the written arguments, one or a tuple."""
     outs = [r for p, r in zip(params, raws) if p.written]
     return outs[0] if len(outs) == 1 else tuple(outs)
-
-
-def host_arguments(params, args) -> list:
-    """A cpu ``rtc_launch`` node's arguments as the kernel takes them: written arrays copied,
-    read arrays contiguous, scalars as they are."""
-    return [
-        np.array(a, order="C", copy=True) if p.written else np.ascontiguousarray(a) if p.pointer else a
-        for p, a in zip(params, args)
-    ]

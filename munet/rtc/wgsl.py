@@ -89,6 +89,10 @@ class WGSLKernel(Kernel):
                 )
         groups = workgroup_grid(self.label, workgroups)
         runtime = get_backend(dev).runtime
+        if any(g > runtime.max_groups for g in groups):
+            raise ValueError(
+                f"{self.label}: workgroups {groups} exceed the device's limit of {runtime.max_groups} per dimension"
+            )
         self._launch(
             args,
             groups,
@@ -97,9 +101,6 @@ class WGSLKernel(Kernel):
 
     def dispatch(self, runtime, raws, groups) -> None:
         """Record the dispatch on VkViews (offset 0) and numbers."""
-        limit = runtime.max_groups
-        if any(g > limit for g in groups):
-            raise ValueError(f"{self.label}: workgroups {groups} exceed the device's limit of {limit} per dimension")
         tensors = [r for p, r in zip(self.params, raws) if p.pointer]
         words = [scalar_word(SCALAR_WORDS[p.type], r) for p, r in zip(self.params, raws) if not p.pointer]
         writable = [p.written for p in self.params if p.pointer]

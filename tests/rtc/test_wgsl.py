@@ -59,6 +59,12 @@ def test_checks_name_the_kernel(vulkan):
         kernel.launch([x, munet.ones(8), 1.0, 8], vulkan, 1)
     with pytest.raises(ValueError, match=r"argument 0 \('x'\) starts at element 2 of its storage"):
         kernel.launch([x[2:], x[:6], 1.0, 6], vulkan, 1)
+    with pytest.raises(ValueError, match=r"workgroups \(16777216, 1, 1\) exceed the device's limit"):
+        kernel.launch([x, x.clone(), 1.0, 8], vulkan, 1 << 24)
+    with pytest.raises(ValueError, match="workgroups must be an int or up to 3 non-negative ints"):
+        kernel.launch([x, x.clone(), 1.0, 8], vulkan, (1, 1, 1, 1))
+    with pytest.raises(munet.DeviceError, match=r"WGSLKernel\(axpy\): expected a vulkan device, got cpu"):
+        kernel.launch([x, x.clone(), 1.0, 8], "cpu", 1)
     with pytest.raises(ValueError, match="no '@compute' entry point 'fn main"):
         module.get_kernel("main", SIGNATURE)
     with pytest.raises(TypeError, match="WGSL scalars are 32-bit"):
