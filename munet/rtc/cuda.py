@@ -166,14 +166,14 @@ class CudaKernel(Kernel):
         self.symbol = module._symbol(name, self.label)
 
     def launch(self, args, device, grid, block, shared_mem: int = 0, sync: bool = False) -> None:
-        """Launch on ``device``'s current stream (asynchronous unless ``sync``). ``grid`` and
-        ``block`` are up to 3 ints (an int is ``(n, 1, 1)``); ``shared_mem`` is the dynamic shared
-        memory in bytes (``extern __shared__``)."""
+        """Launch on the current stream of ``device`` (``"cuda:0"``, or an index), asynchronous unless
+        ``sync``. ``grid`` and ``block`` are up to 3 ints (an int is ``(n, 1, 1)``); ``shared_mem`` is
+        the dynamic shared memory in bytes (``extern __shared__``)."""
         args = self.check(args)
         config = (_dims(self.label, "grid", grid), _dims(self.label, "block", block), int(shared_mem))
         if config[2] < 0:
             raise ValueError(f"{self.label}: shared_mem must be a non-negative number of bytes, got {shared_mem}")
-        dev = as_device(device)
+        dev = as_device(f"cuda:{device}" if isinstance(device, int) else device)
         if dev.type != "cuda":
             raise DeviceError(f"{self.label}: expected a cuda device, got {dev}")
         index = dev.index or 0
