@@ -144,6 +144,30 @@ def test_without_a_cuda_device_the_launch_says_so():
         munet.rtc.compile_options("cuda:0")
 
 
+def test_arguments_are_packed_at_their_parameter_s_width():
+    from types import SimpleNamespace
+
+    kernel = munet.rtc.CudaModule(HALF).get_kernel(
+        "scale_half", "__half *y, __half a, __nv_bfloat16 *z, __nv_bfloat16 b"
+    )
+    pointer = SimpleNamespace(data=SimpleNamespace(ptr=0xDEADBEEF00))  # a CuPy array's device pointer
+    packed = list(kernel._pack([pointer, 1.5, pointer, -2.0]))
+    assert [type(v) for v in packed] == [np.uint64, np.uint16, np.uint64, np.uint16]
+    assert packed[0] == 0xDEADBEEF00
+    assert packed[1] == np.array(1.5, np.float16).view(np.uint16)
+    assert packed[3] == np.array(-2.0, munet.bfloat16.np).view(np.uint16)
+    many = munet.rtc.CudaModule(
+        'extern "C" __global__ void many(signed char a, bool b, long long c, double d, int e) {}'
+    ).get_kernel("many", "int8_t a, bool b, int64_t c, double d, int e")
+    assert [type(v) for v in many._pack([-3, True, 1 << 40, 0.5, 7])] == [
+        np.int8,
+        np.bool_,
+        np.int64,
+        np.float64,
+        np.int32,
+    ]
+
+
 def test_legacy_rtc_wraps_the_body_into_a_kernel_over_the_named_arrays():
     x, y = munet.ones(10), munet.zeros(10)
     rtc = munet.rtc.Rtc("scale", [("x", x)], [("y", y)], "y[threadIdx.x] = x[threadIdx.x] * 5.0f;")
