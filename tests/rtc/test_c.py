@@ -137,7 +137,7 @@ void peek(const float *x, int64_t n) { (void)x; (void)n; }
     def step(x, b):
         a = munet.empty_like(x)
         two.launch([x, a, b, x.numel()])
-        peek.launch([a, a.numel()])  # reads only: a node with no outputs, kept (effectful)
+        peek.launch([a, a.numel()])  # reads only: a node with a token output, kept (effectful)
         return a * b
 
     compiled = munet.compile(step)
@@ -146,7 +146,7 @@ void peek(const float *x, int64_t n) { (void)x; (void)n; }
         np.testing.assert_array_equal(compiled(x, b_compiled).numpy(), step(x, b_eager).numpy())
         np.testing.assert_array_equal(b_compiled.numpy(), b_eager.numpy())
     launches = [node for node in compiled.graph.nodes if node.name == "rtc_launch"]
-    assert [len(node.outputs) for node in launches] == [2, 0]
+    assert [[str(v.dtype) for v in node.outputs] for node in launches] == [["munet.float32"] * 2, ["munet.bool"]]
 
 
 def test_a_saved_program_recompiles_its_kernel_at_load(module, tmp_path):
@@ -161,9 +161,26 @@ def test_a_saved_program_recompiles_its_kernel_at_load(module, tmp_path):
     x = munet.randn(16)
     compiled(x)
     munet.save(compiled, tmp_path / "step.munet")
-    munet.rtc.launch.kernel_from_spec.cache_clear()  # the loaded program compiles the kernel again
+    munet.rtc.launch.forget_kernels()  # the loaded program compiles the kernel again
     program = munet.load(tmp_path / "step.munet", device="cpu")
     np.testing.assert_array_equal(program(x).numpy(), step(x).numpy())
+
+
+def test_loading_a_program_refuses_clearly_where_no_compiler_is(module, tmp_path, monkeypatch):
+    axpy = module.get_kernel("axpy", "const float *x, float *y, float a, int64_t n")
+
+    def step(x):
+        y = x + 1
+        axpy.launch([x, y, 2.0, x.numel()])
+        return y
+
+    compiled = munet.compile(step)
+    compiled(munet.randn(4))
+    munet.save(compiled, tmp_path / "step.munet")
+    munet.rtc.launch.forget_kernels()
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    with pytest.raises(munet.serialization.CheckpointError, match="rtc_launch.*no C compiler found"):
+        munet.load(tmp_path / "step.munet", device="cpu")
 
 
 SWISH = """

@@ -172,6 +172,6 @@ def test_a_saved_program_recompiles_its_kernel_at_load(vulkan, tmp_path):
     x = munet.randn(100).to(vulkan)
     compiled(x)
     munet.save(compiled, tmp_path / "step.munet")
-    munet.rtc.launch.kernel_from_spec.cache_clear()
+    munet.rtc.launch.forget_kernels()
     program = munet.load(tmp_path / "step.munet", device=vulkan)
     np.testing.assert_array_equal(program(x).cpu().numpy(), step(x).cpu().numpy())
