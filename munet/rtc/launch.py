@@ -27,8 +27,8 @@ from munet.rtc.signature import check_arguments, parse_signature, written
 
 # kind ("c", "wgsl", "cuda") -> module class, filled by c.py, wgsl.py and cuda.py
 MODULE_KINDS: dict[str, type] = {}
-# (kind, source, options, exports, name, signature) -> Kernel: every kernel made in this process,
-# so a traced launch's node finds its kernel without compiling it again
+# (kind, source, options, exports, name, signature) -> Kernel: every kernel launched in this process,
+# so the node of a traced launch finds its kernel without compiling it again
 _KERNELS: dict[tuple, Kernel] = {}
 _KERNELS_LOCK = threading.Lock()
 
