@@ -75,12 +75,10 @@ def parse_signature(signature: str, kernel: str = "kernel") -> tuple[Param, ...]
     return tuple(params)
 
 
-def check_arguments(label: str, params: tuple[Param, ...], args, device_type: str | None = None) -> list:
-    """Check ``args`` against ``params`` (count; each tensor's dtype, contiguity and, when
-    ``device_type`` is given, device; scalars are numbers); returns the argument list.
-
-    Device availability is the caller's step between the dtype checks and the device checks
-    (``check_devices``), so a machine without the device still reports a wrong dtype first.
+def check_arguments(label: str, params: tuple[Param, ...], args) -> list:
+    """Check ``args`` against ``params`` (count, each tensor's dtype, scalars are numbers); returns
+    the argument list. These checks need no device: the caller checks device availability next,
+    then ``check_devices``, so a machine without the device still reports a wrong dtype first.
     """
     args = list(args) if isinstance(args, (list, tuple)) else [args]
     if len(args) != len(params):
@@ -98,8 +96,6 @@ def check_arguments(label: str, params: tuple[Param, ...], args, device_type: st
             raise TypeError(f"{where} is the scalar '{p.type}', expected a Python number, got {type(a).__name__}")
         elif p.dtype.is_floating_point is False and isinstance(a, float):
             raise TypeError(f"{where} is the integer scalar '{p.type}', got the float {a!r}")
-    if device_type is not None:
-        check_devices(label, params, args, device_type)
     return args
 
 
