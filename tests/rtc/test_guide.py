@@ -40,3 +40,10 @@ def test_the_cuda_kernels_of_the_guide_compile():
     first = _python_blocks()[0]
     source = re.search(r'CudaModule\(r"""(.*?)"""\)', first, re.S).group(1)
     munet.rtc.CudaModule(source).get_kernel("axpy", "const float *x, float *y, float a")
+
+
+def test_the_wgsl_example_runs(vulkan):
+    (block,) = [b for b in _python_blocks() if "munet.rtc.WGSLModule(" in b]
+    namespace = {"munet": munet, "x": munet.ones(100).to(vulkan), "y": munet.zeros(100).to(vulkan)}
+    exec(compile(block.replace('"vulkan:0"', "x.device"), "docs/rtc.md (WGSL axpy)", "exec"), namespace)
+    np.testing.assert_array_equal(namespace["y"].cpu().numpy(), np.full(100, 3.0, np.float32))
