@@ -245,3 +245,30 @@ def test_a_fused_op_with_forward_and_backward_kernels_passes_a_numerical_gradien
     x_t = torch.tensor(x_np, requires_grad=True)
     (torch.nn.functional.silu(x_t) * torch.tensor(weights)).sum().backward()
     np.testing.assert_allclose(x.grad.numpy(), x_t.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+def test_a_compiled_training_step_runs_the_forward_and_backward_kernels():
+    swish = _swish_function()
+
+    def make():
+        munet.manual_seed(1)
+        model = munet.nn.Linear(7, 3).double()
+        return model, munet.optim.SGD(model.parameters(), lr=0.1)
+
+    def train_step(model, opt, x):
+        opt.zero_grad()
+        loss = swish.apply(model(x)).sum()
+        loss.backward()
+        opt.step()
+        return loss
+
+    x = munet.randn(5, 7, dtype=munet.float64)
+    eager_model, eager_opt = make()
+    model, opt = make()
+    compiled = munet.compile(train_step)
+    for _ in range(3):
+        np.testing.assert_allclose(
+            compiled(model, opt, x).item(), train_step(eager_model, eager_opt, x).item(), rtol=1e-12
+        )
+    np.testing.assert_allclose(model.weight.detach().numpy(), eager_model.weight.detach().numpy(), rtol=1e-12)
+    assert [node.name for node in compiled.graph.nodes].count("rtc_launch") == 2
