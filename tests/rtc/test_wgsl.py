@@ -175,3 +175,24 @@ def test_a_saved_program_recompiles_its_kernel_at_load(vulkan, tmp_path):
     munet.rtc.launch.forget_kernels()
     program = munet.load(tmp_path / "step.munet", device=vulkan)
     np.testing.assert_array_equal(program(x).cpu().numpy(), step(x).cpu().numpy())
+
+
+def test_half_and_bool_tensors_bind_as_f16_and_u32(vulkan):
+    if not munet._device.get_backend(vulkan).runtime.has_f16:
+        pytest.skip("the adapter has no shader-f16")
+    source = """
+enable f16;
+struct Params { s: f32, n: u32 };
+@group(0) @binding(0) var<storage, read> params: Params;
+@group(0) @binding(1) var<storage, read_write> y: array<f16>;
+@group(0) @binding(2) var<storage, read> m: array<u32>;
+@compute @workgroup_size(64)
+fn scale(@builtin(global_invocation_id) gid: vec3<u32>) {
+    if (gid.x < params.n && m[gid.x] != 0u) { y[gid.x] = y[gid.x] * f16(params.s); }
+}
+"""
+    kernel = munet.rtc.WGSLModule(source).get_kernel("scale", "__half *y, const bool *m, float s, int n")
+    y = munet.arange(6, dtype=munet.float16).to(vulkan)
+    mask = munet.tensor([True, False, True, False, True, True]).to(vulkan)
+    kernel.launch([y, mask, 2.0, 6], vulkan, 1)
+    assert y.cpu().tolist() == [0.0, 1.0, 4.0, 3.0, 8.0, 10.0]
