@@ -94,8 +94,12 @@ def check_arguments(label: str, params: tuple[Param, ...], args) -> list:
                 )
         elif isinstance(a, Tensor) or not isinstance(a, (int, float, bool, np.number, np.bool_)):
             raise TypeError(f"{where} is the scalar '{p.type}', expected a Python number, got {type(a).__name__}")
-        elif p.dtype.is_floating_point is False and isinstance(a, float):
+        elif not p.dtype.is_floating_point and isinstance(a, (float, np.floating)):
             raise TypeError(f"{where} is the integer scalar '{p.type}', got the float {a!r}")
+        elif not p.dtype.is_floating_point and p.dtype is not D.bool_:
+            info = np.iinfo(p.dtype.np)
+            if not info.min <= int(a) <= info.max:
+                raise OverflowError(f"{where}: {a} does not fit in '{p.type}' [{info.min}, {info.max}]")
     return args
 
 

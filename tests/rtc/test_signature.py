@@ -67,7 +67,11 @@ def test_argument_checks_name_the_kernel_and_argument():
         check_arguments("K", params, [x, y, munet.tensor(3)])
     with pytest.raises(TypeError, match=r"integer scalar 'int', got the float 2.5"):
         check_arguments("K", params, [x, y, 2.5])
+    with pytest.raises(OverflowError, match=r"argument 2 \('n'\): 4294967296 does not fit in 'int' \[-2147483648"):
+        check_arguments("K", params, [x, y, 1 << 32])
     assert check_arguments("K", params, (x, y, 3)) == [x, y, 3]
+    (flag,) = parse_signature("bool flag")
+    assert check_arguments("K", (flag,), [True]) == [True]
 
 
 def test_device_checks_refuse_strided_views_and_written_tensors_that_require_grad():
