@@ -32,7 +32,7 @@ from munet.rtc.launch import MODULE_KINDS, Kernel
 from munet.rtc.options import as_strings
 from munet.rtc.signature import check_devices
 
-_ARCH = re.compile(r"^(?:--gpu-architecture|-arch)(?:=|\s+)(sm|compute)_(\d+)[a-z]?$")
+_ARCH = re.compile(r"^(?:--gpu-architecture|-arch)=(sm|compute)_(\d+)[a-z]?$")
 _DEFAULT_SHARED = 48 * 1024  # dynamic shared memory above this needs the function's attribute raised
 
 
@@ -70,14 +70,21 @@ def compile_options(device) -> tuple[str, ...]:
 
 
 def _split_arch(options: tuple) -> tuple[tuple, tuple | None]:
-    """(options without the architecture, (kind, number) of an explicit one or None)."""
+    """(options without the architecture, (kind, number) of an explicit one or None); the
+    architecture may be one option (``-arch=sm_80``) or two (``"-arch", "sm_80"``), as NVRTC takes it."""
     rest, arch = [], None
-    for option in options:
-        m = _ARCH.match(option.strip())
+    i = 0
+    while i < len(options):
+        option = options[i].strip()
+        if option in ("-arch", "--gpu-architecture") and i + 1 < len(options):
+            option = f"{option}={options[i + 1].strip()}"
+            i += 1
+        m = _ARCH.match(option)
         if m:
             arch = (m.group(1), int(m.group(2)))
         else:
-            rest.append(option)
+            rest.append(options[i])
+        i += 1
     return tuple(rest), arch
 
 

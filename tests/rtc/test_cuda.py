@@ -111,6 +111,7 @@ def test_the_image_per_device_is_a_cubin_for_sm_and_ptx_for_compute():
     explicit = munet.rtc.CudaModule(AXPY, options=["--gpu-architecture=sm_86", "-lineinfo"])
     assert explicit.binary((9, 0))[0] == "cubin"  # the user's architecture, whatever the device
     assert munet.rtc.CudaModule(AXPY, options="-arch=compute_80").binary((9, 0))[0] == "ptx"
+    assert munet.rtc.CudaModule(AXPY, options=["-arch", "sm_80"]).binary((9, 0))[0] == "cubin"
 
 
 def test_launch_checks_come_before_the_device_and_say_when_there_is_none():
