@@ -272,3 +272,33 @@ def test_a_compiled_training_step_runs_the_forward_and_backward_kernels():
         )
     np.testing.assert_allclose(model.weight.detach().numpy(), eager_model.weight.detach().numpy(), rtol=1e-12)
     assert [node.name for node in compiled.graph.nodes].count("rtc_launch") == 2
+
+
+def test_a_kernel_updating_parameters_in_a_compiled_step_writes_them_back():
+    mod = munet.rtc.CModule("""
+#include <stdint.h>
+void sgd(float *p, const float *g, float lr, int64_t n) { for (int64_t i = 0; i < n; ++i) p[i] -= lr * g[i]; }
+""")
+    sgd = mod.get_kernel("sgd", "float *p, const float *g, float lr, int64_t n")
+
+    def make():
+        munet.manual_seed(2)
+        return munet.nn.Linear(4, 2)
+
+    def train_step(model, x):
+        for p in model.parameters():
+            p.grad = None
+        model(x).square().sum().backward()
+        with munet.no_grad():
+            for p in model.parameters():
+                sgd.launch([p, p.grad, 0.05, p.numel()])
+
+    x = munet.randn(8, 4)
+    eager, model = make(), make()
+    compiled = munet.compile(train_step)
+    for _ in range(3):
+        compiled(model, x)
+        train_step(eager, x)
+    for (name, p), q in zip(model.named_parameters(), eager.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-6, atol=1e-7, err_msg=name)
+    assert not np.allclose(model.weight.detach().numpy(), make().weight.detach().numpy())
