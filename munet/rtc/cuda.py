@@ -23,6 +23,7 @@ with ``nvrtcAddNameExpression`` and looked up through ``nvrtcGetLoweredName``.
 from __future__ import annotations
 
 import re
+import threading
 
 import numpy as np
 
@@ -109,6 +110,7 @@ class CudaModule:
         self.lowered = program.lowered
         self._binaries: dict[int, nvrtc.Program] = {}
         self._functions: dict[int, object] = {}  # device index -> (CuPy module, {lowered name: function})
+        self._lock = threading.RLock()  # threads launching at once compile and load once
 
     @classmethod
     def from_spec(cls, source: str, options: tuple, exports: tuple) -> CudaModule:
@@ -121,10 +123,11 @@ class CudaModule:
         """``("cubin" | "ptx", image)`` that ``device`` (a cuda device or a compute capability) runs;
         compiled once per capability."""
         arch = _capability(device)
-        program = self._binaries.get(arch)
-        if program is None:
-            options = self.options if self._arch else (*self.options, *compile_options(arch))
-            program = self._binaries[arch] = nvrtc.compile_cuda(self.source, options, self.exports)
+        with self._lock:
+            program = self._binaries.get(arch)
+            if program is None:
+                options = self.options if self._arch else (*self.options, *compile_options(arch))
+                program = self._binaries[arch] = nvrtc.compile_cuda(self.source, options, self.exports)
         return ("cubin" if program.cubin else "ptx"), program.image
 
     def get_kernel(self, name: str, signature: str) -> CudaKernel:
@@ -142,18 +145,19 @@ class CudaModule:
 
     def function(self, index: int, symbol: str):
         """The CuPy function of ``symbol`` on device ``index`` (the module is loaded once per device)."""
-        loaded = self._functions.get(index)
-        if loaded is None:
-            import cupy
+        with self._lock:
+            loaded = self._functions.get(index)
+            if loaded is None:
+                import cupy
 
-            with cupy.cuda.Device(index):
-                module = cupy.cuda.function.Module()
-                module.load(self.binary(as_device(f"cuda:{index}"))[1])
-            loaded = self._functions[index] = (module, {})
-        module, functions = loaded
-        if symbol not in functions:
-            functions[symbol] = module.get_function(symbol)
-        return functions[symbol]
+                with cupy.cuda.Device(index):
+                    module = cupy.cuda.function.Module()
+                    module.load(self.binary(as_device(f"cuda:{index}"))[1])
+                loaded = self._functions[index] = (module, {})
+            module, functions = loaded
+            if symbol not in functions:
+                functions[symbol] = module.get_function(symbol)
+            return functions[symbol]
 
 
 def _dims(label: str, what: str, value) -> tuple[int, int, int]:
