@@ -69,10 +69,12 @@ def _check(nvrtc, err, call: str) -> None:
 def _text(nvrtc, prog, size_call, get_call) -> bytes:
     err, size = size_call(prog)
     _check(nvrtc, err, size_call.__name__)
-    buf = b" " * size
+    # a fresh mutable buffer: NVRTC writes into it (into a bytes object it would overwrite an
+    # immutable value, even the interpreter's shared one-byte b" ")
+    buf = bytearray(size)
     (err,) = get_call(prog, buf)
     _check(nvrtc, err, get_call.__name__)
-    return buf
+    return bytes(buf)
 
 
 def compile_cuda(source: str, options: tuple, name_expressions: tuple = (), label: str = "CudaModule") -> Program:

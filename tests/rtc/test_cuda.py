@@ -62,6 +62,11 @@ def test_extern_c_kernels_are_found_by_name_and_templates_through_exports():
     assert munet.rtc.CudaModule(TEMPLATES, exports="axpy<float>").exports == ("axpy<float>",)
 
 
+def test_compiling_leaves_python_s_shared_bytes_alone():
+    munet.rtc.CudaModule(AXPY)  # an empty log: NVRTC writes one NUL byte
+    assert (b" " * 1)[0] == 32 and b"".join([b" "] * 3) == bytes([32, 32, 32])
+
+
 def test_a_name_neither_extern_c_nor_exported_fails_at_get_kernel():
     module = munet.rtc.CudaModule(TEMPLATES, exports=["axpy<float>"])
     with pytest.raises(
