@@ -16,6 +16,7 @@ import numpy as np
 
 import munet
 import munet.nn.functional as F
+from munet.onnx import values as held
 
 RULES: dict = {}
 
@@ -73,11 +74,6 @@ _BINARY = {
     "Add": munet.add,
     "Sub": munet.sub,
     "Mul": munet.mul,
-    "Equal": munet.eq,
-    "Less": munet.lt,
-    "LessOrEqual": munet.le,
-    "Greater": munet.gt,
-    "GreaterOrEqual": munet.ge,
     "And": munet.logical_and,
     "Or": munet.logical_or,
     "Xor": munet.logical_xor,
@@ -95,15 +91,26 @@ def _binary(fn):
     return lambda call: fn(call.input(0), call.input(1))
 
 
+# orderings: uint64 (held as its bits in int64) is compared with its sign bit flipped
+_ORDER = {"Less": munet.lt, "LessOrEqual": munet.le, "Greater": munet.gt, "GreaterOrEqual": munet.ge}
+
+
+def _u64(call) -> bool:
+    return any(call.unsigned(i) == 64 for i in range(call.n_inputs))
+
+
+@rule(*_ORDER)
+def _order(call):
+    a, b = call.input(0), call.input(1)
+    if _u64(call):
+        a, b = held.flip(a), held.flip(b)
+    return _ORDER[call.op_type](a, b)
+
+
 for _op_type, _fn in _UNARY.items():
     RULES[_op_type] = _unary(_fn)
 for _op_type, _fn in _BINARY.items():
     RULES[_op_type] = _binary(_fn)
-
-
-@rule("Identity")
-def _identity(call):
-    return call.input(0)
 
 
 @rule("Div")
@@ -111,18 +118,26 @@ def _div(call):
     a, b = call.input(0), call.input(1)
     if a.dtype.is_floating_point:
         return a / b
+    if _u64(call):
+        return held.divide(a, b)[0]
     return munet.div(a, b, rounding_mode="trunc")  # ONNX integer division truncates
 
 
 @rule("Pow")
 def _pow(call):
     base, exponent = call.input(0), call.input(1)
-    return munet.pow(base, exponent.to(base.dtype) if base.dtype.is_floating_point else exponent)
+    if not base.dtype.is_floating_point:
+        return munet.pow(base, exponent)
+    if call.unsigned(1) == 64:
+        return munet.pow(base, held.to_float(exponent, base.dtype))
+    return munet.pow(base, exponent.to(base.dtype))
 
 
 @rule("Mod")
 def _mod(call):
     a, b = call.input(0), call.input(1)
+    if _u64(call):
+        return held.divide(a, b)[1]
     return munet.fmod(a, b) if call.attr("fmod", 0) else munet.remainder(a, b)
 
 
@@ -131,6 +146,8 @@ def _bit_shift(call):
     a, b = call.input(0), call.input(1)
     if call.attr("direction") == "LEFT":
         return munet.bitwise_left_shift(a, b)
+    if _u64(call):
+        return held.logical_shift_right(a, b)
     return munet.bitwise_right_shift(a, b)
 
 
@@ -138,9 +155,14 @@ def _bit_shift(call):
 def _variadic(call):
     combine = {"Max": munet.maximum, "Min": munet.minimum, "Sum": munet.add, "Mean": munet.add}[call.op_type]
     operands = [call.input(i) for i in range(call.n_inputs)]
+    ordered = call.op_type in ("Max", "Min") and _u64(call)
+    if ordered:
+        operands = [held.flip(x) for x in operands]
     out = operands[0]
     for x in operands[1:]:
         out = combine(out, x)
+    if ordered:
+        return held.flip(out)
     if call.op_type == "Mean":
         out = out / len(operands)
     return out if len(operands) > 1 else out.clone()
@@ -166,12 +188,27 @@ def _where(call):
 
 @rule("Cast")
 def _cast(call):
-    return call.input(0).to(call.dtype_attr("to"))
+    return _cast_to(call, call.output_kind() or call.dtype_attr("to"))
 
 
 @rule("CastLike")
 def _cast_like(call):
-    return call.input(0).to(call.input(1).dtype)
+    return _cast_to(call, call.output_kind() or call.input(1).dtype)
+
+
+def _cast_to(call, kind):
+    """Input 0 as ``kind`` (a MuNet dtype or an unsigned type, values.py); from uint64 to a float type
+    values with the top bit set gain 2**64; to an unsigned type the held form wraps modulo 2**bits."""
+    x = call.input(0)
+    if isinstance(kind, held.Unsigned):
+        if x.dtype.is_floating_point:
+            x = munet.trunc(x)
+        return kind.held(x.to(munet.int64))
+    if kind is held.STRING or isinstance(kind, held.HostKind):
+        raise call.unsupported(f"a cast to {kind!r}")
+    if call.unsigned(0) == 64 and kind.is_floating_point:
+        return held.to_float(x, kind)
+    return x.to(kind)
 
 
 @rule("Clip")
@@ -336,7 +373,11 @@ def _symmetric(x, pads: list, value: float):
 
 @rule("Conv")
 def _conv(call):
-    x, w, b = call.input(0), call.input(1), call.input(2)
+    return convolve(call, call.input(0), call.input(1), call.input(2))
+
+
+def convolve(call, x, w, b):
+    """The convolution a Conv-like node (Conv, ConvInteger, QLinearConv) describes, of ``x`` by ``w``."""
     n = x.ndim - 2
     kernel = list(w.shape[2:])
     strides = list(call.attr("strides", [1] * n))
@@ -445,6 +486,15 @@ def _pool_args(call, x):
 @rule("MaxPool")
 def _max_pool(call):
     x = call.input(0)
+    if not x.dtype.is_floating_point:  # integers up to 32 bits are exact in float64; the maximum is one of them
+        if x.dtype.itemsize > 4:
+            raise call.unsupported(f"a {x.dtype} input")
+        result = _max_pool_float(call, x.to(munet.float64))
+        return [result[0].to(x.dtype), *result[1:]] if isinstance(result, list) else result.to(x.dtype)
+    return _max_pool_float(call, x)
+
+
+def _max_pool_float(call, x):
     kernel, strides, dilations, pads = _pool_args(call, x)
     if call.attr("storage_order", 0):
         raise call.unsupported("storage_order=1")
@@ -458,7 +508,7 @@ def _max_pool(call):
     if call.n_outputs == 1:
         return fn(x, kernel, strides, padding, dilations, ceil_mode)
     values, indices = fn(x, kernel, strides, padding, dilations, ceil_mode, return_indices=True)
-    if pads[: len(kernel)] != padding or x.shape != call.input(0).shape:
+    if pads[: len(kernel)] != padding or tuple(x.shape) != tuple(call.shape(0)):
         raise call.unsupported("the Indices output with asymmetric padding")
     plane = math.prod(x.shape[2:])
     first = (munet.arange(x.shape[0] * x.shape[1]) * plane).reshape(x.shape[0], x.shape[1], *([1] * len(kernel)))
@@ -1216,7 +1266,7 @@ def _loop(call):
     body = call.attr("body")
     trip = int(call.scalar(0)) if call.has(0) else None
     condition = bool(call.scalar(1)) if call.has(1) else True
-    carried = [call.input(i) for i in range(2, call.n_inputs)]
+    carried = [call.value(i) for i in range(2, call.n_inputs)]  # tensors, sequences or optionals
     n = len(carried)
     collected = None
     i = 0
@@ -1239,7 +1289,7 @@ def _loop(call):
 
 
 def _tensor_of(value, call):
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray) and not held.is_string(value):
         return munet.from_numpy(np.array(value)).to(call.device)
     return value
 
@@ -1378,3 +1428,7 @@ def _unique(call):
         rank = munet.argsort(order)
         values, first, counts, inverse = values.index_select(axis, order), first[order], counts[order], rank[inverse]
     return [values, first, inverse, counts][: call.n_outputs]
+
+
+# rules for host values (strings, sequences, optionals) and quantized operators live beside this table
+from munet.onnx import import_host_ops, import_quantized  # noqa: E402, F401 - they register into RULES

@@ -178,7 +178,7 @@ def fold_constants(graph) -> int:
             values = [graph.constants[n] if n else None for n in node.input]
             for name, value in zip(node.output, run_node(node, values, "cpu", graph.dtypes)):
                 if name:
-                    graph.constants[name] = np.asarray(value)
+                    graph.constants[name] = value if value is None or isinstance(value, list) else np.asarray(value)
             count += 1
         else:
             kept.append(node)
