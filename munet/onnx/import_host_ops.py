@@ -231,7 +231,7 @@ def _optional_get_element(call):
 
 # operators that read strings (the load check refuses them anywhere else)
 STRING_OPS = {
-    *("StringConcat", "StringSplit", "RegexFullMatch", "StringNormalizer", "Equal", "Identity"),
+    *("StringConcat", "StringSplit", "RegexFullMatch", "StringNormalizer", "Equal", "Identity", "TfIdfVectorizer"),
     *("SequenceConstruct", "SequenceInsert", "SequenceAt", "SequenceErase", "SequenceLength"),
     *("Optional", "OptionalHasElement", "OptionalGetElement", "If", "Loop", "SequenceMap"),
 }
@@ -287,3 +287,61 @@ def _suppresses(a: np.ndarray, b: np.ndarray, threshold) -> bool:
     if intersection <= 0 or area_a <= 0 or area_b <= 0 or union <= 0:
         return False
     return intersection / union > threshold
+
+
+# TfIdfVectorizer -----------------------------------------------------------------------------------------
+
+
+@rule("TfIdfVectorizer")
+def _tfidf_vectorizer(call):
+    """n-gram counts of each row (1-d input: one row) over the pool's n-grams, weighted by ``mode``.
+    An n-gram of n >= 2 items may skip up to ``max_skip_count`` items between each (every skip distance
+    counts), a 1-gram counts once per position; n runs over [min_gram_length, max_gram_length]."""
+    x = np.asarray(call.host(0))
+    pool = list(call.attr("pool_strings", None) or call.attr("pool_int64s", None) or [])
+    counts_at = list(call.attr("ngram_counts"))
+    columns = list(call.attr("ngram_indexes"))
+    low, high = call.attr("min_gram_length"), call.attr("max_gram_length")
+    grams = _pool_ngrams(pool, counts_at, low, high)
+    width = max(columns) + 1
+    rows = x.reshape(1, -1) if x.ndim <= 1 else x.reshape(x.shape[0], -1)
+    frequencies = np.zeros((rows.shape[0], width), dtype=np.int64)
+    for r, row in enumerate(rows):
+        items = [v.item() if isinstance(v, np.generic) else v for v in row]
+        for distance in range(1, call.attr("max_skip_count", 0) + 2):
+            for start in range(len(items)):
+                for n in range(max(low, 1 if distance == 1 else 2), high + 1):
+                    last = start + (n - 1) * distance
+                    if last >= len(items):
+                        break
+                    gram_id = grams.get(tuple(items[start : last + 1 : distance]))
+                    if gram_id is not None:
+                        frequencies[r, columns[gram_id]] += 1
+    return _tfidf_weights(call, frequencies).reshape((width,) if x.ndim <= 1 else (rows.shape[0], width))
+
+
+def _pool_ngrams(pool: list, counts_at: list, low: int, high: int) -> dict:
+    """n-gram (tuple) -> its position among all the pool's n-grams, for n in [low, high]."""
+    grams, index = {}, 0
+    for i, begin in enumerate(counts_at):
+        end = counts_at[i + 1] if i + 1 < len(counts_at) else len(pool)
+        n = i + 1
+        for at in range(begin, end - n + 1, n):
+            if low <= n <= high:
+                grams[tuple(pool[at : at + n])] = index  # a repeated n-gram keeps its last position, as the reference
+            index += 1
+    return grams
+
+
+def _tfidf_weights(call, frequencies: np.ndarray) -> np.ndarray:
+    mode = call.attr("mode")
+    weights = call.attr("weights", None)
+    weights = None if weights is None or len(weights) == 0 else np.asarray(weights, np.float32)
+    if mode == "TF":
+        return frequencies.astype(np.float32)
+    if mode == "IDF":
+        present = (frequencies > 0).astype(np.float32)
+        return present * weights if weights is not None else present
+    if mode == "TFIDF":
+        return frequencies.astype(np.float32) * weights if weights is not None else frequencies.astype(np.float32)
+    raise call.unsupported(f"mode={mode!r}")

@@ -866,12 +866,33 @@ def _gather_elements(call):
 
 @rule("GatherND")
 def _gather_nd(call):
+    """With ``batch_dims`` b, the first b axes of data and indices pair up: they are flattened into one
+    batch axis whose position leads each index tuple."""
     x, indices = call.input(0), call.input(1).to(munet.int64)
-    if call.attr("batch_dims", 0):
-        raise call.unsupported("batch_dims != 0")
+    b = call.attr("batch_dims", 0)
+    batch = tuple(x.shape[:b])
+    flat_x = x.reshape(math.prod(batch), *x.shape[b:])
+    flat_indices = indices.reshape(math.prod(batch), *indices.shape[b:])
     k = indices.shape[-1]
-    parts = tuple(_wrap_indices(indices[..., i], x.shape[i]) for i in range(k))
-    return x[parts]
+    parts = [_wrap_indices(flat_indices[..., i], flat_x.shape[1 + i]) for i in range(k)]
+    rows = munet.arange(flat_x.shape[0], device=x.device).reshape(-1, *([1] * (flat_indices.ndim - 2)))
+    picked = flat_x[(rows.expand(*flat_indices.shape[:-1]), *parts)]
+    return picked.reshape(*batch, *picked.shape[1:])
+
+
+@rule("Det")
+def _det(call):
+    return munet.linalg.det(call.input(0))
+
+
+@rule("Upsample")
+def _upsample(call):
+    """Resize's forerunner (opsets 7-9): output index i samples input i / scale, rounded down for nearest."""
+    if call.opset < 9:
+        raise call.unsupported("Upsample before opset 9 (scales as an attribute)")
+    mode = call.attr("mode", "nearest")
+    attrs = {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    return call.delegate("Resize", [call.value(0), None, call.value(1)], attrs, opset=11)
 
 
 @rule("ScatterElements", "Scatter")
@@ -1114,7 +1135,10 @@ HOST_INPUTS = {
     "Trilu": {1},
     "OneHot": {1},
     "Pad": {1, 2, 3},
+    "Col2Im": {1, 2},
+    "MaxUnpool": {2},
     "Resize": {1, 2, 3},
+    "Upsample": {1},
     "Dropout": {1, 2},
     "ConstantOfShape": {0},
     "Range": {0, 1, 2},
@@ -1431,4 +1455,4 @@ def _unique(call):
 
 
 # rules for host values (strings, sequences, optionals) and quantized operators live beside this table
-from munet.onnx import import_host_ops, import_quantized  # noqa: E402, F401 - they register into RULES
+from munet.onnx import import_host_ops, import_quantized, import_scatter_ops  # noqa: E402, F401 - they register into RULES

@@ -59,6 +59,21 @@ class Call:
         kind = self.dtypes.get(self.node.input[i]) if i < len(self.node.input) else None
         return kind.bits if isinstance(kind, held.Unsigned) else 0
 
+    def input_kind(self, i: int):
+        """The declared (held) type of input ``i``, None when unknown."""
+        kind = self.dtypes.get(self.node.input[i]) if i < len(self.node.input) else None
+        return None if kind is ... else kind
+
+    def delegate(self, op_type: str, values: list, attrs: dict, opset: int | None = None):
+        """The outputs of operator ``op_type`` (its rule) on ``values`` with ``attrs``: an operator
+        defined as another with set attributes (Upsample as Resize)."""
+        node = ImportedNode(
+            op_type, "", self.node.name, [""] * len(values), self.node.output, attrs, opset or self.opset
+        )
+        call = Call(node, values, self.device, {})
+        call.scope = self.scope
+        return RULES[op_type](call)
+
     def output_kind(self, i: int = 0):
         """The declared (held) type of output ``i``, None when unknown."""
         kind = self.dtypes.get(self.node.output[i]) if i < len(self.node.output) else None

@@ -178,7 +178,7 @@ UINT64_OPS = {
     *("Add", "Sub", "Mul", "Div", "Mod", "Neg", "Sum", "Pow"),
     *("BitwiseAnd", "BitwiseOr", "BitwiseXor", "BitwiseNot", "BitShift"),
     *("Equal", "Less", "LessOrEqual", "Greater", "GreaterOrEqual", "Max", "Min", "Or", "Not"),
-    *("Identity", "Cast", "CastLike", "Where", "Constant", "Shape", "Size", "BitCast"),
+    *("Identity", "Cast", "CastLike", "Where", "Constant", "Shape", "Size", "BitCast", "TensorScatter"),
     *("Reshape", "Flatten", "Transpose", "Squeeze", "Unsqueeze", "Concat", "Split", "Slice", "Expand", "Tile"),
     *("Gather", "GatherElements", "GatherND", "Compress"),
     *("If", "Loop", "Scan", "SequenceConstruct", "SequenceInsert", "SequenceAt", "Optional"),
