@@ -1002,11 +1002,12 @@ def _nonzero(call):
 @rule("Resize")
 def _resize(call):
     """Separable resampling: along each resized axis, every output element is a weighted sum of a few
-    input elements (1 for nearest, 2 for linear, 4 for cubic) whose positions and weights are computed
-    on the host from the sizes and the coordinate transformation."""
+    input elements (1 for nearest, 2 for linear, 4 for cubic; with ``antialias`` a downsampling linear or
+    cubic kernel is widened by 1/scale) whose positions and weights are computed on the host from the
+    sizes and the coordinate transformation."""
     x = call.input(0)
-    if call.attr("antialias", 0):
-        raise call.unsupported("antialias=1")
+    if call.attr("antialias", 0) and call.attr("mode", "nearest") == "nearest":
+        raise call.unsupported("antialias=1 with mode='nearest'")
     axes = [int(a) % x.ndim for a in call.attr("axes", list(range(x.ndim)))]
     sizes, scales = _resize_targets(call, x, axes)
     roi = np.asarray(call.host(1), np.float64).reshape(-1) if call.has(1) and np.size(call.host(1)) else None
@@ -1021,7 +1022,7 @@ def _resize(call):
             continue
         roi_k = (roi[k], roi[k + len(axes)]) if roi is not None and len(roi) == 2 * len(axes) else (0.0, 1.0)
         positions = _source_positions(call, n, m, scale, roi_k)
-        out = _resample_axis(call, out, axis, n, positions)
+        out = _resample_axis(call, out, axis, n, positions, scale)
     return out if out is not x else x.clone()
 
 
@@ -1061,9 +1062,11 @@ def _source_positions(call, n: int, m: int, scale: float, roi) -> np.ndarray:
     raise call.unsupported(f"coordinate_transformation_mode={mode!r}")
 
 
-def _taps(call, n: int, positions: np.ndarray) -> tuple:
+def _taps(call, n: int, positions: np.ndarray, scale: float) -> tuple:
     """``(indices, weights)``, each of shape (taps, m)."""
     mode = call.attr("mode", "nearest")
+    if call.attr("antialias", 0):
+        return _antialias_taps(call, n, positions, min(scale, 1.0))
     if mode == "nearest":
         rounding = call.attr("nearest_mode", "round_prefer_floor")
         pick = {
@@ -1101,8 +1104,37 @@ def _taps(call, n: int, positions: np.ndarray) -> tuple:
     raise call.unsupported(f"mode={mode!r}")
 
 
-def _resample_axis(call, x, axis: int, n: int, positions: np.ndarray):
-    indices, weights = _taps(call, n, positions)
+def _antialias_taps(call, n: int, positions: np.ndarray, scale: float) -> tuple:
+    """onnx's antialiased linear or cubic taps: the kernel stretched by 1/scale (``scale`` <= 1), its
+    weights normalized to sum to 1; the taps nearest each position, ties to the left (the left tap of
+    an integer position is the one before it), at edge-clamped indices."""
+    left = np.ceil(positions) - 1
+    ratio = positions - left
+    if call.attr("mode") == "linear":
+        first = int(np.floor(-1 / scale) + 1)
+    else:
+        first = int(np.floor(-2 / scale) + 1)
+    offsets = np.arange(first, 2 - first)[:, None]
+    x = np.abs(scale * (offsets - ratio[None]))
+    if call.attr("mode") == "linear":
+        weights = np.clip(1 - x, 0, 1)
+    else:
+        a = call.attr("cubic_coeff_a", -0.75)
+        weights = np.where(
+            x <= 1,
+            (a + 2) * x**3 - (a + 3) * x**2 + 1,
+            np.where(x < 2, a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a, 0.0),
+        )
+    weights = weights / weights.sum(0, keepdims=True)
+    index = left[None] + offsets
+    if call.attr("exclude_outside", 0):
+        weights = np.where((index >= 0) & (index <= n - 1), weights, 0.0)
+        weights = weights / weights.sum(0, keepdims=True)
+    return np.clip(index, 0, n - 1).astype(np.int64), weights
+
+
+def _resample_axis(call, x, axis: int, n: int, positions: np.ndarray, scale: float):
+    indices, weights = _taps(call, n, positions, scale)
     shape = [1] * x.ndim
     shape[axis] = len(positions)
     out = None
@@ -1196,25 +1228,6 @@ def _lrn(call):
     return F.local_response_norm(
         x, call.attr("size"), call.attr("alpha", 1e-4), call.attr("beta", 0.75), call.attr("bias", 1.0)
     )
-
-
-@rule("GridSample")
-def _grid_sample(call):
-    x, grid = call.input(0), call.input(1)
-    if x.ndim != 4:
-        raise call.unsupported(f"a {x.ndim - 2}-d grid")
-    mode = {
-        "linear": "bilinear",
-        "bilinear": "bilinear",
-        "nearest": "nearest",
-        "cubic": "bicubic",
-        "bicubic": "bicubic",
-    }
-    chosen = mode.get(call.attr("mode", "linear" if call.opset >= 20 else "bilinear"))
-    if chosen is None:
-        raise call.unsupported(f"mode={call.attr('mode')!r}")
-    padding = call.attr("padding_mode", "zeros")
-    return F.grid_sample(x, grid, mode=chosen, padding_mode=padding, align_corners=bool(call.attr("align_corners", 0)))
 
 
 @rule("If")
@@ -1455,4 +1468,4 @@ def _unique(call):
 
 
 # rules for host values (strings, sequences, optionals) and quantized operators live beside this table
-from munet.onnx import import_host_ops, import_quantized, import_scatter_ops  # noqa: E402, F401 - they register into RULES
+from munet.onnx import import_host_ops, import_quantized, import_sampling, import_scatter_ops  # noqa: E402, F401 - they register into RULES

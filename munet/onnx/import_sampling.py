@@ -1,0 +1,115 @@
+"""``GridSample``: each output element samples the input at a position read from the grid.
+
+2-d linear and nearest sampling run as ``F.grid_sample``. Cubic sampling and 3-d (volumetric) grids
+run as the separable tap sum onnx's reference defines: along each spatial axis the position gives
+1 (nearest), 2 (linear) or 4 (cubic, Keys' kernel with a = -0.75) taps and their weights; every
+combination of taps is one gather from the flattened input, weighted by the product of its weights.
+Positions outside the input are first clamped (``border``) or reflected (``reflection``); a tap
+outside reads zero (``zeros``), its clamped index (``border``) or its reflected index.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import munet
+import munet.nn.functional as F
+from munet.onnx.import_ops import rule
+
+_MODES = {"linear": "bilinear", "bilinear": "bilinear", "nearest": "nearest", "cubic": "bicubic", "bicubic": "bicubic"}
+
+
+@rule("GridSample")
+def _grid_sample(call):
+    x, grid = call.input(0), call.input(1)
+    mode = _MODES.get(call.attr("mode", "linear" if call.opset >= 20 else "bilinear"))
+    if mode is None:
+        raise call.unsupported(f"mode={call.attr('mode')!r}")
+    padding = call.attr("padding_mode", "zeros")
+    if padding not in ("zeros", "border", "reflection"):
+        raise call.unsupported(f"padding_mode={padding!r}")
+    align_corners = bool(call.attr("align_corners", 0))
+    if x.ndim == 4 and mode != "bicubic":
+        return F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align_corners)
+    if x.ndim < 3:
+        raise call.unsupported(f"a {x.ndim}-d input")
+    return _sample_taps(x, grid, mode, padding, align_corners)
+
+
+def _sample_taps(x, grid, mode: str, padding: str, align_corners: bool):
+    spatial = list(x.shape[2:])
+    n = len(spatial)
+    batch, channels = x.shape[0], x.shape[1]
+    out_shape = list(grid.shape[1:-1])
+    per_axis = []  # for each axis: [(index, weight, valid)] per tap
+    for d, size in enumerate(spatial):
+        g = grid[..., n - 1 - d].to(x.dtype)  # the grid lists x (the last axis) first
+        position = (g + 1) / 2 * (size - 1) if align_corners else ((g + 1) * size - 1) / 2
+        low, high = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
+        if mode == "nearest":
+            position = munet.round(position)
+        if padding == "border":
+            position = munet.clamp(position, 0, size - 1)
+        elif padding == "reflection":
+            position = _reflect(position, low, high)
+        per_axis.append([_tap(i, w, size, padding, low, high) for i, w in _taps(position, mode)])
+    flat = x.reshape(batch, channels, -1)
+    strides = [math.prod(spatial[d + 1 :]) for d in range(n)]
+    out = None
+    for combo in itertools.product(*per_axis):
+        index = sum(i * s for (i, _, _), s in zip(combo, strides))
+        weight = combo[0][1]
+        valid = combo[0][2]
+        for _, w, v in combo[1:]:
+            weight, valid = weight * w, valid & v
+        weight = munet.where(valid, weight, munet.zeros_like(weight))
+        picked = flat.gather(2, index.reshape(batch, 1, -1).expand(batch, channels, index[0].numel()))
+        term = picked * weight.reshape(batch, 1, -1)
+        out = term if out is None else out + term
+    return out.reshape(batch, channels, *out_shape)
+
+
+def _taps(position, mode: str) -> list:
+    """``[(index, weight)]`` of the taps at ``position`` (float indices and weights)."""
+    if mode == "nearest":
+        return [(position, munet.ones_like(position))]
+    base = munet.floor(position)
+    t = position - base
+    if mode == "bilinear":
+        return [(base, 1 - t), (base + 1, t)]
+    a = -0.75
+    return [
+        (base - 1, ((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a),
+        (base, ((a + 2) * t - (a + 3)) * t * t + 1),
+        (base + 1, ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1),
+        (base + 2, ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a),
+    ]
+
+
+def _tap(index, weight, size: int, padding: str, low: float, high: float) -> tuple:
+    """``(int64 index inside the input, weight, valid)`` of one tap under ``padding``."""
+    if padding == "zeros":
+        valid = (index >= 0) & (index <= size - 1)
+    else:
+        valid = munet.ones_like(index, dtype=munet.bool)
+        index = _reflect(index, low, high) if padding == "reflection" else index
+    index = munet.clamp(munet.trunc(index), 0, size - 1).to(munet.int64)
+    return index, weight, valid
+
+
+def _reflect(x, low: float, high: float):
+    """``x`` reflected at the borders ``low`` and ``high`` until inside (onnx's reference)."""
+    span = high - low
+    if span <= 0:
+        return munet.full_like(x, low)
+    below, above = low - x, x - high
+    out = x
+    for distance, near, far, outside in ((below, low, high, x < low), (above, high, low, x > high)):
+        turns = munet.trunc(distance / span)
+        rest = distance - turns * span
+        even = munet.remainder(turns, 2) == 0
+        sign = 1.0 if near == low else -1.0
+        reflected = munet.where(even, near + sign * rest, far - sign * rest)
+        out = munet.where(outside, reflected, out)
+    return out
