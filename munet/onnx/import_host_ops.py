@@ -345,3 +345,31 @@ def _tfidf_weights(call, frequencies: np.ndarray) -> np.ndarray:
     if mode == "TFIDF":
         return frequencies.astype(np.float32) * weights if weights is not None else frequencies.astype(np.float32)
     raise call.unsupported(f"mode={mode!r}")
+
+
+# MelWeightMatrix -----------------------------------------------------------------------------------------
+
+
+@rule("MelWeightMatrix")
+def _mel_weight_matrix(call):
+    """The (dft_length // 2 + 1, num_mel_bins) matrix of triangular mel filters, computed on the host
+    from its scalar inputs in their own types, step for step as onnx's reference (which spaces the
+    num_mel_bins + 2 edges by (high - low) / (num_mel_bins + 2) on the mel scale)."""
+    bins, dft_length, rate, low, high = (np.asarray(call.host(i)).reshape(()) for i in range(5))
+    bins, dft_length = int(bins), int(dft_length)
+    edges = np.arange(0, bins + 2)
+    low_mel = 2595 * np.log1p(low / 700) / np.log(10)
+    high_mel = 2595 * np.log1p(high / 700) / np.log(10)
+    edges = edges * ((high_mel - low_mel) / edges.shape[0]) + low_mel
+    edges = 700 * np.expm1(edges / 2595 * np.log(10))
+    edges = (((dft_length + 1) * edges) // rate).astype(int)
+    out = np.zeros((dft_length // 2 + 1, bins))
+    for i in range(bins):
+        left, center, right = edges[i], edges[i + 1], edges[i + 2]
+        if center == left:
+            out[center, i] = 1
+        else:
+            out[left : center + 1, i] = (np.arange(left, center + 1) - left) / float(center - left)
+        if right > center:
+            out[center:right, i] = (right - np.arange(center, right)) / float(right - center)
+    return out.astype(call.dtype_attr("output_datatype").np if "output_datatype" in call.node.attrs else np.float32)

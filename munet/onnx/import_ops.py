@@ -496,8 +496,6 @@ def _max_pool(call):
 
 def _max_pool_float(call, x):
     kernel, strides, dilations, pads = _pool_args(call, x)
-    if call.attr("storage_order", 0):
-        raise call.unsupported("storage_order=1")
     x, padding = _symmetric(x, pads, float("-inf"))
     if any(2 * p > (k - 1) * d + 1 for p, k, d in zip(padding, kernel, dilations)):  # more than PyTorch pads
         x, padding = _pad_spatial(x, padding + padding, float("-inf")), [0] * len(kernel)
@@ -510,8 +508,15 @@ def _max_pool_float(call, x):
     values, indices = fn(x, kernel, strides, padding, dilations, ceil_mode, return_indices=True)
     if pads[: len(kernel)] != padding or tuple(x.shape) != tuple(call.shape(0)):
         raise call.unsupported("the Indices output with asymmetric padding")
-    plane = math.prod(x.shape[2:])
-    first = (munet.arange(x.shape[0] * x.shape[1]) * plane).reshape(x.shape[0], x.shape[1], *([1] * len(kernel)))
+    spatial = list(x.shape[2:])
+    if call.attr("storage_order", 0):  # column-major positions within the plane
+        rest, indices = indices, munet.zeros_like(indices)
+        for d in reversed(range(len(spatial))):
+            indices = indices + munet.remainder(rest, spatial[d]) * math.prod(spatial[:d])
+            rest = munet.div(rest, spatial[d], rounding_mode="floor")
+    plane = math.prod(spatial)
+    first = munet.arange(x.shape[0] * x.shape[1], device=x.device) * plane
+    first = first.reshape(x.shape[0], x.shape[1], *([1] * len(kernel)))
     return [values, indices + first]  # ONNX counts indices over the whole tensor, PyTorch within a plane
 
 
@@ -1271,7 +1276,7 @@ def _reverse_sequence(call):
 def _scan(call):
     """The body runs once per step of the scan inputs' axis (a host loop: the trip count is a shape)."""
     if call.opset < 9:
-        raise call.unsupported("Scan before opset 9 (batched, with sequence_lens)")
+        return _scan_batched(call)
     body = call.attr("body")
     m = call.attr("num_scan_inputs")
     n = call.n_inputs - m
@@ -1295,6 +1300,47 @@ def _scan(call):
         parts = parts[::-1] if reverse else parts
         stacked.append(munet.stack(parts, axis % (parts[0].ndim + 1)))
     return [*states, *stacked]
+
+
+def _scan_batched(call):
+    """Scan of opset 8: axis 0 of every input is a batch, each entry scanned on its own along axis 1 for
+    its ``sequence_lens`` steps (all when absent); scan outputs are zero past an entry's length."""
+    body = call.attr("body")
+    m = call.attr("num_scan_inputs")
+    n = call.n_inputs - 1 - m
+    states = [call.input(i) for i in range(1, 1 + n)]
+    scans = [call.input(i) for i in range(1 + n, call.n_inputs)]
+    reverse = call.attr("directions", [0] * m)
+    batch, steps = scans[0].shape[0], scans[0].shape[1]
+    lengths = np.asarray(call.host(0)).reshape(-1) if call.has(0) else np.full(batch, steps)
+    finals, outputs = [[] for _ in states], None
+    for b in range(batch):
+        state = [s[b] for s in states]
+        length = int(lengths[b])
+        collected = [[] for _ in range(len(body.outputs) - n)]
+        for t in range(length):
+            elements = [x[b, length - 1 - t if r else t] for x, r in zip(scans, reverse)]
+            result = call.run_subgraph(body, [*state, *elements])
+            state = [_tensor_of(o, call) for o in result[:n]]
+            for parts, o in zip(collected, result[n:]):
+                parts.append(_tensor_of(o, call))
+        for j, s in enumerate(state):
+            finals[j].append(s)
+        if outputs is None:
+            outputs = [[] for _ in collected]
+        for j, parts in enumerate(collected):
+            if not parts:
+                raise call.unsupported("a batch entry of sequence length 0")
+            stacked = munet.stack(parts, 0)
+            if length < steps:
+                stacked = munet.cat(
+                    [
+                        stacked,
+                        munet.zeros(steps - length, *stacked.shape[1:], dtype=stacked.dtype, device=stacked.device),
+                    ]
+                )
+            outputs[j].append(stacked)
+    return [*(munet.stack(f, 0) for f in finals), *(munet.stack(o, 0) for o in outputs or [])]
 
 
 @rule("Loop")

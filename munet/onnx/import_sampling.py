@@ -1,4 +1,5 @@
-"""``GridSample``: each output element samples the input at a position read from the grid.
+"""``GridSample`` (each output element samples the input at a position read from the grid) and
+``DeformConv`` (a convolution whose kernel taps sample the input at offset positions).
 
 2-d linear and nearest sampling run as ``F.grid_sample``. Cubic sampling and 3-d (volumetric) grids
 run as the separable tap sum onnx's reference defines: along each spatial axis the position gives
@@ -12,6 +13,8 @@ from __future__ import annotations
 
 import itertools
 import math
+
+import numpy as np
 
 import munet
 import munet.nn.functional as F
@@ -113,3 +116,44 @@ def _reflect(x, low: float, high: float):
         reflected = munet.where(even, near + sign * rest, far - sign * rest)
         out = munet.where(outside, reflected, out)
     return out
+
+
+@rule("DeformConv")
+def _deform_conv(call):
+    """A 2-d convolution whose every kernel tap samples the input (bilinearly, zero outside) at its
+    regular position plus a learned offset, times the mask when given; then the weights as a grouped
+    matmul over the sampled columns."""
+    x, w, offset, bias, mask = (call.input(i) for i in range(5))
+    if x.ndim != 4:
+        raise call.unsupported(f"a {x.ndim - 2}-d deformable convolution")
+    batch, channels, height, width = x.shape
+    out_channels, group_channels, kh, kw = w.shape
+    group, offset_group = call.attr("group", 1), call.attr("offset_group", 1)
+    sh, sw = call.attr("strides", [1, 1])
+    dh, dw = call.attr("dilations", [1, 1])
+    top, left = call.attr("pads", [0, 0, 0, 0])[:2]
+    oh, ow = offset.shape[2:]
+    offset = offset.reshape(batch, offset_group, kh, kw, 2, oh, ow)
+    base_y = (np.arange(kh) * dh)[:, None, None, None] + (np.arange(oh) * sh - top)[None, None, :, None]
+    base_x = (np.arange(kw) * dw)[None, :, None, None] + (np.arange(ow) * sw - left)[None, None, None, :]
+    y = offset[:, :, :, :, 0] + munet.from_numpy(base_y.astype(np.float64)).to(x.dtype).to(x.device)
+    xs = offset[:, :, :, :, 1] + munet.from_numpy(base_x.astype(np.float64)).to(x.dtype).to(x.device)
+    weight_mask = None if mask is None else mask.reshape(batch, offset_group, kh, kw, oh, ow)
+    grouped = x.reshape(batch, offset_group, channels // offset_group, height * width)
+    taps = kh * kw * oh * ow
+    columns = None
+    for iy, wy in _taps(y, "bilinear"):
+        for ix, wx in _taps(xs, "bilinear"):
+            iy_, wy_, vy = _tap(iy, wy, height, "zeros", 0.0, height - 1.0)
+            ix_, wx_, vx = _tap(ix, wx, width, "zeros", 0.0, width - 1.0)
+            weight = munet.where(vy & vx, wy_ * wx_, munet.zeros_like(wy_))
+            if weight_mask is not None:
+                weight = weight * weight_mask
+            index = (iy_ * width + ix_).reshape(batch, offset_group, 1, taps)
+            picked = grouped.gather(3, index.expand(batch, offset_group, channels // offset_group, taps))
+            term = picked * weight.reshape(batch, offset_group, 1, taps)
+            columns = term if columns is None else columns + term
+    columns = columns.reshape(batch, group, group_channels * kh * kw, oh * ow)
+    out = munet.matmul(w.reshape(1, group, out_channels // group, group_channels * kh * kw), columns)
+    out = out.reshape(batch, out_channels, oh, ow)
+    return out if bias is None else out + bias.reshape(1, -1, 1, 1)
