@@ -37,10 +37,12 @@ def _grid_sample(call):
         return F.grid_sample(x, grid, mode=mode, padding_mode=padding, align_corners=align_corners)
     if x.ndim < 3:
         raise call.unsupported(f"a {x.ndim}-d input")
-    return _sample_taps(x, grid, mode, padding, align_corners)
+    return sample_grid(x, grid, mode, padding, align_corners)
 
 
-def _sample_taps(x, grid, mode: str, padding: str, align_corners: bool):
+def sample_grid(x, grid, mode: str, padding: str, align_corners: bool):
+    """GridSample of ``x`` (N, C, *spatial) at ``grid`` (N, *out, len(spatial)) as onnx's reference:
+    ``mode`` is "nearest", "bilinear" or "bicubic", ``padding`` "zeros", "border" or "reflection"."""
     spatial = list(x.shape[2:])
     n = len(spatial)
     batch, channels = x.shape[0], x.shape[1]
@@ -52,8 +54,9 @@ def _sample_taps(x, grid, mode: str, padding: str, align_corners: bool):
         low, high = (0.0, size - 1.0) if align_corners else (-0.5, size - 0.5)
         if mode == "nearest":
             position = munet.round(position)
-        if padding == "border":
-            position = munet.clamp(position, 0, size - 1)
+        if padding == "border":  # only positions past the border move (the reference's order for cubic taps)
+            outside = (position < low) | (position > high)
+            position = munet.where(outside, munet.clamp(position, 0, size - 1), position)
         elif padding == "reflection":
             position = _reflect(position, low, high)
         per_axis.append([_tap(i, w, size, padding, low, high) for i, w in _taps(position, mode)])

@@ -369,9 +369,9 @@ def test_unsupported_operator_domain_and_type_are_named():
     ):
         munet.onnx.load(custom)
     unknown = single_node_model(
-        helper.make_node("Det", ["x"], ["y"], name="d"), [helper.make_tensor_value_info("x", TP.FLOAT, [2, 2])], [y]
+        helper.make_node("DFT", ["x"], ["y"], name="d"), [helper.make_tensor_value_info("x", TP.FLOAT, [1, 2, 1])], [y]
     )
-    with pytest.raises(UnsupportedError, match="operator Det \\(domain 'ai.onnx', opset 18\\) is not supported"):
+    with pytest.raises(UnsupportedError, match="operator DFT \\(domain 'ai.onnx', opset 18\\) is not supported"):
         munet.onnx.load(unknown)
     complex_out = helper.make_tensor_value_info("y", TP.COMPLEX64, [2])
     cast = single_node_model(helper.make_node("Cast", ["x"], ["y"], to=TP.COMPLEX64, name="c"), [x], [complex_out])
@@ -383,11 +383,13 @@ def test_unsupported_operator_domain_and_type_are_named():
 
 def test_unsupported_attribute_is_named():
     x = helper.make_tensor_value_info("x", TP.FLOAT, [1, 1, 4, 4])
-    y = helper.make_tensor_value_info("y", TP.FLOAT, [1, 1, 3, 3])
-    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], storage_order=1, name="p")
-    program = munet.onnx.load(single_node_model(node, [x], [y]))
+    y = helper.make_tensor_value_info("y", TP.FLOAT, [1, 1, 2, 2])
+    scales = helper.make_tensor("scales", TP.FLOAT, [4], [1, 1, 0.5, 0.5])
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], antialias=1, mode="nearest", name="p")
+    graph = helper.make_graph([node], "g", [x], [y], initializer=[scales])
+    program = munet.onnx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
     with pytest.raises(
-        UnsupportedError, match="node 'p': operator MaxPool \\(domain 'ai.onnx', opset 18\\): storage_order=1"
+        UnsupportedError, match="node 'p': operator Resize \\(domain 'ai.onnx', opset 18\\): antialias=1 with mode"
     ):
         program(np.zeros((1, 1, 4, 4), np.float32))
 
