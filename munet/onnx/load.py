@@ -18,6 +18,7 @@ from munet.onnx._deps import require_onnx
 from munet.onnx.functions import inline_functions
 from munet.onnx.import_ops import HOST_INPUTS, RULES, UnsupportedError
 from munet.onnx.program import ImportedNode, Program, Subgraph
+from munet.onnx.tensor_data import inline_external_data, tensor_array
 
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
@@ -50,7 +51,8 @@ def load(f, *, device="cpu", optimize: bool = True) -> Program:
     """
     onnx = require_onnx()
     model = _read(onnx, f)
-    graph = import_graph(onnx, model, _source_name(f))
+    base_dir = os.path.dirname(os.path.abspath(os.fspath(f))) if isinstance(f, (str, os.PathLike)) else None
+    graph = import_graph(onnx, model, _source_name(f), base_dir)
     if optimize:
         from munet.onnx.optimize import optimize_graph
 
@@ -84,11 +86,21 @@ def _read(onnx, f):
     return model
 
 
-def import_graph(onnx, model, where: str = "<model>") -> ImportedGraph:
+def import_graph(onnx, model, where: str = "<model>", base_dir: str | None = None) -> ImportedGraph:
+    """The checked graph of ``model``; external tensor data is read from ``base_dir`` (the model's
+    directory; None refuses external data)."""
+    model = inline_external_data(onnx, model, base_dir, where)
     try:
         onnx.checker.check_model(model)
     except onnx.checker.ValidationError as exc:
         raise ValueError(f"munet.onnx.load: {where} fails onnx's checker: {exc}") from None
+    except Exception as exc:  # the checker's own failures on malformed input (a C++ exception surfaced)
+        raise ValueError(f"munet.onnx.load: {where} cannot be checked: {exc}") from None
+    if len(model.training_info):
+        raise UnsupportedError(
+            f"munet.onnx.load: {where}: training metadata (training_info) is not supported; MuNet imports the "
+            "inference graph only (strip it with `del model.training_info[:]`)"
+        )
     opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
     if opset is None:
         raise UnsupportedError(f"munet.onnx.load: {where} imports no default-domain opset")
@@ -99,10 +111,14 @@ def import_graph(onnx, model, where: str = "<model>") -> ImportedGraph:
     node_protos, opset_of = inline_functions(onnx, graph, opset, model.functions, RULES, type_protos)
     for node in node_protos:
         _check_supported(node, opset_of.get(id(node), opset), where)
-    initializers = {t.name: values.as_held(onnx.numpy_helper.to_array(t), dtypes[t.name]) for t in graph.initializer}
     if graph.sparse_initializer:
-        raise UnsupportedError(f"munet.onnx.load: {where}: sparse initializers are not supported")
-    nodes = [_decode(onnx, node, opset_of.get(id(node), opset), where) for node in node_protos]
+        names = [t.values.name for t in graph.sparse_initializer]
+        raise UnsupportedError(f"munet.onnx.load: {where}: sparse initializers ({names}) are not supported")
+    initializers = {
+        t.name: values.as_held(tensor_array(onnx, t, base_dir, f"{where}: initializer {t.name!r}"), dtypes[t.name])
+        for t in graph.initializer
+    }
+    nodes = [_decode(onnx, node, opset_of.get(id(node), opset), where, base_dir) for node in node_protos]
     _check_value_types(nodes, dtypes, where)
     parameters, constants = _split_initializers(initializers, nodes)
     inputs = [v.name for v in graph.input if v.name not in initializers]
@@ -197,11 +213,11 @@ def _type_error(where, value, producers, opset, what) -> str:
     )
 
 
-def _decode(onnx, node, opset: int, where: str) -> ImportedNode:
+def _decode(onnx, node, opset: int, where: str, base_dir: str | None = None) -> ImportedNode:
     attrs = {}
     for a in node.attribute:
         if a.type == onnx.AttributeProto.GRAPH and node.op_type in ("If", "Loop", "Scan", "SequenceMap"):
-            attrs[a.name] = _decode_subgraph(onnx, a.g, opset, where)
+            attrs[a.name] = _decode_subgraph(onnx, a.g, opset, where, base_dir)
             continue
         if a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS):
             raise UnsupportedError(
@@ -215,7 +231,9 @@ def _decode(onnx, node, opset: int, where: str) -> ImportedNode:
             )
         value = onnx.helper.get_attribute_value(a)
         if a.type == onnx.AttributeProto.TENSOR:
-            value = onnx.numpy_helper.to_array(value)
+            value = tensor_array(
+                onnx, value, base_dir, f"{where}: node {node.name!r} ({node.op_type}) attribute {a.name!r}"
+            )
         elif isinstance(value, bytes):
             value = value.decode()
         elif isinstance(value, list) and value and isinstance(value[0], bytes):
@@ -224,7 +242,7 @@ def _decode(onnx, node, opset: int, where: str) -> ImportedNode:
     return ImportedNode(node.op_type, node.domain, node.name, node.input, node.output, attrs, opset)
 
 
-def _decode_subgraph(onnx, graph, opset: int, where: str) -> Subgraph:
+def _decode_subgraph(onnx, graph, opset: int, where: str, base_dir: str | None) -> Subgraph:
     for node in graph.node:
         _check_supported(node, opset, where)
     constants = {}
@@ -234,8 +252,8 @@ def _decode_subgraph(onnx, graph, opset: int, where: str) -> Subgraph:
             raise UnsupportedError(
                 f"munet.onnx.load: {where}: initializer {t.name!r} of a subgraph has an unsupported type"
             )
-        constants[t.name] = values.as_held(onnx.numpy_helper.to_array(t), kind)
-    nodes = [_decode(onnx, node, opset, where) for node in graph.node]
+        constants[t.name] = values.as_held(tensor_array(onnx, t, base_dir, f"{where}: initializer {t.name!r}"), kind)
+    nodes = [_decode(onnx, node, opset, where, base_dir) for node in graph.node]
     return Subgraph([v.name for v in graph.input], nodes, constants, [v.name for v in graph.output])
 
 
