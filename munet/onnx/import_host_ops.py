@@ -231,7 +231,16 @@ def _optional_get_element(call):
 
 # operators that read strings (the load check refuses them anywhere else)
 STRING_OPS = {
-    *("StringConcat", "StringSplit", "RegexFullMatch", "StringNormalizer", "Equal", "Identity", "TfIdfVectorizer"),
+    *(
+        "StringConcat",
+        "StringSplit",
+        "RegexFullMatch",
+        "StringNormalizer",
+        "Equal",
+        "Identity",
+        "TfIdfVectorizer",
+        "LabelEncoder",
+    ),
     *("SequenceConstruct", "SequenceInsert", "SequenceAt", "SequenceErase", "SequenceLength"),
     *("Optional", "OptionalHasElement", "OptionalGetElement", "If", "Loop", "SequenceMap"),
 }

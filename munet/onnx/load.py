@@ -16,6 +16,7 @@ import numpy as np
 from munet.onnx import values
 from munet.onnx._deps import require_onnx
 from munet.onnx.functions import inline_functions
+from munet.onnx.import_ml_ops import ML_DOMAIN, ML_RULES
 from munet.onnx.import_ops import HOST_INPUTS, RULES, UnsupportedError
 from munet.onnx.program import ImportedNode, Program, Subgraph
 from munet.onnx.tensor_data import inline_external_data, tensor_array
@@ -102,13 +103,17 @@ def import_graph(onnx, model, where: str = "<model>", base_dir: str | None = Non
             "inference graph only (strip it with `del model.training_info[:]`)"
         )
     opset = next((o.version for o in model.opset_import if o.domain in DEFAULT_DOMAINS), None)
-    if opset is None:
-        raise UnsupportedError(f"munet.onnx.load: {where} imports no default-domain opset")
+    ml_opset = next((o.version for o in model.opset_import if o.domain == ML_DOMAIN), None)
+    if opset is None and ml_opset is None:
+        raise UnsupportedError(f"munet.onnx.load: {where} imports no default-domain (or ai.onnx.ml) opset")
     graph = model.graph
     inferred = _inferred_graph(onnx, model)
     dtypes = _declared_types(onnx, model, inferred, opset, where)
     type_protos = {v.name: v.type for v in list(inferred.input) + list(inferred.value_info) + list(inferred.output)}
-    node_protos, opset_of = inline_functions(onnx, graph, opset, model.functions, RULES, type_protos)
+    node_protos, opset_of = inline_functions(onnx, graph, opset or 1, model.functions, RULES, type_protos)
+    for node in node_protos:
+        if node.domain == ML_DOMAIN:
+            opset_of[id(node)] = ml_opset
     for node in node_protos:
         _check_supported(node, opset_of.get(id(node), opset), where)
     if graph.sparse_initializer:
@@ -128,10 +133,17 @@ def import_graph(onnx, model, where: str = "<model>", base_dir: str | None = Non
 
 def _check_supported(node, opset: int, where: str) -> None:
     domain = node.domain or "ai.onnx"
+    if node.domain == ML_DOMAIN:
+        if node.op_type not in ML_RULES:
+            raise UnsupportedError(
+                f"munet.onnx.load: {where}: node {node.name!r}: operator {node.op_type} (domain {domain!r}, "
+                f"opset {opset}) is not supported"
+            )
+        return
     if node.domain not in DEFAULT_DOMAINS:
         raise UnsupportedError(
             f"munet.onnx.load: {where}: node {node.name!r}: operator {node.op_type} (domain {domain!r}, opset {opset}) "
-            "is not supported: MuNet runs the default ONNX domain only"
+            "is not supported: MuNet runs the default ONNX domain (and a few ai.onnx.ml operators) only"
         )
     if node.op_type not in RULES:
         raise UnsupportedError(

@@ -20,6 +20,7 @@ from munet.compiler.trace import suspended
 from munet.nn.module import Module
 from munet.nn.parameter import Parameter
 from munet.onnx import values as held
+from munet.onnx.import_ml_ops import ML_DOMAIN, ML_RULES
 from munet.onnx.import_ops import RULES, UnsupportedError
 
 _REQUIRED = object()
@@ -159,14 +160,15 @@ NOT_ON_HOST = {"Dropout", "NonZero", "If", "Loop", "Scan", "SequenceMap"}
 def run_node(node: ImportedNode, values: list, device, dtypes: dict, env: dict | None = None) -> list:
     """Outputs of ``node`` on ``values``: on the host (NumPy results) when every input is a host array."""
     on_host = all(v is None or isinstance(v, np.ndarray) for v in values) and node.op_type not in NOT_ON_HOST
+    rules = ML_RULES if node.domain == ML_DOMAIN else RULES
     if on_host:
         with suspended():  # shape arithmetic: eager even inside munet.compile's trace
-            outputs = _outputs(RULES[node.op_type](Call(node, values, "cpu", dtypes)))
+            outputs = _outputs(rules[node.op_type](Call(node, values, "cpu", dtypes)))
         outputs = [o.detach().numpy() if isinstance(o, Tensor) else o for o in outputs]
     else:
         call = Call(node, values, device, dtypes)
         call.scope = (env, dtypes)
-        outputs = _outputs(RULES[node.op_type](call))
+        outputs = _outputs(rules[node.op_type](call))
     return [_as_declared(o, dtypes.get(name)) for o, name in zip(outputs, node.output)]
 
 
