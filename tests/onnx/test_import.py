@@ -444,3 +444,24 @@ def test_benchmark_models_round_trip():
         program = compare_with_ort(exported, x.numpy())
         with munet.no_grad():
             assert_matches([program(x)], [model(x).numpy()])
+
+
+@pytest.mark.parametrize("condition", [True, False])
+def test_if_with_a_constant_condition_resolves_at_import(condition):
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TP.FLOAT, [3])
+    then_out = helper.make_tensor_value_info("t", TP.FLOAT, [3])
+    else_out = helper.make_tensor_value_info("e", TP.FLOAT, [3])
+    then_branch = helper.make_graph([helper.make_node("Exp", ["x"], ["t"])], "then", [], [then_out])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [else_out])
+    nodes = [
+        helper.make_node("Constant", [], ["c"], value=helper.make_tensor("v", TP.BOOL, [], [condition])),
+        helper.make_node("If", ["c"], ["y"], then_branch=then_branch, else_branch=else_branch, name="if"),
+    ]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 18)])
+    data = np.array([0.5, -1.0, 2.0], np.float32)
+    program = compare_with_ort(model, data)
+    assert f"If 'if' resolved at import: its condition is constant ({condition})" in program.optimizations
+    unresolved = munet.onnx.load(model, optimize=False)
+    assert unresolved.optimizations == []
+    assert_matches([unresolved(data)], [program(data).numpy()])
