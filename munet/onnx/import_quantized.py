@@ -87,20 +87,20 @@ def _dequantize_linear(call):
     return y.to(kind) if kind is not None else y.to(scale.dtype)
 
 
-def _centered(call, i: int, zero_point: int, *, rows_of=None):
+def _centered(call, i: int, zero_point: int, *, per_row: bool = False):
     """Input ``i`` minus zero point input ``zero_point`` (if given), in int32."""
     x = call.input(i).to(munet.int32)
     if not call.has(zero_point):
         return x
     zp = call.input(zero_point).to(munet.int32)
-    if rows_of is not None and zp.ndim == 1 and zp.numel() > 1:
+    if per_row and zp.ndim == 1 and zp.numel() > 1:
         zp = zp.reshape(-1, 1)  # a per-row zero point of the left operand
     return x - zp
 
 
 @rule("MatMulInteger")
 def _matmul_integer(call):
-    return munet.matmul(_centered(call, 0, 2, rows_of="a"), _centered(call, 1, 3))
+    return munet.matmul(_centered(call, 0, 2, per_row=True), _centered(call, 1, 3))
 
 
 def _integer_conv(call, x, w, bias=None):
