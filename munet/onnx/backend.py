@@ -2,7 +2,8 @@
 
 ``prepare(model, device)`` imports the model (everything is checked then) and returns a
 :class:`MunetRep` whose ``run(inputs)`` takes NumPy arrays by position (or a dict by name) and
-returns NumPy arrays, as onnx's test runner expects::
+returns NumPy arrays in the declared ONNX types (lists for sequences, None for an empty optional),
+as onnx's test runner expects::
 
     from munet.onnx.backend import MunetBackend
     outputs = MunetBackend.run_model(model, [x])
@@ -30,8 +31,7 @@ class MunetRep(BackendRep):
         args = (inputs,) if isinstance(inputs, dict) else tuple(inputs)
         with munet.no_grad():
             outputs = self.program(*args)
-        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
-        return tuple(o.cpu().numpy() for o in outputs)
+        return self.program.to_numpy(outputs)
 
 
 class MunetBackend(Backend):

@@ -16,6 +16,7 @@ import numpy as np
 
 import munet
 import munet.nn.functional as F
+from munet.onnx import values as held
 
 RULES: dict = {}
 
@@ -73,11 +74,6 @@ _BINARY = {
     "Add": munet.add,
     "Sub": munet.sub,
     "Mul": munet.mul,
-    "Equal": munet.eq,
-    "Less": munet.lt,
-    "LessOrEqual": munet.le,
-    "Greater": munet.gt,
-    "GreaterOrEqual": munet.ge,
     "And": munet.logical_and,
     "Or": munet.logical_or,
     "Xor": munet.logical_xor,
@@ -95,15 +91,26 @@ def _binary(fn):
     return lambda call: fn(call.input(0), call.input(1))
 
 
+# orderings: uint64 (held as its bits in int64) is compared with its sign bit flipped
+_ORDER = {"Less": munet.lt, "LessOrEqual": munet.le, "Greater": munet.gt, "GreaterOrEqual": munet.ge}
+
+
+def _u64(call) -> bool:
+    return any(call.unsigned(i) == 64 for i in range(call.n_inputs))
+
+
+@rule(*_ORDER)
+def _order(call):
+    a, b = call.input(0), call.input(1)
+    if _u64(call):
+        a, b = held.flip(a), held.flip(b)
+    return _ORDER[call.op_type](a, b)
+
+
 for _op_type, _fn in _UNARY.items():
     RULES[_op_type] = _unary(_fn)
 for _op_type, _fn in _BINARY.items():
     RULES[_op_type] = _binary(_fn)
-
-
-@rule("Identity")
-def _identity(call):
-    return call.input(0)
 
 
 @rule("Div")
@@ -111,18 +118,26 @@ def _div(call):
     a, b = call.input(0), call.input(1)
     if a.dtype.is_floating_point:
         return a / b
+    if _u64(call):
+        return held.divide(a, b)[0]
     return munet.div(a, b, rounding_mode="trunc")  # ONNX integer division truncates
 
 
 @rule("Pow")
 def _pow(call):
     base, exponent = call.input(0), call.input(1)
-    return munet.pow(base, exponent.to(base.dtype) if base.dtype.is_floating_point else exponent)
+    if not base.dtype.is_floating_point:
+        return munet.pow(base, exponent)
+    if call.unsigned(1) == 64:
+        return munet.pow(base, held.to_float(exponent, base.dtype))
+    return munet.pow(base, exponent.to(base.dtype))
 
 
 @rule("Mod")
 def _mod(call):
     a, b = call.input(0), call.input(1)
+    if _u64(call):
+        return held.divide(a, b)[1]
     return munet.fmod(a, b) if call.attr("fmod", 0) else munet.remainder(a, b)
 
 
@@ -131,6 +146,8 @@ def _bit_shift(call):
     a, b = call.input(0), call.input(1)
     if call.attr("direction") == "LEFT":
         return munet.bitwise_left_shift(a, b)
+    if _u64(call):
+        return held.logical_shift_right(a, b)
     return munet.bitwise_right_shift(a, b)
 
 
@@ -138,9 +155,14 @@ def _bit_shift(call):
 def _variadic(call):
     combine = {"Max": munet.maximum, "Min": munet.minimum, "Sum": munet.add, "Mean": munet.add}[call.op_type]
     operands = [call.input(i) for i in range(call.n_inputs)]
+    ordered = call.op_type in ("Max", "Min") and _u64(call)
+    if ordered:
+        operands = [held.flip(x) for x in operands]
     out = operands[0]
     for x in operands[1:]:
         out = combine(out, x)
+    if ordered:
+        return held.flip(out)
     if call.op_type == "Mean":
         out = out / len(operands)
     return out if len(operands) > 1 else out.clone()
@@ -166,12 +188,27 @@ def _where(call):
 
 @rule("Cast")
 def _cast(call):
-    return call.input(0).to(call.dtype_attr("to"))
+    return _cast_to(call, call.output_kind() or call.dtype_attr("to"))
 
 
 @rule("CastLike")
 def _cast_like(call):
-    return call.input(0).to(call.input(1).dtype)
+    return _cast_to(call, call.output_kind() or call.input(1).dtype)
+
+
+def _cast_to(call, kind):
+    """Input 0 as ``kind`` (a MuNet dtype or an unsigned type, values.py); from uint64 to a float type
+    values with the top bit set gain 2**64; to an unsigned type the held form wraps modulo 2**bits."""
+    x = call.input(0)
+    if isinstance(kind, held.Unsigned):
+        if x.dtype.is_floating_point:
+            x = munet.trunc(x)
+        return kind.held(x.to(munet.int64))
+    if kind is held.STRING or isinstance(kind, held.HostKind):
+        raise call.unsupported(f"a cast to {kind!r}")
+    if call.unsigned(0) == 64 and kind.is_floating_point:
+        return held.to_float(x, kind)
+    return x.to(kind)
 
 
 @rule("Clip")
@@ -336,7 +373,11 @@ def _symmetric(x, pads: list, value: float):
 
 @rule("Conv")
 def _conv(call):
-    x, w, b = call.input(0), call.input(1), call.input(2)
+    return convolve(call, call.input(0), call.input(1), call.input(2))
+
+
+def convolve(call, x, w, b):
+    """The convolution a Conv-like node (Conv, ConvInteger, QLinearConv) describes, of ``x`` by ``w``."""
     n = x.ndim - 2
     kernel = list(w.shape[2:])
     strides = list(call.attr("strides", [1] * n))
@@ -445,9 +486,16 @@ def _pool_args(call, x):
 @rule("MaxPool")
 def _max_pool(call):
     x = call.input(0)
+    if not x.dtype.is_floating_point:  # integers up to 32 bits are exact in float64; the maximum is one of them
+        if x.dtype.itemsize > 4:
+            raise call.unsupported(f"a {x.dtype} input")
+        result = _max_pool_float(call, x.to(munet.float64))
+        return [result[0].to(x.dtype), *result[1:]] if isinstance(result, list) else result.to(x.dtype)
+    return _max_pool_float(call, x)
+
+
+def _max_pool_float(call, x):
     kernel, strides, dilations, pads = _pool_args(call, x)
-    if call.attr("storage_order", 0):
-        raise call.unsupported("storage_order=1")
     x, padding = _symmetric(x, pads, float("-inf"))
     if any(2 * p > (k - 1) * d + 1 for p, k, d in zip(padding, kernel, dilations)):  # more than PyTorch pads
         x, padding = _pad_spatial(x, padding + padding, float("-inf")), [0] * len(kernel)
@@ -458,10 +506,17 @@ def _max_pool(call):
     if call.n_outputs == 1:
         return fn(x, kernel, strides, padding, dilations, ceil_mode)
     values, indices = fn(x, kernel, strides, padding, dilations, ceil_mode, return_indices=True)
-    if pads[: len(kernel)] != padding or x.shape != call.input(0).shape:
+    if pads[: len(kernel)] != padding or tuple(x.shape) != tuple(call.shape(0)):
         raise call.unsupported("the Indices output with asymmetric padding")
-    plane = math.prod(x.shape[2:])
-    first = (munet.arange(x.shape[0] * x.shape[1]) * plane).reshape(x.shape[0], x.shape[1], *([1] * len(kernel)))
+    spatial = list(x.shape[2:])
+    if call.attr("storage_order", 0):  # column-major positions within the plane
+        rest, indices = indices, munet.zeros_like(indices)
+        for d in reversed(range(len(spatial))):
+            indices = indices + munet.remainder(rest, spatial[d]) * math.prod(spatial[:d])
+            rest = munet.div(rest, spatial[d], rounding_mode="floor")
+    plane = math.prod(spatial)
+    first = munet.arange(x.shape[0] * x.shape[1], device=x.device) * plane
+    first = first.reshape(x.shape[0], x.shape[1], *([1] * len(kernel)))
     return [values, indices + first]  # ONNX counts indices over the whole tensor, PyTorch within a plane
 
 
@@ -816,12 +871,33 @@ def _gather_elements(call):
 
 @rule("GatherND")
 def _gather_nd(call):
+    """With ``batch_dims`` b, the first b axes of data and indices pair up: they are flattened into one
+    batch axis whose position leads each index tuple."""
     x, indices = call.input(0), call.input(1).to(munet.int64)
-    if call.attr("batch_dims", 0):
-        raise call.unsupported("batch_dims != 0")
+    b = call.attr("batch_dims", 0)
+    batch = tuple(x.shape[:b])
+    flat_x = x.reshape(math.prod(batch), *x.shape[b:])
+    flat_indices = indices.reshape(math.prod(batch), *indices.shape[b:])
     k = indices.shape[-1]
-    parts = tuple(_wrap_indices(indices[..., i], x.shape[i]) for i in range(k))
-    return x[parts]
+    parts = [_wrap_indices(flat_indices[..., i], flat_x.shape[1 + i]) for i in range(k)]
+    rows = munet.arange(flat_x.shape[0], device=x.device).reshape(-1, *([1] * (flat_indices.ndim - 2)))
+    picked = flat_x[(rows.expand(*flat_indices.shape[:-1]), *parts)]
+    return picked.reshape(*batch, *picked.shape[1:])
+
+
+@rule("Det")
+def _det(call):
+    return munet.linalg.det(call.input(0))
+
+
+@rule("Upsample")
+def _upsample(call):
+    """Resize's forerunner (opsets 7-9): output index i samples input i / scale, rounded down for nearest."""
+    if call.opset < 9:
+        raise call.unsupported("Upsample before opset 9 (scales as an attribute)")
+    mode = call.attr("mode", "nearest")
+    attrs = {"mode": mode, "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}
+    return call.delegate("Resize", [call.value(0), None, call.value(1)], attrs, opset=11)
 
 
 @rule("ScatterElements", "Scatter")
@@ -931,11 +1007,12 @@ def _nonzero(call):
 @rule("Resize")
 def _resize(call):
     """Separable resampling: along each resized axis, every output element is a weighted sum of a few
-    input elements (1 for nearest, 2 for linear, 4 for cubic) whose positions and weights are computed
-    on the host from the sizes and the coordinate transformation."""
+    input elements (1 for nearest, 2 for linear, 4 for cubic; with ``antialias`` a downsampling linear or
+    cubic kernel is widened by 1/scale) whose positions and weights are computed on the host from the
+    sizes and the coordinate transformation."""
     x = call.input(0)
-    if call.attr("antialias", 0):
-        raise call.unsupported("antialias=1")
+    if call.attr("antialias", 0) and call.attr("mode", "nearest") == "nearest":
+        raise call.unsupported("antialias=1 with mode='nearest'")
     axes = [int(a) % x.ndim for a in call.attr("axes", list(range(x.ndim)))]
     sizes, scales = _resize_targets(call, x, axes)
     roi = np.asarray(call.host(1), np.float64).reshape(-1) if call.has(1) and np.size(call.host(1)) else None
@@ -950,7 +1027,7 @@ def _resize(call):
             continue
         roi_k = (roi[k], roi[k + len(axes)]) if roi is not None and len(roi) == 2 * len(axes) else (0.0, 1.0)
         positions = _source_positions(call, n, m, scale, roi_k)
-        out = _resample_axis(call, out, axis, n, positions)
+        out = _resample_axis(call, out, axis, n, positions, scale)
     return out if out is not x else x.clone()
 
 
@@ -990,9 +1067,11 @@ def _source_positions(call, n: int, m: int, scale: float, roi) -> np.ndarray:
     raise call.unsupported(f"coordinate_transformation_mode={mode!r}")
 
 
-def _taps(call, n: int, positions: np.ndarray) -> tuple:
+def _taps(call, n: int, positions: np.ndarray, scale: float) -> tuple:
     """``(indices, weights)``, each of shape (taps, m)."""
     mode = call.attr("mode", "nearest")
+    if call.attr("antialias", 0):
+        return _antialias_taps(call, n, positions, min(scale, 1.0))
     if mode == "nearest":
         rounding = call.attr("nearest_mode", "round_prefer_floor")
         pick = {
@@ -1030,8 +1109,37 @@ def _taps(call, n: int, positions: np.ndarray) -> tuple:
     raise call.unsupported(f"mode={mode!r}")
 
 
-def _resample_axis(call, x, axis: int, n: int, positions: np.ndarray):
-    indices, weights = _taps(call, n, positions)
+def _antialias_taps(call, n: int, positions: np.ndarray, scale: float) -> tuple:
+    """onnx's antialiased linear or cubic taps: the kernel stretched by 1/scale (``scale`` <= 1), its
+    weights normalized to sum to 1; the taps nearest each position, ties to the left (the left tap of
+    an integer position is the one before it), at edge-clamped indices."""
+    left = np.ceil(positions) - 1
+    ratio = positions - left
+    if call.attr("mode") == "linear":
+        first = int(np.floor(-1 / scale) + 1)
+    else:
+        first = int(np.floor(-2 / scale) + 1)
+    offsets = np.arange(first, 2 - first)[:, None]
+    x = np.abs(scale * (offsets - ratio[None]))
+    if call.attr("mode") == "linear":
+        weights = np.clip(1 - x, 0, 1)
+    else:
+        a = call.attr("cubic_coeff_a", -0.75)
+        weights = np.where(
+            x <= 1,
+            (a + 2) * x**3 - (a + 3) * x**2 + 1,
+            np.where(x < 2, a * x**3 - 5 * a * x**2 + 8 * a * x - 4 * a, 0.0),
+        )
+    weights = weights / weights.sum(0, keepdims=True)
+    index = left[None] + offsets
+    if call.attr("exclude_outside", 0):
+        weights = np.where((index >= 0) & (index <= n - 1), weights, 0.0)
+        weights = weights / weights.sum(0, keepdims=True)
+    return np.clip(index, 0, n - 1).astype(np.int64), weights
+
+
+def _resample_axis(call, x, axis: int, n: int, positions: np.ndarray, scale: float):
+    indices, weights = _taps(call, n, positions, scale)
     shape = [1] * x.ndim
     shape[axis] = len(positions)
     out = None
@@ -1064,7 +1172,10 @@ HOST_INPUTS = {
     "Trilu": {1},
     "OneHot": {1},
     "Pad": {1, 2, 3},
+    "Col2Im": {1, 2},
+    "MaxUnpool": {2},
     "Resize": {1, 2, 3},
+    "Upsample": {1},
     "Dropout": {1, 2},
     "ConstantOfShape": {0},
     "Range": {0, 1, 2},
@@ -1124,25 +1235,6 @@ def _lrn(call):
     )
 
 
-@rule("GridSample")
-def _grid_sample(call):
-    x, grid = call.input(0), call.input(1)
-    if x.ndim != 4:
-        raise call.unsupported(f"a {x.ndim - 2}-d grid")
-    mode = {
-        "linear": "bilinear",
-        "bilinear": "bilinear",
-        "nearest": "nearest",
-        "cubic": "bicubic",
-        "bicubic": "bicubic",
-    }
-    chosen = mode.get(call.attr("mode", "linear" if call.opset >= 20 else "bilinear"))
-    if chosen is None:
-        raise call.unsupported(f"mode={call.attr('mode')!r}")
-    padding = call.attr("padding_mode", "zeros")
-    return F.grid_sample(x, grid, mode=chosen, padding_mode=padding, align_corners=bool(call.attr("align_corners", 0)))
-
-
 @rule("If")
 def _if(call):
     """The branch the condition selects runs; a condition computed from tensor data is read on the
@@ -1184,7 +1276,7 @@ def _reverse_sequence(call):
 def _scan(call):
     """The body runs once per step of the scan inputs' axis (a host loop: the trip count is a shape)."""
     if call.opset < 9:
-        raise call.unsupported("Scan before opset 9 (batched, with sequence_lens)")
+        return _scan_batched(call)
     body = call.attr("body")
     m = call.attr("num_scan_inputs")
     n = call.n_inputs - m
@@ -1210,13 +1302,54 @@ def _scan(call):
     return [*states, *stacked]
 
 
+def _scan_batched(call):
+    """Scan of opset 8: axis 0 of every input is a batch, each entry scanned on its own along axis 1 for
+    its ``sequence_lens`` steps (all when absent); scan outputs are zero past an entry's length."""
+    body = call.attr("body")
+    m = call.attr("num_scan_inputs")
+    n = call.n_inputs - 1 - m
+    states = [call.input(i) for i in range(1, 1 + n)]
+    scans = [call.input(i) for i in range(1 + n, call.n_inputs)]
+    reverse = call.attr("directions", [0] * m)
+    batch, steps = scans[0].shape[0], scans[0].shape[1]
+    lengths = np.asarray(call.host(0)).reshape(-1) if call.has(0) else np.full(batch, steps)
+    finals, outputs = [[] for _ in states], None
+    for b in range(batch):
+        state = [s[b] for s in states]
+        length = int(lengths[b])
+        collected = [[] for _ in range(len(body.outputs) - n)]
+        for t in range(length):
+            elements = [x[b, length - 1 - t if r else t] for x, r in zip(scans, reverse)]
+            result = call.run_subgraph(body, [*state, *elements])
+            state = [_tensor_of(o, call) for o in result[:n]]
+            for parts, o in zip(collected, result[n:]):
+                parts.append(_tensor_of(o, call))
+        for j, s in enumerate(state):
+            finals[j].append(s)
+        if outputs is None:
+            outputs = [[] for _ in collected]
+        for j, parts in enumerate(collected):
+            if not parts:
+                raise call.unsupported("a batch entry of sequence length 0")
+            stacked = munet.stack(parts, 0)
+            if length < steps:
+                stacked = munet.cat(
+                    [
+                        stacked,
+                        munet.zeros(steps - length, *stacked.shape[1:], dtype=stacked.dtype, device=stacked.device),
+                    ]
+                )
+            outputs[j].append(stacked)
+    return [*(munet.stack(f, 0) for f in finals), *(munet.stack(o, 0) for o in outputs or [])]
+
+
 @rule("Loop")
 def _loop(call):
     """A host loop: the trip count and the condition are read on the host at every step."""
     body = call.attr("body")
     trip = int(call.scalar(0)) if call.has(0) else None
     condition = bool(call.scalar(1)) if call.has(1) else True
-    carried = [call.input(i) for i in range(2, call.n_inputs)]
+    carried = [call.value(i) for i in range(2, call.n_inputs)]  # tensors, sequences or optionals
     n = len(carried)
     collected = None
     i = 0
@@ -1239,7 +1372,7 @@ def _loop(call):
 
 
 def _tensor_of(value, call):
-    if isinstance(value, np.ndarray):
+    if isinstance(value, np.ndarray) and not held.is_string(value):
         return munet.from_numpy(np.array(value)).to(call.device)
     return value
 
@@ -1378,3 +1511,7 @@ def _unique(call):
         rank = munet.argsort(order)
         values, first, counts, inverse = values.index_select(axis, order), first[order], counts[order], rank[inverse]
     return [values, first, inverse, counts][: call.n_outputs]
+
+
+# rules for host values (strings, sequences, optionals) and quantized operators live beside this table
+from munet.onnx import import_host_ops, import_quantized, import_sampling, import_scatter_ops  # noqa: E402, F401 - they register into RULES

@@ -8,10 +8,13 @@ along the output axis, followed by a Split; each output element is the same dot 
 (only the matrix kernel's blocking may differ). The merged weight is one Parameter named after the
 siblings' weights joined by ``+``. ``fold_constants``: a node whose inputs are all constants
 (Constant nodes, integer initializers, results of other folded nodes) is evaluated once, at
-import. Each records a line in ``graph.optimizations``.
+import, and an If with a constant condition becomes the branch it selects. Each records a line in
+``graph.optimizations``.
 """
 
 from __future__ import annotations
+
+import collections
 
 import numpy as np
 
@@ -171,14 +174,30 @@ def _split_node(first, wide: str, outputs: list, sizes: list, graph) -> Imported
 
 
 def fold_constants(graph) -> int:
+    """Evaluate nodes whose inputs are all constants; an ``If`` whose condition is constant is replaced
+    by the branch it selects (its nodes join the graph, then Identity nodes give its outputs the If's
+    names), so a constant condition resolves at import."""
     kept, count = [], 0
-    for node in graph.nodes:
+    pending = collections.deque(graph.nodes)
+    while pending:
+        node = pending.popleft()
+        if node.op_type == "If" and node.input[0] in graph.constants:
+            condition = bool(np.asarray(graph.constants[node.input[0]]).reshape(-1)[0])
+            branch = node.attrs["then_branch" if condition else "else_branch"]
+            graph.constants.update(branch.constants)
+            renames = [
+                ImportedNode("Identity", "", f"{node.name}_out{i}", [inner], [outer], {}, node.opset)
+                for i, (inner, outer) in enumerate(zip(branch.outputs, node.output))
+            ]
+            pending.extendleft(reversed([*branch.nodes, *renames]))
+            graph.optimizations.append(f"If {node.name!r} resolved at import: its condition is constant ({condition})")
+            continue
         inputs = [n for n in node.input if n]
         if node.op_type not in NOT_ON_HOST and all(n in graph.constants for n in inputs):
             values = [graph.constants[n] if n else None for n in node.input]
             for name, value in zip(node.output, run_node(node, values, "cpu", graph.dtypes)):
                 if name:
-                    graph.constants[name] = np.asarray(value)
+                    graph.constants[name] = value if value is None or isinstance(value, list) else np.asarray(value)
             count += 1
         else:
             kept.append(node)

@@ -19,6 +19,8 @@ from munet._tensor import Tensor
 from munet.compiler.trace import suspended
 from munet.nn.module import Module
 from munet.nn.parameter import Parameter
+from munet.onnx import values as held
+from munet.onnx.import_ml_ops import ML_DOMAIN, ML_RULES
 from munet.onnx.import_ops import RULES, UnsupportedError
 
 _REQUIRED = object()
@@ -27,8 +29,9 @@ _REQUIRED = object()
 class Call:
     """One node's run: its inputs (tensors, host arrays or None), attributes, opset and device."""
 
-    def __init__(self, node, values: list, device):
+    def __init__(self, node, values: list, device, dtypes: dict | None = None):
         self.node = node
+        self.dtypes = dtypes or {}
         self.op_type = node.op_type
         self.opset = node.opset
         self.device = device
@@ -48,11 +51,42 @@ class Call:
     def has(self, i: int) -> bool:
         return i < len(self._values) and self._values[i] is not None
 
+    def value(self, i: int):
+        """Input ``i`` as it is held: a tensor, a host array, a list (a sequence) or None."""
+        return self._values[i] if i < len(self._values) else None
+
+    def unsigned(self, i: int) -> int:
+        """How many bits input ``i`` has when its ONNX type is uint16/32/64 (held signed, values.py), else 0."""
+        kind = self.dtypes.get(self.node.input[i]) if i < len(self.node.input) else None
+        return kind.bits if isinstance(kind, held.Unsigned) else 0
+
+    def input_kind(self, i: int):
+        """The declared (held) type of input ``i``, None when unknown."""
+        kind = self.dtypes.get(self.node.input[i]) if i < len(self.node.input) else None
+        return None if kind is ... else kind
+
+    def delegate(self, op_type: str, values: list, attrs: dict, opset: int | None = None):
+        """The outputs of operator ``op_type`` (its rule) on ``values`` with ``attrs``: an operator
+        defined as another with set attributes (Upsample as Resize)."""
+        node = ImportedNode(
+            op_type, "", self.node.name, [""] * len(values), self.node.output, attrs, opset or self.opset
+        )
+        call = Call(node, values, self.device, {})
+        call.scope = self.scope
+        return RULES[op_type](call)
+
+    def output_kind(self, i: int = 0):
+        """The declared (held) type of output ``i``, None when unknown."""
+        kind = self.dtypes.get(self.node.output[i]) if i < len(self.node.output) else None
+        return None if kind is ... else kind
+
     def input(self, i: int):
         """Input ``i`` as a MuNet tensor on the program's device (None if absent)."""
         if not self.has(i):
             return None
         v = self._values[i]
+        if held.is_string(v) or isinstance(v, list):
+            raise self.unsupported("a string or sequence input " + repr(self.node.input[i]))
         if isinstance(v, np.ndarray):
             return munet.from_numpy(np.array(v)).to(self.device)
         return v
@@ -78,11 +112,12 @@ class Call:
         return value
 
     def dtype_attr(self, name: str):
-        from munet.onnx._deps import munet_dtype
+        """The element type attribute ``name`` as a MuNet dtype or an unsigned type (values.py)."""
+        from munet.onnx._deps import require_onnx
 
         code = self.attr(name)
-        dtype = munet_dtype(code)
-        if dtype is None:
+        dtype = held.element_type(require_onnx(), code)
+        if dtype is None or dtype is held.STRING:
             raise self.unsupported(f"element type {code} ({_type_name(code)})")
         return dtype
 
@@ -119,20 +154,21 @@ class Subgraph:
 
 
 # Never run on the host even with host inputs: random, data-dependent, or reading outer values
-NOT_ON_HOST = {"Dropout", "NonZero", "If", "Loop", "Scan"}
+NOT_ON_HOST = {"Dropout", "NonZero", "If", "Loop", "Scan", "SequenceMap"}
 
 
 def run_node(node: ImportedNode, values: list, device, dtypes: dict, env: dict | None = None) -> list:
     """Outputs of ``node`` on ``values``: on the host (NumPy results) when every input is a host array."""
     on_host = all(v is None or isinstance(v, np.ndarray) for v in values) and node.op_type not in NOT_ON_HOST
+    rules = ML_RULES if node.domain == ML_DOMAIN else RULES
     if on_host:
         with suspended():  # shape arithmetic: eager even inside munet.compile's trace
-            outputs = _outputs(RULES[node.op_type](Call(node, values, "cpu")))
+            outputs = _outputs(rules[node.op_type](Call(node, values, "cpu", dtypes)))
         outputs = [o.detach().numpy() if isinstance(o, Tensor) else o for o in outputs]
     else:
-        call = Call(node, values, device)
+        call = Call(node, values, device, dtypes)
         call.scope = (env, dtypes)
-        outputs = _outputs(RULES[node.op_type](call))
+        outputs = _outputs(rules[node.op_type](call))
     return [_as_declared(o, dtypes.get(name)) for o, name in zip(outputs, node.output)]
 
 
@@ -146,12 +182,17 @@ def run_nodes(nodes: list, env: dict, device, dtypes: dict) -> None:
 
 
 def _outputs(result) -> list:
-    return list(result) if isinstance(result, (list, tuple)) else [result]
+    """A rule's outputs: a list or tuple holds several (a Sequence is one sequence value)."""
+    return list(result) if isinstance(result, (list, tuple)) and not isinstance(result, held.Sequence) else [result]
 
 
 def _as_declared(value, dtype):
     """``value`` in its declared ONNX type (MuNet promotes some integer results to int64)."""
     if dtype is None or value is None:
+        return value
+    if not isinstance(dtype, munet.dtype):
+        return held.as_held(value, dtype)
+    if isinstance(value, list):
         return value
     if isinstance(value, np.ndarray) or np.isscalar(value):
         value = np.asarray(value)
@@ -219,8 +260,12 @@ class Program(Module):
             raise TypeError(f"munet.onnx program: missing inputs {missing}")
         return {name: self._input_tensor(name, value) for name, value in bound.items()}
 
-    def _input_tensor(self, name: str, value):
-        dtype = self._dtypes.get(name)
+    def _input_tensor(self, name: str, value, dtype=_REQUIRED):
+        dtype = self._dtypes.get(name) if dtype is _REQUIRED else dtype
+        if dtype is ...:
+            dtype = None
+        if isinstance(dtype, held.HostKind) or isinstance(dtype, held.Unsigned):
+            return self._held_input(name, value, dtype)
         if isinstance(value, np.ndarray) or np.isscalar(value):
             value = munet.from_numpy(np.array(value))
         if not isinstance(value, Tensor):
@@ -231,7 +276,39 @@ class Program(Module):
             raise TypeError(f"munet.onnx program: input {name!r} must be {dtype}, got {value.dtype}")
         return value.to(self._device)
 
+    def _held_input(self, name: str, value, kind):
+        if isinstance(kind, held.Unsigned):
+            if isinstance(value, np.ndarray) or np.isscalar(value):
+                value = np.asarray(value)
+                if value.dtype not in (kind.np, kind.storage.np):
+                    raise TypeError(f"munet.onnx program: input {name!r} must be {kind.name}, got {value.dtype}")
+                value = munet.from_numpy(np.array(kind.held(value)))
+            return self._input_tensor(name, value, kind.storage)
+        if kind is held.STRING:
+            array = np.asarray(value, dtype=object)
+            if not all(isinstance(v, str) for v in array.reshape(-1)):
+                raise TypeError(f"munet.onnx program: input {name!r} must hold strings")
+            return array
+        if kind.kind == "optional":
+            return None if value is None else self._input_tensor(name, value, kind.element)
+        if not isinstance(value, (list, tuple)):
+            raise TypeError(
+                f"munet.onnx program: input {name!r} must be a sequence (a list), got {type(value).__name__}"
+            )
+        return held.Sequence(self._input_tensor(name, v, kind.element) for v in value)
+
+    def to_numpy(self, outputs) -> tuple:
+        """Outputs of this program as NumPy, in their declared ONNX types: uint16/32/64 (held signed
+        while the program runs) as NumPy's unsigned types, strings as object arrays, sequences as
+        lists, an empty optional as None."""
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        return tuple(held.to_numpy(o, self._dtypes.get(n)) for o, n in zip(outputs, self.output_names))
+
     def _as_tensor(self, value, name):
+        if value is None or held.is_string(value):
+            return value
+        if isinstance(value, list):
+            return held.Sequence(self._as_tensor(v, None) for v in value)
         if isinstance(value, np.ndarray):
             value = munet.from_numpy(np.array(value)).to(self._device)
         return _as_declared(value, self._dtypes.get(name))

@@ -369,9 +369,9 @@ def test_unsupported_operator_domain_and_type_are_named():
     ):
         munet.onnx.load(custom)
     unknown = single_node_model(
-        helper.make_node("Det", ["x"], ["y"], name="d"), [helper.make_tensor_value_info("x", TP.FLOAT, [2, 2])], [y]
+        helper.make_node("DFT", ["x"], ["y"], name="d"), [helper.make_tensor_value_info("x", TP.FLOAT, [1, 2, 1])], [y]
     )
-    with pytest.raises(UnsupportedError, match="operator Det \\(domain 'ai.onnx', opset 18\\) is not supported"):
+    with pytest.raises(UnsupportedError, match="operator DFT \\(domain 'ai.onnx', opset 18\\) is not supported"):
         munet.onnx.load(unknown)
     complex_out = helper.make_tensor_value_info("y", TP.COMPLEX64, [2])
     cast = single_node_model(helper.make_node("Cast", ["x"], ["y"], to=TP.COMPLEX64, name="c"), [x], [complex_out])
@@ -383,11 +383,13 @@ def test_unsupported_operator_domain_and_type_are_named():
 
 def test_unsupported_attribute_is_named():
     x = helper.make_tensor_value_info("x", TP.FLOAT, [1, 1, 4, 4])
-    y = helper.make_tensor_value_info("y", TP.FLOAT, [1, 1, 3, 3])
-    node = helper.make_node("MaxPool", ["x"], ["y"], kernel_shape=[2, 2], storage_order=1, name="p")
-    program = munet.onnx.load(single_node_model(node, [x], [y]))
+    y = helper.make_tensor_value_info("y", TP.FLOAT, [1, 1, 2, 2])
+    scales = helper.make_tensor("scales", TP.FLOAT, [4], [1, 1, 0.5, 0.5])
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], antialias=1, mode="nearest", name="p")
+    graph = helper.make_graph([node], "g", [x], [y], initializer=[scales])
+    program = munet.onnx.load(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)]))
     with pytest.raises(
-        UnsupportedError, match="node 'p': operator MaxPool \\(domain 'ai.onnx', opset 18\\): storage_order=1"
+        UnsupportedError, match="node 'p': operator Resize \\(domain 'ai.onnx', opset 18\\): antialias=1 with mode"
     ):
         program(np.zeros((1, 1, 4, 4), np.float32))
 
@@ -442,3 +444,24 @@ def test_benchmark_models_round_trip():
         program = compare_with_ort(exported, x.numpy())
         with munet.no_grad():
             assert_matches([program(x)], [model(x).numpy()])
+
+
+@pytest.mark.parametrize("condition", [True, False])
+def test_if_with_a_constant_condition_resolves_at_import(condition):
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TP.FLOAT, [3])
+    then_out = helper.make_tensor_value_info("t", TP.FLOAT, [3])
+    else_out = helper.make_tensor_value_info("e", TP.FLOAT, [3])
+    then_branch = helper.make_graph([helper.make_node("Exp", ["x"], ["t"])], "then", [], [then_out])
+    else_branch = helper.make_graph([helper.make_node("Neg", ["x"], ["e"])], "else", [], [else_out])
+    nodes = [
+        helper.make_node("Constant", [], ["c"], value=helper.make_tensor("v", TP.BOOL, [], [condition])),
+        helper.make_node("If", ["c"], ["y"], then_branch=then_branch, else_branch=else_branch, name="if"),
+    ]
+    model = helper.make_model(helper.make_graph(nodes, "g", [x], [y]), opset_imports=[helper.make_opsetid("", 18)])
+    data = np.array([0.5, -1.0, 2.0], np.float32)
+    program = compare_with_ort(model, data)
+    assert f"If 'if' resolved at import: its condition is constant ({condition})" in program.optimizations
+    unresolved = munet.onnx.load(model, optimize=False)
+    assert unresolved.optimizations == []
+    assert_matches([unresolved(data)], [program(data).numpy()])
