@@ -91,6 +91,10 @@ class CudaBackend:
     def data_ptr(self, buffer) -> int:
         return buffer.data.ptr
 
+    def dtype_of(self, data):
+        """The MuNet dtype of a cuda array (uint16 holds bfloat16)."""
+        return copies.dtype_of(data)
+
     # host transfer ------------------------------------------------------------------------------
     def from_numpy(self, array: np.ndarray):
         with self.runtime.scope():

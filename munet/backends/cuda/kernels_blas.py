@@ -11,6 +11,8 @@ matmuls raise, as in PyTorch.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from munet import _dtype as D
@@ -44,6 +46,36 @@ def blas_operand(cp, x, batch: tuple, rows: int, cols: int):
     return x3, False, max(cols, 1), rows * cols
 
 
+class Gemm(NamedTuple):
+    """The arguments of one column-major strided-batched GEMM ``C^T = op(B') @ op(A')`` computing
+    the row-major ``out = a @ b`` (cuBLAS's names: its ``A`` is our ``b``, its ``B`` our ``a``)."""
+
+    transa: bool
+    transb: bool
+    m: int
+    n: int
+    k: int
+    A: object  # noqa: N815 - cuBLAS's names
+    lda: int
+    stride_a: int
+    B: object  # noqa: N815
+    ldb: int
+    stride_b: int
+    ldc: int
+    stride_c: int
+    batch_count: int
+
+
+def gemm_arguments(cp, a, b, out) -> Gemm:
+    """How cuBLAS computes ``out = a @ b`` (``out`` a fresh C-contiguous array, not empty, ``k > 0``)."""
+    m, k = a.shape[-2:]
+    n = b.shape[-1]
+    batch = tuple(out.shape[:-2])
+    a3, a_t, lda, stride_a = blas_operand(cp, a, batch, m, k)
+    b3, b_t, ldb, stride_b = blas_operand(cp, b, batch, k, n)
+    return Gemm(b_t, a_t, n, m, k, b3, ldb, stride_b, a3, lda, stride_a, n, m * n, out.size // (m * n))
+
+
 @kernel("matmul")
 def matmul(rt, a, b):
     cp = rt.cupy
@@ -52,19 +84,16 @@ def matmul(rt, a, b):
         raise DeviceError(f"matmul: cuBLAS has no {dtype.name} GEMM on {rt.label}; use a floating dtype")
     if copies.dtype_of(b) is not dtype:
         b = copies.cast(cp, b, dtype)
-    m, k = a.shape[-2:]
-    n = b.shape[-1]
     batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-    out = rt.empty(batch + (m, n), dtype)
+    out = rt.empty(batch + (a.shape[-2], b.shape[-1]), dtype)
     if out.size == 0:
         return out
-    if k == 0:
+    if a.shape[-1] == 0:
         out.fill(0)  # 0 is also bfloat16's bit pattern of 0.0
         return out
     from cupy_backends.cuda.libs import cublas  # loads libcublas: only here, on a machine with a GPU
 
-    a3, a_t, lda, stride_a = blas_operand(cp, a, batch, m, k)
-    b3, b_t, ldb, stride_b = blas_operand(cp, b, batch, k, n)
+    g = gemm_arguments(cp, a, b, out)
     cuda_type = getattr(cp.cuda.runtime, _CUDA_TYPES[dtype.name])
     compute, scalar = _compute(cublas, dtype)
     alpha, beta = np.ones((), scalar), np.zeros((), scalar)
@@ -74,26 +103,26 @@ def matmul(rt, a, b):
     cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
     cublas.gemmStridedBatchedEx(
         handle,
-        op[b_t],
-        op[a_t],
-        n,
-        m,
-        k,
+        op[g.transa],
+        op[g.transb],
+        g.m,
+        g.n,
+        g.k,
         alpha.ctypes.data,
-        b3.data.ptr,
+        g.A.data.ptr,
         cuda_type,
-        ldb,
-        stride_b,
-        a3.data.ptr,
+        g.lda,
+        g.stride_a,
+        g.B.data.ptr,
         cuda_type,
-        lda,
-        stride_a,
+        g.ldb,
+        g.stride_b,
         beta.ctypes.data,
         out.data.ptr,
         cuda_type,
-        n,
-        m * n,
-        out.size // (m * n),
+        g.ldc,
+        g.stride_c,
+        g.batch_count,
         compute,
         cublas.CUBLAS_GEMM_DEFAULT,
     )
