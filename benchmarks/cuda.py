@@ -114,7 +114,11 @@ def matmul_cases(table: Table, device: str, size: int, repeat: int, mt: Timer, t
     host_a = rng.standard_normal((size, size), dtype=np.float32)
     host_b = rng.standard_normal((size, size), dtype=np.float32)
     flop = 2.0 * size**3
-    for label, dtype, tf32 in (("float32", "float32", False), ("TF32", "float32", True), ("bfloat16", "bfloat16", False)):
+    for label, dtype, tf32 in (
+        ("float32", "float32", False),
+        ("TF32", "float32", True),
+        ("bfloat16", "bfloat16", False),
+    ):
         a = munet.tensor(host_a, device=device).to(getattr(munet, dtype))
         b = munet.tensor(host_b, device=device).to(getattr(munet, dtype))
         munet.backends.cuda.matmul.allow_tf32 = tf32

@@ -18,23 +18,46 @@ from munet.backends.cuda.kernels_blas import blas_operand, gemm_arguments
 from munet.backends.cuda.registry import KERNELS, kernel
 
 
-def _fake_cupy_without_driver():
-    def no_driver():
+def _fake_cupy_with_an_old_driver():
+    def old_driver():
         raise RuntimeError("cudaErrorInsufficientDriver: CUDA driver version is insufficient for CUDA runtime version")
 
-    runtime = types.SimpleNamespace(getDeviceCount=no_driver)
+    runtime = types.SimpleNamespace(getDeviceCount=old_driver)
     return types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=runtime))
 
 
-@pytest.fixture(params=["no driver", "no cupy"])
+WHY = {
+    "no driver": r"NVIDIA driver library could not be loaded \(fake: no libcuda\)",
+    "no cupy": r"cupy package is not available.*munet\[cuda13\]",
+    "old driver": r"that CuPy can use \(CuPy: cudaErrorInsufficientDriver",
+}
+
+
+@pytest.fixture(params=sorted(WHY))
 def no_cuda(request, monkeypatch):
-    """A machine without a CUDA driver (CuPy imports, the driver is missing) or without CuPy."""
-    monkeypatch.setitem(sys.modules, "cupy", _fake_cupy_without_driver() if request.param == "no driver" else None)
-    monkeypatch.setitem(munet._device._BACKENDS["cuda"].instances, 0, None)
-    del munet._device._BACKENDS["cuda"].instances[0]
+    """A machine without an NVIDIA driver, with one but without CuPy, or with a driver too old for
+    CuPy's CUDA runtime."""
+    if request.param == "no driver":
+        monkeypatch.setattr(
+            discovery,
+            "_driver_device_count",
+            lambda: (None, "the NVIDIA driver library could not be loaded (fake: no libcuda)"),
+        )
+    else:
+        monkeypatch.setattr(discovery, "_driver_device_count", lambda: (1, None))
+        monkeypatch.setitem(
+            sys.modules, "cupy", None if request.param == "no cupy" else _fake_cupy_with_an_old_driver()
+        )
+    monkeypatch.setattr(munet._device._BACKENDS["cuda"], "instances", {})
     discovery.reset()
-    yield request.param
+    yield WHY[request.param]
     discovery.reset()
+
+
+def test_the_driver_probe_answers_without_cupy():
+    count, why = discovery._driver_device_count()
+    assert (count is None) == (why is not None)
+    assert count is None or count >= 0
 
 
 def test_queries_without_a_device_answer_as_torch_on_a_machine_without_cuda(no_cuda):
@@ -49,9 +72,7 @@ def test_queries_without_a_device_answer_as_torch_on_a_machine_without_cuda(no_c
 
 
 def test_cuda_tensors_raise_device_error_saying_what_is_missing(no_cuda):
-    why = "no CUDA device or driver was found" + (
-        r".*cudaErrorInsufficientDriver" if no_cuda == "no driver" else r".*cupy package is not available.*munet\[cuda13\]"
-    )
+    why = "no CUDA device or driver was found.*" + no_cuda
     for make in (
         lambda: munet.zeros(2, device="cuda"),
         lambda: munet.ones(2).cuda(),
@@ -239,8 +260,15 @@ def _layouts(rng, shape):
 
 @pytest.mark.parametrize(
     "a_shape,b_shape",
-    [((3, 4), (4, 5)), ((2, 3, 4), (4, 5)), ((3, 4), (2, 4, 5)), ((2, 1, 3, 4), (1, 3, 4, 2)), ((1, 4), (4, 1)),
-     ((5, 1), (1, 3)), ((2, 3, 1), (2, 1, 4))],
+    [
+        ((3, 4), (4, 5)),
+        ((2, 3, 4), (4, 5)),
+        ((3, 4), (2, 4, 5)),
+        ((2, 1, 3, 4), (1, 3, 4, 2)),
+        ((1, 4), (4, 1)),
+        ((5, 1), (1, 3)),
+        ((2, 3, 1), (2, 1, 4)),
+    ],
 )
 def test_gemm_arguments_make_cublas_compute_a_times_b(a_shape, b_shape):
     """What cuBLAS reads through the computed arguments, multiplied as its column-major GEMM is,

@@ -36,7 +36,9 @@ def test_factories_casts_and_copies_on_the_device():
     x = munet.arange(12, dtype=munet.float32, device="cuda").reshape(3, 4)
     assert x.device.type == "cuda"
     assert munet.equal(x.cpu(), munet.arange(12, dtype=munet.float32).reshape(3, 4))
-    assert munet.equal(munet.full((2, 2), 1.5, device="cuda", dtype=munet.bfloat16).cpu(), munet.full((2, 2), 1.5).bfloat16())
+    assert munet.equal(
+        munet.full((2, 2), 1.5, device="cuda", dtype=munet.bfloat16).cpu(), munet.full((2, 2), 1.5).bfloat16()
+    )
     assert munet.equal(x.to(munet.bfloat16).cpu(), x.cpu().to(munet.bfloat16))
     assert munet.equal(x.to(munet.int32).cpu(), x.cpu().to(munet.int32))
     t = x.t().contiguous()
@@ -84,7 +86,10 @@ def test_out_of_memory_raises_with_the_devices_figures():
 
 def test_device_queries():
     props = munet.cuda.get_device_properties(0)
-    assert munet.cuda.get_device_name(0) == props.name and munet.cuda.get_device_capability(0) == (props.major, props.minor)
+    assert munet.cuda.get_device_name(0) == props.name and munet.cuda.get_device_capability(0) == (
+        props.major,
+        props.minor,
+    )
     assert munet.cuda.is_bf16_supported() == (props.major >= 8)
     assert munet.cuda.current_device() == 0
     if torch.cuda.is_available():
@@ -148,8 +153,15 @@ def _reference(a, b):
 
 @pytest.mark.parametrize(
     "a_shape,b_shape,layout",
-    [((64, 96), (96, 80), "plain"), ((3, 33, 17), (17, 9), "plain"), ((2, 1, 8, 5), (3, 5, 7), "plain"),
-     ((40, 30), (30, 20), "transposed"), ((1, 7), (7, 1), "plain"), ((5, 0), (0, 3), "plain"), ((0, 4), (4, 3), "plain")],
+    [
+        ((64, 96), (96, 80), "plain"),
+        ((3, 33, 17), (17, 9), "plain"),
+        ((2, 1, 8, 5), (3, 5, 7), "plain"),
+        ((40, 30), (30, 20), "transposed"),
+        ((1, 7), (7, 1), "plain"),
+        ((5, 0), (0, 3), "plain"),
+        ((0, 4), (4, 3), "plain"),
+    ],
 )
 @pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16"])
 def test_matmul_matches_a_float64_reference(a_shape, b_shape, layout, dtype):

@@ -130,6 +130,8 @@ class CudaBackend:
         cp = self.cupy
         with self.runtime.scope():
             array = cp.from_dlpack(ext)
+        if array.dtype == np.uint16:  # uint16 data means bfloat16 on this backend: refuse a real uint16
+            raise TypeError("from_dlpack: MuNet has no uint16 dtype")
         itemsize = array.itemsize
         if array.size and any(s < 0 or s % itemsize for s in array.strides):
             raise ValueError("from_dlpack: arrays with negative or unaligned strides are not supported; pass a copy")

@@ -1,12 +1,15 @@
 """Which ``cuda:N`` devices exist, and why none do.
 
-CuPy is imported at the first question (``munet.cuda.device_count()``, a ``cuda`` tensor, ``munet
-info``), never by ``import munet``; the answer is computed once per process. Registering the
-``cuda`` device type imports neither CuPy nor a kernel.
+The first question (``munet.cuda.device_count()``, a ``cuda`` tensor, ``munet info``) asks the
+NVIDIA driver (libcuda) how many devices it sees, and only if it sees one imports CuPy, which then
+names them; ``import munet`` does neither, and the answer is computed once per process.
+Registering the ``cuda`` device type imports neither CuPy nor a kernel.
 """
 
 from __future__ import annotations
 
+import ctypes
+import sys
 import threading
 
 from munet._device import DeviceError
@@ -21,24 +24,42 @@ _state: dict = {}
 _lock = threading.Lock()
 
 
+def _driver_device_count() -> tuple[int | None, str | None]:
+    """(devices the NVIDIA driver sees, or None with why not), asked of libcuda directly: cheap, and
+    it spares the import of CuPy (seconds) on the machines that have no driver at all."""
+    try:
+        lib = ctypes.CDLL("nvcuda.dll" if sys.platform == "win32" else "libcuda.so.1")
+    except OSError as exc:
+        return None, f"the NVIDIA driver library could not be loaded ({exc}); this needs an NVIDIA GPU and its driver"
+    count = ctypes.c_int(0)
+    status = lib.cuInit(0)
+    if status == 0:
+        status = lib.cuDeviceGetCount(ctypes.byref(count))
+    if status != 0:
+        return None, f"the NVIDIA driver failed to initialize (CUresult {status}); is a GPU visible to this process?"
+    return count.value, None
+
+
 def _probe() -> None:
     """Fill ``_state``: CuPy (or None), the device names, and why there are none."""
+    count, why = _driver_device_count()
+    if count is None or count == 0:
+        _state.update(cupy=None, names=[], error=f"{NO_DEVICE}: {why or 'the NVIDIA driver reports no device'}")
+        return
     try:
         import cupy
     except Exception as exc:  # noqa: BLE001 - an ImportError, or a CUDA library CuPy could not load
-        _state.update(cupy=None, names=[], error=f"{NO_DEVICE}: the cupy package is not available ({exc}); {INSTALL_CUPY}")
+        _state.update(
+            cupy=None, names=[], error=f"{NO_DEVICE}: the cupy package is not available ({exc}); {INSTALL_CUPY}"
+        )
         return
     try:
         count = cupy.cuda.runtime.getDeviceCount()
         names = [_decode(cupy.cuda.runtime.getDeviceProperties(i)["name"]) for i in range(count)]
-    except Exception as exc:  # noqa: BLE001 - CUDARuntimeError: no driver, an old driver, no device
-        _state.update(
-            cupy=cupy,
-            names=[],
-            error=f"{NO_DEVICE} (CuPy: {exc}); this needs an NVIDIA GPU and its driver",
-        )
+    except Exception as exc:  # noqa: BLE001 - CUDARuntimeError: a driver too old for CuPy's CUDA runtime
+        _state.update(cupy=cupy, names=[], error=f"{NO_DEVICE} that CuPy can use (CuPy: {exc})")
         return
-    error = f"{NO_DEVICE}: the CUDA driver reports no device" if not names else None
+    error = f"{NO_DEVICE}: the CUDA runtime reports no device" if not names else None
     _state.update(cupy=cupy, names=names, error=error)
 
 

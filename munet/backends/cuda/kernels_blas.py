@@ -98,9 +98,20 @@ def matmul(rt, a, b):
     compute, scalar = _compute(cublas, dtype)
     alpha, beta = np.ones((), scalar), np.zeros((), scalar)
     op = {False: cublas.CUBLAS_OP_N, True: cublas.CUBLAS_OP_T}
-    handle = cp.cuda.device.get_cublas_handle()
+    handle = cp.cuda.device.get_cublas_handle()  # CuPy's handle of this device and thread
+    saved = cublas.getPointerMode(handle), cublas.getMathMode(handle)
     cublas.setStream(handle, rt.stream.ptr)
     cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
+    cublas.setMathMode(handle, cublas.CUBLAS_DEFAULT_MATH)  # TF32 only through the compute type
+    try:
+        _gemm(cublas, handle, op, g, alpha, beta, out, cuda_type, compute)
+    finally:
+        cublas.setPointerMode(handle, saved[0])
+        cublas.setMathMode(handle, saved[1])
+    return out
+
+
+def _gemm(cublas, handle, op, g: Gemm, alpha, beta, out, cuda_type, compute) -> None:
     cublas.gemmStridedBatchedEx(
         handle,
         op[g.transa],
@@ -126,4 +137,3 @@ def matmul(rt, a, b):
         compute,
         cublas.CUBLAS_GEMM_DEFAULT,
     )
-    return out

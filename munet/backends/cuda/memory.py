@@ -89,7 +89,9 @@ class Allocator:
 
     def stats(self) -> dict:
         """The figures under ``torch.cuda.memory_stats``'s names (the subset MuNet tracks)."""
-        allocated, reserved = self.allocated_bytes, self.reserved_bytes
+        with self.cupy.cuda.Device(self.index):
+            allocated, reserved = self.pool.used_bytes(), self.pool.total_bytes()
+            free_blocks = self.pool.n_free_blocks()
         with self._lock:
             return {
                 "allocated_bytes.all.current": allocated,
@@ -100,7 +102,7 @@ class Allocator:
                 "allocation.all.allocated": self.allocations,
                 "num_ooms": self.num_ooms,
                 "num_alloc_retries": 0,
-                "free_blocks": self.pool.n_free_blocks(),
+                "free_blocks": free_blocks,
             }
 
 
