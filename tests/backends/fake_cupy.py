@@ -81,6 +81,7 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
 
     def __array_finalize__(self, obj):
         self._mem = getattr(obj, "_mem", None)
+        self._created_on = _current_device()  # a NumPy result's device: where CuPy would have made it
 
     @property
     def data(self) -> MemoryPointer:
@@ -91,7 +92,7 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
             while isinstance(root.base, np.ndarray):
                 root = root.base
             flat = np.asarray(root).reshape(-1, order="A").view(np.uint8)
-            mem = self._mem = Memory(flat.size, _current_device(), flat)
+            mem = self._mem = Memory(flat.size, self._created_on, flat)
         return MemoryPointer(mem, address - mem.ptr)
 
     @property
