@@ -190,6 +190,7 @@ def test_current_device_streams_and_module_cuda():
     try:
         assert munet.cuda.current_device() == 1 and munet.zeros(1, device="cuda").device == munet.device("cuda", 1)
         assert munet.ones(1).cuda().device == munet.device("cuda", 1)
+        assert munet.ones(1).cuda(0, non_blocking=True).device == munet.device("cuda", 0)
         with munet.cuda.device(0):
             assert munet.nn.Linear(2, 2).cuda().weight.device == munet.device("cuda", 0)
     finally:
