@@ -395,6 +395,8 @@ GEMM_CALLS: list = []
 CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
 CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_COMPUTE_64F = 68, 77, 70
 CUBLAS_POINTER_MODE_HOST, CUBLAS_DEFAULT_MATH, CUBLAS_GEMM_DEFAULT = 0, 0, -1
+CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16
+MATH_MODES: list = []
 
 cublas = types.SimpleNamespace(
     CUBLAS_OP_N=CUBLAS_OP_N,
@@ -405,10 +407,11 @@ cublas = types.SimpleNamespace(
     CUBLAS_POINTER_MODE_HOST=CUBLAS_POINTER_MODE_HOST,
     CUBLAS_DEFAULT_MATH=CUBLAS_DEFAULT_MATH,
     CUBLAS_GEMM_DEFAULT=CUBLAS_GEMM_DEFAULT,
+    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION=CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION,
     setStream=lambda handle, stream: None,
     getPointerMode=lambda handle: CUBLAS_POINTER_MODE_HOST,
     setPointerMode=lambda handle, mode: None,
     getMathMode=lambda handle: CUBLAS_DEFAULT_MATH,
-    setMathMode=lambda handle, mode: None,
+    setMathMode=lambda handle, mode: MATH_MODES.append(mode),
     gemmStridedBatchedEx=_gemm_strided_batched_ex,
 )

@@ -2,8 +2,10 @@
 
 ``allow_tf32`` (default False, as in PyTorch) lets float32 matmuls on cuda use TF32 tensor cores
 (a 10-bit mantissa for the products, float32 accumulation): read at each matmul, so setting it
-takes effect at the next call. The reduced-precision-reduction flags are accepted and kept; MuNet's
-float16/bfloat16 GEMMs always accumulate in float32, which every setting of them allows.
+takes effect at the next call. ``allow_fp16_reduced_precision_reduction`` and
+``allow_bf16_reduced_precision_reduction`` (default True) let cuBLAS reduce the partial sums of a
+split-K float16/bfloat16 GEMM in the output type; cleared, every reduction stays in float32
+(``CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION``), as in PyTorch.
 """
 
 from __future__ import annotations

@@ -5,7 +5,9 @@ One ``cublasGemmStridedBatchedEx`` per call. Row-major ``C = A @ B`` is column-m
 column-major with a uniform batch stride (including 0 for a broadcast batch) is read in place,
 any other layout is copied to row-major first. float32 accumulates in float32, or in TF32 tensor
 cores when ``munet.backends.cuda.matmul.allow_tf32`` is set; float16 and bfloat16 multiply on tensor
-cores and accumulate in float32; float64 in float64. cuBLAS has no integer GEMM, so integer
+cores and accumulate in float32, and cuBLAS may reduce split-K partial sums in the output type
+unless ``allow_fp16_reduced_precision_reduction`` / ``allow_bf16_reduced_precision_reduction`` is
+cleared (PyTorch's flags, default True); float64 in float64. cuBLAS has no integer GEMM, so integer
 matmuls raise, as in PyTorch.
 """
 
@@ -30,6 +32,18 @@ def _compute(cublas, dtype):
     if dtype is D.float32 and flags.matmul.allow_tf32:
         return cublas.CUBLAS_COMPUTE_32F_FAST_TF32, np.float32
     return cublas.CUBLAS_COMPUTE_32F, np.float32
+
+
+def _math_mode(cublas, dtype) -> int:
+    """cuBLAS's default math (TF32 comes only through the compute type), without reductions in the
+    output type for float16/bfloat16 unless ``munet.backends.cuda.matmul`` allows them (as PyTorch)."""
+    allowed = {
+        D.float16: flags.matmul.allow_fp16_reduced_precision_reduction,
+        D.bfloat16: flags.matmul.allow_bf16_reduced_precision_reduction,
+    }.get(dtype, True)
+    if allowed:
+        return cublas.CUBLAS_DEFAULT_MATH
+    return cublas.CUBLAS_DEFAULT_MATH | cublas.CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION
 
 
 def blas_operand(cp, x, batch: tuple, rows: int, cols: int):
@@ -102,7 +116,7 @@ def matmul(rt, a, b):
     saved = cublas.getPointerMode(handle), cublas.getMathMode(handle)
     cublas.setStream(handle, rt.stream.ptr)
     cublas.setPointerMode(handle, cublas.CUBLAS_POINTER_MODE_HOST)
-    cublas.setMathMode(handle, cublas.CUBLAS_DEFAULT_MATH)  # TF32 only through the compute type
+    cublas.setMathMode(handle, _math_mode(cublas, dtype))
     try:
         _gemm(cublas, handle, op, g, alpha, beta, out, cuda_type, compute)
     finally:
