@@ -207,17 +207,20 @@ def transfer_cases(table: Table, device: str) -> None:
 
 
 def machine_lines(device: str) -> list[str]:
-    smi = subprocess.run(
-        ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout.strip()
+    except OSError:  # no nvidia-smi on this machine
+        smi = ""
     import cupy
 
     lines = [
         f"- GPU: {munet.cuda.get_device_name(device)} (compute capability "
-        f"{'.'.join(map(str, munet.cuda.get_device_capability(device)))}); nvidia-smi: {smi.stdout.strip() or 'n/a'}",
+        f"{'.'.join(map(str, munet.cuda.get_device_capability(device)))}); nvidia-smi: {smi or 'n/a'}",
         f"- host: {platform.processor() or platform.machine()}, {platform.system()} {platform.release()}, "
         f"Python {platform.python_version()}",
         f"- CuPy {cupy.__version__} (CUDA runtime {cupy.cuda.runtime.runtimeGetVersion()}), NumPy {np.__version__}, "
