@@ -299,3 +299,19 @@ def test_blas_operand_reads_views_in_place():
     w = np.arange(12, dtype=np.float32).reshape(3, 4)
     array, transposed, ld, stride = blas_operand(np, w, (5,), 3, 4)
     assert (transposed, ld, stride) == (False, 4, 0) and np.shares_memory(array, w)
+
+
+def test_the_benchmark_fails_clearly_without_a_gpu():
+    import os
+    import pathlib
+    import subprocess
+
+    if munet.cuda.is_available():
+        pytest.skip("this machine has a CUDA GPU: scripts/gpu_check.sh runs the benchmark")
+    root = pathlib.Path(__file__).resolve().parents[2]
+    env = dict(os.environ, PYTHONPATH=str(root))
+    done = subprocess.run(
+        [sys.executable, str(root / "benchmarks" / "cuda.py")], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 2, done.stderr
+    assert "benchmarks/cuda.py: no CUDA GPU to benchmark: no CUDA device or driver was found" in done.stderr
