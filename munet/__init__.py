@@ -115,6 +115,7 @@ from munet import (  # noqa: E402,F401
     accelerator,
     amp,
     autograd,
+    cuda,
     distributions,
     func,
     jit,

@@ -86,8 +86,10 @@ class _BackendEntry:
         explain_unavailable: Callable[[int], str] | None = None,
         package: str | None = None,
         compile_target: str | None = None,
+        current_index: Callable[[], int] | None = None,
     ):
         self.list_devices = list_devices
+        self.current_index = current_index
         self.factory = factory
         self.explain_unavailable = explain_unavailable
         self.package = package
@@ -101,7 +103,13 @@ _REGISTRY_LOCK = threading.RLock()  # two threads asking for a new device must g
 
 
 def register_backend(
-    device_type: str, list_devices, factory, explain_unavailable=None, package=None, compile_target=None
+    device_type: str,
+    list_devices,
+    factory,
+    explain_unavailable=None,
+    package=None,
+    compile_target=None,
+    current_index=None,
 ) -> None:
     """Register a device type.
 
@@ -113,9 +121,11 @@ def register_backend(
     that lowers ``munet.compile`` plans on this device as ``"module:Class"`` (imported at the first
     compile, so registering a backend imports no compiler code); it follows
     ``munet.compiler.target.CompileTarget``. Without one, ``munet.compile`` refuses the device.
+    ``current_index()``, if given, is the index a device named without one (``"cuda"``) means in the
+    calling thread (``munet.cuda.set_device``), as in PyTorch; without it such a name means index 0.
     """
     _BACKENDS[device_type] = _BackendEntry(
-        list_devices, factory, explain_unavailable, package or device_type, compile_target
+        list_devices, factory, explain_unavailable, package or device_type, compile_target, current_index
     )
 
 
@@ -158,7 +168,7 @@ def get_backend(dev: device):
     entry = _BACKENDS.get(dev.type)
     if entry is None:
         raise DeviceError(f"unknown device '{dev}'; available devices: {_available_labels()}")
-    index = dev.index or 0
+    index = dev.index if dev.index is not None else entry.current_index() if entry.current_index else 0
     backend = entry.instances.get(index)
     if backend is not None:
         return backend
@@ -168,12 +178,22 @@ def get_backend(dev: device):
             if index not in {i for i, _, _ in entry.list_devices()}:
                 reason = entry.explain_unavailable(index) if entry.explain_unavailable is not None else ""
                 raise DeviceError(
-                    f"device '{dev}' is not available; {reason + '; ' if reason else ''}"
+                    f"device '{dev.type}:{index}' is not available; {reason + '; ' if reason else ''}"
                     f"available devices: {_available_labels()}"
                 )
             backend = entry.factory(index)
             entry.instances[index] = backend
     return backend
+
+
+def opened_backend(dev):
+    """The backend object of ``dev`` when it was opened already in this process, else None (opens
+    nothing: ``munet.cuda.memory_allocated()`` is 0 for a device never used, as in PyTorch)."""
+    entry = _BACKENDS.get(dev.type)
+    if entry is None:
+        return None
+    index = dev.index if dev.index is not None else entry.current_index() if entry.current_index else 0
+    return entry.instances.get(index)
 
 
 def compile_target(dev) -> type:

@@ -536,14 +536,23 @@ class Tensor:
 
     # DLPack ---------------------------------------------------------------------------------------
     def __dlpack__(self, stream=None, **kwargs):
+        """A DLPack capsule sharing this tensor's memory (cpu and cuda tensors; for cuda, the
+        consumer's ``stream`` is made to wait for this device's current stream)."""
+        backend = self._storage.backend
         if self.device != host_device():
-            raise RuntimeError(f"__dlpack__: only cpu tensors can be exported, this tensor is on {self.device}")
+            export = getattr(backend, "to_dlpack", None)
+            if export is None:
+                raise RuntimeError(
+                    f"__dlpack__: only cpu and cuda tensors can be exported, this tensor is on {self.device}"
+                )
+            return export(self._data, stream, **kwargs)
         if self._dtype is D.bfloat16:
             raise RuntimeError("__dlpack__: NumPy cannot export bfloat16 through DLPack; cast with .float() first")
         return self._data.__dlpack__(**kwargs)
 
     def __dlpack_device__(self):
-        return (1, 0)
+        device_of = getattr(self._storage.backend, "dlpack_device", None)
+        return (1, 0) if device_of is None else device_of()
 
 
 def _rebuild_tensor(cls, values: np.ndarray, dtype, device: str, requires_grad: bool, state) -> Tensor:

@@ -19,7 +19,6 @@ def info() -> None:
                 print(f"  {line}")
         else:
             print(f"  {type_name}: unavailable: {reason or 'no device found'}")
-    print("  cuda: unavailable: the CUDA backend is not part of this MuNet release yet")
 
 
 def _version(package: str) -> str:

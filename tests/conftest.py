@@ -5,6 +5,9 @@ op checks, and the ``vulkan`` fixture.
 function on that device, with ``tests.reference.check`` comparing against PyTorch on the CPU and
 the device as the default device; see tests/device_run.py and tests/reference.py.
 
+Tests marked ``cuda`` (``@pytest.mark.cuda``) need a CUDA GPU: they skip without one, and fail
+instead under ``MUNET_TEST_CUDA=1`` (scripts/gpu_check.sh).
+
 The ``vulkan`` fixture is the Vulkan device under test: ``vulkan:0``, or
 ``$MUNET_TEST_VULKAN_DEVICE`` (scripts/gpu_check.sh picks the GPU adapter that way when a CPU
 driver such as lavapipe is listed too). Without one it skips, and under ``MUNET_TEST_VULKAN=1``
@@ -21,33 +24,8 @@ import munet
 from tests import reference
 from tests.device_run import run_on_device
 
-VULKAN_REQUIRED = os.environ.get("MUNET_TEST_VULKAN") == "1"
 CUDA_REQUIRED = os.environ.get("MUNET_TEST_CUDA") == "1"
-
-
-def _cuda_missing() -> str | None:
-    """Why no CUDA device can run a test here, or None when one can."""
-    try:
-        import cupy
-
-        if cupy.cuda.runtime.getDeviceCount() > 0:
-            return None
-        return "no CUDA device"
-    except Exception as exc:  # noqa: BLE001 - no CuPy, no driver, no device: all mean "skip"
-        return f"no CUDA device/driver ({type(exc).__name__}: {exc})"
-
-
-def pytest_collection_modifyitems(config, items):
-    """Tests marked ``cuda`` skip where no CUDA device is (under ``MUNET_TEST_CUDA=1`` they run and fail)."""
-    marked = [item for item in items if item.get_closest_marker("cuda") is not None]
-    if not marked or CUDA_REQUIRED:
-        return
-    reason = _cuda_missing()
-    if reason is not None:
-        for item in marked:
-            item.add_marker(pytest.mark.skip(reason=reason))
-
-
+VULKAN_REQUIRED = os.environ.get("MUNET_TEST_VULKAN") == "1"
 VULKAN_DEVICE = os.environ.get("MUNET_TEST_VULKAN_DEVICE", "vulkan:0")
 
 
@@ -62,6 +40,19 @@ def vulkan():
             pytest.fail(f"MUNET_TEST_VULKAN=1 but no Vulkan device {device}: {reason}")
         pytest.skip(f"no Vulkan device {device}: {reason}")
     return device
+
+
+def pytest_runtest_setup(item):
+    """A test marked ``cuda`` needs a CUDA GPU: it skips without one (and fails under
+    ``MUNET_TEST_CUDA=1``, which scripts/gpu_check.sh sets)."""
+    if item.get_closest_marker("cuda") is None or munet.cuda.is_available():
+        return
+    from munet.backends.cuda import discovery
+
+    reason = discovery.explain_unavailable(0)
+    if CUDA_REQUIRED:
+        pytest.fail(f"MUNET_TEST_CUDA=1 but no CUDA device: {reason}")
+    pytest.skip(f"needs a CUDA GPU: {reason}")
 
 
 def pytest_addoption(parser):

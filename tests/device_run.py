@@ -13,7 +13,8 @@ one_hot's ``check`` op): a device raises it at the next synchronization
 (munet/backends/vulkan/device_asserts.py), so they run in launch-blocking mode, where the op
 itself raises, as on cpu.
 
-Used by tests/backends/test_vulkan_parity.py and by ``pytest tests/ops --munet-device=vulkan``.
+Used by tests/backends/test_vulkan_parity.py and by ``pytest tests/ops --munet-device=vulkan`` (or
+``=cuda``, which scripts/gpu_check.sh runs on a GPU).
 """
 
 from __future__ import annotations
@@ -64,8 +65,10 @@ def run_on_device(fn, kwargs: dict, device, monkeypatch) -> None:
     reason = HOST_ONLY.get(fn.__name__)
     if reason is not None:
         pytest.skip(f"on {device}: {reason}")
-    if fn.__name__ in INDEX_ERRORS:
-        monkeypatch.setattr(munet._device.get_backend(munet.device(device)).runtime.asserts, "blocking", True)
+    backend = munet._device.get_backend(munet.device(device))
+    asserts = getattr(backend.runtime, "asserts", None)  # vulkan's device-side checks; cuda has none
+    if fn.__name__ in INDEX_ERRORS and asserts is not None:
+        monkeypatch.setattr(asserts, "blocking", True)
     monkeypatch.setattr(munet.Tensor, "numpy", _read_on_host(munet.Tensor.numpy))
     monkeypatch.setattr(munet, "from_numpy", _to_device(munet.from_numpy, device))
     if "gradcheck" in fn.__globals__:
@@ -73,12 +76,12 @@ def run_on_device(fn, kwargs: dict, device, monkeypatch) -> None:
     with reference.on_device(device), munet.device(device):
         try:
             fn(**kwargs)
-            munet.vulkan.synchronize(device)  # a device-side fault left pending fails this test, not the next
+            backend.synchronize()  # a device-side fault left pending fails this test, not the next
         except munet.DeviceError as exc:  # a dtype or kernel the device lacks, met outside check()
             if not _lacks_dtype_or_kernel(exc):
                 raise
             pytest.skip(f"on {device}: {exc}")
-        except AssertionError as exc:  # pytest.raises(match=...) met that DeviceError instead
+        except (AssertionError, pytest.fail.Exception) as exc:  # pytest.raises/warns met that DeviceError instead
             if not _lacks_dtype_or_kernel(exc.__context__):
                 raise
             pytest.skip(f"on {device}: {exc.__context__}")

@@ -39,3 +39,10 @@ def test_vulkan_is_the_accelerator(monkeypatch):
 def test_mps_is_not_available():
     assert munet.backends.mps.is_available() is False
     assert munet.backends.mps.is_built() is False
+
+
+def test_cuda_comes_before_vulkan(monkeypatch):
+    monkeypatch.setattr(munet.vulkan, "device_count", lambda: 1)
+    monkeypatch.setattr(munet.cuda, "device_count", lambda: 2)
+    assert munet.accelerator.current_accelerator() == munet.device("cuda")
+    assert munet.accelerator.device_count() == 2

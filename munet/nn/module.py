@@ -402,6 +402,10 @@ class Module:
     def cpu(self) -> Module:
         return self._apply(lambda t: t.cpu())
 
+    def cuda(self, device=None) -> Module:
+        """Move every parameter and buffer to ``device`` (default: the current CUDA device)."""
+        return self._apply(lambda t: t.cuda(device))
+
     def type(self, dst_type) -> Module:
         return self._cast_floating(dst_type)
 

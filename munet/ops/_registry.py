@@ -25,7 +25,9 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from munet._device import DeviceError, factory_device, get_backend
+from munet._tensor import Storage as _Storage
 from munet._tensor import Tensor as _Tensor
+from munet._tensor import contiguous_strides
 from munet.autograd.grad_mode import _State
 from munet.autograd.grad_mode import no_grad as _no_grad
 from munet.autograd.node import Node, SavedTensor
@@ -451,10 +453,24 @@ def apply_transfer(op: Op, x, target, **attrs):
     if tracer is not None:
         out = tracer.record_transfer(op, x, attrs, meta, target)
     else:
-        host = x._storage.backend.to_numpy(x.contiguous()._data)
-        out = _Tensor._from_numpy(host.copy(), target.device)
+        out = _copy_between_backends(x, target)
     record_history(op, (x,), attrs, [x], (out,))
     return out
+
+
+def _copy_between_backends(x, target):
+    """``x``'s values on backend ``target``: directly when ``target.receive`` can take them from
+    ``x``'s backend (a copy between two CUDA devices), else through host memory."""
+    receive = getattr(target, "receive", None)
+    buffer = None if receive is None else receive(x._storage.backend, x._data)
+    if buffer is None:
+        host = x._storage.backend.to_numpy(x.contiguous()._data)
+        return _Tensor._from_numpy(host.copy(), target.device)
+    shape = tuple(x.shape)
+    stride = contiguous_strides(shape)
+    return _Tensor._make(
+        _Storage(buffer, target), shape, stride, 0, x.dtype, target.view(buffer, shape, stride, 0, x.dtype)
+    )
 
 
 def optimizer_step_scope(optimizer):

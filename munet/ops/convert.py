@@ -111,10 +111,14 @@ def cpu(self):
     return to_device(self, "cpu")
 
 
-def cuda(self, device=None):
-    return to_device(
-        self, "cuda" if device is None else f"cuda:{device}" if isinstance(device, builtins.int) else device
-    )
+def cuda(self, device=None, non_blocking: bool = False, memory_format=None):
+    """A copy on ``device`` (default: the current CUDA device), or self when it is there already.
+    ``non_blocking`` is accepted as in PyTorch; the copy from host memory is synchronous."""
+    target = "cuda" if device is None else f"cuda:{device}" if isinstance(device, builtins.int) else device
+    out = to_device(self, target)
+    if memory_format is not None:
+        out = to(out, memory_format=memory_format)
+    return out
 
 
 def float(self):  # noqa: A001 - PyTorch's method name

@@ -368,13 +368,33 @@ def from_numpy(array: np.ndarray):
     return Tensor._from_numpy(array, host_device())
 
 
+_DLPACK_CUDA = 2  # kDLCUDA in DLPack's device types
+
+
 def from_dlpack(ext):
-    """Zero-copy import of any DLPack-capable host array (PyTorch, NumPy, JAX, ...)."""
+    """Zero-copy import of any DLPack-capable array: host arrays (PyTorch, NumPy, JAX, ...) become
+    cpu tensors, CUDA arrays (``torch.cuda``, CuPy) ``cuda:N`` tensors sharing their memory."""
+    device_of = getattr(ext, "__dlpack_device__", None)
+    if device_of is not None and device_of()[0] == _DLPACK_CUDA:
+        return _from_cuda_dlpack(ext, device_of()[1])
     try:
         array = np.from_dlpack(ext)
     except (TypeError, BufferError, RuntimeError) as exc:
         raise TypeError(f"from_dlpack: cannot import {type(ext).__name__} through DLPack: {exc}") from exc
     return from_numpy(array)
+
+
+def _from_cuda_dlpack(ext, index: int):
+    from munet._device import device, get_backend
+    from munet._tensor import Storage, Tensor
+
+    backend = get_backend(device("cuda", index))
+    try:
+        buffer, shape, stride, data = backend.from_dlpack(ext)
+    except (TypeError, BufferError, ValueError) as exc:
+        raise TypeError(f"from_dlpack: cannot import {type(ext).__name__} through DLPack: {exc}") from exc
+    dtype = backend.dtype_of(data)
+    return Tensor._make(Storage(buffer, backend), shape, stride, 0, dtype, backend.view(buffer, shape, stride, 0))
 
 
 def scalar_tensor(value, *, dtype=None, device=None, requires_grad: bool = False):

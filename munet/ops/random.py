@@ -160,7 +160,9 @@ def set_rng_state(new_state) -> None:
 _device_defaults: dict[str, Generator] = {}
 
 
-def _default_for(device_type: str) -> Generator:
+def default_generator_for(device_type: str) -> Generator:
+    """The default generator of ``device_type`` (``munet.cuda.manual_seed`` seeds the cuda one); made
+    on first use from the cpu generator's seed. Needs no device: seeding works without a GPU."""
     if device_type == "cpu":
         return default_generator
     gen = _device_defaults.get(device_type)
@@ -173,7 +175,7 @@ def _default_for(device_type: str) -> Generator:
 def _generator(generator, device, op: str) -> Generator:
     """The generator for samples made on ``device`` (``None``: the default device)."""
     device_type = factory_device(device).type
-    gen = _default_for(device_type) if generator is None else generator
+    gen = default_generator_for(device_type) if generator is None else generator
     if not isinstance(gen, Generator):
         raise TypeError(f"{op}: generator must be a munet.Generator, got {type(gen).__name__}")
     if gen.device.type != device_type:

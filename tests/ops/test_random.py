@@ -336,7 +336,7 @@ def test_threads_asking_for_a_device_default_generator_at_once_share_one():
 
             def first_use(device_type=device_type, start=start, seen=seen):
                 start.wait()
-                seen.append(R._default_for(device_type))
+                seen.append(R.default_generator_for(device_type))
 
             threads = [threading.Thread(target=first_use) for _ in range(8)]
             for t in threads:

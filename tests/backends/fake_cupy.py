@@ -1,0 +1,417 @@
+"""A stand-in for CuPy over host memory, so the cuda backend's own code runs without a GPU.
+
+It provides the part of CuPy's API that ``munet/backends/cuda`` calls: arrays whose ``.data`` is a
+memory pointer with an offset into an allocation (built with NumPy's buffer arguments, which check
+that a view fits its allocation), CuPy's thread-local allocator hook and per-device memory pools,
+devices as a thread-local stack, streams and events (which complete at once: ordering is not
+modelled), peer copies as ``memmove``, and ``cublasGemmStridedBatchedEx`` computed in float64 from
+the raw pointers and leading dimensions it is given, column-major as cuBLAS reads them.
+
+Arithmetic is NumPy's. What this checks is MuNet's side: pointer and stride arithmetic, dtype
+handling, which device and pool every allocation lands on, and the integration with tensors. It
+is no evidence about CuPy's or the GPU's behaviour (tests/backends/test_cuda_gpu.py is).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import threading
+import types
+import weakref
+
+import ml_dtypes
+import numpy as np
+
+DEVICES = 2
+TOTAL_MEMORY = 64 << 20  # per fake device
+
+float16, float32, float64 = np.float16, np.float32, np.float64
+int8, int16, int32, int64, uint8, uint16, uint32 = np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32
+bool_ = np.bool_
+
+_local = threading.local()
+
+
+def _stack():
+    if not hasattr(_local, "devices"):
+        _local.devices, _local.allocator, _local.streams = [0], None, {}
+    return _local
+
+
+def _current_device() -> int:
+    return _stack().devices[-1]
+
+
+class Memory:
+    def __init__(self, nbytes: int, device_id: int, buf=None):
+        self.buf = np.zeros(max(nbytes, 1), np.uint8) if buf is None else buf
+        self.size = nbytes
+        self.device_id = device_id
+        self.ptr = self.buf.ctypes.data if nbytes else 0
+
+
+class MemoryPointer:
+    def __init__(self, mem: Memory, offset: int):
+        self.mem, self.offset = mem, offset
+
+    @property
+    def ptr(self) -> int:
+        return self.mem.ptr + self.offset if self.mem.size else 0
+
+    @property
+    def device(self):
+        return Device(self.mem.device_id)
+
+    def __add__(self, nbytes: int) -> MemoryPointer:
+        return MemoryPointer(self.mem, self.offset + nbytes)
+
+
+class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
+    def __new__(cls, shape, dtype=float, memptr=None, strides=None, order="C"):
+        dtype = np.dtype(dtype)
+        if memptr is None:
+            memptr = _allocate(int(np.prod(shape, dtype=np.int64)) * dtype.itemsize)
+        if 0 in tuple(shape):  # NumPy checks an empty view's strides against its buffer; CuPy does not
+            out = np.ndarray.__new__(cls, shape, dtype)
+        else:
+            out = np.ndarray.__new__(cls, shape, dtype, buffer=memptr.mem.buf, offset=memptr.offset, strides=strides)
+        out._mem = memptr.mem
+        return out
+
+    def __array_finalize__(self, obj):
+        self._mem = getattr(obj, "_mem", None)
+        self._created_on = _current_device()  # a NumPy result's device: where CuPy would have made it
+
+    @property
+    def data(self) -> MemoryPointer:
+        mem = self._mem
+        address = self.__array_interface__["data"][0]
+        if mem is None or not (mem.ptr <= address < mem.ptr + max(mem.size, 1)):
+            root = self
+            while isinstance(root.base, np.ndarray):
+                root = root.base
+            flat = np.asarray(root).reshape(-1, order="A").view(np.uint8)
+            mem = self._mem = Memory(flat.size, self._created_on, flat)
+        return MemoryPointer(mem, address - mem.ptr)
+
+    @property
+    def device(self):
+        return Device(self.data.mem.device_id)
+
+    def get(self, stream=None):
+        return np.array(np.asarray(self), order="C")
+
+    def set(self, array, stream=None):
+        self[...] = np.asarray(array).reshape(self.shape)
+
+
+def _as_fake(array) -> ndarray:
+    """A NumPy result copied into memory from the current allocator."""
+    array = np.asarray(array)
+    out = ndarray(array.shape, array.dtype)
+    np.copyto(out, array)
+    return out
+
+
+def empty(shape, dtype=float):
+    return ndarray(shape if isinstance(shape, tuple) else (shape,), dtype)
+
+
+def array(x, copy=True, order="C", dtype=None):
+    return _as_fake(np.asarray(x, dtype=dtype))
+
+
+def ascontiguousarray(x, dtype=None):
+    if isinstance(x, ndarray) and x.flags.c_contiguous and (dtype is None or x.dtype == np.dtype(dtype)):
+        return x
+    return _as_fake(np.ascontiguousarray(x, dtype=dtype))
+
+
+def copyto(dst, src):
+    np.copyto(dst, src, casting="unsafe")
+
+
+def broadcast_to(x, shape):
+    return np.broadcast_to(x, shape, subok=True)
+
+
+def where(cond, a, b):
+    return _as_fake(np.where(cond, a, b))
+
+
+def isnan(x):
+    return _as_fake(np.isnan(x))
+
+
+def arange(n, dtype=None):
+    return _as_fake(np.arange(n, dtype=dtype))
+
+
+def linspace(start, end, steps):
+    return _as_fake(np.linspace(start, end, steps))
+
+
+def eye(n, m, dtype=float):
+    return _as_fake(np.eye(n, m, dtype=dtype))
+
+
+def full(shape, value, dtype=None):
+    return _as_fake(np.full(shape, value, dtype=dtype))
+
+
+def from_dlpack(ext):
+    raise TypeError("the fake CuPy has no DLPack")
+
+
+# memory -------------------------------------------------------------------------------------------
+
+
+class OutOfMemoryError(MemoryError):
+    pass
+
+
+def _raw_malloc(nbytes: int) -> MemoryPointer:
+    return MemoryPointer(Memory(nbytes, _current_device()), 0)
+
+
+def _allocate(nbytes: int) -> MemoryPointer:
+    allocator = _stack().allocator
+    return (allocator or _raw_malloc)(nbytes)
+
+
+@contextlib.contextmanager
+def using_allocator(allocator=None):
+    state = _stack()
+    previous, state.allocator = state.allocator, allocator
+    try:
+        yield
+    finally:
+        state.allocator = previous
+
+
+class MemoryPool:
+    """Per device: live bytes, cached blocks by size (reused), and the fake device's capacity."""
+
+    def __init__(self):
+        self._used: dict[int, int] = {}
+        self._cached: dict[int, list[Memory]] = {}
+
+    def malloc(self, nbytes: int) -> MemoryPointer:
+        device = _current_device()
+        cached = self._cached.setdefault(device, [])
+        for i, mem in enumerate(cached):
+            if mem.size == nbytes:
+                del cached[i]
+                break
+        else:
+            if self._used.get(device, 0) + self._cached_bytes(device) + nbytes > TOTAL_MEMORY:
+                self.free_all_blocks()
+                if self._used.get(device, 0) + nbytes > TOTAL_MEMORY:
+                    raise OutOfMemoryError(f"out of memory to allocate {nbytes} bytes")
+            mem = Memory(nbytes, device)
+        self._used[device] = self._used.get(device, 0) + nbytes
+        held = Memory(nbytes, device, mem.buf)  # what arrays reference: freed with the last of them
+        weakref.finalize(held, self._release, device, mem)
+        return MemoryPointer(held, 0)
+
+    def _release(self, device: int, mem: Memory) -> None:
+        self._used[device] -= mem.size
+        self._cached.setdefault(device, []).append(mem)
+
+    def _cached_bytes(self, device: int) -> int:
+        return sum(m.size for m in self._cached.get(device, []))
+
+    def used_bytes(self) -> int:
+        return self._used.get(_current_device(), 0)
+
+    def total_bytes(self) -> int:
+        return self.used_bytes() + self._cached_bytes(_current_device())
+
+    def free_all_blocks(self, stream=None) -> None:
+        self._cached[_current_device()] = []
+
+    def n_free_blocks(self) -> int:
+        return len(self._cached.get(_current_device(), []))
+
+
+# devices, streams, events -------------------------------------------------------------------------
+
+
+class Device:
+    def __init__(self, device_id: int | None = None):
+        self.id = _current_device() if device_id is None else device_id
+
+    def __enter__(self):
+        if not 0 <= self.id < DEVICES:
+            raise RuntimeError(f"fake CuPy: invalid device {self.id}")
+        _stack().devices.append(self.id)
+        return self
+
+    def __exit__(self, *exc):
+        _stack().devices.pop()
+
+    def use(self):
+        _stack().devices[-1] = self.id
+
+    def synchronize(self):
+        pass
+
+
+class Stream:
+    null: Stream
+
+    def __init__(self, null=False, non_blocking=False, ptds=False, priority=None):
+        self.ptr = 0 if null else id(self)
+        self.device_id = _current_device()
+        self.done = True
+        self._previous: list = []
+
+    def synchronize(self):
+        pass
+
+    def wait_event(self, event):
+        pass
+
+    def use(self):
+        _stack().streams[_current_device()] = self
+
+    def __enter__(self):
+        streams = _stack().streams
+        self._previous.append(streams.get(_current_device()))
+        streams[_current_device()] = self
+        return self
+
+    def __exit__(self, *exc):
+        _stack().streams[_current_device()] = self._previous.pop()
+
+
+Stream.null = Stream(null=True)
+
+
+def get_current_stream(device_id: int = -1) -> Stream:
+    device = _current_device() if device_id < 0 else device_id
+    return _stack().streams.get(device) or Stream.null
+
+
+class Event:
+    def __init__(self, block=False, disable_timing=False, interprocess=False):
+        self.ptr, self.done, self.recorded_on = id(self), True, None
+
+    def record(self, stream=None):
+        self.recorded_on = stream or get_current_stream()
+
+    def synchronize(self):
+        pass
+
+
+def get_elapsed_time(start, end) -> float:
+    return 0.5
+
+
+def _memcpy_peer(dst, dst_device, src, src_device, nbytes, stream):
+    ctypes.memmove(dst, src, nbytes)
+
+
+def _device_properties(index: int) -> dict:
+    return {
+        "name": f"Fake GPU {index}".encode(),
+        "major": 9,
+        "minor": 0,
+        "totalGlobalMem": TOTAL_MEMORY,
+        "multiProcessorCount": 132,
+        "l2CacheSize": 50 << 20,
+        "warpSize": 32,
+        "maxThreadsPerMultiProcessor": 2048,
+        "integrated": 0,
+        "isMultiGpuBoard": 0,
+    }
+
+
+_runtime = types.SimpleNamespace(
+    getDeviceCount=lambda: DEVICES,
+    getDeviceProperties=_device_properties,
+    getDevice=_current_device,
+    memGetInfo=lambda: (TOTAL_MEMORY // 2, TOTAL_MEMORY),
+    memcpyPeerAsync=_memcpy_peer,
+    CUDA_R_16F=2,
+    CUDA_R_32F=0,
+    CUDA_R_64F=1,
+    CUDA_R_16BF=14,
+)
+
+cuda = types.SimpleNamespace(
+    Device=Device,
+    Stream=Stream,
+    Event=Event,
+    MemoryPool=MemoryPool,
+    MemoryPointer=MemoryPointer,
+    using_allocator=using_allocator,
+    get_current_stream=get_current_stream,
+    get_elapsed_time=get_elapsed_time,
+    runtime=_runtime,
+    memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
+    device=types.SimpleNamespace(get_cublas_handle=lambda: 1),
+)
+
+
+# cuBLAS -------------------------------------------------------------------------------------------
+
+_ELEMENT = {0: np.float32, 1: np.float64, 2: np.float16, 14: ml_dtypes.bfloat16}
+
+
+def _read(address: int, count: int, dtype) -> np.ndarray:
+    if count <= 0:
+        return np.empty(0, dtype)
+    raw = (ctypes.c_char * (count * np.dtype(dtype).itemsize)).from_address(address)
+    return np.frombuffer(raw, dtype=dtype)
+
+
+def _matrix(address, dtype, rows, cols, ld, trans):
+    """op(X) (rows x cols) of the column-major matrix X at ``address`` (cols x rows when ``trans``)."""
+    stored_rows, stored_cols = (cols, rows) if trans else (rows, cols)
+    flat = _read(address, (stored_cols - 1) * ld + stored_rows, dtype).astype(np.float64)
+    stored = np.lib.stride_tricks.as_strided(flat, (stored_rows, stored_cols), (8, 8 * ld))
+    return stored.T if trans else stored
+
+
+def _gemm_strided_batched_ex(handle, transa, transb, m, n, k, alpha, a, a_type, lda, stride_a, b, b_type, ldb,
+                             stride_b, beta, c, c_type, ldc, stride_c, count, compute, algo):  # fmt: skip
+    assert ldc >= max(1, m) and lda >= max(1, k if transa else m) and ldb >= max(1, n if transb else k)
+    dtype = _ELEMENT[c_type]
+    item = np.dtype(dtype).itemsize
+    scalar = np.float64 if compute == CUBLAS_COMPUTE_64F else np.float32
+    alpha_value = float(_read(alpha, 1, scalar)[0])
+    for i in range(count):
+        op_a = _matrix(a + i * stride_a * item, dtype, m, k, lda, transa == CUBLAS_OP_T)
+        op_b = _matrix(b + i * stride_b * item, dtype, k, n, ldb, transb == CUBLAS_OP_T)
+        out = _read(c + i * stride_c * item, (n - 1) * ldc + m, dtype)
+        out = np.lib.stride_tricks.as_strided(out, (m, n), (item, item * ldc))
+        out[...] = (alpha_value * (op_a @ op_b)).astype(dtype)
+    GEMM_CALLS.append((m, n, k, transa, transb, lda, ldb, compute))
+
+
+GEMM_CALLS: list = []
+CUBLAS_OP_N, CUBLAS_OP_T = 0, 1
+CUBLAS_COMPUTE_32F, CUBLAS_COMPUTE_32F_FAST_TF32, CUBLAS_COMPUTE_64F = 68, 77, 70
+CUBLAS_POINTER_MODE_HOST, CUBLAS_DEFAULT_MATH, CUBLAS_GEMM_DEFAULT = 0, 0, -1
+CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION = 16
+MATH_MODES: list = []
+
+cublas = types.SimpleNamespace(
+    CUBLAS_OP_N=CUBLAS_OP_N,
+    CUBLAS_OP_T=CUBLAS_OP_T,
+    CUBLAS_COMPUTE_32F=CUBLAS_COMPUTE_32F,
+    CUBLAS_COMPUTE_32F_FAST_TF32=CUBLAS_COMPUTE_32F_FAST_TF32,
+    CUBLAS_COMPUTE_64F=CUBLAS_COMPUTE_64F,
+    CUBLAS_POINTER_MODE_HOST=CUBLAS_POINTER_MODE_HOST,
+    CUBLAS_DEFAULT_MATH=CUBLAS_DEFAULT_MATH,
+    CUBLAS_GEMM_DEFAULT=CUBLAS_GEMM_DEFAULT,
+    CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION=CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION,
+    setStream=lambda handle, stream: None,
+    getPointerMode=lambda handle: CUBLAS_POINTER_MODE_HOST,
+    setPointerMode=lambda handle, mode: None,
+    getMathMode=lambda handle: CUBLAS_DEFAULT_MATH,
+    setMathMode=lambda handle, mode: MATH_MODES.append(mode),
+    gemmStridedBatchedEx=_gemm_strided_batched_ex,
+)
