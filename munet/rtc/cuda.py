@@ -28,6 +28,8 @@ import threading
 import numpy as np
 
 from munet._device import DeviceError, as_device
+from munet.backends.cuda import discovery
+from munet.backends.cuda.registry import kernel
 from munet.rtc import cuda_device, nvrtc
 from munet.rtc.launch import MODULE_KINDS, Kernel
 from munet.rtc.options import as_strings
@@ -195,8 +197,7 @@ class CudaKernel(Kernel):
 
     def call(self, index: int, raws, config, sync: bool = False) -> None:
         """Launch on CuPy arrays (contiguous) and numbers on device ``index``'s current stream."""
-        import cupy
-
+        cupy = discovery.cupy_module()
         grid, block, shared_mem = config
         with cupy.cuda.Device(index):
             fn = self.module.function(index, self.symbol)
@@ -204,7 +205,7 @@ class CudaKernel(Kernel):
                 from cupy_backends.cuda.api import driver
 
                 driver.funcSetAttribute(fn.ptr, driver.CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
-            stream = cuda_device.current_stream()
+            stream = cuda_device.current_stream(index)
             fn(grid, block, tuple(self._pack(raws)), shared_mem=shared_mem, stream=stream)
             if sync:
                 stream.synchronize()
@@ -224,14 +225,18 @@ class CudaKernel(Kernel):
 MODULE_KINDS["cuda"] = CudaModule
 
 
-def compiled_launch(args, *, kind, source, options, exports, name, signature, config):
+@kernel("rtc_launch")
+def compiled_launch(rt, args, *, kind, source, options, exports, name, signature, config):
     """The cuda backend's ``rtc_launch`` kernel (a compiled program's launch; see launch.py): the
     written arguments are copied, the kernel runs on the copies, which are the node's outputs."""
     from munet.rtc.launch import kernel_from_spec, outputs_of
 
+    if kind != "cuda":
+        raise RuntimeError(f"rtc_launch({name}): a {kind} kernel cannot run on cuda tensors")
+
     k = kernel_from_spec(kind, source, tuple(options), tuple(exports), name, signature)
     raws = [a.copy() if p.pointer and (p.written or not a.flags.c_contiguous) else a for p, a in zip(k.params, args)]
-    index = next(r.device.id for p, r in zip(k.params, raws) if p.pointer)
+    index = rt.index
     grid, block, shared_mem = config
     k.call(index, raws, (tuple(grid), tuple(block), shared_mem))
     return outputs_of(k.params, raws)

@@ -1,33 +1,31 @@
-"""The few facts a CUDA launch needs from the cuda device, in one place: whether a device and
+"""The few facts a CUDA launch needs from the cuda backend, in one place: whether a device and
 driver exist, a device's compute capability, a tensor's device pointer, the current stream.
 
-They are written against CuPy, which holds a cuda tensor's memory (its storage data is a CuPy
-ndarray, its ``_data`` the view) and MuNet's streams (``munet.cuda.current_stream()`` wraps a
-``cupy.cuda.Stream``); the cuda backend may route them through its own contract.
+A cuda tensor's data is a CuPy ndarray view (``munet/backends/cuda/registry.py``), and the current
+stream is the one ``munet.cuda.current_stream()`` names (a ``cupy.cuda.Stream`` underneath).
 """
 
 from __future__ import annotations
 
 from munet._device import DeviceError
+from munet.backends.cuda import discovery
 
 
 def require_device(label: str, index: int) -> None:
     """Raise DeviceError unless CUDA device ``index`` and its driver are there."""
-    try:
-        import cupy
-
-        count = cupy.cuda.runtime.getDeviceCount()
-    except Exception as exc:  # noqa: BLE001 - no CuPy, no driver, no device: all mean "cannot launch"
-        raise DeviceError(f"{label}: no CUDA device/driver was found, so the kernel cannot launch ({exc})") from exc
+    count = len(discovery.device_names())
+    if count == 0:
+        raise DeviceError(
+            f"{label}: no CUDA device/driver was found, so the kernel cannot launch "
+            f"({discovery.explain_unavailable(index)})"
+        )
     if index >= count:
-        raise DeviceError(f"{label}: no CUDA device cuda:{index}; this machine has {count}")
+        raise DeviceError(f"{label}: no CUDA device cuda:{index}; {discovery.explain_unavailable(index)}")
 
 
 def compute_capability(index: int) -> int:
     """Device ``index``'s compute capability as one number (``90`` for 9.0)."""
-    import cupy
-
-    return int(cupy.cuda.Device(index).compute_capability)
+    return int(discovery.cupy_module().cuda.Device(index).compute_capability)
 
 
 def device_pointer(data) -> int:
@@ -35,8 +33,8 @@ def device_pointer(data) -> int:
     return int(data.data.ptr)
 
 
-def current_stream():
-    """The stream launches go on: the current CuPy stream of the current device."""
-    import cupy
+def current_stream(index: int):
+    """The CuPy stream launches on device ``index`` go on: MuNet's current stream of that device."""
+    from munet.backends.cuda.streams import current_stream as munet_stream
 
-    return cupy.cuda.get_current_stream()
+    return munet_stream(index)._stream
