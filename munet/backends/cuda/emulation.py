@@ -8,6 +8,7 @@ one-thread-per-output reductions) is compiled by ``$CXX``/``c++``/``g++``/``clan
 - ``blockIdx``/``threadIdx``/``blockDim``/``gridDim`` are globals that a generated launcher
   ``munet_emulate(grid, block, args)`` sets while it loops over every block and thread in order,
   calling the kernel once per thread (``args`` is ``cuLaunchKernel``'s ``void **kernelParams``);
+  many kernels compile into one library (:class:`Emulator`), one compiler run for a suite;
 - ``__global__``, ``__device__`` and ``__forceinline__`` are macros for plain C++ functions,
   CUDA's float math (``expf``, ``erfinvf``...) is the C library's (``erfinv`` by Giles'
   approximation and Newton steps), ``__int_as_float`` and friends are ``memcpy`` bit casts;
@@ -15,8 +16,9 @@ one-thread-per-output reductions) is compiled by ``$CXX``/``c++``/``g++``/``clan
   round to nearest even once (subnormals, overflow to infinity, NaN kept), as CUDA's ``_rn``
   conversions do.
 
-Flags: ``-O1 -std=c++17 -fwrapv -ffp-contract=off`` (no contraction, as ``--fmad=false`` on the
-device). Binaries are cached like the C renderer's (``munet/compiler/codegen/cache.py``).
+Flags: ``-O0 -std=c++17 -fwrapv -ffp-contract=off`` (no contraction, as ``--fmad=false`` on the
+device; ``-O0`` because a suite of hundreds of kernels compiles in seconds, and the checks are of
+numbers, not speed). Binaries are cached like the C renderer's (``munet/compiler/codegen/cache.py``).
 :func:`emulate` runs a kernel on NumPy buffers; a kernel with shared memory is refused.
 """
 
@@ -35,7 +37,7 @@ import numpy as np
 from munet.backends.cuda.scalar_cuda import HEADER
 from munet.compiler.codegen import cache
 
-FLAGS = ("-O1", "-std=c++17", "-fwrapv", "-ffp-contract=off", "-fPIC", "-shared")
+FLAGS = ("-O0", "-std=c++17", "-fwrapv", "-ffp-contract=off", "-fPIC", "-shared")
 
 COMPAT_HEADER = r"""// munet: CUDA built-ins for running generated kernels on the CPU (emulation.py)
 #include <math.h>
@@ -151,15 +153,14 @@ def find_cxx(cxx_env: str | None = None) -> tuple:
     raise EmulationUnavailableError("cuda emulation: no C++ compiler found ($CXX, c++, g++ or clang++)")
 
 
-def emulation_source(src) -> str:
-    """The C++ translation unit running CudaSource ``src`` on the CPU (see the module docstring)."""
+def _launcher(src) -> str:
     if src.shared_memory:
         raise EmulationUnavailableError(f"cuda emulation: {src.name} uses shared memory (layout '{src.layout}')")
     if HEADER not in src.source:
         raise ValueError(f"cuda emulation: {src.name} does not start with the renderers' header")
     args = ", ".join(f"*({t}{'' if t.endswith('*') else ' '}*)args[{k}]" for k, (t, _) in enumerate(src.params))
-    launcher = f"""
-extern "C" void munet_emulate(unsigned grid, unsigned block, void **args) {{
+    return f"""
+extern "C" void emulate_{src.name}(unsigned grid, unsigned block, void **args) {{
   gridDim = dim3{{grid, 1, 1}};
   blockDim = dim3{{block, 1, 1}};
   for (unsigned b = 0; b < grid; b++) {{
@@ -171,15 +172,49 @@ extern "C" void munet_emulate(unsigned grid, unsigned block, void **args) {{
   }}
 }}
 """
-    return src.source.replace(HEADER, COMPAT_HEADER, 1) + launcher
+
+
+def emulation_source(sources) -> str:
+    """The C++ translation unit running CudaSources ``sources`` on the CPU (see the module docstring):
+    each kernel with a launcher ``emulate_<name>(grid, block, args)``."""
+    sources = list({s.name: s for s in sources}.values())
+    launchers = [_launcher(s) for s in sources]
+    body = "\n".join(s.source.replace(HEADER, "", 1) for s in sources)
+    return COMPAT_HEADER + body + "".join(launchers)
+
+
+class Emulator:
+    """Kernels compiled together for the CPU; :meth:`run` launches one of them."""
+
+    def __init__(self, sources):
+        self.sources = {s.name: s for s in sources}
+        self.lib = _library(emulation_source(self.sources.values()))
+
+    def run(self, src, n: int, arguments: list) -> None:
+        """Run CudaSource ``src`` for ``n`` work items (its grid rule) with ``arguments``, one per
+        parameter: a NumPy array for a pointer (its data address is passed), a number otherwise."""
+        if src.name not in self.sources:
+            raise KeyError(f"cuda emulation: {src.name} was not compiled into this emulator")
+        if len(arguments) != len(src.params):
+            raise ValueError(f"{src.name}: expected {len(src.params)} arguments, got {len(arguments)}")
+        holders = []
+        for (ctype, _), value in zip(src.params, arguments):
+            if ctype.endswith("*"):
+                holders.append(ctypes.c_void_p(value.ctypes.data if isinstance(value, np.ndarray) else int(value)))
+            else:
+                holders.append(_CTYPES[ctype](value))
+        pointers = (ctypes.c_void_p * len(holders))(*(ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders))
+        launch = getattr(self.lib, f"emulate_{src.name}")
+        launch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+        launch.restype = None
+        launch(src.grid(n), src.block, pointers)
 
 
 _loaded: dict = {}
 
 
-def _library(src):
+def _library(text: str):
     exe, identity = find_cxx(os.environ.get("CXX"))
-    text = emulation_source(src)
     path = cache.cache_dir() / f"{cache.cache_key(text, identity, FLAGS)}.emu.so"
     lib = _loaded.get(path)
     if lib is not None:
@@ -190,25 +225,12 @@ def _library(src):
             source.write_text(text)
             result = subprocess.run([exe, *FLAGS, str(source), "-o", str(out)], capture_output=True, text=True)
             if result.returncode != 0:
-                raise RuntimeError(f"cuda emulation: {exe} failed on {src.name}:\n{result.stderr}\n{text}")
+                raise RuntimeError(f"cuda emulation: {exe} failed:\n{result.stderr[:20000]}")
             cache.write_entry(path, out.read_bytes())
     lib = _loaded[path] = ctypes.CDLL(str(path))
-    lib.munet_emulate.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
-    lib.munet_emulate.restype = None
     return lib
 
 
 def emulate(src, n: int, arguments: list) -> None:
-    """Run CudaSource ``src`` for ``n`` work items (its grid rule) with ``arguments``, one per
-    parameter: a NumPy array for a pointer (its data address is passed), a number otherwise."""
-    if len(arguments) != len(src.params):
-        raise ValueError(f"{src.name}: expected {len(src.params)} arguments, got {len(arguments)}")
-    lib = _library(src)
-    holders = []
-    for (ctype, _), value in zip(src.params, arguments):
-        if ctype.endswith("*"):
-            holders.append(ctypes.c_void_p(value.ctypes.data if isinstance(value, np.ndarray) else int(value)))
-        else:
-            holders.append(_CTYPES[ctype](value))
-    pointers = (ctypes.c_void_p * len(holders))(*(ctypes.cast(ctypes.pointer(h), ctypes.c_void_p) for h in holders))
-    lib.munet_emulate(src.grid(n), src.block, pointers)
+    """Compile ``src`` alone and run it (see :meth:`Emulator.run`)."""
+    Emulator([src]).run(src, n, arguments)

@@ -1,0 +1,227 @@
+"""The generated CUDA C computes the CPU backend's numbers: kernels run on the CPU under the
+compatibility header (``munet/backends/cuda/emulation.py``), compiled by the system C++ compiler.
+
+The eager elementwise suite (every formula op x dtype, random inputs with NaN, infinities and
+zeros, a transposed and a broadcast operand through the kernels' stride arguments), casts, copies
+and reductions are compared with the CPU backend's kernels; fused kernels of a compiled MLP
+training step with the C renderer's. Tolerances: integers and bools exact; float64 rtol 1e-12;
+float32 rtol 1e-5 (CUDA's and the C library's ``expf``... are within a few ulp of NumPy's);
+16-bit floats one unit of their last place (both round a float32 value once, which may differ by
+an ulp of float32 across a rounding boundary).
+"""
+
+from __future__ import annotations
+
+import functools
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import munet
+from munet._device import get_backend
+from munet.backends.cuda import emulation
+from munet.backends.cuda import kernels_elementwise as E
+from munet.backends.cuda import kernels_reduce as R
+from munet.ops._registry import OPS
+from tests.backends.cuda_cases import eager_sources, formula_cases, formula_operands, reduction_out
+
+try:
+    emulation.find_cxx()
+except emulation.EmulationUnavailableError as error:  # pragma: no cover - CI has g++
+    pytest.skip(str(error), allow_module_level=True)
+
+NP = {"bfloat16": ml_dtypes.bfloat16}
+RTOL = {"float32": 1e-5, "float64": 1e-12, "float16": 2**-10, "bfloat16": 2**-7}
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5]
+
+
+def np_dtype(name: str):
+    return np.dtype(NP.get(name, name))
+
+
+def _is_float(dt) -> bool:
+    return np.dtype(dt).kind == "f" or np.dtype(dt) == np.dtype(ml_dtypes.bfloat16)
+
+
+def _cpu_kernel(name):
+    return get_backend(munet.device("cpu")).kernels[name]
+
+
+def _values(dtype: str, shape, gen, name: str = "", position: int = 0) -> np.ndarray:
+    if dtype == "bool":
+        return gen.integers(0, 2, shape).astype(bool)
+    if np_dtype(dtype).kind in "iu":
+        if name in ("bitwise_left_shift", "bitwise_right_shift", "pow") and position == 1:
+            return gen.integers(0, 6, shape).astype(dtype)
+        info = np.iinfo(np_dtype(dtype))
+        return gen.integers(max(info.min, -100), min(info.max, 100), shape).astype(dtype)
+    x = gen.standard_normal(shape) * 3
+    flat = x.reshape(-1)
+    k = min(len(SPECIAL), flat.size // 2)
+    flat[gen.choice(flat.size, k, replace=False)] = gen.permutation(SPECIAL)[:k]
+    return x.astype(np_dtype(dtype))
+
+
+def _strided(a: np.ndarray):
+    return (a, [s // a.itemsize for s in a.strides], 0)
+
+
+@functools.cache
+def _suite() -> emulation.Emulator:
+    """Every eager kernel of the suite without shared memory, compiled by one compiler run."""
+    extra = [
+        E.render_elementwise("mul", (dt, dt), rank=2, scalars=(1,))
+        for dt in ("float32", "float16", "bfloat16", "int64")
+    ]
+    extra += [E.render_cast("float64", dt, rank=1) for dt in ("float16", "bfloat16")]
+    return emulation.Emulator([s for s in eager_sources() + tuple(extra) if not s.shared_memory])
+
+
+def _run_strided(src, shape, out, inputs):
+    args = [
+        v
+        for _, v in src.arguments(
+            shape, _strided(out), [_strided(a) if isinstance(a, np.ndarray) else a for a in inputs]
+        )
+    ]
+    _suite().run(src, out.size, args)
+
+
+def _assert_matches(got: np.ndarray, want: np.ndarray, dtype: str, what: str):
+    assert got.dtype == want.dtype, what
+    if not _is_float(want.dtype):
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=what)
+    finite = np.isfinite(w)
+    np.testing.assert_array_equal(g[~finite & ~np.isnan(w)], w[~finite & ~np.isnan(w)], err_msg=what)
+    np.testing.assert_allclose(g[finite], w[finite], rtol=RTOL[dtype], atol=RTOL[dtype] * 1e-30, err_msg=what)
+
+
+@pytest.mark.parametrize(("name", "dtype"), formula_cases(), ids=[f"{n}-{d}" for n, d in formula_cases()])
+def test_elementwise_kernel_matches_the_cpu_backend(name, dtype):
+    op = OPS[name]
+    attrs = E.sample_attrs(op)
+    operands = formula_operands(op, dtype)
+    gen = np.random.default_rng(abs(hash((name, dtype))) % 2**32)
+    shape = (5, 7)
+    # operand 0 a transposed view, operand 1 broadcast along dim 0, the rest contiguous
+    inputs = []
+    for i, dt in enumerate(operands):
+        if i == 0:
+            inputs.append(_values(dt, shape[::-1], gen, name, i).T)
+        elif i == 1:
+            inputs.append(np.broadcast_to(_values(dt, (1, shape[1]), gen, name, i), shape))
+        else:
+            inputs.append(_values(dt, shape, gen, name, i))
+    src = E.render_elementwise(name, operands, rank=2, attrs=attrs)
+    want = np.asarray(_cpu_kernel(name)(*inputs, **attrs))
+    want = want.astype(np_dtype(src.out_dtype)) if want.dtype != np_dtype(src.out_dtype) else want
+    out = np.empty(shape, np_dtype(src.out_dtype))
+    with np.errstate(all="ignore"):
+        _run_strided(src, shape, out, inputs)
+    _assert_matches(out, want, src.out_dtype, f"{name} {dtype}")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int64"])
+def test_a_python_number_operand_is_a_by_value_scalar(dtype):
+    gen = np.random.default_rng(0)
+    x = _values(dtype, (4, 6), gen)
+    src = E.render_elementwise("mul", (dtype, dtype), rank=2, scalars=(1,))
+    out = np.empty((4, 6), np_dtype(dtype))
+    number = 3 if dtype == "int64" else 2.5
+    _run_strided(src, (4, 6), out, [x, number])
+    want = _cpu_kernel("mul")(x, number)
+    _assert_matches(out, np.asarray(want).astype(out.dtype), dtype, "mul by a number")
+
+
+CAST_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64", "bool")
+
+
+@pytest.mark.parametrize("target", CAST_DTYPES)
+@pytest.mark.parametrize("source", CAST_DTYPES)
+def test_casts_and_copies_match_numpy(source, target):
+    gen = np.random.default_rng(1)
+    if _is_float(np_dtype(source)) and np_dtype(target).kind in "iu":
+        x = gen.uniform(-100, 100, (6, 4, 3)) if np_dtype(target).kind == "i" else gen.uniform(0, 200, (6, 4, 3))
+        x = x.astype(np_dtype(source))  # in range and finite: out-of-range float -> int is the hardware's
+    elif _is_float(np_dtype(source)):
+        x = _values(source, (6, 4, 3), gen) * np.array(1e3 if target != "bool" else 1, dtype=np_dtype(source))
+    else:
+        x = _values(source, (6, 4, 3), gen)
+    view = x.transpose(2, 0, 1)
+    src = E.render_copy(source, rank=3) if source == target else E.render_cast(source, target, rank=3)
+    out = np.empty(view.shape, np_dtype(target))
+    with np.errstate(all="ignore"):
+        _run_strided(src, view.shape, out, [view])
+        want = view.astype(np_dtype(target))
+    if source == target and source in ("float16", "bfloat16"):
+        assert out.tobytes() == np.ascontiguousarray(view).tobytes()  # bits moved, NaN payloads too
+    _assert_matches(out, want, target, f"{source} -> {target}")
+
+
+def test_float16_rounding_is_to_nearest_even_at_the_boundaries():
+    # halfway cases, subnormals, overflow: float64 -> float16 rounds once (NumPy's astype)
+    values = np.array([1 + 2**-11, 1 + 3 * 2**-11, 65504.0, 65520.0, 65519.99, 2**-25, 2**-24 * 1.5, 6e-8, -0.0,
+                       np.nan, np.inf, 1e-300], np.float64)  # fmt: skip
+    for target in ("float16", "bfloat16"):
+        src = E.render_cast("float64", target, rank=1)
+        out = np.empty(values.shape, np_dtype(target))
+        _run_strided(src, values.shape, out, [values])
+        want = values.astype(np_dtype(target))
+        assert np.array_equal(out.view(np.uint16)[:-3], want.view(np.uint16)[:-3]), target
+        assert np.isnan(out[-3].astype(np.float32)) and out[-2] == want[-2] and out[-1] == want[-1]
+
+
+def _reference_reduction(op, x, axes):
+    with np.errstate(all="ignore"):
+        if op == "sum":
+            return x.astype(np.float64 if _is_float(x.dtype) else np.int64).sum(axis=axes)
+        if op == "prod":
+            return x.astype(np.float64 if _is_float(x.dtype) else np.int64).prod(axis=axes)
+        if op in ("amax", "amin"):
+            return (np.max if op == "amax" else np.min)(x.astype(np.float64) if _is_float(x.dtype) else x, axis=axes)
+        moved = np.moveaxis(x, axes, tuple(range(-len(axes), 0)))
+        flat = moved.reshape(moved.shape[: x.ndim - len(axes)] + (-1,)).astype(np.float64)
+        nan = np.isnan(flat)
+        pick = np.argmax(flat, -1) if op == "argmax" else np.argmin(flat, -1)
+        return np.where(nan.any(-1), np.argmax(nan, -1), pick)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "bool"])
+@pytest.mark.parametrize("op", R.OPS)
+def test_reductions_match_numpy(op, dtype):
+    if dtype == "bool" and op not in ("sum", "amax", "amin"):
+        pytest.skip("bool reduces by sum/amax/amin only")
+    gen = np.random.default_rng(2)
+    x = _values(dtype, (4, 5, 3, 6), gen)
+    if _is_float(np_dtype(dtype)):
+        x = (x / np.array(3, x.dtype)).astype(x.dtype)
+        x[0, 0, 0, 0], x[1, 2, 1, 3] = np.inf, np.nan  # one row with NaN, one with inf
+    if op == "prod" and np_dtype(dtype).kind in "iu":
+        x = (x % 3).astype(x.dtype)
+    axes = (1, 3)
+    src = R.render_reduction(op, dtype, reduction_out(op, dtype), kept_rank=2, reduced_rank=2, layout="outputs")
+    strides = [s // x.itemsize for s in x.strides]
+    kept, red = (x.shape[0], x.shape[2]), (x.shape[1], x.shape[3])
+    out = np.empty(kept, np_dtype(reduction_out(op, dtype)))
+    args = src.arguments(kept, red, out, (x, (strides[0], strides[2]), (strides[1], strides[3]), 0))
+    with np.errstate(all="ignore"):
+        _suite().run(src, out.size, [v for _, v in args])
+    want = np.asarray(_reference_reduction(op, x, axes)).astype(out.dtype)
+    _assert_matches(out, want, reduction_out(op, dtype), f"{op} {dtype}")
+
+
+def test_a_kernel_with_shared_memory_is_not_emulated():
+    src = R.render_reduction("sum", "float32", "float32", kept_rank=1, reduced_rank=1, layout="rows")
+    with pytest.raises(emulation.EmulationUnavailableError, match="shared memory"):
+        emulation.emulate(
+            src,
+            1,
+            [
+                v
+                for _, v in src.arguments((1,), (4,), np.zeros(1, np.float32), (np.zeros(4, np.float32), (0,), (1,), 0))
+            ],
+        )
