@@ -1,7 +1,9 @@
 """The cuda kernels the renderers produce for the registered op set, shared by the cuda tests.
 
-``eager_sources()``: every formula op x every dtype its formula takes (rank 2), every cast
-between two cuda dtypes and every strided copy (rank 3), every reduction x dtype x layout.
+``eager_sources()``: with 32-bit indices, every formula op x every dtype its formula takes
+(rank 2), every cast between two cuda dtypes and every strided copy (rank 3), every reduction x
+dtype x layout; with 64-bit indices (the same renderer with another index type) a sample of each
+family: ``wide_cases()``.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from munet.backends.cuda import kernels_reduce as R
 from munet.ops._registry import OPS
 
 REDUCTION_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "bool")
+WIDE_FORMULAS = (("add", "float32"), ("where", "float16"), ("lerp", "bfloat16"), ("mul", "int64"), ("erfinv", "float64"))  # fmt: skip
+WIDE_CASTS = (("float32", "bfloat16"), ("int64", "float16"), ("float64", "int32"))
 
 
 def formula_operands(op, dtype: str) -> tuple:
@@ -35,18 +39,32 @@ def formula_cases() -> tuple:
     )
 
 
+def formula_source(name: str, dtype: str, index_bits: int = 32):
+    op = OPS[name]
+    return E.render_elementwise(
+        name, formula_operands(op, dtype), rank=2, attrs=E.sample_attrs(op), index_bits=index_bits
+    )
+
+
+def reduction_source(op: str, dtype: str, layout: str, index_bits: int = 32):
+    return R.render_reduction(
+        op, dtype, reduction_out(op, dtype), kept_rank=2, reduced_rank=2, layout=layout, index_bits=index_bits
+    )
+
+
 @functools.cache
 def eager_sources() -> tuple:
-    sources = [
-        E.render_elementwise(name, formula_operands(OPS[name], dt), rank=2, attrs=E.sample_attrs(OPS[name]))
-        for name, dt in formula_cases()
+    sources = [formula_source(name, dt) for name, dt in formula_cases()]
+    sources += [E.render_cast(a, b, rank=3, index_bits=32) for a in E.DTYPES for b in E.DTYPES if a != b]
+    sources += [E.render_copy(dt, rank=3, index_bits=32) for dt in E.DTYPES]
+    sources += [
+        reduction_source(op, dt, layout) for op in R.OPS for dt in REDUCTION_DTYPES for layout in ("outputs", "rows")
     ]
-    sources += [E.render_cast(a, b, rank=3) for a in E.DTYPES for b in E.DTYPES if a != b]
-    sources += [E.render_copy(dt, rank=3) for dt in E.DTYPES]
-    for op in R.OPS:
-        for dt in REDUCTION_DTYPES:
-            for layout in ("outputs", "rows"):
-                sources.append(
-                    R.render_reduction(op, dt, reduction_out(op, dt), kept_rank=2, reduced_rank=2, layout=layout)
-                )
+    # 64-bit indices: a sample of each family
+    sources += [formula_source(name, dt, 64) for name, dt in WIDE_FORMULAS]
+    sources += [E.render_cast(a, b, rank=3) for a, b in WIDE_CASTS]
+    sources += [E.render_copy(dt, rank=3) for dt in ("float16", "int8")]
+    sources += [
+        reduction_source(op, dt, lay, 64) for op in R.OPS for dt in ("float32", "int64") for lay in ("outputs", "rows")
+    ]
     return tuple(sources)

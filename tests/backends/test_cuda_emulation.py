@@ -24,7 +24,16 @@ from munet.backends.cuda import emulation
 from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import kernels_reduce as R
 from munet.ops._registry import OPS
-from tests.backends.cuda_cases import eager_sources, formula_cases, formula_operands, reduction_out
+from tests.backends.cuda_cases import (
+    REDUCTION_DTYPES,
+    WIDE_FORMULAS,
+    eager_sources,
+    formula_cases,
+    formula_operands,
+    formula_source,
+    reduction_out,
+    reduction_source,
+)
 
 try:
     emulation.find_cxx()
@@ -75,6 +84,11 @@ def _suite() -> emulation.Emulator:
         for dt in ("float32", "float16", "bfloat16", "int64")
     ]
     extra += [E.render_cast("float64", dt, rank=1) for dt in ("float16", "bfloat16")]
+    for bits in (32, 64):
+        extra += [E.render_cast(a, b, rank=3, index_bits=bits) for a in CAST_DTYPES for b in CAST_DTYPES if a != b]
+        extra += [E.render_copy(dt, rank=3, index_bits=bits) for dt in CAST_DTYPES]
+        extra += [reduction_source(op, dt, "outputs", bits) for op in R.OPS for dt in REDUCTION_DTYPES]
+    extra += [formula_source(name, dt, 64) for name, dt in WIDE_FORMULAS]
     return emulation.Emulator([s for s in eager_sources() + tuple(extra) if not s.shared_memory])
 
 
@@ -102,6 +116,15 @@ def _assert_matches(got: np.ndarray, want: np.ndarray, dtype: str, what: str):
 
 @pytest.mark.parametrize(("name", "dtype"), formula_cases(), ids=[f"{n}-{d}" for n, d in formula_cases()])
 def test_elementwise_kernel_matches_the_cpu_backend(name, dtype):
+    _check_formula(name, dtype, 32)
+
+
+@pytest.mark.parametrize(("name", "dtype"), WIDE_FORMULAS)
+def test_elementwise_kernel_with_64_bit_indices_matches_the_cpu_backend(name, dtype):
+    _check_formula(name, dtype, 64)
+
+
+def _check_formula(name, dtype, index_bits):
     op = OPS[name]
     attrs = E.sample_attrs(op)
     operands = formula_operands(op, dtype)
@@ -116,7 +139,7 @@ def test_elementwise_kernel_matches_the_cpu_backend(name, dtype):
             inputs.append(np.broadcast_to(_values(dt, (1, shape[1]), gen, name, i), shape))
         else:
             inputs.append(_values(dt, shape, gen, name, i))
-    src = E.render_elementwise(name, operands, rank=2, attrs=attrs)
+    src = formula_source(name, dtype, index_bits)
     want = np.asarray(_cpu_kernel(name)(*inputs, **attrs))
     want = want.astype(np_dtype(src.out_dtype)) if want.dtype != np_dtype(src.out_dtype) else want
     out = np.empty(shape, np_dtype(src.out_dtype))
@@ -140,9 +163,10 @@ def test_a_python_number_operand_is_a_by_value_scalar(dtype):
 CAST_DTYPES = ("float32", "float64", "float16", "bfloat16", "int8", "uint8", "int32", "int64", "bool")
 
 
+@pytest.mark.parametrize("index_bits", [32, 64])
 @pytest.mark.parametrize("target", CAST_DTYPES)
 @pytest.mark.parametrize("source", CAST_DTYPES)
-def test_casts_and_copies_match_numpy(source, target):
+def test_casts_and_copies_match_numpy(source, target, index_bits):
     gen = np.random.default_rng(1)
     if _is_float(np_dtype(source)) and np_dtype(target).kind in "iu":
         x = gen.uniform(-100, 100, (6, 4, 3)) if np_dtype(target).kind == "i" else gen.uniform(0, 200, (6, 4, 3))
@@ -152,7 +176,10 @@ def test_casts_and_copies_match_numpy(source, target):
     else:
         x = _values(source, (6, 4, 3), gen)
     view = x.transpose(2, 0, 1)
-    src = E.render_copy(source, rank=3) if source == target else E.render_cast(source, target, rank=3)
+    if source == target:
+        src = E.render_copy(source, rank=3, index_bits=index_bits)
+    else:
+        src = E.render_cast(source, target, rank=3, index_bits=index_bits)
     out = np.empty(view.shape, np_dtype(target))
     with np.errstate(all="ignore"):
         _run_strided(src, view.shape, out, [view])
@@ -190,9 +217,10 @@ def _reference_reduction(op, x, axes):
         return np.where(nan.any(-1), np.argmax(nan, -1), pick)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "int32", "bool"])
+@pytest.mark.parametrize("index_bits", [32, 64])
+@pytest.mark.parametrize("dtype", REDUCTION_DTYPES)
 @pytest.mark.parametrize("op", R.OPS)
-def test_reductions_match_numpy(op, dtype):
+def test_reductions_match_numpy(op, dtype, index_bits):
     if dtype == "bool" and op not in ("sum", "amax", "amin"):
         pytest.skip("bool reduces by sum/amax/amin only")
     gen = np.random.default_rng(2)
@@ -203,7 +231,7 @@ def test_reductions_match_numpy(op, dtype):
     if op == "prod" and np_dtype(dtype).kind in "iu":
         x = (x % 3).astype(x.dtype)
     axes = (1, 3)
-    src = R.render_reduction(op, dtype, reduction_out(op, dtype), kept_rank=2, reduced_rank=2, layout="outputs")
+    src = reduction_source(op, dtype, "outputs", index_bits)
     strides = [s // x.itemsize for s in x.strides]
     kept, red = (x.shape[0], x.shape[2]), (x.shape[1], x.shape[3])
     out = np.empty(kept, np_dtype(reduction_out(op, dtype)))

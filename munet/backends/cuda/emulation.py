@@ -124,6 +124,7 @@ static inline __nv_bfloat16 __double2bfloat16(double f) { return __nv_bfloat16{m
 
 _CTYPES = {
     "long long": ctypes.c_longlong,
+    "unsigned": ctypes.c_uint,
     "int": ctypes.c_int,
     "short": ctypes.c_short,
     "signed char": ctypes.c_byte,

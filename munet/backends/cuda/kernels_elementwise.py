@@ -11,10 +11,13 @@ formula=...)``), ``cast(x)`` and ``x``. Nothing here knows an op. Launching is t
     # launch src.name from compile_source(src.source, arch) with grid src.grid(n), block src.block,
     # passing args in order: each (C type, value), a "T *" a device pointer, the rest by value
 
-Parameters (``src.params``): ``long long n`` (elements), ``long long size0..`` (the output shape,
-``rank`` of them), then the output and each input: its pointer, ``long long`` element offset and
-``rank`` element strides (0 for a broadcast dim), and last a by-value scalar per Python-number
-operand (``scalars``: their positions) in the compute dtype. Shapes, strides and offsets are
+Parameters (``src.params``): ``n`` (elements), ``size0..`` (the output shape, ``rank`` of them),
+then the output and each input: its pointer, element offset and ``rank`` element strides (0 for a
+broadcast dim, never negative), and last a by-value scalar per Python-number operand
+(``scalars``: their positions) in the compute dtype. Sizes, strides and offsets are ``unsigned``
+for ``index_bits=32`` and ``long long`` for 64 (the default); ``index_bits_for(shape,
+geometries)`` says when 32 bits hold every index, which is several times cheaper on the device
+(64-bit division is a long software routine) and to compile. Shapes, strides and offsets are
 arguments, so one compiled kernel serves every shape of a rank; the caller merges dims that every
 operand walks alike before choosing ``rank`` (any rank works, fewer is cheaper).
 
@@ -56,6 +59,7 @@ class StridedSource(CudaSource):
     n_inputs: int = 0
     scalars: tuple = ()  # positions of the inputs passed as by-value numbers
     out_dtype: str = ""
+    index_bits: int = 64  # sizes, strides and offsets are unsigned 32-bit or long long (index_bits_for)
 
     def arguments(self, shape, out, inputs) -> list:
         """``[(C type, value), ...]`` in parameter order: ``out``/``inputs`` are ``(pointer, strides,
@@ -70,6 +74,8 @@ class StridedSource(CudaSource):
         values = [int(n), *(int(s) for s in shape)]
         tensors = [out] + [x for i, x in enumerate(inputs) if i not in self.scalars]
         for pointer, strides, offset in tensors:
+            if any(int(s) < 0 for s in strides) or int(offset) < 0:
+                raise ValueError(f"{self.name}: negative strides or offsets {tuple(strides)}, {offset}")
             if len(strides) != self.rank:
                 raise ValueError(f"{self.name}: expected {self.rank} strides, got {tuple(strides)}")
             values += [pointer, int(offset), *(int(s) for s in strides)]
@@ -77,12 +83,12 @@ class StridedSource(CudaSource):
         return [(t, v) for (t, _), v in zip(self.params, values, strict=True)]
 
 
-def _coordinates(rank: int) -> list:
+def _coordinates(rank: int, index: str) -> list:
     if rank == 0:
         return []
-    lines = ["long long rem = i;"]
+    lines = [f"{index} rem = i;"]
     for d in reversed(range(rank)):
-        lines.append(f"const long long c{d} = rem % size{d}; rem /= size{d};")
+        lines.append(f"const {index} c{d} = rem % size{d}; rem /= size{d};")
     return lines
 
 
@@ -90,19 +96,22 @@ def _at(name: str, rank: int) -> str:
     return " + ".join([f"{name}_off", *(f"c{d} * {name}_st{d}" for d in range(rank))])
 
 
-def render_strided(label: str, expr, operands: tuple, out_dtype: str, rank: int, scalars: tuple = ()) -> StridedSource:
+def render_strided(
+    label: str, expr, operands: tuple, out_dtype: str, rank: int, scalars: tuple = (), index_bits: int = 64
+) -> StridedSource:
     """The kernel writing formula ``expr`` (over ``Arg(i)``: operand ``i`` of storage dtype
     ``operands[i]``, in its compute dtype) at every index of a rank-``rank`` output of ``out_dtype``."""
-    params = [("long long", "n"), *(("long long", f"size{d}") for d in range(rank))]
-    params += [(f"{ctype(out_dtype)} *", "out"), ("long long", "out_off")]
-    params += [("long long", f"out_st{d}") for d in range(rank)]
+    index = index_type(index_bits)
+    params = [(index, "n"), *((index, f"size{d}") for d in range(rank))]
+    params += [(f"{ctype(out_dtype)} *", "out"), (index, "out_off")]
+    params += [(index, f"out_st{d}") for d in range(rank)]
     for i, dt in enumerate(operands):
         if i in scalars:
             continue
-        params += [(f"const {ctype(dt)} *", f"in{i}"), ("long long", f"in{i}_off")]
-        params += [("long long", f"in{i}_st{d}") for d in range(rank)]
+        params += [(f"const {ctype(dt)} *", f"in{i}"), (index, f"in{i}_off")]
+        params += [(index, f"in{i}_st{d}") for d in range(rank)]
     params += [(ctype(compute_dtype(operands[i])), f"s{i}") for i in scalars]
-    body = _coordinates(rank)
+    body = _coordinates(rank, index)
 
     def bind(e):
         if not isinstance(e, Arg):
@@ -117,8 +126,8 @@ def render_strided(label: str, expr, operands: tuple, out_dtype: str, rank: int,
     text = "\n".join(
         [
             f'extern "C" __global__ void KERNEL({signature}) {{',
-            "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;"
-            " i += (long long)blockDim.x * gridDim.x) {",
+            f"  for ({index} i = blockIdx.x * ({index})blockDim.x + threadIdx.x; i < n;"
+            f" i += ({index})blockDim.x * gridDim.x) {{",
             *("    " + line for line in body),
             "  }",
             "}",
@@ -126,7 +135,29 @@ def render_strided(label: str, expr, operands: tuple, out_dtype: str, rank: int,
     )
     name = f"munet_{label}_{hashlib.sha1(text.encode()).hexdigest()[:12]}"
     source = "\n".join([HEADER, PRELUDE, text.replace("KERNEL", name, 1)]) + "\n"
-    return StridedSource(name, source, tuple(params), BLOCK, "elements", rank, len(operands), tuple(scalars), out_dtype)
+    return StridedSource(
+        name, source, tuple(params), BLOCK, "elements", rank, len(operands), tuple(scalars), out_dtype, index_bits
+    )
+
+
+def index_type(index_bits: int) -> str:
+    """The C type of a kernel's sizes, strides and offsets: ``unsigned`` (32 bits) or ``long long``."""
+    if index_bits not in (32, 64):
+        raise ValueError(f"cuda kernels: index_bits must be 32 or 64, got {index_bits}")
+    return "unsigned" if index_bits == 32 else "long long"
+
+
+def index_bits_for(shape, geometries) -> int:
+    """32 when the ``shape``'s element count and every operand's reachable element offset
+    (``(strides, offset)`` pairs, strides non-negative) are below 2**31, else 64.
+
+    32-bit index arithmetic is several times cheaper on the GPU (and to compile); a
+    grid-stride step stays below 2**32, so the unsigned loop cannot wrap."""
+    n = 1
+    for s in shape:
+        n *= int(s)
+    reach = [int(off) + sum((int(s) - 1) * int(st) for s, st in zip(shape, strides)) for strides, off in geometries]
+    return 32 if max([n, *reach]) < 2**31 and n > 0 else 64
 
 
 def _formula_args(op, operands: tuple) -> tuple:
@@ -154,7 +185,9 @@ def _check_kinds(expr) -> None:
         _check_kinds(a)
 
 
-def render_elementwise(name: str, operands: tuple, *, rank: int, scalars: tuple = (), attrs=None) -> StridedSource:
+def render_elementwise(
+    name: str, operands: tuple, *, rank: int, scalars: tuple = (), attrs=None, index_bits: int = 64
+) -> StridedSource:
     """The eager kernel of formula op ``name`` over operands of storage dtypes ``operands`` (None: a
     missing optional argument); ``scalars``: positions given as Python numbers (already of the
     compute dtype's kind, as the dispatcher promotes them). The output dtype is the operands'
@@ -176,7 +209,7 @@ def render_elementwise(name: str, operands: tuple, *, rank: int, scalars: tuple 
     conditions = {i for i, role in enumerate(op.inputs) if role == "condition"}
     value_storage = next((operands[i] for i in present if i not in conditions), storage[0])
     out = value_storage if expr.dtype == compute else _storage_of(expr.dtype)
-    return render_strided(name, expr, storage, out, rank, tuple(renumber[i] for i in scalars))
+    return render_strided(name, expr, storage, out, rank, tuple(renumber[i] for i in scalars), index_bits)
 
 
 def _storage_of(dtype: str) -> str:
@@ -215,7 +248,7 @@ _SAMPLES = {"threshold": 0.5, "value": -2.0, "min_val": -1.0, "max_val": 1.0, "n
             "decimals": 0}  # fmt: skip
 
 
-def render_cast(source: str, target: str, *, rank: int) -> StridedSource:
+def render_cast(source: str, target: str, *, rank: int, index_bits: int = 64) -> StridedSource:
     """The kernel converting a strided ``source``-dtype tensor to ``target`` (NumPy's ``astype``:
     float to int truncates, to bool is ``!= 0``, float64 to a 16-bit float rounds once)."""
     for d in (source, target):
@@ -226,19 +259,19 @@ def render_cast(source: str, target: str, *, rank: int) -> StridedSource:
         expr = x  # stored by the double conversion: one rounding
     else:
         expr = Apply("cast", (x,), compute_dtype(target)) if compute_dtype(target) != x.dtype else x
-    return render_strided(f"cast_{source}_{target}", expr, (source,), target, rank)
+    return render_strided(f"cast_{source}_{target}", expr, (source,), target, rank, (), index_bits)
 
 
-def render_copy(dtype: str, *, rank: int) -> StridedSource:
+def render_copy(dtype: str, *, rank: int, index_bits: int = 64) -> StridedSource:
     """The strided copy of a ``dtype`` tensor (any layout into any layout of the same shape)."""
     if dtype not in DTYPES:
         raise UnrenderableError(f"copy: no cuda kernel for dtype {dtype}")
     if dtype in ("float16", "bfloat16"):
-        return _raw_copy(dtype, rank)
-    return render_strided(f"copy_{dtype}", Arg(0, dtype), (dtype,), dtype, rank)
+        return _raw_copy(dtype, rank, index_bits)
+    return render_strided(f"copy_{dtype}", Arg(0, dtype), (dtype,), dtype, rank, (), index_bits)
 
 
-def _raw_copy(dtype: str, rank: int) -> StridedSource:
+def _raw_copy(dtype: str, rank: int, index_bits: int) -> StridedSource:
     """A 16-bit float copy moves the bits as ``unsigned short`` (no float round trip: NaN payloads survive)."""
-    src = render_strided(f"copy_{dtype}", Arg(0, "uint16"), ("uint16",), "uint16", rank)
-    return StridedSource(src.name, src.source, src.params, src.block, src.layout, rank, 1, (), dtype)
+    src = render_strided(f"copy_{dtype}", Arg(0, "uint16"), ("uint16",), "uint16", rank, (), index_bits)
+    return StridedSource(src.name, src.source, src.params, src.block, src.layout, rank, 1, (), dtype, index_bits)

@@ -18,6 +18,7 @@ end; float16/bfloat16 included) and integers in 64 bits, wrapping; over an empty
 0/1. ``amax``/``amin`` propagate NaN. ``argmax``/``argmin`` give the row-major position in the
 reduced space of the first extreme value, a NaN counting as the extreme (PyTorch's rule), as
 ``int64``. An empty row for ``amax``/``argmax`` is the caller's error to raise (the op does).
+``index_bits`` as for the elementwise kernels (``kernels_elementwise.index_bits_for``).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 
+from munet.backends.cuda.kernels_elementwise import index_type
 from munet.backends.cuda.scalar_cuda import HEADER, PRELUDE, UnrenderableError, compute_dtype, ctype, literal, load
 from munet.backends.cuda.source import CudaSource
 from munet.ops._scalar import FLOAT, kind
@@ -38,6 +40,7 @@ SHORT_ROW = 64
 class ReductionSource(CudaSource):
     kept_rank: int = 0
     reduced_rank: int = 0
+    index_bits: int = 64  # sizes, strides, offsets: unsigned 32-bit or long long
 
     def arguments(self, kept_shape, reduced_shape, out, source) -> list:
         """``[(C type, value), ...]`` in parameter order; ``source`` is ``(pointer, kept strides,
@@ -48,6 +51,8 @@ class ReductionSource(CudaSource):
                 f"{self.name}: expected {self.kept_rank} kept and {self.reduced_rank} reduced dims, "
                 f"got {tuple(kept_shape)} and {tuple(reduced_shape)}"
             )
+        if any(int(st) < 0 for st in (*kept_strides, *reduced_strides)) or int(offset) < 0:
+            raise ValueError(f"{self.name}: negative strides or offset")
         if len(kept_strides) != self.kept_rank or len(reduced_strides) != self.reduced_rank:
             raise ValueError(f"{self.name}: strides {tuple(kept_strides)}, {tuple(reduced_strides)} do not match")
         n_out, n_red = _prod(kept_shape), _prod(reduced_shape)
@@ -73,17 +78,24 @@ def _accumulator(op: str, dtype: str) -> str:
     return ctype(compute_dtype(dtype))
 
 
-def _coordinates(var: str, prefix: str, sizes: str, rank: int) -> list:
+def _coordinates(var: str, prefix: str, sizes: str, rank: int, index: str) -> list:
     if rank == 0:
         return []
-    lines = [f"long long rem_{prefix} = {var};"]
+    lines = [f"{index} rem_{prefix} = {var};"]
     for d in reversed(range(rank)):
-        lines.append(f"const long long {prefix}{d} = rem_{prefix} % {sizes}{d}; rem_{prefix} /= {sizes}{d};")
+        lines.append(f"const {index} {prefix}{d} = rem_{prefix} % {sizes}{d}; rem_{prefix} /= {sizes}{d};")
     return lines
 
 
 def render_reduction(
-    op: str, in_dtype: str, out_dtype: str, *, kept_rank: int, reduced_rank: int, layout: str = "outputs"
+    op: str,
+    in_dtype: str,
+    out_dtype: str,
+    *,
+    kept_rank: int,
+    reduced_rank: int,
+    layout: str = "outputs",
+    index_bits: int = 64,
 ) -> ReductionSource:
     """The reduction kernel (see the module docstring for its parameters and semantics)."""
     if op not in OPS:
@@ -92,38 +104,39 @@ def render_reduction(
         raise ValueError(f"render_reduction: layout must be 'outputs' or 'rows', got {layout!r}")
     acc = _accumulator(op, in_dtype)
     arg = op.startswith("arg")
-    params = [("long long", "n_out"), ("long long", "n_red")]
-    params += [("long long", f"ksize{d}") for d in range(kept_rank)]
-    params += [("long long", f"rsize{d}") for d in range(reduced_rank)]
-    params += [(f"{ctype(out_dtype)} *", "out"), (f"const {ctype(in_dtype)} *", "in"), ("long long", "in_off")]
-    params += [("long long", f"kst{d}") for d in range(kept_rank)]
-    params += [("long long", f"rst{d}") for d in range(reduced_rank)]
+    index = index_type(index_bits)
+    params = [(index, "n_out"), (index, "n_red")]
+    params += [(index, f"ksize{d}") for d in range(kept_rank)]
+    params += [(index, f"rsize{d}") for d in range(reduced_rank)]
+    params += [(f"{ctype(out_dtype)} *", "out"), (f"const {ctype(in_dtype)} *", "in"), (index, "in_off")]
+    params += [(index, f"kst{d}") for d in range(kept_rank)]
+    params += [(index, f"rst{d}") for d in range(reduced_rank)]
     at = " + ".join(
         ["in_off", *(f"k{d} * kst{d}" for d in range(kept_rank)), *(f"q{d} * rst{d}" for d in range(reduced_rank))]
     )
     init = {"sum": "0", "prod": "1"}.get(op, literal(0.0, compute_dtype(in_dtype)))
     row = [
-        *_coordinates("r", "q", "rsize", reduced_rank),
+        *_coordinates("r", "q", "rsize", reduced_rank, index),
         f"const {acc} v = ({acc}){load(in_dtype, f'in[{at}]')};",
         *_step(op),
     ]
     start, stride = ("0", "1") if layout == "outputs" else ("threadIdx.x", str(BLOCK))
     body = [
-        *_coordinates("o", "k", "ksize", kept_rank),
+        *_coordinates("o", "k", "ksize", kept_rank, index),
         f"{acc} acc = {init}; long long key = -1;",
-        f"for (long long r = {start}; r < n_red; r += {stride}) {{",
+        f"for ({index} r = {start}; r < n_red; r += {stride}) {{",
         *("  " + line for line in row),
         "}",
     ]
     result = "key" if arg else "acc"
     if layout == "outputs":
-        loop = "for (long long o = blockIdx.x * (long long)blockDim.x + threadIdx.x; o < n_out; o += (long long)blockDim.x * gridDim.x) {"
+        loop = f"for ({index} o = blockIdx.x * ({index})blockDim.x + threadIdx.x; o < n_out; o += ({index})blockDim.x * gridDim.x) {{"
         text = [loop, *("  " + line for line in body), f"  out[o] = {_store(out_dtype, result, acc, arg)};", "}"]
     else:
         text = [
             f"__shared__ {acc} part[{BLOCK}];",
             f"__shared__ long long part_key[{BLOCK}];",
-            "const long long o = blockIdx.x;",
+            f"const {index} o = blockIdx.x;",
             "if (o >= n_out) return;  // the whole block: no thread waits at a barrier",
             *body,
             "part[threadIdx.x] = acc; part_key[threadIdx.x] = key;",
@@ -144,7 +157,7 @@ def render_reduction(
     unit = "\n".join([f'extern "C" __global__ void KERNEL({signature}) {{', *("  " + line for line in text), "}"])
     name = f"munet_{op}_{in_dtype}_{hashlib.sha1(unit.encode()).hexdigest()[:12]}"
     source = "\n".join([HEADER, PRELUDE, unit.replace("KERNEL", name, 1)]) + "\n"
-    return ReductionSource(name, source, tuple(params), BLOCK, layout, kept_rank, reduced_rank)
+    return ReductionSource(name, source, tuple(params), BLOCK, layout, kept_rank, reduced_rank, index_bits)
 
 
 def _store(out_dtype: str, value: str, acc: str, arg: bool) -> str:
