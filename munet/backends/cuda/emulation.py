@@ -1,14 +1,17 @@
 """Run rendered CUDA kernels on the CPU: a compatibility header and the system C++ compiler.
 
-This checks the numbers of the generated CUDA C on machines without a GPU (CI). A kernel that
-uses no shared memory (``CudaSource.shared_memory`` False: grid-stride elementwise kernels and
-one-thread-per-output reductions) is compiled by ``$CXX``/``c++``/``g++``/``clang++`` with
-:data:`COMPAT_HEADER` in place of ``cuda_fp16.h``/``cuda_bf16.h``:
+This checks the numbers of the generated CUDA C on machines without a GPU (CI). A rendered
+kernel is compiled by ``$CXX``/``c++``/``g++``/``clang++`` with :data:`COMPAT_HEADER` in place of
+``cuda_fp16.h``/``cuda_bf16.h``:
 
-- ``blockIdx``/``threadIdx``/``blockDim``/``gridDim`` are globals that a generated launcher
-  ``munet_emulate(grid, block, args)`` sets while it loops over every block and thread in order,
+- ``blockIdx``/``threadIdx``/``blockDim``/``gridDim`` are variables that a generated launcher
+  ``emulate_<name>(grid, block, args)`` sets while it loops over every block and thread in order,
   calling the kernel once per thread (``args`` is ``cuLaunchKernel``'s ``void **kernelParams``);
   many kernels compile into one library (:class:`Emulator`), one compiler run for a suite;
+- a kernel with shared memory (``CudaSource.shared_memory``: the one-block-per-row reductions)
+  runs each block's threads as ``std::thread`` s, one block at a time: ``__shared__`` is a
+  function-static array, ``__syncthreads()`` a ``std::barrier`` of the block (a thread that has
+  returned drops out of it, as an exited CUDA thread does);
 - ``__global__``, ``__device__`` and ``__forceinline__`` are macros for plain C++ functions,
   CUDA's float math (``expf``, ``erfinvf``...) is the C library's (``erfinv`` by Giles'
   approximation and Newton steps), ``__int_as_float`` and friends are ``memcpy`` bit casts;
@@ -16,10 +19,11 @@ one-thread-per-output reductions) is compiled by ``$CXX``/``c++``/``g++``/``clan
   round to nearest even once (subnormals, overflow to infinity, NaN kept), as CUDA's ``_rn``
   conversions do.
 
-Flags: ``-O0 -std=c++17 -fwrapv -ffp-contract=off`` (no contraction, as ``--fmad=false`` on the
+Flags: ``-O0 -std=c++20 -pthread -fwrapv -ffp-contract=off`` (no contraction, as ``--fmad=false`` on the
 device; ``-O0`` because a suite of hundreds of kernels compiles in seconds, and the checks are of
 numbers, not speed). Binaries are cached like the C renderer's (``munet/compiler/codegen/cache.py``).
-:func:`emulate` runs a kernel on NumPy buffers; a kernel with shared memory is refused.
+:func:`emulate` runs a kernel on NumPy buffers. Warp-level primitives (shuffles, votes) are not
+emulated; the renderers use none.
 """
 
 from __future__ import annotations
@@ -37,14 +41,22 @@ import numpy as np
 from munet.backends.cuda.scalar_cuda import HEADER
 from munet.compiler.codegen import cache
 
-FLAGS = ("-O0", "-std=c++17", "-fwrapv", "-ffp-contract=off", "-fPIC", "-shared")
+FLAGS = ("-O0", "-std=c++20", "-pthread", "-fwrapv", "-ffp-contract=off", "-fPIC", "-shared")
 
 COMPAT_HEADER = r"""// munet: CUDA built-ins for running generated kernels on the CPU (emulation.py)
 #include <math.h>
+#include <barrier>
 #include <cmath>
 #include <cstring>
+#include <thread>
+#include <vector>
 struct dim3 { unsigned x, y, z; };
-static dim3 blockIdx, threadIdx, blockDim, gridDim;
+static thread_local dim3 blockIdx, threadIdx;
+static dim3 blockDim, gridDim;
+// a block's threads run as std::threads (one block at a time), __syncthreads is their barrier
+static thread_local std::barrier<> *munet_block_barrier = nullptr;
+#define __shared__ static
+static inline void __syncthreads() { munet_block_barrier->arrive_and_wait(); }
 #define __global__
 #define __device__
 #define __forceinline__ inline
@@ -155,11 +167,30 @@ def find_cxx(cxx_env: str | None = None) -> tuple:
 
 
 def _launcher(src) -> str:
-    if src.shared_memory:
-        raise EmulationUnavailableError(f"cuda emulation: {src.name} uses shared memory (layout '{src.layout}')")
     if HEADER not in src.source:
         raise ValueError(f"cuda emulation: {src.name} does not start with the renderers' header")
     args = ", ".join(f"*({t}{'' if t.endswith('*') else ' '}*)args[{k}]" for k, (t, _) in enumerate(src.params))
+    if src.shared_memory:
+        return f"""
+extern "C" void emulate_{src.name}(unsigned grid, unsigned block, void **args) {{
+  gridDim = dim3{{grid, 1, 1}};
+  blockDim = dim3{{block, 1, 1}};
+  for (unsigned b = 0; b < grid; b++) {{
+    std::barrier<> bar(block);
+    std::vector<std::thread> threads;
+    for (unsigned t = 0; t < block; t++) {{
+      threads.emplace_back([&bar, args, b, t] {{
+        blockIdx = dim3{{b, 0, 0}};
+        threadIdx = dim3{{t, 0, 0}};
+        munet_block_barrier = &bar;
+        {src.name}({args});
+        bar.arrive_and_drop();  // an exited thread no longer holds the block's barriers back
+      }});
+    }}
+    for (auto &thread : threads) thread.join();
+  }}
+}}
+"""
     return f"""
 extern "C" void emulate_{src.name}(unsigned grid, unsigned block, void **args) {{
   gridDim = dim3{{grid, 1, 1}};

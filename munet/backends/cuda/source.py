@@ -9,8 +9,8 @@ passed by value. ``grid(n)`` is the number of blocks of ``block`` threads (1-D) 
 ``n`` work items: elements for ``layout == "elements"`` (a grid-stride loop, so any grid is
 correct and the rule caps it at ``MAX_BLOCKS``), outputs for ``"outputs"`` (one thread per
 output, grid-stride too) and ``"rows"`` (one block per output: the kernel uses shared memory
-and ``__syncthreads``). ``shared_memory`` is True for ``"rows"`` kernels: only kernels without
-it run under the CPU emulation header (``munet/backends/cuda/emulation.py``).
+and ``__syncthreads``). ``shared_memory`` is True for ``"rows"`` kernels (the CPU emulation,
+``munet/backends/cuda/emulation.py``, runs their blocks' threads concurrently).
 """
 
 from __future__ import annotations
