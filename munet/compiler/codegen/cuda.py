@@ -6,6 +6,7 @@ const double *p)``: the C-contiguous input and output buffers, then the runtime 
 device array (a learning rate is data read at each replay, so one kernel, and one captured CUDA
 graph, serves every step). Shapes and strides are fixed per compiled graph and written into the
 source as constants; dims that every access walks contiguously are collapsed (``c.collapse``).
+Index arithmetic is 32-bit unsigned when every index fits (:func:`index_bits`), else 64-bit.
 Each scalar op is printed by the cuda backend's table (``munet/backends/cuda/scalar_cuda.py``),
 which the eager kernels use too, so fused and unfused kernels compute alike.
 
@@ -93,17 +94,17 @@ def _coords(index: str, shape, prefix: str) -> list:
     if not shape:
         return []
     if len(shape) == 1:
-        return [f"const long long {prefix}0 = {index};"]
-    lines = [f"long long rem_{prefix} = {index};"]
+        return [f"const munet_idx {prefix}0 = {index};"]
+    lines = [f"munet_idx rem_{prefix} = {index};"]
     for d in reversed(range(len(shape))):
-        lines.append(f"const long long {prefix}{d} = rem_{prefix} % {shape[d]}LL; rem_{prefix} /= {shape[d]}LL;")
+        lines.append(f"const munet_idx {prefix}{d} = rem_{prefix} % {shape[d]}; rem_{prefix} /= {shape[d]};")
     return lines
 
 
 def _index(names, strides, offset: int = 0) -> str:
-    terms = [n if st == 1 else f"{n} * {st}LL" for n, st in zip(names, strides) if st != 0]
+    terms = [n if st == 1 else f"{n} * {st}" for n, st in zip(names, strides) if st != 0]
     if offset:
-        terms.append(f"{offset}LL")
+        terms.append(f"{offset}")
     return " + ".join(terms) or "0"
 
 
@@ -120,8 +121,34 @@ def _unit(kernel: Kernel, body: list, layout: str) -> CudaSource:
     if kernel.reduce_shape:
         header += f", reducing {list(kernel.reduce_shape)} ({layout})"
     head = f'extern "C" __global__ void {kernel.name}({", ".join(t + n for t, n in params)}) {{'
-    source = "\n".join([HEADER, PRELUDE, header, head, *("  " + line for line in body), "}"]) + "\n"
+    index = f"typedef {'unsigned' if index_bits(kernel) == 32 else 'long long'} munet_idx;"
+    source = "\n".join([HEADER, PRELUDE, header, head, "  " + index, *("  " + line for line in body), "}"]) + "\n"
     return CudaSource(kernel.name, source, params, BLOCK, layout)
+
+
+def index_bits(kernel: Kernel) -> int:
+    """32 when every index the kernel computes (the full space's, each load's, store's and
+    Index's) is below 2**31, else 64: 32-bit index arithmetic is several times cheaper."""
+    sizes = tuple(kernel.shape) + tuple(kernel.reduce_shape)
+    reach = [_numel(sizes) + 1]
+    stack = [st.expr for st in kernel.stores]
+    seen: set = set()
+    for st in kernel.stores:
+        if isinstance(st, StoreFull):
+            reach.append(sum((n - 1) * s for n, s in zip(sizes, st.strides)))
+    while stack:
+        e = stack.pop()
+        if e in seen:
+            continue
+        seen.add(e)
+        if isinstance(e, (Load, Index)):
+            reach.append(e.offset + sum((n - 1) * abs(s) for n, s in zip(sizes, e.strides)))
+        if isinstance(e, Reduce):
+            stack.append(e.expr)
+            if e.key is not None:
+                stack.append(e.key)
+        stack.extend(getattr(e, "args", ()))
+    return 32 if max(reach) < 2**31 else 64
 
 
 def _check_dtypes(kernel: Kernel) -> None:
@@ -172,7 +199,7 @@ def _elementwise_body(kernel: Kernel) -> list:
     emitter = _emitter(lambda ld: _index(names, per_load[ld], ld.offset), lines)
     values = [(st.buffer, emitter.emit(st.expr)) for st in kernel.stores]
     lines += [f"out{b}[idx] = {v};" for b, v in values]
-    loop = f"for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < {kernel.numel}LL; idx += (long long)blockDim.x * gridDim.x) {{"
+    loop = f"for (munet_idx idx = blockIdx.x * (munet_idx)blockDim.x + threadIdx.x; idx < {kernel.numel}; idx += (munet_idx)blockDim.x * gridDim.x) {{"
     return [loop, *("  " + line for line in lines), "}"]
 
 
@@ -226,7 +253,7 @@ def _row_loop(kernel, names, index_of, fulls, reduces, start: str, step: str) ->
         if isinstance(st, StoreFull):
             loop.append(f"out{st.buffer}[{_index(names, st.strides)}] = {inner.emit(st.expr)};")
     rows = _numel(kernel.reduce_shape)
-    return [f"for (long long r = {start}; r < {rows}LL; r += {step}) {{", *("  " + line for line in loop), "}"]
+    return [f"for (munet_idx r = {start}; r < {rows}; r += {step}) {{", *("  " + line for line in loop), "}"]
 
 
 def _result(j: int, r) -> str:
@@ -249,7 +276,7 @@ def _serial_body(kernel: Kernel) -> list:
     body = _coords("idx", kernel.shape, "c") + _accumulators(reduces)
     body += _row_loop(kernel, names, index_of, fulls, reduces, "0", "1")
     body += _epilogue(index_of, outside, reduces, [_result(j, r) for j, r in enumerate(reduces)])
-    loop = f"for (long long idx = blockIdx.x * (long long)blockDim.x + threadIdx.x; idx < {kernel.numel}LL; idx += (long long)blockDim.x * gridDim.x) {{"
+    loop = f"for (munet_idx idx = blockIdx.x * (munet_idx)blockDim.x + threadIdx.x; idx < {kernel.numel}; idx += (munet_idx)blockDim.x * gridDim.x) {{"
     return [loop, *("  " + line for line in body), "}"]
 
 
@@ -258,8 +285,8 @@ def _row_body(kernel: Kernel) -> list:
     lines = [
         f"__shared__ {'double' if r.op == 'sum' else ctype(r.dtype)} part{j}[{BLOCK}];" for j, r in enumerate(reduces)
     ]
-    lines += ["const long long idx = blockIdx.x;", "const int t = threadIdx.x;"]
-    lines.append(f"if (idx >= {kernel.numel}LL) return;  // the whole block: no thread waits at a barrier")
+    lines += ["const munet_idx idx = blockIdx.x;", "const int t = threadIdx.x;"]
+    lines.append(f"if (idx >= {kernel.numel}) return;  // the whole block: no thread waits at a barrier")
     lines += _coords("idx", kernel.shape, "c") + _accumulators(reduces)
     lines += _row_loop(kernel, names, index_of, fulls, reduces, "t", f"{BLOCK}")
     lines += [f"part{j}[t] = acc{j};" for j in range(len(reduces))]
