@@ -10,6 +10,11 @@ from __future__ import annotations
 
 import functools
 
+import ml_dtypes
+import numpy as np
+
+import munet
+from munet._device import get_backend
 from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import kernels_reduce as R
 from munet.ops._registry import OPS
@@ -68,3 +73,49 @@ def eager_sources() -> tuple:
         reduction_source(op, dt, lay, 64) for op in R.OPS for dt in ("float32", "int64") for lay in ("outputs", "rows")
     ]
     return tuple(sources)
+
+
+# helpers of the numerical checks (emulated and on a GPU) ---------------------------------------------
+
+NP = {"bfloat16": ml_dtypes.bfloat16}
+RTOL = {"float32": 1e-5, "float64": 1e-12, "float16": 2**-10, "bfloat16": 2**-7}
+SPECIAL = [np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, -1.0, 0.5]
+
+
+def np_dtype(name: str):
+    return np.dtype(NP.get(name, name))
+
+
+def is_float(dt) -> bool:
+    return np.dtype(dt).kind == "f" or np.dtype(dt) == np.dtype(ml_dtypes.bfloat16)
+
+
+def cpu_kernel(name):
+    return get_backend(munet.device("cpu")).kernels[name]
+
+
+def random_values(dtype: str, shape, gen, name: str = "", position: int = 0) -> np.ndarray:
+    if dtype == "bool":
+        return gen.integers(0, 2, shape).astype(bool)
+    if np_dtype(dtype).kind in "iu":
+        if name in ("bitwise_left_shift", "bitwise_right_shift", "pow") and position == 1:
+            return gen.integers(0, 6, shape).astype(dtype)
+        info = np.iinfo(np_dtype(dtype))
+        return gen.integers(max(info.min, -100), min(info.max, 100), shape).astype(dtype)
+    x = gen.standard_normal(shape) * 3
+    flat = x.reshape(-1)
+    k = min(len(SPECIAL), flat.size // 2)
+    flat[gen.choice(flat.size, k, replace=False)] = gen.permutation(SPECIAL)[:k]
+    return x.astype(np_dtype(dtype))
+
+
+def assert_matches(got: np.ndarray, want: np.ndarray, dtype: str, what: str):
+    assert got.dtype == want.dtype, what
+    if not is_float(want.dtype):
+        np.testing.assert_array_equal(got, want, err_msg=what)
+        return
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=what)
+    finite = np.isfinite(w)
+    np.testing.assert_array_equal(g[~finite & ~np.isnan(w)], w[~finite & ~np.isnan(w)], err_msg=what)
+    np.testing.assert_allclose(g[finite], w[finite], rtol=RTOL[dtype], atol=RTOL[dtype] * 1e-30, err_msg=what)

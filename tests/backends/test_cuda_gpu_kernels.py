@@ -14,8 +14,7 @@ import pytest
 from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import nvrtc
 from munet.ops._registry import OPS
-from tests.backends.cuda_cases import formula_cases, formula_source
-from tests.backends.test_cuda_emulation import _assert_matches, _cpu_kernel, _values, np_dtype
+from tests.backends.cuda_cases import assert_matches, cpu_kernel, formula_cases, formula_source, np_dtype, random_values
 
 pytestmark = pytest.mark.cuda
 
@@ -53,11 +52,13 @@ def test_eager_kernels_on_the_gpu_match_the_emulated_and_cpu_results(cupy, name,
     gen = np.random.default_rng(0)
     shape = (5, 7)
     src = formula_source(name, dtype, 32)
-    operands = [_values("bool" if r == "condition" else dtype, shape, gen, name, i) for i, r in enumerate(op.inputs)]
-    want = np.asarray(_cpu_kernel(name)(*operands, **E.sample_attrs(op))).astype(np_dtype(src.out_dtype))
+    operands = [
+        random_values("bool" if r == "condition" else dtype, shape, gen, name, i) for i, r in enumerate(op.inputs)
+    ]
+    want = np.asarray(cpu_kernel(name)(*operands, **E.sample_attrs(op))).astype(np_dtype(src.out_dtype))
     device = [cupy.asarray(a) for a in operands]
     out = cupy.empty(shape, np_dtype(src.out_dtype))
     geometry = [(d, [s // d.itemsize for s in d.strides], 0) for d in device]
     values = [v for _, v in src.arguments(shape, (out, [s // out.itemsize for s in out.strides], 0), geometry)]
     _launch(cupy, src, out.size, values, tmp_path)
-    _assert_matches(cupy.asnumpy(out), want, src.out_dtype, f"{name} {dtype} on the GPU")
+    assert_matches(cupy.asnumpy(out), want, src.out_dtype, f"{name} {dtype} on the GPU")
