@@ -110,6 +110,7 @@ def _trace(name, model, opt, x, y, device) -> list:
     for _ in range(2):  # the first trace creates the optimizer state, the second is the steady step
         loss = compiled(model, opt, xs, ys)
     assert np.isfinite(loss.item())
+    assert "__global__ void fused_" in compiled.describe()  # describe() shows the CUDA C of fused nodes
     return plan_steps(compiled.graph)
 
 

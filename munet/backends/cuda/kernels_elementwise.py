@@ -236,11 +236,13 @@ def supports(name: str, dtype: str) -> bool:
 
 
 def sample_attrs(op) -> dict:
-    """Attribute values a formula op is rendered with when none are given (the test suite's)."""
+    """Attribute values to instantiate a formula op with when none are given (``supports`` and the
+    test suites): which dtypes a formula takes does not depend on them; an attribute of a newer op
+    without a sample here gets 0.5."""
     import inspect
 
     names = [p.name for p in inspect.signature(op.formula).parameters.values() if p.kind == p.KEYWORD_ONLY]
-    return {n: _SAMPLES[n] for n in names}
+    return {n: _SAMPLES.get(n, 0.5) for n in names}
 
 
 _SAMPLES = {"threshold": 0.5, "value": -2.0, "min_val": -1.0, "max_val": 1.0, "negative_slope": 0.01, "alpha": 1.0,
