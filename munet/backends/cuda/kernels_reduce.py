@@ -27,7 +27,16 @@ import hashlib
 from dataclasses import dataclass
 
 from munet.backends.cuda.kernels_elementwise import index_type
-from munet.backends.cuda.scalar_cuda import HEADER, PRELUDE, UnrenderableError, compute_dtype, ctype, literal, load
+from munet.backends.cuda.scalar_cuda import (
+    HEADER,
+    PRELUDE,
+    UnrenderableError,
+    compute_dtype,
+    ctype,
+    literal,
+    load,
+    store,
+)
 from munet.backends.cuda.source import CudaSource
 from munet.ops._scalar import FLOAT, kind
 
@@ -161,8 +170,6 @@ def render_reduction(
 
 
 def _store(out_dtype: str, value: str, acc: str, arg: bool) -> str:
-    from munet.backends.cuda.scalar_cuda import store
-
     return store(out_dtype, value, "int64" if arg else {"double": "float64", "long long": "int64"}.get(acc, "float32"))
 
 
@@ -175,11 +182,9 @@ def _step(op: str) -> list:
         return ["acc += v;"]
     if op == "prod":
         return ["acc *= v;"]
-    sign = _BETTER[op]
-    if op in ("amax", "amin"):  # NaN propagates: a NaN accumulator stays, a NaN element takes over
-        return [f"if (key < 0 || acc == acc && (v != v || v {sign} acc)) {{ acc = v; key = r; }}"]
-    # the first extreme wins; the first NaN beats everything
-    return [f"if (key < 0 || acc == acc && (v != v || v {sign} acc)) {{ acc = v; key = r; }}"]
+    # amax/amin: a NaN accumulator stays, a NaN element takes over (NaN propagates); argmax/argmin: the
+    # first extreme wins and the first NaN beats everything, so both are this one rule
+    return [f"if (key < 0 || acc == acc && (v != v || v {_BETTER[op]} acc)) {{ acc = v; key = r; }}"]
 
 
 def _combine(op: str) -> list:

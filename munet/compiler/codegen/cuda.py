@@ -216,9 +216,6 @@ def _parts(kernel: Kernel):
     return names, index_of, outside, fulls, reduces
 
 
-_INIT = {"sum": "0.0", "max": None}
-
-
 def _accumulators(reduces) -> list:
     lines = []
     for j, r in enumerate(reduces):
