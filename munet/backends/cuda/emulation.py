@@ -63,6 +63,9 @@ static inline void __syncthreads() { munet_block_barrier->arrive_and_wait(); }
 using std::isinf;
 using std::isnan;
 using std::signbit;
+static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
+  return (unsigned long long)(((unsigned __int128)a * b) >> 64);
+}
 static inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, sizeof f); return f; }
 static inline double __longlong_as_double(long long x) { double f; std::memcpy(&f, &x, sizeof f); return f; }
 static inline double erfinv(double y) {
@@ -137,6 +140,7 @@ static inline __nv_bfloat16 __double2bfloat16(double f) { return __nv_bfloat16{m
 _CTYPES = {
     "long long": ctypes.c_longlong,
     "unsigned": ctypes.c_uint,
+    "unsigned long long": ctypes.c_ulonglong,
     "int": ctypes.c_int,
     "short": ctypes.c_short,
     "signed char": ctypes.c_byte,
