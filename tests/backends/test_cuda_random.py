@@ -13,7 +13,8 @@ from munet.backends.cuda import emulation, nvrtc
 from munet.backends.cuda import kernels_random as R
 
 SOURCES = [R.render_philox_words(), *(R.render_uniform(d) for d in ("float32", "float64", "float16", "bfloat16")),
-           *(R.render_randint(d) for d in ("int64", "int32", "int8"))]  # fmt: skip
+           *(R.render_randint(d) for d in ("int64", "int32", "int8")),
+           *(R.render_normal(d) for d in ("float32", "float64", "bfloat16"))]  # fmt: skip
 # a counter whose low word is about to wrap, so the carry into the next words is exercised
 KEY, COUNTER = 0x0123456789ABCDEF_FEDCBA9876543210, (5 << 64) | (2**64 - 3)
 
@@ -63,6 +64,17 @@ def test_randint_is_the_cpu_kernels_values(emulator, dtype, low, high):
     _run(emulator, src, out.size, out, span=high - low, low=low % 2**64)
     want = cpu.randint(shape=out.shape, dtype=getattr(munet, dtype), low=low, high=high, generator=_Generator())
     np.testing.assert_array_equal(out, want)
+
+
+@pytest.mark.parametrize(("dtype", "n"), [("float64", 1001), ("float32", 64), ("bfloat16", 9)])
+def test_normal_is_the_cpu_kernels_box_muller(emulator, dtype, n):
+    """The same words and formula; log/cos/sin from another math library: float64 to 1e-14."""
+    src = R.render_normal(dtype)
+    out = np.zeros(n, ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype)
+    emulator.run(src, n, [v for _, v in src.arguments(KEY, COUNTER, n, out, std=2.0, mean=0.5)])
+    want = cpu.normal(shape=(n,), dtype=getattr(munet, dtype), mean=0.5, std=2.0, generator=_Generator())
+    tol = {"float64": 1e-14, "float32": 2**-23, "bfloat16": 2**-7}[dtype]  # an ulp of the dtype at most
+    np.testing.assert_allclose(out.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol)
 
 
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])

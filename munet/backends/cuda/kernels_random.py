@@ -126,3 +126,38 @@ def render_randint(dtype: str) -> RandomSource:
     return _unit(
         f"munet_randint_{dtype}", ctype(dtype), value, (("unsigned long long", "span"), ("unsigned long long", "low"))
     )
+
+
+def render_normal(dtype: str) -> RandomSource:
+    """``normal(mean, std)`` of a float ``dtype``: the CPU's Box-Muller in double (``m = ceil(n / 2)``
+        pairs: word ``j`` gives the radius, word ``m + j`` the angle; element ``j`` is ``r cos``, element
+        ``m + j`` is ``r sin``), then ``z * std + mean`` in double, rounded once to ``dtype`` (the CPU's
+    NumPy arithmetic on float64 ``z``). One thread per element (it
+        draws the two counter blocks its words sit in). CUDA's ``log``/``cos``/``sin`` are within an
+        ulp or two of the C library's, so values match the CPU's to that, not bit for bit."""
+    if dtype not in _BITS:
+        raise UnrenderableError(f"normal: no cuda kernel for dtype {dtype}")
+    params = (*_HEAD, ("long long", "n"), (f"{ctype(dtype)} *", "out"), ("double", "std"), ("double", "mean"))
+    signature = ", ".join(f"{t}{'' if t.endswith('*') else ' '}{p}" for t, p in params)
+    body = [
+        f'extern "C" __global__ void munet_normal_{dtype}({signature}) {{',
+        "  const unsigned long long base[4] = {c0, c1, c2, c3};",
+        "  const long long m = (n + 1) / 2;",
+        "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;"
+        " i += (long long)blockDim.x * gridDim.x) {",
+        "    const long long j = i < m ? i : i - m;",
+        "    unsigned long long c[4], w[4];",
+        "    munet_counter(base, (unsigned long long)(j / 4), c);",
+        "    munet_philox(k0, k1, c, w);",
+        "    const double u1 = ((double)(w[j % 4] >> 11) + 1.0) * (1.0 / 9007199254740992.0);  // (0, 1]",
+        "    munet_counter(base, (unsigned long long)((m + j) / 4), c);",
+        "    munet_philox(k0, k1, c, w);",
+        "    const double u2 = (double)(w[(m + j) % 4] >> 11) * (1.0 / 9007199254740992.0);",
+        "    const double radius = sqrt(-2.0 * log(u1)), angle = 2.0 * 3.141592653589793 * u2;",
+        "    const double z = i < m ? radius * cos(angle) : radius * sin(angle);",
+        f"    out[i] = {store(dtype, 'z * std + mean', 'float64')};",
+        "  }",
+        "}",
+    ]
+    source = "\n".join([HEADER, PRELUDE, PHILOX, *body]) + "\n"
+    return RandomSource(f"munet_normal_{dtype}", source, params, BLOCK, "elements", ("std", "mean"))
