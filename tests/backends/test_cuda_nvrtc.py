@@ -57,3 +57,11 @@ def test_headers_and_architectures():
     assert nvrtc.arch_for((9, 0)) == "sm_90"
     with pytest.raises(nvrtc.NvrtcUnavailableError, match="sm_12"):
         nvrtc.arch_for((1, 2))
+
+
+def test_reading_nvrtc_outputs_leaves_shared_bytes_alone(tmp_path, monkeypatch):
+    # an empty log has size 1: NVRTC writing into b" " * 1 (the interpreter's shared b" ") corrupts it
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))  # a real NVRTC run, not a cache hit
+    cubin = nvrtc.compile_source('extern "C" __global__ void k_shared_bytes(float *x) { x[0] = 1.0f; }\n', "sm_80")
+    assert not cubin.cache_hit
+    assert repr(b" ") == "b' '" and b" ".decode() == " "

@@ -146,18 +146,22 @@ def _compile(source: str, name: str, arch: str, options: tuple) -> tuple:
     try:
         encoded = [o.encode() for o in options]
         (status,) = nvrtc.nvrtcCompileProgram(program, len(encoded), encoded)
-        size = _check(nvrtc.nvrtcGetProgramLogSize(program), "nvrtcGetProgramLogSize")
-        buffer = b" " * size
-        _check((nvrtc.nvrtcGetProgramLog(program, buffer)[0], None), "nvrtcGetProgramLog")
-        log = buffer.rstrip(b"\0 ").decode(errors="replace")
+        log = _read(nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog, program)
+        log = log.rstrip(b"\0 ").decode(errors="replace")
         if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
             raise NvrtcError(name, arch, log)
-        size = _check(nvrtc.nvrtcGetCUBINSize(program), "nvrtcGetCUBINSize")
-        cubin = b" " * size
-        _check((nvrtc.nvrtcGetCUBIN(program, cubin)[0], None), "nvrtcGetCUBIN")
-        return cubin, log
+        return _read(nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, program), log
     finally:
         nvrtc.nvrtcDestroyProgram(program)
+
+
+def _read(size_call, get_call, program) -> bytes:
+    """An NVRTC output (log, cubin) read into a fresh mutable buffer: NVRTC writes into the buffer it
+    is given, and writing into a ``bytes`` object would overwrite an immutable (possibly shared) value."""
+    size = _check(size_call(program), size_call.__name__)
+    buffer = bytearray(size)
+    _check((get_call(program, buffer)[0], None), get_call.__name__)
+    return bytes(buffer)
 
 
 def combine(sources) -> str:
