@@ -1,0 +1,39 @@
+"""A rendered CUDA kernel: its source, its parameters and its launch geometry.
+
+Every renderer of the cuda backend (eager kernels in ``kernels_*.py``, fused kernels in
+``munet/compiler/codegen/cuda.py``) returns a :class:`CudaSource`; the launcher needs nothing
+else. ``source`` is one translation unit (NVRTC compiles it with ``nvrtc.compile_source``)
+exporting ``extern "C" __global__ void <name>(...)`` whose parameters are ``params`` in order,
+each ``(C type, name)``: a ``T *`` is a device pointer, ``long long``/``double``/... a value
+passed by value. ``grid(n)`` is the number of blocks of ``block`` threads (1-D) to launch for
+``n`` work items: elements for ``layout == "elements"`` (a grid-stride loop, so any grid is
+correct and the rule caps it at ``MAX_BLOCKS``), outputs for ``"outputs"`` (one thread per
+output, grid-stride too) and ``"rows"`` (one block per output: the kernel uses shared memory
+and ``__syncthreads``). ``shared_memory`` is True for ``"rows"`` kernels (the CPU emulation,
+``munet/backends/cuda/emulation.py``, runs their blocks' threads concurrently).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+MAX_BLOCKS = 65535 * 8  # a grid-stride loop needs no more blocks than the device keeps busy
+
+
+@dataclass(frozen=True)
+class CudaSource:
+    name: str
+    source: str
+    params: tuple  # ((C type, parameter name), ...) in order
+    block: int = 256
+    layout: str = "elements"  # "elements", "outputs" (grid-stride) or "rows" (one block per output)
+
+    @property
+    def shared_memory(self) -> bool:
+        return self.layout == "rows"
+
+    def grid(self, n: int) -> int:
+        """Blocks to launch for ``n`` work items (at least one, so a size-0 launch is legal)."""
+        if self.layout == "rows":
+            return max(int(n), 1)
+        return max(1, min(-(-int(n) // self.block), MAX_BLOCKS))
