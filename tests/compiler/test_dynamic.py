@@ -1,10 +1,11 @@
-"""``munet.compile(dynamic=True)``: generated kernels take their leading size at run time.
+"""``munet.compile(dynamic=...)``: generated kernels take their leading size at run time.
 
-A new batch size traces and plans a new specialization but compiles no kernel whose leading dim
-is kept (the slab kernels of codegen/c_slabs.py); reductions over the batch still compile per
-size. Results equal eager as with ``dynamic=False``: each slab runs the static kernel's loop over
-the other dims, so only the fused-kernel tolerances apply (a fused exp within an ulp of NumPy's:
-relative 1e-6; a training step: relative 1e-5).
+``dynamic=True`` from the first call, ``dynamic=None`` (the default) once a call changes a dim of a
+tensor argument, ``dynamic=False`` never. A new batch size traces and plans a new specialization
+but compiles no kernel whose leading dim is kept (the slab kernels of codegen/c_slabs.py);
+reductions over the batch still compile per size. Results equal eager as with ``dynamic=False``:
+each slab runs the static kernel's loop over the other dims, so only the fused-kernel tolerances
+apply (a fused exp within an ulp of NumPy's: relative 1e-6; a training step: relative 1e-5).
 """
 
 import numpy as np
@@ -47,13 +48,49 @@ def test_a_new_batch_size_compiles_nothing_for_elementwise_kernels(record_calls)
 def test_without_dynamic_each_batch_size_compiles_its_kernels(record_calls):
     compiles = record_calls(build, "_compile")  # the C compilations of the test
     rng = np.random.default_rng(1)
-    step = munet.compile(_elementwise)
+    step = munet.compile(_elementwise, dynamic=False)
     for batch in (16, 5):
         x, y = (rng.standard_normal((batch, 7, 12)).astype(np.float32) for _ in range(2))
         step(munet.tensor(x), munet.tensor(y))
         if batch == 16:
             first = len(compiles)
     assert len(compiles) == 2 * first
+
+
+@needs_cc
+def test_dynamic_none_makes_a_changed_batch_dim_dynamic_after_the_second_size(record_calls):
+    compiles = record_calls(build, "_compile")  # the C compilations of the test
+    rng = np.random.default_rng(7)
+    step = munet.compile(_elementwise)  # dynamic=None
+    counts = []
+    for batch in (16, 5, 33, 2):
+        x, y = (rng.standard_normal((batch, 7, 12)).astype(np.float32) for _ in range(2))
+        before = len(compiles)
+        got = step(munet.tensor(x), munet.tensor(y))
+        counts.append(len(compiles) - before)
+        want = _elementwise(munet.tensor(x), munet.tensor(y)).numpy()
+        np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)  # a fused exp is within an ulp of NumPy's
+        if batch == 16:
+            assert step.stats()["dynamic_dims"] == []
+    # size 16: static kernels; size 5: the dim is dynamic, size-generic kernels; 33 and 2 reuse them
+    assert counts[0] >= 1 and counts[1] >= 1 and counts[2] == counts[3] == 0
+    stats = step.stats()
+    assert stats["dynamic"] is None and stats["dynamic_dims"] == ["argument 0 dim 0", "argument 1 dim 0"]
+
+
+@needs_cc
+def test_dynamic_none_reductions_over_the_dynamic_dim_equal_eager():
+    def reduce_batch(x):
+        return x.sum(0), x.mean(0), (x * x).amax(0), x.softmax(0).sum(1)
+
+    rng = np.random.default_rng(8)
+    step = munet.compile(reduce_batch)
+    for batch in (6, 11, 3):
+        x = rng.standard_normal((batch, 40)).astype(np.float32)
+        for got, want in zip(step(munet.tensor(x)), reduce_batch(munet.tensor(x))):
+            # float32 sums in a different order (the kernels accumulate in double): rounding of the result
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+    assert step.stats()["dynamic_dims"] == ["argument 0 dim 0"]
 
 
 def _mlp_step(model, opt):
@@ -157,3 +194,24 @@ def test_dynamic_and_static_steps_give_the_same_bits():
     assert static_losses == dynamic_losses
     for a, b in zip(static_params, dynamic_params):
         np.testing.assert_array_equal(a, b)
+
+
+@needs_cc
+def test_dynamic_none_sequence_length_change_in_a_small_gpt_equals_eager():
+    from tests.compiler.models import GPT, train_step
+
+    rng = np.random.default_rng(9)
+    munet.manual_seed(10)
+    model, ref = GPT(context=12), GPT(context=12)
+    ref.load_state_dict(model.state_dict())
+    opt, ref_opt = (munet.optim.AdamW(m.parameters(), lr=1e-2) for m in (model, ref))
+    step = munet.compile(lambda x, y: train_step(model, opt, x, y))
+    for t in (8, 8, 5, 12):
+        x = rng.integers(0, 13, (3, t))
+        y = rng.integers(0, 13, 3 * t)
+        got = step(munet.tensor(x), munet.tensor(y)).item()
+        want = train_step(ref, ref_opt, munet.tensor(x), munet.tensor(y)).item()
+        np.testing.assert_allclose(got, want, rtol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), ref.parameters()):
+        np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-4, atol=1e-5, err_msg=name)
+    assert step.stats()["dynamic_dims"] == ["argument 0 dim 1", "argument 1 dim 0"]
