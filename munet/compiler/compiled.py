@@ -66,8 +66,14 @@ def compile(  # noqa: A001
 
     PyTorch's signature: use as ``munet.compile(fn)``, ``@munet.compile`` or
     ``@munet.compile(mode="max-autotune")``. The first call with new guards traces ``model`` with
-    symbolic tensors; later calls replay the graph. Reading a traced value on the host inside it
-    raises ``HostReadError``.
+    symbolic tensors; later calls replay the graph.
+
+    ``fullgraph=False`` (default): a host read of a traced value (``.item()``, ``bool()``,
+    ``.tolist()``, ``x[mask]``, a ``munet.compiler.disable``'d call) is a graph break: the graph
+    traced so far runs compiled, the Python goes on eagerly and tracing resumes after it; such a
+    function then runs segmented at every call (its Python runs, each segment's program is cached
+    by its structure; ``breaks.py``). ``fullgraph=True``: a host read raises ``HostReadError``
+    naming the line. ``stats()["graph_breaks"]`` and ``munet.compiler.explain`` report breaks.
 
     ``backend``: ``"inductor"`` (default) is MuNet's compiler (fusion, generated kernels);
     ``"aot_eager"`` traces and replays the graph unfused, each op its eager kernel; ``"eager"``
@@ -75,15 +81,17 @@ def compile(  # noqa: A001
     ``"reduce-overhead"``, ``"max-autotune"``, ``"max-autotune-no-cudagraphs"``) is accepted and
     selects the same plan (see ``compiler/options.py``). ``options`` may set ``fuse``,
     ``optimize`` and ``cache_size``. ``disable=True`` returns ``model`` itself, uncompiled.
-    ``fullgraph``: MuNet compiles whole graphs only, so a host read raises under either value.
-    ``dynamic=None`` is ``False``: a new shape traces a new specialization.
+
+    ``dynamic``: each new shape still traces and plans its own specialization; what is shared is
+    the compiled C (cpu): kernels whose leading dim is kept take its size at run time
+    (``codegen/c_slabs.py``), so a new size compiles only the kernels that reduce over that dim (and
+    primitive kernels). ``None`` (default): a dim of a tensor argument that changes between calls
+    makes later plans size-generic (``stats()["dynamic_dims"]``); ``True``: from the first call;
+    ``False``: never. On vulkan every specialization has its own pipelines.
 
     MuNet's own keywords: ``device`` is where the plan runs (default: the device of the first
     tensor argument or state): ``'cpu'`` (generated C) or ``'vulkan'`` (generated WGSL, one
-    command buffer per call). ``dynamic=True`` makes the generated C kernels size-generic in their
-    leading dim (a batch): a call with a new batch size still traces and plans a new
-    specialization, but reuses the compiled kernels instead of compiling new ones (reductions over
-    the batch excepted: see ``codegen/c_slabs.py``). ``fuse=False`` keeps every op a separate
+    command buffer per call). ``fuse=False`` keeps every op a separate
     eager kernel (``stats()['fused_groups']`` is then 0). ``recover="rebuild"`` (vulkan) copies the
     state a call touches to the host before it runs, and when the call raises ``DeviceLostError``,
     resets the device, restores that state, rebuilds the plan and retries the call once (see

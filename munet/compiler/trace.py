@@ -14,6 +14,9 @@ to any tensor are functionalized (the buffer gets a new value); writes to real t
 become *state outputs* and writes to tensor arguments extra outputs, both copied back into the
 tensor after each call, as eager would have written them.
 
+A host read of a traced value raises :class:`HostReadError` unless the tracer has a ``breaker``
+(``munet.compile(fullgraph=False)``, the default): then the graph ends there (breaks.py).
+
 Optimizer hyperparameters become graph inputs read from ``param_groups`` at every call
 (:class:`SymScalar`), so learning-rate schedules do not retrace. Comparing one in Python
 (``if wd == 0``, ``alpha != 1``) guards on the comparison's outcome; converting it to a plain
@@ -113,9 +116,10 @@ def host_read_error(
     return HostReadError(
         f"munet.compile: {_user_line()}\n"
         f"  tried to {what} while tracing. "
-        "Tensor-dependent Python control flow cannot be compiled: the traced graph must be the same "
-        "for every call. Move the host read out of the compiled function, or express the choice "
-        "with tensor ops (munet.where, masks)."
+        "Tensor-dependent Python control flow cannot be compiled into one graph: the traced graph must "
+        "be the same for every call. Compile with fullgraph=False (the default) to end the graph there "
+        "and run that part eagerly, move the host read out of the compiled function, or express the "
+        "choice with tensor ops (munet.where, masks)."
     )
 
 
@@ -382,6 +386,12 @@ class Tracer:
         if isinstance(a, Tensor):
             return self.value_of(a)
         if isinstance(a, SymScalar):
+            if a._tracer is not self:
+                raise HostReadError(
+                    f"munet.compile: {_user_line()}\n  a graph break inside optimizer.step() (its traced "
+                    "hyperparameters belong to the graph that ended): move the host read out of the step, "
+                    "or compile with fullgraph=True to see where it happens"
+                )
             return a._value
         if isinstance(a, (list, tuple)) and any(isinstance(x, (Tensor, SymScalar)) for x in a):
             return type(a)(self._arg(x) for x in a)

@@ -219,3 +219,25 @@ def test_explain_lists_graphs_and_breaks():
     assert "Graph Count: 3" in text and "Graph Break Count: 2" in text and "if y.sum() > 0:" in text
     whole = munet.compiler.explain(lambda x: (x * 2).sum())(munet.arange(4.0))
     assert whole.graph_count == 1 and whole.graph_break_count == 0 and whole.break_reasons == []
+
+
+def test_breaks_on_vulkan_train_as_eager_vulkan(vulkan):
+    # fused WGSL float32 sums run in another order than eager vulkan's kernels: VULKAN_RTOL (2e-5)
+    from tests.compiler.test_compile_vulkan import VULKAN_RTOL
+
+    rng = np.random.default_rng(6)
+    eager_model, model = _mlp().to(vulkan), _mlp().to(vulkan)
+    eager_log, log = [], []
+    eager = _step_with_item(eager_model, munet.optim.SGD(eager_model.parameters(), lr=0.1), eager_log)
+    compiled = munet.compile(_step_with_item(model, munet.optim.SGD(model.parameters(), lr=0.1), log))
+    for _ in range(3):
+        x, y = _data(rng)
+        compiled(x.to(vulkan), y.to(vulkan))
+        eager(x.to(vulkan), y.to(vulkan))
+    np.testing.assert_allclose(log, eager_log, rtol=VULKAN_RTOL)
+    for (name, a), b in zip(eager_model.named_parameters(), model.parameters()):
+        np.testing.assert_allclose(b.detach().cpu().numpy(), a.detach().cpu().numpy(), rtol=VULKAN_RTOL, atol=1e-6)
+    x = munet.tensor(rng.standard_normal((4, 5)).astype(np.float32)).to(vulkan)
+    mask_sum = munet.compile(lambda t: (t[t > 0] * 2).sum())
+    np.testing.assert_allclose(mask_sum(x).item(), (x[x > 0] * 2).sum().item(), rtol=VULKAN_RTOL)
+    assert compiled.stats()["graph_breaks"] == 1 and compiled.stats()["backend"] == "vulkan"
