@@ -16,7 +16,7 @@ import munet.nn as nn
 import munet.nn.functional as F
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.c_slabs import render_c_slabs, slab_kernel
+from munet.compiler.codegen.c_slabs import render_c_sized_reduction, render_c_slabs, slab_kernel
 from munet.compiler.codegen.kernel import Apply, Const, Index, Kernel, Load, Reduce, Store
 
 needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
@@ -129,9 +129,10 @@ def test_a_training_step_with_changing_batch_sizes_equals_eager(record_calls):
         np.testing.assert_allclose(got.item(), want.item(), rtol=1e-5)
     for p, q in zip(model.parameters(), ref_model.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
-    # a new size compiles only the reductions over the batch (bias and LayerNorm gradients)
+    # a new size compiles nothing: elementwise kernels are slabs, the reductions over the batch (bias
+    # and LayerNorm gradients, the loss) take their size at run time (render_c_sized_reduction)
     # (the first two calls trace the first optimizer step, which creates the state, and the steady step)
-    assert 0 < counts[2] < max(counts[:2]) / 2 and counts[3] == counts[4] == 0 and counts[5] == counts[2]
+    assert counts[0] > 0 and counts[2:] == [0, 0, 0, 0]
 
 
 def test_slab_kernels_qualify_only_with_a_kept_leading_dim_at_one_step_per_buffer():
@@ -178,6 +179,46 @@ def test_a_row_reduction_slab_equals_the_static_kernel():
         p = (ctypes.c_double * 1)(*params)
         fn(ctypes.addressof(ins), ctypes.addressof(o), ctypes.addressof(p), 1)
     np.testing.assert_array_equal(outs[0], outs[1])
+
+
+def _column_sum(n: int, load_strides=(1, 12)) -> Kernel:
+    """A bias gradient: the sum over a batch of ``n`` rows of 12 columns."""
+    return Kernel(
+        "k", (12,), (n,), ["f32"], [], ["f32"], [Store(0, Reduce("sum", Load(0, load_strides, 0, "f32"), "f32"))]
+    )
+
+
+def test_a_reduction_over_the_batch_has_one_source_for_every_batch_size():
+    five, nine = render_c_sized_reduction(_column_sum(5)), render_c_sized_reduction(_column_sum(9))
+    assert five is not None and five == nine and "n0" in five[0]
+    # the batch is the inner dim of the buffer (a stride of 9 or 5 along the kept dim): still a
+    # run-time count, but the source holds the stride, so each size has its own
+    a, b = (render_c_sized_reduction(_column_sum(n, (n, 1))) for n in (5, 9))
+    assert a is not None and a != b
+    # a single reduced element, or an argmax window, keeps the static kernel
+    assert render_c_sized_reduction(_column_sum(1)) is None
+
+
+@needs_cc
+@pytest.mark.parametrize("n, strides", [(7, (1, 12)), (300, (1, 12)), (7, (7, 1)), (40, (40, 1))])
+def test_a_sized_reduction_equals_the_static_kernel_bit_for_bit(n, strides):
+    import ctypes
+
+    rng = np.random.default_rng(n)
+    x = rng.standard_normal(12 * n).astype(np.float32)
+    kernel = _column_sum(n, strides)
+    static, _ = build.load_kernel(render_c(kernel), kernel.name)
+    source, name = render_c_sized_reduction(kernel)
+    dynamic, _ = build.load_kernel(source, name)
+    outs = [np.empty(12, np.float32), np.empty(12, np.float32)]
+    for fn, out, params in ((static, outs[0], [0.0]), (dynamic, outs[1], [float(n)])):
+        ins = (ctypes.c_void_p * 1)(x.ctypes.data)
+        o = (ctypes.c_void_p * 1)(out.ctypes.data)
+        p = (ctypes.c_double * 1)(*params)
+        fn(ctypes.addressof(ins), ctypes.addressof(o), ctypes.addressof(p), 1)
+    np.testing.assert_array_equal(outs[0], outs[1])
+    want = x.reshape(n, 12).astype(np.float64).sum(0) if strides == (1, 12) else x.reshape(12, n).sum(1)
+    np.testing.assert_allclose(outs[1], want, rtol=1e-6)  # a float32 sum correctly rounded (c.py)
 
 
 @needs_cc

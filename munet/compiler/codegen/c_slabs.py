@@ -22,15 +22,101 @@ runs serially (its AVX2 clone is always compiled, ``render_c(large=True)``).
 from __future__ import annotations
 
 import hashlib
+import re
 
 from munet.compiler.codegen.c import C_TYPES, PARALLEL_MIN_ELEMENTS, reduction_layout, render_c
 from munet.compiler.codegen.kernel import Apply, Index, Kernel, Load, Reduce, Store, StoreFull
 
 
+def merge_leading(kernel: Kernel) -> Kernel:
+    """``kernel`` with its leading kept dims merged while every access walks them as one
+    (``stride[0] == stride[1] * shape[1]``): a ``(batch, time, width)`` kernel over contiguous
+    buffers becomes ``(batch * time, width)``, so its slab holds neither the batch nor the time.
+    The last kept dim stays: a slab is a function call, so it should hold at least one row."""
+    while len(kernel.shape) >= 3:
+        n1 = kernel.shape[1]
+        accesses = _accesses(kernel)
+        if not all(a.strides[0] == a.strides[1] * n1 for a in accesses):
+            return kernel
+        memo: dict = {}
+        stores = [
+            StoreFull(st.buffer, st.strides[1:], _without_leading(st.expr, memo))
+            if isinstance(st, StoreFull)
+            else Store(st.buffer, _without_leading(st.expr, memo))
+            for st in kernel.stores
+        ]
+        shape = (kernel.shape[0] * n1, *kernel.shape[2:])
+        kernel = Kernel(
+            kernel.name,
+            shape,
+            kernel.reduce_shape,
+            list(kernel.inputs),
+            list(kernel.params),
+            list(kernel.outputs),
+            stores,
+        )
+    return kernel
+
+
+def _without_leading(e, memo: dict):
+    """Expression ``e`` with the first stride of every access dropped (two dims walked as one)."""
+    if e in memo:
+        return memo[e]
+    if isinstance(e, Load):
+        out = Load(e.buffer, e.strides[1:], e.offset, e.dtype)
+    elif isinstance(e, Index):
+        out = Index(e.strides[1:], e.offset, e.dtype)
+    elif isinstance(e, Apply):
+        out = Apply(e.op, tuple(_without_leading(a, memo) for a in e.args), e.dtype)
+    elif isinstance(e, Reduce):
+        key = None if e.key is None else _without_leading(e.key, memo)
+        out = Reduce(e.op, _without_leading(e.expr, memo), e.dtype, key)
+    else:  # Const, Param
+        out = e
+    memo[e] = out
+    return out
+
+
+def _accesses(kernel: Kernel) -> list:
+    """Every Load, Index and StoreFull of ``kernel`` (what has strides)."""
+    found, seen, stack = [], set(), [st.expr for st in kernel.stores]
+    found += [st for st in kernel.stores if isinstance(st, StoreFull)]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (Load, Index)):
+            found.append(e)
+        elif isinstance(e, Apply):
+            stack.extend(e.args)
+        elif isinstance(e, Reduce):
+            stack.append(e.expr)
+            if e.key is not None:
+                stack.append(e.key)
+    return found
+
+
+def leading_count(kernel: Kernel) -> int:
+    """The run-time count the slab kernel of ``kernel`` loops over (its leading dims, merged where they can be)."""
+    return slab_kernel(kernel)[3]
+
+
 def slab_kernel(kernel: Kernel):
-    """``(slab, input leading strides, output leading strides)`` in elements, or None (see the module docstring)."""
+    """``(slab, input leading strides, output leading strides, leading count)`` in elements, or None
+    (see the module docstring): over the merged leading dims (:func:`merge_leading`) where that
+    qualifies, else over the first dim alone."""
     if not kernel.shape:
         return None
+    merged = merge_leading(kernel)
+    for candidate in (merged, kernel) if merged is not kernel else (kernel,):
+        found = _slab_over_first_dim(candidate, kernel)
+        if found is not None:
+            return (*found, candidate.shape[0])
+    return None
+
+
+def _slab_over_first_dim(kernel: Kernel, original: Kernel):
     strides: dict = {}  # buffer -> leading stride of its loads
     memo: dict = {}
 
@@ -79,7 +165,7 @@ def slab_kernel(kernel: Kernel):
         list(kernel.outputs),
         stores,
     )
-    if kernel.reduce_shape and reduction_layout(slab) != reduction_layout(kernel):
+    if kernel.reduce_shape and reduction_layout(slab) != reduction_layout(original):
         return None  # each kept index would be summed in another order than the static kernel sums it
     return (
         slab,
@@ -100,7 +186,7 @@ def render_c_slabs(kernel: Kernel):
     found = slab_kernel(kernel)
     if found is None:
         return None
-    slab, in_strides, out_strides = found
+    slab, in_strides, out_strides, _ = found
     body = render_c(slab, large=True)
     per_slab = max(slab.numel, 1)
     for size in slab.reduce_shape:
@@ -125,3 +211,65 @@ def render_c_slabs(kernel: Kernel):
         lines.append(f"        outs[{k}] = ({C_TYPES[dtype]} *)out[{k}] + b * {step};")
     lines += [f"        {slab.name}(ins, outs, p, 1);", "    }", "    (void)threads;", "}", ""]
     return "\n".join(lines), name
+
+
+# two reduced sizes no kernel has: a source rendered with each, the size then written as ``n0``,
+# is the same text exactly when the size enters the kernel only as that count
+_SENTINELS = (1000003, 1000033)
+_PLACEHOLDER = "munet_dynamic_reduction"
+
+
+def render_c_sized_reduction(kernel: Kernel):
+    """``(source, entry name)`` of reduction ``kernel`` with its first reduced size a run-time count
+    (``n0 = p[len(kernel.params)]``), or None when that size shapes more than the loop bound.
+
+    A bias or LayerNorm-weight gradient sums over the batch, the outermost dim of every buffer it
+    reads: its strides do not hold the batch size, only its loop bound (and products of it, the
+    parallel threshold), so one binary serves every batch size. The kernel is rendered with two
+    sentinel sizes; a literal that is a multiple of the sentinel becomes ``n0`` times the quotient;
+    the two texts must then agree, so any other use of the size (an index bound, another layout)
+    rejects the kernel. Each kept index is summed in the order the static kernel sums it (the loop
+    nest is the static one's), so the results are the same bits.
+    """
+    if not kernel.reduce_shape or kernel.reduce_shape[0] < 2 or reduction_layout(kernel) == "window":
+        return None
+    per_count = max(kernel.numel, 1)
+    for size in kernel.reduce_shape[1:]:
+        per_count *= size
+    texts = []
+    for sentinel in _SENTINELS:
+        sized = Kernel(
+            _PLACEHOLDER,
+            tuple(kernel.shape),
+            (sentinel, *kernel.reduce_shape[1:]),
+            list(kernel.inputs),
+            list(kernel.params),
+            list(kernel.outputs),
+            list(kernel.stores),
+        )
+        if reduction_layout(sized) != reduction_layout(kernel):
+            return None
+        source = render_c(sized, large=True)
+        texts.append(re.sub(r"\b\d+\b", lambda m, s=sentinel: _as_count(m.group(0), s), source))
+    if texts[0] != texts[1]:
+        return None
+    text = texts[0].replace(
+        "    if (threads > 1)",
+        f"    if (threads > 1 && (double)n0 * {per_count} >= {PARALLEL_MIN_ELEMENTS})",
+    )
+    count = f"    const int64_t n0 = (int64_t)p[{len(kernel.params)}]; (void)n0;"
+    lines = []
+    for line in text.split("\n"):
+        lines.append(line)
+        if line.endswith("int threads) {"):  # each function of the kernel reads the count
+            lines.append(count)
+    text = "\n".join(lines)
+    name = "dynr_" + hashlib.sha1(text.encode()).hexdigest()[:16]
+    return text.replace(_PLACEHOLDER, name), name
+
+
+def _as_count(literal: str, sentinel: int) -> str:
+    value = int(literal)
+    if value == 0 or value % sentinel:
+        return literal
+    return "n0" if value == sentinel else f"(n0 * {value // sentinel})"
