@@ -236,7 +236,9 @@ def test_breaks_on_vulkan_train_as_eager_vulkan(vulkan):
         eager(x.to(vulkan), y.to(vulkan))
     np.testing.assert_allclose(log, eager_log, rtol=VULKAN_RTOL)
     for (name, a), b in zip(eager_model.named_parameters(), model.parameters()):
-        np.testing.assert_allclose(b.detach().cpu().numpy(), a.detach().cpu().numpy(), rtol=VULKAN_RTOL, atol=1e-6)
+        np.testing.assert_allclose(
+            b.detach().cpu().numpy(), a.detach().cpu().numpy(), rtol=VULKAN_RTOL, atol=1e-6, err_msg=name
+        )
     x = munet.tensor(rng.standard_normal((4, 5)).astype(np.float32)).to(vulkan)
     mask_sum = munet.compile(lambda t: (t[t > 0] * 2).sum())
     np.testing.assert_allclose(mask_sum(x).item(), (x[x > 0] * 2).sum().item(), rtol=VULKAN_RTOL)
