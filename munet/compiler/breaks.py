@@ -144,12 +144,19 @@ class SegmentedCall:
         self._install(self.tracer)
 
     def _alive(self, tracer) -> list:
-        """The tensors over this trace's own buffers that something still holds."""
+        """The tensors over this trace's own buffers that something still holds. Views made in the
+        trace over real memory (a parameter's ``.t()`` saved for backward) get their data now: the
+        Python after the break may run them eagerly."""
         alive = []
         for ref in self._tracked:
             t = ref()
-            if t is not None and isinstance(t._storage.data, SymBuffer):
+            if t is None:
+                continue
+            storage = t._storage
+            if isinstance(storage.data, SymBuffer):
                 alive.append(t)
+            elif t._data is POISON:
+                t._data = storage.backend.view(storage.data, tuple(t._shape), tuple(t._stride), t._offset)
         self._tracked = []
         return alive
 

@@ -101,7 +101,10 @@ class CpuTarget:
         return value
 
     def argument(self, t: Tensor):
-        return np.ascontiguousarray(t._data)
+        data = t._data
+        if data.flags.c_contiguous:  # ascontiguousarray would make a 0-d array 1-d
+            return data
+        return np.ascontiguousarray(data).reshape(data.shape)
 
     def upload(self, host: np.ndarray):
         return host

@@ -243,3 +243,26 @@ def test_breaks_on_vulkan_train_as_eager_vulkan(vulkan):
     mask_sum = munet.compile(lambda t: (t[t > 0] * 2).sum())
     np.testing.assert_allclose(mask_sum(x).item(), (x[x > 0] * 2).sum().item(), rtol=VULKAN_RTOL)
     assert compiled.stats()["graph_breaks"] == 1 and compiled.stats()["backend"] == "vulkan"
+
+
+def test_views_of_parameters_and_0d_values_cross_a_break_into_backward_outside():
+    rng = np.random.default_rng(7)
+    w = nn.Parameter(munet.tensor(rng.standard_normal((4, 3)).astype(np.float32)))
+
+    def f(x):
+        h = x @ w.t().t()  # a view of a real tensor made in the trace, saved for backward
+        total = (x @ w.t().t()[:, :2]).sum()  # a 0-d value with history, crossing the break
+        if h.sum() > -1e9:
+            return (h * 2).sum() + total
+        return h.sum()
+
+    x = munet.tensor(rng.standard_normal((5, 4)).astype(np.float32))
+    grads = []
+    for fn in (f, munet.compile(f), munet.compile(f)):
+        w.grad = None
+        out = fn(x)
+        out.backward()
+        grads.append((out.item(), w.grad.numpy().copy()))
+    for value, grad in grads[1:]:
+        np.testing.assert_allclose(value, grads[0][0], rtol=RTOL)
+        np.testing.assert_allclose(grad, grads[0][1], rtol=RTOL, atol=ATOL)
