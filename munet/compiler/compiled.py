@@ -201,7 +201,8 @@ class CompiledFunction:
         if key[:3] in self._segmented_keys:  # these arguments' trace broke: the call runs segmented
             self._segmented_keys.move_to_end(key[:3])
             self._last_key = key
-            return self._trace_and_lower(flat, rebuild, segmented=True)[1][0]
+            with _COMPILE_LOCK:  # it traces: real tensors are poisoned until each segment ends
+                return self._trace_and_lower(flat, rebuild, segmented=True)[1][0]
         entries = self._cache.get(key)
         entry, failed = _first_valid(entries)
         if entry is None:
@@ -510,7 +511,9 @@ class CompiledFunction:
             entry.adopt(template)
         self._last = entry
         self._recording.graphs.append(entry.graph)
-        return entry.run(flat)
+        results = entry.run(flat)
+        entry.release_call()
+        return results
 
     def _watch(self, tracer) -> None:
         for leaf, _ in tracer.leaves.values():
@@ -538,6 +541,13 @@ class CompiledFunction:
             lines += ["backward program (run by loss.backward()):", self._last.backward.describe()]
         lines.append("guards (checked at every call; a change retraces):")
         lines += [f"  {text}" for text in self._last.describe_guards(self._last_key, self._modules)]
+        if self._last_call is not None:
+            record = self._last_call
+            lines.append(
+                f"the latest call ran segmented ({len(record.ops_per_graph)} graphs, the plan above is the last): "
+                f"{len(record.breaks)} graph breaks"
+            )
+            lines += [f"  {b}" for b in record.breaks]
         if self._retrace_reasons:
             lines.append("latest retraces:")
             lines += [f"  {reason}" for reason in self._retrace_reasons]
@@ -744,6 +754,16 @@ class _Specialization:
         self.first = False
         self.fetchers = _fetchers(inputs, self.target)
         self.state_plans = [self.executable.target_on(t.device) for t in self.state_writes]
+
+    def release_call(self) -> None:
+        """After a segment's run: drop what ties it to the call that traced it (that call's tensors:
+        activations made before a break), since its program serves later calls (``adopt``)."""
+        self.fetchers = None
+        tracer = self._tracer
+        tracer._poisoned, tracer._versions, tracer.grad_inputs, tracer.arguments = [], {}, {}, []
+        for v in self.graph.inputs:
+            if isinstance(v.source, Tensor):
+                v.source = "state"
 
     def _build(self) -> None:
         """Lower the optimized graph on its device's current runtime."""

@@ -95,6 +95,7 @@ def test_data_dependent_branch_taken_both_ways_follows_eager():
     stats = compiled.stats()
     assert stats["traces"] == 1 and stats["graph_breaks"] == 1
     assert stats["segments_compiled"] == 3  # the prefix and each branch, each compiled once
+    assert "ran segmented (2 graphs" in compiled.describe() and "if h.sum() > 0:" in compiled.describe()
 
 
 @pytest.mark.parametrize("index", ["mask", "masked_select", "nonzero"])
