@@ -16,7 +16,7 @@ import munet.nn as nn
 import munet.nn.functional as F
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.c_slabs import render_c_sized_reduction, render_c_slabs, slab_kernel
+from munet.compiler.codegen.c_slabs import render_c_sized, render_c_slabs, slab_kernel
 from munet.compiler.codegen.kernel import Apply, Const, Index, Kernel, Load, Reduce, Store
 
 needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
@@ -130,7 +130,7 @@ def test_a_training_step_with_changing_batch_sizes_equals_eager(record_calls):
     for p, q in zip(model.parameters(), ref_model.parameters()):
         np.testing.assert_allclose(p.detach().numpy(), q.detach().numpy(), rtol=1e-5, atol=1e-6)
     # a new size compiles nothing: elementwise kernels are slabs, the reductions over the batch (bias
-    # and LayerNorm gradients, the loss) take their size at run time (render_c_sized_reduction)
+    # and LayerNorm gradients, the loss) take their size at run time (render_c_sized)
     # (the first two calls trace the first optimizer step, which creates the state, and the steady step)
     assert counts[0] > 0 and counts[2:] == [0, 0, 0, 0]
 
@@ -189,14 +189,14 @@ def _column_sum(n: int, load_strides=(1, 12)) -> Kernel:
 
 
 def test_a_reduction_over_the_batch_has_one_source_for_every_batch_size():
-    five, nine = render_c_sized_reduction(_column_sum(5)), render_c_sized_reduction(_column_sum(9))
+    five, nine = render_c_sized(_column_sum(5))[:2], render_c_sized(_column_sum(9))[:2]
     assert five is not None and five == nine and "n0" in five[0]
     # the batch is the inner dim of the buffer (a stride of 9 or 5 along the kept dim): still a
     # run-time count, but the source holds the stride, so each size has its own
-    a, b = (render_c_sized_reduction(_column_sum(n, (n, 1))) for n in (5, 9))
+    a, b = (render_c_sized(_column_sum(n, (n, 1))) for n in (5, 9))
     assert a is not None and a != b
-    # a single reduced element, or an argmax window, keeps the static kernel
-    assert render_c_sized_reduction(_column_sum(1)) is None
+    # a single reduced element is no count: the kept columns are counted instead
+    assert render_c_sized(_column_sum(1))[2] == 12
 
 
 @needs_cc
@@ -208,10 +208,11 @@ def test_a_sized_reduction_equals_the_static_kernel_bit_for_bit(n, strides):
     x = rng.standard_normal(12 * n).astype(np.float32)
     kernel = _column_sum(n, strides)
     static, _ = build.load_kernel(render_c(kernel), kernel.name)
-    source, name = render_c_sized_reduction(kernel)
+    source, name, count = render_c_sized(kernel)
+    assert count == (n if strides == (1, 12) else 12)  # a column sum counts the batch, a row sum its rows
     dynamic, _ = build.load_kernel(source, name)
     outs = [np.empty(12, np.float32), np.empty(12, np.float32)]
-    for fn, out, params in ((static, outs[0], [0.0]), (dynamic, outs[1], [float(n)])):
+    for fn, out, params in ((static, outs[0], [0.0]), (dynamic, outs[1], [float(count)])):
         ins = (ctypes.c_void_p * 1)(x.ctypes.data)
         o = (ctypes.c_void_p * 1)(out.ctypes.data)
         p = (ctypes.c_double * 1)(*params)

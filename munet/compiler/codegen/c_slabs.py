@@ -1,4 +1,9 @@
-"""Kernels whose leading dim is a run-time count (``munet.compile(dynamic=True)`` on cpu).
+"""Kernels whose leading dim is a run-time count (``munet.compile(dynamic=...)`` on cpu).
+
+``render_c_sized(kernel)`` is tried first: the kernel itself, rendered with a run-time count in
+place of one size (its merged leading kept dims, or a column reduction's leading reduced dim),
+accepted when that size is nothing but a loop bound (see its docstring). Slabs below serve the
+kernels it rejects.
 
 A kernel whose leading dim is kept (not reduced) and read and written at a fixed step along it
 computes, for each index ``b`` of that dim, the same *slab* kernel over the remaining dims with
@@ -97,23 +102,11 @@ def _accesses(kernel: Kernel) -> list:
     return found
 
 
-def leading_count(kernel: Kernel) -> int:
-    """The run-time count the slab kernel of ``kernel`` loops over (its leading dims, merged where they can be)."""
-    return slab_kernel(kernel)[3]
-
-
 def slab_kernel(kernel: Kernel):
-    """``(slab, input leading strides, output leading strides, leading count)`` in elements, or None
-    (see the module docstring): over the merged leading dims (:func:`merge_leading`) where that
-    qualifies, else over the first dim alone."""
+    """``(slab, input leading strides, output leading strides)`` in elements, or None (see the module docstring)."""
     if not kernel.shape:
         return None
-    merged = merge_leading(kernel)
-    for candidate in (merged, kernel) if merged is not kernel else (kernel,):
-        found = _slab_over_first_dim(candidate, kernel)
-        if found is not None:
-            return (*found, candidate.shape[0])
-    return None
+    return _slab_over_first_dim(kernel, kernel)
 
 
 def _slab_over_first_dim(kernel: Kernel, original: Kernel):
@@ -186,7 +179,7 @@ def render_c_slabs(kernel: Kernel):
     found = slab_kernel(kernel)
     if found is None:
         return None
-    slab, in_strides, out_strides, _ = found
+    slab, in_strides, out_strides = found
     body = render_c(slab, large=True)
     per_slab = max(slab.numel, 1)
     for size in slab.reduce_shape:
@@ -219,53 +212,82 @@ _SENTINELS = (1000003, 1000033)
 _PLACEHOLDER = "munet_dynamic_reduction"
 
 
-def render_c_sized_reduction(kernel: Kernel):
-    """``(source, entry name)`` of reduction ``kernel`` with its first reduced size a run-time count
-    (``n0 = p[len(kernel.params)]``), or None when that size shapes more than the loop bound.
+def render_c_sized(kernel: Kernel):
+    """``(source, entry name, count)``: ``kernel`` with a run-time count ``n0 = p[len(kernel.params)]``
+    in place of one size, or None when that size shapes more than loop bounds (then use
+    :func:`render_c_slabs`).
 
-    A bias or LayerNorm-weight gradient sums over the batch, the outermost dim of every buffer it
-    reads: its strides do not hold the batch size, only its loop bound (and products of it, the
-    parallel threshold), so one binary serves every batch size. The kernel is rendered with two
-    sentinel sizes; a literal that is a multiple of the sentinel becomes ``n0`` times the quotient;
-    the two texts must then agree, so any other use of the size (an index bound, another layout)
-    rejects the kernel. Each kept index is summed in the order the static kernel sums it (the loop
-    nest is the static one's), so the results are the same bits.
+    The size is the kernel's merged leading kept dims (:func:`merge_leading`: a ``(batch, time,
+    width)`` kernel over contiguous buffers counts ``batch * time`` rows), or, for a reduction
+    without kept dims to merge, its first reduced dim (a bias gradient sums over the batch, the
+    outermost dim of every buffer it reads). The kernel is rendered with two sentinel sizes; a
+    literal that is a multiple of the sentinel becomes ``n0`` times the quotient; the two texts must
+    then agree, so any other use of the size (an index bound, another layout, a stride) rejects it.
+    The loop nest is the static kernel's, with that bound read at run time, so each element is
+    computed (each kept index summed) in the same order: the results are the same bits.
     """
-    if not kernel.reduce_shape or kernel.reduce_shape[0] < 2 or reduction_layout(kernel) == "window":
+    if kernel.reduce_shape and reduction_layout(kernel) == "window":
         return None
-    per_count = max(kernel.numel, 1)
-    for size in kernel.reduce_shape[1:]:
-        per_count *= size
+    merged = merge_leading(kernel)
+    kept = None
+    if merged.shape:
+        kept = (merged, merged.shape[0], [((n, *merged.shape[1:]), tuple(merged.reduce_shape)) for n in _SENTINELS])
+    reduced = None
+    if kernel.reduce_shape:
+        reduce_rest = tuple(kernel.reduce_shape[1:])
+        reduced = (kernel, kernel.reduce_shape[0], [(tuple(kernel.shape), (n, *reduce_rest)) for n in _SENTINELS])
+    # a column reduction (the batch outer, summed: a bias gradient) counts its reduced dim; others their rows
+    first_reduced = reduced is not None and (kept is None or reduction_layout(kernel) == "columns")
+    for candidate in (reduced, kept) if first_reduced else (kept, reduced):
+        if candidate is not None:
+            found = _render_with_count(kernel, *candidate)
+            if found is not None:
+                return found
+    return None
+
+
+def _render_with_count(kernel: Kernel, merged: Kernel, count: int, shapes: list):
+    """:func:`render_c_sized` for one choice of the counted size (``shapes``: per sentinel)."""
+    if count < 2:
+        return None
     texts = []
-    for sentinel in _SENTINELS:
-        sized = Kernel(
+    for sentinel, (shape, reduce_shape) in zip(_SENTINELS, shapes):
+        variant = Kernel(
             _PLACEHOLDER,
-            tuple(kernel.shape),
-            (sentinel, *kernel.reduce_shape[1:]),
-            list(kernel.inputs),
-            list(kernel.params),
-            list(kernel.outputs),
-            list(kernel.stores),
+            shape,
+            reduce_shape,
+            list(merged.inputs),
+            list(merged.params),
+            list(merged.outputs),
+            list(merged.stores),
         )
-        if reduction_layout(sized) != reduction_layout(kernel):
+        if kernel.reduce_shape and reduction_layout(variant) != reduction_layout(kernel):
             return None
-        source = render_c(sized, large=True)
+        source = render_c(variant, large=True)
         texts.append(re.sub(r"\b\d+\b", lambda m, s=sentinel: _as_count(m.group(0), s), source))
     if texts[0] != texts[1]:
         return None
+    per_count = max(_numel(shapes[0][0]) * _numel(shapes[0][1]) // _SENTINELS[0], 1)  # elements per count
     text = texts[0].replace(
         "    if (threads > 1)",
         f"    if (threads > 1 && (double)n0 * {per_count} >= {PARALLEL_MIN_ELEMENTS})",
     )
-    count = f"    const int64_t n0 = (int64_t)p[{len(kernel.params)}]; (void)n0;"
+    line_n0 = f"    const int64_t n0 = (int64_t)p[{len(kernel.params)}]; (void)n0;"
     lines = []
     for line in text.split("\n"):
         lines.append(line)
         if line.endswith("int threads) {"):  # each function of the kernel reads the count
-            lines.append(count)
+            lines.append(line_n0)
     text = "\n".join(lines)
-    name = "dynr_" + hashlib.sha1(text.encode()).hexdigest()[:16]
-    return text.replace(_PLACEHOLDER, name), name
+    name = "dyn_" + hashlib.sha1(text.encode()).hexdigest()[:16]
+    return text.replace(_PLACEHOLDER, name), name, count
+
+
+def _numel(shape) -> int:
+    n = 1
+    for size in shape:
+        n *= size
+    return n
 
 
 def _as_count(literal: str, sentinel: int) -> str:
