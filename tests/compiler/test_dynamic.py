@@ -2,10 +2,11 @@
 
 ``dynamic=True`` from the first call, ``dynamic=None`` (the default) once a call changes a dim of a
 tensor argument, ``dynamic=False`` never. A new batch size traces and plans a new specialization
-but compiles no kernel whose leading dim is kept (the slab kernels of codegen/c_slabs.py);
-reductions over the batch still compile per size. Results equal eager as with ``dynamic=False``:
-each slab runs the static kernel's loop over the other dims, so only the fused-kernel tolerances
-apply (a fused exp within an ulp of NumPy's: relative 1e-6; a training step: relative 1e-5).
+but compiles no kernel whose size is a run-time count (``render_c_sized``: merged leading kept
+dims, or a column reduction's batch) or that slabs over its leading dim (``render_c_slabs``).
+Results equal eager as with ``dynamic=False``: each such kernel runs the static kernel's loops,
+so only the fused-kernel tolerances apply (a fused exp within an ulp of NumPy's: relative 1e-6;
+a training step: relative 1e-5), and they are the same bits as the static kernels.
 """
 
 import numpy as np
