@@ -52,10 +52,11 @@ HOST_READS = HostReadMode()
 class SymbolicTensors(threading.local):
     """Every tensor made over traced data (``_data is poison``) is passed to ``made`` while
     ``munet.compile`` traces with graph breaks allowed: at a break the compiler gives each one still
-    alive real data. ``poison`` is None, so nothing is tracked, the rest of the time (per thread, as
-    the tracer)."""
+    alive real data. ``poison`` is ``idle`` (no tensor's data), so nothing is tracked, the rest of the
+    time (per thread, as the tracer)."""
 
-    poison = None
+    idle = object()
+    poison = idle
     made = None
 
 

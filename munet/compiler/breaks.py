@@ -190,7 +190,7 @@ class SegmentedCall:
 
     def uninstall(self) -> None:
         """Stop tracking symbolic tensors (the trace ended)."""
-        SYMBOLIC_TENSORS.poison = None
+        SYMBOLIC_TENSORS.poison = SYMBOLIC_TENSORS.idle
         SYMBOLIC_TENSORS.made = None
 
     def _track(self, t) -> None:
@@ -211,7 +211,7 @@ class _SetAside:
         self.tracer = _Tracing.tracer
         _Tracing.tracer = None
         del HOST_READS.watch
-        SYMBOLIC_TENSORS.poison = None
+        SYMBOLIC_TENSORS.poison = SYMBOLIC_TENSORS.idle
 
     def __exit__(self, *exc):
         from munet.ops._registry import _Tracing
