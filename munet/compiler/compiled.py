@@ -279,10 +279,8 @@ class CompiledFunction:
                     break
                 changed += [(k, d) for d, (m, n) in enumerate(zip(a[0], b[0])) if m != n]
             else:
-                for dim in changed:
-                    if dim not in self._dynamic_dims:
-                        _log.info("%s: argument %d dim %d changed size: it is dynamic from now on", self.__name__, *dim)
-                        self._dynamic_dims[dim] = True
+                for dim in changed:  # reported by stats()["dynamic_dims"]
+                    self._dynamic_dims[dim] = True
                 return
 
     def _key_change(self, key) -> str | None:
