@@ -71,9 +71,10 @@ class CallRecord:
 class SegmentedCall:
     """The breaker of one call (``Tracer.breaker``): it ends segments at host reads.
 
-    ``run_segment(tracer, out_flat, final)`` is the compiled function's: it turns a finished
-    trace into a program, runs it on this call's values and returns the results (real tensors,
-    one per element of ``out_flat``).
+    ``run_segment(tracer, out_flat, joint, final=...)`` is the compiled function's: it turns a
+    finished trace into a program (``joint``: the gradients traced for the last segment's outputs,
+    or None), runs it on this call's values and returns the results (real tensors, one per element
+    of ``out_flat``). ``new_tracer()`` installs the tracer of the next segment.
     """
 
     def __init__(self, tracer: Tracer, run_segment, new_tracer):
@@ -103,7 +104,7 @@ class SegmentedCall:
             return apply(op, *args, **attrs)
 
     def call_eagerly(self, fn, args, kwargs, name: str):
-        """A ``munet.compiler.disable``'d ``fn`` called with traced tensors: break, then call it eagerly."""
+        """A ``munet.compiler.disable``'d ``fn`` called in the trace: break, then call it eagerly."""
         _, location = user_call()
         self._break(f"call to {name}, which munet.compiler.disable keeps out of the graph", location)
         with self.eager():
