@@ -267,3 +267,10 @@ def test_views_of_parameters_and_0d_values_cross_a_break_into_backward_outside()
     for value, grad in grads[1:]:
         np.testing.assert_allclose(value, grads[0][0], rtol=RTOL)
         np.testing.assert_allclose(grad, grads[0][1], rtol=RTOL, atol=ATOL)
+
+
+def test_saving_a_function_that_ran_segmented_is_refused(tmp_path):
+    compiled = munet.compile(_branchy)
+    compiled(munet.ones(3, 4), munet.ones(4, 5))
+    with pytest.raises(RuntimeError, match=r"munet.save: the last compiled call ran as 2 graphs.*if h.sum\(\) > 0"):
+        munet.save(compiled, tmp_path / "step.munet")
