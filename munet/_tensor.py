@@ -49,6 +49,20 @@ class HostReadMode(threading.local):
 HOST_READS = HostReadMode()
 
 
+class SymbolicTensors(threading.local):
+    """Every tensor made over traced data (``_data is poison``) is passed to ``made`` while
+    ``munet.compile`` traces with graph breaks allowed: at a break the compiler gives each one still
+    alive real data. ``poison`` is ``idle`` (no tensor's data), so nothing is tracked, the rest of the
+    time (per thread, as the tracer)."""
+
+    idle = object()
+    poison = idle
+    made = None
+
+
+SYMBOLIC_TENSORS = SymbolicTensors()
+
+
 class Storage:
     """A flat buffer on one backend, with the version counter shared by all its views."""
 
@@ -163,6 +177,8 @@ class Tensor:
         t._hooks = None
         t._post_acc_hooks = None
         t._inference = _GRAD_STATE.inference
+        if data is SYMBOLIC_TENSORS.poison:
+            SYMBOLIC_TENSORS.made(t)
         return t
 
     @classmethod
@@ -473,7 +489,9 @@ class Tensor:
             raise TypeError(
                 f"can't convert {self.device} device type tensor to numpy. Use Tensor.cpu() to copy the tensor to host memory first."
             )
-        return self._storage.to_numpy(self._data)
+        storage = self._storage
+        HOST_READS.watch(storage)  # under munet.compile a graph break can give this tensor its data here
+        return np.asarray(self._storage.backend.to_numpy(self._data))
 
     def __array__(self, dtype=None, copy=None):
         arr = self.detach().numpy(force=True)

@@ -27,6 +27,7 @@ from munet.autograd.function import Function
 from munet.autograd.grad_mode import _State
 from munet.autograd.node import FreedGraphError
 from munet.compiler import passes
+from munet.compiler.breaks import SegmentedCall, new_segment_tracer, segment_signature
 from munet.compiler.executable import Executable
 from munet.compiler.guards import GuardSet, VersionGuard, find_guards
 from munet.compiler.ir import CONSTANT, verify
@@ -65,8 +66,14 @@ def compile(  # noqa: A001
 
     PyTorch's signature: use as ``munet.compile(fn)``, ``@munet.compile`` or
     ``@munet.compile(mode="max-autotune")``. The first call with new guards traces ``model`` with
-    symbolic tensors; later calls replay the graph. Reading a traced value on the host inside it
-    raises ``HostReadError``.
+    symbolic tensors; later calls replay the graph.
+
+    ``fullgraph=False`` (default): a host read of a traced value (``.item()``, ``bool()``,
+    ``.tolist()``, ``x[mask]``, a ``munet.compiler.disable``'d call) is a graph break: the graph
+    traced so far runs compiled, the Python goes on eagerly and tracing resumes after it; such a
+    function then runs segmented at every call (its Python runs, each segment's program is cached
+    by its structure; ``breaks.py``). ``fullgraph=True``: a host read raises ``HostReadError``
+    naming the line. ``stats()["graph_breaks"]`` and ``munet.compiler.explain`` report breaks.
 
     ``backend``: ``"inductor"`` (default) is MuNet's compiler (fusion, generated kernels);
     ``"aot_eager"`` traces and replays the graph unfused, each op its eager kernel; ``"eager"``
@@ -74,15 +81,17 @@ def compile(  # noqa: A001
     ``"reduce-overhead"``, ``"max-autotune"``, ``"max-autotune-no-cudagraphs"``) is accepted and
     selects the same plan (see ``compiler/options.py``). ``options`` may set ``fuse``,
     ``optimize`` and ``cache_size``. ``disable=True`` returns ``model`` itself, uncompiled.
-    ``fullgraph``: MuNet compiles whole graphs only, so a host read raises under either value.
-    ``dynamic=None`` is ``False``: a new shape traces a new specialization.
+
+    ``dynamic``: each new shape still traces and plans its own specialization; what is shared is
+    the compiled C (cpu): kernels whose leading dim is kept take its size at run time
+    (``codegen/c_slabs.py``), so a new size compiles only the kernels that reduce over that dim (and
+    primitive kernels). ``None`` (default): a dim of a tensor argument that changes between calls
+    makes later plans size-generic (``stats()["dynamic_dims"]``); ``True``: from the first call;
+    ``False``: never. On vulkan every specialization has its own pipelines.
 
     MuNet's own keywords: ``device`` is where the plan runs (default: the device of the first
     tensor argument or state): ``'cpu'`` (generated C) or ``'vulkan'`` (generated WGSL, one
-    command buffer per call). ``dynamic=True`` makes the generated C kernels size-generic in their
-    leading dim (a batch): a call with a new batch size still traces and plans a new
-    specialization, but reuses the compiled kernels instead of compiling new ones (reductions over
-    the batch excepted: see ``codegen/c_slabs.py``). ``fuse=False`` keeps every op a separate
+    command buffer per call). ``fuse=False`` keeps every op a separate
     eager kernel (``stats()['fused_groups']`` is then 0). ``recover="rebuild"`` (vulkan) copies the
     state a call touches to the host before it runs, and when the call raises ``DeviceLostError``,
     resets the device, restores that state, rebuilds the plan and retries the call once (see
@@ -100,7 +109,7 @@ def compile(  # noqa: A001
     settings.setdefault("optimize", optimize)
     if not isinstance(settings["cache_size"], int) or settings["cache_size"] < 1:
         raise ValueError(f"munet.compile: cache_size must be an int of at least 1, got {settings['cache_size']!r}")
-    settings.update(device=device, dynamic=bool(dynamic), recover=recover, fullgraph=fullgraph, mode=mode)
+    settings.update(device=device, dynamic=dynamic, recover=recover, fullgraph=fullgraph, mode=mode)
     if model is None:
         return (lambda f: f) if disable else (lambda f: _compiled(f, settings))
     return model if disable else _compiled(model, settings)
@@ -123,7 +132,7 @@ class CompiledFunction:
         fn,
         *,
         device=None,
-        dynamic=False,
+        dynamic=None,
         fuse=True,
         cache_size=8,
         optimize=True,
@@ -144,7 +153,8 @@ class CompiledFunction:
         self.fn = fn
         self.device = device
         self.fuse = fuse
-        self.dynamic = bool(dynamic)
+        self.dynamic = dynamic  # None: automatic (a dim that changes between calls becomes dynamic)
+        self._dynamic_dims: dict = {}  # (argument position, dim) -> True: dims seen changing (dynamic=None)
         self.cache_size = cache_size
         self.optimize = optimize
         self._cache: OrderedDict = OrderedDict()  # key -> its specializations, most recently used first
@@ -157,7 +167,14 @@ class CompiledFunction:
         self._leaves: list = []
         self._leaf_ids: set = set()
         self._optimizers: list = []
-        self._counters = dict(calls=0, cache_hits=0, traces=0, evictions=0, recoveries=0)
+        self._counters = dict(
+            calls=0, cache_hits=0, traces=0, evictions=0, recoveries=0, graph_breaks=0, segments_compiled=0
+        )
+        self._segments: OrderedDict = OrderedDict()  # breaks.segment_signature -> a lowered segment
+        # (grad mode, arguments, training) of the calls whose trace broke: they run segmented
+        self._segmented_keys: OrderedDict = OrderedDict()
+        self._last_call = None  # breaks.CallRecord of the latest call that ran segmented
+        self._recording = None  # the CallRecord of the call being traced
         self._times = dict(trace_ms=0.0, compile_ms=0.0, run_ms=0.0, last_run_ms=0.0)
         self._lock = threading.RLock()  # one call at a time: the cache and each plan's arena are shared
         self.__wrapped__ = fn
@@ -179,16 +196,29 @@ class CompiledFunction:
         flat, rebuild = _flatten((args, kwargs))
         self._note_modules(flat)
         key = self._key(flat)
-        entries = self._cache.get(key)
         self._counters["calls"] += 1
         metrics.count_compiled_call(self.__name__)
+        if key[:3] in self._segmented_keys:  # these arguments' trace broke: the call runs segmented
+            self._segmented_keys.move_to_end(key[:3])
+            self._last_key = key
+            with _COMPILE_LOCK:  # it traces: real tensors are poisoned until each segment ends
+                return self._trace_and_lower(flat, rebuild, segmented=True)[1][0]
+        entries = self._cache.get(key)
         entry, failed = _first_valid(entries)
         if entry is None:
+            if self.dynamic is None:
+                self._mark_dynamic(key)
             reason = failed or self._key_change(key)
             kind = "guard_failed" if failed else "cache_miss" if self._counters["traces"] else "first_call"
             metrics.count_trace(self.__name__, kind)
             _log.log(_TRACE_LOG_LEVEL.get(kind, logging.INFO), "tracing %s (%s)", self.__name__, reason or kind)
-            entry = self._trace(flat, rebuild)
+            entry, done = self._trace(flat, rebuild)
+            if done is not None:  # the trace broke: the call ran segmented while it was traced
+                self._last_key = key
+                self._segmented_keys[key[:3]] = True
+                while len(self._segmented_keys) > self.cache_size:
+                    self._segmented_keys.popitem(last=False)
+                return done[0]
             # the key again, over the parameters the trace met (their .grad as the call found it): the
             # next call with the same state finds this specialization instead of tracing another one
             key = self._key(flat)
@@ -200,8 +230,9 @@ class CompiledFunction:
                 entries.insert(0, entry)
             self._counters["cache_hits"] += 1
         self._last_key = key
-        self._last = entry
         start = time.perf_counter()
+        self._last = entry
+        self._last_call = None
         out = self._run_entry(key, entry, flat, rebuild)
         ms = (time.perf_counter() - start) * 1e3
         self._times["run_ms"] += ms
@@ -231,6 +262,26 @@ class CompiledFunction:
             self._entries -= 1
             if not entries:
                 del self._cache[key]
+
+    def _mark_dynamic(self, key) -> None:
+        """``dynamic=None``: the dims in which ``key``'s tensor arguments differ from a cached
+        specialization that matches it otherwise become dynamic (later plans use size-generic kernels)."""
+        for other in self._cache:
+            if other[0] != key[0] or other[2:] != key[2:] or len(other[1]) != len(key[1]):
+                continue
+            changed = []
+            for k, (a, b) in enumerate(zip(other[1], key[1])):
+                if len(a) != 6 or len(b) != 6:
+                    if a != b:
+                        break
+                    continue
+                if a[1:] != b[1:] or len(a[0]) != len(b[0]):
+                    break
+                changed += [(k, d) for d, (m, n) in enumerate(zip(a[0], b[0])) if m != n]
+            else:
+                for dim in changed:  # reported by stats()["dynamic_dims"]
+                    self._dynamic_dims[dim] = True
+                return
 
     def _key_change(self, key) -> str | None:
         """Why ``key`` (no cached specialization) differs from the previous call's, or None on the first trace."""
@@ -274,7 +325,8 @@ class CompiledFunction:
         if first:  # undo what tracing did to Python state, and trace again on the fresh device
             entry.abandon()
             self._forget(key, entry)
-            entry = self._last = self._trace(flat, rebuild)
+            entry, _ = self._trace(flat, rebuild)
+            self._last = entry
             self._remember(key, entry, None)
             entry.first_snapshot = None  # the retry is covered by ``snapshot``; the next call takes its own
         else:
@@ -336,7 +388,9 @@ class CompiledFunction:
         with _COMPILE_LOCK:
             return self._trace_and_lower(flat, rebuild)
 
-    def _trace_and_lower(self, flat, rebuild):
+    def _trace_and_lower(self, flat, rebuild, segmented: bool = False):
+        """Trace a call: ``(specialization, None)``, or, when the trace broke (or ``segmented``: arguments
+        whose trace broke before), ``(None, [result])`` of the call it ran (breaks.py)."""
         from munet._device import get_backend
 
         start = time.perf_counter()
@@ -366,12 +420,27 @@ class CompiledFunction:
                 sym_flat.append(x)
         args, kwargs = rebuild(sym_flat)
         # snapshots before the trace: what the graph bakes in is what the Python state held at this call
-        python_guards = find_guards(self.fn, self._modules, self._module_ids)
+        python_guards = [] if segmented else find_guards(self.fn, self._modules, self._module_ids)
+        breaker = None
+        if not self.fullgraph:
+            breaker = SegmentedCall(
+                tracer,
+                lambda *a, **k: self._run_segment(flat, *a, **k),
+                lambda: new_segment_tracer(self._leaves),
+            )
+            breaker.bind(flat)
+            self._recording = breaker.record
         try:
             with tracing(tracer):
                 result = self.fn(*args, **kwargs)
                 out_flat, out_rebuild = _flatten(result)
-                joint = _trace_backward(tracer, out_flat, self.__name__)
+                current = tracer if breaker is None else breaker.tracer
+                current.breaker = None  # a gradient rule's host read keeps the forward alone (_trace_backward)
+                joint = _trace_backward(current, out_flat, self.__name__)
+            if breaker is not None and (segmented or breaker.record.breaks):
+                return self._finish_segmented(breaker, out_flat, out_rebuild, joint, start, not segmented)
+            if breaker is not None:
+                breaker.uninstall()
             entry = _Specialization(self, tracer, out_flat, out_rebuild, joint)
             entry.python_guards = GuardSet(
                 python_guards
@@ -381,7 +450,10 @@ class CompiledFunction:
                 ]
             )
         except BaseException:
-            tracer.restore(failed=True)
+            if breaker is not None:
+                breaker.abandon()
+            else:
+                tracer.restore(failed=True)
             raise
         tracer.restore(failed=False)
         self._watch(tracer)
@@ -397,11 +469,53 @@ class CompiledFunction:
         self._times["compile_ms"] += (time.perf_counter() - traced) * 1e3
         self._counters["traces"] += 1
         metrics.observe_compile(self.__name__, time.perf_counter() - start)
-        return entry
+        return entry, None
+
+    # graph breaks (breaks.py) -------------------------------------------------------------------------
+    def _finish_segmented(self, breaker, out_flat, out_rebuild, joint, start, first: bool):
+        """Run the last segment of a call that ran segmented; ``(None, [its result])``
+        (``first``: the trace that found the breaks, counted as a trace)."""
+        results = breaker.finish(out_flat, joint)
+        self._counters["traces"] += first
+        self._last_call = breaker.record
+        self._counters["graph_breaks"] += len(breaker.record.breaks)
+        self._times["trace_ms"] += (time.perf_counter() - start) * 1e3  # the call's Python, its segments' runs
+        return None, [out_rebuild(results)]
+
+    def _run_segment(self, flat, tracer, out_flat, joint, *, final: bool):
+        """Compile (or find compiled) the segment ``tracer`` traced, with ``out_flat`` its results, and
+        run it on this call's values; its results as real tensors, in order."""
+        entry = _Specialization(self, tracer, out_flat, list, joint, segment=not final)
+        tracer.restore(failed=False)
+        self._watch(tracer)
+        layout = (entry.n_results, entry.n_forward, tuple(entry.graph.inputs.index(v) for v in entry.state_inputs))
+        signature = segment_signature(entry.graph, layout)
+        template = self._segments.get(signature)
+        if template is None:
+            start = time.perf_counter()
+            device = self.device if self.device is not None else _device_of(flat, tracer)
+            try:
+                entry.lower(self.optimize, device)
+            except BaseException:
+                entry.abandon()
+                raise
+            self._times["compile_ms"] += (time.perf_counter() - start) * 1e3
+            self._counters["segments_compiled"] += 1
+            self._segments[signature] = entry
+            while len(self._segments) > 4 * self.cache_size:
+                self._segments.popitem(last=False)
+        else:
+            self._segments.move_to_end(signature)
+            entry.adopt(template)
+        self._last = entry
+        self._recording.graphs.append(entry.graph)
+        results = entry.run(flat)
+        entry.release_call()
+        return results
 
     def _watch(self, tracer) -> None:
         for leaf, _ in tracer.leaves.values():
-            if id(leaf) not in self._leaf_ids:
+            if id(leaf) not in self._leaf_ids and id(leaf) not in tracer.local_leaves:
                 self._leaf_ids.add(id(leaf))
                 self._leaves.append(leaf)
         for opt in tracer.optimizers:
@@ -425,6 +539,13 @@ class CompiledFunction:
             lines += ["backward program (run by loss.backward()):", self._last.backward.describe()]
         lines.append("guards (checked at every call; a change retraces):")
         lines += [f"  {text}" for text in self._last.describe_guards(self._last_key, self._modules)]
+        if self._last_call is not None:
+            record = self._last_call
+            lines.append(
+                f"the latest call ran segmented ({len(record.ops_per_graph)} graphs, the plan above is the last): "
+                f"{len(record.breaks)} graph breaks"
+            )
+            lines += [f"  {b}" for b in record.breaks]
         if self._retrace_reasons:
             lines.append("latest retraces:")
             lines += [f"  {reason}" for reason in self._retrace_reasons]
@@ -437,6 +558,7 @@ class CompiledFunction:
             "compile_backend": self.backend,
             "mode": self.mode,
             "dynamic": self.dynamic,
+            "dynamic_dims": [f"argument {k} dim {d}" for k, d in self._dynamic_dims],
             **(_codegen_stats(last.executable, self.fuse) if last else _codegen_stats(None, self.fuse)),
             "arena_bytes": last.executable.arena.plan.total_bytes if last and last.executable.arena else None,
             "memory": last.executable.arena.plan.summary() if last and last.executable.arena else {},
@@ -455,6 +577,12 @@ class CompiledFunction:
             "cache_size": self.cache_size,
             "evictions": self._counters["evictions"],
             "recoveries": self._counters["recoveries"],
+            # graph breaks (breaks.py): the latest call's, and how many segment programs were compiled
+            "graphs": len(self._last_call.ops_per_graph) if self._last_call else int(last is not None),
+            "graph_breaks": len(self._last_call.breaks) if self._last_call else 0,
+            "break_reasons": [str(b) for b in self._last_call.breaks] if self._last_call else [],
+            "graph_breaks_total": self._counters["graph_breaks"],
+            "segments_compiled": self._counters["segments_compiled"],
             "trace_ms": round(self._times["trace_ms"], 3),
             "compile_ms": round(self._times["compile_ms"], 3),
             "run_ms": round(self._times["run_ms"], 3),
@@ -465,7 +593,9 @@ class CompiledFunction:
 class _Specialization:
     """One traced graph with its input fetchers and what to do with its outputs."""
 
-    def __init__(self, owner, tracer: Tracer, out_flat, out_rebuild, joint=None):
+    def __init__(self, owner, tracer: Tracer, out_flat, out_rebuild, joint=None, segment: bool = False):
+        """``segment``: a graph that ends at a break; its outputs keep the history the trace gave
+        them (their tensors get the results' data, breaks.py), so they are not marked here."""
         graph = tracer.graph
         self.out_rebuild = out_rebuild
         self.out_template = []
@@ -474,7 +604,7 @@ class _Specialization:
         for x in out_flat:
             if isinstance(x, Tensor):
                 outputs.append(tracer.value_of(x))
-                if x.requires_grad and x.dtype.is_floating_point:
+                if x.requires_grad and x.dtype.is_floating_point and not segment:
                     self.differentiable.append(len(self.out_template))
                 self.out_template.append(len(outputs) - 1)
             else:
@@ -544,7 +674,8 @@ class _Specialization:
         self._owner_lock = owner._lock
         self._tracer = tracer
         self.fuse = owner.fuse
-        self.dynamic = owner.dynamic
+        # size-generic kernels (codegen/c_slabs.py): always with dynamic=True, once a dim changed with None
+        self.dynamic = owner.dynamic is True or (owner.dynamic is None and bool(owner._dynamic_dims))
         self.guards = tracer.guards
         self.python_guards = GuardSet([])  # guards.py: the Python values the trace read (set by the caller)
         graph.outputs = outputs
@@ -606,6 +737,32 @@ class _Specialization:
         self.first = True
         self._build()
 
+    def adopt(self, template: _Specialization) -> None:
+        """Run ``template``'s lowered program (a segment of the same structure, breaks.py) with this
+        trace's inputs and Python-side bookkeeping."""
+        cotangents = set(self.joint.cotangents) if self.joint is not None else set()
+        inputs = [v for v in self.graph.inputs if v not in cotangents]
+        for name in (
+            "graph", "pass_report", "backward_graph", "n_saved", "device", "_constant_copies", "executable",
+            "backend", "generation", "target", "owned", "output_plans", "backward", "backward_owned",
+            "backward_plans",
+        ):  # fmt: skip
+            if hasattr(template, name):
+                setattr(self, name, getattr(template, name))
+        self.first = False
+        self.fetchers = _fetchers(inputs, self.target)
+        self.state_plans = [self.executable.target_on(t.device) for t in self.state_writes]
+
+    def release_call(self) -> None:
+        """After a segment's run: drop what ties it to the call that traced it (that call's tensors:
+        activations made before a break), since its program serves later calls (``adopt``)."""
+        self.fetchers = None
+        tracer = self._tracer
+        tracer._poisoned, tracer._versions, tracer.grad_inputs, tracer.arguments = [], {}, {}, []
+        for v in self.graph.inputs:
+            if isinstance(v.source, Tensor):
+                v.source = "state"
+
     def _build(self) -> None:
         """Lower the optimized graph on its device's current runtime."""
         n = self.n_results
@@ -614,18 +771,7 @@ class _Specialization:
         self.backend = self.executable.backend
         self.generation = getattr(self.backend, "generation", 0)
         self.target = self.executable.target
-        fetchers = []
-        for v in self.graph.inputs:
-            src = v.source
-            if isinstance(src, Tensor):
-                fetchers.append(lambda flat, t=src: t._data)
-            elif isinstance(src, tuple) and src[0] == "arg":
-                fetchers.append(lambda flat, k=src[1], argument=self.target.argument: argument(flat[k]))
-            elif isinstance(src, tuple) and src[0] == "arg_grad":
-                fetchers.append(lambda flat, k=src[1], argument=self.target.argument: argument(flat[k].grad))
-            else:
-                fetchers.append(_hyper_fetcher(*src))
-        self.fetchers = fetchers
+        self.fetchers = _fetchers(self.graph.inputs, self.target)
         # fixed per plan: which outputs are fresh, and the device target of each written value
         self.owned = _ownership(self.executable)
         self.state_plans = [self.executable.target_on(t.device) for t in self.state_writes]
@@ -743,6 +889,22 @@ class _Specialization:
         """The leaves requiring grad this specialization read: parameters met while tracing, leaf arguments."""
         leaves = [leaf for leaf, _ in self._tracer.leaves.values() if leaf.requires_grad]
         return leaves + [x for x in flat if isinstance(x, Tensor) and _grad_argument(x)]
+
+
+def _fetchers(inputs, target) -> list:
+    """Per graph input, a function of the call's flat arguments giving its run-time value."""
+    fetchers = []
+    for v in inputs:
+        src = v.source
+        if isinstance(src, Tensor):
+            fetchers.append(lambda flat, t=src: t._data)
+        elif isinstance(src, tuple) and src[0] == "arg":
+            fetchers.append(lambda flat, k=src[1], argument=target.argument: argument(flat[k]))
+        elif isinstance(src, tuple) and src[0] == "arg_grad":
+            fetchers.append(lambda flat, k=src[1], argument=target.argument: argument(flat[k].grad))
+        else:
+            fetchers.append(_hyper_fetcher(*src))
+    return fetchers
 
 
 def _first_valid(entries) -> tuple:

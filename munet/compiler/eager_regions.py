@@ -1,10 +1,12 @@
 """``munet.compiler.disable`` and ``munet.compiler.is_compiling``: code that stays out of a trace.
 
 A disabled function called while ``munet.compile`` traces runs as plain eager Python with the
-tracer set aside. MuNet compiles whole graphs, so such a call cannot split the graph: it runs once,
-when the specialization is traced (its side effects happen then, not at every call), and it may not
-touch traced tensors nor return tensors (either would have to become part of the graph). Both raise
-``HostReadError`` naming the function. Outside a trace it is an ordinary call.
+tracer set aside. With ``fullgraph=False`` (the default) the call is a graph break (breaks.py): the
+graph traced so far runs, the call runs eagerly on real tensors at every call of the compiled
+function, and tracing resumes after it. With ``fullgraph=True`` the graph cannot split: the call runs
+once, when the specialization is traced (its side effects happen then, not at every call), and it may
+not touch traced tensors nor return tensors (either would have to become part of the graph); both
+raise ``HostReadError`` naming the function. Outside a trace it is an ordinary call.
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ def disable(fn=None, recursive: bool = True, *, reason: str | None = None):
             return fn(*args, **kwargs)
         name = getattr(fn, "__qualname__", repr(fn))
         why = f" (disabled because: {reason})" if reason else ""
+        if tracer.breaker is not None:  # fullgraph=False: the graph ends here and the call runs eagerly
+            return tracer.breaker.call_eagerly(fn, args, kwargs, name + why)
         if any(is_symbolic(t) for t in _tensors_in((args, kwargs))):
             raise HostReadError(_cannot_stay_out(name, why, "was called with a traced tensor"))
         with _tracer_set_aside():
@@ -63,9 +67,10 @@ def disable(fn=None, recursive: bool = True, *, reason: str | None = None):
 
 def _cannot_stay_out(name: str, why: str, what: str) -> str:
     return (
-        f"munet.compiler.disable: {name}{why} {what} while munet.compile traces; a disabled function runs "
-        "outside the graph and MuNet does not split graphs, so it may only do untraced Python (its tensor "
-        "inputs and outputs would have to be graph values). Call it outside the compiled function."
+        f"munet.compiler.disable: {name}{why} {what} while munet.compile(fullgraph=True) traces; a disabled "
+        "function runs outside the graph, which fullgraph=True does not split, so it may only do untraced "
+        "Python (its tensor inputs and outputs would have to be graph values). Compile with fullgraph=False "
+        "(a graph break there) or call it outside the compiled function."
     )
 
 

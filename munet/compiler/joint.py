@@ -22,8 +22,8 @@ from munet.compiler.ir import CONSTANT, Graph, Value
 class JointGradients:
     """What :func:`trace_gradients` added to a trace.
 
-    ``inputs`` are the differentiable inputs, ``("leaf", tensor)`` for a parameter the trace met or
-    ``("arg", k)`` for tensor argument ``k``; ``gradients`` holds each one's gradient value, or None
+    ``inputs`` are the differentiable inputs, ``("leaf", tensor)`` for a parameter the trace met (or a
+    real tensor with autograd history, made before a graph break) or ``("arg", k)`` for tensor argument ``k``; ``gradients`` holds each one's gradient value, or None
     where the outputs do not depend on it; ``cotangents`` are the graph inputs of the outputs' gradients.
     """
 
@@ -37,7 +37,10 @@ def trace_gradients(tracer, outputs: list) -> JointGradients:
     with respect to every leaf that requires grad, given cotangent inputs (call while tracing)."""
     from munet.autograd import grad
 
-    inputs = [("leaf", leaf) for leaf, _ in tracer.leaves.values() if leaf.requires_grad]
+    # the leaves this trace met (it also knows earlier traces' leaves, for their .grad before the call):
+    # after a graph break, others are reached through the history of an earlier segment, which runs them
+    inputs = [("leaf", leaf) for leaf, _ in tracer.leaves.values() if leaf.requires_grad and tracer.met(leaf)]
+    inputs += [("leaf", t) for t in tracer.grad_inputs.values()]
     inputs += [("arg", k) for k, t in tracer.arguments if t.requires_grad and t.grad_fn is None]
     tensors = [x if kind == "leaf" else dict(tracer.arguments)[x] for kind, x in inputs]
     cotangents = []

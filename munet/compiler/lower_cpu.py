@@ -25,7 +25,7 @@ from munet._tensor import Tensor
 from munet._threads import get_num_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.c_slabs import render_c_slabs
+from munet.compiler.codegen.c_slabs import render_c_sized, render_c_slabs
 from munet.compiler.codegen.kernel import kernel_from_group, short_dtype
 from munet.compiler.codegen.primitives import kernel_from_max_pool, kernel_from_max_pool_backward, shifted_sum_kernel
 from munet.compiler.ir import Graph
@@ -101,7 +101,10 @@ class CpuTarget:
         return value
 
     def argument(self, t: Tensor):
-        return np.ascontiguousarray(t._data)
+        data = t._data
+        if data.flags.c_contiguous:  # ascontiguousarray would make a 0-d array 1-d
+            return data
+        return np.ascontiguousarray(data).reshape(data.shape)
 
     def upload(self, host: np.ndarray):
         return host
@@ -158,8 +161,14 @@ def prepare_fused(node, executable):
     group = node.attrs["group"]
     try:
         kernel, tensors, scalars = kernel_from_group(group)
-        slabs = render_c_slabs(kernel) if executable.dynamic else None
-        source, name = slabs if slabs is not None else (render_c(kernel), kernel.name)
+        source, name, leading = render_c(kernel), kernel.name, ()
+        if executable.dynamic:  # a run-time count in place of the leading size (codegen/c_slabs.py)
+            sized = render_c_sized(kernel)
+            if sized is not None:
+                source, name, count = sized
+                leading = (float(count),)
+            elif (slabs := render_c_slabs(kernel)) is not None:
+                (source, name), leading = slabs, (float(kernel.shape[0]),)
         fn, hit = build.load_kernel(source, name)
     except build.CompilerUnavailableError as e:
         counters["numpy"] += 1
@@ -169,7 +178,6 @@ def prepare_fused(node, executable):
     counters["generated"] += 1
     counters["cache_hits"] += int(hit)
     counters["compiler"] = build.compiler_name()
-    leading = (float(kernel.shape[0]),) if slabs is not None else ()  # the run-time size of a slab kernel
     return _kernel_step(fn, source, tensors, scalars, node, executable, leading)
 
 

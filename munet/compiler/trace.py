@@ -14,6 +14,9 @@ to any tensor are functionalized (the buffer gets a new value); writes to real t
 become *state outputs* and writes to tensor arguments extra outputs, both copied back into the
 tensor after each call, as eager would have written them.
 
+A host read of a traced value raises :class:`HostReadError` unless the tracer has a ``breaker``
+(``munet.compile(fullgraph=False)``, the default): then the graph ends there (breaks.py).
+
 Optimizer hyperparameters become graph inputs read from ``param_groups`` at every call
 (:class:`SymScalar`), so learning-rate schedules do not retrace. Comparing one in Python
 (``if wd == 0``, ``alpha != 1``) guards on the comparison's outcome; converting it to a plain
@@ -65,6 +68,18 @@ def user_location() -> tuple:
     return ()
 
 
+def user_call() -> tuple:
+    """``(name, location)``: the munet function the user's code called (``item``, ``__bool__``,
+    ``nonzero``) on the way to this frame, and that call's :func:`user_location`."""
+    frame, name = sys._getframe(1), "?"
+    while frame is not None:
+        if not in_munet(frame.f_code):
+            return name, (frame.f_code.co_filename, frame.f_lineno)
+        name = frame.f_code.co_name
+        frame = frame.f_back
+    return name, ()
+
+
 def in_munet(code) -> bool:
     """Whether ``code`` is the munet package's own (cached per file name: every traced op asks)."""
     inside = _IN_MUNET.get(code.co_filename)
@@ -101,9 +116,10 @@ def host_read_error(
     return HostReadError(
         f"munet.compile: {_user_line()}\n"
         f"  tried to {what} while tracing. "
-        "Tensor-dependent Python control flow cannot be compiled: the traced graph must be the same "
-        "for every call. Move the host read out of the compiled function, or express the choice "
-        "with tensor ops (munet.where, masks)."
+        "Tensor-dependent Python control flow cannot be compiled into one graph: the traced graph must "
+        "be the same for every call. Compile with fullgraph=False (the default) to end the graph there "
+        "and run that part eagerly, move the host read out of the compiled function, or express the "
+        "choice with tensor ops (munet.where, masks)."
     )
 
 
@@ -113,6 +129,11 @@ def data_dependent_shape_error(op_name: str) -> HostReadError:
         f"compute {op_name}, whose output shape depends on the values of a traced tensor "
         "(x[mask], nonzero, masked_select, unique),"
     )
+
+
+def _unknown_shape(meta) -> bool:
+    metas = meta if isinstance(meta, tuple) and not isinstance(meta, Meta) else (meta,)
+    return any(m.shape is None for m in metas)
 
 
 class _Poison:
@@ -289,6 +310,12 @@ class Tracer:
         self.guards: list = []  # (scalar Value, comparison, other operand, outcome seen while tracing)
         # real tensors whose value was read on the host: id(storage) -> (storage, version, where)
         self.host_reads: dict = {}
+        # real tensors with autograd history met (made before a graph break): id -> tensor; the
+        # compiled backward of this trace's outputs flows into their history (compiled.py)
+        self.grad_inputs: dict = {}
+        # where a host read of a traced value ends the graph instead of raising (breaks.py), or None
+        self.breaker = None
+        self.local_leaves: set = set()  # ids of leaves that live for one call (breaks.py): not remembered
 
     # values ------------------------------------------------------------------------------------
     def _buffer(self, t: Tensor) -> SymBuffer:
@@ -323,6 +350,10 @@ class Tracer:
             self.leaves[id(t)] = (t, t.grad)
         return buf
 
+    def met(self, t: Tensor) -> bool:
+        """Whether real tensor ``t``'s storage is one of this trace's state inputs."""
+        return id(t._storage) in self._buffers
+
     def initial_value(self, t: Tensor):
         """A symbolic tensor of what real tensor ``t`` held when the call started (its state input),
         or None when ``t`` is symbolic (made while tracing) or a view of part of its storage."""
@@ -332,6 +363,8 @@ class Tracer:
         return self.wrap(buf.input_value, t._storage.backend)
 
     def value_of(self, t: Tensor) -> Value:
+        if t._grad_fn is not None and t._data is not POISON and t._requires_grad:  # history from outside
+            self.grad_inputs[id(t)] = t
         buf = self._buffer(t)
         if t._requires_grad and t._grad_fn is None and id(t) not in self.leaves and buf.real_storage is not None:
             self.leaves[id(t)] = (t, t.grad)
@@ -353,6 +386,12 @@ class Tracer:
         if isinstance(a, Tensor):
             return self.value_of(a)
         if isinstance(a, SymScalar):
+            if a._tracer is not self:
+                raise HostReadError(
+                    f"munet.compile: {_user_line()}\n  a graph break inside optimizer.step() (its traced "
+                    "hyperparameters belong to the graph that ended): move the host read out of the step, "
+                    "or compile with fullgraph=True to see where it happens"
+                )
             return a._value
         if isinstance(a, (list, tuple)) and any(isinstance(x, (Tensor, SymScalar)) for x in a):
             return type(a)(self._arg(x) for x in a)
@@ -381,6 +420,8 @@ class Tracer:
 
     # the hooks ``apply`` calls ------------------------------------------------------------------------
     def record(self, op, args, attrs, meta):
+        if self.breaker is not None and _unknown_shape(meta):  # a data-dependent shape ends the graph
+            return self.breaker.run_eagerly(op, args, attrs)
         flat = _flat_tensors(op, args)
         first = next(a for a in flat if isinstance(a, Tensor))
         backend = first._storage.backend
@@ -450,7 +491,11 @@ class Tracer:
     def read_on_host(self, storage: Storage) -> None:
         """A real tensor's ``numpy()`` (``.item()``, ``bool()``) while tracing (the thread's
         ``HOST_READS.watch``): the trace holds the value of ``storage``, guarded by its version."""
-        if isinstance(storage.data, SymBuffer) or id(storage) in self.host_reads:
+        if isinstance(storage.data, SymBuffer):
+            if self.breaker is not None:  # the graph ends here: the tensor gets its value
+                self.breaker.host_read()
+            return
+        if id(storage) in self.host_reads:
             return
         where = _user_line()
         self.host_reads[id(storage)] = (storage, self._versions.get(storage, storage.version), where)

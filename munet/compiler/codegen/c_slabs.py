@@ -1,4 +1,9 @@
-"""Kernels whose leading dim is a run-time count (``munet.compile(dynamic=True)`` on cpu).
+"""Kernels whose leading dim is a run-time count (``munet.compile(dynamic=...)`` on cpu).
+
+``render_c_sized(kernel)`` is tried first: the kernel itself, rendered with a run-time count in
+place of one size (its merged leading kept dims, or a column reduction's leading reduced dim),
+accepted when that size is nothing but a loop bound (see its docstring). Slabs below serve the
+kernels it rejects.
 
 A kernel whose leading dim is kept (not reduced) and read and written at a fixed step along it
 computes, for each index ``b`` of that dim, the same *slab* kernel over the remaining dims with
@@ -22,15 +27,89 @@ runs serially (its AVX2 clone is always compiled, ``render_c(large=True)``).
 from __future__ import annotations
 
 import hashlib
+import re
 
 from munet.compiler.codegen.c import C_TYPES, PARALLEL_MIN_ELEMENTS, reduction_layout, render_c
 from munet.compiler.codegen.kernel import Apply, Index, Kernel, Load, Reduce, Store, StoreFull
+
+
+def merge_leading(kernel: Kernel) -> Kernel:
+    """``kernel`` with its leading kept dims merged while every access walks them as one
+    (``stride[0] == stride[1] * shape[1]``): a ``(batch, time, width)`` kernel over contiguous
+    buffers becomes ``(batch * time, width)``, so its slab holds neither the batch nor the time.
+    The last kept dim stays: a slab is a function call, so it should hold at least one row."""
+    while len(kernel.shape) >= 3:
+        n1 = kernel.shape[1]
+        accesses = _accesses(kernel)
+        if not all(a.strides[0] == a.strides[1] * n1 for a in accesses):
+            return kernel
+        memo: dict = {}
+        stores = [
+            StoreFull(st.buffer, st.strides[1:], _without_leading(st.expr, memo))
+            if isinstance(st, StoreFull)
+            else Store(st.buffer, _without_leading(st.expr, memo))
+            for st in kernel.stores
+        ]
+        shape = (kernel.shape[0] * n1, *kernel.shape[2:])
+        kernel = Kernel(
+            kernel.name,
+            shape,
+            kernel.reduce_shape,
+            list(kernel.inputs),
+            list(kernel.params),
+            list(kernel.outputs),
+            stores,
+        )
+    return kernel
+
+
+def _without_leading(e, memo: dict):
+    """Expression ``e`` with the first stride of every access dropped (two dims walked as one)."""
+    if e in memo:
+        return memo[e]
+    if isinstance(e, Load):
+        out = Load(e.buffer, e.strides[1:], e.offset, e.dtype)
+    elif isinstance(e, Index):
+        out = Index(e.strides[1:], e.offset, e.dtype)
+    elif isinstance(e, Apply):
+        out = Apply(e.op, tuple(_without_leading(a, memo) for a in e.args), e.dtype)
+    elif isinstance(e, Reduce):
+        key = None if e.key is None else _without_leading(e.key, memo)
+        out = Reduce(e.op, _without_leading(e.expr, memo), e.dtype, key)
+    else:  # Const, Param
+        out = e
+    memo[e] = out
+    return out
+
+
+def _accesses(kernel: Kernel) -> list:
+    """Every Load, Index and StoreFull of ``kernel`` (what has strides)."""
+    found, seen, stack = [], set(), [st.expr for st in kernel.stores]
+    found += [st for st in kernel.stores if isinstance(st, StoreFull)]
+    while stack:
+        e = stack.pop()
+        if id(e) in seen:
+            continue
+        seen.add(id(e))
+        if isinstance(e, (Load, Index)):
+            found.append(e)
+        elif isinstance(e, Apply):
+            stack.extend(e.args)
+        elif isinstance(e, Reduce):
+            stack.append(e.expr)
+            if e.key is not None:
+                stack.append(e.key)
+    return found
 
 
 def slab_kernel(kernel: Kernel):
     """``(slab, input leading strides, output leading strides)`` in elements, or None (see the module docstring)."""
     if not kernel.shape:
         return None
+    return _slab_over_first_dim(kernel, kernel)
+
+
+def _slab_over_first_dim(kernel: Kernel, original: Kernel):
     strides: dict = {}  # buffer -> leading stride of its loads
     memo: dict = {}
 
@@ -79,7 +158,7 @@ def slab_kernel(kernel: Kernel):
         list(kernel.outputs),
         stores,
     )
-    if kernel.reduce_shape and reduction_layout(slab) != reduction_layout(kernel):
+    if kernel.reduce_shape and reduction_layout(slab) != reduction_layout(original):
         return None  # each kept index would be summed in another order than the static kernel sums it
     return (
         slab,
@@ -125,3 +204,94 @@ def render_c_slabs(kernel: Kernel):
         lines.append(f"        outs[{k}] = ({C_TYPES[dtype]} *)out[{k}] + b * {step};")
     lines += [f"        {slab.name}(ins, outs, p, 1);", "    }", "    (void)threads;", "}", ""]
     return "\n".join(lines), name
+
+
+# two reduced sizes no kernel has: a source rendered with each, the size then written as ``n0``,
+# is the same text exactly when the size enters the kernel only as that count
+_SENTINELS = (1000003, 1000033)
+_PLACEHOLDER = "munet_dynamic_reduction"
+
+
+def render_c_sized(kernel: Kernel):
+    """``(source, entry name, count)``: ``kernel`` with a run-time count ``n0 = p[len(kernel.params)]``
+    in place of one size, or None when that size shapes more than loop bounds (then use
+    :func:`render_c_slabs`).
+
+    The size is the kernel's merged leading kept dims (:func:`merge_leading`: a ``(batch, time,
+    width)`` kernel over contiguous buffers counts ``batch * time`` rows), or, for a reduction
+    without kept dims to merge, its first reduced dim (a bias gradient sums over the batch, the
+    outermost dim of every buffer it reads). The kernel is rendered with two sentinel sizes; a
+    literal that is a multiple of the sentinel becomes ``n0`` times the quotient; the two texts must
+    then agree, so any other use of the size (an index bound, another layout, a stride) rejects it.
+    The loop nest is the static kernel's, with that bound read at run time, so each element is
+    computed (each kept index summed) in the same order: the results are the same bits.
+    """
+    if kernel.reduce_shape and reduction_layout(kernel) == "window":
+        return None
+    merged = merge_leading(kernel)
+    kept = None
+    if merged.shape:
+        kept = (merged, merged.shape[0], [((n, *merged.shape[1:]), tuple(merged.reduce_shape)) for n in _SENTINELS])
+    reduced = None
+    if kernel.reduce_shape:
+        reduce_rest = tuple(kernel.reduce_shape[1:])
+        reduced = (kernel, kernel.reduce_shape[0], [(tuple(kernel.shape), (n, *reduce_rest)) for n in _SENTINELS])
+    # a column reduction (the batch outer, summed: a bias gradient) counts its reduced dim; others their rows
+    first_reduced = reduced is not None and (kept is None or reduction_layout(kernel) == "columns")
+    for candidate in (reduced, kept) if first_reduced else (kept, reduced):
+        if candidate is not None:
+            found = _render_with_count(kernel, *candidate)
+            if found is not None:
+                return found
+    return None
+
+
+def _render_with_count(kernel: Kernel, merged: Kernel, count: int, shapes: list):
+    """:func:`render_c_sized` for one choice of the counted size (``shapes``: per sentinel)."""
+    if count < 2:
+        return None
+    texts = []
+    for sentinel, (shape, reduce_shape) in zip(_SENTINELS, shapes):
+        variant = Kernel(
+            _PLACEHOLDER,
+            shape,
+            reduce_shape,
+            list(merged.inputs),
+            list(merged.params),
+            list(merged.outputs),
+            list(merged.stores),
+        )
+        if kernel.reduce_shape and reduction_layout(variant) != reduction_layout(kernel):
+            return None
+        source = render_c(variant, large=True)
+        texts.append(re.sub(r"\b\d+\b", lambda m, s=sentinel: _as_count(m.group(0), s), source))
+    if texts[0] != texts[1]:
+        return None
+    per_count = max(_numel(shapes[0][0]) * _numel(shapes[0][1]) // _SENTINELS[0], 1)  # elements per count
+    text = texts[0].replace(
+        "    if (threads > 1)",
+        f"    if (threads > 1 && (double)n0 * {per_count} >= {PARALLEL_MIN_ELEMENTS})",
+    )
+    line_n0 = f"    const int64_t n0 = (int64_t)p[{len(kernel.params)}]; (void)n0;"
+    lines = []
+    for line in text.split("\n"):
+        lines.append(line)
+        if line.endswith("int threads) {"):  # each function of the kernel reads the count
+            lines.append(line_n0)
+    text = "\n".join(lines)
+    name = "dyn_" + hashlib.sha1(text.encode()).hexdigest()[:16]
+    return text.replace(_PLACEHOLDER, name), name, count
+
+
+def _numel(shape) -> int:
+    n = 1
+    for size in shape:
+        n *= size
+    return n
+
+
+def _as_count(literal: str, sentinel: int) -> str:
+    value = int(literal)
+    if value == 0 or value % sentinel:
+        return literal
+    return "n0" if value == sentinel else f"(n0 * {value // sentinel})"

@@ -18,6 +18,14 @@ def extract(compiled) -> Program:
     spec = compiled._last
     if spec is None:
         raise RuntimeError("munet.save: the compiled function has not been called yet; nothing is traced to save")
+    record = compiled._last_call
+    if record is not None:
+        where = "; ".join(str(b) for b in record.breaks)
+        raise RuntimeError(
+            f"munet.save: the last compiled call ran as {len(record.ops_per_graph)} graphs with Python between "
+            f"them (graph breaks: {where}); a saved program is one graph. Move the host reads out of the "
+            "function (munet.compile(fullgraph=True) names each) and save again"
+        )
     if spec.joint is not None:
         raise RuntimeError(
             "munet.save: the last compiled call was a forward whose outputs autograd differentiates (it has a "
