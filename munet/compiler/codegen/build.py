@@ -90,8 +90,13 @@ def _compile(exe: str, flags: tuple, source: str, target: Path) -> None:
 _loaded: dict = {}  # path -> CDLL, so a process loads each entry once
 
 
-def load_kernel(source: str, name: str):
-    """Compile (or fetch from the disk cache) ``source`` and return ``(function, cache_hit)``."""
+_FUSED_ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+
+
+def load_kernel(source: str, name: str, argtypes: list | None = None):
+    """Compile (or fetch from the disk cache) ``source`` and return ``(function, cache_hit)``.
+
+    ``argtypes``: the ctypes argument types of ``name`` (default: the fused kernels' ``(in, out, p, threads)``)."""
     found = find_compiler()
     if found is None:
         raise CompilerUnavailableError("no C compiler found ($CC, cc, gcc or clang)")
@@ -115,5 +120,5 @@ def load_kernel(source: str, name: str):
         _log.debug("kernel cache hit: %s (%s)", name, path.name)
     fn = getattr(lib, name)
     fn.restype = None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    fn.argtypes = _FUSED_ARGTYPES if argtypes is None else argtypes
     return fn, hit
