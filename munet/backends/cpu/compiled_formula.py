@@ -22,6 +22,7 @@ import logging
 import os
 import threading
 
+import ml_dtypes
 import numpy as np
 
 from munet import _threads
@@ -32,58 +33,81 @@ _log = logging.getLogger(__name__)
 # Below this many elements the NumPy rendering runs: the C launch costs ~6 us of Python, more than
 # a one-ufunc formula of that size (measured: docs/perf/formulas.md). Tests set it to 0.
 MIN_ELEMENTS = 4096
-_ARGTYPES = [ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+# Formulas whose C kernel loses to NumPy (``c_formula.faster_than_numpy``) run NumPy; tests turn this off.
+ONLY_FASTER = True
+_FLAT_ARGTYPES = [ctypes.py_object, ctypes.c_int64]
+_STRIDED_ARGTYPES = [ctypes.py_object, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+_BY_DTYPE = {np.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name): name for name in c_formula.STORAGE}
 _LOW_PRECISION = ("float16", "bfloat16")
+_BOOL = np.dtype(bool)
 _lock = threading.Lock()
-_state = {"enabled": os.environ.get("MUNET_EAGER_C", "1") != "0"}
+# None until the first call that could use C probes for a compiler; MUNET_EAGER_C=0 turns C off
+_state = {"enabled": None if os.environ.get("MUNET_EAGER_C", "1") != "0" else False}
 
 
 def enabled() -> bool:
     """Whether eager formula kernels may run as C (a C compiler was found and ``MUNET_EAGER_C`` is not 0)."""
-    if _state["enabled"] and build.find_compiler() is None:
-        _state["enabled"] = False
+    if _state["enabled"] is None:
+        _state["enabled"] = _objects_match() and build.find_compiler() is not None
     return _state["enabled"]
 
 
-def _python_number(a) -> bool:
-    return isinstance(a, (int, float, bool)) and not isinstance(a, np.ndarray)
+def _objects_match() -> bool:
+    """Whether this interpreter lays out tuples and NumPy arrays as the kernels read them (``c_formula._OBJECTS``:
+    CPython's 16-byte object header, NumPy's ``data``, ``nd``, ``dimensions``, ``strides`` fields)."""
+    word = ctypes.sizeof(ctypes.c_void_p)
+    if word != 8:
+        return False
+    a = np.zeros((3, 5), np.float32)[1:, ::2]
+    t = (a,)
+    read = ctypes.c_void_p.from_address
+    try:
+        fields = (read(id(t) + 24).value, read(id(a) + 16).value, ctypes.c_int.from_address(id(a) + 24).value)
+        dims = (ctypes.c_int64 * 2).from_address(read(id(a) + 32).value)
+        strides = (ctypes.c_int64 * 2).from_address(read(id(a) + 40).value)
+    except (ValueError, TypeError, OSError):
+        return False
+    return fields == (id(a), a.ctypes.data, 2) and tuple(dims) == a.shape and tuple(strides) == a.strides
 
 
 def launch(formula, args, attrs, out=None):
     """``formula``'s value of ``args`` as a new array (or written into ``out``), or None (see the module docstring)."""
-    if not _state["enabled"]:
+    if _state["enabled"] is False:
+        return None
+    first = args[0]
+    if out is not None:
+        shape = out.shape
+    elif len(args) == 1 and type(first) is np.ndarray:
+        shape = first.shape
+    else:
+        shape = np.broadcast_shapes(*[np.shape(a) for a in args if a is not None])
+    numel = 1
+    for n in shape:
+        numel *= n
+    if numel < MIN_ELEMENTS or not enabled():
         return None
     conditions = formula.conditions
-    values = [a for i, a in enumerate(args) if i not in conditions and type(a) is np.ndarray]
-    if not values:
-        return None
-    dtype = values[0].dtype
-    if dtype.name not in c_formula.STORAGE:
-        return None
-    if out is None:
-        shape = values[0].shape if len(args) == 1 else np.broadcast_shapes(*(np.shape(a) for a in args if a is not None))
-    else:
-        shape = out.shape
-    numel = 1
-    for s in shape:
-        numel *= s
-    if numel < MIN_ELEMENTS or not enabled():
+    dtype = next((a.dtype for i, a in enumerate(args) if i not in conditions and type(a) is np.ndarray), None)
+    storage_name = _BY_DTYPE.get(dtype)
+    if storage_name is None:
         return None
     arrays = _operands(args, conditions, dtype)
     if arrays is None:
         return None
-    storage = tuple(None if a is None else a.dtype.name for a in arrays)
+    storage = tuple([None if a is None else _BY_DTYPE[a.dtype] for a in arrays])
     key = (storage, tuple(attrs.items())) if attrs else storage
-    expressions = formula.c_expressions  # key -> the instantiated expression, or None: not renderable
+    expressions = formula.c_expressions  # key -> the instantiated expression, or None: NumPy serves it
     expr = expressions.get(key, False)
     if expr is False:
         expr = expressions[key] = _instantiate(formula, storage, attrs)
     if expr is None:
         return None
     if out is None:
-        result = expr.dtype if expr.dtype == "bool" else dtype.name if dtype.name in _LOW_PRECISION else None
-        out = np.empty(shape, dtype=result or ("float32" if expr.dtype == "f32" else "float64"))
-    elif out.dtype.name not in c_formula.STORAGE or (out.dtype.kind == "b") != (expr.dtype == "bool"):
+        if expr.dtype == "bool":
+            out = np.empty(shape, _BOOL)
+        else:
+            out = np.empty(shape, dtype if storage_name in _LOW_PRECISION or expr.dtype != "f32" else np.float32)
+    elif out.dtype not in _BY_DTYPE or (out.dtype == _BOOL) != (expr.dtype == "bool"):
         return None
     elif _overlaps(out, arrays):
         return None
@@ -91,13 +115,18 @@ def launch(formula, args, attrs, out=None):
     geometry = _geometry(out, present, shape)
     if geometry is None:
         return None
-    dims, strides, layout = geometry
-    fn = _kernel(formula.c_kernels, expr, storage, out.dtype.name, layout, key)
+    flat, layout = geometry[0], geometry[-1]
+    fn = formula.c_kernels.get((key, out.dtype, layout, flat))
     if fn is None:
+        fn = _kernel(formula.c_kernels, expr, storage, out.dtype, layout, flat, key)
+    if fn is False:
         return None
-    ptrs = (ctypes.c_void_p * (1 + len(present)))(out.ctypes.data, *[a.ctypes.data for a in present])
-    fn(len(dims), (ctypes.c_int64 * len(dims))(*dims), (ctypes.c_int64 * len(strides))(*strides), ptrs,
-       _threads.kernel_threads())  # fmt: skip
+    if flat:
+        fn((out, *present), _threads.kernel_threads())
+    else:
+        dims, strides = geometry[1], geometry[2]
+        fn((out, *present), len(dims), (ctypes.c_int64 * len(dims))(*dims), (ctypes.c_int64 * len(strides))(*strides),
+           _threads.kernel_threads())  # fmt: skip
     return out
 
 
@@ -105,15 +134,17 @@ def _operands(args, conditions, dtype):
     """Arrays for ``args``: Python numbers become 0-d arrays of the compute dtype (conditions: bool)."""
     from munet.backends.cpu.kernels_formula import scalar_operand
 
-    compute = np.dtype("float32") if dtype.name in _LOW_PRECISION else dtype
+    compute = None
     arrays = []
     for i, a in enumerate(args):
         if a is None or type(a) is np.ndarray:
-            if a is not None and a.dtype != (np.dtype(bool) if i in conditions else dtype):
+            if a is not None and a.dtype != (_BOOL if i in conditions else dtype):
                 return None
             arrays.append(a)
-        elif _python_number(a) or isinstance(a, np.generic):
-            arrays.append(np.asarray(scalar_operand(a, np.dtype(bool) if i in conditions else compute)))
+        elif isinstance(a, (int, float, bool, np.generic)):
+            if compute is None:
+                compute = np.dtype(np.float32) if _BY_DTYPE[dtype] in _LOW_PRECISION else dtype
+            arrays.append(np.asarray(scalar_operand(a, _BOOL if i in conditions else compute)))
         else:
             return None
     return arrays
@@ -130,13 +161,15 @@ def _instantiate(formula, storage, attrs):
         expr = formula.formula([None if n is None else Arg(i, n) for i, n in enumerate(names)], compute, **attrs)
     except (TypeError, ValueError, KeyError):
         return None
-    return expr if c_formula.renderable(expr) else None
+    if not c_formula.renderable(expr) or ONLY_FASTER and not c_formula.faster_than_numpy(expr):
+        return None
+    return expr
 
 
 def _overlaps(out, arrays) -> bool:
     """Whether an input shares memory with ``out`` other than element for element (in place)."""
     for a in arrays:
-        if a is None or a.size <= 1 and a.ndim == 0:
+        if a is out or a is None or a.ndim == 0:
             continue
         if np.may_share_memory(out, a):
             if not (a.shape == out.shape and a.strides == out.strides and a.ctypes.data == out.ctypes.data):
@@ -145,16 +178,24 @@ def _overlaps(out, arrays) -> bool:
 
 
 def _geometry(out, arrays, shape):
-    """``(dims, strides, layout)``: the collapsed iteration space, every operand's element strides
-    along it (output first, operand-major) and the inner-stride class letters; None for a
-    broadcast output."""
+    """``(True, layout)`` when every operand is contiguous or one value (the flat entry point), else
+    ``(False, dims, strides, layout)``: the collapsed iteration space, every operand's element
+    strides along it (output first, operand-major) and the inner-stride class letters; None for
+    an output with repeated elements."""
+    n = out.size
+    if out.flags.c_contiguous:
+        layout = "c"
+        for a in arrays:
+            size = a.size
+            if size == 1:
+                layout += "b"
+            elif size == n and a.flags.c_contiguous:
+                layout += "c"
+            else:
+                break
+        else:
+            return True, layout
     ops = [out, *arrays]
-    if all(a.flags.c_contiguous and (a.shape == shape or a.size == 1) for a in ops):
-        n = out.size
-        steps = [1 if a.size == n else 0 for a in ops]
-        if steps[0] == 0 and n > 1:
-            return None
-        return (n,), steps, "".join("c" if s else "b" for s in steps)
     rank = len(shape)
     per_op = []
     for a in ops:
@@ -179,29 +220,30 @@ def _geometry(out, arrays, shape):
     if not dims:
         dims, kept = [1], [[0] for _ in ops]
     layout = "".join("b" if st[-1] == 0 else "c" if st[-1] == 1 else "s" for st in kept)
-    return dims, [s for st in kept for s in st], layout
+    return False, dims, [s for st in kept for s in st], layout
 
 
-def _kernel(kernels, expr, storage, out_storage, layout, key):
+def _kernel(kernels, expr, storage, out_dtype, layout, flat, key):
     """The compiled kernel for one combination (compiled on first use, kept in ``kernels``), or None
     when it cannot be built."""
-    kernel_key = (key, out_storage, layout)
-    fn = kernels.get(kernel_key, False)
-    if fn is not False:
-        return fn
+    kernel_key = (key, out_dtype, layout, flat)
     with _lock:
-        fn = kernels.get(kernel_key, False)
-        if fn is not False:
+        fn = kernels.get(kernel_key)
+        if fn is not None:
             return fn
+        out_storage = _BY_DTYPE[out_dtype]
         name = "munet_formula_" + hashlib.sha256(repr((expr, storage, out_storage, layout)).encode()).hexdigest()[:16]
         source = c_formula.render_formula(expr, name, list(storage), out_storage, layout)
         try:
-            fn = build.load_kernel(source, name, _ARGTYPES)[0]
+            if flat:
+                fn = build.load_kernel(source, name, _FLAT_ARGTYPES)[0]
+            else:
+                fn = build.load_kernel(source, name + "_strided", _STRIDED_ARGTYPES)[0]
         except build.CompilerUnavailableError:
             _state["enabled"] = False
-            fn = None
+            fn = False
         except (RuntimeError, OSError) as err:  # e.g. a compiler without _Float16: NumPy serves these
             _log.debug("eager formula kernel not built, NumPy serves it: %s", err)
-            fn = None
+            fn = False
         kernels[kernel_key] = fn
         return fn

@@ -2,15 +2,18 @@
 
 ``render_formula(expr, name, storage, out_storage, layout)`` gives a translation unit exporting::
 
-    void <name>(int64_t ndim, const int64_t *shape, const int64_t *strides, char *const *ptrs, int64_t threads)
+    void <name>(PyObject *ops, int64_t threads)
+    void <name>_strided(PyObject *ops, int64_t ndim, const int64_t *shape, const int64_t *strides, int64_t threads)
 
-``ptrs[0]`` is the output's first element, ``ptrs[1 + k]`` operand ``k``'s; ``strides[k * ndim + d]``
-is operand ``k``'s stride (in elements, the output's at ``k = 0``) along dim ``d`` of ``shape``, so
-broadcasting is a zero stride and a transposed or sliced view is read where it lies, without a
-copy. The shape and strides are run-time values: one binary serves every shape. Only the
-innermost dim's stride of each operand is part of the kernel (``layout``: one letter per operand,
-output first, ``'c'`` stride 1, ``'b'`` stride 0, ``'s'`` any), so a contiguous or broadcast
-inner loop vectorizes.
+``ops`` is a tuple of NumPy arrays, the output first, then the present operands; the kernel reads
+their data pointers from the objects (see ``_OBJECTS``). ``<name>`` walks them as flat arrays of
+the output's size: each operand contiguous (``layout`` letter ``'c'``) or one value (``'b'``).
+``<name>_strided`` walks ``shape`` where ``strides[k * ndim + d]`` is operand ``k``'s stride (in
+elements, the output's at ``k = 0``) along dim ``d``, so broadcasting is a zero stride and a
+transposed or sliced view is read where it lies, without a copy. Shapes and strides are run-time
+values: one binary serves every shape. Only the innermost dim's stride of each operand is part of
+the kernel (``layout``: one letter per operand, output first, ``'c'`` stride 1, ``'b'`` stride 0,
+``'s'`` any), so a contiguous or broadcast inner loop vectorizes.
 
 The iteration space is cut into work items of up to ``CHUNK`` elements of one row; with
 ``threads > 1`` and at least ``PARALLEL_MIN_ELEMENTS`` elements the items are split evenly over
@@ -40,6 +43,12 @@ STORAGE = {
 _COMPUTE_TYPES = {"f32": "float", "f64": "double", "bool": "unsigned char"}
 # NumPy's float maximum/minimum: NaN propagates, and a tie (-0.0 against 0.0) gives the second operand
 _NUMPY_TIES = {"maximum": "({0} > {1} || {0} != {0}) ? {0} : {1}", "minimum": "({0} < {1} || {0} != {0}) ? {0} : {1}"}
+# The fields of a CPython tuple and a NumPy array that the entry points read (the caller checks these
+# offsets against the running interpreter once: ``compiled_formula.py``), so a launch passes its
+# operands as one tuple instead of extracting each data pointer in Python.
+_OBJECTS = """typedef struct { intptr_t refcnt; void *type; intptr_t size; void *items[]; } munet_tuple;
+typedef struct { intptr_t refcnt; void *type; char *data; int nd; int64_t *dims; int64_t *strides; } munet_array;
+"""
 _BF16 = """static inline float munet_bf16_load(uint16_t h) {
     const uint32_t bits = (uint32_t)h << 16;
     float f;
@@ -74,6 +83,38 @@ def renderable(expr) -> bool:
         return all(ok(a) for a in e.args)
 
     return ok(expr)
+
+
+# scalar ops whose C form the compiler vectorizes (plain operators, selections and the C library
+# functions gcc inlines); float32 exp and erf are c.py's inline polynomials
+_VECTORIZED = {"add", "sub", "mul", "div", "maximum", "minimum", "fmax", "fmin", "lt", "le", "gt", "ge", "eq", "ne",
+               "logical_and", "logical_or", "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor",
+               "bitwise_not", "neg", "abs", "floor", "ceil", "trunc", "rint", "sqrt", "copysign", "signbit", "isnan",
+               "isinf", "cast", "where"}  # fmt: skip
+_SLOW_IN_NUMPY = {"erf", "erfc", "erfinv"}  # NumPy's rendering computes these by a float64 series, many passes
+
+
+def faster_than_numpy(expr) -> bool:
+    """Whether the C kernel of ``expr`` beats its NumPy rendering (measured: docs/perf/formulas.md).
+
+    C loses where it calls a C library function that stays scalar (``sin``, ``log``, ``tanh``, float64
+    ``exp``...: NumPy's SIMD loops are 5-50x faster per element) unless the formula also needs one
+    NumPy computes slowly (``erf``), and where the formula is one float32 ``exp`` (NumPy's AVX-512
+    loop is faster than the inline one)."""
+    ops: set = set()
+
+    def walk(e):
+        if isinstance(e, Apply):
+            ops.add("exp32" if e.op == "exp" and e.dtype == "f32" else "erf32" if e.op == "erf" and e.dtype == "f32"
+                    else e.op)  # fmt: skip
+            for a in e.args:
+                walk(a)
+
+    walk(expr)
+    if isinstance(expr, Apply) and expr.op == "exp" and all(not isinstance(a, Apply) for a in expr.args):
+        return False
+    slow = ops - _VECTORIZED - {"exp32", "erf32"}
+    return not slow or bool(ops & (_SLOW_IN_NUMPY | {"erf32"}))
 
 
 def _literal(c: Const) -> str:
@@ -172,7 +213,7 @@ def render_formula(expr, name: str, storage: list, out_storage: str, layout: str
     src += lines
     src.append(f"            {out_ref} = {_store(out_storage, value)};")
     src += ["        }", "    }", "}", ""]
-    src.append(f"void {name}({args}, int64_t threads) {{")
+    src.append(f"static void {name}_run({args}, int64_t threads) {{")
     src.append("    int64_t rows = 1;")
     src.append("    for (int64_t d = 0; d + 1 < ndim; d++) rows *= shape[d];")
     src.append("    const int64_t inner = shape[ndim - 1];")
@@ -191,5 +232,20 @@ def render_formula(expr, name: str, storage: list, out_storage: str, layout: str
     src.append("#endif")
     src.append("    (void)threads;")
     src.append(f"    {name}_range(0, items, nchunk, ndim, shape, st, ptrs);")
+    src.append("}")
+    src.append(_OBJECTS)
+    src.append(f"void {name}(const munet_tuple *ops, int64_t threads) {{")
+    src.append("    const munet_array *out = (const munet_array *)ops->items[0];")
+    src.append("    int64_t n = 1;")
+    src.append("    for (int d = 0; d < out->nd; d++) n *= out->dims[d];")
+    src.append(f"    char *ptrs[{n}];")
+    src.append(f"    for (int k = 0; k < {n}; k++) ptrs[k] = ((const munet_array *)ops->items[k])->data;")
+    src.append(f"    const int64_t st[{n}] = {{{', '.join('0' if c == 'b' else '1' for c in layout)}}};")
+    src.append(f"    {name}_run(1, &n, st, ptrs, threads);")
+    src.append("}")
+    src.append(f"void {name}_strided(const munet_tuple *ops, {args.replace(', char *const *ptrs', '')}, int64_t threads) {{")
+    src.append(f"    char *ptrs[{n}];")
+    src.append(f"    for (int k = 0; k < {n}; k++) ptrs[k] = ((const munet_array *)ops->items[k])->data;")
+    src.append(f"    {name}_run(ndim, shape, st, ptrs, threads);")
     src.append("}")
     return "\n".join(src) + "\n"
