@@ -93,7 +93,9 @@ def _assert_matches(got, want, name):
         same = got.tobytes() == want.tobytes() or (
             np.array_equal(got, want, equal_nan=True) and np.array_equal(np.signbit(got), np.signbit(want))
         )
-        assert same, f"{name}: C differs from NumPy at {np.argwhere(~((got == want) | (got != got) & (want != want)))[:5]}"
+        assert same, (
+            f"{name}: C differs from NumPy at {np.argwhere(~((got == want) | (got != got) & (want != want)))[:5]}"
+        )
         return
     g, w = got.astype(np.float64), want.astype(np.float64)
     assert np.array_equal(np.isnan(g), np.isnan(w)), f"{name}: NaN positions differ"

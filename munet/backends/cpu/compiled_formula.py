@@ -8,10 +8,14 @@ later process loads it in microseconds. It returns None, and the caller runs the
 (``kernels_formula.py``), when C cannot serve the call: no C compiler (``$CC`` unset and none on
 ``PATH``, or ``MUNET_EAGER_C=0``), a tensor below the size threshold (a ufunc call costs less
 than the launch there), an integer formula, mixed operand dtypes, an output overlapping an input
-at another layout. Results are the NumPy rendering's: the same scalar ops in the same dtypes,
+at another layout; and where C would be slower (``c_formula.faster_than_numpy``: a formula calling
+a C library function that stays scalar, such as ``sin`` or ``tanh``; a formula NumPy runs as one
+ufunc call on its operands, such as ``add``, unless the call is large and several threads are
+allowed). Results are the NumPy rendering's: the same scalar ops in the same dtypes (IEEE
+arithmetic, comparisons and selections bit for bit, NaN, infinities and signed zeros included),
 float16/bfloat16 computed in float32 and rounded once; transcendental functions come from the C
 library (``exp`` and ``erf`` of float32 are ``c.py``'s inline ones) and may differ from NumPy's by
-an ulp.
+an ulp or two (float64 ``erf``: the C library's is the more accurate).
 """
 
 from __future__ import annotations
@@ -30,11 +34,14 @@ from munet.compiler.codegen import build, c_formula
 
 _log = logging.getLogger(__name__)
 
-# Below this many elements the NumPy rendering runs: the C launch costs ~6 us of Python, more than
-# a one-ufunc formula of that size (measured: docs/perf/formulas.md). Tests set it to 0.
-MIN_ELEMENTS = 4096
+# Below this many elements the NumPy rendering runs: the C launch costs a few microseconds of Python,
+# more than NumPy's passes over a tensor that small (measured: docs/perf/formulas.md). Tests set it to 0.
+MIN_ELEMENTS = 8192
 # Formulas whose C kernel loses to NumPy (``c_formula.faster_than_numpy``) run NumPy; tests turn this off.
 ONLY_FASTER = True
+# expressions NumPy renders as one ufunc call on the operands (add, lt...): C serves them only where its
+# OpenMP team helps (NumPy's loops run on one thread)
+_ONE_UFUNC: set = set()
 _FLAT_ARGTYPES = [ctypes.py_object, ctypes.c_int64]
 _STRIDED_ARGTYPES = [ctypes.py_object, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
 _BY_DTYPE = {np.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name): name for name in c_formula.STORAGE}
@@ -74,16 +81,22 @@ def launch(formula, args, attrs, out=None):
     """``formula``'s value of ``args`` as a new array (or written into ``out``), or None (see the module docstring)."""
     if _state["enabled"] is False:
         return None
-    first = args[0]
     if out is not None:
-        shape = out.shape
-    elif len(args) == 1 and type(first) is np.ndarray:
-        shape = first.shape
+        shape, numel = out.shape, out.size
     else:
-        shape = np.broadcast_shapes(*[np.shape(a) for a in args if a is not None])
-    numel = 1
-    for n in shape:
-        numel *= n
+        shape = numel = None
+        for a in args:
+            if type(a) is np.ndarray:
+                if shape is None:
+                    shape, numel = a.shape, a.size
+                elif a.shape != shape and a.ndim:
+                    shape = np.broadcast_shapes(*[np.shape(a) for a in args if a is not None])
+                    numel = 1
+                    for n in shape:
+                        numel *= n
+                    break
+        if shape is None:
+            return None
     if numel < MIN_ELEMENTS or not enabled():
         return None
     conditions = formula.conditions
@@ -102,6 +115,8 @@ def launch(formula, args, attrs, out=None):
         expr = expressions[key] = _instantiate(formula, storage, attrs)
     if expr is None:
         return None
+    if expr in _ONE_UFUNC and (numel < c_formula.PARALLEL_MIN_ELEMENTS or _threads.kernel_threads() == 1):
+        return None  # NumPy's one ufunc call is as fast on one thread
     if out is None:
         if expr.dtype == "bool":
             out = np.empty(shape, _BOOL)
@@ -163,6 +178,8 @@ def _instantiate(formula, storage, attrs):
         return None
     if not c_formula.renderable(expr) or ONLY_FASTER and not c_formula.faster_than_numpy(expr):
         return None
+    if ONLY_FASTER and all(isinstance(a, Arg) for a in getattr(expr, "args", ())):
+        _ONE_UFUNC.add(expr)
     return expr
 
 

@@ -196,7 +196,6 @@ _HEADER += [_erff_source(), _floor_divide_source("float", "f"), _floor_divide_so
             _POWI]  # fmt: skip
 
 
-
 def prelude() -> list:
     """The lines every generated C translation unit starts with: includes, the AVX2 clone macro
     and the inline helpers (``munet_expf``, ``munet_erff``, ...) that :func:`render_c_apply` calls."""

@@ -243,7 +243,9 @@ def render_formula(expr, name: str, storage: list, out_storage: str, layout: str
     src.append(f"    const int64_t st[{n}] = {{{', '.join('0' if c == 'b' else '1' for c in layout)}}};")
     src.append(f"    {name}_run(1, &n, st, ptrs, threads);")
     src.append("}")
-    src.append(f"void {name}_strided(const munet_tuple *ops, {args.replace(', char *const *ptrs', '')}, int64_t threads) {{")
+    src.append(
+        f"void {name}_strided(const munet_tuple *ops, {args.replace(', char *const *ptrs', '')}, int64_t threads) {{"
+    )
     src.append(f"    char *ptrs[{n}];")
     src.append(f"    for (int k = 0; k < {n}; k++) ptrs[k] = ((const munet_array *)ops->items[k])->data;")
     src.append(f"    {name}_run(ndim, shape, st, ptrs, threads);")
