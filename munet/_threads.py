@@ -7,9 +7,11 @@ imported) and every later kernel launch passes ``n`` to its OpenMP team. The def
 OpenBLAS started with (one per core unless ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS`` say less).
 
 The two pools never spin against each other: MuNet runs a BLAS call and a generated kernel one
-after the other, never at once, and the generated kernels' OpenMP threads wait passively
-(``OMP_WAIT_POLICY=PASSIVE``, set here before libgomp is loaded unless the user set it), so
-after a kernel its idle threads sleep instead of holding the cores the next BLAS call needs. On
+after the other, never at once (a sequential handoff), and the idle threads of each pool sleep
+instead of spinning on the cores the other pool needs next: the generated kernels' OpenMP threads
+wait passively (``OMP_WAIT_POLICY=PASSIVE``, set here before libgomp is loaded) and OpenBLAS's
+threads sleep at once (``OPENBLAS_THREAD_TIMEOUT=4``, effective when ``munet`` is imported before
+NumPy: OpenBLAS reads it when it loads). A value the user set in the environment is kept. On
 a busy machine, fewer threads than cores avoids spin-waiting BLAS threads, which can make small
 matrix products two orders of magnitude slower.
 """
@@ -21,9 +23,13 @@ import functools
 import os
 import re
 
-# libgomp reads these when it is loaded (with the first generated kernel): idle OpenMP threads
-# sleep at once rather than spinning ~0.3 ms on cores that OpenBLAS's threads need next
+# libgomp reads this when it is loaded (with the first generated kernel): idle OpenMP threads sleep
+# at once rather than spinning ~0.3 ms on cores that OpenBLAS's threads need next
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenBLAS reads this when NumPy loads it (so it takes effect when munet is imported before NumPy):
+# its idle threads sleep after 2**4 cycles instead of yielding in a loop for 2**28 (~0.1 s), which
+# kept a core busy through the generated kernels between two matrix products
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
             "openblas_set_num_threads")  # fmt: skip
