@@ -36,6 +36,18 @@ _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads
 _GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
             "openblas_get_num_threads")  # fmt: skip
 _budget: list = []  # [n] once known: the count every kernel launch reads without asking OpenBLAS
+_forked: list = []  # non-empty in a child forked from this process (see _after_fork)
+
+
+def _after_fork() -> None:
+    """GNU libgomp cannot start a team in a child forked after the parent used one (the child waits
+    forever on threads that were not copied), so generated kernels run on one thread there, as
+    PyTorch's do; BLAS calls keep the budget."""
+    _forked.append(True)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
 
 
 @functools.cache
@@ -88,5 +100,8 @@ def get_num_threads() -> int:
 
 
 def kernel_threads() -> int:
-    """How many OpenMP threads a generated kernel launched now may use (the budget; cheap to call)."""
+    """How many OpenMP threads a generated kernel launched now may use (the budget; one in a forked
+    child); cheap to call."""
+    if _forked:
+        return 1
     return _budget[0] if _budget else get_num_threads()

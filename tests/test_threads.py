@@ -53,6 +53,32 @@ def test_one_budget_serves_blas_and_generated_kernels():
         munet.set_num_threads(before)
 
 
+def test_a_forked_child_runs_generated_kernels_without_hanging():
+    """libgomp's team does not survive fork: the child runs generated kernels on one thread."""
+    import multiprocessing
+
+    from munet.backends.cpu import compiled_formula
+
+    before = munet.get_num_threads()
+    munet.set_num_threads(2)
+    try:
+        x = munet.randn(1 << 17)
+        first = munet.sigmoid(x).numpy()  # uses the OpenMP team here where a compiler exists
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            child = pool.apply_async(_sigmoid_in_child, (x.numpy(),)).get(timeout=120)
+        np.testing.assert_array_equal(child, first)
+        assert compiled_formula.MIN_ELEMENTS <= x.numel()
+    finally:
+        munet.set_num_threads(before)
+
+
+def _sigmoid_in_child(array):
+    from munet import _threads
+
+    assert _threads.kernel_threads() == 1
+    return munet.sigmoid(munet.tensor(array)).numpy()
+
+
 def test_idle_pool_threads_sleep_unless_the_user_chose_otherwise():
     """Importing munet (before NumPy) sets the pools' wait policies; a value in the environment stays."""
     code = "import os, munet; print(os.environ['OMP_WAIT_POLICY'], os.environ['OPENBLAS_THREAD_TIMEOUT'])"
