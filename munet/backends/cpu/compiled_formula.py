@@ -178,7 +178,7 @@ def _instantiate(formula, storage, attrs):
         return None
     if not c_formula.renderable(expr) or ONLY_FASTER and not c_formula.faster_than_numpy(expr):
         return None
-    if ONLY_FASTER and all(isinstance(a, Arg) for a in getattr(expr, "args", ())):
+    if ONLY_FASTER and c_formula.one_cheap_ufunc(expr):
         _ONE_UFUNC.add(expr)
     return expr
 

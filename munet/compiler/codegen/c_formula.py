@@ -42,7 +42,7 @@ STORAGE = {
 }
 _COMPUTE_TYPES = {"f32": "float", "f64": "double", "bool": "unsigned char"}
 # NumPy's float maximum/minimum: NaN propagates, and a tie (-0.0 against 0.0) gives the second operand
-_NUMPY_TIES = {"maximum": "({0} > {1} || {0} != {0}) ? {0} : {1}", "minimum": "({0} < {1} || {0} != {0}) ? {0} : {1}"}
+_NUMPY_TIES = {"maximum": ">", "minimum": "<"}
 # The fields of a CPython tuple and a NumPy array that the entry points read (the caller checks these
 # offsets against the running interpreter once: ``compiled_formula.py``), so a launch passes its
 # operands as one tuple instead of extracting each data pointer in Python.
@@ -117,6 +117,11 @@ def faster_than_numpy(expr) -> bool:
     return not slow or bool(ops & (_SLOW_IN_NUMPY | {"erf32"}))
 
 
+def one_cheap_ufunc(expr) -> bool:
+    """Whether NumPy renders ``expr`` as one SIMD ufunc call on the operands (``add``, ``lt``): as fast as C per thread."""
+    return isinstance(expr, Apply) and expr.op in _VECTORIZED and all(isinstance(a, Arg) for a in expr.args)
+
+
 def _literal(c: Const) -> str:
     v = c.value
     if c.dtype == "bool":
@@ -172,7 +177,12 @@ def render_formula(expr, name: str, storage: list, out_storage: str, layout: str
         if isinstance(e, Arg):
             text = _load(storage[e.index], ref(slot[e.index]))
         elif e.op in _NUMPY_TIES and kind(e.args[0].dtype) == FLOAT:
-            text = _NUMPY_TIES[e.op].format(*[emit(a) for a in e.args])
+            a, b = (emit(x) for x in e.args)
+            pick = f"m{len(lines)}"  # two plain selects: gcc if-converts a chain of these, not of a || test
+            lines.append(
+                f"            const {_COMPUTE_TYPES[e.dtype]} {pick} = {a} {_NUMPY_TIES[e.op]} {b} ? {a} : {b};"
+            )
+            text = f"{a} != {a} ? {a} : {pick}"
         else:
             text = render_c_apply(e, [emit(a) for a in e.args])
         names[e] = f"t{len(names)}"
