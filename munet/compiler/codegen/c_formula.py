@@ -92,6 +92,8 @@ _VECTORIZED = {"add", "sub", "mul", "div", "maximum", "minimum", "fmax", "fmin",
                "bitwise_not", "neg", "abs", "floor", "ceil", "trunc", "rint", "sqrt", "copysign", "signbit", "isnan",
                "isinf", "cast", "where"}  # fmt: skip
 _SLOW_IN_NUMPY = {"erf", "erfc", "erfinv"}  # NumPy's rendering computes these by a float64 series, many passes
+# C library calls that NumPy's ufuncs make one element at a time too: one C pass beats NumPy's several
+_SCALAR_IN_NUMPY = {"fmod", "floor_divide"}
 
 
 def faster_than_numpy(expr) -> bool:
@@ -113,7 +115,7 @@ def faster_than_numpy(expr) -> bool:
     walk(expr)
     if isinstance(expr, Apply) and expr.op == "exp" and all(not isinstance(a, Apply) for a in expr.args):
         return False
-    slow = ops - _VECTORIZED - {"exp32", "erf32"}
+    slow = ops - _VECTORIZED - _SCALAR_IN_NUMPY - {"exp32", "erf32"}
     return not slow or bool(ops & (_SLOW_IN_NUMPY | {"erf32"}))
 
 
