@@ -240,8 +240,12 @@ def _geometry(out, arrays, shape):
     return False, dims, [s for st in kept for s in st], layout
 
 
+def _kernel_name(expr, storage, out_storage, layout) -> str:
+    return "munet_formula_" + hashlib.sha256(repr((expr, storage, out_storage, layout)).encode()).hexdigest()[:16]
+
+
 def _kernel(kernels, expr, storage, out_dtype, layout, flat, key):
-    """The compiled kernel for one combination (compiled on first use, kept in ``kernels``), or None
+    """The compiled kernel for one combination (compiled on first use, kept in ``kernels``), or False
     when it cannot be built."""
     kernel_key = (key, out_dtype, layout, flat)
     with _lock:
@@ -249,18 +253,65 @@ def _kernel(kernels, expr, storage, out_dtype, layout, flat, key):
         if fn is not None:
             return fn
         out_storage = _BY_DTYPE[out_dtype]
-        name = "munet_formula_" + hashlib.sha256(repr((expr, storage, out_storage, layout)).encode()).hexdigest()[:16]
+        name = _kernel_name(expr, storage, out_storage, layout)
         source = c_formula.render_formula(expr, name, list(storage), out_storage, layout)
-        try:
-            if flat:
-                fn = build.load_kernel(source, name, _FLAT_ARGTYPES)[0]
-            else:
-                fn = build.load_kernel(source, name + "_strided", _STRIDED_ARGTYPES)[0]
-        except build.CompilerUnavailableError:
-            _state["enabled"] = False
-            fn = False
-        except (RuntimeError, OSError) as err:  # e.g. a compiler without _Float16: NumPy serves these
-            _log.debug("eager formula kernel not built, NumPy serves it: %s", err)
-            fn = False
-        kernels[kernel_key] = fn
+        fn = kernels[kernel_key] = _load(source, name, flat)
         return fn
+
+
+def _load(source: str, name: str, flat: bool):
+    """Entry ``name`` (flat) or ``name_strided`` of ``source``, compiled or from the cache; False when it cannot be built."""
+    try:
+        if flat:
+            return build.load_kernel(source, name, _FLAT_ARGTYPES)[0]
+        return build.load_kernel(source, name + "_strided", _STRIDED_ARGTYPES)[0]
+    except build.CompilerUnavailableError:
+        _state["enabled"] = False
+    except (RuntimeError, OSError) as err:  # e.g. a compiler without _Float16: NumPy serves these
+        _log.debug("eager formula kernel not built, NumPy serves it: %s", err)
+    return False
+
+
+def prepare(requests) -> int:
+    """Compile the kernels of ``requests`` in one compiler run (one shared library), so a process
+    that knows what it will run pays one compile instead of one per kernel; returns how many
+    kernels it prepared. Each request is ``(formula, args, attrs)`` as :func:`launch` takes them
+    (``formula`` a ``kernels_formula.NumpyFormula``): the kernel that launch would pick for those
+    arguments. Requests that launch would not serve as C are skipped."""
+    if not enabled():
+        return 0
+    pending, parts, names = [], [], set()
+    for formula, args, attrs in requests:
+        dtype = _first_value_dtype(formula, args)
+        arrays = None if dtype not in _BY_DTYPE else _operands(list(args), formula.conditions, dtype)
+        if arrays is None:
+            continue
+        storage = tuple(None if a is None else _BY_DTYPE.get(a.dtype) for a in arrays)
+        key = (storage, tuple(attrs.items())) if attrs else storage
+        expr = formula.c_expressions.setdefault(key, _instantiate(formula, storage, attrs))
+        if expr is None:
+            continue
+        present = [a for a in arrays if a is not None]
+        shape = np.broadcast_shapes(*[a.shape for a in present])
+        out_dtype = _BOOL if expr.dtype == "bool" else dtype
+        out = np.empty(shape, out_dtype)
+        geometry = _geometry(out, present, shape)
+        if geometry is None or (key, out_dtype, geometry[-1], geometry[0]) in formula.c_kernels:
+            continue
+        name = _kernel_name(expr, storage, _BY_DTYPE[out_dtype], geometry[-1])
+        if name not in names:  # two ops of one formula (and dtypes, layout) share a kernel
+            names.add(name)
+            parts.append(c_formula.render_formula(expr, name, list(storage), _BY_DTYPE[out_dtype], geometry[-1],
+                                                  with_header=False))  # fmt: skip
+        pending.append((formula.c_kernels, (key, out_dtype, geometry[-1], geometry[0]), name, geometry[0]))
+    if not pending:
+        return 0
+    source = c_formula.header() + "\n".join(parts)
+    with _lock:
+        for kernels, kernel_key, name, flat in pending:
+            kernels[kernel_key] = _load(source, name, flat)
+    return sum(1 for kernels, kernel_key, _, _ in pending if kernels[kernel_key] is not False)
+
+
+def _first_value_dtype(formula, args):
+    return next((a.dtype for i, a in enumerate(args) if i not in formula.conditions and type(a) is np.ndarray), None)

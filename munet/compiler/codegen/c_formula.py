@@ -154,12 +154,18 @@ def _store(storage: str, value: str) -> str:
     return f"({STORAGE[storage][0]}){value}"
 
 
-def render_formula(expr, name: str, storage: list, out_storage: str, layout: str) -> str:
+def header() -> str:
+    """What every translation unit of formula kernels starts with (once, however many kernels follow)."""
+    return "\n".join([*prelude(), _BF16, "#ifdef _OPENMP\n#include <omp.h>\n#endif", _OBJECTS]) + "\n"
+
+
+def render_formula(expr, name: str, storage: list, out_storage: str, layout: str, *, with_header: bool = True) -> str:
     """C source of formula expression ``expr`` (see the module docstring).
 
     ``storage[i]``: the NumPy dtype name of formula argument ``i`` (None: a missing optional
     argument, which gets no pointer); ``out_storage``: the output's; ``layout``: the inner-stride
-    class of the output and of each present argument, in that order."""
+    class of the output and of each present argument, in that order. ``with_header=False`` leaves
+    out :func:`header`, for several kernels in one translation unit."""
     present = [i for i, s in enumerate(storage) if s is not None]
     slot = {i: k + 1 for k, i in enumerate(present)}  # formula argument -> operand number
     operands = [out_storage] + [storage[i] for i in present]
@@ -194,8 +200,7 @@ def render_formula(expr, name: str, storage: list, out_storage: str, layout: str
     value = emit(expr)
     out_ref = "p0[j]" if layout[0] == "c" else "p0[j * s0]"
     n = len(operands)
-    src = [*prelude(), _BF16]
-    src.append("#ifdef _OPENMP\n#include <omp.h>\n#endif")
+    src = [header()] if with_header else []
     args = "int64_t ndim, const int64_t *shape, const int64_t *st, char *const *ptrs"
     src.append(f"MUNET_CLONES static void {name}_range(int64_t it0, int64_t it1, int64_t nchunk, {args}) {{")
     src.append("    const int64_t inner = shape[ndim - 1];")
@@ -245,7 +250,6 @@ def render_formula(expr, name: str, storage: list, out_storage: str, layout: str
     src.append("    (void)threads;")
     src.append(f"    {name}_range(0, items, nchunk, ndim, shape, st, ptrs);")
     src.append("}")
-    src.append(_OBJECTS)
     src.append(f"void {name}(const munet_tuple *ops, int64_t threads) {{")
     src.append("    const munet_array *out = (const munet_array *)ops->items[0];")
     src.append("    int64_t n = 1;")
