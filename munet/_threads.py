@@ -6,12 +6,13 @@ loaded libraries and called directly; ``OPENBLAS_NUM_THREADS`` only works before
 imported) and every later kernel launch passes ``n`` to its OpenMP team. The default is the count
 OpenBLAS started with (one per core unless ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS`` say less).
 
-The two pools never spin against each other: MuNet runs a BLAS call and a generated kernel one
-after the other, never at once (a sequential handoff), and the idle threads of each pool sleep
-instead of spinning on the cores the other pool needs next: the generated kernels' OpenMP threads
+The two pools take turns: MuNet runs a BLAS call and a generated kernel one after the other,
+never at once (a sequential handoff), and the idle threads of each pool sleep instead of spinning
+on the cores the other pool needs next: the generated kernels' OpenMP threads
 wait passively (``OMP_WAIT_POLICY=PASSIVE``, set here before libgomp is loaded) and OpenBLAS's
 threads sleep at once (``OPENBLAS_THREAD_TIMEOUT=4``, effective when ``munet`` is imported before
-NumPy: OpenBLAS reads it when it loads). A value the user set in the environment is kept. On
+NumPy: OpenBLAS reads it when it loads). A value the user set in the environment is kept. On a
+loaded machine two threads can still be slower than one (docs/perf/eager.md measures it). On
 a busy machine, fewer threads than cores avoids spin-waiting BLAS threads, which can make small
 matrix products two orders of magnitude slower.
 """
