@@ -14,7 +14,8 @@ threads sleep at once (``OPENBLAS_THREAD_TIMEOUT=4``, effective when ``munet`` i
 NumPy: OpenBLAS reads it when it loads). A value the user set in the environment is kept. On a
 loaded machine two threads can still be slower than one (docs/perf/eager.md measures it). On
 a busy machine, fewer threads than cores avoids spin-waiting BLAS threads, which can make small
-matrix products two orders of magnitude slower.
+matrix products two orders of magnitude slower. In a child forked from the process (a DataLoader
+worker) generated kernels run on one thread: libgomp's team does not survive ``fork``.
 """
 
 from __future__ import annotations
