@@ -1,7 +1,8 @@
 """Eager elementwise kernels: time per call of ops rendered from scalar formulas, beside PyTorch.
 
-Median of 15 batches, in microseconds, for float32 tensors of 4 elements (dispatch overhead) and
-of 2**20 (kernel throughput), at each thread count of ``--threads`` (default: each library's
+Median of 15 batches, in microseconds, for float32 tensors of 4 elements (dispatch overhead), of
+2**14 (just above the size where MuNet's eager kernels switch from NumPy to compiled C) and of 2**20
+(kernel throughput), at each thread count of ``--threads`` (default: each library's
 default count, then one thread), MuNet and PyTorch side by side in one process. ``--clock cpu``
 times process CPU time (steadier on a shared machine, but it adds up all of PyTorch's threads);
 ``--clock wall`` (the default) times elapsed time. Usage:
@@ -80,7 +81,7 @@ def main() -> None:
         torch.set_num_threads(threads[1])
         print(f"\n**threads: munet {threads[0]}, torch {threads[1]}** ({item})\n")
         print("| elements | op | MuNet (us) | PyTorch (us) | ratio |\n|---|---|---|---|---|")
-        for n, repeat in ((4, 2000), (1 << 20, 10)):
+        for n, repeat in ((4, 2000), (1 << 14, 200), (1 << 20, 10)):
             x, y = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32) + 3
             ours = cases(munet, munet.tensor(x), munet.tensor(y))
             theirs = cases(torch, torch.tensor(x), torch.tensor(y))

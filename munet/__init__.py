@@ -6,6 +6,8 @@ dtypes, autograd, ``nn``, ``optim``. See README.md and docs/.
 
 import logging as _logging
 
+from munet import _threads  # noqa: F401 - first: sets the thread pools' wait policies before NumPy loads OpenBLAS
+
 # Modules log to ``munet.*`` loggers; what is shown, and where, is the application's choice.
 _logging.getLogger(__name__).addHandler(_logging.NullHandler())
 

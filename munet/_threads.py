@@ -1,25 +1,60 @@
-"""``munet.set_num_threads`` / ``get_num_threads``: the CPU backend's BLAS thread count.
+"""``munet.set_num_threads`` / ``get_num_threads``: the CPU backend's one thread budget.
 
-NumPy's bundled OpenBLAS is found among the loaded libraries and its thread-count setter is
-called directly, so the setting takes effect at once (``OPENBLAS_NUM_THREADS`` only works
-before NumPy is imported). On a busy machine, fewer threads than cores avoids spin-waiting
-BLAS threads, which can make small matrix products two orders of magnitude slower.
+BLAS calls (NumPy's bundled OpenBLAS) and MuNet's generated C kernels (OpenMP) share one count:
+``set_num_threads(n)`` sets OpenBLAS's at once (its thread-count setter is found among the
+loaded libraries and called directly; ``OPENBLAS_NUM_THREADS`` only works before NumPy is
+imported) and every later kernel launch passes ``n`` to its OpenMP team. The default is the count
+OpenBLAS started with (one per core unless ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS`` say less).
+
+The two pools take turns: MuNet runs a BLAS call and a generated kernel one after the other,
+never at once (a sequential handoff), and the idle threads of each pool sleep instead of spinning
+on the cores the other pool needs next: the generated kernels' OpenMP threads
+wait passively (``OMP_WAIT_POLICY=PASSIVE``, set here before libgomp is loaded) and OpenBLAS's
+threads sleep at once (``OPENBLAS_THREAD_TIMEOUT=4``, effective when ``munet`` is imported before
+NumPy: OpenBLAS reads it when it loads). A value the user set in the environment is kept. On a
+loaded machine two threads can still be slower than one (docs/perf/eager.md measures it). On
+a busy machine, fewer threads than cores avoids spin-waiting BLAS threads, which can make small
+matrix products two orders of magnitude slower. In a child forked from the process (a DataLoader
+worker) generated kernels run on one thread: libgomp's team does not survive ``fork``.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import re
+
+# libgomp reads this when it is loaded (with the first generated kernel): idle OpenMP threads sleep
+# at once rather than spinning ~0.3 ms on cores that OpenBLAS's threads need next
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# OpenBLAS reads this when NumPy loads it (so it takes effect when munet is imported before NumPy):
+# its idle threads sleep after 2**4 cycles instead of yielding in a loop for 2**28 (~0.1 s), which
+# kept a core busy through the generated kernels between two matrix products
+os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
             "openblas_set_num_threads")  # fmt: skip
 _GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads", "openblas_get_num_threads64_",
             "openblas_get_num_threads")  # fmt: skip
+_budget: list = []  # [n] once known: the count every kernel launch reads without asking OpenBLAS
+_forked: list = []  # non-empty in a child forked from this process (see _after_fork)
 
 
+def _after_fork() -> None:
+    """GNU libgomp cannot start a team in a child forked after the parent used one (the child waits
+    forever on threads that were not copied), so generated kernels run on one thread there, as
+    PyTorch's do; BLAS calls keep the budget."""
+    _forked.append(True)
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+@functools.cache
 def _openblas():
-    """The loaded OpenBLAS library (NumPy's), or None when it cannot be found."""
+    """The loaded OpenBLAS library's (setter, getter) (NumPy's), or None when it cannot be found."""
     import numpy  # noqa: F401 - makes sure NumPy's BLAS is loaded
 
     try:
@@ -40,7 +75,7 @@ def _openblas():
 
 
 def set_num_threads(n: int) -> None:
-    """Use ``n`` threads for the CPU backend's BLAS calls (matmul, convolution)."""
+    """Use ``n`` threads for the CPU backend: BLAS calls (matmul, convolution) and generated kernels."""
     if not isinstance(n, int) or isinstance(n, bool) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive integer, got {n!r}")
     blas = _openblas()
@@ -50,11 +85,25 @@ def set_num_threads(n: int) -> None:
             "before starting Python instead"
         )
     blas[0](ctypes.c_int(n))
+    _budget[:] = [n]
 
 
 def get_num_threads() -> int:
-    """The CPU backend's BLAS thread count."""
+    """The CPU backend's thread count (BLAS and generated kernels)."""
+    if _budget:
+        return _budget[0]
     blas = _openblas()
     if blas is None:
-        return int(os.environ.get("OPENBLAS_NUM_THREADS", os.cpu_count() or 1))
-    return int(blas[1]())
+        n = int(os.environ.get("OPENBLAS_NUM_THREADS") or os.environ.get("OMP_NUM_THREADS") or os.cpu_count() or 1)
+    else:
+        n = int(blas[1]())
+    _budget[:] = [max(1, n)]
+    return _budget[0]
+
+
+def kernel_threads() -> int:
+    """How many OpenMP threads a generated kernel launched now may use (the budget; one in a forked
+    child); cheap to call."""
+    if _forked:
+        return 1
+    return _budget[0] if _budget else get_num_threads()

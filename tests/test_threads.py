@@ -5,6 +5,7 @@ Grad mode, inference mode and autocast have their own per-thread tests in tests/
 tests/amp; the default device in tests/test_device.py.
 """
 
+import os
 import queue
 import subprocess
 import sys
@@ -34,6 +35,59 @@ def test_set_and_get_num_threads():
         munet.set_num_threads(before)
     with pytest.raises(ValueError, match="positive integer"):
         munet.set_num_threads(0)
+
+
+def test_one_budget_serves_blas_and_generated_kernels():
+    from munet import _threads
+
+    before = munet.get_num_threads()
+    try:
+        munet.set_num_threads(1)
+        assert _threads.kernel_threads() == 1 == munet.get_num_threads()
+        munet.set_num_threads(2)
+        assert _threads.kernel_threads() == 2
+        blas = _threads._openblas()
+        if blas is not None:
+            assert blas[1]() == 2  # OpenBLAS itself was told
+    finally:
+        munet.set_num_threads(before)
+
+
+def test_a_forked_child_runs_generated_kernels_without_hanging():
+    """libgomp's team does not survive fork: the child runs generated kernels on one thread."""
+    import multiprocessing
+
+    from munet.backends.cpu import compiled_formula
+
+    before = munet.get_num_threads()
+    munet.set_num_threads(2)
+    try:
+        x = munet.randn(1 << 17)
+        first = munet.sigmoid(x).numpy()  # uses the OpenMP team here where a compiler exists
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            child = pool.apply_async(_sigmoid_in_child, (x.numpy(),)).get(timeout=120)
+        np.testing.assert_array_equal(child, first)
+        assert compiled_formula.MIN_ELEMENTS <= x.numel()
+    finally:
+        munet.set_num_threads(before)
+
+
+def _sigmoid_in_child(array):
+    from munet import _threads
+
+    assert _threads.kernel_threads() == 1
+    return munet.sigmoid(munet.tensor(array)).numpy()
+
+
+def test_idle_pool_threads_sleep_unless_the_user_chose_otherwise():
+    """Importing munet (before NumPy) sets the pools' wait policies; a value in the environment stays."""
+    code = "import os, munet; print(os.environ['OMP_WAIT_POLICY'], os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    assert out.stdout.split() == ["PASSIVE", "4"]
+    env["OMP_WAIT_POLICY"] = "ACTIVE"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
+    assert out.stdout.split() == ["ACTIVE", "4"]
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from types import SimpleNamespace
 import numpy as np
 
 from munet._tensor import Tensor
-from munet._threads import get_num_threads
+from munet._threads import kernel_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.c_slabs import render_c_sized, render_c_slabs
@@ -216,7 +216,6 @@ def generated_col2im():
     from munet.backends.cpu.kernels_conv import shifted_sum
 
     kernels: dict = {}
-    threads = get_num_threads()
 
     def col2im(target, columns, offsets):
         dtype = short_dtype(target.dtype)
@@ -233,7 +232,7 @@ def generated_col2im():
             fn = kernels[key] = build.load_kernel(render_c(kernel), kernel.name)[0]
         ins = (ctypes.c_void_p * 1)(columns.ctypes.data)
         outs = (ctypes.c_void_p * 1)(target.ctypes.data)
-        fn(ctypes.addressof(ins), ctypes.addressof(outs), None, threads)
+        fn(ctypes.addressof(ins), ctypes.addressof(outs), None, kernel_threads())
 
     return col2im
 
@@ -252,8 +251,7 @@ def _kernel_step(fn, source, tensors, scalars, node, executable, extra_params=()
     params = (ctypes.c_double * max(len(param_slots) + len(extra_params), 1))()
     for k, value in enumerate(extra_params):
         params[len(param_slots) + k] = value
-    # read once: querying OpenBLAS costs milliseconds; set_num_threads applies to later compiles
-    threads = get_num_threads() if "omp parallel" in source else 1
+    parallel = "omp parallel" in source  # the thread budget is read per call: set_num_threads applies at once
     addr_in, addr_out, addr_p = ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), ctypes.addressof(params)
     for k, r in enumerate(fixed):
         if r is not None:
@@ -277,7 +275,7 @@ def _kernel_step(fn, source, tensors, scalars, node, executable, extra_params=()
                 r = np.empty(shape, dtype) if t is None else t(env)
                 out_ptrs[k] = r.ctypes.data
             results.append((i, r))
-        fn(addr_in, addr_out, addr_p, threads)
+        fn(addr_in, addr_out, addr_p, kernel_threads() if parallel else 1)
         for i, r in results:
             env[i] = r
 

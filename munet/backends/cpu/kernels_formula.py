@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from munet.backends.cpu import special_functions
+from munet.backends.cpu import compiled_formula, special_functions
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, upcast
 from munet.backends.cpu.registry import kernel
 from munet.ops._registry import DEFINE_HOOKS, OPS
@@ -43,10 +43,11 @@ def operands(*args):
     dtype = next((a.dtype for a in args if isinstance(a, np.ndarray)), None)
     if dtype is None:
         return [a if a is None else np.asarray(a) for a in args]
-    return [a if isinstance(a, np.ndarray) or a is None else _scalar(a, dtype) for a in args]
+    return [a if isinstance(a, np.ndarray) or a is None else scalar_operand(a, dtype) for a in args]
 
 
-def _scalar(value, dtype):
+def scalar_operand(value, dtype):
+    """A Python number as an operand of arrays of ``dtype`` (PyTorch's wrapping scalar conversion)."""
     if dtype.kind == "f" and type(value) is float:
         with np.errstate(over="ignore"):
             return dtype.type(value)  # a NumPy scalar: NEP 50 keeps the array's dtype
@@ -303,6 +304,8 @@ class NumpyFormula:
         self.formula = formula
         self.conditions = frozenset(conditions)
         self.programs: dict = {}
+        self.c_expressions: dict = {}  # the compiled-C path's instantiations (compiled_formula.py)
+        self.c_kernels: dict = {}  # and its kernels, per operand dtypes, attrs and layout
 
     def operands(self, args):
         if not self.conditions:
@@ -333,6 +336,9 @@ class NumpyFormula:
         return self.formula([None if n is None else Arg(i, n) for i, n in enumerate(names)], compute, **attrs)
 
     def fresh(self, *args, **attrs):
+        result = compiled_formula.launch(self, args, attrs)
+        if result is not None:
+            return result
         args = self.operands(args)
         run = self.program(args, attrs)
         if run.quiet:
@@ -341,6 +347,8 @@ class NumpyFormula:
             return run(args, None)
 
     def into(self, out, *args, **attrs):
+        if compiled_formula.launch(self, args, attrs, out) is not None:
+            return
         args = self.operands(args)
         run = self.program(args, attrs)
         if run.quiet:

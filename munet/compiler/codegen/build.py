@@ -92,6 +92,9 @@ def _compile(
 _loaded: dict = {}  # path -> CDLL, so a process loads each entry once
 
 
+_FUSED_ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+
+
 def load_library(source: str, name: str | None, options: tuple = (), what: str = "munet codegen: a generated kernel"):
     """Compile (or fetch from the disk cache) ``source`` with the base flags and ``options`` into a
     shared library that defines ``name`` (when given; its absence marks a corrupt entry); returns ``(library, cache_hit)``. ``what`` names the
@@ -122,10 +125,12 @@ def load_library(source: str, name: str | None, options: tuple = (), what: str =
     return lib, hit
 
 
-def load_kernel(source: str, name: str):
-    """Compile (or fetch from the disk cache) ``source`` and return ``(function, cache_hit)``."""
+def load_kernel(source: str, name: str, argtypes: list | None = None):
+    """Compile (or fetch from the disk cache) ``source`` and return ``(function, cache_hit)``.
+
+    ``argtypes``: the ctypes argument types of ``name`` (default: the fused kernels' ``(in, out, p, threads)``)."""
     lib, hit = load_library(source, name)
     fn = getattr(lib, name)
     fn.restype = None
-    fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int]
+    fn.argtypes = _FUSED_ARGTYPES if argtypes is None else argtypes
     return fn, hit

@@ -195,6 +195,13 @@ _POWI = """static inline int64_t munet_powi(int64_t a, int64_t b) {
 _HEADER += [_erff_source(), _floor_divide_source("float", "f"), _floor_divide_source("double", ""), _erfinv_source(),
             _POWI]  # fmt: skip
 
+
+def prelude() -> list:
+    """The lines every generated C translation unit starts with: includes, the AVX2 clone macro
+    and the inline helpers (``munet_expf``, ``munet_erff``, ...) that :func:`render_c_apply` calls."""
+    return list(_HEADER)
+
+
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
           "ne": "!="}  # fmt: skip
 # float scalar ops that are one C library call (float32: the ``f``-suffixed function)
