@@ -456,9 +456,17 @@ def step_unless(found_inf, optimizer, step: Callable):
 
 
 def apply_factory(op: Op, device, **attrs):
-    """Run a creation op (no tensor inputs) on ``device`` (``None``: the default device): ``full``, ``arange``, random bits."""
+    """Run a creation op (no tensor inputs) on ``device`` (``None``: the default device): ``full``, ``arange``, random bits.
+
+    A composite creation op (``eye``, ``linspace``) runs its decomposition, called with
+    ``device=`` besides its attributes, where the device has no kernel for it, in both modes; where
+    it has one, the kernel runs (or is recorded) and the compiler keeps that node (a constant
+    with nothing to fuse into).
+    """
     backend = get_backend(factory_device(device))
     meta = op.meta(**attrs)
+    if op.decomposition is not None and op.name not in backend.kernels:
+        return decompose(op, (), dict(attrs, device=backend.device))
     tracer = _Tracing.tracer
     if tracer is not None:
         return tracer.record_factory(op, backend.device, attrs, meta)

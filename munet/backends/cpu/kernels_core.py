@@ -25,20 +25,6 @@ def arange(*, start, end, step, dtype):
     return np.arange(start, start + n * step, step)[:n].astype(dtype.np)
 
 
-@kernel("linspace")
-def linspace(*, start, end, steps, dtype):
-    if not dtype.is_floating_point:
-        return np.linspace(start, end, steps).astype(np.int64).astype(dtype.np)
-    # PyTorch fills the first half from start and the second half from end.
-    if steps == 1:
-        return np.full(1, start, dtype=dtype.np)
-    step = (end - start) / (steps - 1)
-    idx = np.arange(steps, dtype=np.float64)
-    half = steps // 2
-    out = np.where(idx < half, start + step * idx, end - step * (steps - 1 - idx))
-    return out.astype(dtype.np)
-
-
 @kernel("eye")
 def eye(*, n, m, dtype):
     return np.eye(n, m, dtype=dtype.np)
