@@ -46,6 +46,9 @@ class CpuTarget:
     # parameters drift from float64 past its bound (tests/compiler/test_compile_workloads.py; see
     # docs/decisions.md): kept until that bound is derived for uncorrelated kernels.
     fast_composites = frozenset({"log_softmax"})
+    # max pooling: its decomposition is five reductions over the windows; one generated window
+    # kernel (unpadded) or NumPy's running maximum (padded) does it in one pass (CNN: 0.8 ms)
+    fast_composites |= {"max_pool", "adaptive_max_pool"}
 
     def __init__(self, backend):
         self.backend = backend

@@ -57,6 +57,14 @@ CASES.update(
         "median_dim": [dict(dim=2, keepdim=False), dict(dim=0, keepdim=True), dict(dim=1, keepdim=False)],
         "nanmedian_dim": [dict(dim=2, keepdim=False), dict(dim=0, keepdim=True), dict(dim=1, keepdim=False)],
         "mode": [dict(dim=2, keepdim=False), dict(dim=0, keepdim=True), dict(dim=1, keepdim=False)],
+        # (N, C, L) = (3, 8, 7) as 1-d pooling: plain, padded, dilated, ceil_mode windows past the end
+        "max_pool": [
+            dict(kernel_size=(2,), stride=(2,), padding=(0,), dilation=(1,), output_size=(3,)),
+            dict(kernel_size=(3,), stride=(2,), padding=(1,), dilation=(1,), output_size=(4,)),
+            dict(kernel_size=(2,), stride=(1,), padding=(1,), dilation=(2,), output_size=(7,)),
+            dict(kernel_size=(3,), stride=(3,), padding=(0,), dilation=(1,), output_size=(3,)),
+        ],
+        "adaptive_max_pool": [dict(output_size=(3,)), dict(output_size=(7,)), dict(output_size=(5,))],
         "kthvalue": [dict(k=1, dim=2, keepdim=False), dict(k=3, dim=0, keepdim=True), dict(k=8, dim=1, keepdim=False)],
     }
 )

@@ -144,6 +144,9 @@ def max_pool_into(out, x, *, kernel_size, stride, padding, dilation, output_size
         for number, pos in enumerate(positions, start=1):
             last = nan & np.isnan(windows[(Ellipsis,) + pos])
             np.copyto(index, np.broadcast_to((base + offsets[number]).reshape(output_size), lead), where=last)
+    # the value is the chosen cell's: the running maximum may hold the other zero of a -0.0/+0.0 tie
+    flat = (x.shape[0], x.shape[1], -1)
+    np.copyto(best.reshape(flat), np.take_along_axis(x.reshape(flat), index.reshape(flat), axis=2))
 
 
 @kernel("adaptive_max_pool")
