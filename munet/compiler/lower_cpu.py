@@ -49,6 +49,9 @@ class CpuTarget:
     # max pooling: its decomposition is five reductions over the windows; one generated window
     # kernel (unpadded) or NumPy's running maximum (padded) does it in one pass (CNN: 0.8 ms)
     fast_composites |= {"max_pool", "adaptive_max_pool"}
+    # prod's gradient: one pass exact with zeros where the decomposition takes a prod, a sum and
+    # three selects (no reduction group of the fuser computes a product)
+    fast_composites |= {"prod_others"}
 
     def __init__(self, backend):
         self.backend = backend

@@ -1,10 +1,13 @@
 """Pooling: max, average, adaptive and power-average pooling over 1-3 spatial dims.
 
-Max pooling is a primitive with two outputs (values, and indices flat per plane as in
-PyTorch); its gradient is the composite ``max_pool_backward``, which scatters into the input
-planes at those indices (``scatter_add``, its decomposition), so it is differentiable again and
-a compile target may run it as one kernel of its own (cpu: a gather where the windows tile the
-input, ``compiler/codegen/primitives.py``). Average pooling is a depthwise convolution with a ones kernel
+Max pooling (``max_pool``, ``adaptive_max_pool``) is a composite with two outputs (values, and
+indices flat per plane as in PyTorch): its decomposition takes the windows as a strided view (or
+an index, for adaptive windows) and applies PyTorch's choice rule, written once in
+``_select_in_windows``; cpu and vulkan keep one-pass kernels for it, and the cpu compile target
+a generated window kernel, each tested against the decomposition. Its gradient is the composite
+``max_pool_backward``, which scatters into the input planes at those indices (``scatter_add``,
+its decomposition), so it is differentiable again and a compile target may run it as one kernel
+of its own (cpu: a gather where the windows tile the input, ``compiler/codegen/primitives.py``). Average pooling is a depthwise convolution with a ones kernel
 divided by PyTorch's window counts; adaptive average pooling multiplies by per-dim averaging
 matrices. No op here loops over pixels, batch or channels.
 """

@@ -497,9 +497,23 @@ def _prod_others_backward(ctx, g):
     return apply(prod_others_backward_op, g, ctx.saved_tensor("self"), dims=ctx.attrs["dims"])
 
 
+def _prod_others_decomposition(x, *, dims):
+    """Per element, the product of the other elements over ``dims``, exact with zeros: with no
+    zero in the slice ``prod / x``; with one, that zero's position gets the product of the
+    nonzeros and the rest 0; with more, 0 everywhere."""
+    from munet.ops.elementwise import where
+
+    zero = x == 0
+    nonzero = where(zero, 1, x)
+    product = apply(prod_op, nonzero, dims=dims, keepdim=True)
+    zeros = apply(sum_op, zero.to(D.int64), dims=dims, keepdim=True) if dims else zero.to(D.int64)
+    one_zero = where(zero, product, 0)
+    return where(zeros == 0, product / nonzero, where(zeros == 1, one_zero, 0))
+
+
 prod_others_op = define(
     "prod_others", meta=lambda x, *, dims: Meta(tuple(x.shape), x.dtype), backward=_prod_others_backward,
-    saves=("self", "result"),
+    saves=("self", "result"), decomposition=_prod_others_decomposition,
 )  # fmt: skip
 
 

@@ -65,6 +65,7 @@ CASES.update(
             dict(kernel_size=(3,), stride=(3,), padding=(0,), dilation=(1,), output_size=(3,)),
         ],
         "adaptive_max_pool": [dict(output_size=(3,)), dict(output_size=(7,)), dict(output_size=(5,))],
+        "prod_others": [dict(dims=(2,)), dict(dims=(0, 1)), dict(dims=(0, 1, 2)), dict(dims=())],
         "kthvalue": [dict(k=1, dim=2, keepdim=False), dict(k=3, dim=0, keepdim=True), dict(k=8, dim=1, keepdim=False)],
     }
 )
