@@ -69,12 +69,18 @@ CASES.update(
         "kthvalue": [dict(k=1, dim=2, keepdim=False), dict(k=3, dim=0, keepdim=True), dict(k=8, dim=1, keepdim=False)],
     }
 )
-# composites taking more than the special input x: (extra inputs made from x, attributes)
+CASES["count_nonzero"] = [dict(dims=(2,)), dict(dims=(0, 1)), dict(dims=(0, 1, 2)), dict(dims=())]
+# composites whose inputs are not just the special input x: (inputs made from x, attributes)
 EXTRA_INPUTS = {
     "masked_fill": [
-        (lambda x: (x > 0.5, 2.5), {}),
-        (lambda x: ((x < 0)[:1, :, :1], float("nan")), {}),  # a broadcast mask
-        (lambda x: (x.isnan(), munet.tensor(-0.0, dtype=x.dtype, device=x.device)), {}),
+        (lambda x: (x, x > 0.5, 2.5), {}),
+        (lambda x: (x, (x < 0)[:1, :, :1], float("nan")), {}),  # a broadcast mask
+        (lambda x: (x, x.isnan(), munet.tensor(-0.0, dtype=x.dtype, device=x.device)), {}),
+    ],
+    "one_hot": [
+        (lambda x: (munet.tensor(np.arange(24).reshape(2, 3, 4) % 5, device=x.device),), dict(num_classes=5)),
+        (lambda x: (munet.tensor([0, 0, 3], device=x.device),), dict(num_classes=4)),
+        (lambda x: (munet.tensor(np.zeros((0, 2), np.int64), device=x.device),), dict(num_classes=3)),
     ],
 }
 # creation composites: attributes (the device is the test's)
@@ -138,7 +144,7 @@ def _cases(name: str, x) -> list:
     if name in FACTORY_CASES:
         return []
     if name in EXTRA_INPUTS:
-        return [((x, *extra(x)), attrs) for extra, attrs in EXTRA_INPUTS[name]]
+        return [(inputs(x), attrs) for inputs, attrs in EXTRA_INPUTS[name]]
     return [((x,), attrs) for attrs in CASES[name]]
 
 
@@ -315,3 +321,26 @@ def test_composites_inside_a_decomposition_are_decomposed_too(sharpened_softmax,
     names = [n.name for n in compiled.graph.nodes]
     assert "test_sharpened_softmax" not in names and "softmax" not in names
     assert compiled.stats()["passes"]["decompose"] == 2
+
+
+def test_a_composite_without_backward_runs_its_fast_kernel_only_where_no_gradient_is_needed(softsquare, monkeypatch):
+    """Its gradient comes from its decomposition's ops, so eager mode runs the fast kernel only
+    where no input needs a gradient (count_nonzero, one_hot: integer results)."""
+    load_kernel_modules()
+    calls = []
+
+    def fast(x):
+        calls.append(1)
+        return x * np.abs(x)
+
+    monkeypatch.setitem(KERNELS, "test_softsquare", fast)
+    data = np.array([-2.0, -0.5, 0.0, 1.5], np.float32)
+    np.testing.assert_array_equal(apply(softsquare, munet.tensor(data)).numpy(), data * np.abs(data))
+    assert len(calls) == 1
+    x = munet.tensor(data, requires_grad=True)
+    apply(softsquare, x).sum().backward()
+    assert len(calls) == 1
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.abs(data))
+    with munet.no_grad():
+        apply(softsquare, x)
+    assert len(calls) == 2

@@ -1,8 +1,8 @@
-"""CPU kernels for embedding lookup and its scatter-add gradient (``one_hot`` is a composite:
-``munet/ops/embedding.py``).
+"""CPU kernels for embedding lookup, its scatter-add gradient, and one_hot.
 
 The kernels check their indices themselves, so eager calls and compiled steps raise the same error
-(``F.embedding`` reads no index value on the host).
+(``F.embedding`` reads no index value on the host; ``F.one_hot`` reads the largest only to infer
+``num_classes``).
 """
 
 from __future__ import annotations
@@ -40,3 +40,11 @@ def embedding_backward(grad, indices, *, num_weights, padding_idx, scale_grad_by
     if padding_idx is not None:
         out[padding_idx] = 0
     return out.astype(grad.dtype)
+
+
+@kernel("one_hot")
+def one_hot(x, *, num_classes):
+    if x.size and (x.min() < 0 or x.max() >= num_classes):
+        bad = int(x.min()) if x.min() < 0 else int(x.max())
+        raise RuntimeError(f"one_hot: class values must be in [0, num_classes={num_classes}), got {bad}")
+    return (x[..., None] == np.arange(num_classes, dtype=np.int64)).astype(np.int64)

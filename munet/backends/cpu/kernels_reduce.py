@@ -187,6 +187,82 @@ def argmin(x, *, dim, keepdim):
     return _arg(x, dim, keepdim, np.argmin)
 
 
+# median --------------------------------------------------------------------------------------------------
+
+
+def _median_last(a, ignore_nan: bool):
+    """(values, indices) of the lower median along the last axis (NaN-propagating unless ignored)."""
+    n = a.shape[-1]
+    order = np.argsort(a, axis=-1, kind="stable")  # NaNs sort last, in input order
+    nans = np.isnan(a).sum(axis=-1) if _is_float(a) else np.zeros(a.shape[:-1], np.int64)
+    if ignore_nan:
+        k = np.maximum((n - nans - 1) // 2, 0)
+    else:
+        k = np.where(nans > 0, n - nans, (n - 1) // 2)
+    idx = np.take_along_axis(order, k[..., None], axis=-1)
+    return np.take_along_axis(a, idx, axis=-1)[..., 0], idx[..., 0].astype(np.int64)
+
+
+def _median_full(x, ignore_nan: bool):
+    a = upcast(x).reshape(-1)
+    if a.size == 0:
+        return np.full((), np.nan, a.dtype if _is_float(a) else np.float64)
+    return np.asarray(_median_last(a, ignore_nan)[0])
+
+
+def _median_dim(x, dim, keepdim, ignore_nan: bool):
+    if x.ndim == 0:
+        return x.copy(), np.zeros((), np.int64)
+    a = np.moveaxis(upcast(x), dim, -1)
+    values, idx = _median_last(a, ignore_nan)
+    if keepdim:
+        values, idx = np.expand_dims(values, dim), np.expand_dims(idx, dim)
+    return values, idx
+
+
+@kernel("median")
+def median(x, *, dims, keepdim):
+    return _median_full(x, ignore_nan=False)
+
+
+@kernel("nanmedian")
+def nanmedian(x, *, dims, keepdim):
+    return _median_full(x, ignore_nan=True)
+
+
+@kernel("median_dim")
+def median_dim(x, *, dim, keepdim):
+    return _median_dim(x, dim, keepdim, ignore_nan=False)
+
+
+@kernel("nanmedian_dim")
+def nanmedian_dim(x, *, dim, keepdim):
+    return _median_dim(x, dim, keepdim, ignore_nan=True)
+
+
+@kernel("mode")
+def mode(x, *, dim, keepdim):
+    """Most frequent value along ``dim`` (smallest on ties; NaNs never equal) and its last index."""
+    if x.ndim == 0:
+        return x.copy(), np.zeros((), np.int64)
+    a = np.moveaxis(upcast(x), dim, -1)
+    n = a.shape[-1]
+    order = np.argsort(a, axis=-1, kind="stable")
+    s = np.take_along_axis(a, order, axis=-1)
+    pos = np.arange(n)
+    starts = np.ones(s.shape, bool)
+    starts[..., 1:] = s[..., 1:] != s[..., :-1]
+    run_start = np.maximum.accumulate(np.where(starts, pos, 0), axis=-1)
+    # The count so far within each run peaks at the run's last element, which (stable sort)
+    # is the value's last occurrence; argmax picks the smallest value among equal counts.
+    best = np.argmax(pos - run_start, axis=-1)[..., None]
+    values = np.take_along_axis(s, best, axis=-1)
+    indices = np.take_along_axis(order, best, axis=-1).astype(np.int64)
+    if not keepdim:
+        return values[..., 0], indices[..., 0]
+    return np.moveaxis(values, -1, dim), np.moveaxis(indices, -1, dim)
+
+
 # scans ------------------------------------------------------------------------------------------------
 
 
@@ -291,3 +367,8 @@ def all_(x, *, dims, keepdim):
 @kernel("any")
 def any_(x, *, dims, keepdim):
     return np.asarray(np.any(upcast(x), axis=dims, keepdims=keepdim))
+
+
+@kernel("count_nonzero")
+def count_nonzero(x, *, dims):
+    return np.asarray(np.count_nonzero(upcast(x), axis=dims) if dims else (upcast(x) != 0).astype(np.int64))

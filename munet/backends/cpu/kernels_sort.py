@@ -36,6 +36,17 @@ def topk(x, *, k, dim, largest):
     return np.take_along_axis(x, order, axis=dim), order.astype(np.int64)
 
 
+@kernel("kthvalue")
+def kthvalue(x, *, k, dim, keepdim):
+    if x.ndim == 0:
+        return x.copy(), np.zeros((), np.int64)
+    order = np.take(stable_argsort(x, dim, False), [k - 1], axis=dim)
+    values = np.take_along_axis(x, order, axis=dim)
+    if not keepdim:
+        values, order = np.squeeze(values, axis=dim), np.squeeze(order, axis=dim)
+    return np.array(values, copy=True), order.astype(np.int64)
+
+
 def _unique_flat(x: np.ndarray, consecutive: bool):
     flat = x.reshape(-1)
     if not consecutive:

@@ -1,4 +1,4 @@
-"""Movement, embedding and scatter-add kernels: pad, flip, roll, tril/triu, cat,
+"""Movement, embedding and scatter-add kernels: pad, flip, roll, tril/triu, cat, one_hot,
 embedding and its gradient, and ``strided_scatter_add`` (the gradient of overlapping views).
 
 ``pad``/``flip``/``roll``/``tril``/``triu`` are one index-remapping kernel: each output
@@ -25,7 +25,7 @@ from munet.backends.vulkan.copies import contiguous, copy_into, new_view
 from munet.backends.vulkan.device_asserts import FAULT_DECLARATION, INDEX_FAULT
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import VkView, storage_type
-from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, _decompose, bindings, scalar_word
+from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, Scalar, _decompose, bindings, elementwise, scalar_word
 from munet.ops.embedding import INDEX_OUT_OF_RANGE
 
 _HEAD = f"""@compute @workgroup_size({WORKGROUP})
@@ -156,7 +156,14 @@ def cat(rt, tensors, *, dim, sizes):
     return out
 
 
-# embedding ------------------------------------------------------------------------------------
+# embedding and one_hot ------------------------------------------------------------------------------
+
+
+@kernel("one_hot")
+def one_hot(rt, x, *, num_classes):
+    out = new_view(rt, (*x.shape, num_classes), D.int64)
+    expanded = VkView(x.buffer, out.shape, (*x.strides, 0), x.offset, x.dtype)
+    return elementwise(rt, "a == i32(idx % b)", [expanded, Scalar("u32", num_classes)], out, cond=True)
 
 
 def _embedding_source(kind: str) -> str:

@@ -168,6 +168,15 @@ def any_(rt, x, *, dims, keepdim):
     return _reduce_one(rt, _truth_monoid(x, "|", "0u"), x, dims, keepdim, D.bool_)
 
 
+@kernel("count_nonzero")
+def count_nonzero(rt, x, *, dims):
+    kind = storage_type(x.dtype, "count_nonzero")
+    if not dims:
+        return elementwise(rt, f"i32({_nonzero(kind, 'a')})", [x], new_view(rt, x.shape, D.int64))
+    m = Monoid(("i32",), "S(0)", "return S(a.f0 + b.f0);", f"return S(i32({_nonzero(kind, 'v0')}));")
+    return _reduce_one(rt, m, x, dims, False, D.int64)
+
+
 # product of the others (prod's gradient) -------------------------------------------------------------
 
 # (product of the nonzeros, number of zeros)
