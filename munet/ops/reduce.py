@@ -143,14 +143,30 @@ def _upcast_low(x):
     return x, None
 
 
-# gradient helper primitives ---------------------------------------------------------------------------
+# gradient helpers (composites; cpu and vulkan run them as one kernel each) ---------------------------
 
 
 def _tie_weights_meta(x, result, *, dims, keepdim):
     return Meta(tuple(x.shape), x.dtype)
 
 
-tie_weights_op = define("reduce_tie_weights", inputs=("self", "result"), meta=_tie_weights_meta)
+def _tie_weights_decomposition(x, result, *, dims, keepdim):
+    """``tied / max(count, 1)`` where ``tied`` says ``x`` equals its reduced ``result`` (a NaN
+    equals a NaN) and ``count`` is the number tied in each reduced slice."""
+    if not keepdim:
+        result = result.reshape(tuple(1 if d in dims else n for d, n in enumerate(x.shape)))
+    tied = x == result
+    if x.dtype.is_floating_point:
+        tied = tied | (x.isnan() & result.isnan())
+    # counted in x's dtype (not int64, which a fused vulkan kernel cannot read)
+    weights = tied.to(x.dtype if x.dtype.is_floating_point else D.float32)
+    count = apply(sum_op, weights, dims=dims, keepdim=True) if dims else weights
+    return (weights / count.clamp(min=1)).to(x.dtype)
+
+
+tie_weights_op = define(
+    "reduce_tie_weights", inputs=("self", "result"), meta=_tie_weights_meta, decomposition=_tie_weights_decomposition
+)
 
 
 def tie_weights(x, result, dims, keepdim: bool):
@@ -158,7 +174,22 @@ def tie_weights(x, result, dims, keepdim: bool):
     return apply(tie_weights_op, x.detach(), result.detach(), dims=dims, keepdim=keepdim)
 
 
-onehot_op = define("reduce_onehot", meta=lambda indices, *, dim, shape, keepdim, dtype: Meta(tuple(shape), dtype))
+def _onehot_decomposition(indices, *, dim, shape, keepdim, dtype):
+    """1 where the position along ``dim`` of ``shape`` equals ``indices`` (reduced along ``dim``,
+    kept or not), else 0: ``arange(shape[dim]) == indices``."""
+    from munet.ops.creation import arange, ones
+
+    if not shape:
+        return ones((), dtype=dtype, device=indices.device)
+    line = arange(shape[dim], device=indices.device).reshape(tuple(n if d == dim else 1 for d, n in enumerate(shape)))
+    return (line == (indices if keepdim else indices.unsqueeze(dim))).to(dtype)
+
+
+onehot_op = define(
+    "reduce_onehot",
+    meta=lambda indices, *, dim, shape, keepdim, dtype: Meta(tuple(shape), dtype),
+    decomposition=_onehot_decomposition,
+)
 
 
 def _select_backward(g, indices, input_shape, dim: int, keepdim: bool):

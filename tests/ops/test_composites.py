@@ -77,6 +77,16 @@ EXTRA_INPUTS = {
         (lambda x: (x, (x < 0)[:1, :, :1], float("nan")), {}),  # a broadcast mask
         (lambda x: (x, x.isnan(), munet.tensor(-0.0, dtype=x.dtype, device=x.device)), {}),
     ],
+    "reduce_tie_weights": [
+        (lambda x: (x, x.amax(2)), dict(dims=(2,), keepdim=False)),
+        (lambda x: (x, x.amin((0, 1), keepdim=True)), dict(dims=(0, 1), keepdim=True)),
+        (lambda x: (x, x.nan_to_num(0.0).amax()), dict(dims=(0, 1, 2), keepdim=False)),
+    ],
+    "reduce_onehot": [
+        (lambda x: (x.argmax(2),), dict(dim=2, shape=(3, 8, 7), keepdim=False, dtype=munet.float32)),
+        (lambda x: (x.argmin(0, keepdim=True),), dict(dim=0, shape=(3, 8, 7), keepdim=True, dtype=munet.float32)),
+        (lambda x: (munet.tensor(0, device=x.device),), dict(dim=0, shape=(), keepdim=False, dtype=munet.float32)),
+    ],
     "one_hot": [
         (lambda x: (munet.tensor(np.arange(24).reshape(2, 3, 4) % 5, device=x.device),), dict(num_classes=5)),
         (lambda x: (munet.tensor([0, 0, 3], device=x.device),), dict(num_classes=4)),
