@@ -47,7 +47,7 @@ class CpuTarget:
     # docs/decisions.md): kept until that bound is derived for uncorrelated kernels.
     fast_composites = frozenset({"log_softmax"})
     # max pooling: its decomposition is five reductions over the windows; one generated window
-    # kernel (unpadded) or NumPy's running maximum (padded) does it in one pass (CNN: 0.8 ms)
+    # kernel (unpadded; docs/compiler.md measures it) or NumPy's running maximum (padded) is one pass
     fast_composites |= {"max_pool", "adaptive_max_pool"}
     # prod's gradient: one pass exact with zeros where the decomposition takes a prod, a sum and
     # three selects (no reduction group of the fuser computes a product)
