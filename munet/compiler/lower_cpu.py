@@ -46,6 +46,12 @@ class CpuTarget:
     # parameters drift from float64 past its bound (tests/compiler/test_compile_workloads.py; see
     # docs/decisions.md): kept until that bound is derived for uncorrelated kernels.
     fast_composites = frozenset({"log_softmax"})
+    # max pooling: its decomposition is five reductions over the windows; one generated window
+    # kernel (unpadded; docs/compiler.md measures it) or NumPy's running maximum (padded) is one pass
+    fast_composites |= {"max_pool", "adaptive_max_pool"}
+    # prod's gradient: one pass exact with zeros where the decomposition takes a prod, a sum and
+    # three selects (no reduction group of the fuser computes a product)
+    fast_composites |= {"prod_others"}
 
     def __init__(self, backend):
         self.backend = backend

@@ -680,14 +680,6 @@ def _index(e, node):
     return [e.op("Gather", e.input(x), e.input(index, D.int64), axis=positions[0])]
 
 
-@rule("one_hot")
-def _one_hot(e, node):
-    x = node.args[0]
-    depth = e.ints([node.attrs["num_classes"]])
-    values = e.const(np.asarray([0, 1], dtype=np.int64))
-    return [e.op("OneHot", e.input(x, D.int64), depth, values, axis=-1)]
-
-
 @rule("linalg_det")
 def _det(e, node):
     return [e.op("Det", e.input(node.args[0]))]
@@ -954,16 +946,6 @@ def _copysign(e, node):
     magnitude = e.op("Abs", e.input(a, dtype))
     negative = _negative_sign(e, b) if isinstance(b, Value) else e.const(np.asarray(math.copysign(1, b) < 0))
     return [e.op("Where", negative, e.op("Neg", magnitude), magnitude)]
-
-
-@rule("count_nonzero")
-def _count_nonzero(e, node):
-    x = node.args[0]
-    nonzero = e.op("Cast", _as_bool(e, x), to=tensor_type(D.int64))
-    dims = node.attrs["dims"]
-    if not dims:
-        return [nonzero]
-    return [e.reduce("ReduceSum", nonzero, dims, False)]
 
 
 @rule("nansum")

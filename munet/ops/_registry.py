@@ -7,7 +7,8 @@ and offset over the same storage) instead of a kernel. Backends register kernels
 
 A *composite* gives a ``decomposition``: a function written in public ops that computes the
 op (``softmax`` is max, subtract, exp, sum and divide). It is the op's meaning. A backend may
-register a faster kernel under the composite's name; where it has none, eager mode runs the
+register a faster kernel under the composite's name; where it has none (or, for a composite
+without a gradient rule of its own, where an input needs a gradient), eager mode runs the
 decomposition, and the compiler replaces composite nodes by their decomposition before fusion
 (``compiler/passes/decompose.py``). A composite with its own ``backward`` keeps it (the
 decomposition then runs without recording history); one without differentiates through the
@@ -225,7 +226,7 @@ def _run(op: Op, args, attrs):
     flat = _flat_tensors(op, args)
     backend = _backend_of(op, flat)
     tracer = _Tracing.tracer
-    if op.decomposition is not None and (op.backward is None or (tracer is None and op.name not in backend.kernels)):
+    if op.decomposition is not None and _runs_decomposition(op, backend, tracer, flat):
         op.meta(*args, **attrs)  # the composite's own argument checks and error messages
         outputs = decompose(op, args, attrs)
         if op.backward is None:
@@ -249,6 +250,18 @@ def _run(op: Op, args, attrs):
     if _State.enabled and op.backward is not None:
         record_history(op, args, attrs, flat, outputs)
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _runs_decomposition(op: Op, backend, tracer, flat) -> bool:
+    """Whether composite ``op`` runs as its decomposition now rather than as the device's fast
+    kernel: always under a tracer when it has no gradient rule of its own (its ops then carry the
+    gradient; one with a rule is recorded as one node), and in eager mode where the device has no
+    fast kernel for it, or where it has no gradient rule and some input needs a gradient."""
+    if tracer is not None:
+        return op.backward is None
+    if op.name not in backend.kernels:
+        return True
+    return op.backward is None and _State.enabled and any(isinstance(a, _Tensor) and a._requires_grad for a in flat)
 
 
 def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
@@ -493,9 +506,17 @@ def step_unless(found_inf, optimizer, step: Callable):
 
 
 def apply_factory(op: Op, device, **attrs):
-    """Run a creation op (no tensor inputs) on ``device`` (``None``: the default device): ``full``, ``arange``, random bits."""
+    """Run a creation op (no tensor inputs) on ``device`` (``None``: the default device): ``full``, ``arange``, random bits.
+
+    A composite creation op (``eye``, ``linspace``) runs its decomposition, called with
+    ``device=`` besides its attributes, where the device has no kernel for it, in both modes; where
+    it has one, the kernel runs (or is recorded) and the compiler keeps that node (a constant
+    with nothing to fuse into).
+    """
     backend = get_backend(factory_device(device))
     meta = op.meta(**attrs)
+    if op.decomposition is not None and op.name not in backend.kernels:
+        return decompose(op, (), dict(attrs, device=backend.device))
     tracer = _Tracing.tracer
     if tracer is not None:
         return tracer.record_factory(op, backend.device, attrs, meta)

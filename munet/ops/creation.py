@@ -47,8 +47,36 @@ def _dtype_or_default(dtype, value=None):
 
 full_op = define("full", meta=lambda *, shape, value, dtype: Meta(shape, dtype))
 arange_op = define("arange", meta=lambda *, start, end, step, dtype: Meta((_arange_len(start, end, step),), dtype))
-linspace_op = define("linspace", meta=lambda *, start, end, steps, dtype: Meta((steps,), dtype))
-eye_op = define("eye", meta=lambda *, n, m, dtype: Meta((n, m), dtype))
+
+
+def _linspace_decomposition(*, start, end, steps, dtype, device):
+    """PyTorch's formula: ``start`` and ``end`` converted to ``dtype``, ``step = (end - start) /
+    (steps - 1)``; the first ``steps // 2`` values are ``start + i * step``, the rest ``end - (steps
+    - 1 - i) * step`` (so both ends are exact). float32 and float64 compute in their own precision
+    (PyTorch's scalar formula; its vectorized loop rounds some entries differently, by an ulp),
+    integer dtypes in float64 and truncate, other floating dtypes in float32 and round."""
+    from munet.ops.elementwise import where
+
+    if steps == 1:
+        return full((1,), start, dtype=dtype, device=device)
+    work = dtype if dtype in (D.float32, D.float64) else (D.float32 if dtype.is_floating_point else D.float64)
+    lo, hi = (np.dtype((work if dtype.is_floating_point else D.int64).np).type(v) for v in (start, end))
+    rounded = np.dtype(work.np).type
+    step = float(rounded((rounded(hi) - rounded(lo)) / rounded(steps - 1)))
+    i = arange(steps, dtype=work, device=device)
+    out = where(i < steps // 2, i * step + float(lo), float(hi) - (steps - 1 - i) * step)
+    return out if work is dtype else out.to(dtype)
+
+
+def _eye_decomposition(*, n, m, dtype, device):
+    """1 where the row equals the column: ``arange(n)[:, None] == arange(m)``."""
+    return (arange(n, device=device).reshape(n, 1) == arange(m, device=device)).to(dtype)
+
+
+linspace_op = define(
+    "linspace", meta=lambda *, start, end, steps, dtype: Meta((steps,), dtype), decomposition=_linspace_decomposition
+)
+eye_op = define("eye", meta=lambda *, n, m, dtype: Meta((n, m), dtype), decomposition=_eye_decomposition)
 empty_op = define("empty", meta=lambda *, shape, dtype: Meta(shape, dtype))
 
 

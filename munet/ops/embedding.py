@@ -131,9 +131,18 @@ def embedding(
 
 # one_hot --------------------------------------------------------------------------------------------------
 
+
+def _one_hot_decomposition(x, *, num_classes):
+    """``x[..., None] == arange(num_classes)`` as int64."""
+    from munet.ops.creation import arange
+
+    return (x.unsqueeze(-1) == arange(num_classes, device=x.device)).to(D.int64)
+
+
 one_hot_op = define(
     "one_hot",
     meta=lambda x, *, num_classes: Meta(tuple(x.shape) + (num_classes,), D.int64),
+    decomposition=_one_hot_decomposition,
 )
 
 

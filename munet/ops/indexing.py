@@ -780,12 +780,22 @@ def _masked_fill_backward(ctx, grad):
     return g_self, None, g_value
 
 
+def _masked_fill_decomposition(x, mask, value):
+    """``where(mask, value, x)`` with ``value`` in ``x``'s dtype (a 0-d tensor, or a number made one)."""
+    from munet.ops.creation import full
+    from munet.ops.elementwise import where
+
+    fill = value.to(x.dtype) if is_tensor(value) else full((), value, dtype=x.dtype, device=x.device)
+    return where(mask, fill, x)
+
+
 masked_fill_op = define(
     "masked_fill",
     inputs=("self", "mask", "value"),
     meta=_masked_fill_meta,
     backward=_masked_fill_backward,
     saves=("mask",),
+    decomposition=_masked_fill_decomposition,
 )
 
 

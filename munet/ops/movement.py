@@ -1,7 +1,10 @@
 """Movement ops: joining, splitting, flipping, rolling, repeating, triangles, diagonals, padding.
 
-Primitives with kernels: ``cat``, ``flip``, ``roll``, ``tril``/``triu`` and ``constant_pad_nd``;
-``diagonal`` is a view. Everything else is a composite of those, the views in
+``cat`` is a primitive (a strided copy per input); ``diagonal`` is a view. ``flip`` (an index
+with reversed positions), ``roll`` (``cat`` of two slices), ``tril``/``triu`` (``where`` over an
+``arange`` comparison) and ``constant_pad_nd`` (``full`` and ``as_strided_scatter``) are composites
+whose decompositions below are their meaning; cpu and vulkan keep fast kernels for them
+(``tests/ops/test_composites.py``). Everything else is built from those, the views in
 ``munet.ops.view`` and ``as_strided_scatter``. Where PyTorch returns views (``split``,
 ``chunk``, ``unbind``, ``diagonal``, ``broadcast_to``, ``meshgrid``) so does MuNet.
 """
@@ -389,8 +392,25 @@ def _same_meta(x, **_):
     return Meta(tuple(x.shape), x.dtype)
 
 
+def _flip_decomposition(x, *, dims):
+    """``x`` read along each of ``dims`` at the reversed positions ``n - 1, ..., 0``."""
+    from munet.ops.creation import arange
+    from munet.ops.indexing import index_select
+
+    out = x
+    for d in dims:
+        n = x.shape[d]
+        if n > 1:
+            out = index_select(out, d, arange(n - 1, -1, -1, device=x.device))
+    return out.clone() if out is x else out
+
+
 flip_op = define(
-    "flip", meta=_same_meta, backward=lambda ctx, g: flip(g, ctx.attrs["dims"]), backward_name="FlipBackward0"
+    "flip",
+    meta=_same_meta,
+    backward=lambda ctx, g: flip(g, ctx.attrs["dims"]),
+    backward_name="FlipBackward0",
+    decomposition=_flip_decomposition,
 )
 
 
@@ -416,7 +436,23 @@ def _roll_backward(ctx, grad):
     return roll(grad, tuple(-s for s in ctx.attrs["shifts"]), ctx.attrs["dims"])
 
 
-roll_op = define("roll", meta=_same_meta, backward=_roll_backward, backward_name="RollBackward0")
+def _roll_decomposition(x, *, shifts, dims):
+    """Per dim, the last ``shift % n`` entries joined before the rest (``cat``); ``dims=None``
+    rolls the flattened tensor."""
+    if dims is None:
+        return _roll_decomposition(reshape(x, (-1,)), shifts=shifts, dims=(0,)).reshape(tuple(x.shape))
+    out = x
+    for s, d in zip(shifts, dims):
+        n = x.shape[d]
+        s = s % n if n else 0
+        if s:
+            out = cat([narrow(out, d, n - s, s), narrow(out, d, 0, n - s)], d)
+    return out.clone() if out is x else out
+
+
+roll_op = define(
+    "roll", meta=_same_meta, backward=_roll_backward, backward_name="RollBackward0", decomposition=_roll_decomposition
+)
 
 
 def roll(input, shifts, dims=None):
@@ -548,17 +584,34 @@ def _tri_meta(name):
     return meta
 
 
+def _tri_decomposition(upper: bool):
+    def decomposition(x, *, diagonal):
+        """``where(col - row >= diagonal, x, 0)`` (``<=`` for tril) over the last two dims: a
+        masked NaN becomes 0, a masked -0.0 becomes +0.0."""
+        from munet.ops.creation import arange, zeros
+        from munet.ops.elementwise import where
+
+        rows, cols = x.shape[-2:]
+        offset = arange(cols, device=x.device) - arange(rows, device=x.device).reshape(rows, 1)
+        keep = offset >= diagonal if upper else offset <= diagonal
+        return where(keep, x, zeros((), dtype=x.dtype, device=x.device))
+
+    return decomposition
+
+
 tril_op = define(
     "tril",
     meta=_tri_meta("tril"),
     backward=lambda ctx, g: tril(g, ctx.attrs["diagonal"]),
     backward_name="TrilBackward0",
+    decomposition=_tri_decomposition(upper=False),
 )
 triu_op = define(
     "triu",
     meta=_tri_meta("triu"),
     backward=lambda ctx, g: triu(g, ctx.attrs["diagonal"]),
     backward_name="TriuBackward0",
+    decomposition=_tri_decomposition(upper=True),
 )
 
 
@@ -708,8 +761,23 @@ def _constant_pad_backward(ctx, grad):
     return index_basic(grad, spec)
 
 
+def _constant_pad_decomposition(x, *, pad, value):
+    """``value`` everywhere (``full``), ``x`` copied into the strided region past the low pads."""
+    from munet.ops.creation import full
+
+    shape = _constant_pad_meta(x, pad=pad, value=value).shape
+    out = full(shape, value, dtype=x.dtype, device=x.device)
+    strides = contiguous_strides(shape)
+    offset = sum(lo * st for (lo, _), st in zip(pad, strides))
+    return as_strided_scatter(out, x, tuple(x.shape), strides, offset)
+
+
 constant_pad_op = define(
-    "constant_pad_nd", meta=_constant_pad_meta, backward=_constant_pad_backward, backward_name="ConstantPadNdBackward0"
+    "constant_pad_nd",
+    meta=_constant_pad_meta,
+    backward=_constant_pad_backward,
+    backward_name="ConstantPadNdBackward0",
+    decomposition=_constant_pad_decomposition,
 )
 
 

@@ -1,10 +1,13 @@
 """Pooling: max, average, adaptive and power-average pooling over 1-3 spatial dims.
 
-Max pooling is a primitive with two outputs (values, and indices flat per plane as in
-PyTorch); its gradient is the composite ``max_pool_backward``, which scatters into the input
-planes at those indices (``scatter_add``, its decomposition), so it is differentiable again and
-a compile target may run it as one kernel of its own (cpu: a gather where the windows tile the
-input, ``compiler/codegen/primitives.py``). Average pooling is a depthwise convolution with a ones kernel
+Max pooling (``max_pool``, ``adaptive_max_pool``) is a composite with two outputs (values, and
+indices flat per plane as in PyTorch): its decomposition takes the windows as a strided view (or
+an index, for adaptive windows) and applies PyTorch's choice rule, written once in
+``_select_in_windows``; cpu and vulkan keep one-pass kernels for it, and the cpu compile target
+a generated window kernel, each tested against the decomposition. Its gradient is the composite
+``max_pool_backward``, which scatters into the input planes at those indices (``scatter_add``,
+its decomposition), so it is differentiable again and a compile target may run it as one kernel
+of its own (cpu: a gather where the windows tile the input, ``compiler/codegen/primitives.py``). Average pooling is a depthwise convolution with a ones kernel
 divided by PyTorch's window counts; adaptive average pooling multiplies by per-dim averaging
 matrices. No op here loops over pixels, batch or channels.
 """
@@ -158,6 +161,96 @@ max_pool_backward_op = define(
 )
 
 
+def _select_in_windows(windows, cells, nd: int):
+    """Max pooling's rule, written once: per window (the trailing ``nd`` dims of ``windows``), the
+    last NaN if the window holds one, else the first cell holding the maximum; ``cells`` (broadcast
+    to ``windows``) is each cell's flat index in the input plane, -1 for padding, which is never
+    chosen (a window of -inf reports its first input cell). PyTorch's loop: start from -inf,
+    replace where ``v > best or isnan(v)``. Returns the chosen (values, indices); a chosen -0.0
+    stays -0.0."""
+    from munet.ops.creation import arange
+    from munet.ops.elementwise import where
+
+    window = tuple(windows.shape[-nd:])
+    dims = tuple(range(windows.ndim - nd, windows.ndim))
+    size = math.prod(window)
+    position = arange(size, device=windows.device).reshape(window)  # the cell's place in its window
+    best = windows.amax(dims, keepdim=True)
+    first = where((cells >= 0) & (windows == best), position, size).amin(dims, keepdim=True)
+    last_nan = where(windows.isnan(), position, -1).amax(dims, keepdim=True)
+    at = position == where(best.isnan(), last_nan, first)
+    values = where(at, windows, -math.inf).amax(dims)
+    return values, where(at, cells, -1).amax(dims)
+
+
+def _max_pool_decomposition(x, *, kernel_size, stride, padding, dilation, output_size):
+    """The windows as a strided view of the input padded with -inf (``padding`` before, and after
+    as far as ``ceil_mode``'s last windows reach), the cells' flat indices as the same view of an
+    ``arange`` plane padded with -1, and ``_select_in_windows``."""
+    from munet.ops.creation import arange
+    from munet.ops.movement import constant_pad_op
+    from munet.ops.view import as_strided
+
+    nd = len(kernel_size)
+    spatial = tuple(x.shape[2:])
+    after = tuple(
+        max(0, (o - 1) * s + d * (k - 1) + 1 - size - p)
+        for o, s, d, k, size, p in zip(output_size, stride, dilation, kernel_size, spatial, padding)
+    )
+    pads = ((0, 0), (0, 0)) + tuple(zip(padding, after))
+    plane = arange(math.prod(spatial), device=x.device).reshape((1, 1) + spatial)
+    if any(padding) or any(after):
+        x = apply(constant_pad_op, x, pad=pads, value=-math.inf)
+        plane = apply(constant_pad_op, plane, pad=pads, value=-1)
+    else:
+        x = x.contiguous()
+
+    def windows(t):
+        st = t.stride()
+        shape = tuple(t.shape[:2]) + tuple(output_size) + tuple(kernel_size)
+        strides = (
+            st[:2] + tuple(st[2 + i] * stride[i] for i in range(nd)) + tuple(st[2 + i] * dilation[i] for i in range(nd))
+        )
+        return as_strided(t, shape, strides, t.storage_offset())
+
+    return _select_in_windows(windows(x), windows(plane), nd)
+
+
+def _adaptive_positions(size: int, out: int, device):
+    """(out, width) input positions of PyTorch's adaptive windows along one dim
+    ([floor(i*size/out), ceil((i+1)*size/out))), each padded to the widest (``width``, from the
+    sizes alone) by repeating its last cell. The bounds are counts (``start = #{j >= 1: j*out <=
+    i*size}``, ``end = #{j: j*out < (i+1)*size}``), which every device computes exactly."""
+    from munet.ops.creation import arange
+
+    start, end = adaptive_bounds(size, out)
+    width = int((end - start).max()) if out else 1
+    i = arange(out, device=device).reshape(out, 1)
+    j = arange(size, device=device)
+    first = (j[1:] * out <= i * size).sum(1, keepdim=True)
+    stop = (j * out < (i + 1) * size).sum(1, keepdim=True)
+    return (first + arange(width, device=device)).minimum(stop - 1)
+
+
+def _adaptive_max_pool_decomposition(x, *, output_size):
+    """The adaptive windows (``_adaptive_positions``) gathered by index, and
+    ``_select_in_windows``: a window's repeated last cell changes neither its first maximum nor
+    the index of its last NaN."""
+    from munet.ops.creation import arange
+
+    nd = len(output_size)
+    spatial = tuple(x.shape[2:])
+    plane = arange(math.prod(spatial), device=x.device).reshape(spatial)
+    positions = []
+    for i, (size, out) in enumerate(zip(spatial, output_size)):
+        pos = _adaptive_positions(size, out, x.device)
+        shape = [1] * (2 * nd)
+        shape[i], shape[nd + i] = pos.shape
+        positions.append(pos.reshape(shape))
+    windows = x[(slice(None), slice(None)) + tuple(positions)]
+    return _select_in_windows(windows, plane[tuple(positions)], nd)
+
+
 def _max_pool_meta(x, *, kernel_size, stride, padding, dilation, output_size):
     from munet import _dtype as D
 
@@ -180,6 +273,7 @@ max_pool_op = define(
     backward=_max_pool_backward,
     saves=("indices",),
     backward_name="MaxPoolWithIndicesBackward0",
+    decomposition=_max_pool_decomposition,
 )
 
 adaptive_max_pool_op = define(
@@ -190,6 +284,7 @@ adaptive_max_pool_op = define(
     backward=_max_pool_backward,
     saves=("indices",),
     backward_name="AdaptiveMaxPoolBackward0",
+    decomposition=_adaptive_max_pool_decomposition,
 )
 
 

@@ -143,14 +143,30 @@ def _upcast_low(x):
     return x, None
 
 
-# gradient helper primitives ---------------------------------------------------------------------------
+# gradient helpers (composites; cpu and vulkan run them as one kernel each) ---------------------------
 
 
 def _tie_weights_meta(x, result, *, dims, keepdim):
     return Meta(tuple(x.shape), x.dtype)
 
 
-tie_weights_op = define("reduce_tie_weights", inputs=("self", "result"), meta=_tie_weights_meta)
+def _tie_weights_decomposition(x, result, *, dims, keepdim):
+    """``tied / max(count, 1)`` where ``tied`` says ``x`` equals its reduced ``result`` (a NaN
+    equals a NaN) and ``count`` is the number tied in each reduced slice."""
+    if not keepdim:
+        result = result.reshape(tuple(1 if d in dims else n for d, n in enumerate(x.shape)))
+    tied = x == result
+    if x.dtype.is_floating_point:
+        tied = tied | (x.isnan() & result.isnan())
+    # counted in x's dtype (not int64, which a fused vulkan kernel cannot read)
+    weights = tied.to(x.dtype if x.dtype.is_floating_point else D.float32)
+    count = apply(sum_op, weights, dims=dims, keepdim=True) if dims else weights
+    return (weights / count.clamp(min=1)).to(x.dtype)
+
+
+tie_weights_op = define(
+    "reduce_tie_weights", inputs=("self", "result"), meta=_tie_weights_meta, decomposition=_tie_weights_decomposition
+)
 
 
 def tie_weights(x, result, dims, keepdim: bool):
@@ -158,7 +174,22 @@ def tie_weights(x, result, dims, keepdim: bool):
     return apply(tie_weights_op, x.detach(), result.detach(), dims=dims, keepdim=keepdim)
 
 
-onehot_op = define("reduce_onehot", meta=lambda indices, *, dim, shape, keepdim, dtype: Meta(tuple(shape), dtype))
+def _onehot_decomposition(indices, *, dim, shape, keepdim, dtype):
+    """1 where the position along ``dim`` of ``shape`` equals ``indices`` (reduced along ``dim``,
+    kept or not), else 0: ``arange(shape[dim]) == indices``."""
+    from munet.ops.creation import arange, ones
+
+    if not shape:
+        return ones((), dtype=dtype, device=indices.device)
+    line = arange(shape[dim], device=indices.device).reshape(tuple(n if d == dim else 1 for d, n in enumerate(shape)))
+    return (line == (indices if keepdim else indices.unsqueeze(dim))).to(dtype)
+
+
+onehot_op = define(
+    "reduce_onehot",
+    meta=lambda indices, *, dim, shape, keepdim, dtype: Meta(tuple(shape), dtype),
+    decomposition=_onehot_decomposition,
+)
 
 
 def _select_backward(g, indices, input_shape, dim: int, keepdim: bool):
@@ -383,13 +414,39 @@ def _value_select_backward(ctx, g, _g_indices=None):
     return _select_backward(g, ctx.saved_tensor("indices"), ctx.input_shapes[0], ctx.attrs["dim"], ctx.attrs["keepdim"])
 
 
+def _arg_meta(x, *, dim, keepdim):
+    if dim is None:
+        shape = (1,) * x.ndim if keepdim else ()
+    else:
+        shape = reduced_shape(tuple(x.shape), (dim,) if x.ndim else (), keepdim)
+    return Meta(shape, D.int64)
+
+
+argmax_op = define("argmax", meta=_arg_meta)
+argmin_op = define("argmin", meta=_arg_meta)
+
+
+def _select_dim_decomposition(arg_op):
+    def decomposition(x, *, dim, keepdim):
+        """``argmax`` (``argmin``) along ``dim`` (its first extremum, or its first NaN), and the
+        value found there (``gather``): a tie of -0.0 and +0.0 reports the first one's sign."""
+        if x.ndim == 0:
+            return x.clone(), apply(argmax_op, x, dim=None, keepdim=False)
+        key = x.to(D.uint8) if x.dtype is D.bool_ else x
+        indices = apply(arg_op, key, dim=dim, keepdim=True)
+        values = x.gather(dim, indices)
+        return (values, indices) if keepdim else (values.squeeze(dim), indices.squeeze(dim))
+
+    return decomposition
+
+
 max_dim_op = define(
     "max_dim", meta=_dim_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
-    backward=_value_select_backward, saves=("indices",),
+    backward=_value_select_backward, saves=("indices",), decomposition=_select_dim_decomposition(argmax_op),
 )  # fmt: skip
 min_dim_op = define(
     "min_dim", meta=_dim_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
-    backward=_value_select_backward, saves=("indices",),
+    backward=_value_select_backward, saves=("indices",), decomposition=_select_dim_decomposition(argmin_op),
 )  # fmt: skip
 
 
@@ -425,18 +482,6 @@ def max(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001 - 
 def min(input, dim=None, keepdim: bool = False, *, other=None):  # noqa: A001 - PyTorch's name
     """``min(input)``, ``min(input, dim)`` -> ``(values, indices)``, or elementwise ``minimum``."""
     return _max_min("min", amin_op, min_dim_op, return_min, input, dim, keepdim, other)
-
-
-def _arg_meta(x, *, dim, keepdim):
-    if dim is None:
-        shape = (1,) * x.ndim if keepdim else ()
-    else:
-        shape = reduced_shape(tuple(x.shape), (dim,) if x.ndim else (), keepdim)
-    return Meta(shape, D.int64)
-
-
-argmax_op = define("argmax", meta=_arg_meta)
-argmin_op = define("argmin", meta=_arg_meta)
 
 
 def _arg_extremum(op, name: str, input, dim, keepdim):
@@ -483,9 +528,23 @@ def _prod_others_backward(ctx, g):
     return apply(prod_others_backward_op, g, ctx.saved_tensor("self"), dims=ctx.attrs["dims"])
 
 
+def _prod_others_decomposition(x, *, dims):
+    """Per element, the product of the other elements over ``dims``, exact with zeros: with no
+    zero in the slice ``prod / x``; with one, that zero's position gets the product of the
+    nonzeros and the rest 0; with more, 0 everywhere."""
+    from munet.ops.elementwise import where
+
+    zero = x == 0
+    nonzero = where(zero, 1, x)
+    product = apply(prod_op, nonzero, dims=dims, keepdim=True)
+    zeros = apply(sum_op, zero.to(D.int64), dims=dims, keepdim=True) if dims else zero.to(D.int64)
+    one_zero = where(zero, product, 0)
+    return where(zeros == 0, product / nonzero, where(zeros == 1, one_zero, 0))
+
+
 prod_others_op = define(
     "prod_others", meta=lambda x, *, dims: Meta(tuple(x.shape), x.dtype), backward=_prod_others_backward,
-    saves=("self", "result"),
+    saves=("self", "result"), decomposition=_prod_others_decomposition,
 )  # fmt: skip
 
 
@@ -647,15 +706,75 @@ def cummin(input, dim):
 # median -----------------------------------------------------------------------------------------------
 
 
-median_op = define("median", meta=_reduce_meta, backward=_extremum_backward, saves=("self", "result"))
-nanmedian_op = define("nanmedian", meta=_reduce_meta, backward=_extremum_backward, saves=("self", "result"))
+def _sorted_along(x, dim: int):
+    """``x`` sorted ascending along ``dim`` (stable: equal values keep their order, NaN last) and
+    the source positions."""
+    from munet.ops.sort import sort_op
+
+    return apply(sort_op, x, dim=dim, descending=False, stable=True)
+
+
+def _pick(tensors, dim: int, k, keepdim: bool):
+    """Each tensor read along ``dim`` at the positions ``k`` (keepdim-shaped)."""
+    picked = tuple(t.gather(dim, k) for t in tensors)
+    return picked if keepdim else tuple(p.squeeze(dim) for p in picked)
+
+
+def _median_dim_decomposition(ignore_nan: bool):
+    def decomposition(x, *, dim, keepdim):
+        """The lower median along ``dim`` from a stable sort: position ``(n - 1) // 2``; with a NaN
+        in the slice its first NaN (position ``n - nans``) unless NaNs are ignored, then
+        ``(n - nans - 1) // 2`` of the rest (halved by a shift: not every device divides integers).
+        Ties report the first occurrence in sorted order."""
+        from munet.ops.creation import full
+        from munet.ops.elementwise import where
+
+        if x.ndim == 0:
+            return x.clone(), apply(argmax_op, x, dim=None, keepdim=False)
+        n = x.shape[dim]
+        values, order = _sorted_along(x, dim)
+        if x.dtype.is_floating_point:
+            nans = x.isnan().to(D.int64).sum(dim, keepdim=True)
+            k = (
+                (n - 1 - nans).clamp(min=0).bitwise_right_shift(1)
+                if ignore_nan
+                else where(nans > 0, n - nans, (n - 1) // 2)
+            )
+        else:
+            shape = tuple(1 if d == dim else s for d, s in enumerate(x.shape))
+            k = full(shape, (n - 1) // 2, dtype=D.int64, device=x.device)
+        return _pick((values, order), dim, k, keepdim)
+
+    return decomposition
+
+
+def _median_decomposition(ignore_nan: bool):
+    def decomposition(x, *, dims, keepdim):
+        """The median of all elements (NaN for none): the dim form over the flattened input."""
+        from munet.ops.creation import full
+
+        if x.numel() == 0:
+            return full((), float("nan"), dtype=x.dtype, device=x.device)
+        return _median_dim_decomposition(ignore_nan)(x.reshape(-1), dim=0, keepdim=False)[0]
+
+    return decomposition
+
+
+median_op = define(
+    "median", meta=_reduce_meta, backward=_extremum_backward, saves=("self", "result"),
+    decomposition=_median_decomposition(ignore_nan=False),
+)  # fmt: skip
+nanmedian_op = define(
+    "nanmedian", meta=_reduce_meta, backward=_extremum_backward, saves=("self", "result"),
+    decomposition=_median_decomposition(ignore_nan=True),
+)  # fmt: skip
 median_dim_op = define(
     "median_dim", meta=_dim_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
-    backward=_value_select_backward, saves=("indices",),
+    backward=_value_select_backward, saves=("indices",), decomposition=_median_dim_decomposition(ignore_nan=False),
 )  # fmt: skip
 nanmedian_dim_op = define(
     "nanmedian_dim", meta=_dim_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
-    backward=_value_select_backward, saves=("indices",),
+    backward=_value_select_backward, saves=("indices",), decomposition=_median_dim_decomposition(ignore_nan=True),
 )  # fmt: skip
 
 
@@ -679,9 +798,31 @@ def nanmedian(input, dim=None, keepdim: bool = False):
     return _median("nanmedian", nanmedian_op, nanmedian_dim_op, return_nanmedian, input, dim, keepdim)
 
 
+def _mode_decomposition(x, *, dim, keepdim):
+    """From a stable sort along ``dim``: each run of equal sorted values (a NaN equals nothing)
+    counts up from its start, the count peaks at the run's last entry (the value's last
+    occurrence), and the first peak (``argmax``) is the most frequent value, the smallest on ties."""
+    from munet.ops.creation import arange, ones
+    from munet.ops.elementwise import where
+    from munet.ops.movement import cat
+
+    if x.ndim == 0:
+        return x.clone(), apply(argmax_op, x, dim=None, keepdim=False)
+    values, order = _sorted_along(x, dim)
+    n = x.shape[dim]
+    shape = [1] * x.ndim
+    shape[dim] = n
+    pos = arange(n, device=x.device).reshape(shape)
+    first = ones(tuple(1 if d == dim else s for d, s in enumerate(x.shape)), dtype=D.bool_, device=x.device)
+    starts = cat([first, values.narrow(dim, 1, n - 1) != values.narrow(dim, 0, n - 1)], dim)
+    run_start = apply(cummax_op, where(starts, pos, 0), dim=dim)[0]
+    best = apply(argmax_op, pos - run_start, dim=dim, keepdim=True)
+    return _pick((values, order), dim, best, keepdim)
+
+
 mode_op = define(
     "mode", meta=_dim_meta, outputs=("values", "indices"), nondiff_outputs=(1,),
-    backward=_value_select_backward, saves=("indices",),
+    backward=_value_select_backward, saves=("indices",), decomposition=_mode_decomposition,
 )  # fmt: skip
 
 
@@ -703,8 +844,18 @@ def _bool_reduce_meta(x, *, dims, keepdim):
 
 all_op = define("all", meta=_bool_reduce_meta)
 any_op = define("any", meta=_bool_reduce_meta)
+
+
+def _count_nonzero_decomposition(x, *, dims):
+    """``sum(x != 0)`` over ``dims`` as int64 (NaN counts, -0.0 does not)."""
+    nonzero = (x != 0).to(D.int64)
+    return apply(sum_op, nonzero, dims=dims, keepdim=False) if dims else nonzero
+
+
 count_nonzero_op = define(
-    "count_nonzero", meta=lambda x, *, dims: Meta(reduced_shape(tuple(x.shape), dims, False), D.int64)
+    "count_nonzero",
+    meta=lambda x, *, dims: Meta(reduced_shape(tuple(x.shape), dims, False), D.int64),
+    decomposition=_count_nonzero_decomposition,
 )
 
 

@@ -1,7 +1,7 @@
 """Sorting and searching: sort, argsort, msort, topk, kthvalue, unique, searchsorted, bucketize, isin.
 
-``sort``, ``topk`` and ``kthvalue`` are primitives returning ``(values, indices)`` named
-tuples; the gradient of the values scatters back through the indices. ``unique``,
+``sort`` and ``topk`` are primitives returning ``(values, indices)`` named tuples; ``kthvalue``
+is a composite (a position of the stable sort); the gradient of the values scatters back through the indices. ``unique``,
 ``unique_consecutive`` and ``searchsorted`` have data-dependent or integer results and no
 gradient.
 """
@@ -127,6 +127,18 @@ def _kthvalue_meta(x, *, k, dim, keepdim):
     return Meta(tuple(shape), x.dtype), Meta(tuple(shape), D.int64)
 
 
+def _kthvalue_decomposition(x, *, k, dim, keepdim):
+    """Position ``k - 1`` of a stable ascending sort along ``dim`` (NaN sorts last; ties report the
+    first occurrence)."""
+    if x.ndim == 0:
+        return x.clone(), apply(sort_op, x, dim=0, descending=False, stable=True)[1]
+    values, order = apply(sort_op, x, dim=dim, descending=False, stable=True)
+    values, order = values.narrow(dim, k - 1, 1), order.narrow(dim, k - 1, 1)
+    if not keepdim:
+        values, order = values.squeeze(dim), order.squeeze(dim)
+    return values.clone(), order.clone()
+
+
 kthvalue_op = define(
     "kthvalue",
     meta=_kthvalue_meta,
@@ -134,6 +146,7 @@ kthvalue_op = define(
     nondiff_outputs=(1,),
     backward=lambda ctx, g, _=None: _scatter_values_grad(ctx, g),
     saves=("indices",),
+    decomposition=_kthvalue_decomposition,
 )
 
 

@@ -11,10 +11,12 @@ import pytest
 
 import munet
 import munet.nn.functional as F
+from munet import ops
 from munet.compiler import lower_cpu
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.kernel import Index, Kernel, Load, Reduce, Store
+from munet.ops._registry import decompose
 
 needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
 pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
@@ -76,6 +78,14 @@ def test_ties_nan_and_minus_inf_follow_the_eager_rules():
     np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
     np.testing.assert_array_equal(np.nan_to_num(got[0].numpy()), np.nan_to_num(want[0].numpy()))
     assert got[1].numpy()[0, 0, 0, 0] == 6  # the last NaN of the window (row 1, column 0)
+    # the generated kernel is the cpu target's fast kernel for the composite max_pool: it gives what
+    # the decomposition (the op's meaning) gives, the chosen zero's sign included
+    attrs = {k: v for k, v in _max_pool_nodes(compiled)[0].attrs.items()}
+    meant = decompose(ops.OPS["max_pool"], (munet.tensor(x),), attrs)
+    for g, m in zip(got, meant):
+        np.testing.assert_array_equal(g.numpy(), m.numpy())
+    np.testing.assert_array_equal(np.signbit(got[0].numpy()), np.signbit(meant[0].numpy()))
+    assert compiled.stats()["generated_kernels"] == 1
 
 
 @needs_cc

@@ -22,7 +22,7 @@ import munet
 import munet.nn.functional as F
 from munet import ops
 from munet.backends.cpu.registry import KERNELS, load_kernel_modules
-from munet.ops._registry import Meta, apply, decompose, define
+from munet.ops._registry import Meta, apply, apply_factory, decompose, define
 
 # attributes each fast kernel is checked with: a case per code path (dim, centering, several dims)
 CASES = {
@@ -35,6 +35,73 @@ CASES = {
         dict(dims=(2,), eps=1e-5, center=False),
         dict(dims=(0, 2), eps=1e-3, center=True),
         dict(dims=(1, 2), eps=0.0, center=True),
+    ],
+}
+# movement, selection and masking composites: the fast kernel and the decomposition pick the same
+# elements, so they agree exactly (the tolerances below are then never used)
+CASES.update(
+    {
+        "tril": [dict(diagonal=0), dict(diagonal=2), dict(diagonal=-3), dict(diagonal=-20)],
+        "triu": [dict(diagonal=0), dict(diagonal=1), dict(diagonal=-2), dict(diagonal=9)],
+        "flip": [dict(dims=(2,)), dict(dims=(0, 1)), dict(dims=(0, 1, 2)), dict(dims=())],
+        "roll": [dict(shifts=(3,), dims=(2,)), dict(shifts=(-2, 9), dims=(1, 0)), dict(shifts=(5,), dims=None)],
+        "constant_pad_nd": [
+            dict(pad=((0, 0), (1, 2), (3, 0)), value=0),
+            dict(pad=((1, 1), (0, 0), (0, 0)), value=-1.5),
+            dict(pad=((0, 0), (0, 0), (2, 2)), value=float("-inf")),
+        ],
+        "max_dim": [dict(dim=2, keepdim=False), dict(dim=0, keepdim=True), dict(dim=1, keepdim=False)],
+        "min_dim": [dict(dim=2, keepdim=False), dict(dim=0, keepdim=True), dict(dim=1, keepdim=False)],
+        "median": [dict(dims=(0, 1, 2), keepdim=False)],
+        "nanmedian": [dict(dims=(0, 1, 2), keepdim=False)],
+        "median_dim": [dict(dim=2, keepdim=False), dict(dim=0, keepdim=True), dict(dim=1, keepdim=False)],
+        "nanmedian_dim": [dict(dim=2, keepdim=False), dict(dim=0, keepdim=True), dict(dim=1, keepdim=False)],
+        "mode": [dict(dim=2, keepdim=False), dict(dim=0, keepdim=True), dict(dim=1, keepdim=False)],
+        # (N, C, L) = (3, 8, 7) as 1-d pooling: plain, padded, dilated, ceil_mode windows past the end
+        "max_pool": [
+            dict(kernel_size=(2,), stride=(2,), padding=(0,), dilation=(1,), output_size=(3,)),
+            dict(kernel_size=(3,), stride=(2,), padding=(1,), dilation=(1,), output_size=(4,)),
+            dict(kernel_size=(2,), stride=(1,), padding=(1,), dilation=(2,), output_size=(7,)),
+            dict(kernel_size=(3,), stride=(3,), padding=(0,), dilation=(1,), output_size=(3,)),
+        ],
+        "adaptive_max_pool": [dict(output_size=(3,)), dict(output_size=(7,)), dict(output_size=(5,))],
+        "prod_others": [dict(dims=(2,)), dict(dims=(0, 1)), dict(dims=(0, 1, 2)), dict(dims=())],
+        "kthvalue": [dict(k=1, dim=2, keepdim=False), dict(k=3, dim=0, keepdim=True), dict(k=8, dim=1, keepdim=False)],
+    }
+)
+CASES["count_nonzero"] = [dict(dims=(2,)), dict(dims=(0, 1)), dict(dims=(0, 1, 2)), dict(dims=())]
+# composites whose inputs are not just the special input x: (inputs made from x, attributes)
+EXTRA_INPUTS = {
+    "masked_fill": [
+        (lambda x: (x, x > 0.5, 2.5), {}),
+        (lambda x: (x, (x < 0)[:1, :, :1], float("nan")), {}),  # a broadcast mask
+        (lambda x: (x, x.isnan(), munet.tensor(-0.0, dtype=x.dtype, device=x.device)), {}),
+    ],
+    "reduce_tie_weights": [
+        (lambda x: (x, x.amax(2)), dict(dims=(2,), keepdim=False)),
+        (lambda x: (x, x.amin((0, 1), keepdim=True)), dict(dims=(0, 1), keepdim=True)),
+        (lambda x: (x, x.nan_to_num(0.0).amax()), dict(dims=(0, 1, 2), keepdim=False)),
+    ],
+    "reduce_onehot": [
+        (lambda x: (x.argmax(2),), dict(dim=2, shape=(3, 8, 7), keepdim=False, dtype=munet.float32)),
+        (lambda x: (x.argmin(0, keepdim=True),), dict(dim=0, shape=(3, 8, 7), keepdim=True, dtype=munet.float32)),
+        (lambda x: (munet.tensor(0, device=x.device),), dict(dim=0, shape=(), keepdim=False, dtype=munet.float32)),
+    ],
+    "one_hot": [
+        (lambda x: (munet.tensor(np.arange(24).reshape(2, 3, 4) % 5, device=x.device),), dict(num_classes=5)),
+        (lambda x: (munet.tensor([0, 0, 3], device=x.device),), dict(num_classes=4)),
+        (lambda x: (munet.tensor(np.zeros((0, 2), np.int64), device=x.device),), dict(num_classes=3)),
+    ],
+}
+# creation composites: attributes (the device is the test's)
+FACTORY_CASES = {
+    "eye": [dict(n=4, m=6), dict(n=5, m=5), dict(n=0, m=3)],
+    "linspace": [
+        dict(start=-1.0, end=3.0, steps=7),
+        dict(start=0.1, end=1e4, steps=1001),
+        dict(start=2.0, end=2.0, steps=4),
+        dict(start=5.0, end=-5.0, steps=1),
+        dict(start=0.0, end=1.0, steps=0),
     ],
 }
 TOLERANCE = {"float32": (1.3e-6, 1e-5), "float16": (1e-3, 1e-5)}
@@ -78,8 +145,17 @@ def _assert_same_meaning(fast, meant, dtype: str, what: str) -> None:
 
 
 def test_every_fast_kernel_has_cases():
-    untested = sorted({name for name, _ in _fast_kernels()} - set(CASES))
+    untested = sorted({name for name, _ in _fast_kernels()} - set(CASES) - set(EXTRA_INPUTS) - set(FACTORY_CASES))
     assert not untested, f"fast kernels for composites without cases in CASES: {untested}"
+
+
+def _cases(name: str, x) -> list:
+    """(inputs, attributes) of each case of composite ``name`` on the special input ``x``."""
+    if name in FACTORY_CASES:
+        return []
+    if name in EXTRA_INPUTS:
+        return [(inputs(x), attrs) for inputs, attrs in EXTRA_INPUTS[name]]
+    return [((x,), attrs) for attrs in CASES[name]]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
@@ -88,14 +164,43 @@ def test_fast_kernel_matches_the_decomposition(name, device_type, dtype, request
     device = "cpu" if device_type == "cpu" else request.getfixturevalue("vulkan")
     op = ops.OPS[name]
     x = munet.tensor(_special_input(dtype), device=device)
-    for attrs in CASES[name]:
+    for inputs, attrs in _cases(name, x):
         with np.errstate(invalid="ignore", divide="ignore", over="ignore"):
-            fast = apply(op, x, **attrs)
-            meant = decompose(op, (x,), attrs)
+            fast = apply(op, *inputs, **attrs)
+            meant = decompose(op, inputs, attrs)
         fast = fast if isinstance(fast, tuple) else (fast,)
         meant = meant if isinstance(meant, tuple) else (meant,)
         for k, (f, m) in enumerate(zip(fast, meant, strict=True)):
             _assert_same_meaning(f.cpu(), m.cpu(), dtype, f"{name}{attrs} on {device}, output {k}")
+    for attrs in FACTORY_CASES.get(name, ()):
+        attrs = dict(attrs, dtype=getattr(munet, dtype))
+        fast = apply_factory(op, device, **attrs)
+        meant = decompose(op, (), dict(attrs, device=munet.device(device)))
+        _assert_same_meaning(fast.cpu(), meant.cpu(), dtype, f"{name}{attrs} on {device}")
+
+
+# integer linspace: start and end truncated first (PyTorch's rule); small ranges, where the
+# float32 of the vulkan kernel and the float64 of the decomposition truncate alike
+INTEGER_CASES = {
+    "eye": [dict(n=3, m=4), dict(n=2, m=0)],
+    "linspace": [
+        dict(start=6.6, end=1.4, steps=4),
+        dict(start=-3.3, end=2.1, steps=7),
+        dict(start=0.33, end=70.0, steps=11),
+        dict(start=0.0, end=10.0, steps=7),
+    ],
+}
+
+
+@pytest.mark.parametrize(("name", "device_type"), [(n, d) for n, d in _fast_kernels() if n in FACTORY_CASES])
+def test_integer_creation_kernels_match_the_decomposition(name, device_type, request):
+    device = "cpu" if device_type == "cpu" else request.getfixturevalue("vulkan")
+    op = ops.OPS[name]
+    for attrs in INTEGER_CASES[name]:
+        attrs = dict(attrs, dtype=munet.int64)
+        fast = apply_factory(op, device, **attrs)
+        meant = decompose(op, (), dict(attrs, device=munet.device("cpu")))
+        np.testing.assert_array_equal(fast.cpu().numpy(), meant.numpy(), err_msg=f"{name}{attrs}")
 
 
 # without a fast kernel -------------------------------------------------------------------------------
@@ -226,3 +331,26 @@ def test_composites_inside_a_decomposition_are_decomposed_too(sharpened_softmax,
     names = [n.name for n in compiled.graph.nodes]
     assert "test_sharpened_softmax" not in names and "softmax" not in names
     assert compiled.stats()["passes"]["decompose"] == 2
+
+
+def test_a_composite_without_backward_runs_its_fast_kernel_only_where_no_gradient_is_needed(softsquare, monkeypatch):
+    """Its gradient comes from its decomposition's ops, so eager mode runs the fast kernel only
+    where no input needs a gradient (count_nonzero, one_hot: integer results)."""
+    load_kernel_modules()
+    calls = []
+
+    def fast(x):
+        calls.append(1)
+        return x * np.abs(x)
+
+    monkeypatch.setitem(KERNELS, "test_softsquare", fast)
+    data = np.array([-2.0, -0.5, 0.0, 1.5], np.float32)
+    np.testing.assert_array_equal(apply(softsquare, munet.tensor(data)).numpy(), data * np.abs(data))
+    assert len(calls) == 1
+    x = munet.tensor(data, requires_grad=True)
+    apply(softsquare, x).sum().backward()
+    assert len(calls) == 1
+    np.testing.assert_allclose(x.grad.numpy(), 2 * np.abs(data))
+    with munet.no_grad():
+        apply(softsquare, x)
+    assert len(calls) == 2

@@ -60,3 +60,26 @@ def test_triangle_indices(name, row, col, offset):
     assert getattr(munet, name)(row, col, offset, dtype=munet.int32).dtype is munet.int32
     with pytest.raises(RuntimeError, match="not implemented"):
         getattr(munet, name)(row, col, dtype=munet.float32)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "int64"])
+@pytest.mark.parametrize(
+    ("start", "end", "steps"),
+    [(0, 1, 7), (-3, 3, 1), (2.5, 2.5, 3), (6.6, 1.4, 4), (-3.3, 2.1, 7), (0.1, 1e4, 1001), (0, 10, 7), (1, 5, 0)],
+)
+def test_linspace_matches_torch(start, end, steps, dtype):
+    """PyTorch's half-from-each-end formula, computed in the dtype (float) or in float64 after
+    truncating ``start`` and ``end`` (integers). PyTorch's vectorized loop adds the step to a
+    running base, which can round an entry one ulp away from the scalar formula: 2 ulp slack."""
+    import numpy as np
+
+    import munet
+
+    got = munet.linspace(start, end, steps, dtype=getattr(munet, dtype)).numpy()
+    want = torch.linspace(start, end, steps, dtype=getattr(torch, dtype)).numpy()
+    assert got.dtype == want.dtype and got.shape == want.shape
+    if dtype == "int64":
+        np.testing.assert_array_equal(got, want)
+    else:
+        eps = np.finfo(got.dtype).eps
+        np.testing.assert_allclose(got, want, rtol=2 * eps, atol=2 * eps * max(abs(start), abs(end)))

@@ -212,3 +212,61 @@ def test_errors():
         F.adaptive_avg_pool2d(x, (1, 2, 3))
     with pytest.raises(RuntimeError, match="max_pool2d: expected a floating point input, got int64"):
         F.max_pool2d(munet.zeros(1, 1, 4, 4, dtype=munet.int64), 2)
+
+
+def _special_planes(shape, dtype):
+    """Random planes with NaN windows, a -inf block, signed zeros and a constant (all-tied) plane."""
+    x = np.random.default_rng(7).standard_normal(shape).astype(dtype)
+    x[0, 0, :3, :3] = np.nan
+    x[0, 0, 2, 2] = np.nan
+    x[0, 1, :4, :4] = -np.inf
+    x[1, 0, :2, :3] = [[-0.0, 0.0, -0.0], [0.0, -0.0, -0.0]]
+    x[1, 1] = 1.5
+    return x
+
+
+def _pool_attrs(kw):
+    from munet.ops.pooling import _window_args
+
+    x = munet.zeros(1, 1, 9, 8)
+    args = (
+        kw["kernel_size"],
+        kw.get("stride"),
+        kw.get("padding", 0),
+        kw.get("dilation", 1),
+        kw.get("ceil_mode", False),
+    )
+    kernel, stride, pad, dil, out = _window_args("max_pool2d", 2, x, *args)
+    return dict(kernel_size=kernel, stride=stride, padding=pad, dilation=dil, output_size=out)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kw", MAX_CASES + [{"kernel_size": 3, "dilation": 2}])
+def test_max_pool_decomposition_is_pytorchs_rule(kw, dtype):
+    """The decomposition (the op's meaning) gives PyTorch's values, indices and zero signs bit for
+    bit on NaN, -inf, tied and signed-zero windows; the eager (fast) kernel gives the same."""
+    from munet import ops
+    from munet.ops._registry import decompose
+
+    x = _special_planes((2, 3, 9, 8), dtype)
+    want = TF.max_pool2d(torch.tensor(x), return_indices=True, **kw)
+    fast = F.max_pool2d(munet.tensor(x), return_indices=True, **kw)
+    meant = decompose(ops.OPS["max_pool"], (munet.tensor(x),), _pool_attrs(kw))
+    for got in (meant, fast):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+        np.testing.assert_array_equal(np.signbit(got[0].numpy()), np.signbit(want[0].numpy()))
+
+
+@pytest.mark.parametrize("out", [(3, 3), (4, 5), (9, 8), (2, 7), (1, 1)])
+def test_adaptive_max_pool_decomposition_is_pytorchs_rule(out):
+    from munet import ops
+    from munet.ops._registry import decompose
+
+    x = _special_planes((2, 3, 9, 8), np.float32)
+    want = TF.adaptive_max_pool2d(torch.tensor(x), out, return_indices=True)
+    meant = decompose(ops.OPS["adaptive_max_pool"], (munet.tensor(x),), dict(output_size=out))
+    fast = F.adaptive_max_pool2d(munet.tensor(x), out, return_indices=True)
+    for got in (meant, fast):
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g.numpy(), w.numpy())

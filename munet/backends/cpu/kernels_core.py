@@ -27,16 +27,20 @@ def arange(*, start, end, step, dtype):
 
 @kernel("linspace")
 def linspace(*, start, end, steps, dtype):
-    if not dtype.is_floating_point:
-        return np.linspace(start, end, steps).astype(np.int64).astype(dtype.np)
-    # PyTorch fills the first half from start and the second half from end.
+    """The decomposition's formula (``munet/ops/creation.py``) in one NumPy pass: PyTorch's half
+    from ``start`` and half from ``end``, in float32/float64 for those dtypes, in float64 after
+    truncating ``start`` and ``end`` for integers, in float32 for other floating dtypes."""
     if steps == 1:
         return np.full(1, start, dtype=dtype.np)
-    step = (end - start) / (steps - 1)
-    idx = np.arange(steps, dtype=np.float64)
-    half = steps // 2
-    out = np.where(idx < half, start + step * idx, end - step * (steps - 1 - idx))
-    return out.astype(dtype.np)
+    floating = dtype.is_floating_point
+    work = (dtype.np if dtype.np in (np.float32, np.float64) else np.float32) if floating else np.float64
+    rounded = np.dtype(work).type
+    lo, hi = (rounded(v) if floating else rounded(np.int64(v)) for v in (start, end))
+    step = rounded((hi - lo) / rounded(steps - 1))
+    i = np.arange(steps, dtype=work)
+    with np.errstate(invalid="ignore"):
+        out = np.where(i < steps // 2, i * step + lo, hi - (steps - 1 - i) * step)
+        return np.trunc(out).astype(dtype.np) if not floating else out.astype(dtype.np)
 
 
 @kernel("eye")

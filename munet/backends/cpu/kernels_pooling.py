@@ -144,6 +144,11 @@ def max_pool_into(out, x, *, kernel_size, stride, padding, dilation, output_size
         for number, pos in enumerate(positions, start=1):
             last = nan & np.isnan(windows[(Ellipsis,) + pos])
             np.copyto(index, np.broadcast_to((base + offsets[number]).reshape(output_size), lead), where=last)
+    # the value is the chosen cell's: where the maximum is zero, the running maximum may hold the
+    # other zero of a -0.0/+0.0 tie, so those few are read back at their index
+    zero = np.nonzero(best == 0)
+    if zero[0].size:
+        best[zero] = x.reshape(x.shape[0], x.shape[1], -1)[zero[0], zero[1], index[zero]]
 
 
 @kernel("adaptive_max_pool")

@@ -318,7 +318,6 @@ def _pool_source(kind: str, nd: int, adaptive: bool) -> str:
     # P: [numel, C, x_off, xs_n, xs_c, xs.., in.., out.., (kernel.., stride.., pad.., dil..)]
     xs, ins, outs, ks = 5, 5 + nd, 5 + 2 * nd, 5 + 3 * nd
     st, pd, dl = ks + nd, ks + 2 * nd, ks + 3 * nd
-    better = "(isnan_f(v) && !isnan_f(best)) || v > best" if kind == "f32" else "v > best"
     lines = [
         f"  let plane = idx / {_prod(outs, nd)};",
         f"  var rem = idx % {_prod(outs, nd)};",
@@ -350,7 +349,9 @@ def _pool_source(kind: str, nd: int, adaptive: bool) -> str:
     offset = " + ".join(["base"] + [f"u32(q{i}) * P[{xs + i}]" for i in range(nd)])
     lines += [
         f"{ind}let v = IN0[{offset}];",
-        f"{ind}if (best_i < 0 || (!isnan_f_{kind}(best) && ({better}))) {{ best = v; best_i = {flat}; }}",
+        # PyTorch's rule (the decomposition's, ops/pooling.py): the first cell starts, a greater
+        # one or a NaN replaces it, so a window reports its first maximum or its last NaN
+        f"{ind}if (best_i < 0 || v > best || isnan_f_{kind}(v)) {{ best = v; best_i = {flat}; }}",
     ]
     while depth > 1:
         depth -= 1

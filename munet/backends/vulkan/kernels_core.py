@@ -69,6 +69,11 @@ def arange(rt, *, start, end, step, dtype):
 
 @kernel("linspace")
 def linspace(rt, *, start, end, steps, dtype):
+    """The decomposition's formula (``munet/ops/creation.py``) in float32: integer dtypes convert
+    ``start`` and ``end`` first, as PyTorch does, but then compute in float32 where the
+    decomposition uses float64 (WGSL has none), so a long integer range may differ by one."""
+    if not dtype.is_floating_point:
+        start, end = int(start), int(end)
     out = new_view(rt, (steps,), D.float32)
     if steps == 1:
         copy_into(rt, out, start)

@@ -100,8 +100,8 @@ def decompose_composites(graph: Graph, fusing: bool) -> int:
 
 def _decomposes(node: Node, fusing: bool) -> bool:
     op = node.op
-    if getattr(op, "decomposition", None) is None:
-        return False
+    if getattr(op, "decomposition", None) is None or not node.args:
+        return False  # a creation node exists only where its device has a kernel for it (``apply_factory``)
     if any(v.kind == "scalar" for v in node.inputs()):
         return False  # a scalar read at each call: the decomposition would need its value
     device = node.outputs[0].device
