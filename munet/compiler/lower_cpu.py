@@ -40,12 +40,6 @@ class CpuTarget:
     """The cpu side of a plan: contiguous NumPy results, the arena, generated C for fused groups."""
 
     uses_arena = True
-    # Composites decompose and fuse (their loops stay in cache), except log_softmax: fused it is
-    # faster (cross_entropy forward and backward over 2048 x 65: 1.2 vs 2.3 ms), but compiled plans
-    # have always run its NumPy kernel, the one eager runs, and fusing it makes the GPT AdamW test's
-    # parameters drift from float64 past its bound (tests/compiler/test_compile_workloads.py; see
-    # docs/decisions.md): kept until that bound is derived for uncorrelated kernels.
-    fast_composites = frozenset({"log_softmax"})
 
     def __init__(self, backend):
         self.backend = backend

@@ -46,9 +46,6 @@ class VulkanTarget:
     """The vulkan side of a plan (see the module docstring)."""
 
     uses_arena = False  # the caching allocator hands the same blocks back at every call
-    # one kernel each, the eager kernels' bits (tests/ops/test_composites.py checks them against
-    # their decompositions); other composites decompose and fuse
-    fast_composites = frozenset({"softmax", "log_softmax", "logsumexp", "nansum", "standardize"})
 
     def __init__(self, backend):
         self.backend = backend
