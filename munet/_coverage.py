@@ -96,9 +96,11 @@ def render_op_coverage() -> str:
         lines.append("")
         lines.append(", ".join(f"`{n}`" for n in names))
         lines.append("")
-    primitives = len(ops.OPS) - composites
+    views = sum(op.view is not None for op in ops.OPS.values())
+    primitives = len(ops.OPS) - composites - views
     lines.append(
-        f"_{len(ops.OPS)} registered ops ({primitives} primitives and views, {composites} composites); MuNet {munet.__version__}._"
+        f"_{len(ops.OPS)} registered ops ({primitives} primitives, {views} views, {composites} composites); "
+        f"MuNet {munet.__version__}._"
     )
     return "\n".join(lines) + "\n"
 
