@@ -80,8 +80,10 @@ def render_op_coverage() -> str:
         "A composite is defined by its decomposition into the ops above, written in public ops in the",
         "file named; it needs no kernel. Eager mode runs a backend's fast kernel where it registers one",
         "(tested against the decomposition: `tests/ops/test_composites.py`), else the decomposition;",
-        "the compiler decomposes composites before fusion (`compiler/passes/decompose.py`). `grad`:",
-        "the composite's own gradient rule, or the gradient of its decomposition's ops.",
+        "a fusing compiled plan decomposes composites before fusion on every device",
+        "(`compiler/passes/decompose.py`). `grad`: the composite's own gradient rule, or the gradient of",
+        "its decomposition's ops; a composite of the second kind runs its decomposition in every mode",
+        "(traces and ONNX exports hold its ops), so it has no fast kernel.",
         "",
         *_table(["op", "grad", "decomposition", *devices], _composite_rows(tables)),
     ]
