@@ -20,7 +20,7 @@ import numpy as np
 from munet import _dtype as D
 from munet.autograd.grad_mode import no_grad
 from munet.ops._registry import Meta, apply, define
-from munet.ops._utils import wrap_dim
+from munet.ops._utils import is_tensor, wrap_dim
 
 # torch.batch_norm / torch.instance_norm take (input, weight, bias, running_mean, ...), an order
 # unlike F's; they are left out of the munet namespace rather than given F's meaning.
@@ -109,8 +109,12 @@ def _finfo_eps(dtype) -> float:
     return float(np.finfo(dtype.np).eps)
 
 
+def _as_shape(normalized_shape) -> tuple:
+    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+
+
 def _normalized_shape(normalized_shape, input, op: str) -> tuple:
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    shape = _as_shape(normalized_shape)
     k = len(shape)
     if k == 0:
         raise RuntimeError(f"{op}: expected normalized_shape to be at least 1-dimensional, got {list(shape)}")
@@ -180,9 +184,7 @@ layer_norm_op = define(
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
     """Normalize over the trailing ``normalized_shape`` dims, then ``* weight + bias``."""
-    _check_float(input, "layer_norm")
-    shape = _normalized_shape(normalized_shape, input, "layer_norm")
-    return apply(layer_norm_op, input, weight, bias, normalized_shape=shape, eps=float(eps))
+    return apply(layer_norm_op, input, weight, bias, normalized_shape=_as_shape(normalized_shape), eps=float(eps))
 
 
 def _rms_norm_meta(input, weight, *, normalized_shape, eps):
@@ -203,10 +205,9 @@ rms_norm_op = define("rms_norm", inputs=("input", "weight"), meta=_rms_norm_meta
 
 def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
     """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing dims; ``eps=None`` is the dtype's epsilon."""
-    _check_float(input, "rms_norm")
-    shape = _normalized_shape(normalized_shape, input, "rms_norm")
-    eps = _finfo_eps(input.dtype) if eps is None else float(eps)
-    return apply(rms_norm_op, input, weight, normalized_shape=shape, eps=eps)
+    if eps is None:  # the dtype's epsilon; a non-float input is refused by the op's meta
+        eps = _finfo_eps(input.dtype) if is_tensor(input) and input.dtype.is_floating_point else 0.0
+    return apply(rms_norm_op, input, weight, normalized_shape=_as_shape(normalized_shape), eps=float(eps))
 
 
 def _group_norm_meta(input, weight, bias, *, num_groups, eps):
