@@ -96,26 +96,28 @@ def _check_floating(x, role: str, op: str) -> None:
         raise RuntimeError(f"{op}: expected {role} of a floating point dtype, got {x.dtype.name}")
 
 
-def _define_loss(name: str, inputs: tuple, decomposition, reductions=("none", "mean", "sum")):
-    """A loss as a composite op: ``inputs`` are its tensor roles (``input``, ``target``, then
-    optional weights), ``decomposition(*tensors, reduction=..., **params)`` its meaning. The
-    public function checks and broadcasts its arguments first; the op's meta checks the reduction
-    and gives the loss's shape (the input's for 'none', a scalar otherwise)."""
-
-    def meta(input, target, *rest, reduction, **params):
-        _check_reduction(reduction, name, reductions)
-        shape = () if reduction != "none" else _unreduced_shape(name, input, target, params)
-        return Meta(shape, input.dtype)
-
-    return define(name, inputs=inputs, meta=meta, decomposition=decomposition)
+def _input_shape(input, target) -> tuple:
+    return tuple(input.shape)
 
 
-def _unreduced_shape(name: str, input, target, params) -> tuple:
-    if name not in ("cross_entropy", "nll_loss"):
-        return tuple(input.shape)
+def _class_loss_shape(input, target) -> tuple:
+    """Per-sample losses of (N, C, ...) scores: the index target's shape, or the input's without C."""
     if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
         return (input.shape[0], *input.shape[2:]) if input.ndim > 1 else ()
     return tuple(target.shape)
+
+
+def _define_loss(name: str, inputs: tuple, decomposition, reductions=("none", "mean", "sum"), shape=_input_shape):
+    """A loss as a composite op: ``inputs`` are its tensor roles (``input``, ``target``, then
+    optional weights), ``decomposition(*tensors, reduction=..., **params)`` its meaning. The
+    public function checks and broadcasts its arguments first; the op's meta checks the reduction
+    and gives the loss's shape (``shape(input, target)`` for 'none', a scalar otherwise)."""
+
+    def meta(input, target, *rest, reduction, **params):
+        _check_reduction(reduction, name, reductions)
+        return Meta(() if reduction != "none" else shape(input, target), input.dtype)
+
+    return define(name, inputs=inputs, meta=meta, decomposition=decomposition)
 
 
 # multi_margin_loss has no ignore_index: a value no target can take.
@@ -241,7 +243,7 @@ def _nll_loss_decomposition(input, target, weight, *, reduction, ignore_index):
     return _nll(input, target, weight, ignore_index, reduction)
 
 
-nll_loss_op = _define_loss("nll_loss", ("input", "target", "weight"), _nll_loss_decomposition)
+nll_loss_op = _define_loss("nll_loss", ("input", "target", "weight"), _nll_loss_decomposition, shape=_class_loss_shape)
 
 
 @float32_under_autocast
@@ -291,7 +293,9 @@ def _cross_entropy_decomposition(input, target, weight, *, reduction, ignore_ind
     return (1 - label_smoothing) * nll + smooth * (label_smoothing / n_classes)
 
 
-cross_entropy_op = _define_loss("cross_entropy", ("input", "target", "weight"), _cross_entropy_decomposition)
+cross_entropy_op = _define_loss(
+    "cross_entropy", ("input", "target", "weight"), _cross_entropy_decomposition, shape=_class_loss_shape
+)
 
 
 def _smoothing_term(logp, weight, reduction: str, class_dim: int, targets):
