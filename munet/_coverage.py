@@ -92,8 +92,10 @@ def render_op_coverage() -> str:
         "A composite is defined by its decomposition into the ops above, written in public ops in the",
         "file named; it needs no kernel. Eager mode runs a backend's fast kernel where it registers one",
         "(tested against the decomposition: `tests/ops/test_composites.py`), else the decomposition;",
-        "the compiler decomposes composites before fusion (`compiler/passes/decompose.py`). `grad`:",
-        "the composite's own gradient rule, or the gradient of its decomposition's ops.",
+        "a fusing compiled plan decomposes composites before fusion on every device",
+        "(`compiler/passes/decompose.py`). `grad`: the composite's own gradient rule, or the gradient of",
+        "its decomposition's ops; a composite of the second kind runs its decomposition in every mode",
+        "(traces and ONNX exports hold its ops), so it has no fast kernel.",
         "",
         *_table(["op", "grad", "decomposition", *devices], _composite_rows(tables)),
     ]
@@ -108,9 +110,11 @@ def render_op_coverage() -> str:
         lines.append("")
         lines.append(", ".join(f"`{n}`" for n in names))
         lines.append("")
-    primitives = len(ops.OPS) - composites
+    views = sum(op.view is not None for op in ops.OPS.values())
+    primitives = len(ops.OPS) - composites - views
     lines.append(
-        f"_{len(ops.OPS)} registered ops ({primitives} primitives and views, {composites} composites); MuNet {munet.__version__}._"
+        f"_{len(ops.OPS)} registered ops ({primitives} primitives, {views} views, {composites} composites); "
+        f"MuNet {munet.__version__}._"
     )
     return "\n".join(lines) + "\n"
 

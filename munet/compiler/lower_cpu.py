@@ -22,10 +22,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from munet._tensor import Tensor
-from munet._threads import kernel_threads
+from munet._threads import get_num_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.c_slabs import render_c_sized, render_c_slabs
+from munet.compiler.codegen.c_slabs import render_c_slabs
 from munet.compiler.codegen.kernel import kernel_from_group, short_dtype
 from munet.compiler.codegen.primitives import kernel_from_max_pool, kernel_from_max_pool_backward, shifted_sum_kernel
 from munet.compiler.ir import Graph
@@ -40,18 +40,6 @@ class CpuTarget:
     """The cpu side of a plan: contiguous NumPy results, the arena, generated C for fused groups."""
 
     uses_arena = True
-    # Composites decompose and fuse (their loops stay in cache), except log_softmax: fused it is
-    # faster (cross_entropy forward and backward over 2048 x 65: 1.2 vs 2.3 ms), but compiled plans
-    # have always run its NumPy kernel, the one eager runs, and fusing it makes the GPT AdamW test's
-    # parameters drift from float64 past its bound (tests/compiler/test_compile_workloads.py; see
-    # docs/decisions.md): kept until that bound is derived for uncorrelated kernels.
-    fast_composites = frozenset({"log_softmax"})
-    # max pooling: its decomposition is five reductions over the windows; one generated window
-    # kernel (unpadded; docs/compiler.md measures it) or NumPy's running maximum (padded) is one pass
-    fast_composites |= {"max_pool", "adaptive_max_pool"}
-    # prod's gradient: one pass exact with zeros where the decomposition takes a prod, a sum and
-    # three selects (no reduction group of the fuser computes a product)
-    fast_composites |= {"prod_others"}
 
     def __init__(self, backend):
         self.backend = backend
@@ -107,10 +95,7 @@ class CpuTarget:
         return value
 
     def argument(self, t: Tensor):
-        data = t._data
-        if data.flags.c_contiguous:  # ascontiguousarray would make a 0-d array 1-d
-            return data
-        return np.ascontiguousarray(data).reshape(data.shape)
+        return np.ascontiguousarray(t._data)
 
     def upload(self, host: np.ndarray):
         return host
@@ -167,14 +152,8 @@ def prepare_fused(node, executable):
     group = node.attrs["group"]
     try:
         kernel, tensors, scalars = kernel_from_group(group)
-        source, name, leading = render_c(kernel), kernel.name, ()
-        if executable.dynamic:  # a run-time count in place of the leading size (codegen/c_slabs.py)
-            sized = render_c_sized(kernel)
-            if sized is not None:
-                source, name, count = sized
-                leading = (float(count),)
-            elif (slabs := render_c_slabs(kernel)) is not None:
-                (source, name), leading = slabs, (float(kernel.shape[0]),)
+        slabs = render_c_slabs(kernel) if executable.dynamic else None
+        source, name = slabs if slabs is not None else (render_c(kernel), kernel.name)
         fn, hit = build.load_kernel(source, name)
     except build.CompilerUnavailableError as e:
         counters["numpy"] += 1
@@ -184,6 +163,7 @@ def prepare_fused(node, executable):
     counters["generated"] += 1
     counters["cache_hits"] += int(hit)
     counters["compiler"] = build.compiler_name()
+    leading = (float(kernel.shape[0]),) if slabs is not None else ()  # the run-time size of a slab kernel
     return _kernel_step(fn, source, tensors, scalars, node, executable, leading)
 
 
@@ -222,6 +202,7 @@ def generated_col2im():
     from munet.backends.cpu.kernels_conv import shifted_sum
 
     kernels: dict = {}
+    threads = get_num_threads()
 
     def col2im(target, columns, offsets):
         dtype = short_dtype(target.dtype)
@@ -238,7 +219,7 @@ def generated_col2im():
             fn = kernels[key] = build.load_kernel(render_c(kernel), kernel.name)[0]
         ins = (ctypes.c_void_p * 1)(columns.ctypes.data)
         outs = (ctypes.c_void_p * 1)(target.ctypes.data)
-        fn(ctypes.addressof(ins), ctypes.addressof(outs), None, kernel_threads())
+        fn(ctypes.addressof(ins), ctypes.addressof(outs), None, threads)
 
     return col2im
 
@@ -257,7 +238,8 @@ def _kernel_step(fn, source, tensors, scalars, node, executable, extra_params=()
     params = (ctypes.c_double * max(len(param_slots) + len(extra_params), 1))()
     for k, value in enumerate(extra_params):
         params[len(param_slots) + k] = value
-    parallel = "omp parallel" in source  # the thread budget is read per call: set_num_threads applies at once
+    # read once: querying OpenBLAS costs milliseconds; set_num_threads applies to later compiles
+    threads = get_num_threads() if "omp parallel" in source else 1
     addr_in, addr_out, addr_p = ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), ctypes.addressof(params)
     for k, r in enumerate(fixed):
         if r is not None:
@@ -281,7 +263,7 @@ def _kernel_step(fn, source, tensors, scalars, node, executable, extra_params=()
                 r = np.empty(shape, dtype) if t is None else t(env)
                 out_ptrs[k] = r.ctypes.data
             results.append((i, r))
-        fn(addr_in, addr_out, addr_p, kernel_threads() if parallel else 1)
+        fn(addr_in, addr_out, addr_p, threads)
         for i, r in results:
             env[i] = r
 

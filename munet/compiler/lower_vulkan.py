@@ -46,12 +46,6 @@ class VulkanTarget:
     """The vulkan side of a plan (see the module docstring)."""
 
     uses_arena = False  # the caching allocator hands the same blocks back at every call
-    # one kernel each, the eager kernels' bits (tests/ops/test_composites.py checks them against
-    # their decompositions); other composites decompose and fuse
-    fast_composites = frozenset({"softmax", "log_softmax", "logsumexp", "nansum", "standardize"})
-    # one window or one sorted-row kernel each where the decompositions take several reductions
-    fast_composites |= {"max_pool", "adaptive_max_pool", "median", "median_dim", "nanmedian"}
-    fast_composites |= {"nanmedian_dim", "mode", "kthvalue", "prod_others"}
 
     def __init__(self, backend):
         self.backend = backend

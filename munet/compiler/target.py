@@ -22,10 +22,6 @@ class CompileTarget(Protocol):
     """True: planned outputs live in one host arena per dtype (``compiler/arena.py``, NumPy data);
     False: results come from the backend's allocator and ``plan_inplace`` says which state updates
     a fused kernel writes over their input."""
-    fast_composites: frozenset
-    """Names of composites whose backend fast kernel a fusing plan keeps as one node on this
-    target; every other composite is replaced by its decomposition before fusion
-    (``passes/decompose.py``)."""
 
     backend: object
     counters: dict  # how fused groups ran (``stats`` reports them)

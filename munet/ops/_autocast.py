@@ -1,7 +1,7 @@
 """Autocast policy: which ops run in low precision and which in float32 under ``munet.autocast``.
 
-The policy is a table keyed by op name, applied to the inputs of every primitive in
-``apply`` (so methods, functions and composites all follow it), plus entry casts of
+The policy is a table keyed by op name, applied to the inputs of every op in ``apply`` (a
+registered composite's decomposition then runs without autocast, as a native op would), plus entry casts of
 composite functions decorated with ``@float32_under_autocast`` (the losses) or
 ``@lower_precision_under_autocast`` (linear and convolutions, whose bias joins the low dtype as
 in PyTorch instead of promoting the result back to float32):
@@ -27,12 +27,17 @@ import threading
 from munet import _dtype as D
 from munet._tensor import Tensor
 
-LOWER_PRECISION = frozenset({"matmul", "convolution"})
+LOWER_PRECISION = frozenset({"matmul", "convolution", "scaled_dot_product_attention"})
 FLOAT32 = frozenset(
     {
         "softmax",
         "log_softmax",
         "standardize",
+        "layer_norm",
+        "group_norm",
+        "rms_norm",
+        "batch_norm",
+        "instance_norm",
         "exp",
         "exp2",
         "expm1",

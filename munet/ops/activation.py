@@ -1,12 +1,14 @@
 """Activations, softmax family and dropout (``munet.nn.functional``).
 
 Composites (decompositions in public ops, fast kernels on cpu and vulkan, analytic gradients):
-``softmax`` and ``log_softmax``. Primitives (analytic gradients written with public ops):
+``softmax`` and ``log_softmax``. Composites whose gradient comes from their decomposition's ops:
+``gelu``, ``silu``, ``mish``, ``hardsigmoid``, ``hardswish``, ``hardshrink``, ``softshrink``,
+``softsign``, ``logsigmoid``, ``tanhshrink``, ``glu`` and ``prelu``. Primitives (analytic gradients written with public ops):
 ``relu``, ``threshold``, ``hardtanh``, ``leaky_relu``, ``elu`` (also
 selu/celu), ``softplus``, and the mask-gradient ops ``threshold_backward``,
 ``hardtanh_backward``, ``leaky_relu_backward`` (linear in the gradient, so they are their own
-double backward, as in PyTorch). Everything else is a composite of those and of the
-elementwise math ops (``sigmoid``, ``tanh``, ``erf``, ...).
+double backward, as in PyTorch). The rest (relu6, rrelu, softmin, dropout) are functions of those
+and of the elementwise math ops (``sigmoid``, ``tanh``, ``erf``, ...).
 """
 
 from __future__ import annotations
@@ -262,34 +264,59 @@ def leaky_relu_(input, negative_slope: float = 0.01):
     return apply_inplace(leaky_relu_op, input, negative_slope=float(negative_slope))
 
 
+# composite activations: each op's decomposition, written in public ops beside it, is its meaning ------
+
+
+def _define_activation(name: str, decomposition, meta=_same_meta, inputs=("self",)):
+    """An activation built from several ops, as a composite: its gradient comes from those ops."""
+    return define(name, inputs=inputs, meta=meta, decomposition=decomposition)
+
+
+hardsigmoid_op = _define_activation("hardsigmoid", lambda x: hardtanh(x + 3.0, 0.0, 6.0) / 6.0)
+hardswish_op = _define_activation("hardswish", lambda x: x * (hardtanh(x + 3.0, 0.0, 6.0) / 6.0))
+
+
 def hardsigmoid(input, inplace: bool = False):
     """``relu6(x + 3) / 6``."""
     if inplace:
         return _composite_inplace(input, hardsigmoid)
-    return hardtanh(input + 3.0, 0.0, 6.0) / 6.0
+    return apply(hardsigmoid_op, input)
 
 
 def hardswish(input, inplace: bool = False):
     """``x * relu6(x + 3) / 6``."""
     if inplace:
         return _composite_inplace(input, hardswish)
-    return input * (hardtanh(input + 3.0, 0.0, 6.0) / 6.0)
+    return apply(hardswish_op, input)
+
+
+hardshrink_op = _define_activation(
+    "hardshrink", lambda x, *, lambd: threshold(x, lambd, 0.0) - threshold(-x, lambd, 0.0)
+)
 
 
 def hardshrink(input, lambd: float = 0.5):
     """``x if |x| > lambd else 0``."""
-    return threshold(input, lambd, 0.0) - threshold(-input, lambd, 0.0)
+    return apply(hardshrink_op, input, lambd=float(lambd))
+
+
+def _softshrink_meta(x, *, lambd):
+    if lambd < 0:
+        raise RuntimeError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
+    return Meta(tuple(x.shape), x.dtype)
+
+
+softshrink_op = _define_activation(
+    "softshrink", lambda x, *, lambd: relu(x - lambd) - relu(-x - lambd), meta=_softshrink_meta
+)
 
 
 def softshrink(input, lambd: float = 0.5):
     """``x - lambd`` above ``lambd``, ``x + lambd`` below ``-lambd``, else 0."""
-    if lambd < 0:
-        raise RuntimeError(f"softshrink: lambda must be greater or equal to 0, but found to be {lambd}")
-    return relu(input - lambd) - relu(-input - lambd)
+    return apply(softshrink_op, input, lambd=float(lambd))
 
 
-def prelu(input, weight):
-    """``x if x > 0 else weight * x``; ``weight`` has 1 or C (= dim 1) elements."""
+def _prelu_meta(input, weight):
     _check_float(input, "prelu")
     n = weight.numel()
     channels = input.shape[1] if input.ndim >= 2 else 1
@@ -298,11 +325,23 @@ def prelu(input, weight):
             f"prelu: expected weight with 1 element or {channels} elements (the size of dim 1 of the input), "
             f"got weight of shape {list(weight.shape)}"
         )
-    if n != 1 and input.ndim >= 2:
-        weight = weight.reshape((channels,) + (1,) * (input.ndim - 2))
+    return Meta(tuple(input.shape), D.result_type(input, weight))
+
+
+def _prelu_decomposition(input, weight):
+    if weight.numel() != 1 and input.ndim >= 2:
+        weight = weight.reshape((input.shape[1],) + (1,) * (input.ndim - 2))
     elif input.ndim == 0:
         weight = weight.reshape(())
     return relu(input) - weight * relu(-input)
+
+
+prelu_op = _define_activation("prelu", _prelu_decomposition, meta=_prelu_meta, inputs=("self", "weight"))
+
+
+def prelu(input, weight):
+    """``x if x > 0 else weight * x``; ``weight`` has 1 or C (= dim 1) elements."""
+    return apply(prelu_op, input, weight)
 
 
 def rrelu(input, lower: float = 1.0 / 8, upper: float = 1.0 / 3, training: bool = False, inplace: bool = False):
@@ -415,16 +454,33 @@ def tanh(input):
     return _munet().tanh(input)
 
 
-def gelu(input, approximate: str = "none"):
-    """``x * Phi(x)`` (``approximate='none'``) or its tanh approximation (``'tanh'``)."""
-    _check_float(input, "gelu")
+def _gelu_meta(x, *, approximate):
+    _check_float(x, "gelu")
+    if approximate not in ("none", "tanh"):
+        raise RuntimeError(f"gelu: approximate argument must be either 'none' or 'tanh', got '{approximate}'")
+    return Meta(tuple(x.shape), x.dtype)
+
+
+def _gelu_decomposition(x, *, approximate):
+    """``x * Phi(x)`` with the erf (``'none'``) or its tanh approximation (``'tanh'``)."""
     m = _munet()
     if approximate == "none":
-        return input * 0.5 * (1.0 + m.erf(input * (1.0 / math.sqrt(2.0))))
-    if approximate == "tanh":
-        inner = (input + input * input * input * 0.044715) * math.sqrt(2.0 / math.pi)
-        return input * 0.5 * (1.0 + m.tanh(inner))
-    raise RuntimeError(f"gelu: approximate argument must be either 'none' or 'tanh', got '{approximate}'")
+        return x * 0.5 * (1.0 + m.erf(x * (1.0 / math.sqrt(2.0))))
+    inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
+    return x * 0.5 * (1.0 + m.tanh(inner))
+
+
+gelu_op = _define_activation("gelu", _gelu_decomposition, meta=_gelu_meta)
+silu_op = _define_activation("silu", lambda x: x * _munet().sigmoid(x), meta=_float_meta("silu"))
+mish_op = _define_activation("mish", lambda x: x * _munet().tanh(softplus(x)))
+softsign_op = _define_activation("softsign", lambda x: x / (x.abs() + 1.0))
+logsigmoid_op = _define_activation("logsigmoid", lambda x: -softplus(-x))  # stable for large |x|
+tanhshrink_op = _define_activation("tanhshrink", lambda x: x - _munet().tanh(x))
+
+
+def gelu(input, approximate: str = "none"):
+    """``x * Phi(x)`` (``approximate='none'``) or its tanh approximation (``'tanh'``)."""
+    return apply(gelu_op, input, approximate=approximate)
 
 
 def silu(input, inplace: bool = False):
@@ -432,40 +488,54 @@ def silu(input, inplace: bool = False):
     _check_float(input, "silu")
     if inplace:
         return _composite_inplace(input, silu)
-    return input * _munet().sigmoid(input)
+    return apply(silu_op, input)
 
 
 def mish(input, inplace: bool = False):
     """``x * tanh(softplus(x))``."""
     if inplace:
         return _composite_inplace(input, mish)
-    return input * _munet().tanh(softplus(input))
+    return apply(mish_op, input)
 
 
 def softsign(input):
     """``x / (1 + |x|)``."""
-    return input / (input.abs() + 1.0)
+    return apply(softsign_op, input)
 
 
 def logsigmoid(input):
     """``log(sigmoid(x))``, computed stably as ``-softplus(-x)``."""
-    return -softplus(-input)
+    return apply(logsigmoid_op, input)
 
 
 def tanhshrink(input):
-    return input - _munet().tanh(input)
+    """``x - tanh(x)``."""
+    return apply(tanhshrink_op, input)
+
+
+def _glu_meta(x, *, dim):
+    if x.ndim == 0:
+        raise RuntimeError("glu: does not support scalars because halving size must be even")
+    d = wrap_dim(dim, x.ndim, "glu")
+    n = x.shape[d]
+    if n % 2:
+        raise RuntimeError(f"glu: Halving dimension must be even, but dimension {d} is size {n}")
+    return Meta(tuple(n // 2 if i == d else s for i, s in enumerate(x.shape)), x.dtype)
+
+
+def _glu_decomposition(x, *, dim):
+    """``a * sigmoid(b)`` of the two halves ``a, b`` along ``dim``."""
+    d = wrap_dim(dim, x.ndim, "glu")
+    half = x.shape[d] // 2
+    return x.narrow(d, 0, half) * _munet().sigmoid(x.narrow(d, half, half))
+
+
+glu_op = _define_activation("glu", _glu_decomposition, meta=_glu_meta)
 
 
 def glu(input, dim: int = -1):
     """``a * sigmoid(b)`` where ``a, b`` are the two halves of ``input`` along ``dim``."""
-    if input.ndim == 0:
-        raise RuntimeError("glu: does not support scalars because halving size must be even")
-    d = wrap_dim(dim, input.ndim, "glu")
-    n = input.shape[d]
-    if n % 2:
-        raise RuntimeError(f"glu: Halving dimension must be even, but dimension {d} is size {n}")
-    a, b = input.narrow(d, 0, n // 2), input.narrow(d, n // 2, n // 2)
-    return a * _munet().sigmoid(b)
+    return apply(glu_op, input, dim=int(dim))
 
 
 # softmax family ---------------------------------------------------------------------------------------

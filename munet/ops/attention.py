@@ -1,7 +1,8 @@
 """Attention: ``scaled_dot_product_attention``, a composite of matmul, softmax and masks.
 
-It is PyTorch's math backend written with public ops, so autograd, double backward and the
-compiler all see matmuls, a softmax and elementwise masking. The softmax is the ``softmax`` op;
+Its decomposition, registered on the op, is PyTorch's math backend written with public ops, so
+autograd, double backward, tracing, ONNX export and the compiler all see matmuls, a softmax and
+elementwise masking. Under autocast it runs in the lower precision (PyTorch's list), as one op. The softmax is the ``softmax`` op;
 the compiler replaces it by its decomposition (max, exp, sum and divide) and fuses that with the
 scaling and the causal mask into reduction kernels. A backend may later register a fused
 (flash) kernel; this decomposition stays the meaning.
@@ -12,6 +13,7 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
+from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import broadcast_shapes, is_tensor
 from munet.ops.activation import dropout, softmax
 from munet.ops.elementwise import where as _where
@@ -21,6 +23,52 @@ __functional__ = ["scaled_dot_product_attention"]
 __tensor_methods__: list[str] = []
 
 _OP = "scaled_dot_product_attention"
+
+
+def _sdpa_meta(query, key, value, attn_mask, *, dropout_p, is_causal, scale, enable_gqa):
+    """The argument checks and the output's shape (..., L, Ev) and dtype."""
+    _check_inputs(query, key, value)
+    if is_causal and attn_mask is not None:
+        raise RuntimeError(f"{_OP}: explicit attn_mask should not be set when is_causal=True")
+    if not 0.0 <= dropout_p <= 1.0:
+        raise ValueError(f"{_OP}: dropout probability has to be between 0 and 1, but got {dropout_p}")
+    if enable_gqa:
+        _kv_repeats(query, key, value)
+    if attn_mask is not None and not is_tensor(attn_mask):
+        raise TypeError(f"{_OP}: expected attn_mask to be a Tensor, got {type(attn_mask).__name__}")
+    k_batch, v_batch = tuple(key.shape[:-2]), tuple(value.shape[:-2])
+    if enable_gqa:  # key and value heads are repeated to the query's
+        k_batch, v_batch = (*k_batch[:-1], query.shape[-3]), (*v_batch[:-1], query.shape[-3])
+    batch = broadcast_shapes(tuple(query.shape[:-2]), k_batch, v_batch, op=_OP)
+    return Meta((*batch, query.shape[-2], value.shape[-1]), query.dtype)
+
+
+def _sdpa_decomposition(query, key, value, attn_mask, *, dropout_p, is_causal, scale, enable_gqa):
+    """PyTorch's math backend: scaled scores, the causal or given mask, a (safe) softmax, dropout
+    from random bits, and the weighted sum of the values."""
+    if enable_gqa:
+        hk, hv = _kv_repeats(query, key, value)
+        key, value = _repeat_heads(key, hk), _repeat_heads(value, hv)
+    n_query, n_key = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if is_causal:
+        scores = _where(_causal_mask(n_query, n_key, query.device), scores, -math.inf)
+    masked = attn_mask is not None
+    if masked:
+        scores = _apply_mask(scores, attn_mask, query.dtype)
+    weights = _safe_softmax(scores) if masked else softmax(scores, -1)
+    if dropout_p > 0.0:
+        weights = dropout(weights, dropout_p, training=True)
+    return weights @ value
+
+
+scaled_dot_product_attention_op = define(
+    _OP,
+    inputs=("query", "key", "value", "attn_mask"),
+    meta=_sdpa_meta,
+    decomposition=_sdpa_decomposition,
+)
 
 
 def scaled_dot_product_attention(
@@ -43,25 +91,13 @@ def scaled_dot_product_attention(
 
     Rows whose every key is masked out give zeros (PyTorch's safe softmax), with zero gradient.
     """
-    _check_inputs(query, key, value)
-    if is_causal and attn_mask is not None:
-        raise RuntimeError(f"{_OP}: explicit attn_mask should not be set when is_causal=True")
-    if not 0.0 <= dropout_p <= 1.0:
-        raise ValueError(f"{_OP}: dropout probability has to be between 0 and 1, but got {dropout_p}")
-    if enable_gqa:
-        key, value = _repeat_kv_heads(query, key, value)
-    n_query, n_key = query.shape[-2], key.shape[-2]
-    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
-    scores = (query @ key.transpose(-2, -1)) * scale
-    if is_causal:
-        scores = _where(_causal_mask(n_query, n_key, query.device), scores, -math.inf)
-    masked = attn_mask is not None
-    if masked:
-        scores = _apply_mask(scores, attn_mask, query.dtype)
-    weights = _safe_softmax(scores) if masked else softmax(scores, -1)
-    if dropout_p > 0.0:
-        weights = dropout(weights, dropout_p, training=True)
-    return weights @ value
+    attrs = dict(
+        dropout_p=float(dropout_p),
+        is_causal=bool(is_causal),
+        scale=None if scale is None else float(scale),
+        enable_gqa=bool(enable_gqa),
+    )
+    return apply(scaled_dot_product_attention_op, query, key, value, attn_mask, **attrs)
 
 
 def _check_inputs(query, key, value) -> None:
@@ -89,7 +125,8 @@ def _check_inputs(query, key, value) -> None:
         )
 
 
-def _repeat_kv_heads(query, key, value):
+def _kv_repeats(query, key, value) -> tuple:
+    """How many times each key and value head is repeated to match the query heads (enable_gqa)."""
     if query.ndim < 3 or key.ndim < 3 or value.ndim < 3:
         raise RuntimeError(
             f"{_OP}: enable_gqa needs query, key and value of rank >= 3 (..., H, L, E), got query {list(query.shape)}"
@@ -100,7 +137,7 @@ def _repeat_kv_heads(query, key, value):
             f"{_OP}: with enable_gqa the number of query heads ({hq}) must be a multiple of the key heads ({hk}) "
             f"and value heads ({hv})"
         )
-    return _repeat_heads(key, hq // hk), _repeat_heads(value, hq // hv)
+    return hq // hk, hq // hv
 
 
 def _repeat_heads(x, repeats: int):
@@ -121,8 +158,6 @@ def _causal_mask(n_query: int, n_key: int, device):
 
 
 def _apply_mask(scores, attn_mask, dtype):
-    if not is_tensor(attn_mask):
-        raise TypeError(f"{_OP}: expected attn_mask to be a Tensor, got {type(attn_mask).__name__}")
     try:
         broadcast_shapes(tuple(attn_mask.shape), tuple(scores.shape), op=_OP)
     except RuntimeError:

@@ -19,6 +19,7 @@ import warnings
 
 from munet import _dtype as D
 from munet.ops._autocast import float32_under_autocast
+from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import broadcast_shapes, is_tensor
 from munet.ops.activation import log_softmax, logsigmoid
 from munet.ops.checks import check_values
@@ -93,6 +94,30 @@ def _check_floating(x, role: str, op: str) -> None:
     _check_tensor(x, role, op)
     if not x.dtype.is_floating_point:
         raise RuntimeError(f"{op}: expected {role} of a floating point dtype, got {x.dtype.name}")
+
+
+def _input_shape(input, target) -> tuple:
+    return tuple(input.shape)
+
+
+def _class_loss_shape(input, target) -> tuple:
+    """Per-sample losses of (N, C, ...) scores: the index target's shape, or the input's without C."""
+    if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
+        return (input.shape[0], *input.shape[2:]) if input.ndim > 1 else ()
+    return tuple(target.shape)
+
+
+def _define_loss(name: str, inputs: tuple, decomposition, reductions=("none", "mean", "sum"), shape=_input_shape):
+    """A loss as a composite op: ``inputs`` are its tensor roles (``input``, ``target``, then
+    optional weights), ``decomposition(*tensors, reduction=..., **params)`` its meaning. The
+    public function checks and broadcasts its arguments first; the op's meta checks the reduction
+    and gives the loss's shape (``shape(input, target)`` for 'none', a scalar otherwise)."""
+
+    def meta(input, target, *rest, reduction, **params):
+        _check_reduction(reduction, name, reductions)
+        return Meta(() if reduction != "none" else shape(input, target), input.dtype)
+
+    return define(name, inputs=inputs, meta=meta, decomposition=decomposition)
 
 
 # multi_margin_loss has no ignore_index: a value no target can take.
@@ -211,7 +236,14 @@ def nll_loss(
     _check_tensor(target, "target", op)
     _check_class_weight(weight, n_classes, op)
     _check_index_target(input, target, ignore_index, op)
+    return apply(nll_loss_op, input, target, weight, reduction=reduction, ignore_index=int(ignore_index))
+
+
+def _nll_loss_decomposition(input, target, weight, *, reduction, ignore_index):
     return _nll(input, target, weight, ignore_index, reduction)
+
+
+nll_loss_op = _define_loss("nll_loss", ("input", "target", "weight"), _nll_loss_decomposition, shape=_class_loss_shape)
 
 
 @float32_under_autocast
@@ -239,10 +271,19 @@ def cross_entropy(
     _check_class_weight(weight, n_classes, op)
     if not 0.0 <= label_smoothing <= 1.0:
         raise ValueError(f"{op}: label_smoothing must be between 0.0 and 1.0, got {label_smoothing}")
+    if not (target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape)):
+        _check_index_target(input, target, ignore_index, op)
+    attrs = dict(reduction=reduction, ignore_index=int(ignore_index), label_smoothing=float(label_smoothing))
+    return apply(cross_entropy_op, input, target, weight, **attrs)
+
+
+def _cross_entropy_decomposition(input, target, weight, *, reduction, ignore_index, label_smoothing):
+    """``log_softmax`` over the class dim, then the nll of the class indices (with PyTorch's
+    label smoothing) or the cross entropy with class probabilities."""
     class_dim = 0 if input.ndim == 1 else 1
     if target.dtype.is_floating_point and tuple(target.shape) == tuple(input.shape):
         return _cross_entropy_probs(input, target, weight, reduction, label_smoothing, class_dim)
-    _check_index_target(input, target, ignore_index, op)
+    n_classes = input.shape[class_dim]
     logp = log_softmax(input, class_dim)
     targets = _class_targets(target, weight, ignore_index, logp.dtype)
     nll = _nll(logp, target, weight, ignore_index, reduction, targets)
@@ -250,6 +291,11 @@ def cross_entropy(
         return nll
     smooth = _smoothing_term(logp, weight, reduction, class_dim, targets)
     return (1 - label_smoothing) * nll + smooth * (label_smoothing / n_classes)
+
+
+cross_entropy_op = _define_loss(
+    "cross_entropy", ("input", "target", "weight"), _cross_entropy_decomposition, shape=_class_loss_shape
+)
 
 
 def _smoothing_term(logp, weight, reduction: str, class_dim: int, targets):
@@ -310,11 +356,18 @@ def mse_loss(input, target, size_average=None, reduce=None, reduction: str = "me
     op = "mse_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _pair(input, target, op, weight)
+    return apply(mse_loss_op, input, target, weight, reduction=reduction)
+
+
+def _mse_loss_decomposition(input, target, weight, *, reduction):
     diff = input - target
     loss = diff * diff
     if weight is not None:
-        return _weighted(loss, weight, reduction, op)
-    return _reduce(loss, reduction, op)
+        return _weighted(loss, weight, reduction, "mse_loss")
+    return _reduce(loss, reduction, "mse_loss")
+
+
+mse_loss_op = _define_loss("mse_loss", ("input", "target", "weight"), _mse_loss_decomposition)
 
 
 @float32_under_autocast
@@ -323,10 +376,17 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction: str = "mea
     op = "l1_loss"
     reduction = _legacy_reduction(size_average, reduce, reduction)
     input, target = _pair(input, target, op, weight)
+    return apply(l1_loss_op, input, target, weight, reduction=reduction)
+
+
+def _l1_loss_decomposition(input, target, weight, *, reduction):
     loss = (input - target).abs()
     if weight is not None:
-        return _weighted(loss, weight, reduction, op)
-    return _reduce(loss, reduction, op)
+        return _weighted(loss, weight, reduction, "l1_loss")
+    return _reduce(loss, reduction, "l1_loss")
+
+
+l1_loss_op = _define_loss("l1_loss", ("input", "target", "weight"), _l1_loss_decomposition)
 
 
 def _quadratic_then_linear(diff, threshold: float, linear_slope: float):
@@ -343,11 +403,18 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction: str
     if beta < 0:
         raise RuntimeError(f"{op}: beta must be non-negative, got {beta}")
     input, target = _pair(input, target, op)
+    return apply(smooth_l1_loss_op, input, target, reduction=reduction, beta=float(beta))
+
+
+def _smooth_l1_loss_decomposition(input, target, *, reduction, beta):
     diff = input - target
     if beta == 0.0:
-        return _reduce(diff.abs(), reduction, op)
+        return _reduce(diff.abs(), reduction, "smooth_l1_loss")
     z = diff.abs()
-    return _reduce(_where(z < beta, 0.5 * diff * diff / beta, z - 0.5 * beta), reduction, op)
+    return _reduce(_where(z < beta, 0.5 * diff * diff / beta, z - 0.5 * beta), reduction, "smooth_l1_loss")
+
+
+smooth_l1_loss_op = _define_loss("smooth_l1_loss", ("input", "target"), _smooth_l1_loss_decomposition)
 
 
 @float32_under_autocast
@@ -357,10 +424,17 @@ def huber_loss(input, target, reduction: str = "mean", delta: float = 1.0, weigh
     if delta <= 0:
         raise RuntimeError(f"{op}: delta must be positive, got {delta}")
     input, target = _pair(input, target, op, weight)
+    return apply(huber_loss_op, input, target, weight, reduction=reduction, delta=float(delta))
+
+
+def _huber_loss_decomposition(input, target, weight, *, reduction, delta):
     loss = _quadratic_then_linear(input - target, delta, delta)
     if weight is not None:
-        return _weighted(loss, weight, reduction, op, mean_by_weight=False)
-    return _reduce(loss, reduction, op)
+        return _weighted(loss, weight, reduction, "huber_loss", mean_by_weight=False)
+    return _reduce(loss, reduction, "huber_loss")
+
+
+huber_loss_op = _define_loss("huber_loss", ("input", "target", "weight"), _huber_loss_decomposition)
 
 
 # probabilistic losses ----------------------------------------------------------------------------
@@ -380,14 +454,22 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
             f"({list(input.shape)}) is not supported; please ensure they have the same size"
         )
     check_values((input >= 0) & (input <= 1), f"{op}: all elements of input should be between 0 and 1")
-    log_x = _clamped_log(input)
-    log_1mx = _clamped_log(1 - input)
-    loss = -(target * log_x + (1 - target) * log_1mx)
     if weight is not None:
         _check_tensor(weight, "weight", op)
         broadcast_shapes(tuple(weight.shape), tuple(input.shape), op=op)
+    return apply(binary_cross_entropy_op, input, target, weight, reduction=reduction)
+
+
+def _binary_cross_entropy_decomposition(input, target, weight, *, reduction):
+    loss = -(target * _clamped_log(input) + (1 - target) * _clamped_log(1 - input))
+    if weight is not None:
         loss = loss * weight
-    return _reduce(loss, reduction, op)
+    return _reduce(loss, reduction, "binary_cross_entropy")
+
+
+binary_cross_entropy_op = _define_loss(
+    "binary_cross_entropy", ("input", "target", "weight"), _binary_cross_entropy_decomposition
+)
 
 
 def _clamped_log(x):
@@ -422,19 +504,29 @@ def binary_cross_entropy_with_logits(
         raise ValueError(
             f"{op}: target size ({list(target.shape)}) must be the same as input size ({list(input.shape)})"
         )
+    for role, t in (("pos_weight", pos_weight), ("weight", weight)):
+        if t is not None:
+            _check_tensor(t, role, op)
+            broadcast_shapes(tuple(t.shape), tuple(input.shape), op=op)
+    return apply(binary_cross_entropy_with_logits_op, input, target, weight, pos_weight, reduction=reduction)
+
+
+def _bce_with_logits_decomposition(input, target, weight, pos_weight, *, reduction):
+    """``(1 - t) x - w_pos log(sigmoid(x))`` with ``w_pos = (pos_weight - 1) t + 1``, from the logits."""
     neg_log_sig = _neg_log_sigmoid(input)
     if pos_weight is None:
         loss = (1 - target) * input + neg_log_sig
     else:
-        _check_tensor(pos_weight, "pos_weight", op)
-        broadcast_shapes(tuple(pos_weight.shape), tuple(input.shape), op=op)
         log_weight = (pos_weight - 1) * target + 1
         loss = (1 - target) * input + log_weight * neg_log_sig
     if weight is not None:
-        _check_tensor(weight, "weight", op)
-        broadcast_shapes(tuple(weight.shape), tuple(input.shape), op=op)
         loss = loss * weight
-    return _reduce(loss, reduction, op)
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+binary_cross_entropy_with_logits_op = _define_loss(
+    "binary_cross_entropy_with_logits", ("input", "target", "weight", "pos_weight"), _bce_with_logits_decomposition
+)
 
 
 @float32_under_autocast
@@ -449,22 +541,31 @@ def kl_div(input, target, size_average=None, reduce=None, reduction: str = "mean
     _check_reduction(reduction, op, ("none", "mean", "sum", "batchmean"))
     _check_floating(input, "input", op)
     _check_tensor(target, "target", op)
-    if log_target:
-        loss = target.exp() * (target - input)
-    else:
-        positive = target > 0
-        safe = _where(positive, target, 1)
-        loss = _where(positive, target * safe.log(), 0) - target * input
     if reduction == "mean":
         warnings.warn(
             "kl_div: reduction 'mean' divides the total loss by both the batch size and the support size; "
             "'batchmean' divides only by the batch size and aligns with the KL math definition",
             stacklevel=2,
         )
+    return apply(kl_div_op, input, target, reduction=reduction, log_target=bool(log_target))
+
+
+def _kl_div_decomposition(input, target, *, reduction, log_target):
+    if log_target:
+        loss = target.exp() * (target - input)
+    else:
+        positive = target > 0
+        safe = _where(positive, target, 1)
+        loss = _where(positive, target * safe.log(), 0) - target * input
     if reduction == "batchmean":
         total = loss.sum()
         return total / input.shape[0] if loss.ndim else total
-    return _reduce(loss, reduction, op)
+    return _reduce(loss, reduction, "kl_div")
+
+
+kl_div_op = _define_loss(
+    "kl_div", ("input", "target"), _kl_div_decomposition, reductions=("none", "mean", "sum", "batchmean")
+)
 
 
 @float32_under_autocast

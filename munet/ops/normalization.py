@@ -1,13 +1,15 @@
 """Normalization: layer_norm, rms_norm, batch_norm, group_norm, instance_norm, normalize.
 
-Every normalization is built on one composite, ``standardize``: over ``dims`` it returns
+The normalizations are composites (``define(..., decomposition=)``), each written in public ops
+beside its definition and built on one lower composite, ``standardize``: over ``dims`` it returns
 ``xhat = (x - mean) * rstd`` (or ``x * rstd`` without centering, for RMS norm) and
 ``rstd = 1 / sqrt(var + eps)`` (kept dims). Its decomposition (two sums, then the scale) is its
 meaning: the compiler fuses it into two reductions and one elementwise kernel; the cpu and
 vulkan backends register fast kernels for eager mode (``tests/ops/test_composites.py`` checks
-them against it). The gradient is the analytic formula written with public ops, and both outputs
-are differentiable, so double backward is exact. Affine weight/bias and running statistics are
-plain ops around it.
+them against it). Its gradient is the analytic formula written with public ops, and both outputs
+are differentiable, so double backward is exact. The norms around it (affine weight/bias, batch
+and instance norm's running statistics, updated in place without gradient) differentiate through
+their decompositions' ops.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ import numpy as np
 from munet import _dtype as D
 from munet.autograd.grad_mode import no_grad
 from munet.ops._registry import Meta, apply, define
-from munet.ops._utils import wrap_dim
+from munet.ops._utils import is_tensor, wrap_dim
 
 # torch.batch_norm / torch.instance_norm take (input, weight, bias, running_mean, ...), an order
 # unlike F's; they are left out of the munet namespace rather than given F's meaning.
@@ -107,8 +109,12 @@ def _finfo_eps(dtype) -> float:
     return float(np.finfo(dtype.np).eps)
 
 
+def _as_shape(normalized_shape) -> tuple:
+    return (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+
+
 def _normalized_shape(normalized_shape, input, op: str) -> tuple:
-    shape = (normalized_shape,) if isinstance(normalized_shape, int) else tuple(int(s) for s in normalized_shape)
+    shape = _as_shape(normalized_shape)
     k = len(shape)
     if k == 0:
         raise RuntimeError(f"{op}: expected normalized_shape to be at least 1-dimensional, got {list(shape)}")
@@ -143,33 +149,108 @@ def _check_float(input, op: str) -> None:
         raise RuntimeError(f"{op}: expected a floating point input, got {input.dtype.name}")
 
 
-# layer / rms norm ------------------------------------------------------------------------------------
+# layer / rms / group norm: composites over standardize --------------------------------------------
+#
+# Each public function checks its arguments and applies its composite op; the op's decomposition,
+# beside it, is its meaning (``standardize`` and the affine ops), read by eager mode, autograd,
+# tracing, ONNX export and every backend. The gradient comes from the decomposition's ops.
 
 
-def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
-    """Normalize over the trailing ``normalized_shape`` dims, then ``* weight + bias``."""
+def _float_result(input, *params):
+    return D.result_type(input, *(p for p in params if p is not None))
+
+
+def _layer_norm_meta(input, weight, bias, *, normalized_shape, eps):
     _check_float(input, "layer_norm")
     shape = _normalized_shape(normalized_shape, input, "layer_norm")
     _check_param(weight, shape, "weight", "layer_norm")
     _check_param(bias, shape, "bias", "layer_norm")
-    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    return Meta(tuple(input.shape), _float_result(input, weight, bias))
+
+
+def _layer_norm_decomposition(input, weight, bias, *, normalized_shape, eps):
+    dims = tuple(range(input.ndim - len(normalized_shape), input.ndim))
     xhat, _ = standardize(input, dims, eps, center=True)
     return _affine(xhat, weight, bias)
 
 
-def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
-    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing dims; ``eps=None`` is the dtype's epsilon."""
+layer_norm_op = define(
+    "layer_norm",
+    inputs=("input", "weight", "bias"),
+    meta=_layer_norm_meta,
+    decomposition=_layer_norm_decomposition,
+)
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps: float = 1e-5):
+    """Normalize over the trailing ``normalized_shape`` dims, then ``* weight + bias``."""
+    return apply(layer_norm_op, input, weight, bias, normalized_shape=_as_shape(normalized_shape), eps=float(eps))
+
+
+def _rms_norm_meta(input, weight, *, normalized_shape, eps):
     _check_float(input, "rms_norm")
     shape = _normalized_shape(normalized_shape, input, "rms_norm")
     _check_param(weight, shape, "weight", "rms_norm")
-    if eps is None:
-        eps = _finfo_eps(input.dtype)
-    dims = tuple(range(input.ndim - len(shape), input.ndim))
+    return Meta(tuple(input.shape), _float_result(input, weight))
+
+
+def _rms_norm_decomposition(input, weight, *, normalized_shape, eps):
+    dims = tuple(range(input.ndim - len(normalized_shape), input.ndim))
     xhat, _ = standardize(input, dims, eps, center=False)
     return _affine(xhat, weight, None)
 
 
-# batch / instance norm ------------------------------------------------------------------------------------
+rms_norm_op = define("rms_norm", inputs=("input", "weight"), meta=_rms_norm_meta, decomposition=_rms_norm_decomposition)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps: float | None = None):
+    """``x / sqrt(mean(x^2) + eps) * weight`` over the trailing dims; ``eps=None`` is the dtype's epsilon."""
+    if eps is None:  # the dtype's epsilon; a non-float input is refused by the op's meta
+        eps = _finfo_eps(input.dtype) if is_tensor(input) and input.dtype.is_floating_point else 0.0
+    return apply(rms_norm_op, input, weight, normalized_shape=_as_shape(normalized_shape), eps=float(eps))
+
+
+def _group_norm_meta(input, weight, bias, *, num_groups, eps):
+    _check_float(input, "group_norm")
+    if input.ndim < 2:
+        raise RuntimeError(f"group_norm: expected input of rank >= 2 (N, C, *), got shape {list(input.shape)}")
+    channels = input.shape[1]
+    if num_groups <= 0 or channels % num_groups != 0:
+        raise RuntimeError(
+            f"group_norm: expected number of channels in input to be divisible by num_groups, but got input of "
+            f"shape {list(input.shape)} and num_groups={num_groups}"
+        )
+    _check_param(weight, (channels,), "weight", "group_norm")
+    _check_param(bias, (channels,), "bias", "group_norm")
+    return Meta(tuple(input.shape), _float_result(input, weight, bias))
+
+
+def _group_norm_decomposition(input, weight, bias, *, num_groups, eps):
+    grouped = input.reshape(input.shape[0], num_groups, -1)
+    xhat, _ = standardize(grouped, (2,), eps, center=True)
+    return _channel_affine(xhat.reshape(tuple(input.shape)), weight, bias)
+
+
+group_norm_op = define(
+    "group_norm",
+    inputs=("input", "weight", "bias"),
+    meta=_group_norm_meta,
+    decomposition=_group_norm_decomposition,
+)
+
+
+def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
+    """Normalize over groups of ``C // num_groups`` channels (and all spatial dims) per sample."""
+    return apply(group_norm_op, input, weight, bias, num_groups=int(num_groups), eps=float(eps))
+
+
+# batch / instance norm: composites whose decomposition also updates the running statistics ------------
+
+
+def _channel_affine(out, weight, bias):
+    w = _channel_view(weight, out.ndim) if weight is not None else None
+    b = _channel_view(bias, out.ndim) if bias is not None else None
+    return _affine(out, w, b)
 
 
 def _update_running(running, stat, momentum: float) -> None:
@@ -199,6 +280,71 @@ def _eval_normalize(input, running_mean, running_var, eps: float, op: str):
     return (input - mean) * scale
 
 
+def _channel_norm_meta(op: str, min_rank: int, shape_text: str, stats_dims, what: str):
+    """Meta of batch_norm / instance_norm: (N, C, *) input, (C,) statistics and affine parameters."""
+
+    def meta(input, running_mean, running_var, weight, bias, *, use_input_stats, momentum, eps):
+        _check_float(input, op)
+        if input.ndim < min_rank:
+            raise ValueError(f"{op}: expected input of rank >= {min_rank} {shape_text}, got shape {list(input.shape)}")
+        channels = input.shape[1]
+        params = (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias))
+        for name, t in params:
+            _check_param(t, (channels,), name, op)
+        if not use_input_stats and (running_mean is None or running_var is None):
+            raise RuntimeError(f"{op}: running_mean and running_var must be defined when not using batch statistics")
+        if use_input_stats:
+            _check_count(input, stats_dims(input.ndim), what)
+        return Meta(tuple(input.shape), _float_result(input, weight, bias))
+
+    return meta
+
+
+def _batch_dims(ndim: int) -> tuple:
+    return (0, *range(2, ndim))
+
+
+def _instance_dims(ndim: int) -> tuple:
+    return tuple(range(2, ndim))
+
+
+def _check_count(input, dims, what: str) -> None:
+    count = 1
+    for d in dims:
+        count *= input.shape[d]
+    if count == 1:
+        raise ValueError(f"Expected more than 1 {what} when training, got input size {list(input.shape)}")
+
+
+def _channel_norm_decomposition(op: str, stats_dims, per_channel):
+    """batch_norm / instance_norm: standardize over ``stats_dims`` (and update the running
+    statistics with the stats ``per_channel`` reduces to (C,)), or normalize with the running ones."""
+
+    def decomposition(input, running_mean, running_var, weight, bias, *, use_input_stats, momentum, eps):
+        if not use_input_stats:
+            return _channel_affine(_eval_normalize(input, running_mean, running_var, eps, op), weight, bias)
+        dims = stats_dims(input.ndim)
+        out, _ = standardize(input, dims, eps, center=True)
+        if running_mean is not None or running_var is not None:
+            mean, var = _batch_stats(input, dims)
+            if running_mean is not None:
+                _update_running(running_mean, per_channel(mean, input), momentum)
+            if running_var is not None:
+                _update_running(running_var, per_channel(var, input), momentum)
+        return _channel_affine(out, weight, bias)
+
+    decomposition.__name__ = f"_{op}_decomposition"
+    return decomposition
+
+
+batch_norm_op = define(
+    "batch_norm",
+    inputs=("input", "running_mean", "running_var", "weight", "bias"),
+    meta=_channel_norm_meta("batch_norm", 2, "(N, C, *)", _batch_dims, "value per channel"),
+    decomposition=_channel_norm_decomposition("batch_norm", _batch_dims, lambda stat, x: stat.reshape(-1)),
+)
+
+
 def batch_norm(
     input,
     running_mean,
@@ -215,33 +361,18 @@ def batch_norm(
     given, updates them in place (without gradient) with ``momentum`` and the unbiased
     variance, like PyTorch; otherwise it normalizes with ``running_mean``/``running_var``.
     """
-    _check_float(input, "batch_norm")
-    if input.ndim < 2:
-        raise ValueError(f"batch_norm: expected input of rank >= 2 (N, C, *), got shape {list(input.shape)}")
-    channels = input.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
-        _check_param(t, (channels,), name, "batch_norm")
-    if training:
-        dims = (0,) + tuple(range(2, input.ndim))
-        count = 1
-        for d in dims:
-            count *= input.shape[d]
-        if count == 1:
-            raise ValueError(
-                f"Expected more than 1 value per channel when training, got input size {list(input.shape)}"
-            )
-        out, _ = standardize(input, dims, eps, center=True)
-        if running_mean is not None or running_var is not None:
-            mean, var = _batch_stats(input, dims)
-            if running_mean is not None:
-                _update_running(running_mean, mean.reshape(-1), momentum)
-            if running_var is not None:
-                _update_running(running_var, var.reshape(-1), momentum)
-    else:
-        out = _eval_normalize(input, running_mean, running_var, eps, "batch_norm")
-    w = _channel_view(weight, input.ndim) if weight is not None else None
-    b = _channel_view(bias, input.ndim) if bias is not None else None
-    return _affine(out, w, b)
+    attrs = dict(use_input_stats=bool(training), momentum=float(momentum), eps=float(eps))
+    return apply(batch_norm_op, input, running_mean, running_var, weight, bias, **attrs)
+
+
+instance_norm_op = define(
+    "instance_norm",
+    inputs=("input", "running_mean", "running_var", "weight", "bias"),
+    meta=_channel_norm_meta("instance_norm", 3, "(N, C, *)", _instance_dims, "spatial element"),
+    decomposition=_channel_norm_decomposition(
+        "instance_norm", _instance_dims, lambda stat, x: stat.reshape(x.shape[0], x.shape[1]).mean(0)
+    ),
+)
 
 
 def instance_norm(
@@ -255,52 +386,8 @@ def instance_norm(
     eps: float = 1e-5,
 ):
     """Normalize each (sample, channel) over its spatial dims; running stats averaged over N."""
-    _check_float(input, "instance_norm")
-    if input.ndim < 3:
-        raise ValueError(f"instance_norm: expected input of rank >= 3 (N, C, *), got shape {list(input.shape)}")
-    channels = input.shape[1]
-    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
-        _check_param(t, (channels,), name, "instance_norm")
-    if use_input_stats:
-        dims = tuple(range(2, input.ndim))
-        count = 1
-        for d in dims:
-            count *= input.shape[d]
-        if count == 1:
-            raise ValueError(f"Expected more than 1 spatial element when training, got input size {list(input.shape)}")
-        out, _ = standardize(input, dims, eps, center=True)
-        if running_mean is not None or running_var is not None:
-            mean, var = _batch_stats(input, dims)
-            if running_mean is not None:
-                _update_running(running_mean, mean.reshape(input.shape[0], channels).mean(0), momentum)
-            if running_var is not None:
-                _update_running(running_var, var.reshape(input.shape[0], channels).mean(0), momentum)
-    else:
-        out = _eval_normalize(input, running_mean, running_var, eps, "instance_norm")
-    w = _channel_view(weight, input.ndim) if weight is not None else None
-    b = _channel_view(bias, input.ndim) if bias is not None else None
-    return _affine(out, w, b)
-
-
-def group_norm(input, num_groups: int, weight=None, bias=None, eps: float = 1e-5):
-    """Normalize over groups of ``C // num_groups`` channels (and all spatial dims) per sample."""
-    _check_float(input, "group_norm")
-    if input.ndim < 2:
-        raise RuntimeError(f"group_norm: expected input of rank >= 2 (N, C, *), got shape {list(input.shape)}")
-    n, channels = input.shape[0], input.shape[1]
-    if num_groups <= 0 or channels % num_groups != 0:
-        raise RuntimeError(
-            f"group_norm: expected number of channels in input to be divisible by num_groups, but got input of "
-            f"shape {list(input.shape)} and num_groups={num_groups}"
-        )
-    _check_param(weight, (channels,), "weight", "group_norm")
-    _check_param(bias, (channels,), "bias", "group_norm")
-    grouped = input.reshape(n, num_groups, -1)
-    xhat, _ = standardize(grouped, (2,), eps, center=True)
-    out = xhat.reshape(tuple(input.shape))
-    w = _channel_view(weight, input.ndim) if weight is not None else None
-    b = _channel_view(bias, input.ndim) if bias is not None else None
-    return _affine(out, w, b)
+    attrs = dict(use_input_stats=bool(use_input_stats), momentum=float(momentum), eps=float(eps))
+    return apply(instance_norm_op, input, running_mean, running_var, weight, bias, **attrs)
 
 
 def local_response_norm(input, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1.0):

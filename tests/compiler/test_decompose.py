@@ -71,3 +71,38 @@ def test_without_fusion_the_standardize_kernel_stays():
     compiled = munet.compile(lambda x: F.layer_norm(x, (64,)), fuse=False)
     np.testing.assert_array_equal(compiled(x).numpy(), F.layer_norm(x, (64,)).numpy())
     assert "standardize" in _names(compiled)
+
+
+def _fast_kernel_composites(x):
+    """Every composite that cpu and vulkan give a fast kernel, each fed by and feeding elementwise ops."""
+    return (
+        F.softmax(x * 2, -1) + 1,
+        F.log_softmax(x * 2, -1) + 1,
+        munet.logsumexp(x * 2, -1) + 1,
+        munet.nansum(x * 2, -1) + 1,
+        F.layer_norm(x * 2, (x.shape[-1],)) + 1,
+    )
+
+
+_FAST_KERNEL_OPS = ("softmax", "log_softmax", "logsumexp", "nansum", "standardize")
+
+
+@pytest.mark.parametrize("device", ["cpu", "vulkan"])
+def test_a_fusing_plan_decomposes_every_fast_kernel_composite_on_every_device(device, request):
+    """No compile target keeps a composite's eager kernel in a fusing plan: the decomposition is what
+    fuses with the ops around it; an unfused plan keeps the kernels (eager's bits)."""
+    if device == "vulkan":
+        device = request.getfixturevalue("vulkan")
+    elif build.find_compiler() is None:
+        pytest.skip("no C compiler on this machine")
+    x = munet.tensor(np.random.default_rng(3).standard_normal((6, 16)).astype(np.float32)).to(device)
+    fused = munet.compile(_fast_kernel_composites)
+    got = fused(x)
+    assert not set(_names(fused)) & set(_FAST_KERNEL_OPS), _names(fused)
+    assert fused.stats()["passes"]["decompose"] == len(_FAST_KERNEL_OPS)
+    unfused = munet.compile(_fast_kernel_composites, fuse=False)
+    kept = unfused(x)
+    assert set(_FAST_KERNEL_OPS) <= set(_names(unfused))
+    for g, k, e in zip(got, kept, _fast_kernel_composites(x)):
+        np.testing.assert_array_equal(k.cpu().numpy(), e.cpu().numpy())
+        np.testing.assert_allclose(g.cpu().numpy(), e.cpu().numpy(), rtol=1e-5, atol=1e-5)

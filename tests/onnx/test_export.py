@@ -247,10 +247,12 @@ def test_random_ops_refuse_to_export():
 def test_every_traceable_op_exports_or_is_refused_by_name():
     from munet.ops._registry import OPS
 
-    # a composite without a gradient rule of its own never becomes a node: it traces as its decomposition
+    # a composite without its own gradient rule is traced as its decomposition's ops, never as a
+    # node of its own, so it exports through them (and needs no rule)
     decomposed = {name for name, op in OPS.items() if op.decomposition is not None and op.backward is None}
     assert set(OPS) == set(RULES) | set(NOT_EXPORTED) | CREATION | decomposed
     assert not set(RULES) & set(NOT_EXPORTED)
+    assert not decomposed & (set(RULES) | set(NOT_EXPORTED))
 
 
 def test_writes_paths_and_files(tmp_path):

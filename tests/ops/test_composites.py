@@ -354,3 +354,75 @@ def test_a_composite_without_backward_runs_its_fast_kernel_only_where_no_gradien
     with munet.no_grad():
         apply(softsquare, x)
     assert len(calls) == 2
+
+
+def _composite_calls():
+    """Public calls of the composites whose decomposition runs in every mode (no own gradient rule)."""
+    g = np.random.default_rng(4)
+
+    def t(*shape, dtype=np.float32):
+        return munet.tensor(g.standard_normal(shape).astype(dtype))
+
+    x, w, b = t(4, 6, 5), t(6), t(6)
+    labels = munet.tensor(g.integers(0, 6, (4, 5)))
+    probs = t(4, 6, 5).softmax(1)
+    q, kv = t(2, 4, 3, 8), t(2, 2, 7, 8)
+    return [
+        lambda: F.layer_norm(x, (5,)),
+        lambda: F.layer_norm(x.double(), (6, 5)),
+        lambda: F.rms_norm(x, (5,), t(5)),
+        lambda: F.group_norm(x, 3, w, b),
+        lambda: F.batch_norm(x, munet.zeros(6), munet.ones(6), w, b, training=True),
+        lambda: F.batch_norm(x, munet.zeros(6), munet.ones(6), training=False),
+        lambda: F.instance_norm(x, munet.zeros(6), munet.ones(6), w, b),
+        lambda: F.scaled_dot_product_attention(q, kv, kv, enable_gqa=True),
+        lambda: F.scaled_dot_product_attention(q, t(2, 1, 7, 8), t(2, 1, 7, 2), is_causal=True),
+        lambda: F.scaled_dot_product_attention(q, q, q, attn_mask=t(3, 3) > 0),
+        lambda: F.cross_entropy(x, labels, reduction="none", label_smoothing=0.1),
+        lambda: F.cross_entropy(x, probs, reduction="none"),
+        lambda: F.cross_entropy(x[:, :, 0], labels[:, 0], weight=w.abs()),
+        lambda: F.nll_loss(x.log_softmax(1), labels, reduction="none"),
+        lambda: F.mse_loss(x, probs, reduction="none"),
+        lambda: F.l1_loss(x, probs, weight=probs),
+        lambda: F.smooth_l1_loss(x, probs, beta=0.5, reduction="sum"),
+        lambda: F.huber_loss(x, probs, reduction="none", delta=0.3),
+        lambda: F.binary_cross_entropy(probs, probs.detach() * 0 + 0.5, reduction="none"),
+        lambda: F.binary_cross_entropy_with_logits(x, probs, pos_weight=t(5).abs(), reduction="none"),
+        lambda: F.kl_div(probs.log(), probs, reduction="batchmean"),
+        lambda: F.kl_div(x, x, reduction="none", log_target=True),
+        *(lambda f=f: f(x) for f in (F.gelu, F.silu, F.mish, F.hardsigmoid, F.hardswish, F.softsign)),
+        *(lambda f=f: f(x) for f in (F.logsigmoid, F.tanhshrink, F.hardshrink, F.softshrink)),
+        lambda: F.gelu(x, approximate="tanh"),
+        lambda: F.glu(x, 1),
+        lambda: F.prelu(x, t(6)),
+    ]
+
+
+def test_every_composite_has_a_meta_that_matches_its_decomposition(monkeypatch):
+    """Each composite's meta (its shape/dtype rule) agrees with what its decomposition returns, on a
+    call per code path; every composite of the activation, attention, loss and normalization
+    families whose gradient comes from its decomposition is called."""
+    from munet.ops import _registry
+
+    seen = set()
+
+    def checked(op, args, attrs):
+        result = decompose(op, args, attrs)
+        meta = op.meta(*args, **attrs)
+        metas = meta if isinstance(meta, tuple) and not isinstance(meta, Meta) else (meta,)
+        results = result if isinstance(result, tuple) else (result,)
+        for m, r in zip(metas, results, strict=True):
+            assert (tuple(m.shape), m.dtype) == (tuple(r.shape), r.dtype), op.name
+        seen.add(op.name)
+        return result
+
+    monkeypatch.setattr(_registry, "decompose", checked)
+    for call in _composite_calls():
+        call()
+    families = {f"munet.ops.{m}" for m in ("activation", "attention", "loss", "normalization")}
+    wanted = {
+        name
+        for name, op in ops.OPS.items()
+        if op.decomposition is not None and op.backward is None and op.decomposition.__module__ in families
+    }
+    assert wanted - seen == set()

@@ -11,8 +11,8 @@ decomposed in turn.
 A node stays one node when its device's compile target generates a kernel for it
 (``target.generates(node)``: cpu's gather form of ``max_pool_backward``), or when its backend has
 a fast kernel for it and the plan is not fusing (the single kernel then beats several unfused
-ones) or the target lists the op in ``fast_composites``. Otherwise, and always where its device
-has no kernel for it, it is decomposed.
+ones, and an unfused plan runs eager's kernels, bit for bit). A fusing plan decomposes every other
+composite, on every device: the decomposition is what fuses with its producers and consumers.
 """
 
 from __future__ import annotations
@@ -110,4 +110,4 @@ def _decomposes(node: Node, fusing: bool) -> bool:
         return False
     if op.name not in get_backend(device).kernels:
         return True
-    return fusing and op.name not in target.fast_composites
+    return fusing
