@@ -977,8 +977,6 @@ NOT_EXPORTED = {
             "leaky_relu_backward",
             "max_pool_backward",
             "prod_others_backward",
-            "reduce_onehot",
-            "reduce_tie_weights",
             "strided_scatter_add",
             "threshold_backward",
             "prod_others",
