@@ -36,16 +36,20 @@ def arange(rt, *, start, end, step, dtype):
 
 @kernel("linspace")
 def linspace(rt, *, start, end, steps, dtype):
+    """The decomposition's formula (``munet/ops/creation.py``), as the cpu kernel computes it:
+    PyTorch's half from ``start`` and half from ``end``, in float32/float64 for those dtypes, in
+    float64 after truncating ``start`` and ``end`` for integers, in float32 for other floats."""
     cp = rt.cupy
-    if not dtype.is_floating_point:
-        return cp.linspace(start, end, steps).astype(cp.int64).astype(dtype.np)
+    floating = dtype.is_floating_point
     if steps == 1:
-        return copies.cast(cp, cp.full(1, start, dtype=cp.float64), dtype)
-    # PyTorch fills the first half from start and the second half from end (as the cpu kernel).
-    step = (end - start) / (steps - 1)
-    idx = cp.arange(steps, dtype=cp.float64)
-    out = cp.where(idx < steps // 2, start + step * idx, end - step * (steps - 1 - idx))
-    return copies.cast(cp, out, dtype)
+        return copies.cast(cp, cp.full(1, start, dtype=cp.float64 if floating else cp.int64), dtype)
+    work = (dtype.np if dtype.np in (np.float32, np.float64) else np.float32) if floating else np.float64
+    rounded = np.dtype(work).type
+    lo, hi = (rounded(v) if floating else rounded(np.int64(v)) for v in (start, end))
+    step = rounded((hi - lo) / rounded(steps - 1))
+    i = cp.arange(steps, dtype=work)
+    out = cp.where(i < steps // 2, i * step + lo, hi - (steps - 1 - i) * step)
+    return copies.cast(cp, out if floating else cp.trunc(out).astype(cp.int64), dtype)
 
 
 @kernel("eye")
