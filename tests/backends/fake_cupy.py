@@ -400,7 +400,8 @@ def _parameter(text: str) -> tuple:
 
 
 def install(monkeypatch) -> None:
-    """Make this module CuPy for the test: the cuda backend finds two fake devices."""
+    """Make this module CuPy for the test: the cuda backend finds two fake devices (call
+    :func:`uninstall` after the test, so no later test sees them)."""
     from munet.backends.cuda import discovery, launch, nvrtc
 
     for name in ("cupy", "cupy_backends", "cupy_backends.cuda", "cupy_backends.cuda.libs"):
@@ -422,6 +423,14 @@ def install(monkeypatch) -> None:
     discovery.reset()
     GEMM_CALLS.clear()
     LAUNCHES.clear()
+
+
+def uninstall() -> None:
+    """Forget the fake devices and the kernels loaded for them."""
+    from munet.backends.cuda import discovery, launch
+
+    launch.clear()
+    discovery.reset()
 
 
 cuda = types.SimpleNamespace(

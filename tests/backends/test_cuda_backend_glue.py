@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 
 import munet
-from munet.backends.cuda import discovery
 from tests.backends import fake_cupy
 
 
@@ -17,7 +16,7 @@ from tests.backends import fake_cupy
 def fake_gpus(monkeypatch):
     fake_cupy.install(monkeypatch)
     yield
-    discovery.reset()
+    fake_cupy.uninstall()
 
 
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool"]

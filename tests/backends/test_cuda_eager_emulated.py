@@ -26,6 +26,8 @@ pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-bindings) is not 
 @pytest.fixture(autouse=True)
 def fake_gpus(monkeypatch):
     fake_cupy.install(monkeypatch)
+    yield
+    fake_cupy.uninstall()
 
 
 def _pair(shape, dtype="float32", seed=0, scale=3.0):
