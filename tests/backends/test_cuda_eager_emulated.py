@@ -15,6 +15,7 @@ import pytest
 import munet
 from munet.backends.cuda import emulation
 from tests.backends import fake_cupy
+from tests.backends.cuda_cases import EAGER_ELEMENTWISE, EAGER_REDUCTIONS, pair, same
 
 try:
     emulation.find_cxx()
@@ -30,102 +31,62 @@ def fake_gpus(monkeypatch):
     fake_cupy.uninstall()
 
 
-def _pair(shape, dtype="float32", seed=0, scale=3.0):
-    values = np.random.default_rng(seed).standard_normal(shape) * scale
-    host = munet.tensor(values).to(getattr(munet, dtype))
-    return host, host.to("cuda:0")
-
-
-def _same(cuda_result, cpu_result, exact=True):
-    assert cuda_result.device == munet.device("cuda", 0) and cuda_result.dtype is cpu_result.dtype
-    assert tuple(cuda_result.shape) == tuple(cpu_result.shape)
-    got = cuda_result.cpu().float().numpy() if cpu_result.dtype is munet.bfloat16 else cuda_result.cpu().numpy()
-    want = cpu_result.float().numpy() if cpu_result.dtype is munet.bfloat16 else cpu_result.numpy()
-    if exact:
-        np.testing.assert_array_equal(got, want)
-    else:
-        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
-
-
-ELEMENTWISE = {
-    "add, broadcast": lambda x, y: x + y[0],
-    "mul by a python number, transposed": lambda x, y: x.t() * 2.5,
-    "where with a python number": lambda x, y: munet.where(x > 0, x, 0.0),
-    "clamp with a missing max": lambda x, y: munet.clamp(x, min=y[1]),
-    "lerp with a python weight": lambda x, y: munet.lerp(x, y, 0.25),
-    "comparison to bool": lambda x, y: x.t() >= y.t(),
-    "leaky_relu attribute": lambda x, y: munet.nn.functional.leaky_relu(x, 0.2),
-    "sliced operand": lambda x, y: x[:, 1::2] - y[:, ::2],
-}
-
-
-@pytest.mark.parametrize("case", ELEMENTWISE)
+@pytest.mark.parametrize("case", EAGER_ELEMENTWISE)
 def test_elementwise_ops_match_the_cpu(case):
-    (x, xc), (y, yc) = _pair((4, 6), seed=1), _pair((4, 6), seed=2)
-    fn = ELEMENTWISE[case]
-    _same(fn(xc, yc), fn(x, y))
+    (x, xc), (y, yc) = pair((4, 6), seed=1), pair((4, 6), seed=2)
+    fn = EAGER_ELEMENTWISE[case]
+    same(fn(xc, yc), fn(x, y))
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float64"])
 def test_floats_of_other_widths(dtype):
-    (x, xc), (y, yc) = _pair((3, 5), dtype, seed=3), _pair((5,), dtype, seed=4)
-    _same(xc * yc + 1, x * y + 1)
-    _same(munet.exp(xc), munet.exp(x), exact=dtype != "float64")  # CUDA's exp vs the C library's
+    (x, xc), (y, yc) = pair((3, 5), dtype, seed=3), pair((5,), dtype, seed=4)
+    same(xc * yc + 1, x * y + 1)
+    same(munet.exp(xc), munet.exp(x), exact=dtype != "float64")  # CUDA's exp vs the C library's
 
 
 def test_integers_wrap_as_on_the_cpu():
     x = munet.tensor(np.arange(-60, 60, 7, dtype=np.int8))
-    _same(x.to("cuda:0") + 100, x + 100)
+    same(x.to("cuda:0") + 100, x + 100)
     a = munet.tensor(np.arange(12, dtype=np.int64).reshape(3, 4))
-    _same(a.to("cuda:0") * a.to("cuda:0").t().t() - 5, a * a - 5)
+    same(a.to("cuda:0") * a.to("cuda:0").t().t() - 5, a * a - 5)
 
 
 def test_in_place_ops_write_their_first_argument():
-    x, xc = _pair((5, 5), seed=5)
-    y, yc = _pair((5,), seed=6)
+    x, xc = pair((5, 5), seed=5)
+    y, yc = pair((5,), seed=6)
     before = xc.data_ptr()
     xc.add_(yc)
     x.add_(y)
     assert xc.data_ptr() == before
-    _same(xc, x)
+    same(xc, x)
     xc.mul_(xc.t())  # the operand aliases the output at other positions: computed through a copy
     x.mul_(x.t().clone())
-    _same(xc, x)
+    same(xc, x)
 
 
 def test_size_zero_launches_nothing():
-    x, xc = _pair((0, 3))
+    x, xc = pair((0, 3))
     fake_cupy.LAUNCHES.clear()
-    _same(xc + 1, x + 1)
+    same(xc + 1, x + 1)
     assert fake_cupy.LAUNCHES == []
 
 
-REDUCTIONS = {
-    "sum over a transposed dim": lambda x: x.t().sum(1),
-    "sum of everything, keepdim": lambda x: x.sum(dim=(0, 1), keepdim=True),
-    "sum of a long row (one block per row)": lambda x: x.reshape(3, 80).sum(1),
-    "amax": lambda x: x.amax(0),
-    "amin keepdim": lambda x: x.amin(1, keepdim=True),
-    "argmax over everything": lambda x: x.argmax(),
-    "argmin along a dim": lambda x: x.argmin(0),
-}
-
-
-@pytest.mark.parametrize("case", REDUCTIONS)
+@pytest.mark.parametrize("case", EAGER_REDUCTIONS)
 def test_reductions_match_the_cpu(case):
-    x, xc = _pair((12, 20), seed=7)
-    fn = REDUCTIONS[case]
+    x, xc = pair((12, 20), seed=7)
+    fn = EAGER_REDUCTIONS[case]
     # the device sums in double and rounds once; the cpu sums float32 pairwise
-    _same(fn(xc), fn(x), exact="sum" not in case)
+    same(fn(xc), fn(x), exact="sum" not in case)
 
 
 def test_reductions_of_integers_and_nan():
     a = munet.tensor(np.arange(1, 13, dtype=np.int32).reshape(3, 4))
-    _same(a.to("cuda:0").sum(1), a.sum(1))
-    _same(a.to("cuda:0").prod(0), a.prod(0))
+    same(a.to("cuda:0").sum(1), a.sum(1))
+    same(a.to("cuda:0").prod(0), a.prod(0))
     x = munet.tensor([[1.0, float("nan"), 3.0], [4.0, 5.0, -1.0]])
-    _same(x.to("cuda:0").amax(1), x.amax(1))
-    _same(x.to("cuda:0").argmax(1), x.argmax(1))
+    same(x.to("cuda:0").amax(1), x.amax(1))
+    same(x.to("cuda:0").argmax(1), x.argmax(1))
 
 
 def test_random_streams_match_the_cpu():
@@ -137,12 +98,12 @@ def test_random_streams_match_the_cpu():
         munet.manual_seed(3)
         cpu = draw("cpu")
         munet.manual_seed(3)
-        _same(draw("cuda:0"), cpu, exact)
+        same(draw("cuda:0"), cpu, exact)
 
 
 def test_every_launch_went_through_the_fake_module_loader():
-    x, xc = _pair((2, 3))
+    x, xc = pair((2, 3))
     fake_cupy.LAUNCHES.clear()
-    _same(munet.sqrt(xc.abs()), munet.sqrt(x.abs()))
+    same(munet.sqrt(xc.abs()), munet.sqrt(x.abs()))
     names = [name for name, _, _ in fake_cupy.LAUNCHES]
     assert len(names) == 2 and names[0].startswith("munet_abs_") and names[1].startswith("munet_sqrt_")
