@@ -425,6 +425,19 @@ def install(monkeypatch) -> None:
     LAUNCHES.clear()
 
 
+def skip_without_emulation() -> None:
+    """Skip the calling test module when kernels cannot run here (no C++ compiler, or no NVRTC)."""
+    import pytest
+
+    from munet.backends.cuda import emulation
+
+    try:
+        emulation.find_cxx()
+    except emulation.EmulationUnavailableError as error:  # pragma: no cover - CI has a C++ compiler
+        pytest.skip(str(error), allow_module_level=True)
+    pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-bindings) is not installed")
+
+
 def uninstall() -> None:
     """Forget the fake devices and the kernels loaded for them."""
     from munet.backends.cuda import discovery, launch

@@ -11,12 +11,7 @@ import pytest
 import munet
 from tests.backends import fake_cupy
 
-
-@pytest.fixture(autouse=True)
-def fake_gpus(monkeypatch):
-    fake_cupy.install(monkeypatch)
-    yield
-    fake_cupy.uninstall()
+pytestmark = pytest.mark.usefixtures("fake_gpus")
 
 
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool"]

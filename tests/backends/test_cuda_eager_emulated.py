@@ -13,22 +13,11 @@ import numpy as np
 import pytest
 
 import munet
-from munet.backends.cuda import emulation
 from tests.backends import fake_cupy
 from tests.backends.cuda_cases import EAGER_ELEMENTWISE, EAGER_REDUCTIONS, pair, same
 
-try:
-    emulation.find_cxx()
-except emulation.EmulationUnavailableError as error:  # pragma: no cover - CI has a C++ compiler
-    pytest.skip(str(error), allow_module_level=True)
-pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-bindings) is not installed")
-
-
-@pytest.fixture(autouse=True)
-def fake_gpus(monkeypatch):
-    fake_cupy.install(monkeypatch)
-    yield
-    fake_cupy.uninstall()
+fake_cupy.skip_without_emulation()
+pytestmark = pytest.mark.usefixtures("fake_gpus")
 
 
 @pytest.mark.parametrize("case", EAGER_ELEMENTWISE)

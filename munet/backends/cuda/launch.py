@@ -61,6 +61,11 @@ def function(rt, src):
     return loaded[1]
 
 
+def is_loaded(rt, src) -> bool:
+    """Whether ``src`` is already loaded on ``rt``'s device (a later launch compiles nothing)."""
+    return (rt.index, src.name) in _functions
+
+
 def pack(arguments) -> tuple:
     """Each ``(C type, value)`` as the NumPy scalar CuPy passes by value (pointers as ``uint64``)."""
     packed = []
