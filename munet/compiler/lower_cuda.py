@@ -14,9 +14,12 @@ rendered (and its kernels compiled by NVRTC) on any machine:
   (a primitive run by the backend's eager kernel), ``view`` (new geometry, no work), ``host``
   (scalar arithmetic).
 
-The device side's ``CudaTarget`` (``munet/backends/cuda/``) subclasses this with values, launch
-and CUDA graph capture; tests render plans of whole training steps with a cpu stand-in device
-(``tests/backends/test_cuda_plans.py``).
+:class:`CudaTarget` (the ``compile_target`` the cuda backend registers) subclasses it with values
+and launch: fused kernels go through ``munet.backends.cuda.launch``, matmuls and other primitives
+through the backend's eager kernels (cuBLAS for matmul). It uses no arena, writes no state in
+place and captures no CUDA graph yet. Tests render plans of whole training steps with a cpu
+stand-in device (``tests/backends/test_cuda_plans.py``) and run compiled steps on the fake
+devices (``tests/backends/test_cuda_compiled_emulated.py``).
 """
 
 from __future__ import annotations

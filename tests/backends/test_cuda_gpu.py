@@ -290,3 +290,15 @@ def test_rendered_random_kernels_reproduce_the_cpu_streams():
     cuda = munet.rand(1000, device="cuda"), munet.randint(-3, 50, (999,), device="cuda")
     for got, want in zip(cuda, cpu):
         same(got, want)
+
+
+def test_a_compiled_step_with_fused_kernels_matches_eager_cpu():
+    def f(x, y):
+        z = munet.tanh(x * 2 + y) - x.sigmoid()
+        return munet.softmax(z, dim=1)
+
+    (x, xc), (y, yc) = pair((64, 300), seed=8), pair((300,), seed=9)
+    compiled = munet.compile(f)
+    got = compiled(xc, yc)
+    np.testing.assert_allclose(got.cpu().numpy(), f(x, y).numpy(), rtol=1e-5, atol=1e-6)
+    assert compiled.stats()["generated_kernels"] >= 1 and compiled.stats()["fallback"] is None
