@@ -96,3 +96,22 @@ def test_every_launch_went_through_the_fake_module_loader():
     same(munet.sqrt(xc.abs()), munet.sqrt(x.abs()))
     names = [name for name, _, _ in fake_cupy.LAUNCHES]
     assert len(names) == 2 and names[0].startswith("munet_abs_") and names[1].startswith("munet_sqrt_")
+
+
+def test_a_dtype_without_a_cuda_form_is_a_device_error():
+    # integer floor_divide has no CUDA form (a zero divisor gives no error on the device)
+    x = munet.tensor([7, -3, 4]).to("cuda:0")
+    with pytest.raises(
+        munet.DeviceError, match=r"div_floor: no kernel for device 'cuda:0' \(cuda: scalar op 'floor_divide' on int"
+    ):
+        x // 2
+
+
+def test_each_device_loads_its_own_module_and_runs_there():
+    x, xc = pair((3, 4), device="cuda:1")
+    fake_cupy.LAUNCHES.clear()
+    with munet.cuda.device(0):
+        result = xc * 3 - 1
+    assert result.device == munet.device("cuda", 1)
+    np.testing.assert_array_equal(result.cpu().numpy(), (x * 3 - 1).numpy())
+    assert len(fake_cupy.LAUNCHES) == 2
