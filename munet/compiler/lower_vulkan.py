@@ -157,7 +157,7 @@ class VulkanTarget:
         if isinstance(rendered, str):
             self.counters["fallback"] += 1
             self.counters["fallback_reasons"].append(rendered)
-            return self._members_step(node, executable)
+            return executable.members_step(node, self.backend.device)
         kernel, tensors, scalars, source = rendered
         node.attrs["group"].kernel = kernel
         self.counters["generated"] += 1
@@ -216,10 +216,6 @@ class VulkanTarget:
                 env[i] = r
 
         return fused_step
-
-    def _members_step(self, node, executable):
-        """Run the group's member nodes with the unfused vulkan kernels."""
-        return executable.members_step(node, self.backend.device)
 
     # reporting -----------------------------------------------------------------------------------
     def describe_fused(self, node) -> list[str]:
