@@ -69,10 +69,11 @@ def toy(tmp_path):
 def _forget(names) -> None:
     from munet.backends.cpu import kernels_formula
     from munet.backends.cpu.registry import KERNELS as CPU
+    from munet.backends.cuda.registry import KERNELS as CUDA
     from munet.compiler.arena import OUT_KERNELS
     from munet.compiler.codegen.kernel import ELEMENTWISE_RULES
 
-    tables = [CPU, kernels_formula._RENDERED, OUT_KERNELS, ELEMENTWISE_RULES]
+    tables = [CPU, CUDA, kernels_formula._RENDERED, OUT_KERNELS, ELEMENTWISE_RULES]
     if "munet.backends.vulkan.registry" in sys.modules:
         tables.append(sys.modules["munet.backends.vulkan.registry"].KERNELS)
         for backend in _open_vulkan_backends():
@@ -142,10 +143,8 @@ def test_the_toy_ops_appear_in_the_coverage_table(toy):
     header = next(line for line in table.splitlines() if line.startswith("| op |"))
     softsign = next(line for line in table.splitlines() if line.startswith("| `toy_softsign` |"))
     cells = dict(zip(header.split("|"), softsign.split("|")))
-    # cuda renders formula kernels once the CUDA C renderer lands (issue 12, item 2): drop the
-    # exception then, so that this checks every backend again.
-    missing = [column.strip() for column, cell in cells.items() if "**missing**" in cell and column.strip() != "cuda"]
-    assert missing == [] and softsign.count("yes") >= 2, softsign
+    missing = [column.strip() for column, cell in cells.items() if "**missing**" in cell]
+    assert missing == [] and softsign.count("yes") >= 3, softsign
     swish = next(line for line in table.splitlines() if line.startswith("| `toy_swish` |"))
     assert "decomposition" in swish and "fast kernel" not in swish, swish
 

@@ -169,6 +169,24 @@ class Executable:
 
         return transfer_step
 
+    def members_step(self, node, device):
+        """A step running a fused group's member nodes with ``device``'s unfused kernels (a target's
+        fallback for a group its renderer cannot express)."""
+        group = node.attrs["group"]
+        sub = Graph()
+        sub.inputs = list(group.inputs)
+        sub.nodes = list(group.members)
+        sub.outputs = list(group.outputs)
+        inner = Executable(sub, device, plan_memory=False)
+        in_slots = [self.slot[v] for v in group.inputs]
+        out_slots = [self.slot[v] for v in group.outputs]
+
+        def members_step(env):
+            for i, r in zip(out_slots, inner.run([env[i] for i in in_slots])):
+                env[i] = r
+
+        return members_step
+
     def scope(self):
         """The context one call runs in (on vulkan: one command buffer, submitted at its end)."""
         return self.target.scope()

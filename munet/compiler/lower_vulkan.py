@@ -33,7 +33,6 @@ from munet.backends.vulkan.views import VkView
 from munet.backends.vulkan.wgsl import scalar_word
 from munet.compiler.codegen.kernel import kernel_from_group, loads_only_at_write_index
 from munet.compiler.codegen.wgsl import UnsupportedKernelError, render_wgsl, strip_prelude, workgroups
-from munet.compiler.ir import Graph
 from munet.compiler.passes.fuse import FUSED
 from munet.compiler.passes.memory import plan_memory
 
@@ -155,7 +154,7 @@ class VulkanTarget:
         if isinstance(rendered, str):
             self.counters["fallback"] += 1
             self.counters["fallback_reasons"].append(rendered)
-            return self._members_step(node, executable)
+            return executable.members_step(node, self.backend.device)
         kernel, tensors, scalars, source = rendered
         node.attrs["group"].kernel = kernel
         self.counters["generated"] += 1
@@ -214,25 +213,6 @@ class VulkanTarget:
                 env[i] = r
 
         return fused_step
-
-    def _members_step(self, node, executable):
-        """Run the group's member nodes with the unfused vulkan kernels."""
-        from munet.compiler.executable import Executable
-
-        group = node.attrs["group"]
-        sub = Graph()
-        sub.inputs = list(group.inputs)
-        sub.nodes = list(group.members)
-        sub.outputs = list(group.outputs)
-        inner = Executable(sub, self.backend.device, plan_memory=False)
-        in_slots = [executable.slot[v] for v in group.inputs]
-        out_slots = [executable.slot[v] for v in group.outputs]
-
-        def members_step(env):
-            for i, r in zip(out_slots, inner.run([env[i] for i in in_slots])):
-                env[i] = r
-
-        return members_step
 
     # reporting -----------------------------------------------------------------------------------
     def describe_fused(self, node) -> list[str]:

@@ -28,9 +28,9 @@ import threading
 import numpy as np
 
 from munet._device import DeviceError, as_device
-from munet.backends.cuda import discovery
+from munet.backends.cuda import discovery, nvrtc
 from munet.backends.cuda.registry import kernel
-from munet.rtc import cuda_device, nvrtc
+from munet.rtc import cuda_device
 from munet.rtc.launch import MODULE_KINDS, Kernel
 from munet.rtc.options import as_strings
 from munet.rtc.signature import check_devices
@@ -104,9 +104,7 @@ class CudaModule:
         self.exports = as_strings(exports, "CudaModule", "exports")
         self._base_options, self._arch = _split_arch(self.options)
         check_arch = self._arch[1] if self._arch else max(nvrtc.supported_archs())
-        program = nvrtc.compile_cuda(
-            source, (*self._base_options, f"--gpu-architecture=compute_{check_arch}"), self.exports
-        )
+        program = self._compile((*self._base_options, f"--gpu-architecture=compute_{check_arch}"))
         self.ptx = program.image.rstrip(b"\0").decode()
         self.log = program.log
         self.lowered = program.lowered
@@ -129,8 +127,11 @@ class CudaModule:
             program = self._binaries.get(arch)
             if program is None:
                 options = self.options if self._arch else (*self.options, *compile_options(arch))
-                program = self._binaries[arch] = nvrtc.compile_cuda(self.source, options, self.exports)
+                program = self._binaries[arch] = self._compile(options)
         return ("cubin" if program.cubin else "ptx"), program.image
+
+    def _compile(self, options: tuple) -> nvrtc.Program:
+        return nvrtc.compile_program(self.source, options, self.exports, name="rtc.cu", label="CudaModule")
 
     def get_kernel(self, name: str, signature: str) -> CudaKernel:
         return CudaKernel(self, name, signature)

@@ -119,3 +119,47 @@ def assert_matches(got: np.ndarray, want: np.ndarray, dtype: str, what: str):
     finite = np.isfinite(w)
     np.testing.assert_array_equal(g[~finite & ~np.isnan(w)], w[~finite & ~np.isnan(w)], err_msg=what)
     np.testing.assert_allclose(g[finite], w[finite], rtol=RTOL[dtype], atol=RTOL[dtype] * 1e-30, err_msg=what)
+
+
+def pair(shape, dtype="float32", seed=0, scale=3.0, device="cuda:0"):
+    """The same random tensor on the cpu and on ``device``."""
+    values = np.random.default_rng(seed).standard_normal(shape) * scale
+    host = munet.tensor(values).to(getattr(munet, dtype))
+    return host, host.to(device)
+
+
+def same(cuda_result, cpu_result, exact=True):
+    """A cuda result equals the cpu's (``exact``) or is within 1e-6."""
+    assert cuda_result.device.type == "cuda" and cuda_result.dtype is cpu_result.dtype
+    assert tuple(cuda_result.shape) == tuple(cpu_result.shape)
+    got = cuda_result.cpu().float().numpy() if cpu_result.dtype is munet.bfloat16 else cuda_result.cpu().numpy()
+    want = cpu_result.float().numpy() if cpu_result.dtype is munet.bfloat16 else cpu_result.numpy()
+    if exact:
+        np.testing.assert_array_equal(got, want)
+    else:
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+
+
+# eager ops run on a cuda device and compared with the cpu's (emulated and GPU tests): (x, y) -> result
+EAGER_ELEMENTWISE = {
+    "add, broadcast": lambda x, y: x + y[0],
+    "mul by a python number, transposed": lambda x, y: x.t() * 2.5,
+    "where with a python number": lambda x, y: munet.where(x > 0, x, 0.0),
+    "clamp with a missing max": lambda x, y: munet.clamp(x, min=y[1]),
+    "lerp with a python weight": lambda x, y: munet.lerp(x, y, 0.25),
+    "comparison to bool": lambda x, y: x.t() >= y.t(),
+    "leaky_relu attribute": lambda x, y: munet.nn.functional.leaky_relu(x, 0.2),
+    "sliced operand": lambda x, y: x[:, 1::2] - y[:, ::2],
+}
+
+
+# x -> result; a sum is exact only up to its rounding order
+EAGER_REDUCTIONS = {
+    "sum over a transposed dim": lambda x: x.t().sum(1),
+    "sum of everything, keepdim": lambda x: x.sum(dim=(0, 1), keepdim=True),
+    "sum of a long row (one block per row)": lambda x: x.reshape(3, 80).sum(1),
+    "amax": lambda x: x.amax(0),
+    "amin keepdim": lambda x: x.amin(1, keepdim=True),
+    "argmax over everything": lambda x: x.argmax(),
+    "argmin along a dim": lambda x: x.argmin(0),
+}

@@ -7,6 +7,14 @@ devices as a thread-local stack, streams and events (which complete at once: ord
 modelled), peer copies as ``memmove``, and ``cublasGemmStridedBatchedEx`` computed in float64 from
 the raw pointers and leading dimensions it is given, column-major as cuBLAS reads them.
 
+Kernel modules (``cuda.function.Module``) run generated CUDA C on the CPU through
+``munet/backends/cuda/emulation.py``: a cubin cannot run here, so :func:`install` wraps
+``nvrtc.compile_source`` to remember which source each cubin NVRTC produced came from (NVRTC still
+compiles every kernel, for the fake devices' sm_90), and ``Module.load(cubin)`` looks the source up;
+its functions launch the source's kernel through the emulation's C++ build with the grid, block and
+packed arguments the launcher passes (pointers are host addresses here, so the kernel reads and
+writes the fake arrays' memory).
+
 Arithmetic is NumPy's. What this checks is MuNet's side: pointer and stride arithmetic, dtype
 handling, which device and pool every allocation lands on, and the integration with tensors. It
 is no evidence about CuPy's or the GPU's behaviour (tests/backends/test_cuda_gpu.py is).
@@ -16,6 +24,8 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import re
+import sys
 import threading
 import types
 import weakref
@@ -340,6 +350,102 @@ _runtime = types.SimpleNamespace(
     CUDA_R_16BF=14,
 )
 
+# kernel modules -----------------------------------------------------------------------------------
+
+SOURCES: dict = {}  # cubin bytes -> the CUDA C source NVRTC compiled it from (install() records)
+LAUNCHES: list = []  # (kernel name, grid, block) of every launch
+
+
+class Module:
+    """``cupy.cuda.function.Module``: ``load(cubin)``, ``get_function(name)``."""
+
+    def load(self, image):
+        try:
+            self.source = SOURCES[bytes(image)]
+        except KeyError:
+            raise RuntimeError(
+                "fake cupy: Module.load got a cubin that install()'s NVRTC hook did not record"
+            ) from None
+
+    def get_function(self, name: str):
+        return Function(self.source, name)
+
+
+class Function:
+    """A kernel of a loaded module, run by the CPU emulation: ``fn(grid, block, args, stream=...)``."""
+
+    def __init__(self, source: str, name: str):
+        from munet.backends.cuda import emulation
+        from munet.backends.cuda.source import CudaSource
+
+        m = re.search(rf'extern "C" __global__ void {re.escape(name)}\(([^)]*)\)', source)
+        if m is None:
+            raise RuntimeError(f"fake cupy: the module has no kernel named {name}")
+        params = tuple(_parameter(p) for p in m.group(1).split(", ") if p)
+        layout = "rows" if "__shared__" in source else "elements"
+        self.name, self.src = name, CudaSource(name, source, params, layout=layout)
+        self.emulator = emulation.Emulator([self.src])
+
+    def __call__(self, grid, block, args, shared_mem=0, stream=None):
+        assert tuple(grid[1:]) == (1, 1) and tuple(block[1:]) == (1, 1), "the renderers launch 1-D grids"
+        assert all(isinstance(a, np.generic) for a in args), "the launcher packs NumPy scalars"
+        LAUNCHES.append((self.name, grid[0], block[0]))
+        self.emulator.launch(self.src, grid[0], block[0], list(args))
+
+
+def _parameter(text: str) -> tuple:
+    m = re.fullmatch(r"(.*?)\s*(\w+)", text.strip())
+    ctype = m.group(1).strip()
+    return (ctype if not ctype.endswith("*") else ctype[:-1].rstrip() + " *"), m.group(2)
+
+
+def install(monkeypatch) -> None:
+    """Make this module CuPy for the test: the cuda backend finds two fake devices (call
+    :func:`uninstall` after the test, so no later test sees them)."""
+    from munet.backends.cuda import discovery, launch, nvrtc
+
+    for name in ("cupy", "cupy_backends", "cupy_backends.cuda", "cupy_backends.cuda.libs"):
+        monkeypatch.setitem(sys.modules, name, sys.modules[__name__])
+    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs.cublas", cublas)
+    monkeypatch.setattr(discovery, "_driver_device_count", lambda: (DEVICES, None))
+    import munet._device
+
+    monkeypatch.setattr(munet._device._BACKENDS["cuda"], "instances", {})
+    real = nvrtc.compile_source
+
+    def recording(source, arch="sm_90", **kwargs):
+        cubin = real(source, arch, **kwargs)
+        SOURCES[cubin.data] = source
+        return cubin
+
+    monkeypatch.setattr(nvrtc, "compile_source", recording)
+    launch.clear()
+    discovery.reset()
+    GEMM_CALLS.clear()
+    LAUNCHES.clear()
+
+
+def skip_without_emulation() -> None:
+    """Skip the calling test module when kernels cannot run here (no C++ compiler, or no NVRTC)."""
+    import pytest
+
+    from munet.backends.cuda import emulation
+
+    try:
+        emulation.find_cxx()
+    except emulation.EmulationUnavailableError as error:  # pragma: no cover - CI has a C++ compiler
+        pytest.skip(str(error), allow_module_level=True)
+    pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-bindings) is not installed")
+
+
+def uninstall() -> None:
+    """Forget the fake devices and the kernels loaded for them."""
+    from munet.backends.cuda import discovery, launch
+
+    launch.clear()
+    discovery.reset()
+
+
 cuda = types.SimpleNamespace(
     Device=Device,
     Stream=Stream,
@@ -352,6 +458,7 @@ cuda = types.SimpleNamespace(
     runtime=_runtime,
     memory=types.SimpleNamespace(OutOfMemoryError=OutOfMemoryError),
     device=types.SimpleNamespace(get_cublas_handle=lambda: 1),
+    function=types.SimpleNamespace(Module=Module),
 )
 
 

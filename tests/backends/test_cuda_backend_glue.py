@@ -5,29 +5,13 @@ on, the allocator figures and out-of-memory error, matmul's cuBLAS calls, and pe
 without a GPU; what it cannot show (CuPy's and the GPU's own behaviour, stream ordering) is
 tests/backends/test_cuda_gpu.py's."""
 
-import sys
-
 import numpy as np
 import pytest
 
 import munet
-from munet.backends.cuda import discovery
 from tests.backends import fake_cupy
 
-
-@pytest.fixture(autouse=True)
-def fake_gpus(monkeypatch):
-    monkeypatch.setitem(sys.modules, "cupy", fake_cupy)
-    monkeypatch.setitem(sys.modules, "cupy_backends", fake_cupy)
-    monkeypatch.setitem(sys.modules, "cupy_backends.cuda", fake_cupy)
-    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs", fake_cupy)
-    monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs.cublas", fake_cupy.cublas)
-    monkeypatch.setattr(discovery, "_driver_device_count", lambda: (fake_cupy.DEVICES, None))
-    monkeypatch.setattr(munet._device._BACKENDS["cuda"], "instances", {})
-    discovery.reset()
-    fake_cupy.GEMM_CALLS.clear()
-    yield
-    discovery.reset()
+pytestmark = pytest.mark.usefixtures("fake_gpus")
 
 
 DTYPES = ["float32", "float64", "float16", "bfloat16", "int8", "uint8", "int16", "int32", "int64", "bool"]

@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import munet
+from tests.backends.cuda_cases import EAGER_ELEMENTWISE, EAGER_REDUCTIONS, pair, same
 
 pytestmark = pytest.mark.cuda
 
@@ -268,3 +269,36 @@ def test_a_copy_between_devices_is_direct_and_exact(two_gpus):
         assert munet.equal(b.to("cuda:0").cpu(), host.t())
     with pytest.raises(RuntimeError, match="cuda:0.*cuda:1|cuda:1.*cuda:0"):
         munet.ones(2, device="cuda:0") @ munet.ones(2, device="cuda:1")
+
+
+@pytest.mark.parametrize("case", EAGER_ELEMENTWISE)
+def test_rendered_elementwise_kernels_match_the_cpu(case):
+    (x, xc), (y, yc) = pair((4, 6), seed=1), pair((4, 6), seed=2)
+    same(EAGER_ELEMENTWISE[case](xc, yc), EAGER_ELEMENTWISE[case](x, y))
+
+
+@pytest.mark.parametrize("case", EAGER_REDUCTIONS)
+def test_rendered_reductions_match_the_cpu(case):
+    x, xc = pair((12, 20), seed=7)
+    same(EAGER_REDUCTIONS[case](xc), EAGER_REDUCTIONS[case](x), exact="sum" not in case)
+
+
+def test_rendered_random_kernels_reproduce_the_cpu_streams():
+    munet.manual_seed(11)
+    cpu = munet.rand(1000), munet.randint(-3, 50, (999,))
+    munet.manual_seed(11)
+    cuda = munet.rand(1000, device="cuda"), munet.randint(-3, 50, (999,), device="cuda")
+    for got, want in zip(cuda, cpu):
+        same(got, want)
+
+
+def test_a_compiled_step_with_fused_kernels_matches_eager_cpu():
+    def f(x, y):
+        z = munet.tanh(x * 2 + y) - x.sigmoid()
+        return munet.softmax(z, dim=1)
+
+    (x, xc), (y, yc) = pair((64, 300), seed=8), pair((300,), seed=9)
+    compiled = munet.compile(f)
+    got = compiled(xc, yc)
+    np.testing.assert_allclose(got.cpu().numpy(), f(x, y).numpy(), rtol=1e-5, atol=1e-6)
+    assert compiled.stats()["generated_kernels"] >= 1 and compiled.stats()["fallback"] is None

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 import munet
-from munet.rtc import nvrtc
+from munet.backends.cuda import nvrtc
 
 pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-bindings) is not installed")
 

@@ -127,6 +127,7 @@ def register() -> None:
         list_devices,
         _factory,
         explain_unavailable=explain_unavailable,
+        compile_target="munet.compiler.lower_cuda:CudaTarget",
         current_index=lambda: current_index() if list_devices() else 0,
     )
 

@@ -229,6 +229,10 @@ class Emulator:
     def run(self, src, n: int, arguments: list) -> None:
         """Run CudaSource ``src`` for ``n`` work items (its grid rule) with ``arguments``, one per
         parameter: a NumPy array for a pointer (its data address is passed), a number otherwise."""
+        self.launch(src, src.grid(n), src.block, arguments)
+
+    def launch(self, src, grid: int, block: int, arguments: list) -> None:
+        """Run ``src`` as ``grid`` blocks of ``block`` threads (1-D), arguments as for :meth:`run`."""
         if src.name not in self.sources:
             raise KeyError(f"cuda emulation: {src.name} was not compiled into this emulator")
         if len(arguments) != len(src.params):
@@ -243,7 +247,7 @@ class Emulator:
         launch = getattr(self.lib, f"emulate_{src.name}")
         launch.argtypes = [ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
         launch.restype = None
-        launch(src.grid(n), src.block, pointers)
+        launch(grid, block, pointers)
 
 
 _loaded: dict = {}

@@ -1,5 +1,8 @@
 """Compile CUDA C with NVRTC (``cuda.bindings.nvrtc``), cached on disk; no GPU is needed.
 
+The one NVRTC wrapper of MuNet: the cuda backend's kernels (:func:`compile_source`) and user
+kernels (``munet.rtc.CudaModule``, through :func:`compile_program`) both compile here.
+
 ``compile_source(source, arch="sm_90") -> Cubin`` compiles one translation unit for one real
 architecture and returns its cubin (what ``cuModuleLoadData`` and CuPy's ``RawModule`` load),
 the NVRTC log and whether it came from the cache. Options: ``--gpu-architecture=<arch>``,
@@ -12,7 +15,13 @@ The cache is the compiler's (``munet/compiler/codegen/cache.py``: ``MUNET_CACHE_
 writes, a checksum per entry, a corrupt entry rebuilt), keyed by the source, NVRTC's version and
 the options, so a new NVRTC or other options never reuse an old cubin. A failed compilation raises
 :class:`NvrtcError` carrying NVRTC's log (and the source's name and architecture);
-:class:`NvrtcUnavailableError` says that ``cuda-bindings``/``nvidia-cuda-nvrtc`` are not installed.
+:class:`NvrtcUnavailableError` (a ``munet.DeviceError``) says that ``cuda-bindings``/``nvidia-cuda-nvrtc``
+are not installed.
+
+:func:`compile_program(source, options, name_expressions)` is the general form (no cache, the
+caller's options as given): it returns a :class:`Program` holding a cubin (``sm_XX``) or PTX
+(``compute_XX``, NUL-terminated as the driver takes it) and each name expression's lowered
+(mangled) name (``nvrtcAddNameExpression``/``nvrtcGetLoweredName``: ``"axpy<float>"``).
 """
 
 from __future__ import annotations
@@ -25,6 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from munet import metrics
+from munet._device import DeviceError
 from munet.compiler.codegen import cache
 
 _log = logging.getLogger(__name__)
@@ -33,15 +43,15 @@ BASE_OPTIONS = ("--std=c++17", "--fmad=false")
 _HEADER_PACKAGES = ("nvidia.cu13", "nvidia.cuda_runtime")  # CUDA 13 wheels, then CUDA 12's
 
 
-class NvrtcUnavailableError(RuntimeError):
+class NvrtcUnavailableError(DeviceError):
     """NVRTC (``cuda-bindings`` with ``nvidia-cuda-nvrtc``) or the CUDA headers are not installed."""
 
 
 class NvrtcError(RuntimeError):
     """NVRTC rejected a source; ``log`` is its compilation log."""
 
-    def __init__(self, name: str, arch: str, log: str):
-        super().__init__(f"nvrtc: compiling {name} for {arch} failed:\n{log}")
+    def __init__(self, message: str, log: str):
+        super().__init__(f"{message}:\n{log}")
         self.log = log
 
 
@@ -51,6 +61,14 @@ class Cubin:
     arch: str
     log: str
     cache_hit: bool
+
+
+@dataclass(frozen=True)
+class Program:
+    image: bytes  # a cubin, or PTX text (NUL-terminated, as the driver takes it)
+    cubin: bool
+    lowered: dict  # name expression -> lowered (mangled) name
+    log: str
 
 
 def _nvrtc():
@@ -140,19 +158,54 @@ def compile_source(source: str, arch: str = "sm_90", *, name: str = "munet.cu", 
     return Cubin(data, arch, log, False)
 
 
-def _compile(source: str, name: str, arch: str, options: tuple) -> tuple:
+def compile_program(
+    source: str, options: tuple, name_expressions: tuple = (), *, name: str = "munet.cu", label: str | None = None
+) -> Program:
+    """Compile ``source`` with ``options`` as given (they choose the architecture: ``sm_XX`` gives a
+    cubin, ``compute_XX`` PTX) plus ``-I`` the CUDA headers when installed; not cached. A failed
+    compilation raises :class:`NvrtcError` whose message starts with ``label`` (default: the name)."""
+    headers = None if any(o.startswith("-I") for o in options) else _optional_include()
+    options = (*options, *((f"-I{headers}",) if headers else ()))
     nvrtc = _nvrtc()
     program = _check(nvrtc.nvrtcCreateProgram(source.encode(), name.encode(), 0, [], []), "nvrtcCreateProgram")
     try:
+        for expr in name_expressions:
+            _check((nvrtc.nvrtcAddNameExpression(program, expr.encode())[0], None), f"nvrtcAddNameExpression({expr!r})")
         encoded = [o.encode() for o in options]
         (status,) = nvrtc.nvrtcCompileProgram(program, len(encoded), encoded)
         log = _read(nvrtc.nvrtcGetProgramLogSize, nvrtc.nvrtcGetProgramLog, program)
         log = log.rstrip(b"\0 ").decode(errors="replace")
         if status != nvrtc.nvrtcResult.NVRTC_SUCCESS:
-            raise NvrtcError(name, arch, log)
-        return _read(nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, program), log
+            shown = [o for o in options if not o.startswith("-I")]
+            raise NvrtcError(f"{label or name}: NVRTC failed to compile the source (options {shown})", log)
+        cubin = _check(nvrtc.nvrtcGetCUBINSize(program), "nvrtcGetCUBINSize") > 0
+        if cubin:
+            image = _read(nvrtc.nvrtcGetCUBINSize, nvrtc.nvrtcGetCUBIN, program)
+        else:
+            image = _read(nvrtc.nvrtcGetPTXSize, nvrtc.nvrtcGetPTX, program)
+        lowered = {}
+        for expr in name_expressions:
+            lowered[expr] = _check(nvrtc.nvrtcGetLoweredName(program, expr.encode()), "nvrtcGetLoweredName").decode()
+        return Program(image, cubin, lowered, log)
     finally:
         nvrtc.nvrtcDestroyProgram(program)
+
+
+def _optional_include() -> Path | None:
+    """The CUDA headers' directory, or None when the wheel is absent (a source may not need it)."""
+    try:
+        return include_dir()
+    except NvrtcUnavailableError:
+        return None
+
+
+def _compile(source: str, name: str, arch: str, options: tuple) -> tuple:
+    """(cubin, log) of ``source``; ``options`` already hold ``-I`` the headers (options_for)."""
+    try:
+        program = compile_program(source, options, name=name, label=f"nvrtc: compiling {name} for {arch}")
+    except NvrtcError as error:
+        raise NvrtcError(f"nvrtc: compiling {name} for {arch} failed", error.log) from None
+    return program.image, program.log
 
 
 def _read(size_call, get_call, program) -> bytes:
