@@ -46,13 +46,10 @@ FLOAT_OPS = sorted(set(_RENDERED) - INTEGER_ONLY - BOOL_ONLY)
 @pytest.fixture
 def always_c(monkeypatch, prepared):
     """Every size runs the C kernels, also where NumPy is faster (the NumPy rendering is the
-    reference: call ``numpy_path``); the choices it caches are dropped afterwards."""
+    reference: call ``numpy_path``)."""
     monkeypatch.setattr(compiled_formula, "MIN_ELEMENTS", 0)
     monkeypatch.setattr(compiled_formula, "ONLY_FASTER", False)
     monkeypatch.setitem(compiled_formula._state, "enabled", True)
-    yield
-    for formula in _RENDERED.values():
-        formula.c_expressions.clear()
 
 
 @pytest.fixture(scope="module")
@@ -66,8 +63,6 @@ def prepared():
         count = compiled_formula.prepare(requests)
     finally:
         compiled_formula.ONLY_FASTER = before
-        for formula in _RENDERED.values():
-            formula.c_expressions.clear()
     return count
 
 
@@ -205,6 +200,23 @@ def test_an_overlapping_output_falls_back_to_numpy(always_c):
     want = x + x.T
     _kernel("add").inplace(x, x.T)  # NumPy buffers the overlap; C would read values already written
     np.testing.assert_array_equal(x, want)
+
+
+@pytest.mark.parametrize("name", ["add", "sin"])
+def test_a_call_under_the_defaults_leaves_no_choice_for_later_calls(name, monkeypatch):
+    """What ``launch`` caches per formula is what its C kernel is, not whether ``ONLY_FASTER`` let it run:
+    after NumPy served a call under the defaults (``add``: one ufunc call on one thread; ``sin``: C's
+    scalar ``sinf`` loses), C serves the same call once ``ONLY_FASTER`` is off."""
+    formula = _kernel(name)
+    monkeypatch.setattr(formula, "c_expressions", {})
+    monkeypatch.setitem(compiled_formula._state, "enabled", True)
+    monkeypatch.setattr(compiled_formula, "MIN_ELEMENTS", 0)
+    args = _operands(name, np.float32, (30, 40))
+    assert compiled_formula.launch(formula, args, {}) is None
+    monkeypatch.setattr(compiled_formula, "ONLY_FASTER", False)
+    got = compiled_formula.launch(formula, args, {})
+    assert got is not None
+    _assert_matches(got, numpy_path(formula.fresh, *args), name)
 
 
 def test_integer_formulas_and_small_tensors_run_numpy(monkeypatch):

@@ -38,10 +38,11 @@ _log = logging.getLogger(__name__)
 # more than NumPy's passes over a tensor that small (measured: docs/perf/formulas.md). Tests set it to 0.
 MIN_ELEMENTS = 8192
 # Formulas whose C kernel loses to NumPy (``c_formula.faster_than_numpy``) run NumPy; tests turn this off.
+# Read at every launch: the per-formula cache (``_instantiate``) records what C is, not this choice.
 ONLY_FASTER = True
-# expressions NumPy renders as one ufunc call on the operands (add, lt...): C serves them only where its
-# OpenMP team helps (NumPy's loops run on one thread)
-_ONE_UFUNC: set = set()
+# ``_instantiate``'s verdicts: C wins; C loses (a scalar C library call); NumPy renders the formula as one
+# ufunc call on the operands (add, lt...), so C only wins where its OpenMP team helps (NumPy's loops run on one thread)
+_FASTER, _SLOWER, _ONE_UFUNC = 0, 1, 2
 _FLAT_ARGTYPES = [ctypes.py_object, ctypes.c_int64]
 _STRIDED_ARGTYPES = [ctypes.py_object, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
 _BY_DTYPE = {np.dtype(ml_dtypes.bfloat16 if name == "bfloat16" else name): name for name in c_formula.STORAGE}
@@ -109,14 +110,18 @@ def launch(formula, args, attrs, out=None):
         return None
     storage = tuple([None if a is None else _BY_DTYPE[a.dtype] for a in arrays])
     key = (storage, tuple(attrs.items())) if attrs else storage
-    expressions = formula.c_expressions  # key -> the instantiated expression, or None: NumPy serves it
-    expr = expressions.get(key, False)
-    if expr is False:
-        expr = expressions[key] = _instantiate(formula, storage, attrs)
+    expressions = formula.c_expressions  # key -> (the instantiated expression or None, its verdict)
+    entry = expressions.get(key)
+    if entry is None:
+        entry = expressions[key] = _instantiate(formula, storage, attrs)
+    expr, verdict = entry
     if expr is None:
         return None
-    if expr in _ONE_UFUNC and (numel < c_formula.PARALLEL_MIN_ELEMENTS or _threads.kernel_threads() == 1):
-        return None  # NumPy's one ufunc call is as fast on one thread
+    if ONLY_FASTER and verdict:
+        if verdict == _SLOWER:
+            return None
+        if numel < c_formula.PARALLEL_MIN_ELEMENTS or _threads.kernel_threads() == 1:
+            return None  # NumPy's one ufunc call is as fast on one thread
     if out is None:
         if expr.dtype == "bool":
             out = np.empty(shape, _BOOL)
@@ -166,7 +171,9 @@ def _operands(args, conditions, dtype):
 
 
 def _instantiate(formula, storage, attrs):
-    """The formula's expression in the C renderer's dtypes, or None when it is not renderable."""
+    """``(expression, verdict)``: the formula's expression in the C renderer's dtypes (None when it is
+    not renderable) and how its C kernel compares with NumPy (``_FASTER``, ``_SLOWER``, ``_ONE_UFUNC``).
+    Both are facts about the formula and dtypes, so they are cached; ``launch`` applies ``ONLY_FASTER``."""
     from munet.ops._scalar import Arg
 
     names = [None if s is None else c_formula.STORAGE[s][1] for s in storage]
@@ -175,12 +182,12 @@ def _instantiate(formula, storage, attrs):
     try:
         expr = formula.formula([None if n is None else Arg(i, n) for i, n in enumerate(names)], compute, **attrs)
     except (TypeError, ValueError, KeyError):
-        return None
-    if not c_formula.renderable(expr) or ONLY_FASTER and not c_formula.faster_than_numpy(expr):
-        return None
-    if ONLY_FASTER and c_formula.one_cheap_ufunc(expr):
-        _ONE_UFUNC.add(expr)
-    return expr
+        return None, None
+    if not c_formula.renderable(expr):
+        return None, None
+    if not c_formula.faster_than_numpy(expr):
+        return expr, _SLOWER
+    return expr, _ONE_UFUNC if c_formula.one_cheap_ufunc(expr) else _FASTER
 
 
 def _overlaps(out, arrays) -> bool:
@@ -288,8 +295,11 @@ def prepare(requests) -> int:
             continue
         storage = tuple(None if a is None else _BY_DTYPE.get(a.dtype) for a in arrays)
         key = (storage, tuple(attrs.items())) if attrs else storage
-        expr = formula.c_expressions.setdefault(key, _instantiate(formula, storage, attrs))
-        if expr is None:
+        entry = formula.c_expressions.get(key)
+        if entry is None:
+            entry = formula.c_expressions[key] = _instantiate(formula, storage, attrs)
+        expr, verdict = entry
+        if expr is None or ONLY_FASTER and verdict == _SLOWER:
             continue
         present = [a for a in arrays if a is not None]
         shape = np.broadcast_shapes(*[a.shape for a in present])
