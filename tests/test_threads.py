@@ -20,6 +20,7 @@ import munet
 import munet.nn as nn
 import munet.nn.functional as F
 from munet.compiler import HostReadError
+from munet.compiler.codegen import build
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -77,6 +78,36 @@ def _sigmoid_in_child(array):
 
     assert _threads.kernel_threads() == 1
     return munet.sigmoid(munet.tensor(array)).numpy()
+
+
+def _fused(x):
+    return (x * 2 + 1).sigmoid()
+
+
+_COMPILED = munet.compile(_fused)
+
+
+@pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler: plans run NumPy kernels")
+def test_a_forked_child_runs_a_compiled_plan_built_before_the_fork():
+    """A plan's generated kernels read the thread budget at each call (kernel_threads), so a plan
+    built and run with two threads in the parent runs on one in a forked child instead of hanging."""
+    import multiprocessing
+
+    before = munet.get_num_threads()
+    munet.set_num_threads(2)
+    try:
+        x = munet.randn(1 << 17)  # above codegen/c.py PARALLEL_MIN_ELEMENTS: the kernel has an omp loop
+        first = _COMPILED(x).numpy()
+        assert _COMPILED.stats()["generated_kernels"] > 0
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            child = pool.apply_async(_compiled_in_child, (x.numpy(),)).get(timeout=60)
+        np.testing.assert_array_equal(child, first)
+    finally:
+        munet.set_num_threads(before)
+
+
+def _compiled_in_child(array):
+    return _COMPILED(munet.tensor(array)).numpy()
 
 
 def test_idle_pool_threads_sleep_unless_the_user_chose_otherwise():

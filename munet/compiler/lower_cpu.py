@@ -22,10 +22,10 @@ from types import SimpleNamespace
 import numpy as np
 
 from munet._tensor import Tensor
-from munet._threads import get_num_threads
+from munet._threads import kernel_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.c_slabs import render_c_slabs
+from munet.compiler.codegen.c_slabs import render_c_sized, render_c_slabs
 from munet.compiler.codegen.kernel import kernel_from_group, short_dtype
 from munet.compiler.codegen.primitives import kernel_from_max_pool, kernel_from_max_pool_backward, shifted_sum_kernel
 from munet.compiler.ir import Graph
@@ -95,7 +95,10 @@ class CpuTarget:
         return value
 
     def argument(self, t: Tensor):
-        return np.ascontiguousarray(t._data)
+        data = t._data
+        if data.flags.c_contiguous:  # ascontiguousarray would make a 0-d array 1-d
+            return data
+        return np.ascontiguousarray(data).reshape(data.shape)
 
     def upload(self, host: np.ndarray):
         return host
@@ -152,8 +155,14 @@ def prepare_fused(node, executable):
     group = node.attrs["group"]
     try:
         kernel, tensors, scalars = kernel_from_group(group)
-        slabs = render_c_slabs(kernel) if executable.dynamic else None
-        source, name = slabs if slabs is not None else (render_c(kernel), kernel.name)
+        source, name, leading = render_c(kernel), kernel.name, ()
+        if executable.dynamic:  # a run-time count in place of the leading size (codegen/c_slabs.py)
+            sized = render_c_sized(kernel)
+            if sized is not None:
+                source, name, count = sized
+                leading = (float(count),)
+            elif (slabs := render_c_slabs(kernel)) is not None:
+                (source, name), leading = slabs, (float(kernel.shape[0]),)
         fn, hit = build.load_kernel(source, name)
     except build.CompilerUnavailableError as e:
         counters["numpy"] += 1
@@ -163,7 +172,6 @@ def prepare_fused(node, executable):
     counters["generated"] += 1
     counters["cache_hits"] += int(hit)
     counters["compiler"] = build.compiler_name()
-    leading = (float(kernel.shape[0]),) if slabs is not None else ()  # the run-time size of a slab kernel
     return _kernel_step(fn, source, tensors, scalars, node, executable, leading)
 
 
@@ -202,7 +210,6 @@ def generated_col2im():
     from munet.backends.cpu.kernels_conv import shifted_sum
 
     kernels: dict = {}
-    threads = get_num_threads()
 
     def col2im(target, columns, offsets):
         dtype = short_dtype(target.dtype)
@@ -219,7 +226,7 @@ def generated_col2im():
             fn = kernels[key] = build.load_kernel(render_c(kernel), kernel.name)[0]
         ins = (ctypes.c_void_p * 1)(columns.ctypes.data)
         outs = (ctypes.c_void_p * 1)(target.ctypes.data)
-        fn(ctypes.addressof(ins), ctypes.addressof(outs), None, threads)
+        fn(ctypes.addressof(ins), ctypes.addressof(outs), None, kernel_threads())
 
     return col2im
 
@@ -238,8 +245,7 @@ def _kernel_step(fn, source, tensors, scalars, node, executable, extra_params=()
     params = (ctypes.c_double * max(len(param_slots) + len(extra_params), 1))()
     for k, value in enumerate(extra_params):
         params[len(param_slots) + k] = value
-    # read once: querying OpenBLAS costs milliseconds; set_num_threads applies to later compiles
-    threads = get_num_threads() if "omp parallel" in source else 1
+    parallel = "omp parallel" in source  # the thread budget is read per call: set_num_threads applies at once
     addr_in, addr_out, addr_p = ctypes.addressof(in_ptrs), ctypes.addressof(out_ptrs), ctypes.addressof(params)
     for k, r in enumerate(fixed):
         if r is not None:
@@ -263,7 +269,7 @@ def _kernel_step(fn, source, tensors, scalars, node, executable, extra_params=()
                 r = np.empty(shape, dtype) if t is None else t(env)
                 out_ptrs[k] = r.ctypes.data
             results.append((i, r))
-        fn(addr_in, addr_out, addr_p, threads)
+        fn(addr_in, addr_out, addr_p, kernel_threads() if parallel else 1)
         for i, r in results:
             env[i] = r
 

@@ -106,3 +106,34 @@ def test_the_device_name_check_finds_a_comparison():
     names = {"cpu"}
     source = 'a = t.device.type == "cpu"\nb = x in ("cpu", "vulkan")\nc = as_device("cpu")\nd = print("cpu")\n'
     assert _device_names_in(ast.parse(source), names) == [1, 2, 3]
+
+
+def test_the_cpu_target_passes_arguments_in_their_shape():
+    # np.ascontiguousarray makes a 0-d array 1-d: a 0-d gradient passed straight through a compiled
+    # backward came back as shape (1,) against its declared () (tests/compiler/test_graph_breaks.py)
+    target = CpuTarget(_device.get_backend(munet.device("cpu")))
+    scalar = munet.tensor(np.float32(2.5))
+    assert target.argument(scalar).shape == ()
+    base = munet.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+    assert target.argument(base) is base._data  # contiguous: no copy
+    view = base.t()
+    arg = target.argument(view)
+    assert arg.shape == (4, 3) and arg.flags.c_contiguous
+    np.testing.assert_array_equal(arg, view.numpy())
+    column = base[:, 1:2].t()[0]  # a strided 1-d view
+    np.testing.assert_array_equal(target.argument(column), np.array([1.0, 5.0, 9.0], np.float32))
+
+
+def test_a_0d_gradient_passed_through_a_compiled_backward_keeps_its_shape():
+    x = munet.tensor(np.float32(1.5), requires_grad=True)
+    y = munet.tensor(np.arange(3, dtype=np.float32), requires_grad=True)
+
+    def f(a, b):
+        return a * 1 + (b * 2).sum()  # the gradient of the 0-d output reaches a unchanged
+
+    for fn in (f, munet.compile(f)):
+        x.grad = y.grad = None
+        out = fn(x, y)
+        out.backward()
+        assert x.grad.shape == () and float(x.grad) == 1.0
+        np.testing.assert_array_equal(y.grad.numpy(), np.full(3, 2.0, np.float32))
