@@ -3,9 +3,8 @@
 :class:`CudaRendering` holds the cuda target's decisions that need no GPU, so a plan can be
 rendered (and its kernels compiled by NVRTC) on any machine:
 
-- ``fast_composites`` is empty and ``generates`` is False: every composite decomposes and fuses
-  (softmax, layer norm, cross-entropy become fused reduction kernels), as the fused CUDA kernels
-  replace the fast eager ones;
+- ``generates`` is False: in a fusing plan every composite decomposes and fuses (softmax, layer
+  norm, cross-entropy become fused reduction kernels), as on every device;
 - :meth:`render_fused` turns a ``fused`` node into its kernel IR and that into CUDA C
   (``codegen/cuda.py``), cached per node; a group the renderer cannot express gives the reason
   instead, and runs its members with the eager kernels;
@@ -48,7 +47,6 @@ class CudaRendering:
     """The cuda target's GPU-free half (see the module docstring)."""
 
     uses_arena = False
-    fast_composites = frozenset()
 
     def __init__(self, backend=None):
         self.backend = backend
