@@ -1,0 +1,201 @@
+"""``torch.special`` functions and the torch-level special functions (``sinc``, ``logaddexp``,
+``logaddexp2``, ``ldexp``), as composites of public ops.
+
+Each function is written with public differentiable ops (``where``, ``log``, ``erfc``, ...), so its
+gradient, tracing, compilation and every device come from those ops; no new kernel is defined
+here. Names listed in ``__special__`` form ``munet.special``; many are PyTorch's aliases of
+functions defined elsewhere (``special.expit`` is ``sigmoid``). Integer inputs compute in the
+default float dtype, as PyTorch.
+"""
+
+from __future__ import annotations
+
+import math
+
+from munet.ops import _utils
+from munet.ops.activation import log_softmax as _log_softmax
+from munet.ops.activation import softmax as _softmax
+from munet.ops.convert import cast
+from munet.ops.creation import scalar_tensor
+from munet.ops.elementwise import _float_input, _out, where
+from munet.ops.elementwise_math import (  # noqa: F401 - several are re-exported under torch.special's names
+    erf,
+    erfc,
+    erfinv,
+    exp2,
+    expm1,
+    log1p,
+    logit,
+    round,  # noqa: A004 - PyTorch's name
+    sigmoid,
+    xlogy,
+)
+from munet.ops.reduce import logsumexp as _logsumexp
+
+__all__ = ["sinc", "logaddexp", "logaddexp2", "ldexp"]
+__tensor_methods__ = ["sinc", "sinc_", "logaddexp", "logaddexp2", "ldexp", "ldexp_"]
+__special__ = [
+    "erf", "erfc", "erfinv", "expit", "logit", "xlogy", "xlog1py", "entr", "sinc", "ndtr", "ndtri",
+    "log_ndtr", "log1p", "expm1", "exp2", "softmax", "log_softmax", "logsumexp", "round",
+]  # fmt: skip
+
+expit = sigmoid
+_SQRT1_2 = math.sqrt(0.5)
+_SQRT2 = math.sqrt(2.0)
+_LOG_SQRT_2PI = 0.5 * math.log(2 * math.pi)
+_LN2 = math.log(2.0)
+
+
+def _float_pair(name: str, input, other):
+    """Both operands as tensors of their promoted float dtype (a Python number becomes rank 0)."""
+    if not _utils.is_tensor(input) and not _utils.is_tensor(other):
+        raise TypeError(f"{name}: expected at least one tensor operand, got {type(input).__name__} and "
+                        f"{type(other).__name__}")  # fmt: skip
+    dtype = _utils.float_result_type(input, other)
+    device = (input if _utils.is_tensor(input) else other).device
+
+    def as_tensor(x):
+        if _utils.is_tensor(x):
+            return x if x.dtype is dtype else cast(x, dtype)
+        return scalar_tensor(x, dtype=dtype, device=device)
+
+    return as_tensor(input), as_tensor(other)
+
+
+def _inplace(name: str, self, result):
+    if not self.dtype.is_floating_point:
+        raise RuntimeError(f"{name}: result type {result.dtype.name} can't be cast to the desired output type "
+                           f"{self.dtype.name}")  # fmt: skip
+    return self.copy_(result)
+
+
+# elementwise functions of one tensor ----------------------------------------------------------------------
+
+
+def sinc(input, *, out=None):
+    """Normalized sinc ``sin(pi x) / (pi x)``, 1 at 0."""
+    x = _float_input(input)
+    zero = x == 0
+    px = where(zero, 1.0, x) * math.pi  # 1 where x is 0, so the unused branch has no 0/0 in its gradient
+    return _out(where(zero, 1.0, px.sin() / px), out)
+
+
+def sinc_(self):
+    return _inplace("sinc_", self, sinc(self))
+
+
+def entr(input, *, out=None):
+    """Elementwise entropy ``-x log(x)``: 0 at 0, ``-inf`` for negative ``x``, NaN stays NaN."""
+    x = _float_input(input)
+    positive = x > 0
+    safe = where(positive, x, 1.0)
+    result = where(positive, -safe * safe.log(), where(x == 0, 0.0, where(x.isnan(), x, -math.inf)))
+    return _out(result, out)
+
+
+def ndtr(input, *, out=None):
+    """The standard normal CDF, ``(1 + erf(x / sqrt(2))) / 2`` (computed with ``erfc``, exact in the tails)."""
+    x = _float_input(input)
+    return _out(0.5 * erfc(-x * _SQRT1_2), out)
+
+
+def ndtri(input, *, out=None):
+    """Inverse of ``ndtr``: the ``p``-quantile of the standard normal; ``-inf``/``inf`` at 0/1, NaN outside.
+
+    Solved in the lower tail ``q = min(p, 1 - p)`` (then mirrored) by Newton's method on
+    ``log_ndtr(x) = log(q)``, which converges from any start since ``log_ndtr`` is concave; the start
+    is ``sqrt(2) erfinv(2q - 1)``, or the tail asymptote ``-sqrt(-2 log q - log(-2 log q) - log(2 pi))``
+    below ``q = 0.05``. The gradient, through the converged iteration, is ``1 / pdf(x)``.
+    """
+    p = _float_input(input)
+    upper = p > 0.5
+    q = where(upper, 1 - p, p)
+    inside = (q > 0) & (q <= 0.5)
+    qs = where(inside, q, 0.25)
+    log_q = qs.log()
+    w = -2 * log_q
+    tail_start = -(w - w.log() - 2 * _LOG_SQRT_2PI).clamp_min(0).sqrt()
+    x = where(qs < 0.05, tail_start, _SQRT2 * erfinv(2 * qs - 1))
+    for _ in range(4):
+        log_cdf = log_ndtr(x)
+        slope = (-0.5 * x * x - _LOG_SQRT_2PI - log_cdf).exp()  # pdf / ndtr, the derivative of log_ndtr
+        x = x - (log_cdf - log_q) / slope
+    x = where(upper, -x, x)
+    edge = where(p == 0, -math.inf, where(p == 1, math.inf, math.nan))
+    return _out(where(inside, x, where(p == 0.5, 0.0, edge)), out)
+
+
+def log_ndtr(input, *, out=None):
+    """``log(ndtr(x))``, accurate in both tails: ``log1p(-ndtr(-x))`` for ``x > 0`` and the asymptotic
+    series of Mills' ratio below ``x = -10`` (where ``ndtr`` underflows in float32)."""
+    x = _float_input(input)
+    far = x < -10
+    body_x = where(far, -10.0, x)
+    positive = body_x > 0
+    body = where(positive, log1p(-ndtr(-where(positive, body_x, 1.0))), ndtr(where(positive, -1.0, body_x)).log())
+    t = where(far, x, -10.0)
+    inv2 = 1 / (t * t)
+    series, term = 1.0, 1.0
+    for k in range(1, 11):
+        term = term * (-(2 * k - 1)) * inv2
+        series = series + term
+    tail = -0.5 * t * t - (-t).log() - _LOG_SQRT_2PI + series.log()
+    return _out(where(far, tail, body), out)
+
+
+# elementwise functions of two operands --------------------------------------------------------------------
+
+
+def xlog1py(input, other, *, out=None):
+    """``input * log1p(other)``, 0 where ``input`` is 0 unless ``other`` is NaN (as ``xlogy``)."""
+    x, y = _float_pair("xlog1py", input, other)
+    log1p_y = log1p(y)
+    return _out(x * where((x == 0) & ~y.isnan() & ~log1p_y.isfinite(), 0.0, log1p_y), out)
+
+
+def logaddexp(input, other, *, out=None):
+    """``log(exp(input) + exp(other))`` without overflow: ``max + log1p(exp(-|a - b|))``."""
+    a, b = _float_pair("logaddexp", input, other)
+    return _out(_log_add(a, b, lambda d: log1p((-d).exp())), out)
+
+
+def logaddexp2(input, other, *, out=None):
+    """``log2(2**input + 2**other)`` without overflow: ``max + log2(1 + 2**-|a - b|)``."""
+    a, b = _float_pair("logaddexp2", input, other)
+    return _out(_log_add(a, b, lambda d: log1p(exp2(-d)) / _LN2), out)
+
+
+def _log_add(a, b, log_one_plus):
+    """``max(a, b) + log_one_plus(|a - b|)``; equal infinities give themselves (``inf - inf`` would be NaN)."""
+    same_inf = (a == b) & a.isinf()
+    a_safe, b_safe = where(same_inf, 0.0, a), where(same_inf, 0.0, b)
+    combined = a_safe.maximum(b_safe) + log_one_plus((a_safe - b_safe).abs())
+    return where(same_inf, a, combined)
+
+
+def ldexp(input, other, *, out=None):
+    """``input * 2**other``."""
+    x, e = _float_pair("ldexp", input, other)
+    return _out(x * exp2(e), out)
+
+
+def ldexp_(self, other):
+    return _inplace("ldexp_", self, ldexp(self, other))
+
+
+# reductions and softmax: torch.special's signatures --------------------------------------------------------
+
+
+def softmax(input, dim: int, *, dtype=None):
+    """``softmax`` along ``dim``; ``dtype`` casts the input first."""
+    return _softmax(input, dim, dtype=dtype)
+
+
+def log_softmax(input, dim: int, *, dtype=None):
+    """``log_softmax`` along ``dim``; ``dtype`` casts the input first."""
+    return _log_softmax(input, dim, dtype=dtype)
+
+
+def logsumexp(input, dim, keepdim: bool = False, *, out=None):
+    """``log(sum(exp(input)))`` over ``dim``, computed stably."""
+    return _out(_logsumexp(input, dim, keepdim), out)
