@@ -30,13 +30,16 @@ from munet.ops.elementwise_math import (  # noqa: F401 - several are re-exported
     sigmoid,
     xlogy,
 )
+from munet.ops.reduce import all as _all
 from munet.ops.reduce import logsumexp as _logsumexp
 
-__all__ = ["sinc", "logaddexp", "logaddexp2", "ldexp"]
-__tensor_methods__ = ["sinc", "sinc_", "logaddexp", "logaddexp2", "ldexp", "ldexp_"]
+__all__ = ["sinc", "logaddexp", "logaddexp2", "ldexp", "lgamma", "digamma", "mvlgamma"]
+__tensor_methods__ = ["sinc", "sinc_", "logaddexp", "logaddexp2", "ldexp", "ldexp_", "lgamma", "lgamma_",
+                      "digamma", "digamma_", "mvlgamma", "mvlgamma_"]  # fmt: skip
 __special__ = [
     "erf", "erfc", "erfinv", "expit", "logit", "xlogy", "xlog1py", "entr", "sinc", "ndtr", "ndtri",
-    "log_ndtr", "log1p", "expm1", "exp2", "softmax", "log_softmax", "logsumexp", "round",
+    "log_ndtr", "log1p", "expm1", "exp2", "softmax", "log_softmax", "logsumexp", "round", "gammaln",
+    "digamma", "psi", "multigammaln",
 ]  # fmt: skip
 
 expit = sigmoid
@@ -141,6 +144,121 @@ def log_ndtr(input, *, out=None):
         series = series + term
     tail = -0.5 * t * t - (-t).log() - _LOG_SQRT_2PI + series.log()
     return _out(where(far, tail, body), out)
+
+
+# the gamma function family ----------------------------------------------------------------------------------
+
+_SHIFT = 8.0  # the recurrences below move x up to at least this, where the asymptotic series converge
+
+
+def _shift_up(x):
+    """``(y, steps)``: ``y = x + k >= 8`` with the smallest such ``k >= 0``, and per step a mask and a
+    factor: ``x, x + 1, ..., y - 1`` where the mask is set, 1 elsewhere (the recurrences of lgamma and
+    digamma, ``x > 0``)."""
+    y, steps = x, []
+    for _ in range(int(_SHIFT)):
+        small = y < _SHIFT
+        steps.append((small, where(small, y, 1.0)))
+        y = where(small, y + 1, y)
+    return y, steps
+
+
+def _positive(x, fn, fallback=1.0):
+    """``fn`` on the positive entries of ``x``; elsewhere ``fn(fallback)``, so no NaN reaches a gradient."""
+    return fn(where(x > 0, x, fallback))
+
+
+def _lgamma_positive(x):
+    """``log(gamma(x))`` for ``x > 0``: ``lgamma(x + k) - log(x (x + 1) ... (x + k - 1))`` and Stirling's
+    series at ``x + k >= 8`` (the next term is below 1e-11)."""
+    y, steps = _shift_up(x)
+    product = steps[0][1]
+    for _, factor in steps[1:]:
+        product = product * factor  # each factor < 8: no overflow
+    inv = 1 / y
+    inv2 = inv * inv
+    series = inv * (
+        1 / 12 + inv2 * (-1 / 360 + inv2 * (1 / 1260 + inv2 * (-1 / 1680 + inv2 * (1 / 1188 - inv2 * 691 / 360360))))
+    )
+    return (y - 0.5) * y.log() - y + _LOG_SQRT_2PI + series - product.log()
+
+
+def _sin_pi_abs(x):
+    """``|sin(pi x)|``, exact at integers (computed on ``x - round(x)``)."""
+    return ((x - x.round()) * math.pi).sin().abs()
+
+
+def lgamma(input, *, out=None):
+    """``log|gamma(x)|``; ``inf`` at 0, the negative integers and ``+-inf``. Negative ``x`` uses the
+    reflection ``log(pi / |sin(pi x)|) - lgamma(1 - x)``."""
+    x = _float_input(input)
+    negative = x <= 0
+    right = _positive(x, _lgamma_positive)
+    reflected = math.log(math.pi) - _sin_pi_abs(x).log() - _lgamma_positive(where(negative, 1 - x, 1.0))
+    result = where(negative, reflected, right)
+    return _out(where(x.isinf(), math.inf, where(x.isnan(), x, result)), out)
+
+
+def lgamma_(self):
+    return _inplace("lgamma_", self, lgamma(self))
+
+
+def _digamma_positive(x):
+    """``digamma(x)`` for ``x > 0``: ``digamma(x + k) - sum 1 / (x + i)`` and the asymptotic series."""
+    y, steps = _shift_up(x)
+    shift = 0.0
+    for small, factor in steps:
+        shift = shift + where(small, 1 / factor, 0.0)
+    inv2 = 1 / (y * y)
+    series = inv2 * (
+        1 / 12
+        - inv2 * (1 / 120 - inv2 * (1 / 252 - inv2 * (1 / 240 - inv2 * (1 / 132 - inv2 * (691 / 32760 - inv2 / 12)))))
+    )
+    return y.log() - 0.5 / y - series - shift
+
+
+def digamma(input, *, out=None):
+    """``d/dx log(gamma(x))``: ``-inf`` at 0 and ``inf`` at -0 (as PyTorch), NaN at the negative integers. Negative ``x``
+    uses the reflection ``digamma(1 - x) - pi / tan(pi x)``."""
+    x = _float_input(input)
+    negative = x < 0
+    right = _positive(x, _digamma_positive)
+    r = where(negative, x - x.round(), 0.5)
+    reflected = _digamma_positive(where(negative, 1 - x, 1.0)) - math.pi / (r * math.pi).tan()
+    result = where(negative, where(r == 0, math.nan, reflected), right)
+    result = where(x == 0, where(x.signbit(), math.inf, -math.inf), where(x.isnan(), x, result))  # +-0: -+inf, as C's
+    return _out(where(x == math.inf, math.inf, where(x == -math.inf, math.nan, result)), out)
+
+
+def digamma_(self):
+    return _inplace("digamma_", self, digamma(self))
+
+
+psi = digamma
+gammaln = lgamma
+
+
+def multigammaln(input, p: int, *, out=None):
+    """Multivariate log-gamma of dimension ``p``: ``p(p-1)/4 log(pi) + sum_j lgamma(x - j/2)``, j < p;
+    every element must be greater than ``(p - 1) / 2``."""
+    if p < 1:
+        raise ValueError(f"multigammaln: p has to be greater than or equal to 1, got {p}")
+    x = _float_input(input)
+    if x.numel() and not bool(_all(x > (p - 1) / 2)):
+        raise ValueError(f"multigammaln: all elements must be greater than (p-1)/2 = {(p - 1) / 2}")
+    result = p * (p - 1) / 4 * math.log(math.pi)
+    for j in range(p):
+        result = result + lgamma(x - j / 2)
+    return _out(result, out)
+
+
+def mvlgamma(input, p: int, *, out=None):
+    """``multigammaln`` under its torch-level name."""
+    return multigammaln(input, p, out=out)
+
+
+def mvlgamma_(self, p: int):
+    return _inplace("mvlgamma_", self, multigammaln(self, p))
 
 
 # elementwise functions of two operands --------------------------------------------------------------------
