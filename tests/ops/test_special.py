@@ -74,6 +74,10 @@ UNARY = {
         None,
     ),
     "psi": (RNG.uniform(0.1, 5, size=(5, 7)), [0.0, -3.0], None),
+    "i0": (RNG.normal(size=(5, 7)) * 10, [0.0, 8.0, -8.0, 8.000001, 700.0, -50.0, np.inf, -np.inf, np.nan], None),
+    "i0e": (RNG.normal(size=(5, 7)) * 10, [0.0, 8.0, -8.0, 1e5, -1e30, np.inf, -np.inf, np.nan], None),
+    "i1": (RNG.normal(size=(5, 7)) * 10, [0.0, -0.0, 8.0, -8.0, 7.99, 700.0, -50.0, np.inf, -np.inf, np.nan], None),
+    "i1e": (RNG.normal(size=(5, 7)) * 10, [0.0, 8.0, -8.0, 1e5, -1e30, np.inf, -np.inf, np.nan], None),
 }
 
 
@@ -137,9 +141,9 @@ def test_deep_tails_against_mpmath():
     np.testing.assert_allclose(munet.special.ndtri(munet.tensor(p, dtype=munet.float64)).numpy(), want_q, rtol=1e-12)
 
 
-def test_lgamma_digamma_mvlgamma_torch_level_and_methods():
+def test_lgamma_digamma_i0_mvlgamma_torch_level_and_methods():
     a = RNG.uniform(0.5, 6, size=(3, 4))
-    for name in ("lgamma", "digamma"):
+    for name in ("lgamma", "digamma", "i0"):
         _check(getattr(munet, name)(_m(a)), getattr(torch, name)(_t(a)), rtol=1e-12, atol=1e-13)
         _check(getattr(_m(a), name)(), getattr(torch, name)(_t(a)), rtol=1e-12, atol=1e-13)
         x = _m(a.copy())
