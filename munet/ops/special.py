@@ -33,13 +33,14 @@ from munet.ops.elementwise_math import (  # noqa: F401 - several are re-exported
 from munet.ops.reduce import all as _all
 from munet.ops.reduce import logsumexp as _logsumexp
 
-__all__ = ["sinc", "logaddexp", "logaddexp2", "ldexp", "lgamma", "digamma", "mvlgamma", "i0"]
+__all__ = ["sinc", "logaddexp", "logaddexp2", "ldexp", "lgamma", "digamma", "mvlgamma", "i0", "polygamma"]
 __tensor_methods__ = ["sinc", "sinc_", "logaddexp", "logaddexp2", "ldexp", "ldexp_", "lgamma", "lgamma_",
-                      "digamma", "digamma_", "mvlgamma", "mvlgamma_", "i0", "i0_"]  # fmt: skip
+                      "digamma", "digamma_", "mvlgamma", "mvlgamma_", "i0", "i0_", "polygamma_"]  # fmt: skip
 __special__ = [
     "erf", "erfc", "erfinv", "expit", "logit", "xlogy", "xlog1py", "entr", "sinc", "ndtr", "ndtri",
     "log_ndtr", "log1p", "expm1", "exp2", "softmax", "log_softmax", "logsumexp", "round", "gammaln",
-    "digamma", "psi", "multigammaln", "i0", "i0e", "i1", "i1e",
+    "digamma", "psi", "multigammaln", "i0", "i0e", "i1", "i1e", "zeta",
+    "polygamma",
 ]  # fmt: skip
 
 expit = sigmoid
@@ -435,6 +436,73 @@ def i1(input, *, out=None):
     x = _float_input(input)
     near, a, inner, outer = _scaled_bessel(x, _I1E_A, _I1E_B)
     return _out(where(x.isnan(), x, where(near, inner * x, where(x < 0, -outer, outer)) * a.exp()), out)
+
+
+# Hurwitz zeta and polygamma --------------------------------------------------------------------------------
+
+# (2k)! / B_2k, the Euler-Maclaurin denominators (Cephes' zeta.c, as PyTorch)
+_ZETA_A = (12.0, -720.0, 30240.0, -1209600.0, 47900160.0, -1.8924375803183791606e9, 7.47242496e10,
+           -2.950130727918164224e12, 1.1646782814350067249e14, -4.5979787224074726105e15,
+           1.8152105401943546773e17, -7.1661652561756670113e18)  # fmt: skip
+_ZETA_MAX_SHIFT = 10_000
+
+
+def zeta(input, other, *, out=None):
+    """Hurwitz zeta ``sum_k (other + k) ** -input``: ``inf`` at ``input == 1`` and at ``other`` a
+    non-positive integer, NaN for ``input < 1`` and for negative ``other`` with non-integer ``input``.
+
+    Euler-Maclaurin summation after at least 9 terms and past ``other + terms > 9`` (Cephes' method):
+    a negative ``other`` needs more terms, so its count is read from the data (one host read).
+    """
+    x, q = _float_pair("zeta", input, other)
+    lowest = float(q.amin()) if q.numel() else 0.0
+    extra = 0 if not lowest < 0 else math.ceil(-lowest)  # NaN and -inf add nothing: they end as NaN / inf
+    if extra > _ZETA_MAX_SHIFT:
+        raise ValueError(f"zeta: other must be greater than -{_ZETA_MAX_SHIFT}, got {lowest}")
+    terms = 9 + extra
+    total = q.pow(-x)
+    for k in range(1, terms + 1):
+        total = total + (q + k).pow(-x)
+    w = q + terms
+    b = w.pow(-x)
+    total = total + b * w / (x - 1) - 0.5 * b
+    rising, k = 1.0, 0.0
+    for denominator in _ZETA_A:
+        rising = rising * (x + k)
+        b = b / w
+        total = total + rising * b / denominator
+        rising = rising * (x + k + 1)
+        b = b / w
+        k += 2
+    pole = (q <= 0) & (q == q.floor())
+    invalid = (x < 1) | ((q < 0) & (x != x.floor()))
+    return _out(where(pole | (x == 1), math.inf, where(invalid, math.nan, total)), out)
+
+
+def polygamma(n: int, input, *, out=None):
+    """The ``n``-th derivative of ``digamma``: ``(-1) ** (n + 1) n! zeta(n + 1, x)`` for ``n >= 1``."""
+    if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+        raise ValueError(f"polygamma: n must be a non-negative integer, got {n!r}")
+    if n == 0:
+        return digamma(input, out=out)
+    x = _float_input(input)
+    scale = (-1.0) ** (n + 1) * math.factorial(n)
+    result = scale * zeta(scalar_tensor(float(n + 1), dtype=x.dtype, device=x.device), x)
+    if n == 1:  # PyTorch's trigamma gives 0 at inf; its zeta (n >= 2) gives NaN there
+        result = where(x == math.inf, 0.0, result)
+    return _out(result, out)
+
+
+def polygamma_(self, n: int):
+    return _inplace("polygamma_", self, polygamma(n, self))
+
+
+def _polygamma_method(self, n: int):
+    """``Tensor.polygamma(n)``: the tensor comes first, unlike ``munet.polygamma(n, input)``."""
+    return polygamma(n, self)
+
+
+__tensor_method_impls__ = {"polygamma": _polygamma_method}
 
 
 # elementwise functions of two operands --------------------------------------------------------------------

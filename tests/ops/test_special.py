@@ -174,6 +174,47 @@ def test_second_derivative_of_lgamma_is_trigamma():
     _check(mx.grad, tx.grad, rtol=1e-8, atol=1e-10)
 
 
+def test_zeta_against_torch():
+    x = np.array([2.0, 3.0, 1.0, 0.5, 4.5, 2.0, 2.0, 2.0, 2.0, 3.0, 2.0, np.inf, 2.0, 1.5, np.nan, 7.0])
+    q = np.array([1.0, 0.5, 1.0, 1.0, 2.0, 0.0, -1.0, -2.5, 1e-3, -3.7, np.inf, 2.0, 30.0, 0.2, 1.0, -2.5])
+    _check(munet.special.zeta(_m(x), _m(q)), torch.special.zeta(_t(x), _t(q)), rtol=1e-12, atol=0)
+    a, b = RNG.uniform(1.1, 6, size=(3, 1)), RNG.uniform(0.1, 20, size=(4,))
+    _check(munet.special.zeta(_m(a), _m(b)), torch.special.zeta(_t(a), _t(b)), rtol=1e-12, atol=0)
+    _check(munet.special.zeta(_m(a), 2.0), torch.special.zeta(_t(a), 2.0), rtol=1e-12, atol=0)
+    _check(munet.special.zeta(3.0, _m(b)), torch.special.zeta(3.0, _t(b)), rtol=1e-12, atol=0)
+    a32, b32 = a.astype(np.float32), b.astype(np.float32)
+    _check(munet.special.zeta(_m(a32), _m(b32)), torch.special.zeta(_t(a32), _t(b32)), rtol=1e-5, atol=0)
+    mq, tq = _m(b, True), _t(b, True)
+    munet.special.zeta(2.5, mq).sum().backward()
+    torch.special.zeta(2.5, tq).sum().backward()
+    _check(mq.grad, tq.grad, rtol=1e-9, atol=0)
+    with pytest.raises(ValueError, match="zeta: other must be greater than"):
+        munet.special.zeta(2.0, _m(np.array([-1e5 - 0.5])))
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 3, 5])
+def test_polygamma(n):
+    v = np.concatenate([RNG.uniform(0.05, 30, size=20), [0.5, -2.5, -0.3, 3.0, 100.0, np.inf, np.nan, 1.0]])
+    rtol = 1e-9 if n == 1 else 1e-12  # torch's trigamma (n = 1) is its own, less exact, series
+    _check(munet.special.polygamma(n, _m(v)), torch.special.polygamma(n, _t(v)), rtol=rtol, atol=0)
+    _check(munet.polygamma(n, _m(v)), torch.polygamma(n, _t(v)), rtol=rtol, atol=0)
+    _check(_m(v).polygamma(n), _t(v).polygamma(n), rtol=rtol, atol=0)
+    x = _m(v.copy())
+    x.polygamma_(n)
+    _check(x, torch.polygamma(n, _t(v)), rtol=rtol, atol=0)
+    if n > 0:  # a pole: (-1)^(n+1) inf
+        assert munet.special.polygamma(n, munet.zeros(1)).item() == torch.special.polygamma(n, torch.zeros(1)).item()
+    u = RNG.uniform(0.2, 10, size=7)
+    mx, tx = _m(u, True), _t(u, True)
+    munet.special.polygamma(n, mx).sum().backward()
+    torch.special.polygamma(n, tx).sum().backward()
+    _check(mx.grad, tx.grad, rtol=1e-8, atol=0)
+    v32 = RNG.uniform(0.1, 20, size=9).astype(np.float32)
+    _check(munet.special.polygamma(n, _m(v32)), torch.special.polygamma(n, _t(v32)), rtol=2e-5, atol=2e-6)
+    with pytest.raises(ValueError, match="polygamma: n must be a non-negative integer"):
+        munet.special.polygamma(-1, _m(v))
+
+
 def test_integer_input_computes_in_default_float():
     got = munet.special.ndtr(munet.tensor([0, 1, -2]))
     assert got.dtype is munet.float32
