@@ -128,6 +128,7 @@ from munet import (  # noqa: E402,F401
     optim,
     profiler,
     rtc,
+    special,
     testing,
     utils,
     vulkan,

@@ -30,6 +30,7 @@ from munet.ops import (
     reduce,
     sampling,
     sort,
+    special,
     view,
 )
 from munet.ops._registry import OPS, Op, apply, apply_inplace, define
@@ -63,12 +64,13 @@ MODULES = (
     conv,
     pooling,
     sampling,
+    special,
 )
 
 
 def export(namespace: dict, listing: str) -> list:
     """Put every op family's functions named in its ``listing`` (``"__all__"``, ``"__functional__"``,
-    ``"__linalg__"``) into ``namespace``; returns their names."""
+    ``"__linalg__"``, ``"__special__"``) into ``namespace``; returns their names."""
     names = []
     for module in MODULES:
         for name in getattr(module, listing, ()):
