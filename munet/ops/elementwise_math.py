@@ -428,8 +428,11 @@ def _hypot_backward(ctx, g):
 def _copysign_backward(ctx, g):
     from munet.ops.creation import zeros_like
 
-    a, r = ctx.saved_tensor("self"), ctx.saved_tensor("result")
-    return _grads(ctx, g * where(a == 0, 0.0, r / a), zeros_like(g))
+    ga = None
+    if ctx.needs_input_grad[0]:  # self is saved only where it is a tensor that needs a gradient
+        a, r = ctx.saved_tensor("self"), ctx.saved_tensor("result")
+        ga = g * where(a == 0, 0.0, r / a)
+    return _grads(ctx, ga, zeros_like(g))
 
 
 def _xlogy_backward(ctx, g):
@@ -437,8 +440,9 @@ def _xlogy_backward(ctx, g):
     need = ctx.needs_input_grad
     ga = None
     if need[0]:
-        # PyTorch: a Python-number ``other`` gives grad * log(other), even where self == 0.
-        ga = g * xlogy(a != 0, b) if is_tensor(b) else g * _scalar_log(b)
+        # PyTorch 2.13: grad * log(other), also where self == 0, except 0 where self == 0 and
+        # other <= 0 (log would be -inf or NaN there); a Python-number ``other`` gives grad * log(other).
+        ga = g * where((a == 0) & (b <= 0), 0.0, b.log()) if is_tensor(b) else g * _scalar_log(b)
     gb = g * (a / b) if len(need) > 1 and need[1] else None
     return _grads(ctx, ga, gb)
 

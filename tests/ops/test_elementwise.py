@@ -242,9 +242,15 @@ def test_hypot_atan2_copysign_xlogy_edges():
     z = np.array([0.0, -0.0, 1.0, -2.0], np.float64)
     check(munet.copysign, torch.copysign, z, np.array([-1.0, 1.0, -0.0, 3.0]))
     check(lambda t: munet.copysign(t, -1), lambda t: torch.copysign(t, -1), z)
+    # a Python number as the magnitude: only the sign's tensor is an input (its gradient is zero)
+    check(lambda t: munet.copysign(2.0, t), lambda t: torch.copysign(torch.tensor(2.0, dtype=t.dtype), t), z)
     check(munet.xlogy, torch.xlogy, np.array([0.0, 0.0, 2.0, 1.0]), np.array([0.0, np.nan, 3.0, 0.5]), grad=False)
     check(lambda t: munet.xlogy(2, t), lambda t: torch.xlogy(2, t), np.array([1.0, 3.0]))
     check(lambda t: munet.xlogy(t, 3.0), lambda t: torch.xlogy(t, 3.0), np.array([1.0, 0.0]))
+    # the gradient at self == 0: log(other) where other > 0, else 0 (NaN other stays NaN)
+    x0 = np.array([0.0, 0.0, 1.0, 0.0, 0.0, 1.0, 2.0, 0.0])
+    y0 = np.array([np.nan, -1.0, 0.0, np.inf, 0.5, -1.0, 0.0, 2.0])
+    check(munet.xlogy, torch.xlogy, x0, y0)
     check(munet.atan2, torch.atan2, np.array([0.0, 1.0, -1.0, 0.0]), np.array([1.0, 0.0, -1.0, -1.0]))
 
 
