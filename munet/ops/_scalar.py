@@ -210,3 +210,27 @@ def unary(op: str):
 
     formula.__name__ = op
     return formula
+
+
+# What the arithmetic, comparison and logical ops mean on bool operands, in the C-family syntax
+# the C-like renderers share (CUDA C and WGSL print bool values with these operators).
+BOOL_FORMS = {
+    "add": "({0} || {1})",
+    "mul": "({0} && {1})",
+    "maximum": "({0} || {1})",
+    "minimum": "({0} && {1})",
+    "lt": "(!{0} && {1})",
+    "le": "(!{0} || {1})",
+    "gt": "({0} && !{1})",
+    "ge": "({0} || !{1})",
+    "eq": "({0} == {1})",
+    "ne": "({0} != {1})",
+    "logical_and": "({0} && {1})",
+    "logical_or": "({0} || {1})",
+    "logical_xor": "({0} != {1})",
+    "logical_not": "(!{0})",
+    "bitwise_and": "({0} && {1})",
+    "bitwise_or": "({0} || {1})",
+    "bitwise_xor": "({0} != {1})",
+    "bitwise_not": "(!{0})",
+}

@@ -25,7 +25,7 @@ several rendered sources concatenate into one program.
 
 from __future__ import annotations
 
-from munet.ops._scalar import BOOL, FLOAT, INT, SCALAR_OPS, Apply, Const, kind
+from munet.ops._scalar import BOOL, BOOL_FORMS, FLOAT, INT, SCALAR_OPS, Apply, Const, kind
 
 CUDA_TYPES = {
     "f32": "float",
@@ -121,26 +121,6 @@ _INT_FORMS = {
     "bitwise_xor": "(({t})({0} ^ {1}))",
     "bitwise_not": "(({t})(~{0}))",
 }
-_BOOL_FORMS = {
-    "add": "({0} || {1})",
-    "mul": "({0} && {1})",
-    "maximum": "({0} || {1})",
-    "minimum": "({0} && {1})",
-    "lt": "(!{0} && {1})",
-    "le": "(!{0} || {1})",
-    "gt": "({0} && !{1})",
-    "ge": "({0} || !{1})",
-    "eq": "({0} == {1})",
-    "ne": "({0} != {1})",
-    "logical_and": "({0} && {1})",
-    "logical_or": "({0} || {1})",
-    "logical_xor": "({0} != {1})",
-    "logical_not": "(!{0})",
-    "bitwise_and": "({0} && {1})",
-    "bitwise_or": "({0} || {1})",
-    "bitwise_xor": "({0} != {1})",
-    "bitwise_not": "(!{0})",
-}
 UNRENDERED = {
     ("floor_divide", INT): "a CUDA integer division by zero gives an unspecified value instead of raising",
     ("fmod", INT): "a CUDA integer division by zero gives an unspecified value instead of raising",
@@ -201,7 +181,7 @@ def render_apply(e, args: list) -> str:
             return _FLOAT_FORMS[e.op].format(*args, f="" if double else "f", d="d" if double else "f")
         if e.op in _LIBM:
             return f"{e.op}{'' if double else 'f'}({', '.join(args)})"
-    form = (_INT_FORMS if operand == INT else _BOOL_FORMS if operand == BOOL else {}).get(e.op)
+    form = (_INT_FORMS if operand == INT else BOOL_FORMS if operand == BOOL else {}).get(e.op)
     if form is None:
         reason = UNRENDERED.get((e.op, operand), "the vocabulary has no such form")
         raise UnrenderableError(f"cuda: scalar op '{e.op}' on {operand} operands has no CUDA C form ({reason})")

@@ -17,7 +17,7 @@ formula needs one has no vulkan kernel for that dtype.
 
 from __future__ import annotations
 
-from munet.ops._scalar import BOOL, FLOAT, INT, kind
+from munet.ops._scalar import BOOL, BOOL_FORMS, FLOAT, INT, kind
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "=="}
 
@@ -89,26 +89,7 @@ _FORMS = {
         "neg": "(-{0})",
         "abs": "abs({0})",
     },
-    BOOL: {
-        "add": "({0} || {1})",
-        "mul": "({0} && {1})",
-        "maximum": "({0} || {1})",
-        "minimum": "({0} && {1})",
-        "lt": "(!{0} && {1})",
-        "le": "(!{0} || {1})",
-        "gt": "({0} && !{1})",
-        "ge": "({0} || !{1})",
-        "eq": "({0} == {1})",
-        "ne": "({0} != {1})",
-        "logical_and": "({0} && {1})",
-        "logical_or": "({0} || {1})",
-        "logical_xor": "({0} != {1})",
-        "logical_not": "(!{0})",
-        "bitwise_and": "({0} && {1})",
-        "bitwise_or": "({0} || {1})",
-        "bitwise_xor": "({0} != {1})",
-        "bitwise_not": "(!{0})",
-    },
+    BOOL: BOOL_FORMS,
 }
 for _forms in _FORMS.values():
     _forms["where"] = "select({2}, {1}, {0})"

@@ -35,14 +35,19 @@ import numpy as np
 from munet.backends.cuda.scalar_cuda import HEADER, PRELUDE, Emitter, UnrenderableError, ctype, literal
 from munet.backends.cuda.source import CudaSource
 from munet.compiler.codegen.c import collapse
-from munet.compiler.codegen.kernel import Index, Kernel, Load, Param, Reduce, StoreFull, contiguous_strides
+from munet.compiler.codegen.kernel import (
+    Index,
+    Kernel,
+    Load,
+    Param,
+    Reduce,
+    StoreFull,
+    UnsupportedKernelError,
+    contiguous_strides,
+)
 
 BLOCK = 256
 SHORT_ROW = 64  # rows up to this long are walked by one thread even when contiguous
-
-
-class UnsupportedKernelError(NotImplementedError):
-    """A kernel this renderer cannot express (the lowering runs the group's members unfused)."""
 
 
 def _emitter(index_of, lines: list, prefix: str = "t", reduced=None) -> Emitter:

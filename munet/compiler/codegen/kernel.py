@@ -339,3 +339,8 @@ DEFINE_HOOKS.append(_add_member_rule)
 
 # Reduction member ops -> the Reduce op they become.
 REDUCTIONS = {"sum": "sum", "amax": "max"}
+
+
+class UnsupportedKernelError(NotImplementedError):
+    """A kernel a renderer (WGSL, CUDA C) cannot express; the lowering catches it and runs the
+    group's member nodes unfused, so users never meet it."""

@@ -37,15 +37,12 @@ from munet.compiler.codegen.kernel import (
     Load,
     Param,
     Reduce,
+    UnsupportedKernelError,
     contiguous_strides,
 )
 
 WGSL_TYPES = {"f32": "f32", "bool": "bool"}
 STORAGE_TYPES = {"f32": "f32", "bool": "u32"}
-
-
-class UnsupportedKernelError(NotImplementedError):
-    """A kernel this renderer cannot express (the lowering falls back to unfused kernels)."""
 
 
 def _literal(value: float, dtype: str) -> str:
