@@ -12,8 +12,9 @@ import pytest
 import torch
 
 import munet
+from munet.backends.bound_kernels import BoundKernels
 from munet.backends.cuda import copies, discovery
-from munet.backends.cuda.backend import _BoundKernels
+from munet.backends.cuda.backend import _bind
 from munet.backends.cuda.kernels_blas import blas_operand, gemm_arguments
 from munet.backends.cuda.registry import KERNELS, kernel
 
@@ -201,7 +202,7 @@ class _RecordingRuntime:
 def test_bound_kernels_run_in_their_devices_scope_and_a_missing_one_is_a_device_error(monkeypatch):
     rt = _RecordingRuntime()
     monkeypatch.setitem(KERNELS, "test_probe_op", lambda runtime, x, *, k: (runtime.events.append("run"), x * k)[1])
-    kernels = _BoundKernels(rt)
+    kernels = BoundKernels(KERNELS, _bind, rt)
     assert kernels["test_probe_op"](3, k=2) == 6
     assert rt.events == ["enter", "run", "exit"]
     backend = types.SimpleNamespace(kernels=kernels, device=munet.device("cuda", 3))

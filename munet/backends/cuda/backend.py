@@ -13,6 +13,7 @@ import numpy as np
 
 from munet import _dtype as D
 from munet._device import DeviceError, device
+from munet.backends.bound_kernels import BoundKernels
 from munet.backends.cuda import copies
 from munet.backends.cuda.discovery import cupy_module
 from munet.backends.cuda.memory import Allocator
@@ -54,7 +55,7 @@ class CudaBackend:
         self.device = device("cuda", index)
         self.runtime = rt = CudaRuntime(index)
         self.cupy = rt.cupy
-        self.kernels = _BoundKernels(rt)
+        self.kernels = BoundKernels(KERNELS, _bind, rt)
 
     # memory -------------------------------------------------------------------------------------
     def empty(self, numel: int, dtype):
@@ -146,25 +147,6 @@ class CudaBackend:
         extent = 1 + sum((n - 1) * s for n, s in zip(array.shape, stride)) if array.size else 0
         buffer = cp.ndarray((extent,), array.dtype, array.data, (itemsize,))
         return buffer, array.shape, stride, array
-
-
-class _BoundKernels(dict):
-    """The registry's kernels bound to one device's runtime and run in its scope; bound at first use,
-    so a kernel module imported after the device opened is found too."""
-
-    def __init__(self, rt: CudaRuntime):
-        super().__init__()
-        self.rt = rt
-
-    def __missing__(self, name):
-        fn = self[name] = _bind(KERNELS[name], self.rt)
-        return fn
-
-    def __contains__(self, name) -> bool:
-        return name in KERNELS
-
-    def get(self, name, default=None):
-        return self[name] if name in KERNELS else default
 
 
 def _bind(fn, rt: CudaRuntime):

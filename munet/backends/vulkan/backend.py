@@ -17,6 +17,7 @@ import numpy as np
 
 from munet import _dtype as D
 from munet._device import device
+from munet.backends.bound_kernels import BoundKernels
 from munet.backends.vulkan import adapters
 from munet.backends.vulkan.copies import cast_to, contiguous, copy_into
 from munet.backends.vulkan.registry import KERNELS
@@ -37,7 +38,7 @@ class VulkanBackend:
     def _open(self) -> None:
         adapter = adapters.adapters_for(self.device.type)[self.device.index]
         self.runtime = rt = Runtime(adapter, str(self.device), self.generation)
-        self.kernels = _BoundKernels(rt)
+        self.kernels = BoundKernels(KERNELS, _bind, rt)
 
     def reset(self) -> None:
         """Close the runtime (lost or not: its pending work and tensors are dropped) and open a new
@@ -122,25 +123,6 @@ class VulkanBackend:
 
     def synchronize(self) -> None:
         self.runtime.synchronize()
-
-
-class _BoundKernels(dict):
-    """The registry's kernels bound to one runtime, bound at first use: a kernel registered after
-    the device opened (an op defined later, rendered from its formula) is found too."""
-
-    def __init__(self, rt):
-        super().__init__()
-        self.rt = rt
-
-    def __missing__(self, name):
-        fn = self[name] = _bind(KERNELS[name], self.rt)
-        return fn
-
-    def __contains__(self, name) -> bool:
-        return name in KERNELS
-
-    def get(self, name, default=None):
-        return self[name] if name in KERNELS else default
 
 
 def _bind(fn, rt):
