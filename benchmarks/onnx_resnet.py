@@ -79,8 +79,8 @@ def main() -> None:
             x = np.random.default_rng(0).standard_normal((batch, 3, args.size, args.size), dtype=np.float32)
             mx = munet.from_numpy(x)
             with munet.no_grad():
-                ours = median_ms(lambda: compiled(mx), args.repeat)
-            theirs = median_ms(lambda: session.run(None, {"input_0": x}), args.repeat)
+                ours = median_ms(lambda mx=mx: compiled(mx), args.repeat)
+            theirs = median_ms(lambda s=session, x=x: s.run(None, {"input_0": x}), args.repeat)
             print(f"{threads:>8} {batch:>5} {ours:10.1f} {theirs:10.1f} {ours / theirs:6.2f}")
     munet.set_num_threads(default_threads)
     if args.vulkan:
@@ -89,7 +89,7 @@ def main() -> None:
         for batch in (int(b) for b in args.batches.split(",")):
             x = munet.randn(batch, 3, args.size, args.size).to(device)
             with munet.no_grad():
-                ms = median_ms(lambda: on_device(x), args.repeat, sync=lambda: munet.vulkan.synchronize())
+                ms = median_ms(lambda x=x: on_device(x), args.repeat, sync=munet.vulkan.synchronize)
             print(f"{'vulkan':>8} {batch:>5} {ms:10.1f}")
 
 
