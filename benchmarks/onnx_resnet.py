@@ -1,8 +1,8 @@
 """Imported ResNet-18 inference: MuNet (``munet.onnx.load`` + ``munet.compile``) against onnxruntime.
 
 The model is ``tests/onnx/real_models.py``'s ResNet-18 (torchvision's layout) exported by
-``torch.onnx.export`` at opset 18, 224x224 inputs. Both runtimes run in this one process, at each
-library's default thread count and then at one thread (``--threads default,1``): MuNet through
+``torch.onnx.export`` at opset 18 with a symbolic batch dim, 224x224 inputs. Both runtimes run in
+this one process, at each library's default thread count and then at one thread (``--threads default,1``): MuNet through
 ``munet.set_num_threads``, onnxruntime through ``intra_op_num_threads`` (0 is its default, one
 thread per core). Prints the median ms per batch and the ratio MuNet / onnxruntime, for batch 1
 and 16, and (``--vulkan``) MuNet on ``vulkan:0``. Usage:
@@ -61,7 +61,7 @@ def main() -> None:
 
     torch.manual_seed(0)
     model = randomize_batch_norm(ResNet18(), torch.Generator().manual_seed(0)).eval()
-    model_bytes = export(model, (torch.randn(1, 3, args.size, args.size),))
+    model_bytes = export(model, (torch.randn(1, 3, args.size, args.size),), dynamic_axes={"input_0": {0: "batch"}})
     load = os.getloadavg()
     print(
         f"# {platform.processor() or platform.machine()}  cores={os.cpu_count()}  load={load[0]:.1f},{load[1]:.1f},{load[2]:.1f}"
