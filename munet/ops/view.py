@@ -292,6 +292,7 @@ def _type_name(dtype) -> str:
     return {
         "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int8": "Char",
         "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool",
+        "complex64": "ComplexFloat", "complex128": "ComplexDouble",
     }.get(dtype.name, dtype.name)  # fmt: skip
 
 
