@@ -2,8 +2,10 @@
 
 ``sort`` and ``topk`` are primitives returning ``(values, indices)`` named tuples; ``kthvalue``
 is a composite (a position of the stable sort); the gradient of the values scatters back through the indices. ``unique``,
-``unique_consecutive`` and ``searchsorted`` have data-dependent or integer results and no
-gradient.
+``unique_consecutive`` have data-dependent results and no gradient. ``searchsorted`` is a
+composite: per value, a count of the boundaries that sort before it (a broadcast comparison and a
+sum), which a fused plan turns into one reduction kernel; cpu and vulkan keep binary-search kernels
+for it, tested against that count.
 """
 
 from __future__ import annotations
@@ -217,7 +219,35 @@ def _searchsorted_meta(seq, values, sorter, *, right, out_int32):
     return Meta(vshape, D.int32 if out_int32 else D.int64)
 
 
-searchsorted_op = define("searchsorted", inputs=("sorted_sequence", "self", "sorter"), meta=_searchsorted_meta)
+def _searchsorted_decomposition(seq, values, sorter, *, right, out_int32):
+    """How many boundaries sort before each value (``right``: before it or equal), in ``sort``'s
+    order, where NaN is the largest value: ``s < v or (v is NaN and s is not)`` for the left side,
+    ``s <= v or v is NaN`` for the right. -0.0 and +0.0 are equal. A ``sorter`` first gathers the
+    boundaries into order."""
+    from munet.ops.checks import IndexOutOfRangeError, check_values
+
+    size = seq.shape[-1]
+    if sorter is not None:
+        message = f"searchsorted: index {{value}} is out of bounds for dimension {seq.ndim - 1} with size {size}"
+        check_values((sorter >= 0) & (sorter < size), message, IndexOutOfRangeError, sorter)
+        seq = seq.gather(-1, sorter)
+    s = seq.unsqueeze(-2)  # (..., 1, size) against values (..., m, 1)
+    v = values.unsqueeze(-1)
+    before = s <= v if right else s < v
+    if seq.dtype.is_floating_point:
+        before = (before | v.isnan()) if right else (before | (v.isnan() & s.isnan().logical_not()))
+    return before.sum(-1).to(D.int32 if out_int32 else D.int64)
+
+
+# Its result is an integer and has no gradient: the public function passes its inputs detached, so
+# eager mode always runs a device's kernel (a composite without a gradient rule would otherwise run
+# its decomposition, which compares every value with every boundary, wherever an input needs one).
+searchsorted_op = define(
+    "searchsorted",
+    inputs=("sorted_sequence", "self", "sorter"),
+    meta=_searchsorted_meta,
+    decomposition=_searchsorted_decomposition,
+)
 
 
 def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None, sorter=None):
@@ -240,7 +270,8 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
             )
         input = tensor(input, device=sorted_sequence.device)
     common = D.promote_types(sorted_sequence.dtype, input.dtype)
-    seq, values = sorted_sequence.to(common), input.to(common)
+    seq, values = sorted_sequence.to(common).detach(), input.to(common).detach()
+    sorter = None if sorter is None else sorter.detach()
     return apply(searchsorted_op, seq, values, sorter, right=bool(right), out_int32=bool(out_int32))
 
 
