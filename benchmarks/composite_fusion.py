@@ -2,6 +2,7 @@
 
     OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/composite_fusion.py [--op log_softmax]
         [--workloads mlp,cnn,gpt] [--rounds 6] [--loss]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/composite_fusion.py --op embedding,embedding_backward --workloads gpt
     .venv/bin/python benchmarks/composite_fusion.py --workloads= --cases all [--device vulkan] [--quick]
 
 Builds each workload's compiled training step of ``compare_pytorch.py`` twice in one process: once
@@ -217,7 +218,7 @@ def _case(name: str, device: str, quick: bool, rounds: int) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--op", default="log_softmax")
+    parser.add_argument("--op", default="log_softmax", help="the composite(s) kept, comma-separated")
     parser.add_argument("--workloads", default="mlp,cnn,gpt")
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--loss", action="store_true", help="also cross_entropy alone over 2048x65, 256x10, 24x13")
@@ -230,11 +231,11 @@ def main() -> None:
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  load={os.getloadavg()}")
     print(f"# OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}; median ms of process CPU time")
     for name in filter(None, args.workloads.split(",")):
-        r = _workload(name, args.op, args.rounds)
+        r = _workload(name, set(args.op.split(",")), args.rounds)
         print(f"{name}: {args.op} kernel {r['kernel']:.1f} ms/step, fused {r['fused']:.1f} ms/step")
     if args.loss:
         for n, c in ((2048, 65), (256, 10), (24, 13)):
-            r = _loss(n, c, args.op, 5 * args.rounds)
+            r = _loss(n, c, set(args.op.split(",")), 5 * args.rounds)
             print(f"cross_entropy {n}x{c}: {args.op} kernel {r['kernel']:.3f} ms, fused {r['fused']:.3f} ms")
     cases = list(CASES) if args.cases == "all" else list(filter(None, args.cases.split(",")))
     for name in cases:
