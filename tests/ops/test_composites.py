@@ -152,6 +152,7 @@ EXTRA_INPUTS.update(
             (lambda x: (x, x[..., :3], x.argsort(-1)), dict(right=True, out_int32=True)),  # through a sorter
             (lambda x: (x[0, 6].sort().values, x, None), dict(right=False, out_int32=False)),  # one sequence
             (lambda x: (x.floor().sort(-1).values, x.floor(), None), dict(right=False, out_int32=False)),
+            (lambda x: (x[..., :0], x, None), dict(right=True, out_int32=False)),  # no boundaries
         ],
         "cumulative_select_backward": [
             (lambda x: (x.flip(2), x.cummax(2).indices), dict(dim=2)),
