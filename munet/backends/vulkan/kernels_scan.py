@@ -250,8 +250,10 @@ def cumprod_backward(rt, g, x, *, dim):
         inner *= n
     pos_args = [Scalar("u32", inner), Scalar("u32", shape[dim])]
     pos = "f32((idx / c) % d)"
+    dtype, work = x.dtype, compute_dtype(x.dtype)
+    if work is not dtype:  # the products in float32, as the decomposition: float16 would overflow them
+        x = elementwise(rt, "a", [x], new_view(rt, shape, work))
     y = cumprod(rt, x, dim=dim)
-    work = compute_dtype(x.dtype)
     gy = elementwise(rt, "a * b", [g, y], new_view(rt, shape, work))
     tail = cumsum(rt, gy, dim=dim, reverse=True)
     skipped = elementwise(rt, f"select(a, 1.0, {pos} == b)", [x, first, *pos_args], new_view(rt, shape, work))
@@ -261,7 +263,7 @@ def cumprod_backward(rt, g, x, *, dim):
     # a=tail b=x c=inner d=n e=first f=grad_first
     expr = f"select(select(0.0, f, {pos} == e), a / b, {pos} < e)"
     operands = [tail, x, *pos_args, first, grad_first]
-    return elementwise(rt, expr, operands, new_view(rt, shape, x.dtype))
+    return elementwise(rt, expr, operands, new_view(rt, shape, dtype))
 
 
 def _expand(v: VkView, shape) -> VkView:
