@@ -31,6 +31,8 @@ import operator
 import os
 import sys
 
+import numpy as np
+
 from munet._tensor import HOST_READS, Storage, Tensor, contiguous_strides
 from munet.autograd.grad_mode import _State, no_grad
 from munet.compiler.ir import SCALAR_OPS, Graph, Value
@@ -332,7 +334,7 @@ class Tracer:
 
     def _new_state(self, t: Tensor) -> SymBuffer:
         storage = t._storage
-        if getattr(storage.data, "dtype", t._dtype.np) != t._dtype.np:
+        if isinstance(storage.data, np.ndarray) and storage.data.dtype != t._dtype.np:
             raise RuntimeError(
                 f"munet.compile: a {t._dtype} view(dtype) of {storage.data.dtype} storage cannot be traced; "
                 "make it a tensor of its own first (.clone()) or create it inside the compiled function"

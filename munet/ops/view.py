@@ -641,7 +641,10 @@ def as_strided(input, size, stride, storage_offset=None):
     if any(s < 0 for s in stride):
         raise RuntimeError("as_strided: negative strides are not supported")
     data = input._storage.data  # a NumPy array on cpu, a DeviceBuffer (numel) on vulkan
-    storage_size = data.nbytes // input.element_size() if hasattr(data, "nbytes") else getattr(data, "numel", None)
+    if isinstance(data, np.ndarray):  # in elements of the input's dtype (a view(dtype) may differ)
+        storage_size = data.nbytes // input.element_size()
+    else:
+        storage_size = data.shape[0] if hasattr(data, "shape") else getattr(data, "numel", None)
     if all(n > 0 for n in size) and isinstance(storage_size, int):
         last = offset + sum((n - 1) * s for n, s in zip(size, stride))
         if last >= storage_size:
