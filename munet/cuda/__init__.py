@@ -36,6 +36,13 @@ from munet.cuda.devices import (
     is_tf32_supported,
     set_device,
 )
+from munet.cuda.graphs import (
+    CUDAGraph,
+    graph,
+    graph_pool_handle,
+    is_current_stream_capturing,
+    make_graphed_callables,
+)
 from munet.cuda.memory import (
     empty_cache,
     max_memory_allocated,
