@@ -431,6 +431,13 @@ class Graph:
         return f"digraph fake {{ // {len(self.work)} recorded operations\n}}"
 
 
+class ExternalStream(Stream):
+    def __init__(self, ptr: int, device_id: int = -1):
+        super().__init__()
+        self.ptr = ptr
+        self.device_id = _current_device() if device_id < 0 else device_id
+
+
 def get_current_stream(device_id: int = -1) -> Stream:
     device = _current_device() if device_id < 0 else device_id
     return _stack().streams.get(device) or Stream.null
@@ -477,7 +484,8 @@ _runtime = types.SimpleNamespace(
     getDevice=_current_device,
     memGetInfo=lambda: (TOTAL_MEMORY // 2, TOTAL_MEMORY),
     memcpyPeerAsync=_memcpy_peer,
-    CUDARuntimeError=CUDARuntimeError,
+    deviceCanAccessPeer=lambda device, peer: int(device != peer),
+    CUDARuntimeError=lambda code: CUDARuntimeError(f"cudaError {code}: fake CUDA runtime error"),
     streamCaptureModeGlobal=0,
     streamCaptureModeThreadLocal=1,
     streamCaptureModeRelaxed=2,
@@ -592,6 +600,7 @@ cuda = types.SimpleNamespace(
     Device=Device,
     Stream=Stream,
     Graph=Graph,
+    ExternalStream=ExternalStream,
     Event=Event,
     MemoryPool=MemoryPool,
     MemoryPointer=MemoryPointer,

@@ -50,6 +50,8 @@ class Allocator:
         self.allocations = 0
         self.num_ooms = 0
         self.limit: int | None = None  # bytes all pools may reserve (set_per_process_memory_fraction)
+        self.fraction = 1.0
+        self.raw_blocks: dict = {}  # address -> block of munet.cuda.caching_allocator_alloc
         self.private_pools: weakref.WeakSet = weakref.WeakSet()
         metrics.watch_allocated_bytes(label, self)
 
@@ -119,6 +121,12 @@ class Allocator:
         a captured graph may still use them)."""
         with self.cupy.cuda.Device(self.index):
             self.pool.free_all_blocks()
+
+    def reset_accumulated(self) -> None:
+        """Restart the counters that only grow (``reset_accumulated_memory_stats``)."""
+        with self._lock:
+            self.allocations = 0
+            self.num_ooms = 0
 
     def reset_peak(self) -> None:
         with self._lock:

@@ -86,6 +86,20 @@ class Stream:
         return f"<munet.cuda.Stream device={self.device} cuda_stream={self.cuda_stream:#x}>"
 
 
+class ExternalStream(Stream):
+    """A stream created elsewhere (another library's ``cudaStream_t``), used as a MuNet stream; the
+    caller keeps it alive while MuNet uses it.
+
+    >>> s = munet.cuda.ExternalStream(cupy_stream.ptr)
+    """
+
+    def __init__(self, stream_ptr: int, device=None):
+        index = device_index(device)
+        cp = cupy_module()
+        with cp.cuda.Device(index):
+            self._init(cp.cuda.ExternalStream(int(stream_ptr), index), index)
+
+
 class Event:
     """A marker in a stream: record it, wait for it on another stream or the host, time between two.
 
