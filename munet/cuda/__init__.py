@@ -18,6 +18,7 @@ from munet.backends.cuda.streams import (
     StreamContext,
     current_stream,
     default_stream,
+    get_stream_from_external,
     set_stream,
     stream,
     synchronize,
@@ -60,6 +61,7 @@ from munet.cuda.memory import (
     get_allocator_backend,
     get_per_process_memory_fraction,
     host_memory_stats,
+    host_memory_stats_as_nested_dict,
     ipc_collect,
     max_memory_allocated,
     max_memory_cached,
@@ -71,14 +73,24 @@ from munet.cuda.memory import (
     memory_stats,
     memory_stats_as_nested_dict,
     memory_summary,
+    reset_accumulated_host_memory_stats,
     reset_accumulated_memory_stats,
     reset_max_memory_allocated,
     reset_max_memory_cached,
+    reset_peak_host_memory_stats,
     reset_peak_memory_stats,
     set_per_process_memory_fraction,
     use_mem_pool,
 )
-from munet.cuda.nvml import clock_rate, device_memory_used, list_gpu_processes, power_draw, temperature, utilization
+from munet.cuda.nvml import (
+    clock_rate,
+    device_memory_used,
+    list_gpu_processes,
+    memory_usage,
+    power_draw,
+    temperature,
+    utilization,
+)
 from munet.cuda.random import (
     default_generators,
     get_rng_state,

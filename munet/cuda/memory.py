@@ -214,6 +214,19 @@ def host_memory_stats() -> dict:
     return {}
 
 
+def host_memory_stats_as_nested_dict() -> dict:
+    """``{}``, as ``host_memory_stats``."""
+    return {}
+
+
+def reset_accumulated_host_memory_stats() -> None:
+    """Nothing to reset: MuNet allocates no pinned host memory."""
+
+
+def reset_peak_host_memory_stats() -> None:
+    """Nothing to reset: MuNet allocates no pinned host memory."""
+
+
 def ipc_collect() -> None:
     """Nothing to collect: MuNet shares no CUDA memory between processes (raises without CUDA)."""
     discovery.cupy_module()

@@ -1,5 +1,5 @@
 """Device telemetry through NVML (``pynvml``, from the ``nvidia-ml-py`` package), as ``torch.cuda``
-reads it: ``utilization``, ``temperature``, ``power_draw``, ``clock_rate``, ``device_memory_used``,
+reads it: ``utilization``, ``memory_usage``, ``temperature``, ``power_draw``, ``clock_rate``, ``device_memory_used``,
 ``list_gpu_processes``.
 
 NVML is optional: without ``pynvml`` these raise the ModuleNotFoundError PyTorch raises
@@ -33,6 +33,12 @@ def utilization(device=None) -> int:
     """Percent of the past sample period in which a kernel ran on the device (``nvidia-smi``'s figure)."""
     nvml = _pynvml()
     return int(nvml.nvmlDeviceGetUtilizationRates(_handle(nvml, device)).gpu)
+
+
+def memory_usage(device=None) -> int:
+    """Percent of the past sample period in which device memory was read or written."""
+    nvml = _pynvml()
+    return int(nvml.nvmlDeviceGetUtilizationRates(_handle(nvml, device)).memory)
 
 
 def temperature(device=None) -> int:

@@ -27,7 +27,9 @@ def test_defaults_without_cuda(no_cuda):
     cuda = munet.cuda
     assert cuda.memory_stats_as_nested_dict() == {}
     assert cuda.get_arch_list() == [] and cuda.get_gencode_flags() == ""
-    assert cuda.host_memory_stats() == {}
+    assert cuda.host_memory_stats() == {} and cuda.host_memory_stats_as_nested_dict() == {}
+    cuda.reset_accumulated_host_memory_stats()
+    cuda.reset_peak_host_memory_stats()
     assert len(cuda.default_generators) == 0 and list(cuda.default_generators) == []
     assert cuda.has_half is True and cuda.has_magma is False
     assert cuda.is_current_stream_capturing() is False
@@ -59,6 +61,7 @@ def test_defaults_without_cuda(no_cuda):
         lambda c: c.CUDAGraph().capture_begin(),
         lambda c: c.MemPool(),
         lambda c: c.ExternalStream(1234),
+        lambda c: c.get_stream_from_external(1234),
         lambda c: c.FloatTensor(2),
     ],
 )
@@ -81,7 +84,7 @@ def test_errors_and_argument_checks(no_cuda):
 @pytest.mark.skipif(importlib.util.find_spec("pynvml") is not None, reason="NVML is installed here")
 def test_telemetry_needs_nvml():
     for fn in (munet.cuda.utilization, munet.cuda.temperature, munet.cuda.power_draw, munet.cuda.clock_rate,
-               munet.cuda.device_memory_used):  # fmt: skip
+               munet.cuda.device_memory_used, munet.cuda.memory_usage):  # fmt: skip
         with pytest.raises(ModuleNotFoundError, match="nvidia-ml-py"):
             fn()
     assert munet.cuda.list_gpu_processes() == "pynvml module not found, please install nvidia-ml-py"
@@ -179,6 +182,7 @@ def test_external_streams_and_legacy_types(gpus):
     s = munet.cuda.ExternalStream(raw.ptr)
     with munet.cuda.stream(s):
         assert munet.cuda.current_stream().cuda_stream == raw.ptr
+    assert munet.cuda.get_stream_from_external(raw.ptr, device=1).device == munet.device("cuda", 1)
     x = munet.cuda.FloatTensor([1.0, 2.0])
     assert x.is_cuda and isinstance(x, munet.cuda.FloatTensor) and not isinstance(x, munet.FloatTensor)
     assert munet.cuda.LongTensor(2, 3).shape == (2, 3)

@@ -100,6 +100,11 @@ class ExternalStream(Stream):
             self._init(cp.cuda.ExternalStream(int(stream_ptr), index), index)
 
 
+def get_stream_from_external(data_ptr: int, device=None) -> ExternalStream:
+    """``ExternalStream(data_ptr, device)`` (PyTorch's spelling)."""
+    return ExternalStream(data_ptr, device)
+
+
 class Event:
     """A marker in a stream: record it, wait for it on another stream or the host, time between two.
 
