@@ -262,7 +262,9 @@ class CudaTarget(CudaRendering):
         outs = [(slot[v], tuple(v.shape), v.dtype) for v in node.outputs]
         planned = [self.arena_views.get(v) for v in node.outputs]
         # an output written over its state input: (output position, input position)
-        inplace = [(k, tensors.index(executable.inplace[v])) for k, v in enumerate(node.outputs) if v in executable.inplace]
+        inplace = [
+            (k, tensors.index(executable.inplace[v])) for k, v in enumerate(node.outputs) if v in executable.inplace
+        ]
         self.counters["inplace_updates"] += len(inplace)
         rt, numel, target = self.runtime, kernel.numel, self
 

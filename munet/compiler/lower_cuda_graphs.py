@@ -71,7 +71,9 @@ class GraphReplay:
     def _on_host(self, node) -> bool:
         if isinstance(node.op, ScalarOp):
             return True
-        return bool(node.outputs) and node.outputs[0].kind == "tensor" and as_device(node.outputs[0].device) != self.device
+        return (
+            bool(node.outputs) and node.outputs[0].kind == "tensor" and as_device(node.outputs[0].device) != self.device
+        )
 
     def _is_upload(self, node) -> bool:
         """A ``to_device`` node from another device's value to this one."""
