@@ -84,6 +84,8 @@ class GraphReplay:
         )
 
     def _why_not(self, nodes) -> str | None:
+        if not self.device_steps:
+            return "the plan has no device work"
         uploads = set(self.upload_steps)
         for k, node in enumerate(nodes):
             if k in uploads:
@@ -108,6 +110,13 @@ class GraphReplay:
 
     # running ------------------------------------------------------------------------------------
     def run(self, env: list) -> None:
+        from munet.cuda.graphs import is_current_stream_capturing
+
+        if is_current_stream_capturing():
+            raise RuntimeError(
+                "munet.compile: a compiled cuda plan cannot run inside a CUDA graph capture (it uploads its "
+                "hyperparameters before each launch and replays as a graph of its own); call it outside the capture"
+            )
         self.calls += 1
         if self.refused is not None or self.failure is not None or self.calls <= WARMUP_CALLS:
             self.executable._run_steps(env)
@@ -156,7 +165,7 @@ class GraphReplay:
                 env[i] = captured[i]
 
     def _capture(self, env: list) -> bool:
-        from munet.backends.cuda.streams import Stream, current_stream
+        from munet.backends.cuda.streams import capture_stream, current_stream
         from munet.backends.cuda.streams import stream as stream_context
         from munet.cuda.graphs import CUDAGraph
 
@@ -167,7 +176,7 @@ class GraphReplay:
         self.captures += 1
         graph = CUDAGraph()
         index = self.device.index
-        side = Stream(index)
+        side = capture_stream(index)
         side.wait_stream(current_stream(index))
         target.upload_params_per_kernel = False
         try:

@@ -47,7 +47,7 @@ def _check(fn, args) -> None:
 
 
 def _graph_one(fn, args, warmup: int, allow_unused: bool, pool, CUDAGraph, graph):  # noqa: N803 - class args
-    from munet.backends.cuda.streams import Stream, current_stream
+    from munet.backends.cuda.streams import capture_stream, current_stream
     from munet.backends.cuda.streams import stream as stream_context
 
     _check(fn, args)
@@ -67,7 +67,7 @@ def _graph_one(fn, args, warmup: int, allow_unused: bool, pool, CUDAGraph, graph
         return list(grad([o for o, _ in differentiable], wrt, [g for _, g in differentiable],
                          allow_unused=allow_unused))  # fmt: skip
 
-    side = Stream()
+    side = capture_stream()
     side.wait_stream(current_stream())
     with stream_context(side):  # warm-up: lazy initialisation (kernel loads, cuBLAS) outside the capture
         for _ in range(warmup):

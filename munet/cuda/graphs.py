@@ -25,7 +25,7 @@ from munet._device import device as _device
 from munet._device import opened_backend
 from munet.backends.cuda import discovery
 from munet.backends.cuda.memory import PrivatePool, new_handle, routing
-from munet.backends.cuda.streams import Stream, current_stream, synchronize
+from munet.backends.cuda.streams import Stream, capture_stream, current_stream, synchronize
 from munet.backends.cuda.streams import stream as stream_context
 
 _CAPTURE_MODES = ("global", "thread_local", "relaxed")
@@ -155,8 +155,8 @@ class CUDAGraph:
 
 class graph:  # noqa: N801 - PyTorch's name
     """``with munet.cuda.graph(g):`` captures the block into ``g`` on a side stream (``stream``, or one
-    stream per device shared by all captures); it synchronises the device, collects garbage and
-    empties the cache first, as PyTorch."""
+    non-blocking stream per device shared by all captures); it synchronises the device, collects
+    garbage and empties the cache first, as PyTorch."""
 
     default_capture_stream: dict = {}  # device index -> the side stream
 
@@ -166,7 +166,7 @@ class graph:  # noqa: N801 - PyTorch's name
             index = discovery.current_index()
             stream = graph.default_capture_stream.get(index)
             if stream is None:
-                stream = graph.default_capture_stream[index] = Stream(index)
+                stream = graph.default_capture_stream[index] = capture_stream(index)
         self.cuda_graph = cuda_graph
         self.pool = pool
         self.capture_stream = stream

@@ -135,3 +135,14 @@ def test_a_compiled_forward_and_its_backward():
         for p, q in zip(model.parameters(), reference.parameters()):
             _close(p.grad, q.grad)
     assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
+
+
+def test_a_compiled_plan_refuses_to_run_inside_a_user_capture():
+    compiled = munet.compile(lambda x: x * 2 + 1)
+    (x,) = _data(0, (3,))
+    x = x.cuda()
+    compiled(x)
+    g = munet.cuda.CUDAGraph()
+    with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):
+        with munet.cuda.graph(g):
+            compiled(x)

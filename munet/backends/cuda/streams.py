@@ -100,6 +100,15 @@ class ExternalStream(Stream):
             self._init(cp.cuda.ExternalStream(int(stream_ptr), index), index)
 
 
+def capture_stream(device=None) -> Stream:
+    """A new non-blocking stream of ``device``: it does not synchronise with the legacy default
+    stream, which is what a graph capture needs (work on the legacy stream would join it)."""
+    index = device_index(device)
+    cp = cupy_module()
+    with cp.cuda.Device(index):
+        return Stream._wrap(cp.cuda.Stream(non_blocking=True), index)
+
+
 def get_stream_from_external(data_ptr: int, device=None) -> ExternalStream:
     """``ExternalStream(data_ptr, device)`` (PyTorch's spelling)."""
     return ExternalStream(data_ptr, device)
