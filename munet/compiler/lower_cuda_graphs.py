@@ -21,7 +21,8 @@ a copy of a device value to the host inside the plan, an unfused node reading a
 run-time scalar (the graph would freeze its value), a host step fed by a device value, or a capture
 CUDA refused (the error CuPy raised, e.g. a kernel that synchronises with the host). State inputs
 (parameters, optimizer moments, buffers) are used where they live; when one moves (``p.data = ...``)
-the plan captures again, and after ``MAX_CAPTURES`` captures it stops capturing.
+or an argument's shape changes (a plan serves one shape; size-generic plans are not captured) the
+plan captures again, and after ``MAX_CAPTURES`` captures it stops capturing.
 """
 
 from __future__ import annotations
@@ -86,6 +87,8 @@ class GraphReplay:
     def _why_not(self, nodes) -> str | None:
         if not self.device_steps:
             return "the plan has no device work"
+        if self.executable.dynamic:
+            return "a size-generic plan (dynamic shapes) serves many shapes; a graph holds one"
         uploads = set(self.upload_steps)
         for k, node in enumerate(nodes):
             if k in uploads:
@@ -121,11 +124,11 @@ class GraphReplay:
         if self.refused is not None or self.failure is not None or self.calls <= WARMUP_CALLS:
             self.executable._run_steps(env)
             return
-        if self.graph is not None and not self._state_unmoved(env):
-            self.graph = None  # a state tensor moved: its old memory is not the one to update
+        if self.graph is not None and not self._fits(env):
+            self.graph = None  # a state tensor moved (its old memory is not the one to update), or an argument's geometry changed
         if self.graph is None:
             if self.captures >= MAX_CAPTURES:
-                self.failure = f"state inputs moved after {self.captures} captures; the plan stopped capturing"
+                self.failure = f"the inputs changed after {self.captures} captures; the plan stopped capturing"
                 self.executable._run_steps(env)
                 return
             if not self._capture(env):
@@ -205,9 +208,14 @@ class GraphReplay:
         self._captured_state = {i: env[i] for i in self.state_slots}
         return True
 
-    def _state_unmoved(self, env: list) -> bool:
+    def _fits(self, env: list) -> bool:
+        """Whether this call's inputs fit the captured graph: the same state memory, arguments of
+        the captured shapes and dtypes."""
         same = self.target.same_memory
-        return all(same(env[i], captured) for i, captured in self._captured_state.items())
+        if not all(same(env[i], captured) for i, captured in self._captured_state.items()):
+            return False
+        statics = self._static_inputs
+        return all(env[i].shape == statics[i].shape and env[i].dtype == statics[i].dtype for i in self.copied_slots)
 
     def stats(self) -> dict:
         if self.refused is not None or self.failure is not None:

@@ -146,3 +146,11 @@ def test_a_compiled_plan_refuses_to_run_inside_a_user_capture():
     with pytest.raises(RuntimeError, match="inside a CUDA graph capture"):
         with munet.cuda.graph(g):
             compiled(x)
+
+
+def test_a_new_argument_shape_is_not_replayed_on_the_old_graph():
+    compiled = munet.compile(lambda x: (x * 2 + 1).sum(0))
+    for call, rows in enumerate((4, 4, 4, 5, 5, 3)):
+        (x,) = _data(50 + call, (rows, 6))
+        _close(compiled(x.cuda()), (x * 2 + 1).sum(0))
+    assert compiled.stats()["cuda_graph"], compiled.stats()

@@ -78,7 +78,8 @@ class Allocator:
             self.empty_cache()
             self._count_oom()
             raise OutOfMemoryError(self._oom_message(nbytes))
-        used, total = self.allocated_bytes, self.reserved_bytes
+        pools = self.pools() if self.private_pools else (self.pool,)  # the caller's scope made the device current
+        used, total = sum(p.used_bytes() for p in pools), sum(p.total_bytes() for p in pools)
         with self._lock:
             self.allocations += 1
             self.peak_allocated = max(self.peak_allocated, used)
