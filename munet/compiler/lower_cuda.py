@@ -115,11 +115,11 @@ class CudaTarget(CudaRendering):
     ``munet.backends.cuda.launch`` on contiguous inputs; a group the renderer cannot express runs its
     members unfused.
 
-    Memory: the fused kernels' outputs are planned by ``passes/memory.py`` into one device
-    allocation (the *arena*: one block per dtype at fixed offsets, reused after each value's last
-    reader), and a state update (a parameter, an optimizer moment) is written over its state input
-    when the plan allows it (nothing reads the input afterwards and the kernel reads it only at the
-    index it writes), so no copy-back follows. Other results come from the device's pool. The
+    Memory: the fused kernels' and matmuls' outputs are planned by ``passes/memory.py`` into one
+    device allocation (the *arena*: one block per dtype at fixed offsets, reused after each value's
+    last reader; cuBLAS writes a planned matmul's output there), and a state update (a parameter,
+    an optimizer moment) is written over its state input when the plan allows it (nothing reads the
+    input afterwards and the kernel reads it only at the index it writes), so no copy-back follows. Other results come from the device's pool. The
     run-time scalars of every fused kernel (learning rates...) live in one float64 device block,
     each kernel reading its slice through ``p``: uploaded slice by slice before each launch, or all
     at once before a graph replay. :meth:`step_runner` gives the plan its CUDA graph replay
@@ -197,18 +197,20 @@ class CudaTarget(CudaRendering):
         """Plan the fused kernels' outputs into the arena (allocated now) and return the state
         updates written over their state input (see the class docstring)."""
 
-        def renders(node) -> bool:
-            return (
-                node.op is FUSED
-                and as_device(node.outputs[0].device) == self.backend.device
-                and not isinstance(self.render_fused(node), str)
-            )
+        def writes_planned(node) -> bool:
+            if not node.outputs or as_device(node.outputs[0].device) != self.backend.device:
+                return False
+            if node.op is FUSED:
+                return not isinstance(self.render_fused(node), str)
+            return node.op is not CONSTANT and getattr(node.op, "name", None) == "matmul" and _blas_output(node)
 
         def overwrites(node, source) -> bool:
+            if node.op is not FUSED:
+                return False  # cuBLAS cannot write over its operand
             _, kernel, tensors, _ = self.render_fused(node)
             return source in tensors and loads_only_at_write_index(kernel, tensors.index(source))
 
-        plan = self.memory_plan = plan_memory(graph, renders, donors, overwrites)
+        plan = self.memory_plan = plan_memory(graph, writes_planned, donors, overwrites)
         bases, total = {}, 0
         for key, size in plan.arena_bytes.items():  # the dtypes' blocks, one after the other
             bases[key], total = total, total + size
@@ -232,7 +234,21 @@ class CudaTarget(CudaRendering):
         return set(self.arena_views) | (replay.static_values if replay is not None else set())
 
     def generated_step(self, node, executable):
-        return None
+        """A matmul whose output is planned: cuBLAS writes into its arena view (else None: the
+        backend's kernels run it)."""
+        view = self.arena_views.get(node.outputs[0]) if node.outputs else None
+        if view is None or node.op is FUSED:
+            return None
+        from munet.backends.cuda.kernels_blas import matmul_into
+
+        a, b = (executable.slot[v] for v in node.args[:2])
+        out, rt = executable.slot[node.outputs[0]], self.runtime
+
+        def matmul_step(env):
+            with rt.scope():
+                env[out] = matmul_into(rt, env[a], env[b], view)
+
+        return matmul_step
 
     def step_runner(self, executable):
         """The plan's CUDA graph replay, or None (capture not asked for, or a sub-plan)."""
@@ -338,10 +354,26 @@ class CudaTarget(CudaRendering):
             "generated_kernels": generated,
             "kernel_cache_hits": self.counters["loaded"],  # fused kernels already loaded at plan time
             "shader_language": "cuda",
-            "memory_plan": "one device arena for the fused kernels' outputs; other results from the CuPy pool",
+            "memory_plan": "one device arena for the fused kernels' and matmuls' outputs; other results from the pool",
             "inplace_updates": self.counters["inplace_updates"],
             **(replay.stats() if replay is not None else {"cuda_graphs": False, "cuda_graph": "not requested"}),
         }
+
+
+def _blas_output(node) -> bool:
+    """Whether a matmul node is one cuBLAS computes into a given buffer: two tensor operands of
+    one floating dtype, one output."""
+    from munet.compiler.ir import Value
+
+    args = node.args[:2]
+    if len(node.outputs) != 1 or len(node.args) != 2 or not all(isinstance(v, Value) for v in args):
+        return False
+    dtype = node.outputs[0].dtype
+    return (
+        dtype is not None
+        and dtype.name in ("float32", "float64", "float16", "bfloat16")
+        and all(v.dtype is dtype for v in args)
+    )
 
 
 def _storage_dtype(dtype):

@@ -9,9 +9,9 @@ the raw pointers and leading dimensions it is given, column-major as cuBLAS read
 
 Stream capture (``Stream.begin_capture``/``end_capture`` -> ``Graph.launch``) follows CUDA's rules:
 while a stream captures, the device work issued on it (kernel launches, GEMMs, peer copies, and the
-array operations: ufuncs, ``astype``, ``copy``, ``copyto``, item assignment, the array constructors
-that copy) is recorded, *not executed*; each launch of the graph runs the recorded work in order,
-reading and writing the memory the pointers named at capture. Host synchronisations (``get``,
+array operations: ufuncs, ``astype``, ``copy``, ``fill``, ``copyto``, item assignment, the array
+constructors that copy) is recorded, *not executed*; each launch of the graph runs the recorded
+work in order, reading and writing the memory the pointers named at capture. Host synchronisations (``get``,
 ``set``, synchronising the stream or its device) invalidate the capture and raise, and capture on
 the legacy null stream is refused, as CUDA does. Allocations during a capture are host-side (they
 come from the current allocator at once), as in CuPy.
@@ -182,6 +182,11 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
         if _capturing_stream() is None:
             return super().copy(order=order)
         return _device_result(lambda: np.asarray(self).copy(order="C"))
+
+    def fill(self, value):
+        if _capturing_stream() is None:
+            return super().fill(value)
+        _submit(lambda: np.asarray(self).fill(value))
 
     def __setitem__(self, key, value):
         if _capturing_stream() is None:
