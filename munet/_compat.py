@@ -22,18 +22,24 @@ class _LegacyTensorType(type):
         return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == "cpu"
 
     def __call__(cls, *args, device=None):
-        from munet.ops import creation
-
-        if len(args) == 1 and isinstance(args[0], Tensor):
-            if args[0].dtype is not cls.dtype:
-                raise TypeError(f"{cls.__name__}: expected a tensor of {cls.dtype!r}, got {args[0].dtype!r}")
-            return args[0].detach()
-        if len(args) == 1 and not isinstance(args[0], (int, Size)):  # a Size is a shape, a tuple is data
-            return creation.tensor(args[0], dtype=cls.dtype, device=device)
-        return creation.empty(*args if args else (0,), dtype=cls.dtype, device=device)
+        return legacy_construct(cls.dtype, args, device, cls.__name__)
 
     def __repr__(cls) -> str:
         return f"<class 'munet.{cls.__name__}'>"
+
+
+def legacy_construct(dtype: D.dtype, args: tuple, device, op: str) -> Tensor:
+    """PyTorch's legacy constructor forms: ``(t)`` aliases a tensor of ``dtype``, ``(data)`` copies
+    data, ``(*sizes)`` is uninitialized, ``()`` is empty."""
+    from munet.ops import creation
+
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype is not dtype:
+            raise TypeError(f"{op}: expected a tensor of {dtype!r}, got {args[0].dtype!r}")
+        return args[0].detach()
+    if len(args) == 1 and not isinstance(args[0], (int, Size)):  # a Size is a shape, a tuple is data
+        return creation.tensor(args[0], dtype=dtype, device=device)
+    return creation.empty(*args if args else (0,), dtype=dtype, device=device)
 
 
 def _legacy_type(name: str, dtype: D.dtype) -> type:

@@ -170,8 +170,12 @@ def public_names(torch, namespace: str) -> list[str]:
     return sorted({n for n in names if not _is_denied(namespace, n)})
 
 
+_ABSENT = object()
+
+
 def _munet_object(path: str):
-    """``munet.<path>`` by attribute, importing submodules on the way; None when absent."""
+    """``munet.<path>`` by attribute, importing submodules on the way; ``_ABSENT`` when absent (a
+    name may be None, as ``newaxis``)."""
     import munet
 
     obj = munet
@@ -180,11 +184,11 @@ def _munet_object(path: str):
             obj = getattr(obj, part)
         except AttributeError:
             if not isinstance(obj, types.ModuleType):
-                return None
+                return _ABSENT
             try:
                 obj = importlib.import_module(f"{obj.__name__}.{part}")
             except ImportError:
-                return None
+                return _ABSENT
     return obj
 
 
@@ -263,7 +267,7 @@ def munet_has(namespace: str, name: str) -> bool:
     import munet
 
     path = name if namespace == "torch" else f"{namespace}.{name}"
-    if _munet_object(path) is None:
+    if _munet_object(path) is _ABSENT:
         return False
     probe = PROBES.get(f"{namespace}:{name}")
     if probe is None:

@@ -77,6 +77,11 @@ class Storage:
     def device(self):
         return self.backend.device
 
+    def numel(self) -> int:
+        """How many elements the buffer holds (a NumPy/CuPy array, or a vulkan DeviceBuffer)."""
+        data = self.data
+        return int(data.shape[0]) if hasattr(data, "shape") else int(data.numel)
+
     def to_numpy(self, data) -> np.ndarray:
         """``data`` (a view of this storage's buffer) on the host, in this thread's :class:`HostReadMode`.
         A tensor traced by ``munet.compile`` has no data to read: its backend raises HostReadError."""
@@ -450,6 +455,83 @@ class Tensor:
             raise TypeError(f"Tensor.data: expected a Tensor, got {type(other).__name__}")
         self._storage, self._shape, self._stride = other._storage, other._shape, other._stride
         self._offset, self._dtype, self._data = other._offset, other._dtype, other._data
+
+    # storage replacement (resize_, set_) ---------------------------------------------------------
+    def _adopt(self, storage: Storage, shape, stride, offset: int) -> Tensor:
+        """Take ``storage`` with this geometry (an in-place write: the version is bumped)."""
+        from munet.ops._registry import refuse_under_trace
+
+        refuse_under_trace("set_", "resize_ and set_ are not supported inside munet.compile")
+        shape, stride = tuple(shape), tuple(stride)
+        self._storage, self._shape, self._stride, self._offset = storage, Size(shape), stride, offset
+        self._data = storage.backend.view(storage.data, shape, stride, offset, self._dtype)
+        storage.version += 1
+        return self
+
+    def resize_(self, *sizes, memory_format=None) -> Tensor:
+        """Reshape in place to ``sizes`` (row-major, or ``memory_format``'s order), keeping the storage
+        offset and the elements that were in memory. Growing past the storage gives this tensor new
+        memory with the old elements copied to its start: unlike PyTorch, whose storage grows under
+        every view of it, views made before then no longer alias this tensor."""
+        from munet import _memory_format as MF
+        from munet.ops import creation
+        from munet.ops._utils import as_tuple_shape
+
+        if self._requires_grad:
+            raise RuntimeError("cannot resize variables that require grad")
+        shape = as_tuple_shape(sizes, "resize_")
+        if any(n < 0 for n in shape):
+            raise RuntimeError(f"resize_: expected non-negative sizes, got {list(shape)}")
+        order = MF.channels_last_order(memory_format, len(shape), "resize_")
+        stride = contiguous_strides(shape) if order is None else MF.channels_last_strides(shape, order)
+        needed = self._offset + int(np.prod(shape, dtype=np.int64))
+        capacity = self._storage.numel()
+        if needed <= capacity:
+            return self._adopt(self._storage, shape, stride, self._offset)
+        grown = creation.empty(needed, dtype=self._dtype, device=self.device)
+        if capacity:
+            old = Tensor._make(self._storage, Size((capacity,)), (1,), 0, self._dtype,
+                               self._storage.backend.view(self._storage.data, (capacity,), (1,), 0, self._dtype))  # fmt: skip
+            grown[:capacity].copy_(old)
+        grown._storage.version = self._storage.version
+        return self._adopt(grown._storage, shape, stride, self._offset)
+
+    def set_(self, source=None, storage_offset: int = 0, size=None, stride=None) -> Tensor:
+        """Share ``source``'s memory: a tensor (its storage and geometry), a storage (``untyped_storage()``)
+        viewed with ``storage_offset``/``size``/``stride``, or nothing (an empty storage)."""
+        from munet.ops import creation
+
+        if source is None:
+            empty = creation.empty(0, dtype=self._dtype, device=self.device)
+            return self._adopt(empty._storage, (0,), (1,), 0)
+        if isinstance(source, Tensor):
+            if source._dtype is not self._dtype:
+                raise RuntimeError(f"set_: expected a tensor of dtype {self._dtype!r}, got {source._dtype!r}")
+            return self._adopt(source._storage, source._shape, source._stride, source._offset)
+        if not isinstance(source, Storage):
+            raise TypeError(f"set_: expected a Tensor, a Storage or None, got {type(source).__name__}")
+        held = getattr(source.data, "dtype", None)  # a NumPy dtype on cpu, a munet dtype on vulkan
+        if held is not None and np.dtype(getattr(held, "np", held)) != np.dtype(self._dtype.np):
+            raise RuntimeError(f"set_: the storage holds {held} elements, this tensor is {self._dtype!r}")
+        numel = source.numel()
+        shape = (numel - storage_offset,) if size is None else tuple(size)
+        stride = contiguous_strides(shape) if stride is None else tuple(stride)
+        last = storage_offset + sum((n - 1) * s for n, s in zip(shape, stride))
+        if all(n > 0 for n in shape) and (storage_offset < 0 or last >= numel):
+            raise RuntimeError(
+                f"set_: sizes {list(shape)}, strides {list(stride)} and storage offset {storage_offset} are out of "
+                f"bounds for a storage of {numel} elements"
+            )
+        return self._adopt(source, shape, stride, storage_offset)
+
+    def is_set_to(self, tensor: Tensor) -> bool:
+        """Whether both tensors are the same memory: storage, offset, sizes and strides."""
+        return (
+            self._storage is tensor._storage
+            and self._offset == tensor._offset
+            and self._shape == tensor._shape
+            and self._stride == tensor._stride
+        )
 
     def __deepcopy__(self, memo):
         """A copy with its own storage; only leaves can be deep-copied, as in PyTorch."""

@@ -32,11 +32,21 @@ _ALL = (
     SDPBackend.OVERRIDEABLE,
 )
 _selection = threading.local()
+_enabled = set(_ALL)  # process-wide: munet.backends.cuda.enable_*_sdp
 
 
 def current_backends() -> tuple[SDPBackend, ...]:
-    """The backends the innermost ``sdpa_kernel`` block allows (all of them outside any)."""
-    return getattr(_selection, "backends", _ALL)
+    """The backends the innermost ``sdpa_kernel`` block allows (outside any, the process-wide ones
+    that ``munet.backends.cuda.enable_flash_sdp`` and its siblings set; all by default)."""
+    selected = getattr(_selection, "backends", None)
+    return selected if selected is not None else tuple(b for b in _ALL if b in _enabled)
+
+
+def set_backend_enabled(backend: SDPBackend, enabled: bool) -> None:
+    """Allow or forbid ``backend`` process-wide (outside ``sdpa_kernel`` blocks)."""
+    if not isinstance(enabled, bool):
+        raise TypeError(f"expected a bool, got {type(enabled).__name__}")
+    (_enabled.add if enabled else _enabled.discard)(backend)
 
 
 @contextlib.contextmanager
@@ -51,7 +61,7 @@ def sdpa_kernel(backends, set_priority: bool = False):
         raise TypeError(f"sdpa_kernel: expected SDPBackend values, got {wrong[0]!r}")
     if not isinstance(set_priority, bool):
         raise TypeError(f"sdpa_kernel: set_priority must be a bool, got {type(set_priority).__name__}")
-    previous = current_backends()
+    previous = getattr(_selection, "backends", None)
     _selection.backends = tuple(dict.fromkeys(backends))
     try:
         yield

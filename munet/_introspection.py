@@ -1,0 +1,46 @@
+"""Questions about objects at ``munet.*``: ``typename``, ``is_storage``, ``is_inference`` and
+``get_device_module`` (the ``munet.cuda``/``munet.vulkan``/``munet.cpu`` module of a device)."""
+
+from __future__ import annotations
+
+import importlib
+
+from munet._tensor import Storage, Tensor
+
+__all__ = ["get_device_module", "is_inference", "is_storage", "typename"]
+
+
+def typename(obj) -> str:
+    """``'munet.FloatTensor'`` for a tensor (its legacy type), else the object's qualified type name."""
+    if isinstance(obj, Tensor):
+        return obj.type()
+    module = getattr(obj, "__module__", "") or ""
+    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    if module in ("", "builtins") or not hasattr(obj, "__qualname__"):
+        module = type(obj).__module__
+        name = type(obj).__qualname__
+    return name if module in ("", "builtins") else f"{module}.{name}"
+
+
+def is_storage(obj) -> bool:
+    return isinstance(obj, Storage)
+
+
+def is_inference(input: Tensor) -> bool:
+    return input.is_inference()
+
+
+def get_device_module(device=None):
+    """The module of ``device``'s type (``munet.cuda`` for ``"cuda:0"``); without one, that of the
+    current accelerator, else ``munet.cpu``."""
+    from munet import accelerator
+    from munet._device import as_device
+
+    if device is None:
+        current = accelerator.current_accelerator()
+        name = "cpu" if current is None else current.type
+    else:
+        name = as_device(device).type
+    if name == "webgpu":
+        name = "vulkan"
+    return importlib.import_module(f"munet.{name}")
