@@ -15,10 +15,12 @@ def typename(obj) -> str:
     if isinstance(obj, Tensor):
         return obj.type()
     module = getattr(obj, "__module__", "") or ""
-    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
-    if module in ("", "builtins") or not hasattr(obj, "__qualname__"):
-        module = type(obj).__module__
-        name = type(obj).__qualname__
+    if hasattr(obj, "__qualname__"):
+        name = obj.__qualname__
+    elif hasattr(obj, "__name__"):
+        name = obj.__name__
+    else:
+        module, name = type(obj).__module__ or "", type(obj).__qualname__
     return name if module in ("", "builtins") else f"{module}.{name}"
 
 

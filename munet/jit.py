@@ -113,11 +113,12 @@ def _compiled_in_eval(mod, op: str):
 
     if not builtins.isinstance(mod, Module):
         raise RuntimeError(f"{op}: expected a module (or munet.jit.script(module)), got {type(mod).__name__}")
-    if mod.training:
+    original = mod._orig_mod if builtins.isinstance(mod, OptimizedModule) else mod  # compile's documented submodule
+    if original.training:
         raise RuntimeError(
             f"{op}: freezing is only implemented for modules in eval mode. Please call .eval() on your module first."
         )
-    return mod if builtins.isinstance(mod, OptimizedModule) else compile(mod)
+    return (mod if builtins.isinstance(mod, OptimizedModule) else compile(mod)).eval()
 
 
 def freeze(mod, preserved_attrs=None, optimize_numerics: bool = True):

@@ -174,7 +174,7 @@ def empty_permuted(
     return _finish(physical.permute(inverse), requires_grad)
 
 
-def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False):  # noqa: A001
+def range(start, end, step=1, *, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False):  # noqa: A001
     """Deprecated in PyTorch for ``arange``: ``floor((end - start) / step) + 1`` values from ``start``
     to ``end`` *inclusive*, in the default float dtype unless ``dtype`` says otherwise."""
     from munet.ops._utils import check_factory_options
@@ -187,8 +187,6 @@ def range(start=0, end=None, step=1, *, out=None, dtype=None, layout=None, devic
         UserWarning,
         stacklevel=2,
     )
-    if end is None:
-        start, end = 0, start
     start, end, step = (x.item() if hasattr(x, "item") else x for x in (start, end, step))
     if step == 0:
         raise RuntimeError("range: step must be nonzero")

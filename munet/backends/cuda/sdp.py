@@ -2,9 +2,10 @@
 math, mem-efficient and cuDNN siblings, the deprecated ``sdp_kernel``, ``SDPAParams`` and the
 ``can_use_*`` checks.
 
-They are one state with ``munet.nn.attention.sdpa_kernel``: the ``enable_*`` calls set the
-process-wide selection, a ``sdpa_kernel`` block overrides it in its thread, and ``*_enabled()``
-reads what applies now. MuNet has one implementation of ``scaled_dot_product_attention`` (the
+They are one state with ``munet.nn.attention.sdpa_kernel`` (``munet/_sdp_selection.py``): the
+``enable_*`` calls set the process-wide selection, a ``sdpa_kernel`` block overrides it in its
+thread, ``*_enabled()`` reads what applies now, and ``scaled_dot_product_attention`` raises when
+nothing it can serve is allowed. MuNet has one implementation of ``scaled_dot_product_attention`` (the
 math composite, fused by the compiler) and no flash, memory-efficient or cuDNN kernel, so
 ``can_use_*`` and ``is_flash_attention_available`` answer False, as PyTorch does where those
 kernels cannot run.
@@ -16,7 +17,7 @@ import contextlib
 import dataclasses
 import warnings
 
-from munet.nn.attention.backends import SDPBackend, current_backends, sdpa_kernel, set_backend_enabled
+from munet._sdp_selection import SDPBackend, current_backends, selected, set_backend_enabled
 
 __all__ = [
     "SDPAParams",
@@ -133,5 +134,5 @@ def sdp_kernel(
         )
         if on
     ]
-    with sdpa_kernel(chosen) as context:
-        yield context
+    with selected(tuple(chosen)):
+        yield
