@@ -155,7 +155,13 @@ from munet._global_flags import (  # noqa: E402,F401
     set_warn_always,
 )
 from munet._inplace_functions import *  # noqa: E402,F401,F403 - the function forms of in-place methods
-from munet._introspection import get_device_module, is_inference, is_storage, typename  # noqa: E402,F401
+from munet._introspection import (  # noqa: E402,F401
+    get_device_module,
+    is_inference,
+    is_storage,
+    thread_safe_generator,
+    typename,
+)
 from munet._tensor_surface import (  # noqa: E402,F401
     get_device,
     is_distributed,

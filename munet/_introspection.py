@@ -1,5 +1,6 @@
-"""Questions about objects at ``munet.*``: ``typename``, ``is_storage``, ``is_inference`` and
-``get_device_module`` (the ``munet.cuda``/``munet.vulkan``/``munet.cpu`` module of a device)."""
+"""Questions about objects and the running context at ``munet.*``: ``typename``, ``is_storage``,
+``is_inference``, ``get_device_module`` (the ``munet.cuda``/``munet.vulkan``/``munet.cpu`` module of
+a device) and ``thread_safe_generator``."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import importlib
 
 from munet._tensor import Storage, Tensor
 
-__all__ = ["get_device_module", "is_inference", "is_storage", "typename"]
+__all__ = ["get_device_module", "is_inference", "is_storage", "thread_safe_generator", "typename"]
 
 
 def typename(obj) -> str:
@@ -46,3 +47,10 @@ def get_device_module(device=None):
     if name == "webgpu":
         name = "vulkan"
     return importlib.import_module(f"munet.{name}")
+
+
+def thread_safe_generator():
+    """The generator of this DataLoader *thread* worker, else None (use the default generator).
+    MuNet's DataLoader workers are processes, never threads, so the answer is None, as PyTorch's in
+    the main process and in process workers."""
+    return None

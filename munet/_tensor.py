@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import weakref
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
@@ -66,12 +67,13 @@ SYMBOLIC_TENSORS = SymbolicTensors()
 class Storage:
     """A flat buffer on one backend, with the version counter shared by all its views."""
 
-    __slots__ = ("data", "backend", "version", "__weakref__")
+    __slots__ = ("data", "backend", "version", "shared", "__weakref__")
 
     def __init__(self, data, backend):
         self.data = data
         self.backend = backend
         self.version = 0
+        self.shared = None  # the munet._shared_memory.SharedBlock holding ``data``, after share_memory_
 
     @property
     def device(self):
@@ -524,6 +526,28 @@ class Tensor:
             )
         return self._adopt(source, shape, stride, storage_offset)
 
+    def share_memory_(self) -> Tensor:
+        """Move this cpu tensor's storage into shared memory (a no-op if it is there already): forked
+        children and processes it is sent to through ``multiprocessing`` see the same memory. Unlike
+        PyTorch, views made before the move keep the old memory; call it before making views."""
+        from munet import _shared_memory
+        from munet.ops._registry import refuse_under_trace
+
+        if self.device.type != "cpu":
+            raise RuntimeError(f"share_memory_: only cpu tensors can be moved to shared memory, got {self.device}")
+        storage = self._storage
+        if storage.shared is None:
+            refuse_under_trace("share_memory_", "share_memory_ is not supported inside munet.compile")
+            storage.shared = _shared_memory.allocate(np.asarray(storage.data))
+            storage.data = storage.shared.array
+            self._data = storage.backend.view(storage.data, self._shape, self._stride, self._offset, self._dtype)
+        return self
+
+    def is_shared(self) -> bool:
+        """Whether the storage is in shared memory (``share_memory_``, or received from a process that
+        shared it)."""
+        return self._storage.shared is not None
+
     def is_set_to(self, tensor: Tensor) -> bool:
         """Whether both tensors are the same memory: storage, offset, sizes and strides."""
         return (
@@ -561,6 +585,10 @@ class Tensor:
             values = values.view(np.uint16)
         state = dict(self.__dict__) or None
         return (_rebuild_tensor, (type(self), values, self._dtype, str(self.device), self._requires_grad, state))
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        ForkingPickler.register(cls, _reduce_for_processes)
 
     # host access ---------------------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:
@@ -665,6 +693,40 @@ def _rebuild_tensor(cls, values: np.ndarray, dtype, device: str, requires_grad: 
     if state:
         out.__dict__.update(state)
     return out
+
+
+def _reduce_for_processes(t: Tensor):
+    """How ``multiprocessing`` sends a tensor to another process: a shared storage as its segment's
+    name and this tensor's geometry (the receiver attaches to the same memory), anything else by
+    value, as ``pickle``."""
+    block = t._storage.shared
+    if block is None:
+        return t.__reduce_ex__(4)
+    geometry = (tuple(t._shape), t._stride, t._offset)
+    state = dict(t.__dict__) or None
+    return (_rebuild_shared, (type(t), block.name, block.array.shape[0], block.array.dtype.str, t._dtype, geometry,
+                              t._requires_grad, state))  # fmt: skip
+
+
+def _rebuild_shared(cls, name: str, numel: int, np_dtype: str, dtype, geometry, requires_grad: bool, state) -> Tensor:
+    """The tensor ``_reduce_for_processes`` sent: a leaf over the sender's shared-memory segment."""
+    from munet import _shared_memory
+
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"receiving a tensor: expected a Tensor class, got {cls!r}")
+    block = _shared_memory.attach(name, numel, np_dtype)
+    storage = Storage(block.array, get_backend(host_device()))
+    storage.shared = block
+    shape, stride, offset = geometry
+    out = object.__new__(cls)
+    out._init_from(Tensor._make(storage, shape, tuple(stride), offset, dtype,
+                                storage.backend.view(storage.data, shape, stride, offset, dtype)), requires_grad)  # fmt: skip
+    if state:
+        out.__dict__.update(state)
+    return out
+
+
+ForkingPickler.register(Tensor, _reduce_for_processes)
 
 
 def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:

@@ -2,7 +2,7 @@
 (``is_vulkan``, ``is_sparse``, ...), ``layout``, ``ndimension``, ``output_nr``, ``dim_order``,
 ``get_device``, the legacy ``new``, ``apply_``/``map_``/``map2_`` (Python callables on cpu),
 ``sum_to_size``, ``split_with_sizes`` and the ``unsafe_*`` splits, ``resize``/``resize_as``,
-``as_subclass``, ``module_load``, ``record_stream``; and their ``munet.*`` function forms
+``as_subclass``, ``module_load``; and their ``munet.*`` function forms
 (``munet.is_nonzero(x)`` is ``x.is_nonzero()``).
 
 MuNet tensors are dense and strided on cpu, cuda, vulkan or webgpu, so the predicates for other
@@ -102,19 +102,6 @@ def ndimension(self: Tensor) -> int:
 
 def const_data_ptr(self: Tensor) -> int:
     return self.data_ptr()
-
-
-def is_shared(self: Tensor) -> bool:
-    """False: MuNet shares no tensor memory between processes (a pickled tensor is a copy of its
-    values, and ``share_memory_`` is not offered)."""
-    return False
-
-
-def record_stream(self: Tensor, stream) -> None:
-    """PyTorch's caching-allocator hint: MuNet's cuda pool frees a block only after the work queued
-    on it is done, so there is nothing to record; a stream is still required, as in PyTorch."""
-    if stream is None or isinstance(stream, (int, float, str, Tensor)):
-        raise RuntimeError("record_stream: unknown parameter type (expected a stream)")
 
 
 def dim_order(self: Tensor, *, ambiguity_check=False) -> tuple:
@@ -303,6 +290,6 @@ def bind() -> None:
         setattr(Tensor, name, _never)
     Tensor.layout, Tensor.output_nr, Tensor.is_vulkan, Tensor.name = _layout, _output_nr, _is_vulkan, _name
     for fn in (is_nonzero, is_same_size, is_distributed, get_device, split_with_sizes, unsafe_split,
-               unsafe_split_with_sizes, unsafe_chunk, ndimension, const_data_ptr, is_shared, record_stream, dim_order,
+               unsafe_split_with_sizes, unsafe_chunk, ndimension, const_data_ptr, dim_order,
                new, apply_, map_, map2_, sum_to_size, resize_as_, resize, resize_as, as_subclass, module_load):  # fmt: skip
         setattr(Tensor, fn.__name__, fn)

@@ -116,3 +116,19 @@ def test_fused_kernel_checks_answer_false():
         warnings.simplefilter("ignore")
         with pytest.raises(TypeError, match="expected SDPAParams"):
             flags.can_use_flash_attention(q)
+
+
+def test_preferred_libraries():
+    from munet.backends.cuda.libraries import BlasBackend, LinalgBackend
+
+    assert flags.preferred_blas_library() is BlasBackend.Cublas
+    assert str(torch.backends.cuda.preferred_blas_library()) == "_BlasBackend.Cublas"
+    assert flags.preferred_blas_library("cublas") is flags.preferred_blas_library("default") is BlasBackend.Cublas
+    with pytest.raises(RuntimeError, match="Cannot set preferred backend to Cublaslt"):
+        flags.preferred_blas_library("cublaslt")
+    with pytest.raises(RuntimeError, match="unknown backend"):
+        flags.preferred_blas_library("fast")
+    assert flags.preferred_linalg_library() is LinalgBackend.Default
+    assert str(torch.backends.cuda.preferred_linalg_library()) == "_LinalgBackend.Default"
+    with pytest.raises(RuntimeError, match="neither cuSOLVER nor MAGMA"):
+        flags.preferred_linalg_library("cusolver")

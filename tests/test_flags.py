@@ -232,3 +232,14 @@ def test_grad_scaler_and_future_at_top_level():
     late = []
     failed.add_done_callback(late.append)  # already complete: called at once
     assert late == [failed]
+
+
+def _worker_generator(_):
+    return munet.thread_safe_generator() is None
+
+
+def test_thread_safe_generator_is_none_outside_thread_workers():
+    assert munet.thread_safe_generator() is None is torch.thread_safe_generator()
+    loader = munet.utils.data.DataLoader(list(range(4)), batch_size=2, num_workers=1,
+                                         worker_init_fn=None, collate_fn=_worker_generator)  # fmt: skip
+    assert list(loader) == [True, True]
