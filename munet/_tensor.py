@@ -501,8 +501,11 @@ class Tensor:
     def set_(self, source=None, storage_offset: int = 0, size=None, stride=None) -> Tensor:
         """Share ``source``'s memory: a tensor (its storage and geometry), a storage (``untyped_storage()``)
         viewed with ``storage_offset``/``size``/``stride``, or nothing (an empty storage)."""
+        from munet.autograd.grad_mode import is_grad_enabled
         from munet.ops import creation
 
+        if is_grad_enabled() and self._grad_fn is None and self._requires_grad:
+            raise RuntimeError("set_: a leaf Variable that requires grad is being used in an in-place operation.")
         if source is None:
             empty = creation.empty(0, dtype=self._dtype, device=self.device)
             return self._adopt(empty._storage, (0,), (1,), 0)

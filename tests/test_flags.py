@@ -59,6 +59,10 @@ def test_vulkan_float_atomics_refuse_under_determinism(vulkan, restore_determini
     # integer sums are exact in any order, and plain scatters do not accumulate
     munet.zeros(3, dtype=munet.int32, device=vulkan).scatter_add_(0, index, src.int())
     munet.zeros(3, device=vulkan).scatter_(0, munet.tensor([0, 1, 2], device=vulkan), src)
+    x = munet.tensor([1.0, 3.0, 2.0], device=vulkan, requires_grad=True)
+    values, _ = x.cummax(0)
+    with pytest.raises(RuntimeError, match="cummax/cummin backward"):
+        values.sum().backward()
     munet.use_deterministic_algorithms(True, warn_only=True)
     with pytest.warns(UserWarning, match="does not have a deterministic implementation"):
         out = munet.zeros(3, device=vulkan).scatter_add_(0, index, src)

@@ -214,6 +214,12 @@ def test_set_shares_memory_as_torch():
         munet.ones(1).set_(b.untyped_storage(), 4, (2,), (1,))
     with pytest.raises(RuntimeError, match="expected a tensor of dtype"):
         munet.ones(1).set_(munet.ones(1, dtype=munet.int64))
+    leaf = munet.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a leaf Variable that requires grad"):
+        leaf.set_(b)
+    with munet.no_grad():
+        leaf.set_(b)  # as PyTorch's optimizers and loaders do
+    assert leaf.shape == (5,) and leaf.requires_grad
 
 
 def test_as_subclass_keeps_memory_and_graph():

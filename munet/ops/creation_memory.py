@@ -33,7 +33,10 @@ def asarray(obj, *, dtype=None, device=None, copy: bool | None = None, requires_
     from munet._tensor import Tensor
     from munet.ops.creation import from_dlpack, tensor
 
-    if isinstance(obj, Tensor):
+    if isinstance(obj, np.generic):  # a NumPy scalar keeps its dtype, as a 0-d array
+        obj = np.asarray(obj)
+        source = None
+    elif isinstance(obj, Tensor):
         source = obj
     elif isinstance(obj, np.ndarray):
         source = Tensor._from_numpy(obj) if _shareable_array(obj) else None

@@ -26,7 +26,9 @@ def test_asarray_shares_tensors_and_arrays():
         munet.asarray([1, 2], copy=False)
 
 
-@pytest.mark.parametrize("data", [[1, 2], [1.0, 2.5], 3, [[True, False]], np.ones(2, np.float64), np.arange(3)])
+@pytest.mark.parametrize(
+    "data", [[1, 2], [1.0, 2.5], 3, 3.5, True, [[True, False]], np.ones(2, np.float64), np.arange(3), np.float64(2.5)]
+)
 def test_asarray_dtypes_match_torch(data):
     ours, theirs = munet.asarray(data), torch.asarray(data)
     assert ours.dtype.name == str(theirs.dtype).removeprefix("torch.")
