@@ -3,7 +3,8 @@ grid_sample and affine_grid, pixel_shuffle/unshuffle, and unfold/fold (im2col/co
 
 ``interpolate`` is separable: along each spatial dim the output is a fixed linear map of the
 input, built from PyTorch's exact source-index formulas (in the input's precision) and applied
-with ``index_select`` (nearest) or a matmul (linear, cubic), so gradients come for free.
+with ``index_select`` (nearest) or a matmul (linear, cubic), so gradients come for free;
+``antialias=True`` (bilinear, bicubic) builds PyTorch's antialiased weights instead.
 ``grid_sample`` is a primitive (data-dependent gather) with a fused CPU backward.
 """
 
@@ -105,6 +106,38 @@ def _cubic_matrix(in_size, out_size, scale, align_corners, ft) -> np.ndarray:
     return m
 
 
+def _antialias_matrix(in_size, out_size, scale, align_corners, cubic, ft) -> np.ndarray:
+    """PyTorch's antialiased weights (``antialias=True``, as PIL): the filter (a triangle, or Keys'
+    cubic with a = -0.5) stretched by the downscale factor, so every input pixel under the output
+    pixel's footprint contributes, and each row normalized to sum to one."""
+    if align_corners:
+        step = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    else:
+        step = float(_scale_value(scale, in_size, out_size, np.float64))
+    half = 2.0 if cubic else 1.0  # the filter's support at scale 1
+    support = half * step if step >= 1.0 else half
+    inverse = 1.0 / step if step >= 1.0 else 1.0
+
+    def weight(x):
+        x = np.abs(x)
+        if not cubic:
+            return np.maximum(0.0, 1.0 - x)
+        a = -0.5
+        near = ((a + 2) * x - (a + 3)) * x * x + 1
+        far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+        return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+    m = np.zeros((out_size, in_size), dtype=np.float64)
+    for i in range(out_size):
+        center = step * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)  # int(): C's truncation, as PyTorch's kernel
+        hi = min(int(center + support + 0.5), in_size)
+        w = weight((np.arange(lo, hi) - center + 0.5) * inverse).astype(ft)
+        total = w.sum(dtype=ft)
+        m[i, lo:hi] = w / total if total != 0 else w
+    return m
+
+
 def _output_sizes(op, x, n, size, scale_factor, recompute_scale_factor):
     if size is not None and scale_factor is not None:
         raise ValueError(f"{op}: only one of size or scale_factor should be defined")
@@ -154,8 +187,10 @@ def interpolate(
         raise NotImplementedError(
             f"{op}: input of rank 3, 4 or 5 is supported (N, C, *spatial), got shape {tuple(input.shape)}"
         )
-    if antialias:
-        raise NotImplementedError(f"{op}: antialias=True is not supported")
+    if antialias and (mode not in ("bilinear", "bicubic") or n != 2):
+        raise ValueError(
+            "Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor as input"
+        )
     if mode not in ("nearest", "nearest-exact", "area", *_LINEAR_MODES):
         raise NotImplementedError(
             f"{op}: mode '{mode}' is not supported (nearest, nearest-exact, linear, bilinear, bicubic, trilinear, area)"
@@ -193,6 +228,8 @@ def interpolate(
             from munet.ops.creation import tensor
 
             x = x.index_select(dim, tensor(index, device=x.device))
+        elif antialias:
+            x = _resample_dim(x, dim, _antialias_matrix(in_size, out, scale, align, mode == "bicubic", ft))
         elif mode == "bicubic":
             x = _resample_dim(x, dim, _cubic_matrix(in_size, out, scale, align, ft))
         else:
