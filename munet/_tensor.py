@@ -8,6 +8,8 @@ offset; views share the storage. Ops live in ``munet.ops`` and are bound as meth
 
 from __future__ import annotations
 
+import gc
+import sys
 import threading
 import weakref
 from multiprocessing.reduction import ForkingPickler
@@ -472,9 +474,8 @@ class Tensor:
 
     def resize_(self, *sizes, memory_format=None) -> Tensor:
         """Reshape in place to ``sizes`` (row-major, or ``memory_format``'s order), keeping the storage
-        offset and the elements that were in memory. Growing past the storage gives this tensor new
-        memory with the old elements copied to its start: unlike PyTorch, whose storage grows under
-        every view of it, views made before then no longer alias this tensor."""
+        offset and the elements that were in memory. Growing past the storage moves it to a larger
+        buffer, under every tensor that views it, as PyTorch's storages grow."""
         from munet import _memory_format as MF
         from munet.ops import creation
         from munet.ops._utils import as_tuple_shape
@@ -488,15 +489,18 @@ class Tensor:
         stride = contiguous_strides(shape) if order is None else MF.channels_last_strides(shape, order)
         needed = self._offset + int(np.prod(shape, dtype=np.int64))
         capacity = self._storage.numel()
-        if needed <= capacity:
-            return self._adopt(self._storage, shape, stride, self._offset)
-        grown = creation.empty(needed, dtype=self._dtype, device=self.device)
-        if capacity:
-            old = Tensor._make(self._storage, Size((capacity,)), (1,), 0, self._dtype,
-                               self._storage.backend.view(self._storage.data, (capacity,), (1,), 0, self._dtype))  # fmt: skip
-            grown[:capacity].copy_(old)
-        grown._storage.version = self._storage.version
-        return self._adopt(grown._storage, shape, stride, self._offset)
+        if needed > capacity:
+            if self._storage.shared is not None:
+                raise RuntimeError("resize_: a storage in shared memory cannot grow (other processes map it)")
+            grown = creation.empty(needed, dtype=self._dtype, device=self.device)
+            if capacity:
+                backend = self._storage.backend
+                old = Tensor._make(self._storage, Size((capacity,)), (1,), 0, self._dtype,
+                                   backend.view(self._storage.data, (capacity,), (1,), 0, self._dtype))  # fmt: skip
+                grown[:capacity].copy_(old)
+                del old  # a holder of the storage: _move_storage would scan for it
+            _move_storage(self, grown._storage.data)
+        return self._adopt(self._storage, shape, stride, self._offset)
 
     def set_(self, source=None, storage_offset: int = 0, size=None, stride=None) -> Tensor:
         """Share ``source``'s memory: a tensor (its storage and geometry), a storage (``untyped_storage()``)
@@ -530,20 +534,19 @@ class Tensor:
         return self._adopt(source, shape, stride, storage_offset)
 
     def share_memory_(self) -> Tensor:
-        """Move this cpu tensor's storage into shared memory (a no-op if it is there already): forked
-        children and processes it is sent to through ``multiprocessing`` see the same memory. Unlike
-        PyTorch, views made before the move keep the old memory; call it before making views."""
+        """Move this cpu tensor's storage into shared memory (a no-op if it is there already), under
+        every tensor that views it: forked children and processes it is sent to through
+        ``multiprocessing`` see the same memory."""
         from munet import _shared_memory
         from munet.ops._registry import refuse_under_trace
 
         if self.device.type != "cpu":
             raise RuntimeError(f"share_memory_: only cpu tensors can be moved to shared memory, got {self.device}")
-        storage = self._storage
-        if storage.shared is None:
+        if self._storage.shared is None:
             refuse_under_trace("share_memory_", "share_memory_ is not supported inside munet.compile")
-            storage.shared = _shared_memory.allocate(np.asarray(storage.data))
-            storage.data = storage.shared.array
-            self._data = storage.backend.view(storage.data, self._shape, self._stride, self._offset, self._dtype)
+            block = _shared_memory.allocate(np.asarray(self._storage.data))
+            _move_storage(self, block.array)
+            self._storage.shared = block
         return self
 
     def is_shared(self) -> bool:
@@ -696,6 +699,30 @@ def _rebuild_tensor(cls, values: np.ndarray, dtype, device: str, requires_grad: 
     if state:
         out.__dict__.update(state)
     return out
+
+
+def _storage_holders(t: Tensor) -> int:
+    """References to ``t``'s storage, counted the same way for every tensor (see ``_move_storage``)."""
+    return sys.getrefcount(t._storage)
+
+
+_LONE_HOLDERS: list = []  # _storage_holders of a tensor that is its storage's only holder, once measured
+
+
+def _move_storage(t: Tensor, data) -> None:
+    """Point ``t``'s storage at the buffer ``data`` (its elements at the same positions) and every
+    tensor over that storage at the new buffer. Finding the other tensors takes a scan of the heap
+    (``gc.get_referrers``), done only when the storage has more holders than ``t`` alone."""
+    if not _LONE_HOLDERS:
+        lone = Tensor._make(Storage(np.empty(1), t._storage.backend), Size((1,)), (1,), 0, D.float32, None)
+        _LONE_HOLDERS.append(_storage_holders(lone))
+    shared = _storage_holders(t) != _LONE_HOLDERS[0]  # before any local name holds the storage
+    storage = t._storage
+    storage.data = data
+    holders = [o for o in gc.get_referrers(storage) if isinstance(o, Tensor)] if shared else [t]
+    for view in holders:
+        if view._storage is storage:
+            view._data = storage.backend.view(data, view._shape, view._stride, view._offset, view._dtype)
 
 
 def _reduce_for_processes(t: Tensor):

@@ -59,6 +59,21 @@ def test_spawned_process_receives_the_same_memory():
     assert param.tolist() == [[0.0, 0.0, 0.0], [7.0, 7.0, 7.0]]
 
 
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs the fork start method")
+def test_views_made_before_the_move_follow_it():
+    base = munet.zeros(4)
+    view, alias = base[1:3], base.detach()
+    base.share_memory_()
+    assert view.is_shared() and view.data_ptr() == base.data_ptr() + 4 and alias.data_ptr() == base.data_ptr()
+    child = mp.get_context("fork").Process(target=_add_one, args=(view,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    assert base.tolist() == alias.tolist() == [0.0, 1.0, 1.0, 0.0]
+    with pytest.raises(RuntimeError, match="cannot grow"):
+        base.resize_(8)
+
+
 def test_pickle_copies_values():
     t = munet.ones(3).share_memory_()
     copy = pickle.loads(pickle.dumps(t))

@@ -182,6 +182,18 @@ def test_resize_grows_keeping_the_elements():
     assert m.tolist() == [[5.0] * 3] * 2
 
 
+def test_resize_grows_under_existing_views():
+    results = []
+    for lib in (munet, torch):
+        base = lib.arange(4.0)
+        view = base[:2]
+        alias = base.detach()
+        base.resize_(8)
+        base.fill_(3.0)
+        results.append((view.tolist(), alias.tolist(), base.data_ptr() == view.data_ptr() == alias.data_ptr()))
+    assert results[0] == results[1] == ([3.0, 3.0], [3.0] * 4, True)
+
+
 def test_resize_refusals_and_variants():
     with pytest.raises(RuntimeError, match="cannot resize variables that require grad"):
         munet.ones(2, requires_grad=True).resize_(3)
