@@ -1,4 +1,5 @@
-"""``munet.Future`` (PyTorch's ``torch.futures.Future``): a value that is set once, with callbacks.
+"""``munet.Future`` (PyTorch's ``torch.futures.Future``): a value that is set once, with callbacks;
+``collect_all`` and ``wait_all`` as ``torch.futures``'.
 
 MuNet runs work in the calling thread, so the futures it hands out (``munet.jit.fork``) are
 complete when returned; a Future made by user code completes when ``set_result`` or
@@ -77,13 +78,6 @@ class Future:
 
         self.add_done_callback(run)
         return chained
-
-
-def completed(value) -> Future:
-    """A future already holding ``value``."""
-    future = Future()
-    future.set_result(value)
-    return future
 
 
 def collect_all(futures: list) -> Future:

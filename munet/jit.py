@@ -206,8 +206,6 @@ class ScriptFunction(metaclass=_NoTorchScriptObjects):
 
 def fork(func, *args, **kwargs):
     """Run ``func(*args, **kwargs)`` now; a completed :class:`munet.Future` of its result."""
-    from munet.futures import Future
-
     future = Future()
     try:
         result = func(*args, **kwargs)

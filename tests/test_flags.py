@@ -245,6 +245,23 @@ def test_grad_scaler_and_future_at_top_level():
     assert late == [failed]
 
 
+def test_collect_all_and_wait_all_match_torch_futures():
+    from munet.futures import collect_all, wait_all
+
+    for lib_future, lib_collect, lib_wait in ((munet.Future, collect_all, wait_all),
+                                              (torch.futures.Future, torch.futures.collect_all,
+                                               torch.futures.wait_all)):  # fmt: skip
+        first, second = lib_future(), lib_future()
+        both = lib_collect([first, second])
+        assert not both.done()
+        first.set_result(1)
+        assert not both.done()
+        second.set_result(2)
+        assert [f.value() for f in both.wait()] == [1, 2]
+        assert lib_wait([first, second]) == [1, 2]
+    assert collect_all([]).wait() == []
+
+
 def _worker_generator(_):
     return munet.thread_safe_generator() is None
 
