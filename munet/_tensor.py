@@ -463,9 +463,6 @@ class Tensor:
     # storage replacement (resize_, set_) ---------------------------------------------------------
     def _adopt(self, storage: Storage, shape, stride, offset: int) -> Tensor:
         """Take ``storage`` with this geometry (an in-place write: the version is bumped)."""
-        from munet.ops._registry import refuse_under_trace
-
-        refuse_under_trace("set_", "resize_ and set_ are not supported inside munet.compile")
         shape, stride = tuple(shape), tuple(stride)
         self._storage, self._shape, self._stride, self._offset = storage, Size(shape), stride, offset
         self._data = storage.backend.view(storage.data, shape, stride, offset, self._dtype)
@@ -478,8 +475,10 @@ class Tensor:
         buffer, under every tensor that views it, as PyTorch's storages grow."""
         from munet import _memory_format as MF
         from munet.ops import creation
+        from munet.ops._registry import refuse_under_trace
         from munet.ops._utils import as_tuple_shape
 
+        refuse_under_trace("resize_", "resize_ is not supported inside munet.compile")
         if self._requires_grad:
             raise RuntimeError("cannot resize variables that require grad")
         shape = as_tuple_shape(sizes, "resize_")
@@ -507,7 +506,9 @@ class Tensor:
         viewed with ``storage_offset``/``size``/``stride``, or nothing (an empty storage)."""
         from munet.autograd.grad_mode import is_grad_enabled
         from munet.ops import creation
+        from munet.ops._registry import refuse_under_trace
 
+        refuse_under_trace("set_", "set_ is not supported inside munet.compile")
         if is_grad_enabled() and self._grad_fn is None and self._requires_grad:
             raise RuntimeError("set_: a leaf Variable that requires grad is being used in an in-place operation.")
         if source is None:

@@ -253,3 +253,14 @@ def test_module_load_matches_torch():
         ours = munet.zeros(2).module_load(munet.ones(2), assign=assign)
         theirs = torch.zeros(2).module_load(torch.ones(2), assign=assign)
         assert ours.tolist() == theirs.tolist() and not ours.requires_grad
+
+
+@pytest.mark.parametrize(
+    "call",
+    [lambda x: x.resize_(9), lambda x: x.set_(munet.ones(2)), lambda x: x.share_memory_()],
+    ids=["resize_", "set_", "share_memory_"],
+)
+def test_storage_methods_refuse_inside_compile(call):
+    compiled = munet.compile(lambda x: call(x) * 2, fullgraph=True)
+    with pytest.raises(RuntimeError, match="not supported inside munet.compile"):
+        compiled(munet.ones(3))
