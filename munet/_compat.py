@@ -24,20 +24,28 @@ class _LegacyTensorType(type):
         return isinstance(obj, Tensor) and obj.dtype is cls.dtype and obj.device.type == cls.device_type
 
     def __call__(cls, *args, device=None):
-        from munet.ops import creation
-
         device = cls.device_type if device is None and cls.device_type != "cpu" else device
-        if len(args) == 1 and isinstance(args[0], Tensor):
-            if args[0].dtype is not cls.dtype:
-                raise TypeError(f"{cls.__name__}: expected a tensor of {cls.dtype!r}, got {args[0].dtype!r}")
-            return args[0].detach() if args[0].device.type == cls.device_type else args[0].detach().to(device)
-        if len(args) == 1 and not isinstance(args[0], (int, Size)):  # a Size is a shape, a tuple is data
-            return creation.tensor(args[0], dtype=cls.dtype, device=device)
-        return creation.empty(*args if args else (0,), dtype=cls.dtype, device=device)
+        return legacy_construct(cls.dtype, args, device, cls.__name__, cls.device_type)
 
     def __repr__(cls) -> str:
         where = "" if cls.device_type == "cpu" else f"{cls.device_type}."
         return f"<class 'munet.{where}{cls.__name__}'>"
+
+
+def legacy_construct(dtype: D.dtype, args: tuple, device, op: str, device_type: str | None = None) -> Tensor:
+    """PyTorch's legacy constructor forms: ``(t)`` aliases a tensor of ``dtype`` (moved to
+    ``device_type`` when given and it is elsewhere), ``(data)`` copies data, ``(*sizes)`` is
+    uninitialized, ``()`` is empty."""
+    from munet.ops import creation
+
+    if len(args) == 1 and isinstance(args[0], Tensor):
+        if args[0].dtype is not dtype:
+            raise TypeError(f"{op}: expected a tensor of {dtype!r}, got {args[0].dtype!r}")
+        t = args[0].detach()
+        return t if device_type is None or t.device.type == device_type else t.to(device or device_type)
+    if len(args) == 1 and not isinstance(args[0], (int, Size)):  # a Size is a shape, a tuple is data
+        return creation.tensor(args[0], dtype=dtype, device=device)
+    return creation.empty(*args if args else (0,), dtype=dtype, device=device)
 
 
 def _legacy_type(name: str, dtype: D.dtype, device_type: str = "cpu") -> type:

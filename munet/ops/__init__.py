@@ -9,6 +9,7 @@ from munet.ops import (
     convert,
     copy,
     creation,
+    creation_memory,
     distance,
     elementwise,
     elementwise_math,
@@ -37,6 +38,7 @@ from munet.ops._registry import OPS, Op, apply, apply_inplace, define
 
 MODULES = (
     creation,
+    creation_memory,
     convert,
     view,
     copy,

@@ -23,6 +23,7 @@ from munet.ops._utils import is_tensor, reduce_grad, wrap_dim
 
 __all__ = [
     "as_strided",
+    "as_strided_",
     "as_strided_scatter",
     "clone",
     "flatten",
@@ -41,6 +42,7 @@ __all__ = [
 ]
 __tensor_methods__ = [
     "as_strided",
+    "as_strided_",
     "clone",
     "contiguous",
     "expand",
@@ -657,6 +659,11 @@ def as_strided(input, size, stride, storage_offset=None):
     return apply(
         as_strided_op, input, size=size, stride_out=stride, storage_offset=offset, input_offset=input.storage_offset()
     )
+
+
+def as_strided_(self, size, stride, storage_offset=None):
+    """In place: ``self`` becomes ``as_strided(self, size, stride, storage_offset)``."""
+    return _become_view(self, as_strided(self, size, stride, storage_offset), "as_strided_")
 
 
 def _unfold_geometry(shape, stride, offset, *, dimension, size, step):

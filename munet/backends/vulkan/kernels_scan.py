@@ -10,6 +10,7 @@ each chunk is scanned again starting from the total of the chunks before it.
 from __future__ import annotations
 
 from munet import _dtype as D
+from munet._determinism import alert_not_deterministic
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import clone, copy_into, new_view
 from munet.backends.vulkan.kernels_rows import _ADD, _ONE, pick_monoid, stats_views
@@ -218,6 +219,7 @@ def cumulative_select_backward(rt, g, indices, *, dim):
         raise DeviceError("cumulative_select_backward: expected a float32 or float16 gradient")
     if g.ndim == 0 or g.size == 0:
         return clone(rt, g)
+    alert_not_deterministic("cumulative_select_backward (cummax/cummin backward) on vulkan")
     out = copy_into(rt, new_view(rt, g.shape, compute_dtype(g.dtype)), 0)  # atomics add 32-bit words
     geo = Rows(g.shape, (dim,), [g, indices, out])
     source = _scatter_add_source(geo.wgsl(2))
