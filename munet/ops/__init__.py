@@ -5,6 +5,7 @@ from munet.ops import (
     activation,
     attention,
     checks,
+    complex,
     conv,
     convert,
     copy,
@@ -65,6 +66,7 @@ MODULES = (
     pooling,
     sampling,
     special,
+    complex,
 )
 
 

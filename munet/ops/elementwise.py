@@ -396,7 +396,7 @@ def div(input, other, *, rounding_mode=None, out=None):
     if rounding_mode is not None:
         return _out(div_rounded(input, other, rounding_mode), out)
     target = D.result_type(input, other)
-    if not target.is_floating_point:
+    if not (target.is_floating_point or target.is_complex):
         target = D.get_default_dtype()
     if not is_tensor(input):
         from munet.ops.creation import full
@@ -431,7 +431,7 @@ def mul_(self, other):
 def div_(self, other, *, rounding_mode=None):
     if rounding_mode is not None:
         return self.copy_(div_rounded(self, other, rounding_mode))
-    if not self.dtype.is_floating_point:
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
         raise RuntimeError(f"div_: result type Float can't be cast to the desired output type {self.dtype.name}")
     return binary_inplace(div_op, self, other)
 
@@ -464,7 +464,7 @@ exp_op = define(
 
 def _float_input(x):
     """Integer inputs of float-valued functions are computed in the default float dtype."""
-    if x.dtype.is_floating_point:
+    if x.dtype.is_floating_point or x.dtype.is_complex:
         return x
     from munet.ops.convert import cast
 
@@ -499,7 +499,7 @@ def exp_(self):
 
 def check_float_inplace(name: str, self) -> None:
     """In-place float functions cannot write into integer or bool tensors (PyTorch's error)."""
-    if not self.dtype.is_floating_point:
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
         raise RuntimeError(f"{name}_: result type Float can't be cast to the desired output type {self.dtype.name}")
 
 
@@ -539,6 +539,10 @@ sign_op = define("sign", meta=_unary_meta, backward=_zero_grad, formula=_sign)
 
 def abs(input, *, out=None):  # noqa: A001 - PyTorch's name
     _no_bool("abs", input)
+    if input.dtype.is_complex:  # the magnitude, a real tensor
+        from munet.ops.complex import complex_abs
+
+        return _out(complex_abs(input), out)
     return _out(apply(abs_op, input), out)
 
 

@@ -128,7 +128,7 @@ def _integral_to_int64(x, dtype):
     """``dtype`` when given, else int64 for integer/bool inputs (PyTorch's sum/prod/cumsum rule)."""
     if dtype is not None:
         return dtype
-    return x.dtype if x.dtype.is_floating_point else D.int64
+    return x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else D.int64
 
 
 def _require_float(op: str, x) -> None:
@@ -269,7 +269,7 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
 
 def _mean_input(op: str, input, dtype):
     input = _cast(input, dtype)
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError(
             f"{op}(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
             f"Got: {input.dtype.name}"
