@@ -14,6 +14,7 @@ from munet.ops import (
     elementwise,
     elementwise_math,
     embedding,
+    fft,
     histogram,
     indexing,
     linalg,
@@ -67,12 +68,13 @@ MODULES = (
     sampling,
     special,
     complex,
+    fft,
 )
 
 
 def export(namespace: dict, listing: str) -> list:
     """Put every op family's functions named in its ``listing`` (``"__all__"``, ``"__functional__"``,
-    ``"__linalg__"``, ``"__special__"``) into ``namespace``; returns their names."""
+    ``"__linalg__"``, ``"__special__"``, ``"__fft__"``) into ``namespace``; returns their names."""
     names = []
     for module in MODULES:
         for name in getattr(module, listing, ()):

@@ -81,7 +81,7 @@ for _op in OPS.values():
         _op.complex_rule = "analytic"
 
 
-def _wirtinger(name: str, **kwargs):
+def define_wirtinger(name: str, **kwargs):
     """Define an op whose gradient rule is already in PyTorch's complex convention."""
     op = define(name, **kwargs)
     op.complex_rule = "wirtinger"
@@ -125,7 +125,7 @@ def _to_cdouble(self, memory_format=None):
 
 # conj -------------------------------------------------------------------------------------------------
 
-conj_op = _wirtinger("conj", meta=lambda x: Meta(x.shape, x.dtype), backward=lambda ctx, g: conj(g))
+conj_op = define_wirtinger("conj", meta=lambda x: Meta(x.shape, x.dtype), backward=lambda ctx, g: conj(g))
 
 
 def conj(input):
@@ -168,13 +168,13 @@ def _as_complex_geometry(x):
     return tuple(x.shape[:-1]), tuple(s // 2 for s in x.stride()[:-1]), x.storage_offset() // 2
 
 
-view_as_real_op = _wirtinger(
+view_as_real_op = define_wirtinger(
     "view_as_real",
     meta=lambda x: Meta(_as_real_geometry(x)[0], x.dtype.to_real()),
     view=_as_real_geometry,
     backward=lambda ctx, g: view_as_complex(g.contiguous()),
 )
-view_as_complex_op = _wirtinger(
+view_as_complex_op = define_wirtinger(
     "view_as_complex",
     meta=lambda x: Meta(_as_complex_geometry(x)[0], x.dtype.to_complex()),
     view=_as_complex_geometry,
@@ -270,7 +270,7 @@ def _complex_backward(ctx, g):
     return gr, gi
 
 
-complex_op = _wirtinger("complex", inputs=("real", "imag"), meta=_complex_meta, backward=_complex_backward)
+complex_op = define_wirtinger("complex", inputs=("real", "imag"), meta=_complex_meta, backward=_complex_backward)
 
 
 def complex(real, imag, *, out=None):  # noqa: A001 - PyTorch's name
@@ -308,7 +308,7 @@ def _sgn(z):
     return elementwise.where(magnitude == 0, 0.0, z / magnitude)
 
 
-complex_abs_op = _wirtinger(
+complex_abs_op = define_wirtinger(
     "complex_abs",
     meta=lambda z: Meta(z.shape, z.dtype.to_real()),
     backward=lambda ctx, g: g * _sgn(ctx.saved_tensor("self")),
@@ -327,7 +327,7 @@ def _angle_backward(ctx, g):
     return elementwise.where(z == 0, 0.0, g * z / complex_abs(z).square() * 1j)
 
 
-angle_op = _wirtinger(
+angle_op = define_wirtinger(
     "angle",
     meta=lambda z: Meta(z.shape, z.dtype.to_real()),
     backward=_angle_backward,
