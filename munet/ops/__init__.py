@@ -33,7 +33,9 @@ from munet.ops import (
     sampling,
     sort,
     special,
+    spectral,
     view,
+    windows,
 )
 from munet.ops._registry import OPS, Op, apply, apply_inplace, define
 
@@ -69,6 +71,8 @@ MODULES = (
     special,
     complex,
     fft,
+    spectral,
+    windows,
 )
 
 

@@ -77,7 +77,7 @@ def _r2c_backward(ctx, g):
     """``Re(F^H P^T g)``: the half spectrum zero-padded to full length, transformed back."""
     dims, norm = ctx.attrs["dims"], ctx.attrs["norm"]
     last = dims[-1]
-    full = _resize(g, last, ctx.input_shapes[0][last])
+    full = pad_or_trim(g, last, ctx.input_shapes[0][last])
     return C.real(c2c(full, dims, _SWAPPED[norm], False))
 
 
@@ -134,8 +134,8 @@ def c2r(x, dims: tuple, norm: str, last_dim_size: int):
 # argument handling ----------------------------------------------------------------------------------------
 
 
-def _resize(x, dim: int, n: int):
-    """``x`` trimmed or zero-padded at the end of ``dim`` to length ``n``."""
+def pad_or_trim(x, dim: int, n: int):
+    """``x`` trimmed or zero-padded at the end of ``dim`` to length ``n`` (as ``n=``/``s=`` do)."""
     size = x.shape[dim]
     if n == size:
         return x
@@ -198,7 +198,7 @@ def _nd(x, s, dim, op: str):
 
 def _resized(x, dims, sizes):
     for d, n in zip(dims, sizes):
-        x = _resize(x, d, n)
+        x = pad_or_trim(x, d, n)
     return x
 
 
@@ -213,7 +213,7 @@ def fft(input, n: int | None = None, dim: int = -1, norm: str | None = None, *, 
     norm = _check_norm(norm, "fft_fft")
     x = _as_complex(input, "fft_fft")
     d, n = _one_dim(x, n, dim, "fft_fft")
-    return _out(c2c(_resize(x, d, n), (d,), norm, True), out)
+    return _out(c2c(pad_or_trim(x, d, n), (d,), norm, True), out)
 
 
 def ifft(input, n: int | None = None, dim: int = -1, norm: str | None = None, *, out=None):
@@ -221,7 +221,7 @@ def ifft(input, n: int | None = None, dim: int = -1, norm: str | None = None, *,
     norm = _check_norm(norm, "fft_ifft")
     x = _as_complex(input, "fft_ifft")
     d, n = _one_dim(x, n, dim, "fft_ifft")
-    return _out(c2c(_resize(x, d, n), (d,), norm, False), out)
+    return _out(c2c(pad_or_trim(x, d, n), (d,), norm, False), out)
 
 
 def fftn(input, s=None, dim=None, norm: str | None = None, *, out=None):
@@ -258,7 +258,7 @@ def rfft(input, n: int | None = None, dim: int = -1, norm: str | None = None, *,
     norm = _check_norm(norm, "fft_rfft")
     x = _real_input(input, "fft_rfft")
     d, n = _one_dim(x, n, dim, "fft_rfft")
-    return _out(r2c(_resize(x, d, n), (d,), norm), out)
+    return _out(r2c(pad_or_trim(x, d, n), (d,), norm), out)
 
 
 def irfft(input, n: int | None = None, dim: int = -1, norm: str | None = None, *, out=None):
@@ -268,7 +268,7 @@ def irfft(input, n: int | None = None, dim: int = -1, norm: str | None = None, *
     d = wrap_dim(dim, x.ndim, "fft_irfft")
     n = 2 * (x.shape[d] - 1) if n is None else int(n)
     _check_size(n, "fft_irfft")
-    return _out(c2r(_resize(x, d, n // 2 + 1), (d,), norm, n), out)
+    return _out(c2r(pad_or_trim(x, d, n // 2 + 1), (d,), norm, n), out)
 
 
 def rfftn(input, s=None, dim=None, norm: str | None = None, *, out=None):
