@@ -197,7 +197,7 @@ def _run_pre_hooks(node: Node, grads: list) -> list:
 def _input_grads(node, grads) -> list:
     """Run ``node``'s gradient rule and its post hooks: the gradients of its inputs, flat."""
     node.check_saved_versions()
-    if node.op.complex_rule == "analytic" and _touches_complex(node):
+    if getattr(node.op, "complex_rule", None) == "analytic" and _touches_complex(node):
         out = _conjugated_rule(node, grads)
     else:
         out = node.op.backward(node, *grads) if len(grads) > 1 else node.op.backward(node, grads[0])

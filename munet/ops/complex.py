@@ -44,6 +44,7 @@ __all__ = [
     "is_conj",
     "is_neg",
     "angle",
+    "adjoint",
     "is_complex",
     "complex64",
     "complex128",
@@ -61,6 +62,7 @@ __tensor_methods__ = [
     "is_conj",
     "is_neg",
     "angle",
+    "adjoint",
 ]
 
 complex64 = cfloat = D.complex64
@@ -248,7 +250,25 @@ def _set_part(getter):
     return setter
 
 
+def adjoint(input):
+    """The conjugate transpose of the last two dims (``input.mH``), a new tensor for complex ``input``."""
+    if input.ndim < 2:
+        raise RuntimeError(
+            f"tensor.adjoint() is only supported on matrices or batches of matrices. Got {input.ndim}-D tensor."
+        )
+    return conj(view.transpose(input, -2, -1))
+
+
+def _conj_transpose(self):
+    """``Tensor.H``: the conjugate transpose of a matrix (of a 0-D tensor, its conjugate)."""
+    if self.ndim not in (0, 2):
+        raise RuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got {self.ndim}-D tensor.")
+    return conj(view.permute(self, tuple(reversed(range(self.ndim)))))
+
+
 __tensor_method_impls__ = {
+    "mH": property(adjoint),
+    "H": property(_conj_transpose),
     "real": property(_real, _set_part(_real)),
     "imag": property(_imag, _set_part(_imag)),
     "cfloat": _to_cfloat,
