@@ -19,8 +19,6 @@ while recording gradients raises.
 
 from __future__ import annotations
 
-import math
-
 from munet import _dtype as D
 from munet._tensor import Tensor
 from munet.autograd.grad_mode import _State
@@ -344,6 +342,8 @@ def complex_abs(input):
 
 def _angle_backward(ctx, g):
     z = ctx.saved_tensor("self")
+    if not z.dtype.is_complex:  # piecewise constant
+        return creation.zeros_like(z)
     return elementwise.where(z == 0, 0.0, g * z / complex_abs(z).square() * 1j)
 
 
@@ -358,8 +358,5 @@ angle_op = define_wirtinger(
 def angle(input, *, out=None):
     """The phase of each element, in radians: ``atan2(imag, real)``; for a real tensor, pi where it is
     negative and 0 elsewhere (NaN stays NaN). Integers give the default float dtype."""
-    if input.dtype.is_complex:
-        return elementwise._out(apply(angle_op, input), out)
-    x = elementwise._float_input(input)
-    phase = elementwise.where(x < 0, math.pi, 0.0).to(x.dtype)
-    return elementwise._out(elementwise.where(x.isnan(), x.detach(), phase), out)
+    x = input if input.dtype.is_complex else elementwise._float_input(input)
+    return elementwise._out(apply(angle_op, x), out)

@@ -19,7 +19,9 @@ def complex_abs(z):
 
 @kernel("angle")
 def angle(z):
-    return np.angle(z)
+    if z.dtype.kind == "c":
+        return np.angle(z)
+    return np.where(np.isnan(z), z, np.where(z < 0, np.pi, 0.0)).astype(z.dtype)  # -0.0 is not negative
 
 
 @kernel("complex")
