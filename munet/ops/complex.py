@@ -37,6 +37,7 @@ __all__ = [
     "imag",
     "conj",
     "conj_physical",
+    "conj_physical_",
     "resolve_conj",
     "resolve_neg",
     "is_conj",
