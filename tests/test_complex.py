@@ -252,3 +252,15 @@ def test_save_load_and_pickle():
     with pytest.raises(TypeError, match="complex128, which safetensors cannot store"):
         munet.save({"z": z.cdouble()}, io.BytesIO())
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(z)).numpy(), z.numpy())
+
+
+def test_random_complex_samples():
+    z = munet.randn(20000, dtype=munet.cfloat)
+    assert z.dtype is munet.complex64 and z._base is None
+    # each part has variance 1/2 (PyTorch's complex normal); 4 standard errors of a variance estimate
+    for part in (z.real, z.imag):
+        assert abs(part.var().item() - 0.5) < 4 * 0.5 * (2 / 20000) ** 0.5
+    u = munet.rand(1000, dtype=munet.complex128)
+    assert u.dtype is munet.complex128
+    assert 0 <= u.real.min().item() and u.imag.max().item() < 1 and u.imag.min().item() >= 0
+    assert munet.randn(2, dtype=munet.cfloat, requires_grad=True).requires_grad
