@@ -264,3 +264,13 @@ def test_random_complex_samples():
     assert u.dtype is munet.complex128
     assert 0 <= u.real.min().item() and u.imag.max().item() < 1 and u.imag.min().item() >= 0
     assert munet.randn(2, dtype=munet.cfloat, requires_grad=True).requires_grad
+
+
+def test_conjugating_products_and_sgn():
+    a, b = crandn(5), crandn(5, seed=1)
+    check_complex(lambda m, x, y: m.vdot(x, y), a, b)
+    check_complex(lambda m, x, y: m.dot(x, y), a, b)
+    check_complex(lambda m, x, y: m.linalg.vecdot(x, y), crandn(2, 5), b)
+    z = a.copy()
+    z[2] = 0
+    check_complex(lambda m, x: m.sgn(x) * x.abs(), z)

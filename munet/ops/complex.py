@@ -321,16 +321,17 @@ def polar(abs, angle, *, out=None):  # noqa: A002 - PyTorch's names
 # abs, angle ---------------------------------------------------------------------------------------------
 
 
-def _sgn(z):
-    """``z / |z|``, 0 where ``z`` is 0 (PyTorch's ``sgn`` of a complex tensor)."""
+def complex_sgn(z):
+    """``z / |z|``, 0 where ``z`` is 0 (``munet.sgn`` of a complex tensor)."""
     magnitude = complex_abs(z)
-    return elementwise.where(magnitude == 0, 0.0, z / magnitude)
+    zero = magnitude == 0
+    return elementwise.where(zero, 0.0, z / elementwise.where(zero, 1.0, magnitude))  # no 0/0 in the gradient
 
 
 complex_abs_op = define_wirtinger(
     "complex_abs",
     meta=lambda z: Meta(z.shape, z.dtype.to_real()),
-    backward=lambda ctx, g: g * _sgn(ctx.saved_tensor("self")),
+    backward=lambda ctx, g: g * complex_sgn(ctx.saved_tensor("self")),
     saves=("self",),
     backward_name="AbsBackward0",
 )

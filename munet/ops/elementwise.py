@@ -563,7 +563,16 @@ def sign_(self):
     return apply_inplace(sign_op, self)
 
 
-sgn, sgn_ = sign, sign_
+def sgn(input, *, out=None):
+    """``sign`` for real tensors; ``z / |z|`` (0 at 0) for complex ones."""
+    if input.dtype.is_complex:
+        from munet.ops.complex import complex_sgn
+
+        return _out(complex_sgn(input), out)
+    return sign(input, out=out)
+
+
+sgn_ = sign_
 
 
 # predicates (bool results, never differentiable) ------------------------------------------------------
