@@ -197,7 +197,7 @@ def _run_pre_hooks(node: Node, grads: list) -> list:
 def _input_grads(node, grads) -> list:
     """Run ``node``'s gradient rule and its post hooks: the gradients of its inputs, flat."""
     node.check_saved_versions()
-    if getattr(node.op, "complex_rule", None) == "analytic" and _touches_complex(node):
+    if getattr(node.op, "complex_rule", None) == "analytic" and _complex_output(node):
         out = _conjugated_rule(node, grads)
     else:
         out = node.op.backward(node, *grads) if len(grads) > 1 else node.op.backward(node, grads[0])
@@ -212,8 +212,10 @@ def _input_grads(node, grads) -> list:
     return flat
 
 
-def _touches_complex(node) -> bool:
-    return any(d is not None and d.is_complex for d in node.output_dtypes + tuple(node.input_dtypes))
+def _complex_output(node) -> bool:
+    """Whether an analytic rule needs conjugating: only where it gets complex gradients (a cast from
+    complex to real gets real ones, for which the conjugations cancel)."""
+    return any(d.is_complex for d in node.output_dtypes)
 
 
 def _conjugated_rule(node, grads):
