@@ -228,6 +228,8 @@ def test_other_devices_refuse_complex(vulkan):
         munet.tensor([1j]).to(vulkan)
     with pytest.raises(munet.DeviceError, match="supported on cpu only"):
         munet.zeros(2, dtype=munet.complex64, device=vulkan)
+    with pytest.raises(munet.DeviceError, match="supported on cpu only"):
+        munet.ones(2, device=vulkan).to(munet.complex64)
 
 
 def test_backward_of_a_complex_scalar_needs_a_gradient():
@@ -274,3 +276,13 @@ def test_conjugating_products_and_sgn():
     z = a.copy()
     z[2] = 0
     check_complex(lambda m, x: m.sgn(x) * x.abs(), z)
+
+
+@pytest.mark.cuda
+def test_cuda_refuses_complex():
+    with pytest.raises(munet.DeviceError, match="complex64 tensors are supported on cpu only"):
+        munet.tensor([1j]).to("cuda")
+    with pytest.raises(munet.DeviceError, match="complex128 tensors are supported on cpu only"):
+        munet.ones(2, dtype=munet.cdouble, device="cuda")
+    with pytest.raises(munet.DeviceError, match="supported on cpu only"):
+        munet.ones(2, device="cuda").to(munet.complex64)
