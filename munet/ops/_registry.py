@@ -450,7 +450,7 @@ def rebase_history(self, result) -> None:
         return
     if base.dtype is not self.dtype:
         raise RuntimeError(
-            f"an in-place write into a {self.dtype.name} view of a {base.dtype.name} tensor (view_as_real, "
+            f"an in-place write into a {self.dtype.name} view of a {base.dtype.name} tensor (view(dtype), view_as_real, "
             ".real, .imag) is not supported while recording gradients; write into a clone"
         )
     if not base.is_contiguous():
