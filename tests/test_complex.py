@@ -286,3 +286,16 @@ def test_cuda_refuses_complex():
         munet.ones(2, dtype=munet.cdouble, device="cuda")
     with pytest.raises(munet.DeviceError, match="supported on cpu only"):
         munet.ones(2, device="cuda").to(munet.complex64)
+
+
+def test_norms_and_variances_are_real():
+    z = crandn(3, 4)
+    for fn in (
+        lambda m, x: x.var(),
+        lambda m, x: x.std(1, correction=0),
+        lambda m, x: m.var_mean(x, 0)[0],
+        lambda m, x: x.norm(),
+        lambda m, x: m.linalg.vector_norm(x, 1, dim=1),
+        lambda m, x: m.linalg.vector_norm(x, float("inf")),
+    ):
+        assert check_complex(fn, z).dtype is munet.float64
