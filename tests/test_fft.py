@@ -299,3 +299,11 @@ def test_stft_round_trip_and_errors():
         munet.istft(munet.stft(x, 16, window=munet.hann_window(16, dtype=munet.float64), center=False,
                                return_complex=True), 16, window=munet.hann_window(16, dtype=munet.float64), center=False)  # fmt: skip
     assert munet.Tensor.stft is munet.stft and munet.Tensor.istft is munet.istft
+
+
+def test_factory_options_are_checked():
+    with pytest.raises(NotImplementedError, match="pin_memory"):
+        munet.hann_window(4, pin_memory=True)
+    with pytest.raises(NotImplementedError, match="pin_memory"):
+        munet.fft.fftfreq(4, pin_memory=True)
+    assert munet.kaiser_window(4, layout=munet.strided).shape == (4,)

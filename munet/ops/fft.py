@@ -345,16 +345,18 @@ def ihfft2(input, s=None, dim=(-2, -1), norm: str | None = None, *, out=None):
 # frequencies and shifts ---------------------------------------------------------------------------------------
 
 
-def fftfreq(n: int, d: float = 1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False):
+def fftfreq(n: int, d: float = 1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False,
+            pin_memory: bool = False):  # fmt: skip
     """The sample frequencies of an ``n``-point transform with spacing ``d``: ``[0, 1, ..., -1] / (d * n)``."""
-    k = creation.arange(n, dtype=D.int64, device=device, layout=layout)
+    k = creation.arange(n, dtype=D.int64, device=device, layout=layout, pin_memory=pin_memory)
     k = elementwise.where(k < (n + 1) // 2, k, k - n)
     return _frequencies(k, n * d, dtype, out, requires_grad)
 
 
-def rfftfreq(n: int, d: float = 1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False):
+def rfftfreq(n: int, d: float = 1.0, *, out=None, dtype=None, layout=None, device=None, requires_grad: bool = False,
+             pin_memory: bool = False):  # fmt: skip
     """The non-negative sample frequencies of :func:`rfft`: ``[0, 1, ..., n // 2] / (d * n)``."""
-    k = creation.arange(n // 2 + 1, dtype=D.int64, device=device, layout=layout)
+    k = creation.arange(n // 2 + 1, dtype=D.int64, device=device, layout=layout, pin_memory=pin_memory)
     return _frequencies(k, n * d, dtype, out, requires_grad)
 
 

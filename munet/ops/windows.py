@@ -11,12 +11,15 @@ import math
 
 from munet import _dtype as D
 from munet.ops import creation, elementwise, elementwise_math, special
+from munet.ops._utils import check_factory_options
 
 __all__ = ["hann_window", "hamming_window", "blackman_window", "bartlett_window", "kaiser_window"]
 
 
-def _window(op: str, window_length: int, periodic: bool, dtype, layout, device, requires_grad: bool, shape):
+def _window(op: str, window_length: int, periodic: bool, dtype, layout, device, requires_grad: bool, pin_memory: bool,
+            shape):  # fmt: skip
     """``shape(n, denominator)`` over ``n = arange(window_length)``, the bookkeeping every window shares."""
+    check_factory_options(op, layout=layout, pin_memory=pin_memory)
     dtype = D.get_default_dtype() if dtype is None else dtype
     if not isinstance(dtype, D.dtype) or not dtype.is_floating_point:
         raise RuntimeError(f"{op} expects floating point dtypes, got: {dtype!r}")
@@ -48,21 +51,21 @@ def _cosine_sum(coefficients):
 def hann_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
                 requires_grad: bool = False, pin_memory: bool = False):  # fmt: skip
     """``0.5 - 0.5 cos(2 pi n / (N - 1))``."""
-    return _window("hann_window", window_length, periodic, dtype, layout, device, requires_grad,
+    return _window("hann_window", window_length, periodic, dtype, layout, device, requires_grad, pin_memory,
                    _cosine_sum((0.5, 0.5)))  # fmt: skip
 
 
 def hamming_window(window_length: int, periodic: bool = True, alpha: float = 0.54, beta: float = 0.46, *,
                    dtype=None, layout=None, device=None, requires_grad: bool = False, pin_memory: bool = False):  # fmt: skip
     """``alpha - beta cos(2 pi n / (N - 1))``."""
-    return _window("hamming_window", window_length, periodic, dtype, layout, device, requires_grad,
+    return _window("hamming_window", window_length, periodic, dtype, layout, device, requires_grad, pin_memory,
                    _cosine_sum((alpha, beta)))  # fmt: skip
 
 
 def blackman_window(window_length: int, periodic: bool = True, *, dtype=None, layout=None, device=None,
                     requires_grad: bool = False, pin_memory: bool = False):  # fmt: skip
     """``0.42 - 0.5 cos(2 pi n / (N - 1)) + 0.08 cos(4 pi n / (N - 1))``."""
-    return _window("blackman_window", window_length, periodic, dtype, layout, device, requires_grad,
+    return _window("blackman_window", window_length, periodic, dtype, layout, device, requires_grad, pin_memory,
                    _cosine_sum((0.42, 0.5, 0.08)))  # fmt: skip
 
 
@@ -73,7 +76,7 @@ def bartlett_window(window_length: int, periodic: bool = True, *, dtype=None, la
     def shape(n, denominator):
         return 1 - elementwise.abs(n * (2 / denominator) - 1)
 
-    return _window("bartlett_window", window_length, periodic, dtype, layout, device, requires_grad, shape)
+    return _window("bartlett_window", window_length, periodic, dtype, layout, device, requires_grad, pin_memory, shape)
 
 
 def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0, *, dtype=None, layout=None,
@@ -85,4 +88,4 @@ def kaiser_window(window_length: int, periodic: bool = True, beta: float = 12.0,
         argument = elementwise_math.sqrt((1 - ratio * ratio).clamp_min(0.0)) * beta
         return special.i0(argument) / special.i0(creation.full((), beta, dtype=n.dtype, device=n.device))
 
-    return _window("kaiser_window", window_length, periodic, dtype, layout, device, requires_grad, shape)
+    return _window("kaiser_window", window_length, periodic, dtype, layout, device, requires_grad, pin_memory, shape)
