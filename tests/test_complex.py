@@ -299,3 +299,12 @@ def test_norms_and_variances_are_real():
         lambda m, x: m.linalg.vector_norm(x, float("inf")),
     ):
         assert check_complex(fn, z).dtype is munet.float64
+
+
+def test_predicates():
+    values = np.array([1 + 1j, np.nan + 0j, complex(0, np.inf), complex(np.inf, np.nan), 2 + 0j, -0j])
+    m, t = munet.tensor(values), torch.tensor(values)
+    for name in ("isnan", "isinf", "isfinite", "isreal"):
+        np.testing.assert_array_equal(getattr(munet, name)(m).numpy(), getattr(torch, name)(t).numpy(), err_msg=name)
+    with pytest.raises(TypeError, match="isposinf: not supported for complex128"):
+        munet.isposinf(m)

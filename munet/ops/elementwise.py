@@ -605,10 +605,17 @@ _PREDICATES = {
 }
 
 
+# a complex number is NaN or infinite where a part is, finite where both are
+_OF_PARTS = {"isnan": "__or__", "isinf": "__or__", "isfinite": "__and__"}
+
+
 def _predicate(name: str):
     op = define(name, meta=_bool_meta, formula=_PREDICATES[name])
+    combine = _OF_PARTS.get(name)
 
     def fn(input):
+        if combine is not None and input.dtype.is_complex:
+            return getattr(fn(input.real), combine)(fn(input.imag))
         return apply(op, input)
 
     fn.__name__ = name
@@ -625,7 +632,9 @@ signbit = _predicate("signbit")
 
 
 def isreal(input):
-    """MuNet tensors are real: a bool tensor of True."""
+    """Where the imaginary part is 0: everywhere for a real tensor."""
+    if input.dtype.is_complex:
+        return eq(input.imag, 0)
     from munet.ops.creation import ones_like
 
     return ones_like(input, dtype=D.bool_)
