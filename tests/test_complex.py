@@ -308,3 +308,17 @@ def test_predicates():
         np.testing.assert_array_equal(getattr(munet, name)(m).numpy(), getattr(torch, name)(t).numpy(), err_msg=name)
     with pytest.raises(TypeError, match="isposinf: not supported for complex128"):
         munet.isposinf(m)
+
+
+def test_sgd_on_a_complex_parameter():
+    start = crandn(3)
+    results = []
+    for m in (munet, torch):
+        p = m.nn.Parameter(m.tensor(start))
+        opt = m.optim.SGD([p], lr=0.1, momentum=0.9, weight_decay=0.01)
+        for _ in range(3):
+            opt.zero_grad()
+            (p.abs() ** 2 + p.real * 3).sum().backward()
+            opt.step()
+        results.append(p.detach().numpy())
+    np.testing.assert_allclose(results[0], results[1], rtol=1e-12)

@@ -291,7 +291,8 @@ div_op = define(
 
 
 def _check_alpha(input, other, alpha) -> None:
-    if isinstance(alpha, float) and not D.result_type(input, other).is_floating_point:
+    result = D.result_type(input, other)
+    if isinstance(alpha, float) and not (result.is_floating_point or result.is_complex):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
 
 
