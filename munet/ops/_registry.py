@@ -104,9 +104,9 @@ class Op:
         self.effectful = effectful
         self.decomposition = decomposition  # composites: the op in public ops, its meaning
         # complex inputs: None refuses them; "analytic" (a rule written for real numbers whose
-        # ops extend analytically: the engine conjugates around it) or "wirtinger" (a rule in
-        # PyTorch's conjugate convention already). Set by munet/ops/complex.py.
-        self.complex_rule = None
+        # ops extend analytically: the engine conjugates around it; every view) or "wirtinger" (a
+        # rule in PyTorch's conjugate convention already). munet/ops/complex.py sets the others.
+        self.complex_rule = "analytic" if view is not None else None
 
     def __repr__(self) -> str:
         return f"<munet op {self.name}>"

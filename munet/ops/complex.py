@@ -68,18 +68,15 @@ complex64 = cfloat = D.complex64
 complex128 = cdouble = D.complex128
 
 # Existing ops whose gradient rules hold for complex numbers once conjugated (see the docstring):
-# arithmetic and analytic functions, sums and products, selections, copies and every view.
+# arithmetic and analytic functions, sums, matrix products, selections and copies.
 ANALYTIC_OPS = (
     "add", "sub", "mul", "div", "neg", "exp", "log", "pow", "sqrt", "reciprocal", "sin", "cos", "tanh",
     "sinh", "cosh", "cast", "sum", "cumsum", "matmul", "clone", "copy", "cat", "constant_pad_nd", "flip",
     "roll", "where", "eq", "ne", "fill", "masked_fill", "index", "index_put", "gather", "as_strided_scatter",
     "strided_scatter_add", "tril", "triu", "full", "empty",
 )  # fmt: skip
-for _name in ANALYTIC_OPS:
+for _name in ANALYTIC_OPS:  # (views are analytic from their definition)
     OPS[_name].complex_rule = "analytic"
-for _op in OPS.values():
-    if _op.view is not None:
-        _op.complex_rule = "analytic"
 
 
 def define_wirtinger(name: str, **kwargs):
