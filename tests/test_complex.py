@@ -322,3 +322,15 @@ def test_sgd_on_a_complex_parameter():
             opt.step()
         results.append(p.detach().numpy())
     np.testing.assert_allclose(results[0], results[1], rtol=1e-12)
+
+
+def test_second_order_gradients():
+    z0 = crandn(5)
+    results = []
+    for m in (munet, torch):
+        z = m.tensor(z0, requires_grad=True)
+        (g,) = m.autograd.grad((m.exp(z) * z.conj()).abs().sum(), [z], create_graph=True)
+        (h,) = m.autograd.grad(m.view_as_real(g).sum(), [z])
+        results.append((g.detach().resolve_conj().numpy(), h.resolve_conj().numpy()))
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)

@@ -307,3 +307,16 @@ def test_factory_options_are_checked():
     with pytest.raises(NotImplementedError, match="pin_memory"):
         munet.fft.fftfreq(4, pin_memory=True)
     assert munet.kaiser_window(4, layout=munet.strided).shape == (4,)
+
+
+def test_second_order_gradients():
+    a, v = _real(6), _real(6, seed=1)
+    results = []
+    for m in (munet, torch):
+        x = m.tensor(a, requires_grad=True)
+        y = (m.fft.rfft(x * x).abs() ** 2).sum() + (m.fft.fft(x) * (1 + 2j)).real.pow(3).sum()
+        (g,) = m.autograd.grad(y, [x], create_graph=True)
+        (h,) = m.autograd.grad((g * m.tensor(v)).sum(), [x])
+        results.append((g.detach().numpy(), h.numpy()))
+    for got, want in zip(*results):
+        np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
