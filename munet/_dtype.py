@@ -221,6 +221,8 @@ class finfo(_TypeInfo):  # noqa: N801 - PyTorch's name
 
     def __init__(self, type: dtype | None = None):  # noqa: A002 - PyTorch's parameter name
         type = get_default_dtype() if type is None else type
+        if isinstance(type, dtype) and type.is_complex:  # the limits of its parts, as PyTorch
+            type = type.to_real()
         if not isinstance(type, dtype) or not type.is_floating_point:
             raise TypeError(f"munet.finfo() requires a floating point input type, got {type!r}; use munet.iinfo")
         info = ml_dtypes.finfo(type.np) if type is bfloat16 else np.finfo(type.np)

@@ -334,3 +334,17 @@ def test_second_order_gradients():
         results.append((g.detach().resolve_conj().numpy(), h.resolve_conj().numpy()))
     for got, want in zip(*results):
         np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+
+
+def test_torch_checkpoint_type_names_and_finfo(tmp_path):
+    path = tmp_path / "complex.pt"
+    values = {"a": torch.tensor([1 + 2j, 3j]), "b": torch.tensor([1j], dtype=torch.complex128)}
+    torch.save(values, path)
+    loaded = munet.load(path)
+    for name, tensor in values.items():
+        assert loaded[name].dtype.name == str(tensor.dtype).removeprefix("torch.")
+        np.testing.assert_array_equal(loaded[name].numpy(), tensor.numpy())
+    assert munet.tensor([1j]).type() == "munet.ComplexFloatTensor"
+    assert munet.tensor([1j], dtype=munet.cdouble).type() == "munet.ComplexDoubleTensor"
+    assert munet.finfo(munet.complex64) == munet.finfo(munet.float32)
+    assert munet.finfo(munet.complex128).eps == torch.finfo(torch.complex128).eps
