@@ -119,6 +119,7 @@ from munet import (  # noqa: E402,F401
     autograd,
     cuda,
     distributions,
+    fft,
     func,
     jit,
     linalg,

@@ -81,6 +81,7 @@ LEGACY_TYPES = {
 _BY_DTYPE = {t.dtype: t for t in LEGACY_TYPES.values()}
 # munet.cuda.FloatTensor, ...: the same types on the cuda device type
 CUDA_LEGACY_TYPES = {name: _legacy_type(name, t.dtype, "cuda") for name, t in LEGACY_TYPES.items()}
+_COMPLEX_TYPE_NAMES = {"complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor"}  # names, no types
 
 
 def _legacy_of_type_name(name: str) -> type:
@@ -102,7 +103,9 @@ def tensor_type(self, dtype=None, non_blocking: bool = False):
     cuda type (``'torch.cuda.FloatTensor'``) also moves a tensor of another device type to cuda."""
     if dtype is None:
         where = "" if self.device.type == "cpu" else f"{self.device.type}."
-        return f"munet.{where}{_BY_DTYPE[self.dtype].__name__}"
+        legacy = _BY_DTYPE.get(self.dtype)
+        name = legacy.__name__ if legacy is not None else _COMPLEX_TYPE_NAMES[self.dtype.name]
+        return f"munet.{where}{name}"
     if isinstance(dtype, str):
         dtype = _legacy_of_type_name(dtype)
     if isinstance(dtype, _LegacyTensorType):

@@ -104,6 +104,7 @@ def render_op_coverage() -> str:
         ("`munet.nn.functional`", sorted(n for m in ops.MODULES for n in getattr(m, "__functional__", ()))),
         ("`munet.linalg`", sorted(n for m in ops.MODULES for n in getattr(m, "__linalg__", ()))),
         ("`munet.special`", sorted(n for m in ops.MODULES for n in getattr(m, "__special__", ()))),
+        ("`munet.fft`", sorted(n for m in ops.MODULES for n in getattr(m, "__fft__", ()))),
         ("`Tensor` methods", sorted(n for m in ops.MODULES for n in getattr(m, "__tensor_methods__", ()))),
     ):
         lines.append(f"### {title} ({len(names)})")

@@ -268,6 +268,15 @@ PROBES = {
     "linalg:solve": lambda m: m.linalg.solve(m.eye(3), m.ones(3)),
     "fft:rfft": lambda m: m.fft.rfft(m.ones(8)),
     "fft:fft": lambda m: m.fft.fft(m.ones(8)),
+    "fft:irfft": lambda m: m.fft.irfft(m.fft.rfft(m.ones(8))),
+    "fft:fftn": lambda m: m.fft.fftn(m.ones(2, 4)),
+    "torch:istft": lambda m: m.istft(
+        m.stft(m.ones(64), 16, window=m.hann_window(16), return_complex=True), 16, window=m.hann_window(16)
+    ),  # fmt: skip
+    "torch:view_as_real": lambda m: m.view_as_real(m.complex(m.ones(2), m.zeros(2))),
+    "torch:polar": lambda m: m.polar(m.ones(2), m.zeros(2)),
+    "Tensor:real": lambda m: m.complex(m.ones(2), m.zeros(2)).real,
+    "Tensor:conj": lambda m: m.complex(m.ones(2), m.zeros(2)).conj(),
     "special:gammaln": lambda m: m.special.gammaln(m.ones(2)),
     "special:zeta": lambda m: m.special.zeta(m.full((2,), 2.0), m.ones(2)),
     "distributions:Categorical": lambda m: m.distributions.Categorical(logits=m.zeros(3)).sample(),

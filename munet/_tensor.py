@@ -337,7 +337,7 @@ class Tensor:
         return self._dtype.is_floating_point
 
     def is_complex(self) -> bool:
-        return False
+        return self._dtype.is_complex
 
     def is_signed(self) -> bool:
         return self._dtype.is_signed
@@ -374,8 +374,10 @@ class Tensor:
                 "you can only change requires_grad flags of leaf variables. If you want to use a computed "
                 "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach()."
             )
-        if value and not self._dtype.is_floating_point:
-            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self._dtype.name}")
+        if value and not (self._dtype.is_floating_point or self._dtype.is_complex):
+            raise RuntimeError(
+                f"only Tensors of floating point and complex dtype can require gradients, got {self._dtype.name}"
+            )
         self._requires_grad = value
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -620,6 +622,8 @@ class Tensor:
         value = self.detach().numpy(force=True).reshape(-1)[0]
         if self._dtype.is_floating_point:
             return float(value)
+        if self._dtype.is_complex:
+            return complex(value)
         if self._dtype is D.bool_:
             return bool(value)
         return int(value)

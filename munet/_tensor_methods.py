@@ -116,5 +116,3 @@ def bind() -> None:
     Tensor.__setitem__ = _setitem
     Tensor.T = _T
     Tensor.mT = _mT
-    Tensor.mH = _mT
-    Tensor.H = _T

@@ -5,6 +5,7 @@ from munet.ops import (
     activation,
     attention,
     checks,
+    complex,
     conv,
     convert,
     copy,
@@ -14,6 +15,7 @@ from munet.ops import (
     elementwise,
     elementwise_math,
     embedding,
+    fft,
     histogram,
     indexing,
     linalg,
@@ -32,7 +34,9 @@ from munet.ops import (
     sampling,
     sort,
     special,
+    spectral,
     view,
+    windows,
 )
 from munet.ops._registry import OPS, Op, apply, apply_inplace, define
 
@@ -67,12 +71,16 @@ MODULES = (
     pooling,
     sampling,
     special,
+    complex,
+    fft,
+    spectral,
+    windows,
 )
 
 
 def export(namespace: dict, listing: str) -> list:
     """Put every op family's functions named in its ``listing`` (``"__all__"``, ``"__functional__"``,
-    ``"__linalg__"``, ``"__special__"``) into ``namespace``; returns their names."""
+    ``"__linalg__"``, ``"__special__"``, ``"__fft__"``) into ``namespace``; returns their names."""
     names = []
     for module in MODULES:
         for name in getattr(module, listing, ()):

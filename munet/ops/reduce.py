@@ -128,7 +128,7 @@ def _integral_to_int64(x, dtype):
     """``dtype`` when given, else int64 for integer/bool inputs (PyTorch's sum/prod/cumsum rule)."""
     if dtype is not None:
         return dtype
-    return x.dtype if x.dtype.is_floating_point else D.int64
+    return x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else D.int64
 
 
 def _require_float(op: str, x) -> None:
@@ -269,7 +269,7 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
 
 def _mean_input(op: str, input, dtype):
     input = _cast(input, dtype)
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError(
             f"{op}(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
             f"Got: {input.dtype.name}"
@@ -310,7 +310,7 @@ def _correction(op: str, unbiased, correction) -> float:
 def _var_args(op: str, input, dim, unbiased, keepdim, correction):
     if isinstance(dim, bool):  # the var(input, unbiased) overload
         dim, unbiased = None, dim
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError(
             f"{op}(): std and var only support floating point and complex dtypes, got {input.dtype.name}"
         )
@@ -321,7 +321,11 @@ def _var(op: str, input, dims, correction, keepdim):
     x, back = _upcast_low(input)
     centered = x - mean(x, dims, keepdim=True)
     dof = _numel(x.shape, dims) - correction
-    total = sum(centered * centered, dims, keepdim)
+    if centered.dtype.is_complex:  # |centered|^2: a real variance, as PyTorch's
+        squares = centered.real.square() + centered.imag.square()
+    else:
+        squares = centered * centered
+    total = sum(squares, dims, keepdim)
     if dof <= 0:
         warnings.warn(
             f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
@@ -948,6 +952,8 @@ def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
     The gradient at a zero vector is 0 (as PyTorch's).
     """
     input = _cast(input, dtype)
+    if input.dtype.is_complex:  # the norm of the magnitudes
+        input = input.abs()
     if not input.dtype.is_floating_point:
         raise RuntimeError(
             f"norm(): input dtype should be either floating point or complex. Got {input.dtype.name} instead."
