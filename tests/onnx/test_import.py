@@ -369,9 +369,11 @@ def test_unsupported_operator_domain_and_type_are_named():
     ):
         munet.onnx.load(custom)
     unknown = single_node_model(
-        helper.make_node("DFT", ["x"], ["y"], name="d"), [helper.make_tensor_value_info("x", TP.FLOAT, [1, 2, 1])], [y]
+        helper.make_node("MaxRoiPool", ["x", "x"], ["y"], pooled_shape=[1, 1], name="d"),
+        [helper.make_tensor_value_info("x", TP.FLOAT, [1, 2, 1])],
+        [y],
     )
-    with pytest.raises(UnsupportedError, match="operator DFT \\(domain 'ai.onnx', opset 18\\) is not supported"):
+    with pytest.raises(UnsupportedError, match="operator MaxRoiPool \\(domain 'ai.onnx', opset 18\\) is not supported"):
         munet.onnx.load(unknown)
     complex_out = helper.make_tensor_value_info("y", TP.COMPLEX64, [2])
     cast = single_node_model(helper.make_node("Cast", ["x"], ["y"], to=TP.COMPLEX64, name="c"), [x], [complex_out])
