@@ -92,3 +92,25 @@ def test_parameter_keeps_its_class_and_grad_flag():
 def test_share_memory_on_vulkan_raises(vulkan):
     with pytest.raises(RuntimeError, match="only cpu tensors"):
         munet.ones(2, device=vulkan).share_memory_()
+
+
+def _sgd_step(model):
+    with munet.no_grad():
+        for p in model.parameters():
+            p.add_(1.0)
+
+
+@pytest.mark.skipif("fork" not in mp.get_all_start_methods(), reason="needs the fork start method")
+def test_module_share_memory_lets_workers_train_the_same_weights():
+    model = munet.nn.Sequential(munet.nn.Linear(3, 2), munet.nn.BatchNorm1d(2))
+    model(munet.randn(4, 3)).sum().backward()
+    assert model.share_memory() is model
+    shared = [*model.parameters(), *(p.grad for p in model.parameters()), *model.buffers()]
+    assert all(t.is_shared() for t in shared)
+    before = [p.detach().clone() for p in model.parameters()]
+    child = mp.get_context("fork").Process(target=_sgd_step, args=(model,))
+    child.start()
+    child.join(60)
+    assert child.exitcode == 0
+    for p, old in zip(model.parameters(), before):
+        assert munet.equal(p.detach(), old + 1.0)
