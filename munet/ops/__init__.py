@@ -13,8 +13,11 @@ from munet.ops import (
     elementwise,
     elementwise_math,
     embedding,
+    float_parts,
     histogram,
     indexing,
+    integer_math,
+    integration,
     linalg,
     linalg_factor,
     linalg_func,
@@ -29,8 +32,11 @@ from munet.ops import (
     random,
     reduce,
     sampling,
+    scatter_views,
     sort,
     special,
+    statistics,
+    structured,
     view,
 )
 from munet.ops._registry import OPS, Op, apply, apply_inplace, define
@@ -65,6 +71,12 @@ MODULES = (
     pooling,
     sampling,
     special,
+    statistics,
+    scatter_views,
+    structured,
+    integration,
+    integer_math,
+    float_parts,
 )
 
 
