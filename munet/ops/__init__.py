@@ -40,6 +40,8 @@ from munet.ops import (
     scatter_views,
     sort,
     special,
+    special_bessel,
+    special_polynomials,
     statistics,
     structured,
     view,
@@ -87,6 +89,8 @@ MODULES = (
     index_writes,
     index_math,
     random_draws,
+    special_bessel,
+    special_polynomials,
 )
 
 

@@ -387,7 +387,7 @@ _I1E_B = (
 )
 
 
-def _power_series(chebyshev_coefficients) -> tuple:
+def chebyshev_power_form(chebyshev_coefficients) -> tuple:
     """Cephes' ``chbevl`` series (highest order first, ``0.5 (b0 - b2)`` at ``y``) as power-series
     coefficients in ``t = y / 2``, highest first. Evaluated by Horner's rule, each step reads only the
     previous one, so a traced graph stays a chain (Clenshaw's two-term recurrence shares every partial
@@ -397,8 +397,8 @@ def _power_series(chebyshev_coefficients) -> tuple:
     return tuple(float(v) for v in np.polynomial.chebyshev.cheb2poly(c)[::-1])
 
 
-def _chebyshev(y, coefficients):
-    """The Chebyshev series of ``coefficients`` (converted by ``_power_series``) at ``y`` in [-2, 2]."""
+def chebyshev_series(y, coefficients):
+    """The Chebyshev series of ``coefficients`` (converted by ``chebyshev_power_form``) at ``y`` in [-2, 2]."""
     t = y / 2
     total = coefficients[0]
     for c in coefficients[1:]:
@@ -406,7 +406,7 @@ def _chebyshev(y, coefficients):
     return total
 
 
-_I0E_A, _I0E_B, _I1E_A, _I1E_B = (_power_series(c) for c in (_I0E_A, _I0E_B, _I1E_A, _I1E_B))
+_I0E_A, _I0E_B, _I1E_A, _I1E_B = (chebyshev_power_form(c) for c in (_I0E_A, _I0E_B, _I1E_A, _I1E_B))
 
 
 def _scaled_bessel(x, small, large):
@@ -416,8 +416,8 @@ def _scaled_bessel(x, small, large):
     near = a <= 8
     an = where(near, a, 0.0)
     af = where(near, 16.0, a)
-    inner = _chebyshev(an / 2 - 2, small)
-    outer = _chebyshev(32 / af - 2, large) / af.sqrt()
+    inner = chebyshev_series(an / 2 - 2, small)
+    outer = chebyshev_series(32 / af - 2, large) / af.sqrt()
     return near, a, inner, outer
 
 
