@@ -41,6 +41,7 @@ from munet.ops import (
     sort,
     special,
     special_bessel,
+    special_gamma,
     special_polynomials,
     statistics,
     structured,
@@ -91,6 +92,7 @@ MODULES = (
     random_draws,
     special_bessel,
     special_polynomials,
+    special_gamma,
 )
 
 
