@@ -42,7 +42,9 @@ def lcm(input, other, *, out=None):
     """The least common multiple of integer tensors (broadcast), non-negative; 0 if either is 0."""
     a, b = _integer_pair("lcm", input, other)
     divisor = gcd(a, b)
-    return _out(where(divisor == 0, 0, (a // where(divisor == 0, 1, divisor) * b).abs()), out)
+    wide = D.int64  # as PyTorch's C++ int arithmetic: the product overflows only in the final cast
+    multiple = (a.to(wide) // where(divisor == 0, 1, divisor).to(wide) * b.to(wide)).abs()
+    return _out(where(divisor == 0, 0, multiple).to(a.dtype), out)
 
 
 def gcd_(self, other):

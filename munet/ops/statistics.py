@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import warnings
 
+from munet import _dtype as D
 from munet.ops.elementwise import _float_input
 
 __all__ = ["cov", "corrcoef", "dist"]
@@ -44,6 +45,8 @@ def cov(input, *, correction: int = 1, fweights=None, aweights=None):
         weights = fweights.to(x.dtype)
     if aweights is not None:
         _check_weights("aweights", aweights, observations, integral=False)
+        x = x.to(D.promote_types(x.dtype, aweights.dtype))  # as PyTorch: float64 weights give float64
+        weights = None if weights is None else weights.to(x.dtype)
         aw = aweights.to(x.dtype)
         weights = aw if weights is None else weights * aw
     if weights is None:
