@@ -79,4 +79,4 @@ def nextafter(input, other, *, out=None):
 
 
 def nextafter_(self, other):
-    return self.copy_(nextafter(self, other))
+    return self.copy_(nextafter(self.clone(), other))  # the graph keeps the old values, not self

@@ -43,7 +43,7 @@ def put(input, index, source, accumulate: bool = False):
 
 
 def put_(self, index, source, accumulate: bool = False):
-    return self.copy_(put(self, index, source, accumulate))
+    return self.copy_(put(self.clone(), index, source, accumulate))  # the graph keeps the old values, not self
 
 
 def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: bool = True):
@@ -69,4 +69,5 @@ def index_reduce(input, dim: int, index, source, reduce: str, *, include_self: b
 
 
 def index_reduce_(self, dim: int, index, source, reduce: str, *, include_self: bool = True):
-    return self.copy_(index_reduce(self, dim, index, source, reduce, include_self=include_self))
+    result = index_reduce(self.clone(), dim, index, source, reduce, include_self=include_self)  # saves the copy
+    return self.copy_(result)

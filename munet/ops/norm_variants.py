@@ -32,7 +32,7 @@ def renorm(input, p: float, dim: int, maxnorm: float, *, out=None):
 
 
 def renorm_(self, p: float, dim: int, maxnorm: float):
-    return self.copy_(renorm(self, p, dim, maxnorm))
+    return self.copy_(renorm(self.clone(), p, dim, maxnorm))  # the graph keeps the old values, not self
 
 
 def norm_except_dim(v, pow: float = 2, dim: int = 0):  # noqa: A002 - PyTorch's name

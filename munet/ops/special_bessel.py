@@ -333,4 +333,3 @@ def airy_ai(input, *, out=None):
     series = 0.355028053887817239260 * f - 0.258819403792806798405 * g
     result = where(negative, oscillating, where(positive, where(x > 103.892, 0.0, decaying), series))
     return _out(where(x.isinf(), math.nan, result), out)
-

@@ -278,11 +278,11 @@ def igammac(input, other, *, out=None):
 
 
 def igamma_(self, other):
-    return self.copy_(igamma(self, other))
+    return self.copy_(igamma(self.clone(), other))  # the graph keeps the old values, not self
 
 
 def igammac_(self, other):
-    return self.copy_(igammac(self, other))
+    return self.copy_(igammac(self.clone(), other))
 
 
 gammainc = igamma
