@@ -15,7 +15,7 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
-from munet.ops._utils import float_result_type, is_tensor
+from munet.ops._utils import broadcast_shapes, float_result_type, is_tensor
 from munet.ops.creation import scalar_tensor
 from munet.ops.elementwise import _out, where
 
@@ -56,14 +56,6 @@ def _recurrence(first, second, step, degree, n_max: int, start: int):
         else:
             p, q = q, r
     return q
-
-
-def _select(x, degree, cases, default):
-    """``cases`` (condition, value) pairs in priority order, then ``default``, as one ``where`` chain."""
-    result = default
-    for condition, value in reversed(cases):
-        result = where(condition, value, result)
-    return result + x * 0  # in the broadcast shape of x and the degree
 
 
 def _as_tensor(value, like):
@@ -120,7 +112,8 @@ def _select(x, cases, default):
     result = default
     for condition, value in reversed(cases):
         result = where(condition, value, result)
-    return result + x * 0  # in the broadcast shape of x and the degree
+    shape = broadcast_shapes(tuple(result.shape), tuple(x.shape), op="polynomial")
+    return result if tuple(result.shape) == shape else result.expand(shape).clone()  # x * 0 would be NaN at inf
 
 
 def chebyshev_polynomial_t(input, n, *, out=None):

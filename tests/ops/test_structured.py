@@ -30,19 +30,21 @@ def test_diagflat(offset):
     check(lambda x: munet.diagflat(x, offset), lambda x: torch.diagflat(x, offset), randn(0))
 
 
-@pytest.mark.parametrize("N,increasing", [(None, False), (4, True), (1, False), (0, False), (5, False)])
-def test_vander(N, increasing):
+@pytest.mark.parametrize("columns,increasing", [(None, False), (4, True), (1, False), (0, False), (5, False)])
+def test_vander(columns, increasing):
     x = randn(4, dtype="float64")
-    check(lambda x: munet.vander(x, N, increasing), lambda x: torch.vander(x, N, increasing), x, grad=False)
+    check(lambda x: munet.vander(x, columns, increasing), lambda x: torch.vander(x, columns, increasing), x, grad=False)
 
     def powers(x):  # torch.vander's own backward fails (an in-place cumprod); the same matrix by pow
-        n = x.shape[0] if N is None else N
+        n = x.shape[0] if columns is None else columns
         p = torch.arange(n, dtype=x.dtype)
         return x.unsqueeze(1) ** (p if increasing else p.flip(0))
 
-    check(lambda x: munet.vander(x, N, increasing), powers, x, grad=N is None or N > 1)
+    check(lambda x: munet.vander(x, columns, increasing), powers, x, grad=columns is None or columns > 1)
     ints = np.array([1, -2, 3])
-    assert_close(munet.vander(munet.tensor(ints), N, increasing), torch.vander(torch.tensor(ints), N, increasing))
+    assert_close(
+        munet.vander(munet.tensor(ints), columns, increasing), torch.vander(torch.tensor(ints), columns, increasing)
+    )
     with pytest.raises(RuntimeError, match="vander: x must be a one-dimensional tensor"):
         munet.vander(munet.ones(2, 2))
 
