@@ -15,6 +15,7 @@ from munet.ops import (
     embedding,
     float_parts,
     histogram,
+    householder,
     index_math,
     index_writes,
     indexing,
@@ -93,6 +94,7 @@ MODULES = (
     special_bessel,
     special_polynomials,
     special_gamma,
+    householder,
 )
 
 
