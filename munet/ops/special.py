@@ -68,11 +68,12 @@ def _float_pair(name: str, input, other):
     return as_tensor(input), as_tensor(other)
 
 
-def _inplace(name: str, self, result):
+def _inplace(name: str, self, fn, *args):
+    """``self`` overwritten by ``fn`` of a copy of it (the graph keeps the old values, not ``self``)."""
     if not self.dtype.is_floating_point:
-        raise RuntimeError(f"{name}: result type {result.dtype.name} can't be cast to the desired output type "
-                           f"{self.dtype.name}")  # fmt: skip
-    return self.copy_(result)
+        raise RuntimeError(f"{name}: result type {_float_input(self).dtype.name} can't be cast to the desired output "
+                           f"type {self.dtype.name}")  # fmt: skip
+    return self.copy_(fn(self.clone(), *args))
 
 
 # elementwise functions of one tensor ----------------------------------------------------------------------
@@ -87,7 +88,7 @@ def sinc(input, *, out=None):
 
 
 def sinc_(self):
-    return _inplace("sinc_", self, sinc(self))
+    return _inplace("sinc_", self, sinc)
 
 
 def entr(input, *, out=None):
@@ -203,7 +204,7 @@ def lgamma(input, *, out=None):
 
 
 def lgamma_(self):
-    return _inplace("lgamma_", self, lgamma(self))
+    return _inplace("lgamma_", self, lgamma)
 
 
 def _digamma_positive(x):
@@ -234,7 +235,7 @@ def digamma(input, *, out=None):
 
 
 def digamma_(self):
-    return _inplace("digamma_", self, digamma(self))
+    return _inplace("digamma_", self, digamma)
 
 
 psi = digamma
@@ -261,7 +262,7 @@ def mvlgamma(input, p: int, *, out=None):
 
 
 def mvlgamma_(self, p: int):
-    return _inplace("mvlgamma_", self, multigammaln(self, p))
+    return _inplace("mvlgamma_", self, multigammaln, p)
 
 
 # modified Bessel functions of the first kind -----------------------------------------------------------------
@@ -436,7 +437,7 @@ def i0(input, *, out=None):
 
 
 def i0_(self):
-    return _inplace("i0_", self, i0(self))
+    return _inplace("i0_", self, i0)
 
 
 def i1e(input, *, out=None):
@@ -509,7 +510,7 @@ def polygamma(n: int, input, *, out=None):
 
 
 def polygamma_(self, n: int):
-    return _inplace("polygamma_", self, polygamma(n, self))
+    return _inplace("polygamma_", self, lambda x: polygamma(n, x))
 
 
 def _polygamma_method(self, n: int):
@@ -557,7 +558,7 @@ def ldexp(input, other, *, out=None):
 
 
 def ldexp_(self, other):
-    return _inplace("ldexp_", self, ldexp(self, other))
+    return _inplace("ldexp_", self, ldexp, other)
 
 
 # reductions and softmax: torch.special's signatures --------------------------------------------------------
