@@ -5,14 +5,17 @@ from munet.ops import (
     activation,
     attention,
     checks,
+    complex,
     conv,
     convert,
     copy,
     creation,
+    creation_memory,
     distance,
     elementwise,
     elementwise_math,
     embedding,
+    fft,
     float_parts,
     histogram,
     householder,
@@ -44,14 +47,17 @@ from munet.ops import (
     special_bessel,
     special_gamma,
     special_polynomials,
+    spectral,
     statistics,
     structured,
     view,
+    windows,
 )
 from munet.ops._registry import OPS, Op, apply, apply_inplace, define
 
 MODULES = (
     creation,
+    creation_memory,
     convert,
     view,
     copy,
@@ -95,12 +101,16 @@ MODULES = (
     special_polynomials,
     special_gamma,
     householder,
+    complex,
+    fft,
+    spectral,
+    windows,
 )
 
 
 def export(namespace: dict, listing: str) -> list:
     """Put every op family's functions named in its ``listing`` (``"__all__"``, ``"__functional__"``,
-    ``"__linalg__"``, ``"__special__"``) into ``namespace``; returns their names."""
+    ``"__linalg__"``, ``"__special__"``, ``"__fft__"``) into ``namespace``; returns their names."""
     names = []
     for module in MODULES:
         for name in getattr(module, listing, ()):

@@ -160,10 +160,13 @@ def digest(value) -> str:
 
 
 def kind(dtype: str) -> str:
-    """``'float'``, ``'int'`` or ``'bool'`` for a dtype name (``'f32'``, ``'float16'``, ``'i64'``, ``'uint8'``...)."""
+    """``'float'``, ``'int'`` or ``'bool'`` for a dtype name (``'f32'``, ``'float16'``, ``'i64'``, ``'uint8'``...).
+
+    ``'complex64'``/``'complex128'`` are float: the formulas complex tensors may use (arithmetic,
+    exp, log, pow; ``munet/ops/complex.py``) mean the same for them, rendered by NumPy only."""
     if dtype == "bool":
         return BOOL
-    return FLOAT if dtype.startswith(("f", "bfloat")) else INT
+    return FLOAT if dtype.startswith(("f", "bfloat", "complex")) else INT
 
 
 def is_unsigned(dtype: str) -> bool:

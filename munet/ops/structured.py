@@ -1,5 +1,5 @@
 """Tensors assembled from others by a fixed pattern: ``block_diag``, ``diagflat``, ``vander``,
-``cartesian_prod``, ``combinations``, the ``adjoint`` view and ``Tensor.fill_diagonal_``.
+``cartesian_prod``, ``combinations`` and ``Tensor.fill_diagonal_``.
 
 Each is a composite of public ops (padding, concatenation, cumulative products, gathers with
 indices computed from the shapes alone), so gradients and devices come from those ops."""
@@ -13,8 +13,8 @@ import numpy as np
 from munet import _dtype as D
 from munet.ops.movement import cat, diag, meshgrid, pad, stack
 
-__all__ = ["block_diag", "diagflat", "vander", "cartesian_prod", "combinations", "adjoint"]
-__tensor_methods__ = ["diagflat", "adjoint", "fill_diagonal_"]
+__all__ = ["block_diag", "diagflat", "vander", "cartesian_prod", "combinations"]
+__tensor_methods__ = ["diagflat", "fill_diagonal_"]
 
 
 def block_diag(*tensors):
@@ -89,15 +89,6 @@ def combinations(input, r: int = 2, with_replacement: bool = False):
     rows = np.array(list(choose(range(input.shape[0]), r)), dtype=np.int64).reshape(-1, r)
     index = munet.tensor(rows.reshape(-1), device=input.device)
     return input.index_select(0, index).reshape(-1, r)
-
-
-def adjoint(input):
-    """A view of ``input`` with its last two dims swapped (and conjugated, for complex dtypes)."""
-    if input.ndim < 2:
-        raise RuntimeError(f"adjoint: tensor.adjoint() is only supported on matrices or batches of matrices. "
-                           f"Got {input.ndim}-D tensor.")  # fmt: skip
-    result = input.transpose(-2, -1)
-    return result.conj() if input.dtype.is_complex else result
 
 
 def fill_diagonal_(self, fill_value, wrap: bool = False):

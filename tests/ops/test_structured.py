@@ -1,4 +1,4 @@
-"""block_diag, diagflat, vander, cartesian_prod, combinations, adjoint and fill_diagonal_
+"""block_diag, diagflat, vander, cartesian_prod, combinations and fill_diagonal_
 (munet/ops/structured.py) against PyTorch: forward and gradients."""
 
 import numpy as np
@@ -65,14 +65,6 @@ def test_cartesian_prod_and_combinations():
     assert_close(munet.combinations(munet.tensor([1, 2]), 3), torch.combinations(torch.tensor([1, 2]), 3))
     with pytest.raises(RuntimeError, match="combinations: Expect a 1D vector"):
         munet.combinations(munet.ones(2, 2))
-
-
-def test_adjoint_is_a_view():
-    check(munet.adjoint, torch.adjoint, randn(2, 3, 4))
-    x = munet.ones(2, 3)
-    assert x.adjoint()._storage is x._storage
-    with pytest.raises(RuntimeError, match="adjoint: tensor.adjoint\\(\\) is only supported on matrices"):
-        munet.ones(3).adjoint()
 
 
 @pytest.mark.parametrize(

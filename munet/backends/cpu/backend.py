@@ -27,11 +27,14 @@ class CpuBackend:
         return np.empty(numel, dtype.np)
 
     def view(self, buffer: np.ndarray, shape, stride, offset: int, dtype=None) -> np.ndarray:
-        itemsize = buffer.itemsize
+        """``buffer``'s elements at ``offset + sum(i * stride)``, read as ``dtype`` (the buffer's own
+        type unless a ``view(dtype)`` reinterprets it: geometry is then in elements of ``dtype``)."""
+        np_dtype = buffer.dtype if dtype is None else dtype.np
+        itemsize = np_dtype.itemsize
         if 0 in shape:
             offset = 0  # an empty view may start past the end of its storage, as in PyTorch
         return np.ndarray(
-            shape, dtype=buffer.dtype, buffer=buffer, offset=offset * itemsize, strides=[s * itemsize for s in stride]
+            shape, dtype=np_dtype, buffer=buffer, offset=offset * itemsize, strides=[s * itemsize for s in stride]
         )
 
     def wrap(self, array, np_dtype):
