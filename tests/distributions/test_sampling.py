@@ -33,6 +33,19 @@ SAMPLED = [
     "Poisson",
     "MultivariateNormal",
     "LowRankMultivariateNormal",
+    "Chi2",
+    "ContinuousBernoulli",
+    "FisherSnedecor",
+    "Geometric",
+    "Gumbel",
+    "HalfNormal",
+    "InverseGamma",
+    "Kumaraswamy",
+    "NegativeBinomial",
+    "OneHotCategoricalStraightThrough",
+    "Pareto",
+    "Weibull",
+    "Wishart",
 ]
 
 
