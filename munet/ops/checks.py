@@ -24,8 +24,14 @@ from munet.ops._registry import Meta, apply, define
 
 __all__: list[str] = []
 
+
+class LinAlgError(RuntimeError):
+    """``torch.linalg.LinAlgError``: a linear-algebra input failed (a singular matrix, one that is not
+    positive-definite, ...). A ``RuntimeError``, as in PyTorch."""
+
+
 # The errors a check raises, by name (an attribute of the graph node, so saved programs keep it).
-ERRORS = {"IndexError": IndexError, "ValueError": ValueError, "RuntimeError": RuntimeError}
+ERRORS = {"IndexError": IndexError, "ValueError": ValueError, "RuntimeError": RuntimeError, "LinAlgError": LinAlgError}
 
 
 def _check_meta(ok, value, *, message: str, error: str):
