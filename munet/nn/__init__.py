@@ -1,12 +1,13 @@
 """Neural-network building blocks: modules, layers, containers, functional, init and utils."""
 
 from munet.nn import attention, functional, init, modules, utils
-from munet.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from munet.nn.containers import Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
 from munet.nn.module import Module
 from munet.nn.parameter import Buffer, Parameter
 
 __all__ = [
     "Buffer",
+    "Container",
     "Module",
     "ModuleDict",
     "ModuleList",

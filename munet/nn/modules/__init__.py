@@ -2,6 +2,7 @@
 
 from munet.nn.modules import (
     activation,
+    adaptive,
     attention,
     channelshuffle,
     conv,
@@ -25,6 +26,7 @@ from munet.nn.modules import (
 
 FAMILIES = (
     activation,
+    adaptive,
     attention,
     channelshuffle,
     conv,
