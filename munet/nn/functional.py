@@ -15,5 +15,6 @@ from munet.nn.fractional_pool import (  # noqa: E402, F401
 )
 from munet.nn.gumbel import gumbel_softmax  # noqa: E402, F401
 from munet.nn.modules.attention import multi_head_attention_forward  # noqa: E402, F401
+from munet.nn.modules.linear_cross_entropy import linear_cross_entropy  # noqa: E402, F401
 from munet.nn.multilabel_margin import multilabel_margin_loss  # noqa: E402, F401
 from munet.nn.unpool import max_unpool1d, max_unpool2d, max_unpool3d  # noqa: E402, F401
