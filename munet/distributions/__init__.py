@@ -1,6 +1,10 @@
 """``munet.distributions``: probability distributions with PyTorch's names, defaults and semantics."""
 
-from . import constraints, transforms
+from . import (
+    constraints,
+    kl_extended,  # noqa: F401 - registers the KL divergences of the later families
+    transforms,
+)
 from .bernoulli import Bernoulli
 from .beta import Beta
 from .binomial import Binomial
