@@ -2,6 +2,7 @@
 
 from munet.nn import attention, functional, init, modules, utils
 from munet.nn.containers import Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from munet.nn.factory import factory_kwargs
 from munet.nn.module import Module
 from munet.nn.parameter import Buffer, Parameter
 
@@ -16,6 +17,7 @@ __all__ = [
     "ParameterList",
     "Sequential",
     "attention",
+    "factory_kwargs",
     "functional",
     "init",
     "utils",
