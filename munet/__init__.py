@@ -199,4 +199,5 @@ from munet.autograd.anomaly_mode import (  # noqa: E402,F401
 from munet.compiler import compile  # noqa: E402,F401,A004
 from munet.futures import Future  # noqa: E402,F401
 from munet.nn.parallel.training_step import DataParallel  # noqa: E402,F401
+from munet.nn.torch_level import *  # noqa: E402,F401,F403 - torch.* entry points of nn functions (ATen signatures)
 from munet.serialization import load, save  # noqa: E402,F401

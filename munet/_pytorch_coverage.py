@@ -24,6 +24,7 @@ from __future__ import annotations
 import fnmatch
 import importlib
 import types
+import warnings
 
 NAMESPACES = (
     "torch",
@@ -192,6 +193,13 @@ def _munet_object(path: str):
     return obj
 
 
+def _step(m, optimizer_class):
+    """One step of ``optimizer_class`` on a 2-D parameter with a gradient."""
+    p = m.nn.Parameter(m.ones(2, 2))
+    p.grad = m.ones(2, 2)
+    optimizer_class([p]).step()
+
+
 def _probe_tensor():
     import munet
 
@@ -289,6 +297,26 @@ PROBES = {
     "torch:block_diag": lambda m: m.block_diag(_probe_tensor(), _probe_tensor()),
     "Tensor:index_reduce": lambda m: _probe_tensor().index_reduce(0, m.tensor([0, 0]), _probe_tensor(), "amax"),
     "special:zeta": lambda m: m.special.zeta(m.full((2,), 2.0), m.ones(2)),
+    "torch:lstm": lambda m: m.lstm(
+        m.ones(2, 1, 3), [m.zeros(1, 1, 2)] * 2, list(m.nn.LSTM(3, 2).parameters()), True, 1, 0.0, False, False, False
+    ),  # fmt: skip
+    "torch:batch_norm": lambda m: m.batch_norm(
+        m.ones(2, 3), None, None, m.zeros(3), m.ones(3), False, 0.1, 1e-5, False
+    ),
+    "nn:FractionalMaxPool2d": lambda m: m.nn.FractionalMaxPool2d(2, output_size=2)(m.ones(1, 1, 5, 5)),
+    "nn:AdaptiveLogSoftmaxWithLoss": lambda m: m.nn.AdaptiveLogSoftmaxWithLoss(4, 6, [2])(
+        m.ones(2, 4), m.tensor([0, 5])
+    ),
+    "nn.utils:weight_norm": lambda m: m.nn.utils.remove_weight_norm(m.nn.utils.weight_norm(m.nn.Linear(2, 2))),
+    "nn.utils:spectral_norm": lambda m: m.nn.utils.spectral_norm(m.nn.Linear(2, 2))(m.ones(1, 2)),
+    "optim:Adafactor": lambda m: _step(m, m.optim.Adafactor),
+    "optim:Muon": lambda m: _step(m, m.optim.Muon),
+    "autograd:gradcheck": lambda m: m.autograd.gradcheck(m.sin, (m.ones(2, dtype=m.float64, requires_grad=True),)),
+    "testing:make_tensor": lambda m: m.testing.make_tensor(2, 3, dtype=m.float32, device="cpu"),
+    "distributions:Wishart": lambda m: m.distributions.Wishart(4.0, m.eye(2)).rsample((2,)),
+    "distributions:LKJCholesky": lambda m: m.distributions.LKJCholesky(3, 1.0).sample(),
+    "distributions:VonMises": lambda m: m.distributions.VonMises(0.0, 1.0).sample((2,)),
+    "distributions:biject_to": lambda m: m.distributions.biject_to(m.distributions.constraints.simplex)(m.ones(2)),
     "distributions:Categorical": lambda m: m.distributions.Categorical(logits=m.zeros(3)).sample(),
     "distributions:Normal": lambda m: m.distributions.Normal(0.0, 1.0).rsample((2,)),
     "optim:SparseAdam": lambda m: m.optim.SparseAdam([m.nn.Parameter(m.ones(2))]),
@@ -320,7 +348,9 @@ def munet_has(namespace: str, name: str) -> bool:
         return True
     rng_state = munet.get_rng_state()  # probes that sample must not move the caller's random stream
     try:
-        probe(munet)
+        with warnings.catch_warnings():  # deprecated names warn as PyTorch's do; the probe asks whether they run
+            warnings.simplefilter("ignore")
+            probe(munet)
     except Exception:  # noqa: BLE001 - any failure, NotImplementedError included, means "does not work"
         return False
     finally:

@@ -16,26 +16,37 @@ from munet.autograd.grad_mode import (
     inference_mode,
     is_grad_enabled,
     is_inference_mode_enabled,
+    is_multithreading_enabled,
     no_grad,
     set_grad_enabled,
+    set_multithreading_enabled,
 )
+from munet.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
+from munet.autograd.variable import Variable, variable
 
 __all__ = [
     "Function",
     "FunctionCtx",
+    "GradcheckError",
+    "Variable",
     "backward",
     "detect_anomaly",
     "enable_grad",
     "grad",
+    "gradcheck",
+    "gradgradcheck",
     "inference_mode",
     "is_anomaly_check_nan_enabled",
     "is_anomaly_enabled",
     "is_grad_enabled",
     "is_inference_mode_enabled",
+    "is_multithreading_enabled",
     "no_grad",
     "once_differentiable",
     "set_detect_anomaly",
     "set_grad_enabled",
+    "set_multithreading_enabled",
+    "variable",
 ]
 
 

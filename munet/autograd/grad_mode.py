@@ -147,3 +147,41 @@ class inference_mode(_GradModeContext):  # noqa: N801
         _State.enabled = self._prev
         _State.inference = self._prev_inf
         return False
+
+
+_multithreading = {"enabled": True}
+
+
+class set_multithreading_enabled:  # noqa: N801 - PyTorch's name
+    """Context manager or function that records whether backward may use worker threads.
+
+    MuNet's backward always runs on the calling thread, so the flag changes nothing; it is kept
+    (and restored on exit) so scripts that set it run unchanged.
+    """
+
+    def __init__(self, mode: bool) -> None:
+        self.prev = _multithreading["enabled"]
+        _multithreading["enabled"] = bool(mode)
+        self.mode = mode
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc) -> None:
+        _multithreading["enabled"] = self.prev
+
+    def __call__(self, fn):
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            with self.clone():
+                return fn(*args, **kwargs)
+
+        return wrapper
+
+    def clone(self) -> set_multithreading_enabled:
+        return type(self)(self.mode)
+
+
+def is_multithreading_enabled() -> bool:
+    """The flag ``set_multithreading_enabled`` last set (``True`` by default)."""
+    return _multithreading["enabled"]

@@ -15,7 +15,7 @@ def batch_mahalanobis(b_l, b_x):
     return solved.pow(2).sum(-1)
 
 
-def _precision_to_scale_tril(prec):
+def precision_to_scale_tril(prec):
     flipped = munet.flip(prec, (-2, -1))
     l_flip = munet.linalg.cholesky(flipped)
     l_inv = munet.flip(l_flip, (-2, -1)).mT
@@ -63,7 +63,7 @@ class MultivariateNormal(Distribution):
         elif covariance_matrix is not None:
             self._unbroadcasted_scale_tril = munet.linalg.cholesky(covariance_matrix)
         else:
-            self._unbroadcasted_scale_tril = _precision_to_scale_tril(precision_matrix)
+            self._unbroadcasted_scale_tril = precision_to_scale_tril(precision_matrix)
 
     def expand(self, batch_shape, _instance=None):
         new = self._expand_parameters(

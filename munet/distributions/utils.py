@@ -76,3 +76,36 @@ def sum_rightmost(value, dim: int):
     if dim <= 0 or not hasattr(value, "shape"):
         return value
     return value.reshape(tuple(value.shape[: value.dim() - dim]) + (-1,)).sum(-1)
+
+
+def _tril_positions(n: int, diag: int) -> list[int]:
+    """Row-major flat positions ``i * n + j`` of the entries with ``j <= i + diag`` of an ``n x n`` matrix."""
+    return [i * n + j for i in range(n) for j in range(n) if j <= i + diag]
+
+
+def tril_matrix_to_vec(mat, diag: int = 0):
+    """The lower-triangular entries (``j <= i + diag``) of the last two dims of ``mat``, in row order."""
+    n = mat.shape[-1]
+    if diag < -n or diag >= n:
+        raise ValueError(f"tril_matrix_to_vec: diag ({diag}) is outside [{-n}, {n - 1}]")
+    index = munet.tensor(_tril_positions(n, diag), dtype=munet.int64, device=mat.device)
+    return mat.flatten(-2).index_select(-1, index)
+
+
+def vec_to_tril_matrix(vec, diag: int = 0):
+    """The ``D x D`` lower-triangular matrices whose entries ``j <= i + diag`` are ``vec`` in row order."""
+    size = vec.shape[-1]
+    root = (-(1 + 2 * diag) + ((1 + 2 * diag) ** 2 + 8 * size + 4 * abs(diag) * (diag + 1)) ** 0.5) / 2
+    n = round(root)
+    if abs(n - root) > 1e-6:
+        raise ValueError(
+            f"vec_to_tril_matrix: the size of the last dimension is {size}, which is not the lower triangular "
+            "part of a square D x D matrix"
+        )
+    positions = _tril_positions(n, diag)
+    source = [size] * (n * n)  # entry `size` of the padded vector is 0: the upper triangle
+    for k, position in enumerate(positions):
+        source[position] = k
+    padded = munet.cat([vec, munet.zeros(tuple(vec.shape[:-1]) + (1,), dtype=vec.dtype, device=vec.device)], -1)
+    index = munet.tensor(source, dtype=munet.int64, device=vec.device)
+    return padded.index_select(-1, index).reshape(tuple(vec.shape[:-1]) + (n, n))

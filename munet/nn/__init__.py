@@ -1,12 +1,14 @@
 """Neural-network building blocks: modules, layers, containers, functional, init and utils."""
 
 from munet.nn import attention, functional, init, modules, utils
-from munet.nn.containers import ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from munet.nn.containers import Container, ModuleDict, ModuleList, ParameterDict, ParameterList, Sequential
+from munet.nn.factory import factory_kwargs
 from munet.nn.module import Module
 from munet.nn.parameter import Buffer, Parameter
 
 __all__ = [
     "Buffer",
+    "Container",
     "Module",
     "ModuleDict",
     "ModuleList",
@@ -15,6 +17,7 @@ __all__ = [
     "ParameterList",
     "Sequential",
     "attention",
+    "factory_kwargs",
     "functional",
     "init",
     "utils",

@@ -1,8 +1,9 @@
-"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict."""
+"""Containers: Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict (and the deprecated Container)."""
 
 from __future__ import annotations
 
 import operator
+import warnings
 from collections import OrderedDict
 from itertools import islice
 
@@ -15,6 +16,21 @@ def _index(idx: int, size: int, what: str) -> int:
     if not -size <= idx < size:
         raise IndexError(f"index {idx} is out of range for {what} of length {size}")
     return idx % size
+
+
+class Container(Module):
+    """Deprecated (PyTorch warns ``FutureWarning``): a Module whose keyword arguments become its children."""
+
+    def __init__(self, **kwargs) -> None:
+        warnings.warn(
+            "`nn.Container` is deprecated. All of its functionality is now implemented in `nn.Module`. "
+            "Subclass that instead.",
+            FutureWarning,
+            stacklevel=2,
+        )
+        super().__init__()
+        for key, value in kwargs.items():
+            self.add_module(key, value)
 
 
 class Sequential(Module):

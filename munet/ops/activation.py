@@ -41,6 +41,9 @@ __all__ = [
     "alpha_dropout",
     "alpha_dropout_",
     "feature_alpha_dropout",
+    "feature_alpha_dropout_",
+    "feature_dropout",
+    "feature_dropout_",
 ]
 __functional__ = [
     "relu",
@@ -751,3 +754,19 @@ def feature_alpha_dropout(input, p: float = 0.5, training: bool = False, inplace
         raise RuntimeError(f"feature_alpha_dropout: expected input of rank >= 2, got shape {list(input.shape)}")
     shape = tuple(input.shape[:2]) + (1,) * (input.ndim - 2)
     return _dropout_impl(input, p, training, inplace, shape, True, "feature_alpha_dropout")
+
+
+def feature_alpha_dropout_(input, p: float, train: bool):
+    """``torch.feature_alpha_dropout_``: in-place alpha dropout of whole channels (dim 1)."""
+    return feature_alpha_dropout(input, p, train, inplace=True)
+
+
+def feature_dropout(input, p: float, train: bool, inplace: bool = False):
+    """``torch.feature_dropout``: zero whole (sample, channel) slices of an input of rank >= 2."""
+    shape = _feature_noise_shape(tuple(input.shape), "feature_dropout")
+    return _dropout_impl(input, p, train, inplace, shape, False, "feature_dropout")
+
+
+def feature_dropout_(input, p: float, train: bool):
+    """``torch.feature_dropout_``: ``feature_dropout`` in place."""
+    return feature_dropout(input, p, train, inplace=True)

@@ -31,12 +31,18 @@ class IndexOutOfRangeError(IndexError, RuntimeError):
     some ops, RuntimeError for gather/scatter)."""
 
 
+class LinAlgError(RuntimeError):
+    """``torch.linalg.LinAlgError``: a linear-algebra input failed (a singular matrix, one that is not
+    positive-definite, ...). A ``RuntimeError``, as in PyTorch."""
+
+
 # The errors a check raises, by name (an attribute of the graph node, so saved programs keep it).
 ERRORS = {
     "IndexError": IndexError,
     "ValueError": ValueError,
     "RuntimeError": RuntimeError,
     "IndexOutOfRangeError": IndexOutOfRangeError,
+    "LinAlgError": LinAlgError,
 }
 
 

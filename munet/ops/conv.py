@@ -17,8 +17,10 @@ from __future__ import annotations
 from munet.ops._autocast import lower_precision_under_autocast
 from munet.ops._registry import Meta, apply, define
 
-__all__ = ["convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
-__functional__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d"]
+__all__ = [
+    "convolution", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "conv_tbc",
+]  # fmt: skip
+__functional__ = ["conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d", "conv_tbc"]
 __tensor_methods__: list[str] = []
 
 
@@ -360,3 +362,19 @@ def convolution(input, weight, bias, stride, padding, dilation, transposed, outp
             n, "convolution", input, weight, bias, stride, padding, output_padding, groups, dilation
         )
     return _conv_nd(n, "convolution", input, weight, bias, stride, padding, dilation, groups)
+
+
+def conv_tbc(input, weight, bias, pad: int = 0):
+    """Convolution over time of ``input`` (T, B, C_in) with ``weight`` (K, C_in, C_out): (T + 2 pad - K + 1, B, C_out)."""
+    if input.ndim != 3 or weight.ndim != 3 or bias.ndim != 1:
+        raise RuntimeError(
+            "conv_tbc: expected input (T, B, C_in), weight (K, C_in, C_out) and bias (C_out,), got shapes "
+            f"{list(input.shape)}, {list(weight.shape)} and {list(bias.shape)}"
+        )
+    if input.shape[2] != weight.shape[1] or weight.shape[2] != bias.shape[0]:
+        raise RuntimeError(
+            f"conv_tbc: input channels {input.shape[2]} and weight {list(weight.shape)} and bias "
+            f"{list(bias.shape)} do not match"
+        )
+    out = conv1d(input.permute(1, 2, 0), weight.permute(2, 1, 0), bias, padding=pad)
+    return out.permute(2, 0, 1)

@@ -18,7 +18,7 @@ from munet.ops.checks import check_values
 from munet.ops.creation import tensor, zeros
 
 # torch.embedding is (weight, indices, ...), the reverse of F.embedding; not exported as munet.embedding.
-__all__: list[str] = []
+__all__ = ["embedding_renorm_"]
 __functional__ = ["embedding", "embedding_bag", "one_hot"]
 __tensor_methods__: list[str] = []
 
@@ -123,8 +123,9 @@ embedding_backward_op = define(
 )
 
 
-def _renorm_(weight, indices, max_norm: float, norm_type: float) -> None:
-    """Rescale the rows of ``weight`` looked up by ``indices`` to norm <= ``max_norm``, in place."""
+def embedding_renorm_(weight, indices, max_norm: float, norm_type: float):
+    """``torch.embedding_renorm_``: rescale the rows of ``weight`` looked up by ``indices`` to norm at most
+    ``max_norm`` (``max_norm / (norm + 1e-7)``), in place and without gradient; returns ``weight``."""
     import munet
 
     with no_grad():
@@ -133,6 +134,7 @@ def _renorm_(weight, indices, max_norm: float, norm_type: float) -> None:
         norms = rows.norm(norm_type, 1, keepdim=True)
         scale = munet.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0).to(weight.dtype)
         weight.index_copy_(0, flat, rows * scale)
+    return weight
 
 
 def embedding(
@@ -160,7 +162,7 @@ def embedding(
     if max_norm is not None:  # the renorm reads the rows first: check the indices before it does
         message = INDEX_OUT_OF_RANGE.format(size=num, value="{value}")
         check_values((input >= 0) & (input < num), message, IndexError, input)
-        _renorm_(weight, input, float(max_norm), float(norm_type))
+        embedding_renorm_(weight, input, float(max_norm), float(norm_type))
     return apply(embedding_op, weight, input, padding_idx=padding_idx, scale_grad_by_freq=bool(scale_grad_by_freq))
 
 

@@ -26,14 +26,14 @@ from munet import _dtype as D
 from munet.ops._autocast import float32_region_under_autocast
 from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import broadcast_shapes, reduce_grad
-from munet.ops.checks import check_values
+from munet.ops.checks import LinAlgError, check_values
 from munet.ops.creation import eye, zeros
 from munet.ops.linalg import matmul
 from munet.ops.movement import cat, diag_embed, diagonal, tril, triu
 
 __linalg__ = [
     "solve_triangular", "cholesky", "cholesky_ex", "lu_factor", "lu_factor_ex", "lu", "qr", "svd", "svdvals",
-    "eigh", "eigvalsh", "eig", "eigvals",
+    "eigh", "eigvalsh", "eig", "eigvals", "LinAlgError",
 ]  # fmt: skip
 __all__ = ["lu_unpack"]
 
@@ -390,12 +390,12 @@ Svd = _return_type("linalg_svd", "U S Vh")
 Eigh = _return_type("linalg_eigh", "eigenvalues eigenvectors")
 
 
-def raise_for_info(op: str, info, describe) -> None:
+def raise_for_info(op: str, info, describe, error: type[Exception] = LinAlgError) -> None:
     """Raise PyTorch's error for the first failed matrix of a batch (``info > 0``); ``describe(i)``
     says what info value ``i`` means (it is called with the placeholder ``"{value}"``). A ``check``
     op (``ops/checks.py``), so it holds in eager mode and in compiled programs alike."""
     where = "(Batch element {index}): " if info.ndim else ""
-    check_values(info <= 0, f"{op}: {where}{describe('{value}')}", RuntimeError, info)
+    check_values(info <= 0, f"{op}: {where}{describe('{value}')}", error, info)
 
 
 def _not_positive_definite(order: int) -> str:
@@ -434,7 +434,7 @@ def lu_factor_ex(A, *, pivot: bool = True, check_errors: bool = False, out=None)
     _check_pivot("linalg.lu_factor_ex", pivot)
     LU, pivots, info = apply(lu_factor_ex_op, A)
     if check_errors:
-        raise_for_info("linalg.lu_factor_ex", info, singular_u)
+        raise_for_info("linalg.lu_factor_ex", info, singular_u, RuntimeError)  # not a LinAlgError in PyTorch
     return outs(LuFactorEx(LU, pivots, info), out)
 
 
@@ -456,7 +456,7 @@ def lu_factor(A, *, pivot: bool = True, out=None):
     _check_pivot("linalg.lu_factor", pivot)
     LU, pivots, info = apply(lu_factor_ex_op, A)
     if A.shape[-1] == A.shape[-2]:
-        raise_for_info("linalg.lu_factor", info, singular_u)
+        raise_for_info("linalg.lu_factor", info, singular_u, RuntimeError)
     return outs(LuFactor(LU, pivots), out)
 
 

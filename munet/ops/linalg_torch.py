@@ -52,7 +52,7 @@ def lu(A, pivot: bool = True, get_infos: bool = False, out=None):
     """``torch.lu`` (deprecated in PyTorch): ``(LU, pivots)``, plus ``infos`` when ``get_infos``."""
     LU, pivots, info = factor.lu_factor_ex(A, pivot=pivot)
     if not get_infos and A.shape[-1] == A.shape[-2]:
-        factor.raise_for_info("torch.linalg.lu_factor", info, factor.singular_u)
+        factor.raise_for_info("torch.linalg.lu_factor", info, factor.singular_u, RuntimeError)
     result = (LU, pivots, info) if get_infos else (LU, pivots)
     return factor.outs(result, out)
 

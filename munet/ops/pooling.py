@@ -48,8 +48,10 @@ __functional__ = [
     "adaptive_max_pool3d",
     "adaptive_max_pool1d_with_indices",
     "adaptive_max_pool2d_with_indices",
+    "adaptive_max_pool3d_with_indices",
     "lp_pool1d",
     "lp_pool2d",
+    "lp_pool3d",
 ]
 __tensor_methods__: list[str] = []
 
@@ -532,12 +534,16 @@ def adaptive_max_pool2d_with_indices(input, output_size, return_indices=True):
     return _adaptive_max_pool_nd(2, "adaptive_max_pool2d_with_indices", input, output_size, True)
 
 
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=True):
+    return _adaptive_max_pool_nd(3, "adaptive_max_pool3d_with_indices", input, output_size, True)
+
+
 # power-average pooling --------------------------------------------------------------------------------
 
 
 def _lp_pool(n, op, input, norm_type, kernel_size, stride, ceil_mode):
     kernel = _tuple(kernel_size, n, "kernel_size", op)
-    pool = avg_pool1d if n == 1 else avg_pool2d
+    pool = {1: avg_pool1d, 2: avg_pool2d, 3: avg_pool3d}[n]
     out = pool(input.pow(norm_type), kernel, stride, 0, ceil_mode)
     return (out.sign() * out.abs().relu()).mul(math.prod(kernel)).pow(1.0 / norm_type)
 
@@ -549,3 +555,8 @@ def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     """``(sum over window of x**p) ** (1/p)``, PyTorch's formula (via avg_pool)."""
     return _lp_pool(2, "lp_pool2d", input, norm_type, kernel_size, stride, ceil_mode)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """``(sum over window of x**p) ** (1/p)`` over 3-D windows."""
+    return _lp_pool(3, "lp_pool3d", input, norm_type, kernel_size, stride, ceil_mode)

@@ -64,6 +64,26 @@ CASES = {
     ),
     "RelaxedBernoulli": (lambda r, b: {"probs": r.uniform(0.1, 0.9, size=b)}, {"temperature": 0.7}),
     "RelaxedOneHotCategorical": (lambda r, b: {"probs": _probs(r, tuple(b) + (4,))}, {"temperature": 0.7}),
+    "Chi2": (lambda r, b: {"df": _pos(r, b, 1.0, 6.0)}, {}),
+    "ContinuousBernoulli": (lambda r, b: {"probs": r.uniform(0.1, 0.9, size=b)}, {}),
+    "ContinuousBernoulliLogits": (lambda r, b: {"logits": r.normal(size=b)}, {}),
+    "FisherSnedecor": (lambda r, b: {"df1": _pos(r, b, 1.0, 6.0), "df2": _pos(r, b, 9.0, 14.0)}, {}),
+    "Geometric": (lambda r, b: {"probs": r.uniform(0.2, 0.9, size=b)}, {}),
+    "GeometricLogits": (lambda r, b: {"logits": r.normal(size=b)}, {}),
+    "Gumbel": (lambda r, b: {"loc": r.normal(size=b), "scale": _pos(r, b)}, {}),
+    "HalfCauchy": (lambda r, b: {"scale": _pos(r, b)}, {}),
+    "HalfNormal": (lambda r, b: {"scale": _pos(r, b)}, {}),
+    "InverseGamma": (lambda r, b: {"concentration": _pos(r, b, 4.5, 8.0), "rate": _pos(r, b)}, {}),
+    "Kumaraswamy": (lambda r, b: {"concentration1": _pos(r, b), "concentration0": _pos(r, b)}, {}),
+    "LKJCholesky": (lambda r, b: {"concentration": _pos(r, b)}, {"dim": 3}),
+    "LogisticNormal": (lambda r, b: {"loc": r.normal(size=tuple(b) + (3,)), "scale": _pos(r, tuple(b) + (3,))}, {}),
+    "NegativeBinomial": (lambda r, b: {"total_count": _pos(r, b, 1.0, 6.0), "probs": r.uniform(0.1, 0.8, size=b)}, {}),
+    "NegativeBinomialLogits": (lambda r, b: {"total_count": _pos(r, b, 1.0, 6.0), "logits": r.normal(size=b)}, {}),
+    "OneHotCategoricalStraightThrough": (lambda r, b: {"probs": _probs(r, tuple(b) + (4,))}, {}),
+    "Pareto": (lambda r, b: {"scale": _pos(r, b), "alpha": _pos(r, b, 4.5, 8.0)}, {}),
+    "VonMises": (lambda r, b: {"loc": r.normal(size=b), "concentration": _pos(r, b, 0.5, 6.0)}, {}),
+    "Weibull": (lambda r, b: {"scale": _pos(r, b), "concentration": _pos(r, b, 0.7, 3.0)}, {}),
+    "Wishart": (lambda r, b: {"df": _pos(r, b, 4.0, 8.0), "scale_tril": _tril(r, b, 3)}, {}),
 }
 
 _TORCH_NAME = {
@@ -71,6 +91,9 @@ _TORCH_NAME = {
     "CategoricalLogits": "Categorical",
     "MultivariateNormalCov": "MultivariateNormal",
     "MultivariateNormalPrec": "MultivariateNormal",
+    "ContinuousBernoulliLogits": "ContinuousBernoulli",
+    "GeometricLogits": "Geometric",
+    "NegativeBinomialLogits": "NegativeBinomial",
 }
 
 

@@ -217,3 +217,16 @@ def test_batchnorm_loads_state_dict_without_num_batches_tracked():
     assert bn.running_mean.tolist() == [1.0, 2.0, 3.0]
     with pytest.raises(RuntimeError, match='Missing key.*"running_var"'):
         nn.BatchNorm1d(3).load_state_dict({k: v for k, v in state.items() if k != "running_var"})
+
+
+def test_factory_kwargs_matches_torch():
+    import torch
+
+    for kwargs in [None, {}, {"dtype": "d"}, {"device": "cpu", "factory_kwargs": {"dtype": "d"}}]:
+        assert munet.nn.factory_kwargs(kwargs) == torch.nn.factory_kwargs(kwargs)
+    for bad in [{"bias": True}, {"dtype": "d", "factory_kwargs": {"dtype": "e"}}]:
+        with pytest.raises(TypeError) as mine:
+            munet.nn.factory_kwargs(bad)
+        with pytest.raises(TypeError) as theirs:
+            torch.nn.factory_kwargs(bad)
+        assert str(mine.value) == str(theirs.value)

@@ -2,6 +2,7 @@
 
 from munet.nn.modules import (
     activation,
+    adaptive,
     attention,
     channelshuffle,
     conv,
@@ -11,6 +12,7 @@ from munet.nn.modules import (
     fold,
     lazy,
     linear,
+    linear_cross_entropy,
     loss,
     normalization,
     padding,
@@ -25,6 +27,7 @@ from munet.nn.modules import (
 
 FAMILIES = (
     activation,
+    adaptive,
     attention,
     channelshuffle,
     conv,
@@ -34,6 +37,7 @@ FAMILIES = (
     fold,
     lazy,
     linear,
+    linear_cross_entropy,
     loss,
     normalization,
     padding,

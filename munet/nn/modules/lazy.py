@@ -17,7 +17,14 @@ from munet._tensor import Tensor
 from munet.nn.module import Module
 from munet.nn.modules.conv import Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d, ConvTranspose3d
 from munet.nn.modules.linear import Linear
-from munet.nn.modules.normalization import BatchNorm1d, BatchNorm2d, BatchNorm3d
+from munet.nn.modules.normalization import (
+    BatchNorm1d,
+    BatchNorm2d,
+    BatchNorm3d,
+    InstanceNorm1d,
+    InstanceNorm2d,
+    InstanceNorm3d,
+)
 
 __all__ = [
     "LazyBatchNorm1d",
@@ -29,6 +36,9 @@ __all__ = [
     "LazyConvTranspose1d",
     "LazyConvTranspose2d",
     "LazyConvTranspose3d",
+    "LazyInstanceNorm1d",
+    "LazyInstanceNorm2d",
+    "LazyInstanceNorm3d",
     "LazyLinear",
 ]
 
@@ -155,3 +165,38 @@ class LazyBatchNorm3d(_LazyBatchNorm):
     """``nn.BatchNorm3d`` with ``num_features`` from the first input."""
 
     cls_to_become = BatchNorm3d
+
+
+class _LazyInstanceNorm(_LazyLayer):
+    def __init__(self, eps: float = 1e-5, momentum: float = 0.1, affine: bool = True, track_running_stats: bool = True,
+                 device=None, dtype=None, *, bias: bool = True) -> None:  # fmt: skip
+        # PyTorch's lazy instance norms default to affine and tracked statistics, unlike InstanceNorm
+        super().__init__(eps, momentum, affine, track_running_stats, device, dtype, bias=bias)
+
+    def _inferred_size(self, input: Tensor) -> int:
+        ranks = self.cls_to_become._ranks
+        if input.ndim not in ranks:
+            raise ValueError(
+                f"{type(self).__name__}: expected a {ranks[0]}D (unbatched) or {ranks[1]}D input, "
+                f"got shape {list(input.shape)}"
+            )
+        return input.shape[0] if input.ndim == ranks[0] else input.shape[1]
+
+
+class LazyInstanceNorm1d(_LazyInstanceNorm):
+    """``nn.InstanceNorm1d`` with ``num_features`` from the first input's channel dim:
+    ``LazyInstanceNorm1d(eps=1e-5, momentum=0.1, affine=True, track_running_stats=True)``."""
+
+    cls_to_become = InstanceNorm1d
+
+
+class LazyInstanceNorm2d(_LazyInstanceNorm):
+    """``nn.InstanceNorm2d`` with ``num_features`` from the first input's channel dim."""
+
+    cls_to_become = InstanceNorm2d
+
+
+class LazyInstanceNorm3d(_LazyInstanceNorm):
+    """``nn.InstanceNorm3d`` with ``num_features`` from the first input's channel dim."""
+
+    cls_to_become = InstanceNorm3d

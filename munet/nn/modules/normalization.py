@@ -21,6 +21,7 @@ __all__ = [
     "BatchNorm1d",
     "BatchNorm2d",
     "BatchNorm3d",
+    "CrossMapLRN2d",
     "GroupNorm",
     "InstanceNorm1d",
     "InstanceNorm2d",
@@ -344,6 +345,51 @@ class LocalResponseNorm(Module):
 
     def forward(self, input):
         return F.local_response_norm(input, self.size, self.alpha, self.beta, self.k)
+
+    def extra_repr(self) -> str:
+        return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"
+
+
+def _cross_map_windows(channels: int, size: int) -> list[list[int]]:
+    """The channels summed for each output channel by PyTorch's legacy CrossMapLRN2d recurrence.
+
+    Its running sum adds channel ``c + pre_pad - 1`` and removes ``c - pre_pad`` only for
+    ``c > pre_pad``, so channel 0 stays in every window; replaying the recurrence keeps that.
+    """
+    pre_pad = int((size - 1) / 2 + 1)
+    window = list(range(min(pre_pad, channels)))
+    windows = [list(window)]
+    for c in range(1, channels):
+        if c < channels - pre_pad + 1:
+            window.append(c + pre_pad - 1)
+        if c > pre_pad:
+            window.remove(c - pre_pad)
+        windows.append(list(window))
+    return windows
+
+
+class CrossMapLRN2d(Module):
+    """PyTorch's legacy cross-channel LRN over (N, C, H, W): ``x * (k + alpha / size * S)^-beta``,
+    ``S`` the sum of squares over the channel window of its running-sum recurrence."""
+
+    def __init__(self, size: int, alpha: float = 1e-4, beta: float = 0.75, k: float = 1) -> None:
+        super().__init__()
+        self.size = size
+        self.alpha = alpha
+        self.beta = beta
+        self.k = k
+
+    def forward(self, input):
+        if input.dim() != 4:
+            raise ValueError(f"CrossMapLRN2d: Expected input to be 4D, got {input.dim()}D instead.")
+        n, channels, h, w = input.shape
+        mixing = [[0.0] * channels for _ in range(channels)]
+        for c, window in enumerate(_cross_map_windows(channels, self.size)):
+            for j in window:
+                mixing[c][j] = 1.0
+        mixing = tensor(mixing, dtype=input.dtype, device=input.device)
+        sums = (mixing @ (input * input).reshape(n, channels, h * w)).reshape(n, channels, h, w)
+        return input * (sums * (self.alpha / self.size) + self.k).pow(-self.beta)
 
     def extra_repr(self) -> str:
         return f"{self.size}, alpha={self.alpha}, beta={self.beta}, k={self.k}"

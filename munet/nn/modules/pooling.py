@@ -21,6 +21,9 @@ __all__ = [
     "AvgPool3d",
     "LPPool1d",
     "LPPool2d",
+    "LPPool3d",
+    "FractionalMaxPool2d",
+    "FractionalMaxPool3d",
     "MaxPool1d",
     "MaxPool2d",
     "MaxPool3d",
@@ -238,3 +241,48 @@ class LPPool2d(_LPPoolNd):
     """Power-average pooling ``(sum x^p)^(1/p)`` over 2-D windows."""
 
     _pool = staticmethod(F.lp_pool2d)
+
+
+class LPPool3d(_LPPoolNd):
+    """Power-average pooling ``(sum x^p)^(1/p)`` over 3-D windows."""
+
+    _pool = staticmethod(F.lp_pool3d)
+
+
+class _FractionalMaxPoolNd(Module):
+    _dims = 0
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices: bool = False,
+                 _random_samples=None) -> None:  # fmt: skip
+        super().__init__()
+        name = type(self).__name__
+        n = self._dims
+        self.kernel_size = (kernel_size,) * n if isinstance(kernel_size, int) else tuple(kernel_size)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        as_tuple = lambda v: None if v is None else ((v,) * n if isinstance(v, (int, float)) else tuple(v))  # noqa: E731
+        self.output_size = as_tuple(output_size)
+        self.output_ratio = as_tuple(output_ratio)
+        if output_size is None and output_ratio is None:
+            raise ValueError(f"{name} requires specifying either an output size, or a pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise ValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise ValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        pool = getattr(F, f"fractional_max_pool{self._dims}d")
+        return pool(input, self.kernel_size, self.output_size, self.output_ratio, self.return_indices,
+                    _random_samples=self._random_samples)  # fmt: skip
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    """Fractional max pooling over (N, C, H, W) or (C, H, W) inputs (see ``F.fractional_max_pool2d``)."""
+
+    _dims = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
+    """Fractional max pooling over (N, C, T, H, W) or (C, T, H, W) inputs (see ``F.fractional_max_pool3d``)."""
+
+    _dims = 3

@@ -57,6 +57,76 @@ def _gru_step(gi: Tensor, h: Tensor, w_hh: Tensor, b_hh) -> Tensor:
     return (1 - z) * n + z * h
 
 
+def _step(mode: str, gi: Tensor, state: tuple, w_hh: Tensor, b_hh, w_hr) -> tuple:
+    if mode == "LSTM":
+        return _lstm_step(gi, state[0], state[1], w_hh, b_hh, w_hr)
+    if mode == "GRU":
+        return (_gru_step(gi, state[0], w_hh, b_hh),)
+    return (_rnn_step(gi, state[0], w_hh, b_hh, relu=mode == "RNN_RELU"),)
+
+
+def cell_step(mode: str, input: Tensor, state: tuple, w_ih: Tensor, w_hh: Tensor, b_ih=None, b_hh=None) -> tuple:
+    """One step of a ``mode`` cell from ``input`` and the state tuple (``(h,)`` or ``(h, c)``); the new state tuple."""
+    return _step(mode, F.linear(input, w_ih, b_ih), state, w_hh, b_hh, None)
+
+
+def _run_direction(mode: str, input: Tensor, state: tuple, weights: list, has_biases: bool, has_proj: bool,
+                   reverse: bool, batch_sizes=None):  # fmt: skip
+    w_ih, w_hh = weights[0], weights[1]
+    b_ih, b_hh = (weights[2], weights[3]) if has_biases else (None, None)
+    w_hr = weights[-1] if has_proj else None
+    projected = F.linear(input, w_ih, b_ih)  # (T, B, gates): one matmul for the whole sequence
+    steps = range(input.size(0) - 1, -1, -1) if reverse else range(input.size(0))
+    outputs = [None] * input.size(0)
+    for t in steps:
+        running = input.size(1) if batch_sizes is None else batch_sizes[t]
+        if running == input.size(1):
+            state = _step(mode, projected[t], state, w_hh, b_hh, w_hr)
+        else:  # a sequence that ended (or, reversed, has not started) keeps its state
+            stepped = _step(mode, projected[t][:running], tuple(s[:running] for s in state), w_hh, b_hh, w_hr)
+            state = tuple(munet.cat([new, old[running:]]) for new, old in zip(stepped, state))
+        outputs[t] = state[0]
+    return munet.stack(outputs, dim=0), state
+
+
+def run_layers(
+    mode: str,
+    input: Tensor,
+    states: list[tuple[Tensor, ...]],
+    weights: list[list[Tensor]],
+    *,
+    num_layers: int,
+    bidirectional: bool,
+    has_biases: bool,
+    has_proj: bool,
+    dropout: float,
+    training: bool,
+    batch_sizes: list[int] | None = None,
+) -> tuple[Tensor, list[tuple[Tensor, ...]]]:
+    """Run ``num_layers`` recurrent layers of ``mode`` (``"RNN_TANH"``, ``"RNN_RELU"``, ``"LSTM"``,
+    ``"GRU"``) over ``input`` (T, B, F). For layer ``k`` and direction ``d`` (D directions),
+    ``weights[k * D + d]`` is ``[w_ih, w_hh, (b_ih, b_hh), (w_hr)]`` and ``states[k * D + d]`` the initial
+    state tuple. Dropout with probability ``dropout`` follows every layer but the last when
+    ``training``. With ``batch_sizes`` (a packed batch, sorted by decreasing length) only the first
+    ``batch_sizes[t]`` sequences take step ``t``; the others keep their state."""
+    num_directions = 2 if bidirectional else 1
+    finals = []
+    layer_input = input
+    for layer in range(num_layers):
+        outputs = []
+        for direction in range(num_directions):
+            idx = layer * num_directions + direction
+            out, final = _run_direction(
+                mode, layer_input, states[idx], weights[idx], has_biases, has_proj, direction == 1, batch_sizes
+            )
+            outputs.append(out)
+            finals.append(final)
+        layer_input = outputs[0] if num_directions == 1 else munet.cat(outputs, dim=-1)
+        if dropout > 0 and training and layer < num_layers - 1:
+            layer_input = F.dropout(layer_input, dropout, training=True)
+    return layer_input, finals
+
+
 class RNNBase(Module):
     """The shared machinery of RNN, LSTM and GRU: parameters, checks, the layer/direction loop."""
 
@@ -211,41 +281,19 @@ class RNNBase(Module):
     def _run(
         self, input: Tensor, states: list[tuple[Tensor, ...]], batch_sizes: list[int] | None = None
     ) -> tuple[Tensor, list[tuple[Tensor, ...]]]:
-        """Run all layers over ``input`` (T, B, F); ``states[layer * D + d]`` is the initial state tuple.
-        With ``batch_sizes`` (a packed batch, sorted by decreasing length) only the first
-        ``batch_sizes[t]`` sequences take step ``t``; the others keep their state."""
-        num_directions = 2 if self.bidirectional else 1
-        finals = []
-        layer_input = input
-        for layer in range(self.num_layers):
-            outputs = []
-            for direction in range(num_directions):
-                idx = layer * num_directions + direction
-                weights = self.all_weights[idx]
-                out, final = self._run_direction(layer_input, states[idx], weights, direction == 1, batch_sizes)
-                outputs.append(out)
-                finals.append(final)
-            layer_input = outputs[0] if num_directions == 1 else munet.cat(outputs, dim=-1)
-            if self.dropout > 0 and self.training and layer < self.num_layers - 1:
-                layer_input = F.dropout(layer_input, self.dropout, training=True)
-        return layer_input, finals
-
-    def _run_direction(self, input: Tensor, state: tuple, weights: list, reverse: bool, batch_sizes=None):
-        w_ih, w_hh = weights[0], weights[1]
-        b_ih, b_hh = (weights[2], weights[3]) if self.bias else (None, None)
-        w_hr = weights[-1] if self.proj_size > 0 else None
-        projected = F.linear(input, w_ih, b_ih)  # (T, B, gates): one matmul for the whole sequence
-        steps = range(input.size(0) - 1, -1, -1) if reverse else range(input.size(0))
-        outputs = [None] * input.size(0)
-        for t in steps:
-            running = input.size(1) if batch_sizes is None else batch_sizes[t]
-            if running == input.size(1):
-                state = self._step(projected[t], state, w_hh, b_hh, w_hr)
-            else:  # a sequence that ended (or, reversed, has not started) keeps its state
-                stepped = self._step(projected[t][:running], tuple(s[:running] for s in state), w_hh, b_hh, w_hr)
-                state = tuple(munet.cat([new, old[running:]]) for new, old in zip(stepped, state))
-            outputs[t] = state[0]
-        return munet.stack(outputs, dim=0), state
+        return run_layers(
+            self.mode,
+            input,
+            states,
+            self.all_weights,
+            num_layers=self.num_layers,
+            bidirectional=self.bidirectional,
+            has_biases=self.bias,
+            has_proj=self.proj_size > 0,
+            dropout=self.dropout,
+            training=self.training,
+            batch_sizes=batch_sizes,
+        )
 
     def forward(self, input, hx=None):
         """``(output, hidden)``: the output of the last layer at every step, and the final state
@@ -275,13 +323,6 @@ class RNNBase(Module):
         if input.unsorted_indices is not None:
             hidden = _permute_hidden(hidden, input.unsorted_indices)
         return PackedSequence(data, input.batch_sizes, input.sorted_indices, input.unsorted_indices), hidden
-
-    def _step(self, gi, state, w_hh, b_hh, w_hr):
-        if self.mode == "LSTM":
-            return _lstm_step(gi, state[0], state[1], w_hh, b_hh, w_hr)
-        if self.mode == "GRU":
-            return (_gru_step(gi, state[0], w_hh, b_hh),)
-        return (_rnn_step(gi, state[0], w_hh, b_hh, relu=self.mode == "RNN_RELU"),)
 
 
 def _permute_hidden(hx, permutation: Tensor):

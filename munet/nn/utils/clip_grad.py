@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import math
+import warnings
 
 import munet
 from munet._tensor import Tensor
@@ -24,12 +24,12 @@ def get_total_norm(tensors, norm_type: float = 2.0, error_if_nonfinite: bool = F
     norm_type = float(norm_type)
     if not tensors:
         return munet.tensor(0.0)
-    if math.isinf(norm_type):
-        norms = [t.detach().abs().amax() for t in tensors]
-        total = munet.stack([n.float() for n in norms]).amax() if len(norms) > 1 else norms[0].float()
-    else:
-        norms = [t.detach().float().norm(norm_type) for t in tensors]
-        total = munet.stack([n.float() for n in norms]).norm(norm_type)
+    # as PyTorch: per-tensor norms in each tensor's dtype, then the norm of those norms
+    norms = [munet.linalg.vector_norm(t.detach(), norm_type) for t in tensors]
+    dtype = norms[0].dtype
+    for n in norms[1:]:
+        dtype = munet.promote_types(dtype, n.dtype)
+    total = munet.linalg.vector_norm(munet.stack([n.to(dtype) for n in norms]), norm_type)
     if error_if_nonfinite and not bool(munet.isfinite(total)):
         raise RuntimeError(
             f"The total norm of order {norm_type} for gradients from `parameters` is non-finite, so it cannot be "
@@ -44,14 +44,35 @@ def clip_grad_norm_(
     parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach=None
 ) -> Tensor:
     """Scale all gradients so their total norm is at most ``max_norm``; returns the norm before clipping."""
+    parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     grads = _grads(parameters)
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
+    clip_grads_with_norm_(parameters, max_norm, total)
+    return total
+
+
+@no_grad()
+def clip_grads_with_norm_(parameters, max_norm: float, total_norm: Tensor, foreach=None) -> None:
+    """Scale all gradients by ``min(1, max_norm / (total_norm + 1e-6))``, ``total_norm`` computed beforehand
+    (for example with ``get_total_norm``, possibly over several groups)."""
+    grads = _grads(parameters)
     if not grads:
-        return total
-    coef = (float(max_norm) / (total + 1e-6)).clamp(max=1.0)
+        return
+    coef = (float(max_norm) / (munet.as_tensor(total_norm) + 1e-6)).clamp(max=1.0)
     for g in grads:
         g.mul_(coef.to(g.dtype))
-    return total
+
+
+def clip_grad_norm(
+    parameters, max_norm: float, norm_type: float = 2.0, error_if_nonfinite: bool = False, foreach=None
+) -> Tensor:
+    """Deprecated alias of ``clip_grad_norm_`` (warns ``FutureWarning``, as PyTorch)."""
+    warnings.warn(
+        "`torch.nn.utils.clip_grad_norm` is now deprecated in favor of `torch.nn.utils.clip_grad_norm_`.",
+        FutureWarning,
+        stacklevel=2,
+    )
+    return clip_grad_norm_(parameters, max_norm, norm_type, error_if_nonfinite, foreach)
 
 
 @no_grad()

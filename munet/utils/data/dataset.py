@@ -1,4 +1,4 @@
-"""Datasets: map-style and iterable, plus TensorDataset, ConcatDataset, Subset and random_split."""
+"""Datasets: map-style and iterable, plus TensorDataset, StackDataset, ConcatDataset, Subset and random_split."""
 
 from __future__ import annotations
 
@@ -48,6 +48,49 @@ class TensorDataset(Dataset):
 
     def __len__(self) -> int:
         return self.tensors[0].shape[0]
+
+
+class StackDataset(Dataset):
+    """Samples are tuples (``StackDataset(a, b)``) or dicts (``StackDataset(x=a, y=b)``) of the same
+    index in each dataset; all datasets must have one length."""
+
+    def __init__(self, *args: Dataset, **kwargs: Dataset):
+        if args and kwargs:
+            raise ValueError(
+                "Supported either ``tuple``- (via ``args``) or``dict``- (via ``kwargs``) like input/output, "
+                "but both types are given."
+            )
+        if not args and not kwargs:
+            raise ValueError("At least one dataset should be passed")
+        parts = list(args) if args else list(kwargs.values())
+        self._length = len(parts[0])
+        if any(self._length != len(dataset) for dataset in parts):
+            raise ValueError("Size mismatch between datasets")
+        self.datasets = args if args else kwargs
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: dataset[index] for k, dataset in self.datasets.items()}
+        return tuple(dataset[index] for dataset in self.datasets)
+
+    def _column(self, dataset, indices: list) -> list:
+        """``dataset``'s items at ``indices``, batched through its ``__getitems__`` when it has one."""
+        if not callable(getattr(dataset, "__getitems__", None)):
+            return [dataset[i] for i in indices]
+        items = dataset.__getitems__(indices)
+        if len(items) != len(indices):
+            raise ValueError(f"Nested dataset's output size mismatch. Expected {len(indices)}, got {len(items)}")
+        return list(items)
+
+    def __getitems__(self, indices: list) -> list:
+        if isinstance(self.datasets, dict):
+            columns = {k: self._column(dataset, indices) for k, dataset in self.datasets.items()}
+            return [{k: column[n] for k, column in columns.items()} for n in range(len(indices))]
+        columns = [self._column(dataset, indices) for dataset in self.datasets]
+        return [tuple(column[n] for column in columns) for n in range(len(indices))]
+
+    def __len__(self) -> int:
+        return self._length
 
 
 class ConcatDataset(Dataset):

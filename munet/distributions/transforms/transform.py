@@ -1,4 +1,4 @@
-"""Invertible transforms with log-det-Jacobians, as ``torch.distributions.transforms``.
+"""The ``Transform`` base, composition, and the elementwise and simplex transforms.
 
 A ``Transform`` maps ``x`` to ``y = t(x)``; ``t.inv`` is its inverse and
 ``t.log_abs_det_jacobian(x, y)`` is ``log |dy/dx|`` summed over the transform's event dims.
@@ -10,16 +10,19 @@ import numbers
 
 import munet
 
-from . import constraints
-from .utils import finfo_eps, finfo_tiny, sum_rightmost
+from .. import constraints
+from ..utils import finfo_eps, finfo_tiny, sum_rightmost
 
 __all__ = [
+    "AbsTransform",
     "AffineTransform",
     "ComposeTransform",
+    "CumulativeDistributionTransform",
     "ExpTransform",
     "PowerTransform",
     "SigmoidTransform",
     "SoftmaxTransform",
+    "SoftplusTransform",
     "StickBreakingTransform",
     "TanhTransform",
     "Transform",
@@ -491,3 +494,64 @@ class StickBreakingTransform(_ParameterFreeTransform):
 
     def inverse_shape(self, shape):
         return tuple(shape[:-1]) + (shape[-1] - 1,)
+
+
+class AbsTransform(_ParameterFreeTransform):
+    """``y = |x|``; not bijective (its inverse is the identity on the positive half, as PyTorch)."""
+
+    domain = constraints.real
+    codomain = constraints.positive
+
+    def _call(self, x):
+        return x.abs()
+
+    def _inverse(self, y):
+        return y
+
+
+class SoftplusTransform(_ParameterFreeTransform):
+    """``y = log(1 + exp(x))``."""
+
+    domain = constraints.real
+    codomain = constraints.positive
+    bijective = True
+    sign = 1
+
+    def _call(self, x):
+        return munet.nn.functional.softplus(x)
+
+    def _inverse(self, y):
+        return (-y).expm1().neg().log() + y
+
+    def log_abs_det_jacobian(self, x, y):
+        return -munet.nn.functional.softplus(-x)
+
+
+class CumulativeDistributionTransform(Transform):
+    """``y = distribution.cdf(x)``: maps the distribution's support onto the unit interval."""
+
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = 1
+
+    def __init__(self, distribution, cache_size: int = 0):
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
+
+    def with_cache(self, cache_size: int = 1):
+        if self._cache_size == cache_size:
+            return self
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)
