@@ -198,7 +198,8 @@ def lgamma(input, *, out=None):
     x = _float_input(input)
     negative = x <= 0
     right = _positive(x, _lgamma_positive)
-    reflected = math.log(math.pi) - _sin_pi_abs(x).log() - _lgamma_positive(where(negative, 1 - x, 1.0))
+    left = where(negative, x, 0.5)  # the reflection on x <= 0 only: its log(0) at integers reaches no gradient
+    reflected = math.log(math.pi) - _sin_pi_abs(left).log() - _lgamma_positive(1 - left)
     result = where(negative, reflected, right)
     return _out(where(x.isinf(), math.inf, where(x.isnan(), x, result)), out)
 

@@ -164,6 +164,19 @@ def test_lgamma_digamma_i0_mvlgamma_torch_level_and_methods():
         munet.special.multigammaln(_m(a), 0)
 
 
+def test_lgamma_gradient_at_integers_and_half_integers():
+    """The reflection branch (x <= 0) must not leak its log(0) at positive integers into the gradient."""
+    a = np.array([1.0, 2.0, 3.0, 7.0, 20.0, 0.5, 2.5, -0.5, -2.5, 1e-3])
+    mx, tx = _m(a, True), _t(a, True)
+    munet.lgamma(mx).sum().backward()
+    torch.lgamma(tx).sum().backward()
+    _check(mx.grad, tx.grad, rtol=1e-10, atol=1e-12)
+    mx, tx = _m(a[:5], True), _t(a[:5], True)
+    munet.mvlgamma(mx, 2).sum().backward()
+    torch.mvlgamma(tx, 2).sum().backward()
+    _check(mx.grad, tx.grad, rtol=1e-10, atol=1e-12)
+
+
 def test_second_derivative_of_lgamma_is_trigamma():
     a = RNG.uniform(-3, 10, size=6)
     mx, tx = _m(a, True), _t(a, True)
