@@ -24,8 +24,11 @@ from munet.distributed.collectives import (
     scatter,
     send,
 )
+from munet.distributed.errors import DistBackendError, DistError, DistNetworkError, DistStoreError
 from munet.distributed.objects import all_gather_object, broadcast_object_list
 from munet.distributed.process_group import ProcessGroup, ReduceOp
+from munet.distributed.store import FileStore, HashStore, PrefixStore, Store
+from munet.distributed.tcp_store import TCPStore
 from munet.distributed.work import Work
 from munet.distributed.world import (
     Backend,
