@@ -13,7 +13,7 @@ import numpy as np
 
 from munet._tensor import Tensor
 from munet.distributed.host_buffers import store_array
-from munet.distributed.process_group import ProcessGroup, ReduceOp, mpi_op
+from munet.distributed.process_group import ProcessGroup, ReduceOp, reduction
 from munet.distributed.work import Work
 from munet.distributed.world import DebugLevel, get_debug_level, resolve_group
 
@@ -49,7 +49,7 @@ def agree(pg: ProcessGroup, where: str, dtype=None, shape=(), extra: int = 0, ex
         return
     mine = _signature(where, dtype, tuple(shape), extra)
     table = np.empty((pg.size(), mine.size), dtype=np.int64)
-    Work([pg.comm.Iallgather(mine, table)], f"{where} (checking that the ranks agree)", pg.timeout).wait()
+    Work(pg.comm.allgather(mine, table), f"{where} (checking that the ranks agree)", pg.timeout).wait()
     if (table == table[0]).all():
         return
     calls = "; ".join(f"rank {pg.ranks[r]} called {_describe(row, extra_name)}" for r, row in enumerate(table))
@@ -126,7 +126,7 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op
     pg = resolve_group(group, "all_reduce")
     if pg is None:
         return None
-    mpi_op(op, _tensor(tensor, "all_reduce").dtype, "all_reduce")
+    reduction(op, _tensor(tensor, "all_reduce").dtype, "all_reduce")
     agree(pg, "all_reduce", tensor.dtype, tensor.shape, list(ReduceOp).index(op), "reduce op #")
     return _finish(pg.allreduce(tensor, op), async_op)
 
@@ -154,7 +154,7 @@ def reduce(
     if pg is None:
         return None
     root = root_rank(pg, dst, group_dst, "reduce", "dst")
-    mpi_op(op, _tensor(tensor, "reduce").dtype, "reduce")
+    reduction(op, _tensor(tensor, "reduce").dtype, "reduce")
     agree(pg, "reduce", tensor.dtype, tensor.shape, root * 16 + list(ReduceOp).index(op), "dst * 16 + op #")
     return _finish(pg.reduce(tensor, root, op), async_op)
 
@@ -197,7 +197,7 @@ def reduce_scatter(output: Tensor, input_list: list, op: ReduceOp = ReduceOp.SUM
     inputs = _tensor_list(
         input_list, pg.size(), _tensor(output, "reduce_scatter", "output"), "reduce_scatter", "input_list"
     )
-    mpi_op(op, output.dtype, "reduce_scatter")
+    reduction(op, output.dtype, "reduce_scatter")
     agree(pg, "reduce_scatter", output.dtype, output.shape, list(ReduceOp).index(op), "reduce op #")
     return _finish(pg.reduce_scatter(output, _flat_copy(inputs), op), async_op)
 
@@ -216,7 +216,7 @@ def reduce_scatter_tensor(
             f"{where}: input must hold world_size ({pg.size()}) times output's {output.numel()} elements, "
             f"got shape {list(input.shape)}"
         )
-    mpi_op(op, output.dtype, where)
+    reduction(op, output.dtype, where)
     agree(pg, where, output.dtype, output.shape, list(ReduceOp).index(op), "reduce op #")
     return _finish(pg.reduce_scatter(output, input, op), async_op)
 
@@ -227,10 +227,12 @@ def _alltoall_counts_agree(pg: ProcessGroup, where: str, dtype, send_counts: lis
     if pg.size() == 1 or get_debug_level() is DebugLevel.OFF:
         return
     announced = np.empty(pg.size(), dtype=np.int64)
-    Work([pg.comm.Ialltoall(np.asarray(send_counts, dtype=np.int64), announced)], where, pg.timeout).wait()
+    ones = [1] * pg.size()
+    request = pg.comm.alltoallv(np.asarray(send_counts, dtype=np.int64), ones, announced, ones)
+    Work(request, where, pg.timeout).wait()
     wrong = [j for j in range(pg.size()) if announced[j] != recv_counts[j]]
     flags = np.empty(pg.size(), dtype=np.int64)
-    Work([pg.comm.Iallgather(np.array([len(wrong)], dtype=np.int64), flags)], where, pg.timeout).wait()
+    Work(pg.comm.allgather(np.array([len(wrong)], dtype=np.int64), flags), where, pg.timeout).wait()
     if not flags.any():
         return
     here = "; ".join(

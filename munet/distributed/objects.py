@@ -103,7 +103,7 @@ def _payload(obj, where: str) -> tuple[bytes, str]:
 
 
 def _wait(pg, request, where: str) -> None:
-    Work([request], where, pg.timeout).wait()
+    Work(request, where, pg.timeout).wait()
 
 
 def broadcast_object_list(object_list: list, src: int | None = None, group=None, device=None, group_src=None) -> None:
@@ -116,7 +116,7 @@ def broadcast_object_list(object_list: list, src: int | None = None, group=None,
     agree(pg, "object", extra=root)
     payload, problem = _payload(list(object_list), where) if pg.rank() == root else (b"", "")
     header = np.array([len(payload) if not problem else -1, len(object_list)], dtype=np.int64)
-    _wait(pg, pg.comm.Ibcast(header, root), where)
+    _wait(pg, pg.comm.bcast(header, root), where)
     if header[0] < 0:
         raise (
             TypeError(problem)
@@ -128,7 +128,7 @@ def broadcast_object_list(object_list: list, src: int | None = None, group=None,
             f"{where}: object_list has {len(object_list)} items here and {header[1]} on rank {pg.ranks[root]}"
         )
     data = np.frombuffer(payload, dtype=np.uint8).copy() if pg.rank() == root else np.empty(header[0], dtype=np.uint8)
-    _wait(pg, pg.comm.Ibcast(data, root), where)
+    _wait(pg, pg.comm.bcast(data, root), where)
     object_list[:] = _decode(json.loads(data.tobytes().decode("utf-8")))
 
 
@@ -136,7 +136,7 @@ def _gather_payloads(pg, obj, where: str) -> list[bytes]:
     """Every rank's encoded ``obj``, in rank order; raises on every rank if one cannot encode."""
     payload, problem = _payload(obj, where)
     lengths = np.empty(pg.size(), dtype=np.int64)
-    _wait(pg, pg.comm.Iallgather(np.array([-1 if problem else len(payload)], dtype=np.int64), lengths), where)
+    _wait(pg, pg.comm.allgather(np.array([-1 if problem else len(payload)], dtype=np.int64), lengths), where)
     if problem:
         raise TypeError(problem)
     if (lengths < 0).any():
@@ -144,7 +144,7 @@ def _gather_payloads(pg, obj, where: str) -> list[bytes]:
         raise RuntimeError(f"{where}: rank(s) {bad} could not encode their object")
     data = np.empty(int(lengths.sum()), dtype=np.uint8)
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    request = pg.comm.Iallgatherv(np.frombuffer(payload, dtype=np.uint8), [data, (lengths, offsets[:-1])])
+    request = pg.comm.allgatherv(np.frombuffer(payload, dtype=np.uint8), data, lengths)
     _wait(pg, request, where)
     return [data[offsets[r] : offsets[r + 1]].tobytes() for r in range(pg.size())]
 
