@@ -375,3 +375,87 @@ def recv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0, group
     work, sender = pg.recv(_tensor(tensor, "recv"), root, tag)
     work.wait()
     return pg.ranks[sender[0]]
+
+
+# batches and coalesced collectives --------------------------------------------------------------------
+class P2POp:
+    """One point-to-point operation for ``batch_isend_irecv``: ``op`` is ``isend`` or ``irecv``."""
+
+    def __init__(self, op, tensor: Tensor, peer: int | None = None, group=None, tag: int = 0, group_peer=None):
+        if op not in (isend, irecv):
+            raise ValueError(
+                "Invalid ``op``. Expected ``op`` to be of type ``munet.distributed.isend`` or "
+                "``munet.distributed.irecv``."
+            )
+        if (peer is None) == (group_peer is None):
+            raise ValueError("P2POp: give exactly one of peer (a global rank) and group_peer (a rank in the group)")
+        self.op, self.tensor, self.peer, self.group, self.tag, self.group_peer = (
+            op,
+            tensor,
+            peer,
+            group,
+            tag,
+            group_peer,
+        )
+
+
+def batch_isend_irecv(p2p_op_list: list) -> list:
+    """Start every ``P2POp`` of the list (in order) and return their Works."""
+    if not isinstance(p2p_op_list, list) or not all(isinstance(p, P2POp) for p in p2p_op_list):
+        raise ValueError("batch_isend_irecv: expected a non-empty list of P2POp")
+    if not p2p_op_list:
+        raise ValueError("batch_isend_irecv: expected a non-empty list of P2POp")
+    works = []
+    for p in p2p_op_list:
+        if p.op is isend:
+            works.append(isend(p.tensor, p.peer, p.group, p.tag, group_dst=p.group_peer))
+        else:
+            works.append(irecv(p.tensor, p.peer, p.group, p.tag, group_src=p.group_peer))
+    return works
+
+
+def _one_dtype(tensors: list, where: str):
+    if not tensors:
+        raise ValueError(f"{where}: expected a non-empty list of tensors")
+    dtype = _tensor(tensors[0], where, "tensors").dtype
+    for t in tensors:
+        if _tensor(t, where, "tensors").dtype is not dtype:
+            raise ValueError(f"{where}: every tensor must have dtype {dtype.name}, got {t.dtype.name}")
+    return dtype
+
+
+def all_reduce_coalesced(tensors: list, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
+    """``all_reduce`` of every tensor of ``tensors`` (one dtype), as one collective."""
+    where = "all_reduce_coalesced"
+    pg = resolve_group(group, where)
+    if pg is None:
+        return None
+    reduction(op, _one_dtype(list(tensors), where), where)
+    flat = _flat_copy(list(tensors))
+    agree(pg, "all_reduce", flat.dtype, flat.shape, list(ReduceOp).index(op), "reduce op #")
+    work = pg.allreduce(flat, op)
+    return _finish(work.then(lambda: _split_into(flat, list(tensors))), async_op)
+
+
+def all_gather_coalesced(output_tensor_lists: list, input_tensor_list: list, group=None, async_op: bool = False):
+    """``output_tensor_lists[r][i]`` of every rank gets ``input_tensor_list[i]`` of rank r, as one collective."""
+    where = "all_gather_coalesced"
+    pg = resolve_group(group, where)
+    if pg is None:
+        return None
+    inputs = list(input_tensor_list)
+    dtype = _one_dtype(inputs, where)
+    if not isinstance(output_tensor_lists, (list, tuple)) or len(output_tensor_lists) != pg.size():
+        raise ValueError(f"{where}: output_tensor_lists must hold one list per rank ({pg.size()})")
+    outputs = []
+    for outs in output_tensor_lists:
+        if len(outs) != len(inputs) or any(
+            o.numel() != i.numel() or o.dtype is not dtype for o, i in zip(outs, inputs)
+        ):
+            raise ValueError(f"{where}: every output list must match input_tensor_list in sizes and dtype")
+        outputs += list(outs)
+    flat = _flat_copy(inputs)
+    agree(pg, "all_gather", dtype, flat.shape)
+    gathered = _flat_cpu(dtype, flat.numel() * pg.size())
+    work = pg.allgather(gathered, flat)
+    return _finish(work.then(lambda: _split_into(gathered, outputs)), async_op)

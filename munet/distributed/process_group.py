@@ -32,6 +32,11 @@ class ReduceOp(enum.Enum):
     BXOR = "bxor"
 
 
+def supports_complex(reduceOp: ReduceOp) -> bool:  # noqa: N803 - PyTorch's name
+    """Whether ``reduceOp`` is defined on complex values (PyTorch's answer: not MAX, MIN, PRODUCT or bitwise)."""
+    return reduceOp not in (ReduceOp.MAX, ReduceOp.MIN, ReduceOp.PRODUCT, ReduceOp.BAND, ReduceOp.BOR, ReduceOp.BXOR)
+
+
 _BOOL_OPS = {"sum": "LOR", "max": "LOR", "bor": "LOR", "min": "LAND", "product": "LAND", "band": "LAND", "bxor": "LXOR"}
 _NUMBER_OPS = {"sum": "SUM", "avg": "SUM", "product": "PROD", "min": "MIN", "max": "MAX"}
 _BITWISE_OPS = {"band": "BAND", "bor": "BOR", "bxor": "BXOR"}

@@ -27,6 +27,7 @@ import queue
 import socket
 import struct
 import threading
+import zlib
 from collections import deque
 from datetime import timedelta
 
@@ -123,7 +124,6 @@ class TcpTransport:
         self._posted: dict[tuple, list[_Posted]] = {}
         self._gone: dict[int, str] = {}
         self._closing = False
-        self._next_context = 1
         self._peers: dict[int, socket.socket] = {}
         self._send_locks = {r: threading.Lock() for r in range(size)}
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -152,11 +152,6 @@ class TcpTransport:
             listener.close()
         for peer, sock in self._peers.items():
             threading.Thread(target=self._receive, args=(peer, sock), name=f"munet-recv-{peer}", daemon=True).start()
-
-    def new_context(self) -> int:
-        """A fresh group context; every rank must ask in the same order (as new_group requires)."""
-        context, self._next_context = self._next_context, self._next_context + 1
-        return context
 
     # sending ------------------------------------------------------------------------------------------
     def send(self, dst: int, context: int, kind: int, tag: int, data: np.ndarray) -> None:
@@ -250,6 +245,7 @@ class TcpComm:
         self.timeout = timeout
         self._me = self.ranks.index(transport.rank)
         self._sequence = 0
+        self._children = 0
         self._jobs: queue.SimpleQueue = queue.SimpleQueue()
         # a daemon thread: a collective stuck on a silent peer must not keep the process from exiting
         threading.Thread(target=self._run_jobs, name=f"munet-group-{context}", daemon=True).start()
@@ -425,9 +421,13 @@ class TcpComm:
         return self.transport.post(sources, self.context, P2P, tag, _GroupRequest(self.ranks, store))
 
     def subgroup(self, members: list[int]) -> TcpComm | None:
-        """The group of ``members`` (ranks of this group); every rank calls it, non-members get None."""
-        context = self.transport.new_context()
+        """The group of ``members`` (ranks of this group); every rank of this group calls it, in the
+        same order, and non-members get None."""
         ranks = [self.ranks[m] for m in members]
+        # Named by where it was made, the same on every rank with no message: this group's
+        # context, how many groups it made before, and the members.
+        context = zlib.crc32(repr((self.context, self._children, ranks)).encode()) or 1
+        self._children += 1
         return TcpComm(self.transport, context, ranks, self.timeout) if self.transport.rank in ranks else None
 
     def free(self) -> None:

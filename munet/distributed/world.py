@@ -90,6 +90,42 @@ def is_nccl_available() -> bool:
     return False
 
 
+def is_ucc_available() -> bool:
+    return False
+
+
+def is_xccl_available() -> bool:
+    return False
+
+
+def is_backend_available(backend: str) -> bool:
+    """Whether ``init_process_group(backend)`` can run here: gloo always, mpi with mpi4py, nothing else."""
+    name = str(backend).lower()
+    return name == Backend.GLOO or (name == Backend.MPI and is_mpi_available())
+
+
+def get_default_backend_for_device(device) -> str:
+    """PyTorch's default backend for a device type: ``"gloo"`` for cpu (and MuNet's vulkan, carried
+    through host memory), ``"nccl"`` for cuda."""
+    kind = str(getattr(device, "type", device)).split(":")[0]
+    defaults = {"cpu": Backend.GLOO, "vulkan": Backend.GLOO, "cuda": Backend.NCCL}
+    if kind not in defaults:
+        raise ValueError(f"Default backend not registered for device : {device}")
+    return defaults[kind]
+
+
+def get_node_local_rank(fallback_rank: int | None = None) -> int:
+    """This process's rank on its machine: ``LOCAL_RANK`` (torchrun and munet-run set it), else ``fallback_rank``."""
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError(
+        "LOCAL_RANK is not in the environment. Consider passing fallback_rank to allow `get_node_local_rank` to "
+        "work, assuming you are not running in a multi-device context and want the code to run locally instead."
+    )
+
+
 def is_torchelastic_launched() -> bool:
     return os.environ.get("TORCHELASTIC_RUN_ID") is not None
 
@@ -106,6 +142,12 @@ def get_debug_level() -> DebugLevel:
     if name.upper() not in DebugLevel.__members__:
         raise ValueError(f"MUNET_DISTRIBUTED_DEBUG must be OFF, INFO or DETAIL, got {name!r}")
     return DebugLevel[name.upper()]
+
+
+def set_debug_level_from_env() -> None:
+    """Set the debug level from ``MUNET_DISTRIBUTED_DEBUG`` or ``TORCH_DISTRIBUTED_DEBUG`` (now)."""
+    _World.debug = None
+    _World.debug = get_debug_level()
 
 
 def set_debug_level(level: DebugLevel) -> None:
@@ -330,16 +372,84 @@ def new_group(
 
     Non-members get ``GroupMember.NON_GROUP_MEMBER``, as in PyTorch.
     """
-    where = "new_group"
-    world = default_group(where)
-    size = world.size()
-    members = sorted(range(size) if ranks is None else (int(r) for r in ranks))
-    if len(set(members)) != len(members) or any(not 0 <= r < size for r in members):
-        raise ValueError(f"{where}: ranks must be distinct ranks in [0, {size}), got {list(ranks)}")
-    name = world.backend if backend is None else _check_backend(backend, where)
-    comm = world.comm.subgroup(members)
+    world = default_group("new_group")
+    return _subgroup(world, range(world.size()) if ranks is None else ranks, timeout, backend, "new_group")
+
+
+def _subgroup(parent: ProcessGroup, ranks, timeout, backend, where: str):
+    """The group of global ``ranks`` (members of ``parent``), made by every rank of ``parent``."""
+    members = sorted(int(r) for r in ranks)
+    if len(set(members)) != len(members) or any(r not in parent.ranks for r in members):
+        raise ValueError(f"{where}: ranks must be distinct ranks of the group {parent.ranks}, got {list(ranks)}")
+    name = parent.backend if backend is None else _check_backend(backend, where)
+    comm = parent.comm.subgroup([parent.ranks.index(r) for r in members])
     if comm is None:
         return GroupMember.NON_GROUP_MEMBER
-    pg = ProcessGroup(comm, name, members, timeout or world.timeout)
+    pg = ProcessGroup(comm, name, members, timeout or parent.timeout)
     _World.groups.append(pg)
     return pg
+
+
+def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None, group_desc=None):
+    """One group per list of global ranks (every rank calls it); returns (this rank's group or None, all groups)."""
+    where = "new_subgroups_by_enumeration"
+    world = default_group(where)
+    if not ranks_per_subgroup_list:
+        raise ValueError("The arg 'ranks_per_subgroup_list' cannot be empty")
+    seen: set = set()
+    for ranks in ranks_per_subgroup_list:
+        for r in ranks:
+            if r in seen:
+                raise ValueError(f"Rank {r} has appeared in both subgroup {ranks} and another subgroup")
+            seen.add(r)
+    groups = [_subgroup(world, ranks, timeout, backend, where) for ranks in ranks_per_subgroup_list]
+    mine = next((g for g in groups if g is not GroupMember.NON_GROUP_MEMBER), None)
+    return mine, groups
+
+
+def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None, group_desc=None):
+    """Split ``group`` (the default group) into groups of ``group_size`` consecutive ranks; every rank of it
+    calls this. Returns (this rank's group, all groups)."""
+    where = "new_subgroups"
+    parent = resolve_group(group, where)
+    if parent is None:
+        raise ValueError(f"{where}: this process is not a member of the group")
+    if group_size is None:
+        raise ValueError(
+            f"{where}: the default group size is the number of CUDA devices, and CUDA is unavailable; pass group_size"
+        )
+    if group_size <= 0:
+        raise ValueError("The arg 'group_size' must be greater than 0")
+    if group_size > parent.size():
+        raise ValueError(f"The arg 'group_size' ({group_size}) must not exceed the world size ({parent.size()})")
+    if parent.size() % group_size:
+        raise ValueError(f"The world size ({parent.size()}) must be divisible by 'group_size' ({group_size})")
+    chunks = [parent.ranks[i : i + group_size] for i in range(0, parent.size(), group_size)]
+    groups = [_subgroup(parent, ranks, timeout, backend, where) for ranks in chunks]
+    return next(g for g in groups if g is not GroupMember.NON_GROUP_MEMBER), groups
+
+
+def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None, backend=None):
+    """Split ``parent_pg`` (the default group) into the disjoint groups ``split_ranks`` (lists of global
+    ranks); every rank of the parent calls it. Returns this rank's group, or None when it is in none."""
+    where = "split_group"
+    parent = resolve_group(parent_pg, where)
+    if parent is None:
+        return None
+    if not split_ranks:
+        raise ValueError("split_ranks cannot be None or empty")
+    flat = [r for ranks in split_ranks for r in ranks]
+    if len(flat) != len(set(flat)):
+        raise ValueError(f"{where}: split_ranks must be disjoint, got {split_ranks}")
+    groups = [_subgroup(parent, ranks, timeout, backend, where) for ranks in split_ranks]
+    return next((g for g in groups if g is not GroupMember.NON_GROUP_MEMBER), None)
+
+
+def get_pg_count() -> int:
+    """How many process groups (the default one included) exist now."""
+    return len(_World.groups)
+
+
+def get_backend_config(group: ProcessGroup | None = None) -> str:
+    """``"cpu:<backend>"``: a MuNet group carries cpu tensors (and vulkan ones through host memory)."""
+    return f"cpu:{get_backend(group)}"
