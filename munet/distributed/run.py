@@ -88,8 +88,8 @@ def run_standalone(environments: list[dict], program: list[str]) -> int:
     processes = [subprocess.Popen(command, env=dict(base, **env)) for env in environments]
     status = 0
     try:
-        while any(p.poll() is None for p in processes):
-            failed = [p.returncode for p in processes if p.returncode not in (None, 0)]
+        while None in (codes := [p.poll() for p in processes]):
+            failed = [code for code in codes if code not in (None, 0)]
             if failed:
                 status = failed[0]
                 break
