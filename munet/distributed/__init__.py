@@ -40,6 +40,17 @@ from munet.distributed.objects import (
     scatter_object_list,
     send_object_list,
 )
+from munet.distributed.options import (
+    AllreduceCoalescedOptions,
+    AllreduceOptions,
+    AllToAllOptions,
+    BarrierOptions,
+    BroadcastOptions,
+    GatherOptions,
+    ReduceOptions,
+    ReduceScatterOptions,
+    ScatterOptions,
+)
 from munet.distributed.process_group import ProcessGroup, ReduceOp, supports_complex
 from munet.distributed.rendezvous import register_rendezvous_handler, rendezvous
 from munet.distributed.store import FileStore, HashStore, PrefixStore, Store

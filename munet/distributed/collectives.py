@@ -104,14 +104,14 @@ def _flat_cpu(dtype, numel: int) -> Tensor:
     return empty(numel, dtype=dtype, device="cpu")
 
 
-def _flat_copy(tensors: list) -> Tensor:
+def flat_copy(tensors: list) -> Tensor:
     """One contiguous cpu tensor holding ``tensors`` one after the other."""
     from munet.ops.creation import from_numpy
 
     return from_numpy(np.concatenate([np.asarray(t.detach().cpu().numpy()).reshape(-1) for t in tensors]))
 
 
-def _split_into(flat: Tensor, tensors: list) -> None:
+def split_into(flat: Tensor, tensors: list) -> None:
     """Copy consecutive chunks of ``flat`` into ``tensors`` (a Work step)."""
     array = flat.numpy()
     start = 0
@@ -168,7 +168,7 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = F
     agree(pg, "all_gather", tensor.dtype, tensor.shape)
     flat = _flat_cpu(tensor.dtype, tensor.numel() * pg.size())
     work = pg.allgather(flat, tensor)
-    return _finish(work.then(lambda: _split_into(flat, outputs)), async_op)
+    return _finish(work.then(lambda: split_into(flat, outputs)), async_op)
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None, async_op: bool = False):
@@ -199,7 +199,7 @@ def reduce_scatter(output: Tensor, input_list: list, op: ReduceOp = ReduceOp.SUM
     )
     reduction(op, output.dtype, "reduce_scatter")
     agree(pg, "reduce_scatter", output.dtype, output.shape, list(ReduceOp).index(op), "reduce op #")
-    return _finish(pg.reduce_scatter(output, _flat_copy(inputs), op), async_op)
+    return _finish(pg.reduce_scatter(output, flat_copy(inputs), op), async_op)
 
 
 def reduce_scatter_tensor(
@@ -261,8 +261,8 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list, group=None, as
     send_counts, recv_counts = [t.numel() for t in inputs], [t.numel() for t in outputs]
     _alltoall_counts_agree(pg, where, dtype, send_counts, recv_counts)
     flat_out = _flat_cpu(dtype, sum(recv_counts))
-    work = pg.alltoall(flat_out, _flat_copy(inputs), recv_counts, send_counts)
-    return _finish(work.then(lambda: _split_into(flat_out, outputs)), async_op)
+    work = pg.alltoall(flat_out, flat_copy(inputs), recv_counts, send_counts)
+    return _finish(work.then(lambda: split_into(flat_out, outputs)), async_op)
 
 
 def all_to_all_single(
@@ -306,7 +306,7 @@ def gather(
     agree(pg, "gather", tensor.dtype, tensor.shape, root, "dst group rank")
     flat = _flat_cpu(tensor.dtype, tensor.numel() * pg.size()) if outputs else None
     work = pg.gather(flat, tensor, root)
-    return _finish(work.then(lambda: _split_into(flat, outputs)) if outputs else work, async_op)
+    return _finish(work.then(lambda: split_into(flat, outputs)) if outputs else work, async_op)
 
 
 def scatter(
@@ -320,7 +320,7 @@ def scatter(
     _tensor(tensor, "scatter")
     inputs = _tensor_list(scatter_list, pg.size(), tensor, "scatter", "scatter_list") if pg.rank() == root else []
     agree(pg, "scatter", tensor.dtype, tensor.shape, root, "src group rank")
-    return _finish(pg.scatter(tensor, _flat_copy(inputs) if inputs else None, root), async_op)
+    return _finish(pg.scatter(tensor, flat_copy(inputs) if inputs else None, root), async_op)
 
 
 def barrier(group=None, async_op: bool = False, device_ids=None):
@@ -431,10 +431,12 @@ def all_reduce_coalesced(tensors: list, op: ReduceOp = ReduceOp.SUM, group=None,
     if pg is None:
         return None
     reduction(op, _one_dtype(list(tensors), where), where)
-    flat = _flat_copy(list(tensors))
-    agree(pg, "all_reduce", flat.dtype, flat.shape, list(ReduceOp).index(op), "reduce op #")
-    work = pg.allreduce(flat, op)
-    return _finish(work.then(lambda: _split_into(flat, list(tensors))), async_op)
+    from munet.distributed.options import AllreduceCoalescedOptions
+
+    agree(pg, "all_reduce", tensors[0].dtype, [sum(t.numel() for t in tensors)], list(ReduceOp).index(op), "op #")
+    opts = AllreduceCoalescedOptions()
+    opts.reduceOp = op
+    return _finish(pg.allreduce_coalesced(list(tensors), opts), async_op)
 
 
 def all_gather_coalesced(output_tensor_lists: list, input_tensor_list: list, group=None, async_op: bool = False):
@@ -454,8 +456,8 @@ def all_gather_coalesced(output_tensor_lists: list, input_tensor_list: list, gro
         ):
             raise ValueError(f"{where}: every output list must match input_tensor_list in sizes and dtype")
         outputs += list(outs)
-    flat = _flat_copy(inputs)
+    flat = flat_copy(inputs)
     agree(pg, "all_gather", dtype, flat.shape)
     gathered = _flat_cpu(dtype, flat.numel() * pg.size())
     work = pg.allgather(gathered, flat)
-    return _finish(work.then(lambda: _split_into(gathered, outputs)), async_op)
+    return _finish(work.then(lambda: split_into(gathered, outputs)), async_op)

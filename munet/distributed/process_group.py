@@ -81,8 +81,10 @@ class ProcessGroup:
             raise ValueError(f"{where}: global rank {global_rank} is not part of this group (ranks {self.ranks})")
         return self.ranks.index(global_rank)
 
-    def _work(self, request, description: str, outputs=(), stores=()) -> Work:
-        work = Work(request, description, self.timeout, outputs)
+    def _work(self, request, description: str, outputs=(), stores=(), opts=None) -> Work:
+        from munet.distributed.options import option_timeout
+
+        work = Work(request, description, option_timeout(opts, self.timeout), outputs)
         for buf in stores:
             work.then(buf.store)
         return work
@@ -93,21 +95,47 @@ class ProcessGroup:
         return work.then(buf.store)
 
     # collectives --------------------------------------------------------------------------------
-    def allreduce(self, tensor, op: ReduceOp) -> Work:
+    # Each also takes PyTorch's form (a list of one tensor, an options record in place of the
+    # op or root: ``pg.allreduce([t], AllreduceOptions())``), see munet/distributed/options.py.
+    def allreduce(self, tensor, op=ReduceOp.SUM) -> Work:
+        from munet.distributed.options import AllreduceOptions, single_tensor
+
+        opts = op if isinstance(op, AllreduceOptions) else None
+        op, tensor = op.reduceOp if opts else op, single_tensor(tensor, "allreduce")
         name = reduction(op, tensor.dtype, "all_reduce")
         buf = HostBuffer(tensor, for_reduction=True)
-        return self._averaged(self._work(self.comm.allreduce(buf.mpi_buffer, name), "all_reduce", [tensor]), buf, op)
+        work = self._work(self.comm.allreduce(buf.mpi_buffer, name), "all_reduce", [tensor], opts=opts)
+        return self._averaged(work, buf, op)
 
-    def reduce(self, tensor, root: int, op: ReduceOp) -> Work:
+    def allreduce_coalesced(self, tensors: list, opts=None) -> Work:
+        """``allreduce`` of every tensor of ``tensors`` (one dtype), as one operation."""
+        from munet.distributed.collectives import flat_copy, split_into
+        from munet.distributed.options import AllreduceCoalescedOptions
+
+        opts = opts or AllreduceCoalescedOptions()
+        flat = flat_copy(list(tensors))
+        return self.allreduce(flat, opts).then(lambda: split_into(flat, list(tensors)))
+
+    def reduce(self, tensor, root, op=ReduceOp.SUM) -> Work:
+        from munet.distributed.options import ReduceOptions, single_tensor
+
+        opts = root if isinstance(root, ReduceOptions) else None
+        if opts:
+            root, op = opts.rootRank, opts.reduceOp
+        tensor = single_tensor(tensor, "reduce")
         name = reduction(op, tensor.dtype, "reduce")
         buf = HostBuffer(tensor, for_reduction=True)
-        work = self._work(self.comm.reduce(buf.mpi_buffer, name, root), "reduce", [tensor])
+        work = self._work(self.comm.reduce(buf.mpi_buffer, name, root), "reduce", [tensor], opts=opts)
         return work if self.rank() != root else self._averaged(work, buf, op)
 
-    def broadcast(self, tensor, root: int) -> Work:
+    def broadcast(self, tensor, root) -> Work:
+        from munet.distributed.options import BroadcastOptions, single_tensor
+
+        opts = root if isinstance(root, BroadcastOptions) else None
+        root, tensor = opts.rootRank if opts else root, single_tensor(tensor, "broadcast")
         buf = HostBuffer(tensor, read=self.rank() == root)
         stores = [buf] if self.rank() != root else []
-        return self._work(self.comm.bcast(buf.mpi_buffer, root), "broadcast", [tensor], stores)
+        return self._work(self.comm.bcast(buf.mpi_buffer, root), "broadcast", [tensor], stores, opts)
 
     def allgather(self, output, input) -> Work:
         """``output`` (flat numel = size * input numel) gets every rank's ``input`` in rank order."""
@@ -115,35 +143,47 @@ class ProcessGroup:
         inp = HostBuffer(input)
         return self._work(self.comm.allgather(inp.mpi_buffer, out.mpi_buffer), "all_gather", [output], [out])
 
-    def reduce_scatter(self, output, input, op: ReduceOp) -> Work:
+    def reduce_scatter(self, output, input, op=ReduceOp.SUM) -> Work:
         """Rank r's ``output`` gets the reduction of chunk r of every rank's flat ``input``."""
+        from munet.distributed.options import ReduceScatterOptions
+
+        opts = op if isinstance(op, ReduceScatterOptions) else None
+        op = opts.reduceOp if opts else op
         name = reduction(op, input.dtype, "reduce_scatter")
         out = HostBuffer(output, for_reduction=True, read=False)
         inp = HostBuffer(input, for_reduction=True)
-        work = self._work(self.comm.reduce_scatter(inp.mpi_buffer, out.mpi_buffer, name), "reduce_scatter", [output])
-        return self._averaged(work, out, op)
+        request = self.comm.reduce_scatter(inp.mpi_buffer, out.mpi_buffer, name)
+        return self._averaged(self._work(request, "reduce_scatter", [output], opts=opts), out, op)
 
-    def alltoall(self, output, input, output_counts: list[int], input_counts: list[int]) -> Work:
+    def alltoall(self, output, input, output_counts: list[int], input_counts: list[int], opts=None) -> Work:
         """Chunk j of ``input`` (``input_counts[j]`` elements) goes to rank j, which puts it at chunk r."""
         out = HostBuffer(output, read=False)
         inp = HostBuffer(input)
         request = self.comm.alltoallv(inp.mpi_buffer, input_counts, out.mpi_buffer, output_counts)
-        return self._work(request, "all_to_all", [output], [out])
+        return self._work(request, "all_to_all", [output], [out], opts)
 
-    def gather(self, output, input, root: int) -> Work:
+    def gather(self, output, input, root) -> Work:
+        from munet.distributed.options import GatherOptions
+
+        opts = root if isinstance(root, GatherOptions) else None
+        root = opts.rootRank if opts else root
         inp = HostBuffer(input)
         if self.rank() != root:
-            return self._work(self.comm.gather(inp.mpi_buffer, None, root), "gather")
+            return self._work(self.comm.gather(inp.mpi_buffer, None, root), "gather", opts=opts)
         out = HostBuffer(output, read=False)
-        return self._work(self.comm.gather(inp.mpi_buffer, out.mpi_buffer, root), "gather", [output], [out])
+        return self._work(self.comm.gather(inp.mpi_buffer, out.mpi_buffer, root), "gather", [output], [out], opts)
 
-    def scatter(self, output, input, root: int) -> Work:
+    def scatter(self, output, input, root) -> Work:
+        from munet.distributed.options import ScatterOptions
+
+        opts = root if isinstance(root, ScatterOptions) else None
+        root = opts.rootRank if opts else root
         out = HostBuffer(output, read=False)
         send = HostBuffer(input).mpi_buffer if self.rank() == root else None
-        return self._work(self.comm.scatter(send, out.mpi_buffer, root), "scatter", [output], [out])
+        return self._work(self.comm.scatter(send, out.mpi_buffer, root), "scatter", [output], [out], opts)
 
-    def barrier(self) -> Work:
-        return self._work(self.comm.barrier(), "barrier")
+    def barrier(self, opts=None) -> Work:
+        return self._work(self.comm.barrier(), "barrier", opts=opts)
 
     # point to point -----------------------------------------------------------------------------
     def send(self, tensor, dst: int, tag: int) -> Work:

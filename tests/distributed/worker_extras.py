@@ -2,6 +2,7 @@
 point-to-point and scattered/gathered objects, coalesced collectives, subgroups and split_group."""
 
 import os
+from datetime import timedelta
 
 import numpy as np
 
@@ -111,6 +112,33 @@ same(t, [5.0], "all_reduce on a split_group group of one")
 t = munet.tensor([1.0])
 dist.all_reduce(t)
 same(t, [WORLD], "the default group still works after the subgroups")
+
+# a ProcessGroup's own methods with PyTorch's option records
+pg = dist.group.WORLD
+opts = dist.AllreduceOptions()
+assert opts.reduceOp is ReduceOp.SUM and opts.timeout.total_seconds() < 0, "PyTorch's defaults"
+opts.reduceOp = ReduceOp.MAX
+t = munet.tensor([float(RANK)])
+pg.allreduce([t], opts).wait()
+same(t, [WORLD - 1], "pg.allreduce with AllreduceOptions(reduceOp=MAX)")
+opts = dist.BroadcastOptions()
+opts.rootRank = WORLD - 1
+t = munet.tensor([float(RANK)])
+pg.broadcast([t], opts).wait()
+same(t, [WORLD - 1], "pg.broadcast with BroadcastOptions(rootRank)")
+opts = dist.ReduceOptions()
+opts.rootRank, opts.reduceOp = 0, ReduceOp.SUM
+t = munet.tensor([1.0])
+pg.reduce([t], opts).wait()
+same(t, [WORLD if RANK == 0 else 1], "pg.reduce with ReduceOptions")
+a, b = munet.ones(2), munet.full((3,), 2.0)
+pg.allreduce_coalesced([a, b], dist.AllreduceCoalescedOptions()).wait()
+same(b, [2.0 * WORLD] * 3, "pg.allreduce_coalesced")
+opts = dist.BarrierOptions()
+opts.timeout = timedelta(seconds=30)
+assert pg.barrier(opts).wait() and opts.device_ids == []
+for cls in (dist.GatherOptions, dist.ScatterOptions, dist.ReduceScatterOptions, dist.AllToAllOptions):
+    assert cls().asyncOp is True and cls().timeout < timedelta(0)
 
 # small names
 assert dist.get_default_backend_for_device("cpu") == "gloo" and dist.is_backend_available("gloo")
