@@ -283,7 +283,11 @@ class TcpComm:
     def _recv(self, peer: int, tag: int, what: str, dtype) -> np.ndarray:
         request = self.transport.post(frozenset([self.ranks[peer]]), self.context, COLLECTIVE, tag, TcpRequest())
         seconds = self.timeout.total_seconds()
-        if not request.wait(seconds):
+        try:
+            done = request.wait(seconds)
+        except DistBackendError as error:
+            raise DistBackendError(f"{what}: {error}") from None
+        if not done:
             raise DistBackendError(f"{what}: timed out after {seconds:g} s waiting for rank {self.ranks[peer]}")
         return np.frombuffer(request.payload, dtype=dtype)
 
