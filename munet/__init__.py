@@ -120,6 +120,7 @@ from munet import (  # noqa: E402,F401
     cuda,
     distributions,
     func,
+    futures,
     jit,
     linalg,
     metrics,

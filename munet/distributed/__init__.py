@@ -31,6 +31,7 @@ from munet.distributed.collectives import (
     scatter,
     send,
 )
+from munet.distributed.comm_hooks import BuiltinCommHookType, GradBucket
 from munet.distributed.errors import DistBackendError, DistError, DistNetworkError, DistStoreError
 from munet.distributed.objects import (
     all_gather_object,

@@ -59,6 +59,12 @@ class Work:
         self.wait()
         return self._result
 
+    def get_future(self):
+        """A ``munet.futures.Future`` whose value is the output tensors, once the operation finished."""
+        from munet.futures import Future
+
+        return Future.completed_by(self.result, self.is_completed)
+
     def then(self, step) -> Work:
         """Run ``step()`` when the request finishes (now, if it already has)."""
         if self._done:
