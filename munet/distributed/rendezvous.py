@@ -70,6 +70,12 @@ def _env_handler(url: str, rank: int = -1, world_size: int = -1, timeout: timede
     rank = _number(rank, query, "rank", "RANK", "env")
     world_size = _number(world_size, query, "world_size", "WORLD_SIZE", "env")
     host, port = _env_variable("MASTER_ADDR"), int(_env_variable("MASTER_PORT"))
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true":
+        raise RuntimeError(
+            "env:// rendezvous: PyTorch's torchrun serves its own store on MASTER_PORT, which speaks PyTorch's "
+            "protocol, not MuNet's; start the ranks with `munet-run --standalone -n N script.py` (or set RANK, "
+            "WORLD_SIZE, MASTER_ADDR and MASTER_PORT yourself)"
+        )
     yield _tcp_store(host, port, rank, world_size, timeout or timedelta(minutes=30)), rank, world_size
 
 
