@@ -105,9 +105,8 @@ def advertised_host(store) -> str:
     inner = store
     while hasattr(inner, "underlying_store"):
         inner = inner.underlying_store
-    sock = getattr(inner, "_sock", None)
-    if sock is not None:
-        return sock.getsockname()[0]
+    if hasattr(inner, "local_host"):
+        return inner.local_host()
     try:
         return socket.gethostbyname(socket.gethostname())
     except OSError:
@@ -118,7 +117,7 @@ class TcpTransport:
     """The sockets between this rank and every other rank of one job."""
 
     def __init__(self, rank: int, size: int, store, timeout: timedelta):
-        self.rank, self.size, self.timeout = rank, size, timeout
+        self.rank, self.size = rank, size
         self._changed = threading.Lock()
         self._arrived: dict[tuple, deque] = {}
         self._posted: dict[tuple, list[_Posted]] = {}
@@ -141,7 +140,10 @@ class TcpTransport:
                 sock, _ = listener.accept()
                 sock.settimeout(None)
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                self._peers[_RANK.unpack(recv_exactly(sock, _RANK.size))[0]] = sock
+                greeting = recv_exactly(sock, _RANK.size)
+                if greeting is None:
+                    raise DistNetworkError(f"init_process_group: a peer of rank {rank} hung up before saying its rank")
+                self._peers[_RANK.unpack(greeting)[0]] = sock
         except TimeoutError:
             missing = sorted(set(range(size)) - set(self._peers) - {rank})
             raise DistNetworkError(

@@ -211,6 +211,10 @@ class TCPStore(Store):
     def _wait(self, keys: list[str], seconds: float) -> bool:
         return self._request({"op": "wait", "args": [list(keys), seconds]})
 
+    def local_host(self) -> str:
+        """This end's address of the connection to the server (the interface that reaches the master)."""
+        return self._sock.getsockname()[0]
+
     def clone(self) -> TCPStore:
         """Another client of the same server, with its own connection."""
         return TCPStore(self.host, self.port, None, False, self.timeout)
