@@ -11,6 +11,8 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 import pytest
@@ -47,8 +49,9 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-def start_separately(script: str, nprocs: int, extra_env=None) -> list[subprocess.Popen]:
-    """Start ``nprocs`` ranks of ``script`` as torchrun would, without mpirun."""
+def start_separately(script: str, nprocs: int, extra_env=None, output=None) -> list[subprocess.Popen]:
+    """Start ``nprocs`` ranks of ``script`` as torchrun would, without mpirun; rank r writes to ``output[r]``
+    (open files; pipes could fill up and stall a rank while its peers wait for it)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
     env.update(_ENV, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()), WORLD_SIZE=str(nprocs))
     env.update(LOCAL_WORLD_SIZE=str(nprocs), **(extra_env or {}))
@@ -56,8 +59,8 @@ def start_separately(script: str, nprocs: int, extra_env=None) -> list[subproces
         subprocess.Popen(
             [sys.executable, str(HERE / script)],
             env=dict(env, RANK=str(rank), LOCAL_RANK=str(rank)),
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
+            stdout=output[rank] if output else None,
+            stderr=subprocess.STDOUT if output else None,
             text=True,
             cwd=ROOT,
         )
@@ -67,16 +70,22 @@ def start_separately(script: str, nprocs: int, extra_env=None) -> list[subproces
 
 def run_separately(script: str, nprocs: int, done: str, timeout: float = 240, extra_env=None) -> str:
     """``run_ranks`` without mpirun: independent processes joined through MASTER_ADDR/MASTER_PORT."""
-    processes = start_separately(script, nprocs, extra_env)
-    stdout, output, worst = "", "", 0
+    files = [tempfile.TemporaryFile("w+") for _ in range(nprocs)]
+    processes = start_separately(script, nprocs, extra_env, files)
+    deadline = time.monotonic() + timeout
     try:
-        for rank, process in enumerate(processes):
-            out, err = process.communicate(timeout=timeout)
-            stdout += out
-            output += f"--- rank {rank} (exit {process.returncode})\n{out}{err}"
-            worst = worst or process.returncode
+        for process in processes:
+            process.wait(max(deadline - time.monotonic(), 1))
     finally:
         for process in processes:
             if process.poll() is None:
                 process.kill()
-    return _check(f"{nprocs} separate ranks of {script}", worst, stdout, output, nprocs, done)
+                process.wait()
+    outputs = []
+    for file in files:
+        file.seek(0)
+        outputs.append(file.read())
+        file.close()
+    text = "".join(f"--- rank {r} (exit {p.returncode})\n{out}" for r, (p, out) in enumerate(zip(processes, outputs)))
+    worst = next((p.returncode for p in processes if p.returncode), 0)
+    return _check(f"{nprocs} separate ranks of {script}", worst, "".join(outputs), text, nprocs, done)
