@@ -54,7 +54,7 @@ from munet.distributed.options import (
 )
 from munet.distributed.process_group import ProcessGroup, ReduceOp, supports_complex
 from munet.distributed.rendezvous import register_rendezvous_handler, rendezvous
-from munet.distributed.store import FileStore, HashStore, PrefixStore, Store
+from munet.distributed.store import FileStore, HashStore, PrefixStore, QueueEmptyError, Store
 from munet.distributed.tcp_store import TCPStore
 from munet.distributed.work import Work
 from munet.distributed.world import (

@@ -16,11 +16,17 @@ from __future__ import annotations
 import base64
 import fcntl
 import json
+import struct
 import threading
 import time
 from datetime import timedelta
 
 from munet.distributed.errors import DistStoreError
+
+
+class QueueEmptyError(DistStoreError):
+    """``queue_pop(key, block=False)`` of an empty queue."""
+
 
 default_store_timeout = timedelta(seconds=300)
 POLL_SECONDS = 0.01
@@ -58,7 +64,11 @@ def apply_op(table: dict, op: str, args: tuple):
     Ops: set(key, value), get(key) -> bytes or None, add(key, amount) -> int,
     compare_set(key, expected, desired) -> bytes, delete(key) -> bool, check(keys) -> bool,
     num_keys() -> int, append(key, value), multi_get(keys) -> [bytes], multi_set(keys, values),
-    list_keys() -> [str].
+    list_keys() -> [str], queue_push(key, value), queue_pop(key) -> bytes or None, queue_len(key) -> int.
+
+    A queue lives beside the keys (``QUEUE_PREFIX + key``, its items as length-prefixed bytes): it
+    counts as set for ``check``/``wait`` while it is not empty, and ``num_keys``, ``list_keys``
+    and ``delete_key`` leave it alone, as PyTorch's stores do.
     """
     if op == "set":
         table[args[0]] = args[1]
@@ -85,9 +95,9 @@ def apply_op(table: dict, op: str, args: tuple):
     if op == "delete":
         return table.pop(args[0], None) is not None
     if op == "check":
-        return all(k in table for k in args[0])
+        return all(k in table or QUEUE_PREFIX + k in table for k in args[0])
     if op == "num_keys":
-        return len(table)
+        return sum(1 for k in table if not k.startswith(QUEUE_PREFIX))
     if op == "append":
         table[args[0]] = table.get(args[0], b"") + args[1]
         return None
@@ -97,9 +107,42 @@ def apply_op(table: dict, op: str, args: tuple):
         table.update(zip(args[0], args[1], strict=True))
         return None
     if op == "list_keys":
-        return [k for k in table if not k.startswith(HIDDEN_PREFIX)]
+        return [k for k in table if not k.startswith((HIDDEN_PREFIX, QUEUE_PREFIX))]
+    if op.startswith("queue_"):
+        return _queue_op(table, op, QUEUE_PREFIX + args[0], *args[1:])
     raise ValueError(f"Store: unknown operation {op!r}")
 
+
+def _queue_op(table: dict, op: str, name: str, *args):
+    items = _queue_items(table.get(name, b""))
+    if op == "queue_push":
+        table[name] = table.get(name, b"") + _ITEM_LENGTH.pack(len(args[0])) + args[0]
+        return None
+    if op == "queue_len":
+        return len(items)
+    if op == "queue_pop":
+        if not items:
+            return None
+        rest = items[1:]
+        if rest:
+            table[name] = b"".join(_ITEM_LENGTH.pack(len(i)) + i for i in rest)
+        else:
+            del table[name]
+        return items[0]
+    raise ValueError(f"Store: unknown operation {op!r}")
+
+
+def _queue_items(data: bytes) -> list[bytes]:
+    items, at = [], 0
+    while at < len(data):
+        (length,) = _ITEM_LENGTH.unpack_from(data, at)
+        items.append(data[at + _ITEM_LENGTH.size : at + _ITEM_LENGTH.size + length])
+        at += _ITEM_LENGTH.size + length
+    return items
+
+
+_ITEM_LENGTH = struct.Struct(">Q")
+QUEUE_PREFIX = "\x00queue/"
 
 # Keys a store keeps for itself (TCPStore's count of joined workers); num_keys counts them, as
 # PyTorch's does, and list_keys hides them.
@@ -187,6 +230,26 @@ class Store:
     def list_keys(self) -> list[str]:
         return self._apply("list_keys")
 
+    def queue_push(self, key: str, value) -> None:
+        """Append ``value`` to the queue ``key``."""
+        self._apply("queue_push", as_key(key, "queue_push"), as_bytes(value, "queue_push"))
+
+    def queue_pop(self, key: str, block: bool = True) -> bytes:
+        """The oldest item of the queue ``key``; waits up to the timeout for one when ``block``, else
+        raises ``QueueEmptyError`` if there is none."""
+        key = as_key(key, "queue_pop")
+        while True:
+            if block:
+                self.wait([key])
+            value = self._apply("queue_pop", key)
+            if value is not None:
+                return value
+            if not block:
+                raise QueueEmptyError("queue is empty")
+
+    def queue_len(self, key: str) -> int:
+        return self._apply("queue_len", as_key(key, "queue_len"))
+
     def has_extended_api(self) -> bool:
         """True: ``append``, ``multi_get`` and ``multi_set`` work."""
         return True
@@ -221,7 +284,7 @@ class HashStore(Store):
 
     def _wait(self, keys: list[str], seconds: float) -> bool:
         with self._changed:
-            return self._changed.wait_for(lambda: all(k in self._table for k in keys), timeout=seconds)
+            return self._changed.wait_for(lambda: apply_op(self._table, "check", (keys,)), timeout=seconds)
 
 
 class FileStore(Store):

@@ -172,7 +172,7 @@ def _check_backend(backend, where: str, default: str = Backend.MPI) -> str:
 def _require_mpi(name: str, where: str) -> None:
     if not is_mpi_available():
         raise RuntimeError(
-            f"{where}: backend {name!r} under mpirun needs mpi4py; install it with `pip install munet[dist]` "
+            f"{where}: backend {name!r} on MPI needs mpi4py; install it with `pip install munet[dist]` "
             "(ranks started separately, with MASTER_ADDR/MASTER_PORT or store=, need only backend 'gloo')"
         )
 

@@ -55,6 +55,17 @@ def _sequence(store) -> list:
     record(lambda: store.wait(["c", "n"]))
     record(lambda: store.has_extended_api())
     record(lambda: store.barrier("bar", 1))
+    record(lambda: store.queue_len("q"))
+    record(lambda: store.queue_push("q", "a"))
+    record(lambda: store.queue_push("q", b"b"))
+    record(lambda: (store.queue_len("q"), store.check(["q"]), "q" in store.list_keys()))
+    record(lambda: store.queue_pop("q"))
+    record(lambda: store.queue_pop("q", False))
+    record(lambda: (store.queue_len("q"), store.check(["q"])))
+    record(lambda: store.queue_pop("q", block=False))
+    record(lambda: store.queue_pop("q"))
+    record(lambda: store.queue_push("q3", "z"))
+    record(lambda: (store.delete_key("q3"), store.queue_len("q3")))
     return results
 
 
@@ -83,7 +94,7 @@ def test_store_operations_match_torch(kind, tmp_path):
 
 
 def test_error_classes_have_torch_names_and_hierarchy():
-    for name in ("DistError", "DistBackendError", "DistNetworkError", "DistStoreError"):
+    for name in ("DistError", "DistBackendError", "DistNetworkError", "DistStoreError", "QueueEmptyError"):
         ours, theirs = getattr(dist, name), getattr(torch_dist, name)
         assert [c.__name__ for c in ours.__mro__] == [c.__name__ for c in theirs.__mro__]
 
