@@ -1,18 +1,30 @@
-"""munet.distributed against raw mpi4py, and DDP step time against one process.
+"""munet.distributed's all_reduce against mpi4py and torch.distributed (gloo), and DDP scaling.
 
-Run under mpirun (the venv's, through munet-run); rank 0 prints the tables:
+Start it with munet-run; rank 0 prints one JSON report:
 
-    munet-run -n 2 benchmarks/distributed.py [--max-mib 64] [--repeat 20]
-    munet-run -n 1 benchmarks/distributed.py --ddp-only     # the one-process baseline
+    OPENBLAS_NUM_THREADS=1 munet-run -n 2 benchmarks/distributed.py --max-mib 256 --repeat 10
+    OPENBLAS_NUM_THREADS=1 munet-run -n 2 benchmarks/distributed.py --transport tcp --max-mib 256
+    OPENBLAS_NUM_THREADS=1 munet-run -n 1 benchmarks/distributed.py --ddp-only      # the 1-process baseline
+    OPENBLAS_NUM_THREADS=1 munet-run -n 8 --oversubscribe benchmarks/distributed.py --max-mib 16 --repeat 5
+    OPENBLAS_NUM_THREADS=1 munet-run --standalone -n 2 benchmarks/distributed.py  # no mpirun: TCP, no mpi4py
+    ... --quick                                                                   # a smoke run (64 KiB-1 MiB)
 
-all_reduce: SUM of a contiguous float32 cpu tensor in place, median over ``--repeat`` calls,
-munet and mpi4py's ``Allreduce`` (IN_PLACE, on a NumPy array, on its own duplicate of
-COMM_WORLD) interleaved call by call so that machine load hits both alike. munet is measured
-with its default mismatch check (one small all-gather before each collective) and with
-``DebugLevel.OFF``. Bandwidth is bytes / time (the "algorithm bandwidth").
+``--transport mpi`` (the default under mpirun) runs munet's default group on MPI;
+``--transport tcp`` joins the same ranks through a TCPStore (``init_process_group(store=...)``) so
+munet talks over its own TCP transport. Without mpirun (``--standalone``) it is always TCP and
+the mpi4py column is left out.
+
+all_reduce: SUM of a contiguous float32 cpu tensor of 64 KiB to ``--max-mib`` in place, median
+over ``--repeat`` calls. munet (with its default mismatch check, and with ``DebugLevel.OFF``),
+mpi4py's blocking ``Allreduce`` (IN_PLACE on a NumPy array, its own duplicate of COMM_WORLD) and
+torch.distributed's gloo (``all_reduce`` of a torch tensor, its own TCP rendezvous) are
+interleaved call by call, with a munet barrier before each call, so that machine load hits all
+alike. Bandwidth is bytes / time (the "algorithm bandwidth"). torch is optional
+(``--no-torch``, or left out when it is not installed).
 
 DDP: one SGD step of an MLP (256 -> 512 -> 512 -> 10, ReLU, cross entropy) on ``--batch`` rows
-per rank; median step time, with and without DDP on each rank (``-n 1``: the single process).
+per rank; median step time, with and without DDP on each rank, and the DDP throughput in rows
+per second over all ranks (compare ``-n 2`` with ``-n 1 --ddp-only`` for the scaling).
 """
 
 from __future__ import annotations
@@ -21,15 +33,17 @@ import argparse
 import json
 import os
 import platform
+import socket
 import statistics
 import time
+from datetime import timedelta
 
 import numpy as np
-from mpi4py import MPI
 
 import munet
 import munet.distributed as dist
 from munet import nn
+from munet.distributed.world import started_by_mpirun
 
 
 def median_s(fn, repeat: int, warmup: int = 3, sync=None) -> float:
@@ -45,41 +59,102 @@ def median_s(fn, repeat: int, warmup: int = 3, sync=None) -> float:
     return statistics.median(samples)
 
 
-def all_reduce_table(max_mib: float, repeat: int) -> list[dict]:
+def join(transport: str) -> None:
+    """The default group on MPI, or on munet's TCP transport through a TCPStore on a port rank 0 picked."""
+    if transport == "mpi" or not started_by_mpirun():
+        dist.init_process_group("gloo")
+        return
+    from mpi4py import MPI
+
+    world = MPI.COMM_WORLD
+    rank, size = world.Get_rank(), world.Get_size()
+    store = dist.TCPStore("127.0.0.1", 0, size, True, wait_for_workers=False) if rank == 0 else None
+    port = world.bcast(store.port if store is not None else None, root=0)
+    if store is None:
+        store = dist.TCPStore("127.0.0.1", port, size, False)
+    dist.init_process_group("gloo", store=store, rank=rank, world_size=size)
+
+
+def mpi4py_allreduce():
+    """A blocking in-place mpi4py Allreduce on its own communicator, or None without mpirun."""
+    if not started_by_mpirun():
+        return None
+    from mpi4py import MPI
+
     comm = MPI.COMM_WORLD.Dup()
+    return lambda array: comm.Allreduce(MPI.IN_PLACE, array, MPI.SUM)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def torch_gloo(enabled: bool):
+    """torch.distributed's gloo group over the same ranks (its own rendezvous), or None."""
+    if not enabled:
+        return None
+    try:
+        import torch
+        import torch.distributed as torch_dist
+    except ImportError:
+        return None
+    torch.set_num_threads(1)
+    port = [free_port() if dist.get_rank() == 0 else 0]
+    dist.broadcast_object_list(port, src=0)
+    torch_dist.init_process_group(
+        "gloo",
+        init_method=f"tcp://127.0.0.1:{port[0]}",
+        rank=dist.get_rank(),
+        world_size=dist.get_world_size(),
+        timeout=timedelta(minutes=10),
+    )
+    return torch, torch_dist
+
+
+def all_reduce_table(min_kib: float, max_mib: float, repeat: int, mpi, gloo) -> list[dict]:
     rows = []
-    nbytes = 64 * 1024
+    nbytes = int(min_kib * 1024)
     while nbytes <= max_mib * 2**20:
         n = nbytes // 4
         raw = np.ones(n, dtype=np.float32)
         t = munet.ones(n)
-        times = {"munet": [], "munet_nocheck": [], "mpi4py": []}
+        tt = gloo[0].ones(n) if gloo else None
+        times: dict[str, list] = {"munet": [], "munet_nocheck": []}
         for i in range(repeat + 2):
-            comm.Barrier()
-            start = time.perf_counter()
-            comm.Allreduce(MPI.IN_PLACE, raw, MPI.SUM)
-            mpi = time.perf_counter() - start
-            comm.Barrier()
+            sample = {}
+            if mpi is not None:
+                dist.barrier()
+                start = time.perf_counter()
+                mpi(raw)
+                sample["mpi4py"] = time.perf_counter() - start
+            if gloo is not None:
+                dist.barrier()
+                start = time.perf_counter()
+                gloo[1].all_reduce(tt)
+                sample["torch_gloo"] = time.perf_counter() - start
+            dist.barrier()
             dist.set_debug_level(dist.DebugLevel.DETAIL)
             start = time.perf_counter()
             dist.all_reduce(t)
-            checked = time.perf_counter() - start
-            comm.Barrier()
+            sample["munet"] = time.perf_counter() - start
+            dist.barrier()
             dist.set_debug_level(dist.DebugLevel.OFF)
             start = time.perf_counter()
             dist.all_reduce(t)
-            unchecked = time.perf_counter() - start
-            if i >= 2:
-                times["mpi4py"].append(mpi)
-                times["munet"].append(checked)
-                times["munet_nocheck"].append(unchecked)
+            sample["munet_nocheck"] = time.perf_counter() - start
+            if i >= 2:  # warm-up calls are left out
+                for name, seconds in sample.items():
+                    times.setdefault(name, []).append(seconds)
             raw[:] = 1.0
             t.fill_(1.0)
-        medians = {k: statistics.median(v) for k, v in times.items()}
-        rows.append({"bytes": nbytes, **medians})
+            if tt is not None:
+                tt.fill_(1.0)
+        medians = {name: statistics.median(v) for name, v in times.items()}
+        rows.append({"bytes": nbytes, **medians, **{f"{k}_GBps": nbytes / v / 1e9 for k, v in medians.items()}})
         nbytes *= 4
     dist.set_debug_level(dist.DebugLevel.DETAIL)
-    comm.Free()
     return rows
 
 
@@ -100,20 +175,28 @@ def ddp_table(batch: int, repeat: int) -> dict:
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()
 
-        result[name] = median_s(step, repeat, sync=dist.barrier)
+        result[f"{name}_step_s"] = median_s(step, repeat, sync=dist.barrier)
+    result["ddp_rows_per_s"] = batch * dist.get_world_size() / result["ddp_step_s"]
     return result
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--transport", choices=["mpi", "tcp"], default="mpi")
+    parser.add_argument("--min-kib", type=float, default=64)
     parser.add_argument("--max-mib", type=float, default=64)
     parser.add_argument("--repeat", type=int, default=20)
     parser.add_argument("--batch", type=int, default=128)
     parser.add_argument("--ddp-only", action="store_true")
+    parser.add_argument("--no-torch", action="store_true", help="leave torch.distributed's gloo out")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 64 KiB to 1 MiB, 3 calls, 20 steps")
     args = parser.parse_args()
-    dist.init_process_group("gloo")
+    if args.quick:
+        args.max_mib, args.repeat = min(args.max_mib, 1), 3
+    join(args.transport)
     report = {
         "ranks": dist.get_world_size(),
+        "transport": type(dist.group.WORLD.comm).__name__,
         "OPENBLAS_NUM_THREADS": os.environ.get("OPENBLAS_NUM_THREADS", "default"),
         "cpu": platform.processor() or platform.machine(),
         "cores": os.cpu_count(),
@@ -121,8 +204,11 @@ def main() -> None:
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
     }
     if not args.ddp_only and dist.get_world_size() > 1:
-        report["all_reduce"] = all_reduce_table(args.max_mib, args.repeat)
-    report["ddp_step_s"] = ddp_table(args.batch, args.repeat)
+        mpi, gloo = mpi4py_allreduce(), torch_gloo(not args.no_torch)
+        report["all_reduce"] = all_reduce_table(args.min_kib, args.max_mib, args.repeat, mpi, gloo)
+        if gloo is not None:
+            gloo[1].destroy_process_group()
+    report["ddp"] = ddp_table(args.batch, args.repeat)
     report["load_after"] = os.getloadavg()[0]
     if dist.get_rank() == 0:
         print(json.dumps(report, indent=1))

@@ -121,6 +121,7 @@ from munet import (  # noqa: E402,F401
     distributions,
     fft,
     func,
+    futures,
     jit,
     linalg,
     metrics,

@@ -317,6 +317,12 @@ PROBES = {
     "distributions:LKJCholesky": lambda m: m.distributions.LKJCholesky(3, 1.0).sample(),
     "distributions:VonMises": lambda m: m.distributions.VonMises(0.0, 1.0).sample((2,)),
     "distributions:biject_to": lambda m: m.distributions.biject_to(m.distributions.constraints.simplex)(m.ones(2)),
+    "distributed:TCPStore": lambda m: _probe_store(m.distributed.TCPStore("127.0.0.1", 0, 1, True)),
+    "distributed:HashStore": lambda m: _probe_store(m.distributed.HashStore()),
+    "distributed:PrefixStore": lambda m: _probe_store(m.distributed.PrefixStore("p", m.distributed.HashStore())),
+    "distributed:FileStore": lambda m: _probe_store(
+        m.distributed.FileStore(__import__("tempfile").mktemp(prefix="munet-probe-"), 1)
+    ),
     "distributions:Categorical": lambda m: m.distributions.Categorical(logits=m.zeros(3)).sample(),
     "distributions:Normal": lambda m: m.distributions.Normal(0.0, 1.0).rsample((2,)),
     "optim:SparseAdam": lambda m: m.optim.SparseAdam([m.nn.Parameter(m.ones(2))]),
@@ -334,6 +340,14 @@ PROBES = {
     "jit:script": lambda m: m.jit.script(lambda x: x * 2),
     "jit:trace": lambda m: m.jit.trace(lambda x: x * 2, (m.ones(2),)),
 }
+
+
+def _probe_store(store) -> None:
+    """A store works: set, get, add and compare_set give PyTorch's results."""
+    store.set("k", "v")
+    store.add("n", 2)
+    if store.get("k") != b"v" or store.add("n", 1) != 3 or store.compare_set("k", "v", "w") != b"w":
+        raise AssertionError("the store gave other results than PyTorch's")
 
 
 def munet_has(namespace: str, name: str) -> bool:

@@ -1,106 +1,110 @@
-"""``munet.Future`` (PyTorch's ``torch.futures.Future``): a value that is set once, with callbacks;
-``collect_all`` and ``wait_all`` as ``torch.futures``'.
+"""``munet.futures``: PyTorch's ``torch.futures.Future`` for values that become ready later.
 
-MuNet runs work in the calling thread, so the futures it hands out (``munet.jit.fork``) are
-complete when returned; a Future made by user code completes when ``set_result`` or
-``set_exception`` is called (from any thread: ``wait`` blocks until then).
+A ``Future`` is completed with ``set_result``/``set_exception``, or made by an operation that
+completes it when waited on: ``Work.get_future()`` of a collective (its value is the list of
+output tensors), and ``future.then(callback)``, whose value is ``callback(future)`` once
+``future`` is done. MuNet runs no completion thread, so such a future is resolved by the first
+``wait()`` (or a ``done()`` that finds the operation finished); ``wait()`` on a future that
+nothing will complete raises instead of blocking forever.
 """
 
 from __future__ import annotations
-
-import threading
 
 __all__ = ["Future", "collect_all", "wait_all"]
 
 
 class Future:
-    """A result to come: ``wait()`` returns it (or raises its exception), ``then(fn)`` chains."""
+    """``done()``, ``wait()``, ``value()``, ``then(callback)``, ``add_done_callback``, ``set_result``."""
 
     def __init__(self, *, devices=None):
-        self._done = threading.Event()
-        self._lock = threading.Lock()
+        self._done = False
         self._value = None
         self._error: BaseException | None = None
+        self._resolve = None  # callable giving the value, for futures an operation completes
+        self._poll = None  # callable: True once the operation finished
         self._callbacks: list = []
 
+    @classmethod
+    def completed_by(cls, resolve, poll=None) -> Future:
+        """A future whose value is ``resolve()``, computed on the first wait (or a ``done()`` after ``poll()``)."""
+        future = cls()
+        future._resolve, future._poll = resolve, poll
+        return future
+
+    def _complete(self) -> None:
+        resolve, self._resolve = self._resolve, None
+        try:
+            value = resolve()
+        except Exception as error:  # the future holds it; wait() raises it
+            self.set_exception(error)
+            return
+        self.set_result(value)
+
     def done(self) -> bool:
-        return self._done.is_set()
+        if not self._done and self._resolve is not None and self._poll is not None and self._poll():
+            self._complete()
+        return self._done
 
     def wait(self):
-        self._done.wait()
-        return self.value()
-
-    def value(self):
-        """The result of a completed future (its exception raised); it must be done."""
-        if not self.done():
-            raise RuntimeError("Future.value: the future is not completed yet (use wait())")
+        """The value, once complete; raises the future's exception."""
+        if not self._done:
+            if self._resolve is None:
+                raise RuntimeError("Future.wait: nothing will complete this future (set_result was never called)")
+            self._complete()
         if self._error is not None:
             raise self._error
         return self._value
 
+    def value(self):
+        """The value of a completed future (raises its exception)."""
+        if not self.done():
+            raise RuntimeError("Future.value: the future is not completed yet; call wait()")
+        return self.wait()
+
+    def then(self, callback) -> Future:
+        """A future holding ``callback(self)`` once this one is done."""
+
+        def resolve():
+            self.wait()
+            return callback(self)
+
+        return Future.completed_by(resolve, self.done)
+
+    def add_done_callback(self, callback) -> None:
+        """Run ``callback(self)`` when this future completes (now, if it has)."""
+        if self._done:
+            callback(self)
+        else:
+            self._callbacks.append(callback)
+
     def set_result(self, result) -> None:
-        self._complete(result, None)
+        self._finish(result, None)
 
     def set_exception(self, result: BaseException) -> None:
         if not isinstance(result, BaseException):
-            raise TypeError(f"set_exception: expected an exception, got {type(result).__name__}")
-        self._complete(None, result)
+            raise TypeError(f"Future.set_exception: expected an exception, got {type(result).__name__}")
+        self._finish(None, result)
 
-    def _complete(self, value, error) -> None:
-        with self._lock:
-            if self._done.is_set():
-                raise RuntimeError("Future can only be marked completed once")
-            self._value, self._error = value, error
-            self._done.set()
-            callbacks, self._callbacks = self._callbacks, []
+    def _finish(self, value, error) -> None:
+        if self._done:
+            raise RuntimeError("Future can only be marked completed once.")
+        self._done, self._value, self._error, self._resolve = True, value, error, None
+        callbacks, self._callbacks = self._callbacks, []
         for callback in callbacks:
             callback(self)
 
-    def add_done_callback(self, callback) -> None:
-        """Call ``callback(self)`` once complete (now, if it already is)."""
-        with self._lock:
-            if not self._done.is_set():
-                self._callbacks.append(callback)
-                return
-        callback(self)
-
-    def then(self, callback) -> Future:
-        """A new future holding ``callback(self)`` (or what it raised) once this one completes."""
-        chained = Future()
-
-        def run(done: Future) -> None:
-            try:
-                result = callback(done)
-            except Exception as error:  # noqa: BLE001 - handed to the chained future, as PyTorch does
-                chained.set_exception(error)
-                return
-            chained.set_result(result)
-
-        self.add_done_callback(run)
-        return chained
-
 
 def collect_all(futures: list) -> Future:
-    """A future of the list of ``futures``, complete when all of them are."""
-    out = Future()
-    remaining = [len(futures)]
-    lock = threading.Lock()
-    if not futures:
-        out.set_result([])
-        return out
+    """A future whose value is the list of ``futures`` once all are done."""
 
-    def one_done(_):
-        with lock:
-            remaining[0] -= 1
-            last = remaining[0] == 0
-        if last:
-            out.set_result(list(futures))
+    def resolve():
+        for future in futures:
+            future.wait()
+        return list(futures)
 
-    for future in futures:
-        future.add_done_callback(one_done)
-    return out
+    return Future.completed_by(resolve, lambda: all(f.done() for f in futures))
 
 
 def wait_all(futures: list) -> list:
-    """The values of ``futures``, waiting for each (the first exception is raised)."""
-    return [future.wait() for future in futures]
+    """Wait for every future; their values, in order."""
+    return [f.wait() for f in futures]

@@ -13,7 +13,7 @@ import numpy as np
 
 from munet._tensor import Tensor
 from munet.distributed.host_buffers import store_array
-from munet.distributed.process_group import ProcessGroup, ReduceOp, mpi_op
+from munet.distributed.process_group import ProcessGroup, ReduceOp, reduction
 from munet.distributed.work import Work
 from munet.distributed.world import DebugLevel, get_debug_level, resolve_group
 
@@ -49,7 +49,7 @@ def agree(pg: ProcessGroup, where: str, dtype=None, shape=(), extra: int = 0, ex
         return
     mine = _signature(where, dtype, tuple(shape), extra)
     table = np.empty((pg.size(), mine.size), dtype=np.int64)
-    Work([pg.comm.Iallgather(mine, table)], f"{where} (checking that the ranks agree)", pg.timeout).wait()
+    Work(pg.comm.allgather(mine, table), f"{where} (checking that the ranks agree)", pg.timeout).wait()
     if (table == table[0]).all():
         return
     calls = "; ".join(f"rank {pg.ranks[r]} called {_describe(row, extra_name)}" for r, row in enumerate(table))
@@ -104,14 +104,14 @@ def _flat_cpu(dtype, numel: int) -> Tensor:
     return empty(numel, dtype=dtype, device="cpu")
 
 
-def _flat_copy(tensors: list) -> Tensor:
+def flat_copy(tensors: list) -> Tensor:
     """One contiguous cpu tensor holding ``tensors`` one after the other."""
     from munet.ops.creation import from_numpy
 
     return from_numpy(np.concatenate([np.asarray(t.detach().cpu().numpy()).reshape(-1) for t in tensors]))
 
 
-def _split_into(flat: Tensor, tensors: list) -> None:
+def split_into(flat: Tensor, tensors: list) -> None:
     """Copy consecutive chunks of ``flat`` into ``tensors`` (a Work step)."""
     array = flat.numpy()
     start = 0
@@ -126,7 +126,7 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op
     pg = resolve_group(group, "all_reduce")
     if pg is None:
         return None
-    mpi_op(op, _tensor(tensor, "all_reduce").dtype, "all_reduce")
+    reduction(op, _tensor(tensor, "all_reduce").dtype, "all_reduce")
     agree(pg, "all_reduce", tensor.dtype, tensor.shape, list(ReduceOp).index(op), "reduce op #")
     return _finish(pg.allreduce(tensor, op), async_op)
 
@@ -154,7 +154,7 @@ def reduce(
     if pg is None:
         return None
     root = root_rank(pg, dst, group_dst, "reduce", "dst")
-    mpi_op(op, _tensor(tensor, "reduce").dtype, "reduce")
+    reduction(op, _tensor(tensor, "reduce").dtype, "reduce")
     agree(pg, "reduce", tensor.dtype, tensor.shape, root * 16 + list(ReduceOp).index(op), "dst * 16 + op #")
     return _finish(pg.reduce(tensor, root, op), async_op)
 
@@ -168,7 +168,7 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = F
     agree(pg, "all_gather", tensor.dtype, tensor.shape)
     flat = _flat_cpu(tensor.dtype, tensor.numel() * pg.size())
     work = pg.allgather(flat, tensor)
-    return _finish(work.then(lambda: _split_into(flat, outputs)), async_op)
+    return _finish(work.then(lambda: split_into(flat, outputs)), async_op)
 
 
 def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=None, async_op: bool = False):
@@ -197,9 +197,9 @@ def reduce_scatter(output: Tensor, input_list: list, op: ReduceOp = ReduceOp.SUM
     inputs = _tensor_list(
         input_list, pg.size(), _tensor(output, "reduce_scatter", "output"), "reduce_scatter", "input_list"
     )
-    mpi_op(op, output.dtype, "reduce_scatter")
+    reduction(op, output.dtype, "reduce_scatter")
     agree(pg, "reduce_scatter", output.dtype, output.shape, list(ReduceOp).index(op), "reduce op #")
-    return _finish(pg.reduce_scatter(output, _flat_copy(inputs), op), async_op)
+    return _finish(pg.reduce_scatter(output, flat_copy(inputs), op), async_op)
 
 
 def reduce_scatter_tensor(
@@ -216,7 +216,7 @@ def reduce_scatter_tensor(
             f"{where}: input must hold world_size ({pg.size()}) times output's {output.numel()} elements, "
             f"got shape {list(input.shape)}"
         )
-    mpi_op(op, output.dtype, where)
+    reduction(op, output.dtype, where)
     agree(pg, where, output.dtype, output.shape, list(ReduceOp).index(op), "reduce op #")
     return _finish(pg.reduce_scatter(output, input, op), async_op)
 
@@ -227,10 +227,12 @@ def _alltoall_counts_agree(pg: ProcessGroup, where: str, dtype, send_counts: lis
     if pg.size() == 1 or get_debug_level() is DebugLevel.OFF:
         return
     announced = np.empty(pg.size(), dtype=np.int64)
-    Work([pg.comm.Ialltoall(np.asarray(send_counts, dtype=np.int64), announced)], where, pg.timeout).wait()
+    ones = [1] * pg.size()
+    request = pg.comm.alltoallv(np.asarray(send_counts, dtype=np.int64), ones, announced, ones)
+    Work(request, where, pg.timeout).wait()
     wrong = [j for j in range(pg.size()) if announced[j] != recv_counts[j]]
     flags = np.empty(pg.size(), dtype=np.int64)
-    Work([pg.comm.Iallgather(np.array([len(wrong)], dtype=np.int64), flags)], where, pg.timeout).wait()
+    Work(pg.comm.allgather(np.array([len(wrong)], dtype=np.int64), flags), where, pg.timeout).wait()
     if not flags.any():
         return
     here = "; ".join(
@@ -259,8 +261,8 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list, group=None, as
     send_counts, recv_counts = [t.numel() for t in inputs], [t.numel() for t in outputs]
     _alltoall_counts_agree(pg, where, dtype, send_counts, recv_counts)
     flat_out = _flat_cpu(dtype, sum(recv_counts))
-    work = pg.alltoall(flat_out, _flat_copy(inputs), recv_counts, send_counts)
-    return _finish(work.then(lambda: _split_into(flat_out, outputs)), async_op)
+    work = pg.alltoall(flat_out, flat_copy(inputs), recv_counts, send_counts)
+    return _finish(work.then(lambda: split_into(flat_out, outputs)), async_op)
 
 
 def all_to_all_single(
@@ -304,7 +306,7 @@ def gather(
     agree(pg, "gather", tensor.dtype, tensor.shape, root, "dst group rank")
     flat = _flat_cpu(tensor.dtype, tensor.numel() * pg.size()) if outputs else None
     work = pg.gather(flat, tensor, root)
-    return _finish(work.then(lambda: _split_into(flat, outputs)) if outputs else work, async_op)
+    return _finish(work.then(lambda: split_into(flat, outputs)) if outputs else work, async_op)
 
 
 def scatter(
@@ -318,7 +320,7 @@ def scatter(
     _tensor(tensor, "scatter")
     inputs = _tensor_list(scatter_list, pg.size(), tensor, "scatter", "scatter_list") if pg.rank() == root else []
     agree(pg, "scatter", tensor.dtype, tensor.shape, root, "src group rank")
-    return _finish(pg.scatter(tensor, _flat_copy(inputs) if inputs else None, root), async_op)
+    return _finish(pg.scatter(tensor, flat_copy(inputs) if inputs else None, root), async_op)
 
 
 def barrier(group=None, async_op: bool = False, device_ids=None):
@@ -373,3 +375,89 @@ def recv(tensor: Tensor, src: int | None = None, group=None, tag: int = 0, group
     work, sender = pg.recv(_tensor(tensor, "recv"), root, tag)
     work.wait()
     return pg.ranks[sender[0]]
+
+
+# batches and coalesced collectives --------------------------------------------------------------------
+class P2POp:
+    """One point-to-point operation for ``batch_isend_irecv``: ``op`` is ``isend`` or ``irecv``."""
+
+    def __init__(self, op, tensor: Tensor, peer: int | None = None, group=None, tag: int = 0, group_peer=None):
+        if op not in (isend, irecv):
+            raise ValueError(
+                "Invalid ``op``. Expected ``op`` to be of type ``munet.distributed.isend`` or "
+                "``munet.distributed.irecv``."
+            )
+        if (peer is None) == (group_peer is None):
+            raise ValueError("P2POp: give exactly one of peer (a global rank) and group_peer (a rank in the group)")
+        self.op, self.tensor, self.peer, self.group, self.tag, self.group_peer = (
+            op,
+            tensor,
+            peer,
+            group,
+            tag,
+            group_peer,
+        )
+
+
+def batch_isend_irecv(p2p_op_list: list) -> list:
+    """Start every ``P2POp`` of the list (in order) and return their Works."""
+    if not isinstance(p2p_op_list, list) or not all(isinstance(p, P2POp) for p in p2p_op_list):
+        raise ValueError("batch_isend_irecv: expected a non-empty list of P2POp")
+    if not p2p_op_list:
+        raise ValueError("batch_isend_irecv: expected a non-empty list of P2POp")
+    works = []
+    for p in p2p_op_list:
+        if p.op is isend:
+            works.append(isend(p.tensor, p.peer, p.group, p.tag, group_dst=p.group_peer))
+        else:
+            works.append(irecv(p.tensor, p.peer, p.group, p.tag, group_src=p.group_peer))
+    return works
+
+
+def _one_dtype(tensors: list, where: str):
+    if not tensors:
+        raise ValueError(f"{where}: expected a non-empty list of tensors")
+    dtype = _tensor(tensors[0], where, "tensors").dtype
+    for t in tensors:
+        if _tensor(t, where, "tensors").dtype is not dtype:
+            raise ValueError(f"{where}: every tensor must have dtype {dtype.name}, got {t.dtype.name}")
+    return dtype
+
+
+def all_reduce_coalesced(tensors: list, op: ReduceOp = ReduceOp.SUM, group=None, async_op: bool = False):
+    """``all_reduce`` of every tensor of ``tensors`` (one dtype), as one collective."""
+    where = "all_reduce_coalesced"
+    pg = resolve_group(group, where)
+    if pg is None:
+        return None
+    reduction(op, _one_dtype(list(tensors), where), where)
+    from munet.distributed.options import AllreduceCoalescedOptions
+
+    agree(pg, "all_reduce", tensors[0].dtype, [sum(t.numel() for t in tensors)], list(ReduceOp).index(op), "op #")
+    opts = AllreduceCoalescedOptions()
+    opts.reduceOp = op
+    return _finish(pg.allreduce_coalesced(list(tensors), opts), async_op)
+
+
+def all_gather_coalesced(output_tensor_lists: list, input_tensor_list: list, group=None, async_op: bool = False):
+    """``output_tensor_lists[r][i]`` of every rank gets ``input_tensor_list[i]`` of rank r, as one collective."""
+    where = "all_gather_coalesced"
+    pg = resolve_group(group, where)
+    if pg is None:
+        return None
+    inputs = list(input_tensor_list)
+    dtype = _one_dtype(inputs, where)
+    if not isinstance(output_tensor_lists, (list, tuple)) or len(output_tensor_lists) != pg.size():
+        raise ValueError(f"{where}: output_tensor_lists must hold one list per rank ({pg.size()})")
+    outputs = []
+    for outs in output_tensor_lists:
+        if len(outs) != len(inputs) or any(
+            o.numel() != i.numel() or o.dtype is not dtype for o, i in zip(outs, inputs)
+        ):
+            raise ValueError(f"{where}: every output list must match input_tensor_list in sizes and dtype")
+        outputs += list(outs)
+    flat = flat_copy(inputs)
+    agree(pg, "all_gather", dtype, flat.shape)
+    gathered = _flat_cpu(dtype, flat.numel() * pg.size())
+    work = pg.allgather(gathered, flat)
+    return _finish(work.then(lambda: split_into(gathered, outputs)), async_op)

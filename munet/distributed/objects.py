@@ -22,6 +22,7 @@ from munet.distributed.world import resolve_group
 _ARRAY_DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "uint16", "uint32", "uint64",
                  "float16", "bfloat16", "float32", "float64", "complex64", "complex128")  # fmt: skip
 _KEY_TYPES = (type(None), bool, int, float, str, tuple)
+_OBJECT_TAG = 0  # send_object_list's messages use point-to-point tag 0, as PyTorch's do
 
 
 def _encode(obj, where: str):
@@ -103,7 +104,7 @@ def _payload(obj, where: str) -> tuple[bytes, str]:
 
 
 def _wait(pg, request, where: str) -> None:
-    Work([request], where, pg.timeout).wait()
+    Work(request, where, pg.timeout).wait()
 
 
 def broadcast_object_list(object_list: list, src: int | None = None, group=None, device=None, group_src=None) -> None:
@@ -116,7 +117,7 @@ def broadcast_object_list(object_list: list, src: int | None = None, group=None,
     agree(pg, "object", extra=root)
     payload, problem = _payload(list(object_list), where) if pg.rank() == root else (b"", "")
     header = np.array([len(payload) if not problem else -1, len(object_list)], dtype=np.int64)
-    _wait(pg, pg.comm.Ibcast(header, root), where)
+    _wait(pg, pg.comm.bcast(header, root), where)
     if header[0] < 0:
         raise (
             TypeError(problem)
@@ -128,25 +129,39 @@ def broadcast_object_list(object_list: list, src: int | None = None, group=None,
             f"{where}: object_list has {len(object_list)} items here and {header[1]} on rank {pg.ranks[root]}"
         )
     data = np.frombuffer(payload, dtype=np.uint8).copy() if pg.rank() == root else np.empty(header[0], dtype=np.uint8)
-    _wait(pg, pg.comm.Ibcast(data, root), where)
+    _wait(pg, pg.comm.bcast(data, root), where)
     object_list[:] = _decode(json.loads(data.tobytes().decode("utf-8")))
 
 
-def _gather_payloads(pg, obj, where: str) -> list[bytes]:
-    """Every rank's encoded ``obj``, in rank order; raises on every rank if one cannot encode."""
+def _gather_payloads(pg, obj, where: str, root: int | None = None) -> list[bytes]:
+    """Every rank's encoded ``obj``, in rank order, on every rank (on ``root`` only when given:
+    the others get an empty list); raises on every rank if one cannot encode."""
     payload, problem = _payload(obj, where)
     lengths = np.empty(pg.size(), dtype=np.int64)
-    _wait(pg, pg.comm.Iallgather(np.array([-1 if problem else len(payload)], dtype=np.int64), lengths), where)
+    _wait(pg, pg.comm.allgather(np.array([-1 if problem else len(payload)], dtype=np.int64), lengths), where)
     if problem:
         raise TypeError(problem)
     if (lengths < 0).any():
         bad = [pg.ranks[r] for r in np.flatnonzero(lengths < 0)]
         raise RuntimeError(f"{where}: rank(s) {bad} could not encode their object")
-    data = np.empty(int(lengths.sum()), dtype=np.uint8)
+    mine = np.frombuffer(payload, dtype=np.uint8)
+    if root is None:
+        data = np.empty(int(lengths.sum()), dtype=np.uint8)
+        _wait(pg, pg.comm.allgatherv(mine, data, lengths), where)
+    else:
+        receiving = pg.rank() == root
+        data = np.empty(int(lengths.sum()) if receiving else 0, dtype=np.uint8)
+        send_counts = [len(payload) if r == root else 0 for r in range(pg.size())]
+        recv_counts = list(lengths) if receiving else [0] * pg.size()
+        _wait(pg, pg.comm.alltoallv(mine, send_counts, data, recv_counts), where)
+        if not receiving:
+            return []
     offsets = np.concatenate([[0], np.cumsum(lengths)])
-    request = pg.comm.Iallgatherv(np.frombuffer(payload, dtype=np.uint8), [data, (lengths, offsets[:-1])])
-    _wait(pg, request, where)
     return [data[offsets[r] : offsets[r + 1]].tobytes() for r in range(pg.size())]
+
+
+def _decoded(payload: bytes):
+    return _decode(json.loads(payload.decode("utf-8")))
 
 
 def all_gather_object(object_list: list, obj, group=None) -> None:
@@ -159,4 +174,85 @@ def all_gather_object(object_list: list, obj, group=None) -> None:
         raise ValueError(f"{where}: object_list must have world_size ({pg.size()}) items, got {len(object_list)}")
     agree(pg, "object")
     for r, payload in enumerate(_gather_payloads(pg, obj, where)):
-        object_list[r] = _decode(json.loads(payload.decode("utf-8")))
+        object_list[r] = _decoded(payload)
+
+
+def gather_object(obj, object_gather_list=None, dst: int | None = None, group=None, group_dst=None) -> None:
+    """``object_gather_list[r]`` of rank ``dst`` becomes ``obj`` of rank r; other ranks pass None."""
+    where = "gather_object"
+    pg = resolve_group(group, where)
+    if pg is None:
+        return
+    root = root_rank(pg, 0 if dst is None and group_dst is None else dst, group_dst, where, "dst")
+    if pg.rank() == root and (object_gather_list is None or len(object_gather_list) != pg.size()):
+        raise ValueError(f"{where}: object_gather_list on the destination must have world_size ({pg.size()}) items")
+    agree(pg, "object", extra=root)
+    for r, payload in enumerate(_gather_payloads(pg, obj, where, root)):
+        object_gather_list[r] = _decoded(payload)
+
+
+def scatter_object_list(scatter_object_output_list: list, scatter_object_input_list=None, src=None, group=None,
+                        group_src=None) -> None:  # fmt: skip
+    """``scatter_object_output_list[0]`` of rank r becomes ``scatter_object_input_list[r]`` of rank ``src``."""
+    where = "scatter_object_list"
+    pg = resolve_group(group, where)
+    if pg is None:
+        return
+    root = root_rank(pg, 0 if src is None and group_src is None else src, group_src, where, "src")
+    if not isinstance(scatter_object_output_list, list) or len(scatter_object_output_list) < 1:
+        raise ValueError(f"{where}: expected argument scatter_object_output_list to be a list of size at least 1")
+    agree(pg, "object", extra=root)
+    payloads, problem = [b""] * pg.size(), ""
+    if pg.rank() == root:
+        if scatter_object_input_list is None or len(scatter_object_input_list) != pg.size():
+            problem = f"{where}: scatter_object_input_list must have world_size ({pg.size()}) items on the source"
+        else:
+            encoded = [_payload(o, where) for o in scatter_object_input_list]
+            problem = next((p for _, p in encoded if p), "")
+            payloads = [p for p, _ in encoded]
+    lengths = np.array([-1 if problem else len(p) for p in payloads], dtype=np.int64)
+    _wait(pg, pg.comm.bcast(lengths, root), where)
+    if (lengths < 0).any():
+        raise (TypeError(problem) if problem else RuntimeError(f"{where}: rank {pg.ranks[root]} could not encode"))
+    send = np.frombuffer(b"".join(payloads), dtype=np.uint8)
+    mine = np.empty(int(lengths[pg.rank()]), dtype=np.uint8)
+    send_counts = list(lengths) if pg.rank() == root else [0] * pg.size()
+    recv_counts = [int(lengths[pg.rank()]) if r == root else 0 for r in range(pg.size())]
+    _wait(pg, pg.comm.alltoallv(send, send_counts, mine, recv_counts), where)
+    scatter_object_output_list[0] = _decoded(mine.tobytes())
+
+
+def send_object_list(object_list: list, dst=None, group=None, device=None, group_dst=None, use_batch=False) -> None:
+    """Send ``object_list``'s items to rank ``dst``, which calls ``recv_object_list``."""
+    where = "send_object_list"
+    pg = resolve_group(group, where)
+    if pg is None:
+        return
+    peer = root_rank(pg, dst, group_dst, where, "dst")
+    payload, problem = _payload(list(object_list), where)
+    if problem:
+        raise TypeError(problem)
+    header = np.array([len(payload), len(object_list)], dtype=np.int64)
+    _wait(pg, pg.comm.send(header, peer, _OBJECT_TAG), where)
+    _wait(pg, pg.comm.send(np.frombuffer(payload, dtype=np.uint8), peer, _OBJECT_TAG), where)
+
+
+def recv_object_list(object_list: list, src=None, group=None, device=None, group_src=None, use_batch=False) -> int:
+    """Fill ``object_list`` with the items rank ``src`` (any rank when None) sent; returns the sender's global rank."""
+    where = "recv_object_list"
+    pg = resolve_group(group, where)
+    if pg is None:
+        return -1
+    peer = None if src is None and group_src is None else root_rank(pg, src, group_src, where, "src")
+    header = np.empty(2, dtype=np.int64)
+    request = pg.comm.recv(header, peer, _OBJECT_TAG)
+    _wait(pg, request, where)
+    sender = request.source
+    data = np.empty(int(header[0]), dtype=np.uint8)
+    _wait(pg, pg.comm.recv(data, sender, _OBJECT_TAG), where)
+    if header[1] != len(object_list):
+        raise ValueError(
+            f"{where}: object_list has {len(object_list)} items here and {header[1]} on rank {pg.ranks[sender]}"
+        )
+    object_list[:] = _decoded(data.tobytes())
+    return pg.ranks[sender]

@@ -6,6 +6,13 @@ Python (never a system MPI, whose library would not match mpi4py's), adds
 mode, which sets torchrun's variables (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 ``LOCAL_WORLD_SIZE``) from Open MPI's before running the script as ``__main__``.
 Also ``python -m munet.distributed.run -n N script.py``.
+
+``munet-run --standalone -n N script.py`` starts the N ranks as torchrun does, without MPI: N
+``python`` processes with ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``LOCAL_WORLD_SIZE``,
+``MASTER_ADDR`` and ``MASTER_PORT`` set, which meet through a TCPStore and talk over MuNet's TCP
+transport. ``--nnodes``/``--node-rank``/``--master-addr``/``--master-port`` spread a job over
+machines (one ``munet-run`` per machine, as torchrun's static rendezvous). When one rank fails,
+the others are stopped and its exit status is returned.
 """
 
 from __future__ import annotations
@@ -13,9 +20,11 @@ from __future__ import annotations
 import argparse
 import os
 import runpy
+import socket
 import subprocess
 import sys
 import sysconfig
+import time
 from pathlib import Path
 
 from munet.distributed.world import set_mpi_defaults
@@ -52,6 +61,48 @@ def mpirun_command(nprocs: int, program: list[str], *, oversubscribe: bool = Fal
     return [*command, *mpirun_args, sys.executable, "-m", "munet.distributed.run", "--worker", *program]
 
 
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("", 0))
+        return sock.getsockname()[1]
+
+
+def standalone_environments(nproc: int, nnodes: int = 1, node_rank: int = 0, master_addr: str = "127.0.0.1",
+                            master_port: int | None = None) -> list[dict]:  # fmt: skip
+    """torchrun's variables for the ``nproc`` ranks this machine starts (``node_rank`` of ``nnodes``)."""
+    if nproc < 1 or nnodes < 1 or not 0 <= node_rank < nnodes:
+        raise ValueError(f"munet-run: need -n >= 1 and 0 <= --node-rank < --nnodes, got {nproc}, {node_rank}, {nnodes}")
+    if master_port is None:
+        if nnodes > 1:
+            raise ValueError("munet-run: a job over several machines needs --master-addr and --master-port")
+        master_port = _free_port()
+    shared = {"WORLD_SIZE": str(nproc * nnodes), "LOCAL_WORLD_SIZE": str(nproc), "GROUP_RANK": str(node_rank),
+              "MASTER_ADDR": master_addr, "MASTER_PORT": str(master_port)}  # fmt: skip
+    return [dict(shared, RANK=str(node_rank * nproc + local), LOCAL_RANK=str(local)) for local in range(nproc)]
+
+
+def run_standalone(environments: list[dict], program: list[str]) -> int:
+    """Start one process per environment; stop the others when one fails; return the first failure's status."""
+    command = [sys.executable, *(program if program[0] == "-m" else [program[0]]), *program[1:]]
+    base = {k: v for k, v in os.environ.items() if not k.startswith(("OMPI_", "PMIX_"))}
+    processes = [subprocess.Popen(command, env=dict(base, **env)) for env in environments]
+    status = 0
+    try:
+        while None in (codes := [p.poll() for p in processes]):
+            failed = [code for code in codes if code not in (None, 0)]
+            if failed:
+                status = failed[0]
+                break
+            time.sleep(0.05)
+    finally:
+        for p in processes:
+            if p.poll() is None:
+                p.terminate()
+        for p in processes:
+            p.wait()
+    return status or next((p.returncode for p in processes if p.returncode), 0)
+
+
 def _run_worker(program: list[str]) -> None:
     set_mpi_defaults()  # before the script can import mpi4py
     for ompi, torchrun in _OMPI_TO_TORCHRUN.items():
@@ -74,6 +125,11 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="munet-run", description="Start N ranks of a script with mpirun.")
     parser.add_argument("-n", "--nproc", "--nproc-per-node", "--nproc_per_node", type=int, default=1, dest="nproc")
     parser.add_argument("--oversubscribe", action="store_true", help="allow more ranks than cores")
+    parser.add_argument("--standalone", action="store_true", help="start the ranks as torchrun does, without MPI")
+    parser.add_argument("--nnodes", type=int, default=1, help="machines of a --standalone job")
+    parser.add_argument("--node-rank", "--node_rank", type=int, default=0, dest="node_rank")
+    parser.add_argument("--master-addr", "--master_addr", default="127.0.0.1", dest="master_addr")
+    parser.add_argument("--master-port", "--master_port", type=int, default=None, dest="master_port")
     parser.add_argument("--hostfile", help="hosts to run on (passed to mpirun)")
     parser.add_argument("--mpirun-arg", action="append", default=[], help="one more option for mpirun (repeatable)")
     parser.add_argument("-m", dest="module", help="run a module instead of a script")
@@ -82,6 +138,9 @@ def main(argv=None) -> int:
     program = ["-m", args.module, *args.program] if args.module else args.program
     if not program:
         parser.error("give a script to run (munet-run -n 2 train.py)")
+    if args.standalone or args.nnodes > 1:
+        envs = standalone_environments(args.nproc, args.nnodes, args.node_rank, args.master_addr, args.master_port)
+        return run_standalone(envs, program)
     extra = [*(["--hostfile", args.hostfile] if args.hostfile else []), *args.mpirun_arg]
     command = mpirun_command(args.nproc, program, oversubscribe=args.oversubscribe, mpirun_args=extra)
     return subprocess.call(command)

@@ -1,30 +1,27 @@
 """``Work``: the handle of a collective started with ``async_op=True``.
 
-A handle owns the MPI requests of one operation and what must happen when they finish
-(copying a staged result back into the tensor, splitting a flat result into a list). Those
-steps run once, on the first ``wait`` or ``is_completed`` that sees the requests done.
-Waiting polls the requests (which also drives MPI's progress) until they finish or the
-timeout passes, so a peer that never arrives ends in an error, not a hang.
+A handle owns the transport request of one operation (``test()``, ``wait(seconds)``; see
+munet/distributed/mpi_comm.py and tcp_comm.py) and what must happen when it finishes (copying
+a staged result back into the tensor, splitting a flat result into a list). Those steps run
+once, on the first ``wait`` or ``is_completed`` that sees the request done. Waiting ends in an
+error after the timeout, so a peer that never arrives is an error, not a hang.
 """
 
 from __future__ import annotations
 
-import os
-import time
 from datetime import timedelta
 
-SPIN_SECONDS = 200e-6
+from munet.distributed.errors import DistBackendError
 
 
 class Work:
     """A started operation: ``wait()``, ``is_completed()``, ``result()``."""
 
-    def __init__(self, requests, description: str, timeout: timedelta, result=(), statuses=None):
-        self.requests = list(requests)
-        self.statuses = statuses  # MPI.Status objects filled in when the requests finish
+    def __init__(self, request, description: str, timeout: timedelta, result=()):
+        self.request = request  # None: nothing to wait for
         self.description = description
         self.timeout = timeout
-        self._steps: list = []  # callables run once, in order, after the requests finish
+        self._steps: list = []  # callables run once, in order, after the request finished
         self._result = list(result)
         self._done = False
 
@@ -32,26 +29,23 @@ class Work:
         """True once the operation finished (its outputs hold the result)."""
         if self._done:
             return True
-        from mpi4py import MPI
-
-        if self.requests and not MPI.Request.Testall(self.requests, self.statuses):
+        if self.request is not None and not self.request.test():
             return False
         self._finish()
         return True
 
     def wait(self, timeout: timedelta | None = None) -> bool:
-        """Block until the operation finished; raises RuntimeError after ``timeout`` (the group's by default)."""
+        """Block until the operation finished; ``DistBackendError`` (a RuntimeError) after ``timeout``
+        (the group's by default)."""
+        if self._done:
+            return True
         limit = (timeout or self.timeout).total_seconds()
-        start = time.monotonic()
-        while not self.is_completed():
-            waited = time.monotonic() - start
-            if waited > limit:
-                raise RuntimeError(
-                    f"{self.description}: timed out after {limit:g} s waiting for the other ranks; "
-                    "a rank may have died or called a different collective"
-                )
-            if waited > SPIN_SECONDS:  # a short message arrives within the spin; then let others run
-                os.sched_yield()
+        if self.request is not None and not self.request.wait(limit):
+            raise DistBackendError(
+                f"{self.description}: timed out after {limit:g} s waiting for the other ranks; "
+                "a rank may have died or called a different collective"
+            )
+        self._finish()
         return True
 
     def is_success(self) -> bool:
@@ -65,8 +59,14 @@ class Work:
         self.wait()
         return self._result
 
+    def get_future(self):
+        """A ``munet.futures.Future`` whose value is the output tensors, once the operation finished."""
+        from munet.futures import Future
+
+        return Future.completed_by(self.result, self.is_completed)
+
     def then(self, step) -> Work:
-        """Run ``step()`` when the requests finish (now, if they already have)."""
+        """Run ``step()`` when the request finishes (now, if it already has)."""
         if self._done:
             step()
         else:
@@ -82,4 +82,4 @@ class Work:
 
 def completed_work(description: str, timeout: timedelta, result=()) -> Work:
     """A handle for an operation that had nothing to wait for (a group of one, a size-0 tensor)."""
-    return Work((), description, timeout, result)
+    return Work(None, description, timeout, result)

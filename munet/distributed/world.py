@@ -1,10 +1,14 @@
 """The default process group and the groups made from it: ``init_process_group`` and friends.
 
-Processes are started by ``mpirun`` (or ``munet-run``), so MPI already knows every rank and
-the world size; ``init_process_group`` checks what the script says (arguments, or the
-torchrun-style ``RANK``/``WORLD_SIZE`` variables) against it and builds the default group on
-a private duplicate of ``MPI.COMM_WORLD``. ``"gloo"`` is served by the same MPI path, so CPU
-scripts written for gloo run unchanged.
+Two ways in. Processes started by ``mpirun`` (or ``munet-run``) are already known to MPI, which
+gives the rank and world size; ``init_process_group`` checks what the script says (arguments,
+or ``RANK``/``WORLD_SIZE``) against it and builds the default group on a private duplicate of
+``MPI.COMM_WORLD``. Processes started separately, as torchrun starts them (``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``), or given ``store=``/a ``tcp://`` or
+``file://`` ``init_method``, meet through a store (munet/distributed/rendezvous.py) and are
+joined by MuNet's TCP transport (munet/distributed/tcp_comm.py); that is the ``"gloo"``
+backend. ``"gloo"`` under ``mpirun`` takes the MPI path, so CPU scripts written for gloo run
+either way.
 """
 
 from __future__ import annotations
@@ -65,23 +69,61 @@ class _World:
     default: ProcessGroup | None = None
     groups: list = []
     debug = None
+    inits = 0  # default groups made so far in this process
 
 
 def is_available() -> bool:
+    """True: the TCP transport needs nothing beyond Python (MPI needs mpi4py, ``is_mpi_available``)."""
+    return True
+
+
+def is_mpi_available() -> bool:
     """True when mpi4py is installed (``pip install munet[dist]``)."""
     return importlib.util.find_spec("mpi4py") is not None
 
 
-def is_mpi_available() -> bool:
-    return is_available()
-
-
 def is_gloo_available() -> bool:
-    return is_available()
+    return True
 
 
 def is_nccl_available() -> bool:
     return False
+
+
+def is_ucc_available() -> bool:
+    return False
+
+
+def is_xccl_available() -> bool:
+    return False
+
+
+def is_backend_available(backend: str) -> bool:
+    """Whether ``init_process_group(backend)`` can run here: gloo always, mpi with mpi4py, nothing else."""
+    name = str(backend).lower()
+    return name == Backend.GLOO or (name == Backend.MPI and is_mpi_available())
+
+
+def get_default_backend_for_device(device) -> str:
+    """PyTorch's default backend for a device type: ``"gloo"`` for cpu (and MuNet's vulkan, carried
+    through host memory), ``"nccl"`` for cuda."""
+    kind = str(getattr(device, "type", device)).split(":")[0]
+    defaults = {"cpu": Backend.GLOO, "vulkan": Backend.GLOO, "cuda": Backend.NCCL}
+    if kind not in defaults:
+        raise ValueError(f"Default backend not registered for device : {device}")
+    return defaults[kind]
+
+
+def get_node_local_rank(fallback_rank: int | None = None) -> int:
+    """This process's rank on its machine: ``LOCAL_RANK`` (torchrun and munet-run set it), else ``fallback_rank``."""
+    if "LOCAL_RANK" in os.environ:
+        return int(os.environ["LOCAL_RANK"])
+    if fallback_rank is not None:
+        return int(fallback_rank)
+    raise RuntimeError(
+        "LOCAL_RANK is not in the environment. Consider passing fallback_rank to allow `get_node_local_rank` to "
+        "work, assuming you are not running in a multi-device context and want the code to run locally instead."
+    )
 
 
 def is_torchelastic_launched() -> bool:
@@ -102,14 +144,20 @@ def get_debug_level() -> DebugLevel:
     return DebugLevel[name.upper()]
 
 
+def set_debug_level_from_env() -> None:
+    """Set the debug level from ``MUNET_DISTRIBUTED_DEBUG`` or ``TORCH_DISTRIBUTED_DEBUG`` (now)."""
+    _World.debug = None
+    _World.debug = get_debug_level()
+
+
 def set_debug_level(level: DebugLevel) -> None:
     if not isinstance(level, DebugLevel):
         raise TypeError(f"set_debug_level: expected a DebugLevel, got {level!r}")
     _World.debug = level
 
 
-def _check_backend(backend, where: str) -> str:
-    name = (backend or Backend.MPI).lower()
+def _check_backend(backend, where: str, default: str = Backend.MPI) -> str:
+    name = (backend or default).lower()
     if name == Backend.NCCL:
         raise RuntimeError(
             f"{where}: backend 'nccl' carries CUDA tensors through NCCL, but CUDA/NCCL is unavailable in this "
@@ -118,9 +166,15 @@ def _check_backend(backend, where: str) -> str:
         )
     if name not in (Backend.MPI, Backend.GLOO):
         raise ValueError(f"{where}: unknown backend {backend!r}; expected 'mpi', 'gloo' or 'nccl'")
-    if not is_available():
-        raise RuntimeError(f"{where}: backend {name!r} needs mpi4py; install it with `pip install munet[dist]`")
     return name
+
+
+def _require_mpi(name: str, where: str) -> None:
+    if not is_mpi_available():
+        raise RuntimeError(
+            f"{where}: backend {name!r} on MPI needs mpi4py; install it with `pip install munet[dist]` "
+            "(ranks started separately, with MASTER_ADDR/MASTER_PORT or store=, need only backend 'gloo')"
+        )
 
 
 def _setting(argument: int, variable: str, mpi_value: int, where: str) -> int:
@@ -134,8 +188,23 @@ def _setting(argument: int, variable: str, mpi_value: int, where: str) -> int:
     raise ValueError(
         f"{where}: {variable.lower()}={wanted} (from the {source}) but MPI started this process as "
         f"{variable.lower()}={mpi_value}; start every rank with `mpirun -n N` or `munet-run -n N script.py` "
-        "(joining processes started separately, as torchrun does through MASTER_ADDR/MASTER_PORT, is not supported)"
+        "(to join processes started separately, as torchrun starts them, do not start them with mpirun)"
     )
+
+
+def started_by_mpirun() -> bool:
+    """True when this process is a rank of an ``mpirun`` job (Open MPI's or PMIx's variables are set)."""
+    return any(v in os.environ for v in ("OMPI_COMM_WORLD_SIZE", "PMIX_RANK", "PMI_RANK"))
+
+
+def _meets_through_a_store(init_method: str | None, store) -> bool:
+    if store is not None:
+        return True
+    if started_by_mpirun():
+        return False
+    if init_method is not None and not init_method.startswith("env://"):
+        return True
+    return os.environ.get("MASTER_ADDR", "") != ""
 
 
 def init_process_group(
@@ -149,35 +218,76 @@ def init_process_group(
     pg_options=None,
     device_id=None,
 ) -> None:
-    """Join the default process group of the processes ``mpirun`` started.
+    """Join the default process group.
 
-    ``rank`` and ``world_size`` (or ``RANK``/``WORLD_SIZE``) are optional; when given they must
-    match what MPI says. ``init_method`` may be ``None``, ``"env://"`` or a ``tcp://``/``file://``
-    URL: MPI has already met every rank, so it only names how a torchrun script would have.
+    Under ``mpirun``, MPI knows the ranks; ``rank`` and ``world_size`` (or ``RANK``/``WORLD_SIZE``)
+    are optional and must match it, and ``init_method`` is only checked for form. Otherwise the
+    ranks meet through ``store`` (then ``rank`` and ``world_size`` are required) or through the
+    rendezvous of ``init_method`` (``"env://"``, the default, reads torchrun's variables;
+    ``"tcp://host:port"``; ``"file:///path"``), and talk over TCP (backend ``"gloo"``).
     """
     where = "init_process_group"
-    name = _check_backend(backend, where)
     if _World.default is not None:
         raise ValueError("trying to initialize the default process group twice!")
-    if store is not None:
-        raise ValueError(f"{where}: store= is not supported; MuNet's ranks meet through mpirun, not a Store")
+    if timeout is not None and not isinstance(timeout, timedelta):
+        raise TypeError(f"{where}: timeout must be a datetime.timedelta, got {type(timeout).__name__}")
+    if init_method is not None and store is not None:
+        raise ValueError("Cannot specify both init_method and store.")
+    if init_method is not None and not isinstance(init_method, str):
+        raise TypeError(f"{where}: init_method must be a URL string, got {type(init_method).__name__}")
+    timeout = timeout or default_pg_timeout
+    if _meets_through_a_store(init_method, store):
+        pg = _join_over_tcp(_check_backend(backend, where, Backend.GLOO), init_method, timeout, world_size, rank, store)
+    else:
+        pg = _join_mpi_job(_check_backend(backend, where), init_method, timeout, world_size, rank)
+    _World.default = pg
+    _World.groups = [pg]
+    _World.inits += 1
+    GroupMember.WORLD = pg
+
+
+def _join_mpi_job(name: str, init_method, timeout: timedelta, world_size: int, rank: int) -> ProcessGroup:
+    where = "init_process_group"
+    _require_mpi(name, where)
     if init_method is not None and not init_method.startswith(("env://", "tcp://", "file://")):
         raise ValueError(
             f"{where}: init_method must be 'env://', 'tcp://host:port' or 'file://path', got {init_method!r}"
         )
-    if timeout is not None and not isinstance(timeout, timedelta):
-        raise TypeError(f"{where}: timeout must be a datetime.timedelta, got {type(timeout).__name__}")
     set_mpi_defaults()
     from mpi4py import MPI
+
+    from munet.distributed.mpi_comm import MpiComm
 
     world = MPI.COMM_WORLD
     _setting(world_size, "WORLD_SIZE", world.Get_size(), where)
     _setting(rank, "RANK", world.Get_rank(), where)
-    comm = world.Dup()
-    pg = ProcessGroup(comm, name, list(range(world.Get_size())), timeout or default_pg_timeout)
-    _World.default = pg
-    _World.groups = [pg]
-    GroupMember.WORLD = pg
+    return ProcessGroup(MpiComm(world.Dup()), name, list(range(world.Get_size())), timeout)
+
+
+def _join_over_tcp(name: str, init_method, timeout: timedelta, world_size: int, rank: int, store) -> ProcessGroup:
+    from munet.distributed.rendezvous import rendezvous
+    from munet.distributed.store import PrefixStore
+    from munet.distributed.tcp_comm import TcpComm, TcpTransport
+
+    where = "init_process_group"
+    if name != Backend.GLOO:
+        raise ValueError(
+            f"{where}: backend {name!r} needs ranks started by mpirun or munet-run; ranks started separately "
+            "(torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, init_method='tcp://...' or 'file://...', or "
+            "store=) talk over TCP: use backend='gloo'"
+        )
+    if store is None:
+        store, rank, world_size = next(rendezvous(init_method or "env://", rank, world_size, timeout=timeout))
+    elif world_size is None or world_size <= 0:
+        raise ValueError(f"{where}: world_size must be positive if using store, got {world_size}")
+    elif rank is None or rank < 0:
+        raise ValueError(f"{where}: rank must be non-negative if using store, got {rank}")
+    if not 0 <= rank < world_size:
+        raise ValueError(f"{where}: rank {rank} is not in [0, world_size={world_size})")
+    # a store outlives one group (destroy, then init again): each init's keys get their own prefix
+    transport = TcpTransport(rank, world_size, PrefixStore(f"default_pg/{_World.inits}", store), timeout)
+    ranks = list(range(world_size))
+    return ProcessGroup(TcpComm(transport, 0, ranks, timeout), name, ranks, timeout)
 
 
 def destroy_process_group(group: ProcessGroup | None = None) -> None:
@@ -262,22 +372,84 @@ def new_group(
 
     Non-members get ``GroupMember.NON_GROUP_MEMBER``, as in PyTorch.
     """
-    where = "new_group"
-    world = default_group(where)
-    size = world.size()
-    members = sorted(range(size) if ranks is None else (int(r) for r in ranks))
-    if len(set(members)) != len(members) or any(not 0 <= r < size for r in members):
-        raise ValueError(f"{where}: ranks must be distinct ranks in [0, {size}), got {list(ranks)}")
-    name = world.backend if backend is None else _check_backend(backend, where)
-    from mpi4py import MPI
+    world = default_group("new_group")
+    return _subgroup(world, range(world.size()) if ranks is None else ranks, timeout, backend, "new_group")
 
-    everyone = world.comm.Get_group()
-    chosen = everyone.Incl(members)
-    comm = world.comm.Create(chosen)
-    chosen.Free()
-    everyone.Free()
-    if comm == MPI.COMM_NULL:
+
+def _subgroup(parent: ProcessGroup, ranks, timeout, backend, where: str):
+    """The group of global ``ranks`` (members of ``parent``), made by every rank of ``parent``."""
+    members = sorted(int(r) for r in ranks)
+    if len(set(members)) != len(members) or any(r not in parent.ranks for r in members):
+        raise ValueError(f"{where}: ranks must be distinct ranks of the group {parent.ranks}, got {list(ranks)}")
+    name = parent.backend if backend is None else _check_backend(backend, where)
+    comm = parent.comm.subgroup([parent.ranks.index(r) for r in members])
+    if comm is None:
         return GroupMember.NON_GROUP_MEMBER
-    pg = ProcessGroup(comm, name, members, timeout or world.timeout)
+    pg = ProcessGroup(comm, name, members, timeout or parent.timeout)
     _World.groups.append(pg)
     return pg
+
+
+def new_subgroups_by_enumeration(ranks_per_subgroup_list, timeout=None, backend=None, pg_options=None, group_desc=None):
+    """One group per list of global ranks (every rank calls it); returns (this rank's group or None, all groups)."""
+    where = "new_subgroups_by_enumeration"
+    world = default_group(where)
+    if not ranks_per_subgroup_list:
+        raise ValueError("The arg 'ranks_per_subgroup_list' cannot be empty")
+    seen: set = set()
+    for ranks in ranks_per_subgroup_list:
+        for r in ranks:
+            if r in seen:
+                raise ValueError(f"Rank {r} has appeared in both subgroup {ranks} and another subgroup")
+            seen.add(r)
+    groups = [_subgroup(world, ranks, timeout, backend, where) for ranks in ranks_per_subgroup_list]
+    mine = next((g for g in groups if g is not GroupMember.NON_GROUP_MEMBER), None)
+    return mine, groups
+
+
+def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_options=None, group_desc=None):
+    """Split ``group`` (the default group) into groups of ``group_size`` consecutive ranks; every rank of it
+    calls this. Returns (this rank's group, all groups)."""
+    where = "new_subgroups"
+    parent = resolve_group(group, where)
+    if parent is None:
+        raise ValueError(f"{where}: this process is not a member of the group")
+    if group_size is None:
+        raise ValueError(
+            f"{where}: the default group size is the number of CUDA devices, and CUDA is unavailable; pass group_size"
+        )
+    if group_size <= 0:
+        raise ValueError("The arg 'group_size' must be greater than 0")
+    if group_size > parent.size():
+        raise ValueError(f"The arg 'group_size' ({group_size}) must not exceed the world size ({parent.size()})")
+    if parent.size() % group_size:
+        raise ValueError(f"The world size ({parent.size()}) must be divisible by 'group_size' ({group_size})")
+    chunks = [parent.ranks[i : i + group_size] for i in range(0, parent.size(), group_size)]
+    groups = [_subgroup(parent, ranks, timeout, backend, where) for ranks in chunks]
+    return next(g for g in groups if g is not GroupMember.NON_GROUP_MEMBER), groups
+
+
+def split_group(parent_pg=None, split_ranks=None, timeout=None, pg_options=None, group_desc=None, backend=None):
+    """Split ``parent_pg`` (the default group) into the disjoint groups ``split_ranks`` (lists of global
+    ranks); every rank of the parent calls it. Returns this rank's group, or None when it is in none."""
+    where = "split_group"
+    parent = resolve_group(parent_pg, where)
+    if parent is None:
+        return None
+    if not split_ranks:
+        raise ValueError("split_ranks cannot be None or empty")
+    flat = [r for ranks in split_ranks for r in ranks]
+    if len(flat) != len(set(flat)):
+        raise ValueError(f"{where}: split_ranks must be disjoint, got {split_ranks}")
+    groups = [_subgroup(parent, ranks, timeout, backend, where) for ranks in split_ranks]
+    return next((g for g in groups if g is not GroupMember.NON_GROUP_MEMBER), None)
+
+
+def get_pg_count() -> int:
+    """How many process groups (the default one included) exist now."""
+    return len(_World.groups)
+
+
+def get_backend_config(group: ProcessGroup | None = None) -> str:
+    """``"cpu:<backend>"``: a MuNet group carries cpu tensors (and vulkan ones through host memory)."""
+    return f"cpu:{get_backend(group)}"

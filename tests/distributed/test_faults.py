@@ -1,8 +1,16 @@
-"""A rank that never joins a collective makes the others raise after the group's timeout (worker_timeout.py)."""
+"""Faults: a rank that never joins makes the others raise after the group's timeout (worker_timeout.py), and a
+rank that dies makes them raise at once, naming it (worker_dead_rank.py; under mpirun, mpirun ends the job)."""
 
-from tests.distributed.launch import needs_mpi, run_ranks
+import pytest
+
+from tests.distributed.launch import needs_mpi, run_ranks, run_separately
 
 
-@needs_mpi
-def test_missing_peer_times_out_instead_of_hanging():
-    run_ranks("worker_timeout.py", 2, "timeout ok", timeout=120)
+@pytest.mark.parametrize("launch", [pytest.param(run_ranks, marks=needs_mpi, id="mpirun"), run_separately])
+def test_missing_peer_times_out_instead_of_hanging(launch):
+    launch("worker_timeout.py", 2, "timeout ok", timeout=120)
+
+
+@pytest.mark.parametrize("nprocs", [2, 3])
+def test_dead_rank_fails_the_others_naming_it(nprocs):
+    run_separately("worker_dead_rank.py", nprocs, "dead rank ok", timeout=120)

@@ -32,3 +32,32 @@ def test_mpirun_command_runs_each_rank_through_the_worker_mode():
     assert command[-6:] == [sys.executable, "-m", "munet.distributed.run", "--worker", "train.py", "--x"]
     with pytest.raises(ValueError, match="at least 1"):
         mpirun_command(0, ["train.py"])
+
+
+def test_standalone_starts_ranks_like_torchrun_without_mpi():
+    command = [sys.executable, "-m", "munet.distributed.run", "--standalone", "-n", "2", str(HERE / "worker_env.py")]
+    result = subprocess.run([*command, "--lr", "0.1"], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert result.returncode == 0, result.stdout + result.stderr
+    for rank in range(2):
+        assert f"rank {rank}: env 2 {rank} ['--lr', '0.1']" in result.stdout
+
+
+def test_standalone_stops_the_other_ranks_when_one_fails(tmp_path):
+    script = tmp_path / "fails.py"
+    script.write_text("import os, sys, time\nif os.environ['RANK'] == '1':\n    sys.exit(3)\ntime.sleep(60)\n")
+    command = [sys.executable, "-m", "munet.distributed.run", "--standalone", "-n", "2", str(script)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=50, cwd=ROOT)
+    assert result.returncode == 3, result.stdout + result.stderr
+
+
+def test_standalone_environments_are_torchruns():
+    from munet.distributed.run import standalone_environments
+
+    envs = standalone_environments(2, nnodes=2, node_rank=1, master_addr="10.0.0.1", master_port=29500)
+    assert [(e["RANK"], e["LOCAL_RANK"], e["WORLD_SIZE"], e["LOCAL_WORLD_SIZE"]) for e in envs] == [
+        ("2", "0", "4", "2"),
+        ("3", "1", "4", "2"),
+    ]
+    assert envs[0]["MASTER_ADDR"] == "10.0.0.1" and envs[0]["MASTER_PORT"] == "29500"
+    with pytest.raises(ValueError, match="--master-addr and --master-port"):
+        standalone_environments(2, nnodes=2, node_rank=0)

@@ -85,6 +85,15 @@ check(base[:, ::2], np.sum(every, axis=0), "all_reduce into a strided view")
 check(base[:, 1::2], np.zeros((3, 4)), "all_reduce leaves the rest of the base alone")
 assert view._version > version, "an in-place collective bumps the version"
 expect_raises(ValueError, ["AVG", "int64"], lambda: dist.all_reduce(munet.ones(2, dtype=munet.int64), ReduceOp.AVG))
+# large arrays (the TCP transport's ring, uneven chunks), and ranks reach the same bits
+for op, fn in {ReduceOp.SUM: np.sum, ReduceOp.MAX: np.max, ReduceOp.AVG: np.mean}.items():
+    large = [np.random.default_rng(7 + r).standard_normal(40_003) for r in range(WORLD)]
+    t = tensor(large[RANK], "float64")
+    dist.all_reduce(t, op=op)
+    check(t, fn(np.stack(large), axis=0), f"all_reduce {op.name} of 40003 float64")
+    copies = [munet.zeros(40_003, dtype=munet.float64) for _ in range(WORLD)]
+    dist.all_gather(copies, t)
+    assert all(np.array_equal(c.numpy(), t.numpy()) for c in copies), "every rank got the same bits"
 
 # broadcast, reduce ---------------------------------------------------------------------------------
 for src in range(WORLD):

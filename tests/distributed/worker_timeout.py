@@ -6,7 +6,7 @@ from datetime import timedelta
 import munet
 import munet.distributed as dist
 
-dist.init_process_group("mpi", timeout=timedelta(seconds=2))
+dist.init_process_group("gloo", timeout=timedelta(seconds=2))
 if dist.get_rank() == 0:
     start = time.monotonic()
     try:

@@ -121,6 +121,29 @@ class DistributedDataParallel(Module):
             self.reducer.prepare_for_backward(output)
         return output
 
+    def register_comm_hook(self, state, hook) -> None:
+        """Reduce each gradient bucket with ``hook(state, bucket: GradBucket) -> Future`` instead of the
+        averaging all-reduce (PyTorch's semantics: once, before the first backward)."""
+        if not callable(hook):
+            raise TypeError(f"register_comm_hook: hook must be callable, got {type(hook).__name__}")
+        if self.reducer.comm_hook is not None:
+            raise RuntimeError("register_comm_hook or register_builtin_comm_hook can only be called once.")
+        if self.reducer.active:
+            raise RuntimeError("register_comm_hook: call it before the first forward and backward")
+        self.reducer.comm_hook = (state, hook)
+
+    def _register_builtin_comm_hook(self, comm_hook_type) -> None:
+        """``BuiltinCommHookType.ALLREDUCE`` or ``FP16_COMPRESS`` on this model's process group."""
+        from munet.distributed.algorithms.ddp_comm_hooks import default_hooks
+
+        hooks = {
+            dist.BuiltinCommHookType.ALLREDUCE: default_hooks.allreduce_hook,
+            dist.BuiltinCommHookType.FP16_COMPRESS: default_hooks.fp16_compress_hook,
+        }
+        if comm_hook_type not in hooks:
+            raise ValueError(f"_register_builtin_comm_hook: expected a BuiltinCommHookType, got {comm_hook_type!r}")
+        self.register_comm_hook(self.process_group, hooks[comm_hook_type])
+
     @contextmanager
     def no_sync(self):
         """Backward passes inside keep their gradients local; the first synced one averages the sum."""

@@ -27,6 +27,7 @@ import numpy as np
 
 from munet.autograd.grad_mode import no_grad
 from munet.distributed import ReduceOp
+from munet.distributed.comm_hooks import GradBucket, HookResult
 from munet.distributed.functional_collectives import all_reduce as functional_all_reduce
 from munet.ops.creation import empty, from_numpy
 from munet.ops.movement import cat
@@ -89,6 +90,7 @@ class Reducer:
         self.traced = False  # this iteration runs under munet.compile's tracer
         self.finalized = True
         self.node_hooks: list = []
+        self.comm_hook = None  # (state, hook) from DistributedDataParallel.register_comm_hook
         self.accumulate_hooks = [p.register_post_accumulate_grad_hook(self._on_grad_stored) for p in params]
 
     # one iteration --------------------------------------------------------------------------------
@@ -121,6 +123,11 @@ class Reducer:
     def prepare_for_traced_backward(self) -> None:
         """Under ``munet.compile``: reduce each bucket with ops once backward has stored all its gradients."""
         self.check_previous_iteration()
+        if self.comm_hook is not None:
+            raise RuntimeError(
+                "DistributedDataParallel: a communication hook is not supported inside munet.compile (the hook "
+                "runs Python on the host during backward)"
+            )
         if self.find_unused:
             raise RuntimeError(
                 "DistributedDataParallel: find_unused_parameters=True is not supported inside munet.compile "
@@ -170,13 +177,23 @@ class Reducer:
     def _launch_ready_buckets(self) -> None:
         while self.next_bucket < len(self.buckets) and self.buckets[self.next_bucket].pending == 0:
             bucket = self.buckets[self.next_bucket]
-            bucket.work = self.pg.allreduce(bucket.flat, ReduceOp.AVG)
+            bucket.work = self._start_reduction(self.next_bucket, bucket)
             self.next_bucket += 1
         for bucket in self.buckets[: self.next_bucket]:
             bucket.work.is_completed()  # MPI moves messages forward only inside its calls
         if self.next_bucket == len(self.buckets) and self.find_unused and self.used_work is None:
             self.used_all = from_numpy(self.used.copy())
             self.used_work = self.pg.allreduce(self.used_all, ReduceOp.MAX)
+
+    def _start_reduction(self, index: int, bucket: Bucket):
+        """The bucket's averaging all-reduce, or the registered communication hook's Future."""
+        if self.comm_hook is None:
+            return self.pg.allreduce(bucket.flat, ReduceOp.AVG)
+        state, hook = self.comm_hook
+        params = [self.params[i] for i in bucket.indices]
+        offsets = [bucket.offsets[i] for i in bucket.indices]
+        grad_bucket = GradBucket(index, bucket.flat, params, offsets, index == len(self.buckets) - 1)
+        return HookResult(hook(state, grad_bucket), bucket.flat, "DistributedDataParallel")
 
     def _on_grad_stored(self, param) -> None:
         """Post-accumulate hook: replace the local gradient by the bucket's average."""

@@ -1,0 +1,1 @@
+"""``munet.distributed.algorithms``: PyTorch's DDP communication hooks (``ddp_comm_hooks``)."""
