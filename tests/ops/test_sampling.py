@@ -169,6 +169,8 @@ def test_grid_sample_bicubic(padding_mode, align):
     check(m, t, noncontiguous(randn(2, 2, 4, 7)), noncontiguous(_grid((2, 3, 5, 2), np.float32, specials=False)))
     for shape in ((1, 2, 1, 5), (1, 2, 4, 1), (1, 1, 1, 1)):
         check(m, t, randn(*shape, dtype=F64), _grid((1, 3, 2, 2), seed=3, specials=False))
+    check(m, t, randn(2, 3, 4, 5, dtype=F64), _grid((2, 0, 3, 2), specials=False))  # no samples
+    check(m, t, randn(2, 0, 4, 5, dtype=F64), _grid((2, 2, 3, 2), specials=False))  # no channels
 
 
 @pytest.mark.parametrize("padding_mode", PADDINGS)
@@ -183,19 +185,22 @@ def test_grid_sample_3d(mode, padding_mode, align):
     check(m, t, noncontiguous(randn(2, 2, 3, 4, 5)), noncontiguous(_grid((2, 2, 3, 4, 3), np.float32, specials=False)))
     for shape in ((1, 2, 1, 3, 4), (1, 1, 1, 1, 1)):
         check(m, t, randn(*shape, dtype=F64), _grid((1, 2, 2, 3, 3), seed=3, specials=False))
+    check(m, t, randn(2, 3, 2, 4, 5, dtype=F64), _grid((2, 0, 3, 2, 3), specials=False))  # no samples
+    check(m, t, randn(2, 0, 2, 4, 5, dtype=F64), _grid((2, 1, 3, 2, 3), specials=False))  # no channels
 
 
 @pytest.mark.parametrize("device_type", ["cpu", "vulkan"])
 def test_grid_sample_bicubic_and_3d_float32_on_devices(device_type, request):
-    """float32 forward and gradients on each device (on vulkan the decompositions' gathers and
-    scatters run there; a missing kernel skips with the device's message)."""
+    """float32 forward and gradients, NaN and infinite grid values among the points, on each device
+    (on vulkan the decompositions' gathers and scatters run there; a missing kernel skips with the
+    device's message)."""
     device = "cpu" if device_type == "cpu" else str(request.getfixturevalue("vulkan"))
     cases = [("bicubic", (2, 3, 5, 6), (2, 4, 3, 2)), ("bilinear", (2, 2, 3, 4, 5), (2, 2, 3, 4, 3))]
     cases.append(("nearest", (2, 2, 3, 4, 5), (2, 2, 3, 4, 3)))
     for mode, shape, grid_shape in cases:
         for padding_mode in PADDINGS:
             for align in (False, True):
-                grid = _grid(grid_shape, np.float32, specials=False)
+                grid = _grid(grid_shape, np.float32)
                 m, t = _sampled(F, mode, padding_mode, align), _sampled(TF, mode, padding_mode, align)
                 check(m, t, randn(*shape), grid, device=device)
 
