@@ -261,9 +261,12 @@ PROBES = {
     "nn:CTCLoss": lambda m: m.nn.CTCLoss()(
         m.randn(5, 1, 3).log_softmax(2), m.tensor([[1, 2]]), m.tensor([5]), m.tensor([2])
     ),
-    "nn.functional:grid_sample": lambda m: m.nn.functional.grid_sample(
-        m.ones(1, 1, 3, 3), m.zeros(1, 2, 2, 2), align_corners=False
+    "nn.functional:grid_sample": lambda m: (
+        m.nn.functional.grid_sample(m.ones(1, 1, 3, 3), m.zeros(1, 2, 2, 2), mode="bicubic", align_corners=False)
+        + m.nn.functional.grid_sample(m.ones(1, 1, 2, 3, 3), m.zeros(1, 1, 2, 2, 3), align_corners=False)[:, :, 0]
     ),
+    "torch:grid_sampler_2d": lambda m: m.grid_sampler_2d(m.ones(1, 1, 3, 3), m.zeros(1, 2, 2, 2), 2, 1, False),
+    "torch:grid_sampler_3d": lambda m: m.grid_sampler_3d(m.ones(1, 1, 2, 3, 3), m.zeros(1, 1, 2, 2, 3), 0, 2, True),
     "nn.functional:interpolate": lambda m: m.nn.functional.interpolate(m.ones(1, 1, 4, 4), scale_factor=2),
     "nn.functional:scaled_dot_product_attention": lambda m: m.nn.functional.scaled_dot_product_attention(
         m.ones(1, 2, 3), m.ones(1, 2, 3), m.ones(1, 2, 3)

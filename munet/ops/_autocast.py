@@ -62,12 +62,14 @@ FLOAT32 = frozenset(
         "sinh",
         "tan",
         "grid_sampler_2d",
+        "grid_sampler_2d_bicubic",
+        "grid_sampler_3d",
         "embedding_backward",
     }
 )
 # PyTorch's CPU policy is narrower: of the primitives above, only these run in float32 on cpu; the
 # rest keep their input's dtype there (a bfloat16 softmax stays bfloat16 under CPU autocast).
-CPU_FLOAT32 = frozenset({"prod", "grid_sampler_2d", "embedding_backward"})
+CPU_FLOAT32 = frozenset({"prod", "grid_sampler_2d", "grid_sampler_2d_bicubic", "grid_sampler_3d", "embedding_backward"})
 # composite losses that PyTorch's CPU policy does not list: on cpu they run in their inputs' dtype
 CPU_KEEP_DTYPE_FUNCTIONS = frozenset({"gaussian_nll_loss", "multilabel_soft_margin_loss"})
 FP32_FUNCTIONS: set[str] = set()

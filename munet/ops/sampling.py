@@ -5,14 +5,17 @@ grid_sample and affine_grid, pixel_shuffle/unshuffle, and unfold/fold (im2col/co
 input, built from PyTorch's exact source-index formulas (in the input's precision) and applied
 with ``index_select`` (nearest) or a matmul (linear, cubic), so gradients come for free;
 ``antialias=True`` (bilinear, bicubic) builds PyTorch's antialiased weights instead.
-``grid_sample`` is a composite: PyTorch's source-coordinate rules as elementwise ops, then per
-corner a ``gather`` from the input planes (forward) or a ``scatter_add`` into them (the gradient,
-the composite ``grid_sampler_2d_backward``); cpu and vulkan keep one-pass kernels for both,
-tested against the decompositions.
+``grid_sample`` is three composites, ``grid_sampler_2d`` (bilinear, nearest),
+``grid_sampler_2d_bicubic`` and ``grid_sampler_3d`` (trilinear, nearest): PyTorch's
+source-coordinate rules as elementwise ops, then per corner (bicubic: per tap of the 4 x 4) a
+``gather`` from the input planes (forward) or a ``scatter_add`` into them (the gradient, the
+composites ``*_backward``). cpu and vulkan keep one-pass kernels for ``grid_sampler_2d`` and its
+gradient, tested against the decompositions; the others run their decompositions.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
@@ -20,7 +23,14 @@ import numpy as np
 from munet import _dtype as D
 from munet.ops._registry import Meta, apply, define
 
-__all__ = ["pixel_shuffle", "pixel_unshuffle", "affine_grid_generator", "grid_sampler"]
+__all__ = [
+    "pixel_shuffle",
+    "pixel_unshuffle",
+    "affine_grid_generator",
+    "grid_sampler",
+    "grid_sampler_2d",
+    "grid_sampler_3d",
+]
 __functional__ = [
     "interpolate",
     "upsample",
@@ -256,12 +266,18 @@ def upsample_bilinear(input, size=None, scale_factor=None):
 
 # grid_sample ---------------------------------------------------------------------------------------
 
-_MODES = {"bilinear": 0, "nearest": 1}
+_MODES = {"bilinear": 0, "nearest": 1, "bicubic": 2}
 _PADDING_MODES = {"zeros": 0, "border": 1, "reflection": 2}
+# PyTorch's 3-D sampler (scalar C++) moves a non-finite source coordinate here, off every corner
+_OFF_INPUT = -100.0
 
 
-def _grid_sampler_meta(x, grid, *, mode, padding_mode, align_corners):
-    return Meta((x.shape[0], x.shape[1], grid.shape[1], grid.shape[2]), x.dtype)
+def _grid_sampler_meta(x, grid, **attrs):
+    return Meta((x.shape[0], x.shape[1], *grid.shape[1:-1]), x.dtype)
+
+
+def _grid_sampler_backward_meta(g, x, grid, **attrs):
+    return Meta(tuple(x.shape), x.dtype), Meta(tuple(grid.shape), grid.dtype)
 
 
 def _reflect(coord, twice_low: int, twice_high: int):
@@ -280,59 +296,149 @@ def _reflect(coord, twice_low: int, twice_high: int):
     return where(even, extra + low, span - extra + low), where(even, sign, -sign)
 
 
-def _clip(coord, size: int):
-    """``coord`` clamped to [0, size - 1] (NaN to 0, as PyTorch) and its derivative (1 strictly inside)."""
+def _clip(coord, size: int, nan: float = 0.0):
+    """``coord`` clamped to [0, size - 1], a NaN to ``nan`` (0 in PyTorch's 2-D kernels), and its
+    derivative (1 strictly inside)."""
     from munet.ops.elementwise import where
 
     inside = ((coord > 0) & (coord < size - 1)).to(coord.dtype)
-    return where(coord.isnan(), 0.0, coord).clamp(0, size - 1), inside
+    return where(coord.isnan(), nan, coord).clamp(0, size - 1), inside
 
 
-def _source(coord, size: int, padding_mode: str, align_corners: bool):
-    """The unnormalized, padded source coordinate along one axis and d(source)/d(coord)."""
+def _unnormalize(coord, size: int, align_corners: bool):
+    """The pixel coordinate of grid coordinate ``coord`` (in [-1, 1]) along an axis of ``size``, and
+    its slope d(pixel)/d(coord)."""
     if align_corners:
-        src, grad = (coord + 1) / 2 * (size - 1), (size - 1) / 2
-    else:
-        src, grad = ((coord + 1) * size - 1) / 2, size / 2
+        return (coord + 1) / 2 * (size - 1), (size - 1) / 2
+    return ((coord + 1) * size - 1) / 2, size / 2
+
+
+def _pad(src, size: int, padding_mode: str, align_corners: bool, nan: float = 0.0):
+    """Pixel coordinate ``src`` brought into the input by ``padding_mode``, and d(out)/d(src) (None
+    for zeros padding, which leaves it as is)."""
     if padding_mode == "border":
-        src, g = _clip(src, size)
-        return src, g * grad
+        return _clip(src, size, nan)
     if padding_mode == "reflection":
         src, g1 = _reflect(src, 0, 2 * (size - 1)) if align_corners else _reflect(src, -1, 2 * size - 1)
-        src, g2 = _clip(src, size)
-        return src, g1 * g2 * grad
-    return src, grad
+        src, g2 = _clip(src, size, nan)
+        return src, g1 * g2
+    return src, None
 
 
-def _corners(x, grid, mode: str, padding_mode: str, align_corners: bool):
-    """The corners each sample reads: per corner (flat index in its input plane, in-bounds mask,
-    weight, d weight/d ix, d weight/d iy), each (N, Ho*Wo), and d ix/d gx, d iy/d gy. A corner
-    out of the plane (or at a NaN or infinite coordinate) reads index 0 and is masked."""
+def _source(coord, size: int, padding_mode: str, align_corners: bool, nan: float = 0.0):
+    """The unnormalized, padded source coordinate along one axis and d(source)/d(coord)."""
+    src, scale = _unnormalize(coord, size, align_corners)
+    src, grad = _pad(src, size, padding_mode, align_corners, nan)
+    return src, (scale if grad is None else grad * scale)
+
+
+def _points(x, grid, padding_mode: str, align_corners: bool, backward: bool = False):
+    """Per spatial axis in grid order (x, y[, z]): the samples' padded source coordinates (N, P),
+    their slopes d(source)/d(grid), and the axis sizes (W, H[, D]). In 3-D, as PyTorch's scalar
+    kernel: padding clamps a NaN to size - 1 in the forward (std::min/max) and keeps it in the
+    backward, then a non-finite coordinate moves off the input (safe_downgrade_to_int_range)."""
     from munet.ops.elementwise import where
 
+    k = grid.shape[-1]
+    points = grid.reshape(x.shape[0], -1, k)
+    sizes = tuple(reversed(x.shape[2:]))
+    coords, slopes = [], []
+    for d, size in enumerate(sizes):
+        if k == 2:
+            coord, slope = _source(points[..., d], size, padding_mode, align_corners)
+        else:
+            nan = math.nan if backward else size - 1
+            coord, slope = _source(points[..., d], size, padding_mode, align_corners, nan)
+            coord = where(coord.isfinite(), coord, _OFF_INPUT)
+        coords.append(coord)
+        slopes.append(slope)
+    return coords, slopes, sizes
+
+
+def _flat_index(coords, sizes):
+    """The flat index into a (D,) H, W plane of integral corner coordinates (x, y[, z]), and whether
+    the corner lies in the plane; a corner out of it (or at a NaN or infinite coordinate) reads
+    index 0 and is masked."""
+    from munet.ops.elementwise import where
+
+    inside = None
+    for coord, size in zip(coords, sizes):
+        within = (coord >= 0) & (coord <= size - 1)
+        inside = within if inside is None else inside & within
+    flat = None
+    for coord, size in zip(reversed(coords), reversed(sizes)):
+        coord = where(inside, coord, 0.0).to(D.int64)
+        flat = coord if flat is None else flat * size + coord
+    return flat, inside
+
+
+def _product(factors):
+    out = factors[0]
+    for f in factors[1:]:
+        out = out * f
+    return out
+
+
+def _corners(coords, sizes, mode: str):
+    """The corners each sample reads (nearest: the rounded one; bilinear: 2 ** k, x fastest): per
+    corner (flat index, in-bounds mask, weight, d weight/d each coordinate), each (N, P); nearest's
+    weight is None."""
+    if mode == "nearest":
+        index, inside = _flat_index([c.round() for c in coords], sizes)
+        return [(index, inside, None, None)]
+    lows = [c.floor() for c in coords]
+    highs = [c - low for c, low in zip(coords, lows)]  # the weights of the upper corners
+    weights = ([1 - h for h in highs], highs)
+    corners = []
+    for bits in itertools.product((0, 1), repeat=len(coords)):
+        bits = bits[::-1]  # x fastest, as PyTorch sums them
+        at = [low + 1 if b else low for low, b in zip(lows, bits)]
+        ws = [weights[b][d] for d, b in enumerate(bits)]
+        slopes = []
+        for d, b in enumerate(bits):
+            others = _product(ws[:d] + ws[d + 1 :])
+            slopes.append(others if b else -others)
+        index, inside = _flat_index(at, sizes)
+        corners.append((index, inside, _product(ws), slopes))
+    return corners
+
+
+def _cubic_weights(t):
+    """PyTorch's cubic convolution coefficients (A = -0.75) of the taps at -1, 0, 1, 2 from the
+    fraction ``t``, and their derivatives d/dt."""
+    a = _CUBIC_A
+
+    def near(s):  # |s| <= 1
+        return ((a + 2) * s - (a + 3)) * s * s + 1
+
+    def far(s):  # 1 < |s| < 2
+        return ((a * s - 5 * a) * s + 8 * a) * s - 4 * a
+
+    def near_slope(s):
+        return (3 * (a + 2) * s - 2 * (a + 3)) * s
+
+    def far_slope(s):
+        return (3 * a * s - 10 * a) * s + 8 * a
+
+    weights = [far(t + 1), near(t), near(1 - t), far(2 - t)]
+    slopes = [far_slope(t + 1), near_slope(t), -near_slope(1 - t), -far_slope(2 - t)]
+    return weights, slopes
+
+
+def _bicubic_taps(x, grid, padding_mode: str, align_corners: bool):
+    """The 4 x 4 taps each sample reads, rows (y) outer: per tap (flat index, in-bounds mask); the
+    taps' cubic weights and their slopes along x and along y; and d(ix, iy)/d grid. As PyTorch's
+    bicubic kernel, the sample point is only unnormalized, and the padding rule moves each tap's
+    own integral coordinate (so it adds nothing to the grid's gradient)."""
     n, _, h, w = x.shape
     points = grid.reshape(n, -1, 2)
-    ix, gx = _source(points[..., 0], w, padding_mode, align_corners)
-    iy, gy = _source(points[..., 1], h, padding_mode, align_corners)
-    if mode == "nearest":
-        xs, ys = ix.round(), iy.round()
-        parts = [(xs, ys, None, None, None)]
-    else:
-        x0, y0 = ix.floor(), iy.floor()
-        wx1, wy1 = ix - x0, iy - y0
-        wx0, wy0 = 1 - wx1, 1 - wy1
-        parts = [
-            (x0, y0, wx0 * wy0, -wy0, -wx0),
-            (x0 + 1, y0, wx1 * wy0, wy0, -wx1),
-            (x0, y0 + 1, wx0 * wy1, -wy1, wx0),
-            (x0 + 1, y0 + 1, wx1 * wy1, wy1, wx1),
-        ]
-    corners = []
-    for cx, cy, weight, dwx, dwy in parts:
-        inside = (cx >= 0) & (cx <= w - 1) & (cy >= 0) & (cy <= h - 1)
-        index = where(inside, cy * w + cx, 0.0).to(D.int64)
-        corners.append((index, inside, weight, dwx, dwy))
-    return corners, gx, gy
+    ix, sx = _unnormalize(points[..., 0], w, align_corners)
+    iy, sy = _unnormalize(points[..., 1], h, align_corners)
+    x0, y0 = ix.floor(), iy.floor()
+    xs = [_pad(x0 + (i - 1), w, padding_mode, align_corners)[0] for i in range(4)]
+    ys = [_pad(y0 + (j - 1), h, padding_mode, align_corners)[0] for j in range(4)]
+    taps = [[_flat_index([xi, yj], (w, h)) for xi in xs] for yj in ys]
+    return taps, _cubic_weights(ix - x0), _cubic_weights(iy - y0), (sx, sy)
 
 
 def _in_sampler_dtype(x, grid):
@@ -342,120 +448,239 @@ def _in_sampler_dtype(x, grid):
     return x, grid
 
 
+def _plane_index(index, c: int):
+    """(N, P) flat indices as the (N, C, P) index of a gather from (or scatter into) the planes."""
+    return index.unsqueeze(1).expand(index.shape[0], c, index.shape[1])
+
+
 def _gathered(planes, index, inside):
     """The planes' values at each sample's corner, 0 where the corner is masked: (N, C, P)."""
     from munet.ops.elementwise import where
 
-    n, c, _ = planes.shape
-    values = planes.gather(2, index.unsqueeze(1).expand(n, c, index.shape[1]))
-    return where(inside.unsqueeze(1), values, 0.0)
+    return where(inside.unsqueeze(1), planes.gather(2, _plane_index(index, planes.shape[1])), 0.0)
+
+
+def _scattered(grad_planes, index, inside, spread):
+    """``grad_planes`` with ``spread`` (N, C, P) added at each sample's corner where it is unmasked."""
+    from munet.ops.elementwise import where
+
+    spread = where(inside.unsqueeze(1), spread, 0.0)
+    return grad_planes.scatter_add(2, _plane_index(index, grad_planes.shape[1]), spread)
+
+
+def _planes(x, g=None):
+    """``x`` (N, C, *spatial) as (N, C, pixels), the gradient ``g`` as (N, C, samples), and zero
+    gradient planes: in the sampler's dtype."""
+    from munet.ops.creation import zeros
+
+    n, c = x.shape[:2]
+    planes = x.reshape(n, c, math.prod(x.shape[2:]))
+    if g is None:
+        return planes
+    grads = g.to(x.dtype).reshape(n, c, math.prod(g.shape[2:]))
+    return planes, grads, zeros(tuple(planes.shape), dtype=x.dtype, device=x.device)
 
 
 def _grid_sampler_decomposition(x, grid, *, mode, padding_mode, align_corners):
-    """Per sample, its corners' values (masked to 0 outside the input) times their bilinear
-    weights, summed corner by corner (nearest: the one corner's value)."""
-    n, c, h, w = x.shape
+    """Per sample, its corners' values (masked to 0 outside the input) times their bilinear or
+    trilinear weights, summed corner by corner (nearest: the one corner's value)."""
     xs, points = _in_sampler_dtype(x, grid)
-    planes = xs.reshape(n, c, h * w)
-    corners, _, _ = _corners(xs, points, mode, padding_mode, align_corners)
+    planes = _planes(xs)
+    coords, _, sizes = _points(xs, points, padding_mode, align_corners)
     out = None
-    for index, inside, weight, _, _ in corners:
+    for index, inside, weight, _ in _corners(coords, sizes, mode):
         term = _gathered(planes, index, inside)
         term = term if weight is None else term * weight.unsqueeze(1)
         out = term if out is None else out + term
-    return out.reshape(n, c, grid.shape[1], grid.shape[2]).to(x.dtype)
-
-
-def _grid_sampler_backward(ctx, g):
-    x, grid = ctx.saved_tensor("input"), ctx.saved_tensor("grid")
-    grad_x, grad_grid = apply(grid_sampler_backward_op, g, x, grid, **ctx.attrs)
-    need = ctx.needs_input_grad
-    return (grad_x if need[0] else None), (grad_grid if need[1] else None)
+    return out.reshape(*x.shape[:2], *grid.shape[1:-1]).to(x.dtype)
 
 
 def _grid_sampler_backward_decomposition(g, x, grid, *, mode, padding_mode, align_corners):
     """``grad_input``: each sample's gradient times its corners' weights, added into zero input
     planes at the corners inside the input. ``grad_grid``: per corner the channel sum of the
-    corner's value times the gradient, times d weight/d (ix, iy), summed corner by corner, times
-    d (ix, iy)/d grid; zero in nearest mode (the output is piecewise constant in the grid)."""
+    corner's value times the gradient, times d weight/d (ix, iy[, iz]), summed corner by corner,
+    times d (ix, iy[, iz])/d grid; zero in nearest mode (the output is piecewise constant in the
+    grid)."""
     from munet.ops.creation import zeros
-    from munet.ops.elementwise import where
     from munet.ops.movement import stack
 
-    n, c, h, w = x.shape
     xs, points = _in_sampler_dtype(x, grid)
-    gs = g.to(xs.dtype).reshape(n, c, -1)
-    planes = xs.reshape(n, c, h * w)
-    corners, gx, gy = _corners(xs, points, mode, padding_mode, align_corners)
-    grad_x = zeros((n, c, h * w), dtype=xs.dtype, device=x.device)
-    gix = giy = None
-    for index, inside, weight, dwx, dwy in corners:
-        spread = gs if weight is None else gs * weight.unsqueeze(1)
-        spread = where(inside.unsqueeze(1), spread, 0.0)
-        grad_x = grad_x.scatter_add(2, index.unsqueeze(1).expand(n, c, index.shape[1]), spread)
+    planes, gs, grad_x = _planes(xs, g)
+    coords, slopes, sizes = _points(xs, points, padding_mode, align_corners, backward=True)
+    grads = [None] * len(coords)
+    for index, inside, weight, weight_slopes in _corners(coords, sizes, mode):
+        grad_x = _scattered(grad_x, index, inside, gs if weight is None else gs * weight.unsqueeze(1))
         if weight is None:
             continue
         weighted = (_gathered(planes, index, inside) * gs).sum(1)
-        gix = weighted * dwx if gix is None else gix + weighted * dwx
-        giy = weighted * dwy if giy is None else giy + weighted * dwy
+        grads = [weighted * s if gi is None else gi + weighted * s for gi, s in zip(grads, weight_slopes)]
     if mode == "nearest":
         grad_grid = zeros(tuple(grid.shape), dtype=grid.dtype, device=grid.device)
     else:
-        grad_grid = stack([gix * gx, giy * gy], -1).reshape(tuple(grid.shape)).to(grid.dtype)
+        grad_grid = stack([gi * s for gi, s in zip(grads, slopes)], -1).reshape(tuple(grid.shape)).to(grid.dtype)
     return grad_x.reshape(tuple(x.shape)).to(x.dtype), grad_grid
 
 
-def _no_double_backward(ctx, *grads):
-    raise NotImplementedError("grid_sampler_2d_backward: double backward of grid_sample is not supported")
+def _grid_sampler_bicubic_decomposition(x, grid, *, padding_mode, align_corners):
+    """Per sample, each row of its 4 x 4 taps (masked to 0 outside the input) interpolated along x
+    with the cubic weights, then the four rows along y, as PyTorch sums them."""
+    xs, points = _in_sampler_dtype(x, grid)
+    planes = _planes(xs)
+    taps, (wx, _), (wy, _), _ = _bicubic_taps(xs, points, padding_mode, align_corners)
+    out = None
+    for row, weight_y in zip(taps, wy):
+        along = None
+        for (index, inside), weight_x in zip(row, wx):
+            term = _gathered(planes, index, inside) * weight_x.unsqueeze(1)
+            along = term if along is None else along + term
+        term = along * weight_y.unsqueeze(1)
+        out = term if out is None else out + term
+    return out.reshape(*x.shape[:2], *grid.shape[1:3]).to(x.dtype)
 
 
-grid_sampler_op = define(
-    "grid_sampler_2d",
-    inputs=("input", "grid"),
-    meta=_grid_sampler_meta,
-    backward=_grid_sampler_backward,
-    saves=("input", "grid"),
-    backward_name="GridSampler2DBackward0",
-    decomposition=_grid_sampler_decomposition,
+def _grid_sampler_bicubic_backward_decomposition(g, x, grid, *, padding_mode, align_corners):
+    """``grad_input``: each sample's gradient times its taps' weights, added into zero input planes
+    at the taps inside the input. ``grad_grid``: per tap the channel sum of its value times the
+    gradient, times the slope of its weight along x (along y), summed over the taps, times
+    d ix/d gx (d iy/d gy)."""
+    from munet.ops.movement import stack
+
+    xs, points = _in_sampler_dtype(x, grid)
+    planes, gs, grad_x = _planes(xs, g)
+    taps, (wx, sx), (wy, sy), (dx, dy) = _bicubic_taps(xs, points, padding_mode, align_corners)
+    gix = giy = None
+    for row, weight_y, slope_y in zip(taps, wy, sy):
+        for (index, inside), weight_x, slope_x in zip(row, wx, sx):
+            grad_x = _scattered(grad_x, index, inside, gs * (weight_x * weight_y).unsqueeze(1))
+            weighted = (_gathered(planes, index, inside) * gs).sum(1)
+            tx, ty = weighted * (slope_x * weight_y), weighted * (weight_x * slope_y)
+            gix = tx if gix is None else gix + tx
+            giy = ty if giy is None else giy + ty
+    grad_grid = stack([gix * dx, giy * dy], -1).reshape(tuple(grid.shape)).to(grid.dtype)
+    return grad_x.reshape(tuple(x.shape)).to(x.dtype), grad_grid
+
+
+def _differentiated_by(backward_op):
+    """The gradient rule of a sampler whose gradients the composite ``backward_op`` computes."""
+
+    def backward(ctx, g):
+        x, grid = ctx.saved_tensor("input"), ctx.saved_tensor("grid")
+        grad_x, grad_grid = apply(backward_op, g, x, grid, **ctx.attrs)
+        need = ctx.needs_input_grad
+        return (grad_x if need[0] else None), (grad_grid if need[1] else None)
+
+    return backward
+
+
+def _no_double_backward(name: str):
+    def backward(ctx, *grads):
+        raise NotImplementedError(f"{name}: double backward of grid_sample is not supported")
+
+    return backward
+
+
+def _sampler(name: str, backward_name: str, decomposition, backward_decomposition):
+    """A sampler composite ``name`` and its gradient composite ``name + '_backward'``."""
+    backward_op = define(
+        f"{name}_backward",
+        inputs=("grad_output", "input", "grid"),
+        outputs=("grad_input", "grad_grid"),
+        meta=_grid_sampler_backward_meta,
+        backward=_no_double_backward(f"{name}_backward"),
+        decomposition=backward_decomposition,
+    )
+    op = define(
+        name,
+        inputs=("input", "grid"),
+        meta=_grid_sampler_meta,
+        backward=_differentiated_by(backward_op),
+        saves=("input", "grid"),
+        backward_name=backward_name,
+        decomposition=decomposition,
+    )
+    return op, backward_op
+
+
+grid_sampler_op, grid_sampler_backward_op = _sampler(
+    "grid_sampler_2d", "GridSampler2DBackward0", _grid_sampler_decomposition, _grid_sampler_backward_decomposition
 )
-
-grid_sampler_backward_op = define(
-    "grid_sampler_2d_backward",
-    inputs=("grad_output", "input", "grid"),
-    outputs=("grad_input", "grad_grid"),
-    meta=lambda g, x, grid, **_: (Meta(tuple(x.shape), x.dtype), Meta(tuple(grid.shape), grid.dtype)),
-    backward=_no_double_backward,
-    decomposition=_grid_sampler_backward_decomposition,
+grid_sampler_bicubic_op, grid_sampler_bicubic_backward_op = _sampler(
+    "grid_sampler_2d_bicubic",
+    "GridSampler2DBackward0",
+    _grid_sampler_bicubic_decomposition,
+    _grid_sampler_bicubic_backward_decomposition,
+)
+grid_sampler_3d_op, grid_sampler_3d_backward_op = _sampler(
+    "grid_sampler_3d", "GridSampler3DBackward0", _grid_sampler_decomposition, _grid_sampler_backward_decomposition
 )
 
 
 def grid_sample(input, grid, mode: str = "bilinear", padding_mode: str = "zeros", align_corners=None):
-    """Sample ``input`` (N, C, H, W) at ``grid`` (N, Ho, Wo, 2) locations in [-1, 1] (x, y order)."""
+    """Sample ``input`` (N, C, H, W) at ``grid`` (N, Ho, Wo, 2) locations in [-1, 1] (x, y order), or
+    a volume (N, C, D, H, W) at ``grid`` (N, Do, Ho, Wo, 3) (x, y, z order; bilinear is trilinear)."""
     op = "grid_sample"
     if mode not in _MODES:
-        raise ValueError(f"{op}: expected mode to be 'bilinear' or 'nearest', but got: '{mode}'")
+        raise ValueError(f"{op}: expected mode to be 'bilinear', 'nearest' or 'bicubic', but got: '{mode}'")
     if padding_mode not in _PADDING_MODES:
         raise ValueError(
             f"{op}: expected padding_mode to be 'zeros', 'border', or 'reflection', but got: '{padding_mode}'"
         )
-    if input.ndim != 4:
-        raise NotImplementedError(f"{op}: only 4-D input (N, C, H, W) is supported, got shape {tuple(input.shape)}")
-    if grid.ndim != 4 or grid.shape[-1] != 2 or grid.shape[0] != input.shape[0]:
+    if input.ndim not in (4, 5):
         raise RuntimeError(
-            f"{op}: expected grid of shape (N, H_out, W_out, 2) with N={input.shape[0]}, got shape {tuple(grid.shape)}"
+            f"{op}: expected 4-D (N, C, H, W) or 5-D (N, C, D, H, W) input, got shape {tuple(input.shape)}"
         )
+    k = input.ndim - 2
+    if grid.ndim != input.ndim or grid.shape[-1] != k or grid.shape[0] != input.shape[0]:
+        expected = "(N, H_out, W_out, 2)" if k == 2 else "(N, D_out, H_out, W_out, 3)"
+        raise RuntimeError(
+            f"{op}: expected grid of shape {expected} with N={input.shape[0]}, got shape {tuple(grid.shape)}"
+        )
+    if mode == "bicubic" and k == 3:
+        raise RuntimeError(f"{op}: bicubic interpolation only supports 4-D input, got shape {tuple(input.shape)}")
     if input.dtype is not grid.dtype or not input.dtype.is_floating_point:
         raise RuntimeError(
             f"{op}: expected input and grid to have the same floating dtype, got {input.dtype.name} and {grid.dtype.name}"
         )
-    return apply(grid_sampler_op, input, grid, mode=mode, padding_mode=padding_mode, align_corners=bool(align_corners))
+    attrs = dict(padding_mode=padding_mode, align_corners=bool(align_corners))
+    if k == 3:
+        return apply(grid_sampler_3d_op, input, grid, mode=mode, **attrs)
+    if mode == "bicubic":
+        return apply(grid_sampler_bicubic_op, input, grid, **attrs)
+    return apply(grid_sampler_op, input, grid, mode=mode, **attrs)
+
+
+def _mode_names(op: str, interpolation_mode: int, padding_mode: int) -> tuple[str, str]:
+    modes = {v: k for k, v in _MODES.items()}
+    pads = {v: k for k, v in _PADDING_MODES.items()}
+    if interpolation_mode not in modes:
+        raise RuntimeError(
+            f"{op}: expected interpolation_mode 0 (bilinear), 1 (nearest) or 2 (bicubic), got {interpolation_mode}"
+        )
+    if padding_mode not in pads:
+        raise RuntimeError(f"{op}: expected padding_mode 0 (zeros), 1 (border) or 2 (reflection), got {padding_mode}")
+    return modes[interpolation_mode], pads[padding_mode]
 
 
 def grid_sampler(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool):
-    """``torch.grid_sampler`` (integer mode codes: bilinear 0, nearest 1; zeros 0, border 1, reflection 2)."""
-    mode = {v: k for k, v in _MODES.items()}[interpolation_mode]
-    pad = {v: k for k, v in _PADDING_MODES.items()}[padding_mode]
-    return grid_sample(input, grid, mode, pad, align_corners)
+    """``torch.grid_sampler`` (integer mode codes: bilinear 0, nearest 1, bicubic 2; zeros 0, border
+    1, reflection 2): grid_sampler_2d or grid_sampler_3d by the input's rank."""
+    return grid_sample(input, grid, *_mode_names("grid_sampler", interpolation_mode, padding_mode), align_corners)
+
+
+def _grid_sampler_nd(op: str, rank: int, input, grid, interpolation_mode, padding_mode, align_corners):
+    if input.ndim != rank:
+        raise RuntimeError(f"{op}: expected {rank}-D input, got shape {tuple(input.shape)}")
+    return grid_sample(input, grid, *_mode_names(op, interpolation_mode, padding_mode), align_corners)
+
+
+def grid_sampler_2d(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool):
+    """``torch.grid_sampler_2d``: :func:`grid_sampler` of a 4-D input (N, C, H, W)."""
+    return _grid_sampler_nd("grid_sampler_2d", 4, input, grid, interpolation_mode, padding_mode, align_corners)
+
+
+def grid_sampler_3d(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool):
+    """``torch.grid_sampler_3d``: :func:`grid_sampler` of a 5-D input (N, C, D, H, W)."""
+    return _grid_sampler_nd("grid_sampler_3d", 5, input, grid, interpolation_mode, padding_mode, align_corners)
 
 
 def _base_coords(steps: int, align_corners: bool) -> np.ndarray:

@@ -142,6 +142,136 @@ def test_grid_sample_float32_affine_pipeline():
         F.grid_sample(munet.zeros(1, 1, 3, 3), munet.zeros(1, 2, 2, 2), padding_mode="wrap")
 
 
+PADDINGS = ["zeros", "border", "reflection"]
+# grid values PyTorch's samplers define: NaN, +-inf, the corners +-1, signed zeros, a point far out
+GRID_SPECIALS = [np.nan, np.inf, -np.inf, 1.0, -1.0, 0.0, -0.0, 40.0]
+
+
+def _grid(shape, dtype=F64, seed=2, specials=True) -> np.ndarray:
+    """Sampling points in [-1.5, 1.5] (some outside the input), the specials first when asked."""
+    grid = np.random.default_rng(seed).uniform(-1.5, 1.5, shape).astype(dtype)
+    if specials:
+        grid.reshape(-1)[: len(GRID_SPECIALS)] = GRID_SPECIALS
+    return grid
+
+
+def _sampled(fns, mode, padding_mode, align):
+    return lambda x, g: fns.grid_sample(x, g, mode=mode, padding_mode=padding_mode, align_corners=align)
+
+
+@pytest.mark.parametrize("padding_mode", PADDINGS)
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_bicubic(padding_mode, align):
+    """Cubic convolution (A = -0.75) of the 4 x 4 taps, each tap's coordinate padded on its own:
+    float64 with NaN and infinite grid values, a float32 non-contiguous input, size-1 axes."""
+    m, t = _sampled(F, "bicubic", padding_mode, align), _sampled(TF, "bicubic", padding_mode, align)
+    check(m, t, randn(2, 3, 5, 6, dtype=F64), _grid((2, 4, 3, 2)))
+    check(m, t, noncontiguous(randn(2, 2, 4, 7)), noncontiguous(_grid((2, 3, 5, 2), np.float32, specials=False)))
+    for shape in ((1, 2, 1, 5), (1, 2, 4, 1), (1, 1, 1, 1)):
+        check(m, t, randn(*shape, dtype=F64), _grid((1, 3, 2, 2), seed=3, specials=False))
+    check(m, t, randn(2, 3, 4, 5, dtype=F64), _grid((2, 0, 3, 2), specials=False))  # no samples
+    check(m, t, randn(2, 0, 4, 5, dtype=F64), _grid((2, 2, 3, 2), specials=False))  # no channels
+
+
+@pytest.mark.parametrize("padding_mode", PADDINGS)
+@pytest.mark.parametrize("mode", ["bilinear", "nearest"])
+@pytest.mark.parametrize("align", [False, True])
+def test_grid_sample_3d(mode, padding_mode, align):
+    """Volumetric sampling (trilinear, nearest): float64 with NaN and infinite grid values (PyTorch's
+    3-D kernel clamps a NaN under padding, and moves a non-finite point off the input), a float32
+    non-contiguous input, size-1 axes."""
+    m, t = _sampled(F, mode, padding_mode, align), _sampled(TF, mode, padding_mode, align)
+    check(m, t, randn(2, 3, 4, 5, 6, dtype=F64), _grid((2, 3, 4, 2, 3)))
+    check(m, t, noncontiguous(randn(2, 2, 3, 4, 5)), noncontiguous(_grid((2, 2, 3, 4, 3), np.float32, specials=False)))
+    for shape in ((1, 2, 1, 3, 4), (1, 1, 1, 1, 1)):
+        check(m, t, randn(*shape, dtype=F64), _grid((1, 2, 2, 3, 3), seed=3, specials=False))
+    check(m, t, randn(2, 3, 2, 4, 5, dtype=F64), _grid((2, 0, 3, 2, 3), specials=False))  # no samples
+    check(m, t, randn(2, 0, 2, 4, 5, dtype=F64), _grid((2, 1, 3, 2, 3), specials=False))  # no channels
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "vulkan"])
+def test_grid_sample_bicubic_and_3d_float32_on_devices(device_type, request):
+    """float32 forward and gradients, NaN and infinite grid values among the points, on each device
+    (on vulkan the decompositions' gathers and scatters run there; a missing kernel skips with the
+    device's message)."""
+    device = "cpu" if device_type == "cpu" else str(request.getfixturevalue("vulkan"))
+    cases = [("bicubic", (2, 3, 5, 6), (2, 4, 3, 2)), ("bilinear", (2, 2, 3, 4, 5), (2, 2, 3, 4, 3))]
+    cases.append(("nearest", (2, 2, 3, 4, 5), (2, 2, 3, 4, 3)))
+    for mode, shape, grid_shape in cases:
+        for padding_mode in PADDINGS:
+            for align in (False, True):
+                grid = _grid(grid_shape, np.float32)
+                m, t = _sampled(F, mode, padding_mode, align), _sampled(TF, mode, padding_mode, align)
+                check(m, t, randn(*shape), grid, device=device)
+
+
+def test_grid_sampler_2d_and_3d_take_integer_modes():
+    """``torch.grid_sampler_2d`` / ``grid_sampler_3d`` / ``grid_sampler``: (input, grid,
+    interpolation_mode, padding_mode, align_corners), bilinear 0, nearest 1, bicubic 2."""
+    x2, g2 = randn(2, 3, 5, 6, dtype=F64), _grid((2, 4, 3, 2), specials=False)
+    x3, g3 = randn(1, 2, 3, 4, 5, dtype=F64), _grid((1, 2, 3, 4, 3), specials=False)
+    for mode, padding_mode, align in ((2, 1, False), (0, 2, True), (1, 0, False)):
+        args = (mode, padding_mode, align)
+        check(lambda x, g: munet.grid_sampler_2d(x, g, *args), lambda x, g: torch.grid_sampler_2d(x, g, *args), x2, g2)
+        check(lambda x, g: munet.grid_sampler(x, g, *args), lambda x, g: torch.grid_sampler(x, g, *args), x2, g2)
+        if mode != 2:
+            check(
+                lambda x, g: munet.grid_sampler_3d(x, g, *args), lambda x, g: torch.grid_sampler_3d(x, g, *args), x3, g3
+            )
+            check(lambda x, g: munet.grid_sampler(x, g, *args), lambda x, g: torch.grid_sampler(x, g, *args), x3, g3)
+    with pytest.raises(RuntimeError, match="grid_sampler_3d: expected 5-D input"):
+        munet.grid_sampler_3d(munet.zeros(1, 1, 3, 3), munet.zeros(1, 2, 2, 2), 0, 0, False)
+    with pytest.raises(RuntimeError, match=r"grid_sampler_2d: expected interpolation_mode 0 \(bilinear\)"):
+        munet.grid_sampler_2d(munet.zeros(1, 1, 3, 3), munet.zeros(1, 2, 2, 2), 3, 0, False)
+
+
+def test_grid_sample_volumetric_errors():
+    with pytest.raises(RuntimeError, match="grid_sample: bicubic interpolation only supports 4-D input"):
+        F.grid_sample(munet.zeros(1, 1, 2, 3, 3), munet.zeros(1, 2, 2, 2, 3), mode="bicubic")
+    with pytest.raises(RuntimeError, match=r"grid_sample: expected grid of shape \(N, D_out, H_out, W_out, 3\)"):
+        F.grid_sample(munet.zeros(1, 1, 2, 3, 3), munet.zeros(1, 2, 2, 2, 2))
+    with pytest.raises(RuntimeError, match=r"grid_sample: expected 4-D \(N, C, H, W\) or 5-D"):
+        F.grid_sample(munet.zeros(1, 1, 3), munet.zeros(1, 2, 2))
+
+
+def _bicubic_step(x, grid):
+    """A step through bicubic grid_sample (reflection padding) and trilinear grid_sample (border):
+    the loss and the gradients of both inputs and both grids."""
+    x.requires_grad_(True)
+    grid.requires_grad_(True)
+    y = F.grid_sample(x, grid, mode="bicubic", padding_mode="reflection", align_corners=False)  # (2, 3, 4, 5)
+    volume = y.unsqueeze(2).expand(2, 3, 2, 4, 5)
+    points = munet.cat([grid, grid[..., :1] * 0.5], -1).unsqueeze(1).expand(2, 2, 4, 5, 3)
+    z = F.grid_sample(volume, points, padding_mode="border", align_corners=True)
+    loss = (y * y).sum() + (z * y.unsqueeze(2)).sum()
+    loss.backward()
+    return loss, x.grad, grid.grad
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "vulkan"])
+def test_a_compiled_step_through_bicubic_and_3d_grid_sample(device_type, request, tmp_path, monkeypatch):
+    """The compiled step decomposes the samplers and their gradients into gathers and scatters,
+    and equals the eager step."""
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+    device = "cpu" if device_type == "cpu" else request.getfixturevalue("vulkan")
+    data = [randn(2, 3, 6, 7, seed=5), _grid((2, 4, 5, 2), np.float32, specials=False)]
+
+    def inputs():
+        return [munet.tensor(a, device=device) for a in data]
+
+    compiled = munet.compile(_bicubic_step)
+    try:
+        got = compiled(*inputs())
+        want = _bicubic_step(*inputs())
+    except munet.DeviceError as exc:
+        pytest.skip(f"on {device}: {exc}")
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a.detach().cpu().numpy(), b.detach().cpu().numpy(), rtol=1e-5, atol=1e-5)
+    names = {n.name for n in compiled.graph.nodes}
+    assert not names & {"grid_sampler_2d_bicubic", "grid_sampler_2d_bicubic_backward", "grid_sampler_3d"}
+    assert {"gather", "scatter"} <= names
+
+
 @pytest.mark.parametrize("align", [False, True])
 def test_affine_grid(align):
     theta = randn(2, 2, 3, dtype=F64)
