@@ -111,3 +111,102 @@ def test_compiled_losses_check_on_the_device_and_in_graph_replays():
     with pytest.raises(IndexOutOfRangeError, match="got 8"):
         out.cpu()
     _close(compiled(x.cuda(), t.cuda(), ids.cuda(), weight.cuda()), step(x, t, ids, weight))
+
+
+# integer division: Python's floor and C's truncated remainder, a zero divisor raises at the sync ---------
+
+INTEGERS = ("int8", "uint8", "int16", "int32", "int64")
+
+
+def _torch_pair(values, dtype):
+    import torch
+
+    return munet.tensor(values).to(getattr(munet, dtype)), torch.tensor(values).to(getattr(torch, dtype))
+
+
+@pytest.mark.usefixtures("fake_gpus")
+@pytest.mark.parametrize("dtype", INTEGERS)
+def test_integer_division_equals_torch(dtype):
+    import torch
+
+    rng = np.random.default_rng(4)
+    low = 0 if dtype == "uint8" else -100
+    a_values, b_values = rng.integers(low, 100, (6, 5)), rng.integers(low, 100, (5,))
+    b_values[b_values == 0] = -1 if low else 1
+    a, ta = _torch_pair(a_values, dtype)
+    b, tb = _torch_pair(b_values, dtype)
+    ac, bc = a.cuda().t().contiguous().t(), b.cuda()  # a transposed operand, a broadcast one
+    cases = [
+        (ac // bc, ta // tb),
+        (munet.fmod(ac, bc), torch.fmod(ta, tb)),
+        (munet.remainder(ac, bc), torch.remainder(ta, tb)),
+        (munet.div(ac, bc, rounding_mode="trunc"), torch.div(ta, tb, rounding_mode="trunc")),
+        (munet.div(ac, bc, rounding_mode="floor"), torch.div(ta, tb, rounding_mode="floor")),
+        (ac // 7, ta // 7),
+        (ac % 3, ta % 3),
+    ]
+    if dtype != "uint8":
+        cases += [(ac // -3, ta // -3), (munet.fmod(ac, -4), torch.fmod(ta, -4))]
+    for got, want in cases:
+        assert got.is_cuda and got.dtype == a.dtype
+        np.testing.assert_array_equal(got.cpu().numpy(), want.numpy())
+    inplace = a.cuda()
+    inplace //= bc
+    np.testing.assert_array_equal(inplace.cpu().numpy(), (ta // tb).numpy())
+
+
+@pytest.mark.usefixtures("fake_gpus")
+def test_the_minimum_integer_divided_by_minus_one_wraps_as_torch():
+    a, ta = _torch_pair([-(2**63), -(2**63), 9], "int64")
+    b, tb = _torch_pair([-1, 2, -1], "int64")
+    np.testing.assert_array_equal((a.cuda() // b.cuda()).cpu().numpy(), (ta // tb).numpy())
+    np.testing.assert_array_equal(munet.fmod(a.cuda(), b.cuda()).cpu().numpy(), np.array([0, 0, 0]))
+
+
+@pytest.mark.usefixtures("fake_gpus")
+@pytest.mark.parametrize("op", ["floor_divide", "fmod", "remainder"])
+def test_an_integer_zero_divisor_raises_zero_division_at_the_next_synchronization(op):
+    fn = getattr(munet, op)
+    a, b = munet.tensor([5, -3, 7]), munet.tensor([2, 0, 1])
+    with pytest.raises(RuntimeError, match="^ZeroDivisionError$"):  # the cpu: at the op
+        fn(a, b)
+    out = fn(a.cuda(), b.cuda())  # cuda: the kernel recorded the fault
+    with pytest.raises(RuntimeError, match=r"^ZeroDivisionError \(raised by cuda:0 at the first synchronization"):
+        out.cpu()
+    np.testing.assert_array_equal(fn(a.cuda(), 2).cpu().numpy(), fn(a, 2).numpy())  # the device goes on
+    fn(a.cuda(), 0)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        munet.cuda.synchronize()
+
+
+@pytest.mark.usefixtures("fake_gpus")
+def test_compiled_integer_division_runs_the_checked_eager_kernels():
+    def f(a, b):
+        return (a // b) * 2 + munet.remainder(a, b)
+
+    compiled = munet.compile(f)
+    a, b = munet.tensor([[7, -8, 9], [1, 2, -3]]), munet.tensor([2, -3, 4])
+    for _ in range(3):  # run, capture, replay
+        np.testing.assert_array_equal(compiled(a.cuda(), b.cuda()).cpu().numpy(), f(a, b).numpy())
+    assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
+    out = compiled(a.cuda(), munet.tensor([2, 0, 4]).cuda())  # a replay
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        out.cpu()
+    np.testing.assert_array_equal(compiled(a.cuda(), b.cuda()).cpu().numpy(), f(a, b).numpy())
+
+
+def test_a_zero_divisor_fills_the_fault_record_under_emulation():
+    from munet.backends.cuda import emulation
+    from munet.backends.cuda import kernels_elementwise as E
+    from munet.backends.cuda.device_asserts import ZERO_DIVISION_SITE
+
+    src = E.render_elementwise("div_floor", ("int32", "int32"), rank=1)
+    assert src.faults and src.params[-1] == ("unsigned long long *", "munet_fault_record")
+    a, b = np.array([7, 8, 9], np.int32), np.array([2, 0, 0], np.int32)
+    out, record = np.full(3, 5, np.int32), np.zeros(3, np.int64)
+    args = src.arguments((3,), (out, [1], 0), [(a, [1], 0), (b, [1], 0)], record.ctypes.data)
+    emulation.Emulator([src]).run(src, 3, [v for _, v in args])
+    np.testing.assert_array_equal(out, [3, 0, 0])
+    assert record[0] == ZERO_DIVISION_SITE
+    with pytest.raises(ValueError, match="needs the fault record"):
+        src.arguments((3,), (out, [1], 0), [(a, [1], 0), (b, [1], 0)])

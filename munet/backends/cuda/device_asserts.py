@@ -43,6 +43,11 @@ __device__ __forceinline__ void munet_fault(unsigned long long *fault, unsigned 
 """
 
 
+# The site every runtime reserves first: an integer division by zero (PyTorch's error on the cpu).
+ZERO_DIVISION_SITE = 1
+_ZERO_DIVISION = ("ZeroDivisionError", RuntimeError)
+
+
 class DeviceAsserts:
     """The fault record of one cuda runtime, its message sites, and the check at each synchronization."""
 
@@ -54,6 +59,7 @@ class DeviceAsserts:
         self._sites: dict[tuple, int] = {}
         self._messages: list[tuple[str, type]] = []  # (template, the error class it raises)
         self._armed: dict[int, object] = {}  # stream pointer -> cupy stream a checked kernel ran on
+        self.site(*_ZERO_DIVISION)  # the first site: ZERO_DIVISION_SITE
 
     def site(self, message: str, error: type = IndexOutOfRangeError) -> int:
         """The id (never 0) a kernel passes as its fault site to raise ``error(message)``;
