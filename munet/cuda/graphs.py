@@ -123,7 +123,11 @@ class CUDAGraph:
     def replay(self) -> None:
         """Launch the captured work on the current stream of the graph's device."""
         self._require_graph("replay")
-        self._graph.launch(current_stream(self._device)._stream)
+        stream = current_stream(self._device)._stream
+        self._graph.launch(stream)
+        backend = opened_backend(self._device)
+        if backend is not None:  # the graph may hold checked kernels: the next synchronization reads their faults
+            backend.runtime.asserts.replayed(stream)
 
     def reset(self) -> None:
         """Drop the graph and this graph's hold on its pool."""

@@ -96,6 +96,10 @@ def cpu_kernel(name):
     return get_backend(munet.device("cpu")).kernels[name]
 
 
+# formula ops that divide integers: a zero divisor raises ZeroDivisionError
+INTEGER_DIVISIONS = ("div_floor", "div_trunc", "fmod", "remainder")
+
+
 def random_values(dtype: str, shape, gen, name: str = "", position: int = 0) -> np.ndarray:
     if dtype == "bool":
         return gen.integers(0, 2, shape).astype(bool)
@@ -103,7 +107,10 @@ def random_values(dtype: str, shape, gen, name: str = "", position: int = 0) -> 
         if name in ("bitwise_left_shift", "bitwise_right_shift", "pow") and position == 1:
             return gen.integers(0, 6, shape).astype(dtype)
         info = np.iinfo(np_dtype(dtype))
-        return gen.integers(max(info.min, -100), min(info.max, 100), shape).astype(dtype)
+        values = gen.integers(max(info.min, -100), min(info.max, 100), shape).astype(dtype)
+        if name in INTEGER_DIVISIONS and position == 1:  # a zero divisor raises (test_cuda_checks_emulated.py)
+            values[values == 0] = 1
+        return values
     x = gen.standard_normal(shape) * 3
     flat = x.reshape(-1)
     k = min(len(SPECIAL), flat.size // 2)

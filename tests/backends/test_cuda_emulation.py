@@ -64,13 +64,15 @@ def _suite() -> emulation.Emulator:
 
 
 def _run_strided(src, shape, out, inputs):
-    args = [
-        v
-        for _, v in src.arguments(
-            shape, _strided(out), [_strided(a) if isinstance(a, np.ndarray) else a for a in inputs]
-        )
-    ]
-    _suite().run(src, out.size, args)
+    record = np.zeros(3, np.int64)  # the fault record of an integer division
+    arguments = src.arguments(
+        shape,
+        _strided(out),
+        [_strided(a) if isinstance(a, np.ndarray) else a for a in inputs],
+        record.ctypes.data if src.faults else None,
+    )
+    _suite().run(src, out.size, [v for _, v in arguments])
+    return record
 
 
 @pytest.mark.parametrize(("name", "dtype"), formula_cases(), ids=[f"{n}-{d}" for n, d in formula_cases()])
@@ -103,8 +105,9 @@ def _check_formula(name, dtype, index_bits):
         want = np.asarray(cpu_kernel(name)(*inputs, **attrs)).astype(np_dtype(src.out_dtype))
     out = np.empty(shape, np_dtype(src.out_dtype))
     with np.errstate(all="ignore"):
-        _run_strided(src, shape, out, inputs)
+        record = _run_strided(src, shape, out, inputs)
     assert_matches(out, want, src.out_dtype, f"{name} {dtype}")
+    assert not record.any(), f"{name} {dtype} recorded a fault"
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16", "bfloat16", "int64"])

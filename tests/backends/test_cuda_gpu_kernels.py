@@ -59,6 +59,10 @@ def test_eager_kernels_on_the_gpu_match_the_emulated_and_cpu_results(cupy, name,
     device = [cupy.asarray(a) for a in operands]
     out = cupy.empty(shape, np_dtype(src.out_dtype))
     geometry = [(d, [s // d.itemsize for s in d.strides], 0) for d in device]
-    values = [v for _, v in src.arguments(shape, (out, [s // out.itemsize for s in out.strides], 0), geometry)]
-    _launch(cupy, src, out.size, values, tmp_path)
+    record = cupy.zeros(3, cupy.int64)  # the fault record of an integer division (no zero divisors here)
+    arguments = src.arguments(
+        shape, (out, [s // out.itemsize for s in out.strides], 0), geometry, record.data.ptr if src.faults else None
+    )
+    _launch(cupy, src, out.size, [v for _, v in arguments], tmp_path)
     assert_matches(cupy.asnumpy(out), want, src.out_dtype, f"{name} {dtype} on the GPU")
+    assert not cupy.asnumpy(record).any(), f"{name} {dtype} recorded a fault"

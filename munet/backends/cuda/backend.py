@@ -15,6 +15,7 @@ from munet import _dtype as D
 from munet._device import DeviceError, device
 from munet.backends.bound_kernels import BoundKernels
 from munet.backends.cuda import copies
+from munet.backends.cuda.device_asserts import DeviceAsserts
 from munet.backends.cuda.discovery import cupy_module
 from munet.backends.cuda.memory import Allocator
 from munet.backends.cuda.registry import KERNELS
@@ -30,6 +31,7 @@ class CudaRuntime:
         self.label = f"cuda:{index}"
         self.cupy = cupy_module()
         self.allocator = Allocator(self.cupy, index, self.label)
+        self.asserts = DeviceAsserts(self)
 
     def scope(self):
         """``with rt.scope():`` makes this device current and its pool CuPy's allocator."""
@@ -45,7 +47,9 @@ class CudaRuntime:
         return self.cupy.empty(tuple(shape), copies.storage_dtype(dtype))
 
     def synchronize(self) -> None:
+        """Wait for every stream of the device, then raise a device-side assert it recorded."""
         self.cupy.cuda.Device(self.index).synchronize()
+        self.asserts.check()
 
 
 class CudaBackend:
@@ -110,7 +114,9 @@ class CudaBackend:
 
     def to_numpy(self, data) -> np.ndarray:
         with self.runtime.scope():
-            return copies.to_host(self.cupy, data)
+            host = copies.to_host(self.cupy, data)
+        self.runtime.asserts.check()  # a device-side assert of the kernels before the read raises here
+        return host
 
     def receive(self, source, data):
         """``data`` of another backend as a flat buffer here without a host round trip, or None

@@ -66,6 +66,11 @@ using std::signbit;
 static inline unsigned long long __umul64hi(unsigned long long a, unsigned long long b) {
   return (unsigned long long)(((unsigned __int128)a * b) >> 64);
 }
+static inline unsigned long long atomicCAS(unsigned long long *address, unsigned long long compare,
+                                           unsigned long long value) {
+  __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return compare;  // the old value, as CUDA's
+}
 static inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, sizeof f); return f; }
 static inline double __longlong_as_double(long long x) { double f; std::memcpy(&f, &x, sizeof f); return f; }
 static inline double erfinv(double y) {

@@ -24,7 +24,7 @@ from munet._device import DeviceError
 from munet.backends.cuda import launch
 from munet.backends.cuda.registry import kernel
 from munet.backends.cuda.scalar_cuda import HEADER, PRELUDE, ctype, load, store
-from munet.backends.cuda.source import CudaSource
+from munet.backends.cuda.source import CudaSource, kernel_head
 
 BLOCK = 128
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -47,13 +47,7 @@ def render_convolution(dtype: str, nd: int, transposed: bool) -> CudaSource:
     name = f"munet_conv{nd}d{'_transposed' if transposed else ''}_{dtype}"
     params = _params(dtype, nd)
     acc = "double" if dtype == "float64" else "float"
-    signature = ", ".join(f"{t}{'' if t.endswith('*') else ' '}{p}" for t, p in params)
-    lines = [
-        f'extern "C" __global__ void {name}({signature}) {{',
-        "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < total;"
-        " i += (long long)blockDim.x * gridDim.x) {",
-        "    long long rem = i;",
-    ]
+    lines = [*kernel_head(name, params, "total"), "    long long rem = i;"]
     for d in reversed(range(nd)):
         lines.append(f"    const long long p{d} = rem % out{d}; rem /= out{d};")
     lines += [

@@ -14,7 +14,9 @@ formula=...)``), ``cast(x)`` and ``x``. Nothing here knows an op. Launching is t
 Parameters (``src.params``): ``n`` (elements), ``size0..`` (the output shape, ``rank`` of them),
 then the output and each input: its pointer, element offset and ``rank`` element strides (0 for a
 broadcast dim, never negative), and last a by-value scalar per Python-number operand
-(``scalars``: their positions) in the compute dtype. Sizes, strides and offsets are ``unsigned``
+(``scalars``: their positions) in the compute dtype, then, when the formula divides integers
+(``faults``), the device's fault record (``device_asserts.py``: a zero divisor raises PyTorch's
+``ZeroDivisionError`` at the next synchronization). Sizes, strides and offsets are ``unsigned``
 for ``index_bits=32`` and ``long long`` for 64 (the default); ``index_bits_for(shape,
 geometries)`` says when 32 bits hold every index, which is several times cheaper on the device
 (64-bit division is a long software routine) and to compile. Shapes, strides and offsets are
@@ -23,7 +25,7 @@ operand walks alike before choosing ``rank`` (any rank works, fewer is cheaper).
 
 Dtypes: float32/float64, float16/bfloat16 (loaded to float, computed in float32, stored rounded
 to nearest even, as the CPU does), int8/uint8/int16/int32/int64 and bool. An op whose formula needs
-a scalar op without a CUDA form for these dtypes (``scalar_cuda.UNRENDERED``) raises
+a scalar op without a CUDA form for these dtypes raises
 :class:`~munet.backends.cuda.scalar_cuda.UnrenderableError`; ``supports(op, dtype)`` asks first.
 """
 
@@ -60,10 +62,12 @@ class StridedSource(CudaSource):
     scalars: tuple = ()  # positions of the inputs passed as by-value numbers
     out_dtype: str = ""
     index_bits: int = 64  # sizes, strides and offsets are unsigned 32-bit or long long (index_bits_for)
+    faults: bool = False  # the last parameter is the fault record (an integer division)
 
-    def arguments(self, shape, out, inputs) -> list:
+    def arguments(self, shape, out, inputs, fault_record=None) -> list:
         """``[(C type, value), ...]`` in parameter order: ``out``/``inputs`` are ``(pointer, strides,
-        offset)`` (strides in elements, ``rank`` of them), a scalar input a Python number."""
+        offset)`` (strides in elements, ``rank`` of them), a scalar input a Python number;
+        ``fault_record`` the record's pointer (required when ``faults``)."""
         if len(shape) != self.rank:
             raise ValueError(f"{self.name}: expected a rank-{self.rank} shape, got {tuple(shape)}")
         if len(inputs) != self.n_inputs:
@@ -80,6 +84,10 @@ class StridedSource(CudaSource):
                 raise ValueError(f"{self.name}: expected {self.rank} strides, got {tuple(strides)}")
             values += [pointer, int(offset), *(int(s) for s in strides)]
         values += [inputs[i] for i in self.scalars]
+        if self.faults:
+            if fault_record is None:
+                raise ValueError(f"{self.name}: the kernel divides integers and needs the fault record")
+            values.append(fault_record)
         return [(t, v) for (t, _), v in zip(self.params, values, strict=True)]
 
 
@@ -120,8 +128,11 @@ def render_strided(
             return f"s{e.index}"
         return load(operands[e.index], f"in{e.index}[{_at(f'in{e.index}', rank)}]")
 
-    value = Emitter(bind, body).emit(expr)
+    emitter = Emitter(bind, body, fault_record=True)
+    value = emitter.emit(expr)
     body.append(f"out[{_at('out', rank)}] = {store(out_dtype, value, expr.dtype)};")
+    if emitter.used_fault_record:
+        params.append(("unsigned long long *", "munet_fault_record"))
     signature = ", ".join(f"{t}{'' if t.endswith('*') else ' '}{n}" for t, n in params)
     text = "\n".join(
         [
@@ -136,7 +147,17 @@ def render_strided(
     name = f"munet_{label}_{hashlib.sha1(text.encode()).hexdigest()[:12]}"
     source = "\n".join([HEADER, PRELUDE, text.replace("KERNEL", name, 1)]) + "\n"
     return StridedSource(
-        name, source, tuple(params), BLOCK, "elements", rank, len(operands), tuple(scalars), out_dtype, index_bits
+        name,
+        source,
+        tuple(params),
+        BLOCK,
+        "elements",
+        rank,
+        len(operands),
+        tuple(scalars),
+        out_dtype,
+        index_bits,
+        emitter.used_fault_record,
     )
 
 

@@ -124,8 +124,11 @@ def run_formula(rt, name: str, args, attrs, out=None):
                 inputs.append((a.data.ptr, _broadcast_strides(name, a, shape), 0))
             elif a is not None:
                 inputs.append(_scalar_value(a, operands[i]))
-        arguments = src.arguments(shape, (target.data.ptr, _element_strides(name, target), 0), inputs)
+        fault_record = rt.asserts.record() if src.faults else None
+        arguments = src.arguments(shape, (target.data.ptr, _element_strides(name, target), 0), inputs, fault_record)
         launch.launch(rt, src, _numel(shape), arguments)
+        if src.faults:
+            rt.asserts.launched()
     if out is not None and target is not out:
         copies.copy_into(cp, out, target)
         return out

@@ -16,15 +16,20 @@ they wrap as NumPy's do instead of overflowing a signed C type. A float to integ
 of a value outside the target's range is what the hardware gives (PyTorch on CUDA does the same;
 NumPy on x86 gives the minimum integer): the tests leave those cases out.
 
-:data:`UNRENDERED`: integer ``floor_divide``/``fmod`` (a CUDA integer division by zero gives an
-unspecified value instead of raising PyTorch's ``ZeroDivisionError``); an op whose formula needs
-one has no cuda kernel for that dtype. :data:`PRELUDE` holds the helper device functions the
+Integer ``floor_divide`` (Python's floor, as PyTorch) and ``fmod`` (C's truncated remainder) need
+the device's fault record (``device_asserts.py``): a zero divisor records PyTorch's
+``RuntimeError("ZeroDivisionError")``, raised at the next synchronization, and gives 0; a divisor
+of -1 negates with wrapping (no overflow trap for the minimum integer, as NumPy's result). Their
+forms name the record ``munet_fault_record``: an :class:`Emitter` given ``fault_record=True`` may
+print them (and sets ``used_fault_record``; its renderer then adds that parameter), any other
+refuses them with :class:`UnrenderableError`. :data:`PRELUDE` holds the helper device functions the
 forms call; every rendered source starts with it (after :data:`HEADER`); it is guarded, so
 several rendered sources concatenate into one program.
 """
 
 from __future__ import annotations
 
+from munet.backends.cuda.device_asserts import FAULT_HELPER, ZERO_DIVISION_SITE
 from munet.ops._scalar import BOOL, BOOL_FORMS, FLOAT, INT, SCALAR_OPS, Apply, Const, kind
 
 CUDA_TYPES = {
@@ -52,8 +57,21 @@ FROM_DOUBLE = {"float16": "__double2half", "bfloat16": "__double2bfloat16"}
 
 HEADER = "#include <cuda_fp16.h>\n#include <cuda_bf16.h>\n"
 
-PRELUDE = r"""#ifndef MUNET_PRELUDE
+PRELUDE = (
+    FAULT_HELPER
+    + r"""#ifndef MUNET_PRELUDE
 #define MUNET_PRELUDE
+// integer floor_divide and fmod: a zero divisor records a fault (device_asserts.py) and gives 0
+static __device__ __forceinline__ long long munet_floor_divide_i(long long a, long long b, unsigned long long *fault) {
+  if (b == 0) { munet_fault(fault, MUNET_ZERO_DIVISION_SITE, 0ULL, 0ULL); return 0; }
+  if (b == -1) return (long long)(0ULL - (unsigned long long)a);
+  const long long q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q;
+}
+static __device__ __forceinline__ long long munet_fmod_i(long long a, long long b, unsigned long long *fault) {
+  if (b == 0) { munet_fault(fault, MUNET_ZERO_DIVISION_SITE, 0ULL, 0ULL); return 0; }
+  return b == -1 ? 0 : a % b;
+}
 #define MUNET_INFF __int_as_float(0x7f800000)
 #define MUNET_NANF __int_as_float(0x7fc00000)
 #define MUNET_INF __longlong_as_double(0x7ff0000000000000LL)
@@ -85,7 +103,8 @@ static __device__ __forceinline__ long long munet_powi(long long a, long long b)
   return (long long)r;
 }
 #endif
-"""
+""".replace("MUNET_ZERO_DIVISION_SITE", f"{ZERO_DIVISION_SITE}ULL")
+)
 
 _INFIX = {"add": "+", "sub": "-", "mul": "*", "div": "/", "lt": "<", "le": "<=", "gt": ">", "ge": ">=", "eq": "==",
           "ne": "!="}  # fmt: skip
@@ -121,14 +140,16 @@ _INT_FORMS = {
     "bitwise_xor": "(({t})({0} ^ {1}))",
     "bitwise_not": "(({t})(~{0}))",
 }
-UNRENDERED = {
-    ("floor_divide", INT): "a CUDA integer division by zero gives an unspecified value instead of raising",
-    ("fmod", INT): "a CUDA integer division by zero gives an unspecified value instead of raising",
+# integer forms that record a zero divisor in the fault record ``munet_fault_record``
+_FAULTING_INT_FORMS = {
+    "floor_divide": "(({t})munet_floor_divide_i((long long){0}, (long long){1}, munet_fault_record))",
+    "fmod": "(({t})munet_fmod_i((long long){0}, (long long){1}, munet_fault_record))",
 }
 
 
 class UnrenderableError(ValueError):
-    """A scalar op with no CUDA form for its operands' kind (see :data:`UNRENDERED`)."""
+    """A scalar op with no CUDA form for its operands' kind (or one that needs the fault record where
+    the renderer has none)."""
 
 
 def ctype(dtype: str) -> str:
@@ -163,8 +184,14 @@ def literal(value: float, dtype: str) -> str:
     return repr(float(value)) if double else f"{float(value)!r}f"
 
 
-def render_apply(e, args: list) -> str:
-    """The CUDA C text of ``Apply`` ``e`` whose arguments render as ``args``."""
+def needs_fault_record(e) -> bool:
+    """Whether ``Apply`` ``e``'s form writes the fault record (an integer division)."""
+    return e.op in _FAULTING_INT_FORMS and kind(e.args[0].dtype) == INT
+
+
+def render_apply(e, args: list, fault_record: bool = False) -> str:
+    """The CUDA C text of ``Apply`` ``e`` whose arguments render as ``args``; ``fault_record``:
+    whether the kernel has the ``munet_fault_record`` parameter an integer division needs."""
     if e.op == "where":
         return f"({args[0]} ? {args[1]} : {args[2]})"
     if e.op == "cast":
@@ -181,10 +208,16 @@ def render_apply(e, args: list) -> str:
             return _FLOAT_FORMS[e.op].format(*args, f="" if double else "f", d="d" if double else "f")
         if e.op in _LIBM:
             return f"{e.op}{'' if double else 'f'}({', '.join(args)})"
+    if needs_fault_record(e):
+        if not fault_record:
+            raise UnrenderableError(
+                f"cuda: integer '{e.op}' needs the device's fault record for a zero divisor, which only the eager "
+                "elementwise kernels take"
+            )
+        return _FAULTING_INT_FORMS[e.op].format(*args, t=ctype(e.dtype))
     form = (_INT_FORMS if operand == INT else BOOL_FORMS if operand == BOOL else {}).get(e.op)
     if form is None:
-        reason = UNRENDERED.get((e.op, operand), "the vocabulary has no such form")
-        raise UnrenderableError(f"cuda: scalar op '{e.op}' on {operand} operands has no CUDA C form ({reason})")
+        raise UnrenderableError(f"cuda: scalar op '{e.op}' on {operand} operands has no CUDA C form")
     return form.format(*args, t=ctype(e.dtype))
 
 
@@ -209,13 +242,17 @@ class Emitter:
     lines to ``lines``. :class:`~munet.ops._scalar.Const` s become literals and ``Apply`` s their
     forms; any other leaf (a formula's ``Arg``, the kernel IR's ``Load``/``Param``/``Index``) is
     given to ``bind(e)``, which returns its C text (``None`` for a leaf it does not know). ``known``
-    seeds names already computed (a reduction's accumulators)."""
+    seeds names already computed (a reduction's accumulators). ``fault_record``: whether the kernel
+    has the ``munet_fault_record`` parameter (then integer divisions render, and
+    ``used_fault_record`` says whether one did)."""
 
-    def __init__(self, bind, lines: list, prefix: str = "t", known=None):
+    def __init__(self, bind, lines: list, prefix: str = "t", known=None, fault_record: bool = False):
         self.bind = bind
         self.lines = lines
         self.prefix = prefix
         self.names: dict = dict(known or {})
+        self.fault_record = fault_record
+        self.used_fault_record = False
 
     def emit(self, e) -> str:
         if isinstance(e, Const):
@@ -224,7 +261,8 @@ class Emitter:
         if name is not None:
             return name
         if isinstance(e, Apply):
-            text = render_apply(e, [self.emit(a) for a in e.args])
+            text = render_apply(e, [self.emit(a) for a in e.args], self.fault_record)
+            self.used_fault_record |= needs_fault_record(e)
         else:
             text = self.bind(e)
             if text is None:

@@ -37,3 +37,14 @@ class CudaSource:
         if self.layout == "rows":
             return max(int(n), 1)
         return max(1, min(-(-int(n) // self.block), MAX_BLOCKS))
+
+
+def kernel_head(name: str, params, count: str) -> list[str]:
+    """The opening lines of a hand-written grid-stride kernel: ``extern "C" __global__ void name(...)``
+    over ``params`` and a loop of ``long long i`` over ``[0, count)`` (close both braces after the body)."""
+    signature = ", ".join(f"{t}{'' if t.endswith('*') else ' '}{p}" for t, p in params)
+    return [
+        f'extern "C" __global__ void {name}({signature}) {{',
+        f"  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {count};"
+        " i += (long long)blockDim.x * gridDim.x) {",
+    ]

@@ -8,7 +8,7 @@ PyTorch, each device's default stream is the legacy null stream, which orders ag
 
 from __future__ import annotations
 
-from munet._device import device
+from munet._device import device, opened_backend
 from munet.backends.cuda.discovery import cupy_module, device_index
 
 
@@ -218,8 +218,13 @@ def set_stream(stream: Stream) -> None:
 
 
 def synchronize(device=None) -> None:
-    """Wait until every stream of ``device`` (default: the current device) has finished its work."""
-    cupy_module().cuda.Device(device_index(device)).synchronize()
+    """Wait until every stream of ``device`` (default: the current device) has finished its work, then
+    raise a device-side assert its kernels recorded (``device_asserts.py``)."""
+    index = device_index(device)
+    cupy_module().cuda.Device(index).synchronize()
+    backend = opened_backend(_cuda(index))
+    if backend is not None:
+        backend.runtime.asserts.check()
 
 
 def _cuda(index: int):
