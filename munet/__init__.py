@@ -198,6 +198,7 @@ from munet.autograd.anomaly_mode import (  # noqa: E402,F401
     set_anomaly_enabled,
 )
 from munet.compiler import compile  # noqa: E402,F401,A004
+from munet.func.vmap import vmap  # noqa: E402,F401
 from munet.futures import Future  # noqa: E402,F401
 from munet.nn.parallel.training_step import DataParallel  # noqa: E402,F401
 from munet.nn.torch_level import *  # noqa: E402,F401,F403 - torch.* entry points of nn functions (ATen signatures)

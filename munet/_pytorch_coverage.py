@@ -276,6 +276,7 @@ PROBES = {
     "nn.utils:clip_grad_norm_": lambda m: m.nn.utils.clip_grad_norm_([m.nn.Parameter(m.ones(2))], 1.0),
     "linalg:svd": lambda m: m.linalg.svd(_probe_tensor()),
     "linalg:eigh": lambda m: m.linalg.eigh(m.eye(3)),
+    "torch:vmap": lambda m: m.vmap(m.dot, in_dims=(0, None))(m.ones(2, 3), m.ones(3)),
     "linalg:solve": lambda m: m.linalg.solve(m.eye(3), m.ones(3)),
     "fft:rfft": lambda m: m.fft.rfft(m.ones(8)),
     "fft:fft": lambda m: m.fft.fft(m.ones(8)),

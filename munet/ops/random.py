@@ -120,6 +120,8 @@ class Generator:
 
     def philox_advance(self, blocks: int) -> tuple[int, int]:
         """Reserve ``blocks`` Philox counter blocks: returns ``(key, first counter)``."""
+        for watcher in draw_watchers:
+            watcher(self)
         start = self._offset
         self._offset += blocks
         return self._seed, start
@@ -129,6 +131,10 @@ class Generator:
 
 
 default_generator = Generator("cpu")
+
+# Called with a generator before it draws; ``munet.func.vmap`` pushes one while it runs its function
+# per batch slice (``randomness="error"`` raises there, ``"same"`` records the offset to rewind to).
+draw_watchers: list = []
 
 
 def manual_seed(seed) -> Generator:
