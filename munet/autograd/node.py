@@ -38,7 +38,7 @@ class SavedTensor:
         self.version = tensor._storage.version
         self.is_output = is_output
         self.output_nr = output_nr
-        self.shape, self.dtype = tensor.shape, tensor.dtype
+        self.shape, self.dtype = tensor._shape, tensor._dtype
         hooks = current_saved_tensors_hooks()
         if hooks is None:
             self.unpack = None

@@ -30,9 +30,8 @@ class CpuBackend:
         itemsize = buffer.itemsize
         if 0 in shape:
             offset = 0  # an empty view may start past the end of its storage, as in PyTorch
-        return np.ndarray(
-            shape, dtype=buffer.dtype, buffer=buffer, offset=offset * itemsize, strides=[s * itemsize for s in stride]
-        )
+        # positional arguments and a tuple of strides: keywords cost more than the view itself
+        return np.ndarray(shape, buffer.dtype, buffer, offset * itemsize, tuple([s * itemsize for s in stride]))
 
     def wrap(self, array, np_dtype):
         """A kernel result as ``(buffer, strides, data)``; copies only when it must."""
@@ -40,11 +39,13 @@ class CpuBackend:
             array = np.asarray(array)
         if array.dtype != np_dtype:
             array = array.astype(np_dtype)
-        if not array.flags.writeable:
+        flags = array.flags
+        if not flags.writeable:
             array = array.copy()
-        if array.flags.c_contiguous:
+            flags = array.flags
+        if flags.c_contiguous:
             return array.reshape(-1), None, array
-        if array.flags.f_contiguous:
+        if flags.f_contiguous:
             itemsize = array.itemsize
             return array.ravel(order="K"), tuple(s // itemsize for s in array.strides), array
         array = np.ascontiguousarray(array)
