@@ -107,7 +107,7 @@ def _check_nonempty(op: str, x, dims) -> None:
 
 def expand_reduced(g, input_shape, dims, keepdim: bool):
     """Broadcast the gradient of a reduction back over the reduced dims."""
-    if not keepdim and dims:
+    if not keepdim and dims and len(dims) < len(input_shape):  # (a full reduction's 0-d g expands as it is)
         shape = list(input_shape)
         for d in dims:
             shape[d] = 1

@@ -249,7 +249,7 @@ def view(self, *shape):
 def _shape_args(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    return tuple([s if type(s) is int else int(s) for s in shape])
 
 
 def reshape(input, *shape):

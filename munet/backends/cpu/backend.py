@@ -37,7 +37,7 @@ class CpuBackend:
         """A kernel result as ``(buffer, strides, data)``; copies only when it must."""
         if type(array) is not np.ndarray:
             array = np.asarray(array)
-        if array.dtype != np_dtype:
+        if array.dtype is not np_dtype and array.dtype != np_dtype:  # NumPy's builtin dtypes are singletons
             array = array.astype(np_dtype)
         flags = array.flags
         if not flags.writeable:

@@ -85,12 +85,6 @@ def launch(formula, args, attrs, out=None):
     if out is not None:
         shape, numel = out.shape, out.size
     else:
-        bound = 1  # the product of the operands' sizes bounds the broadcast size: small calls leave here
-        for a in args:
-            if type(a) is np.ndarray:
-                bound *= a.size
-        if bound < MIN_ELEMENTS:
-            return None
         shape = numel = None
         for a in args:
             if type(a) is np.ndarray:

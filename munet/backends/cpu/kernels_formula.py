@@ -353,11 +353,17 @@ class NumpyFormula:
         return self.formula([None if n is None else Arg(i, n) for i, n in enumerate(names)], compute, **attrs)
 
     def fresh(self, *args, **attrs):
-        result = compiled_formula.launch(self, args, attrs)
-        if result is not None:
-            return result
+        bound = 1  # the operands' sizes multiplied: at least the result's, so small calls skip C at once
+        for a in args:
+            if type(a) is np.ndarray:
+                bound *= a.size
+        if bound >= compiled_formula.MIN_ELEMENTS:
+            result = compiled_formula.launch(self, args, attrs)
+            if result is not None:
+                return result
         args = operands(*args) if not self.conditions else self.operands(args)
-        run = self.program(args, attrs)
+        key = tuple([None if a is None else a.dtype for a in args])  # program(), inline: this is per op
+        run = self.programs.get((key, *attrs.items()) if attrs else key) or self.program(args, attrs)
         if run.quiet:
             return run(args, None)
         return call_ignoring(run, args, None)
