@@ -341,7 +341,7 @@ def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
     if op.view is not None and outputs[0]._base is not None and "_rebased" in outputs[0]._base.__dict__:
         outputs[0]._rebased_seen = outputs[0]._base._rebased
     for nr, o in enumerate(outputs):
-        if nr in op.nondiff_outputs or not o.dtype.is_floating_point:
+        if nr in op.nondiff_outputs or not o._dtype.is_floating_point:
             continue
         o._grad_fn = node
         o._output_nr = nr
