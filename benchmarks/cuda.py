@@ -10,6 +10,11 @@ Cases, each with PyTorch's figure beside MuNet's and their ratio:
 - eager per-op launch overhead: microseconds per call of small ops (1024 elements) issued back to
   back, the host cost of dispatch plus launch; target <= 2x torch.
 - host transfers of 256 MiB: ``.cuda()`` and ``.cpu()`` in GB/s (pageable host memory, both).
+- a compiled MLP training step (AdamW, ``--width``, batch 256): ``munet.compile`` replayed as one
+  CUDA graph and with ``options={"cuda_graphs": False}``, against PyTorch eager, in ms per step
+  (host wall clock, synchronized).
+- conv2d forward (32 x 64 x 56 x 56, 3x3, 64 filters), MuNet's direct kernel against PyTorch's
+  (cuDNN), in ms: a losing case recorded as such.
 
 Device times come from CUDA events around ``--repeat`` calls after a warm-up (MuNet's events for
 MuNet, PyTorch's for PyTorch); launch overhead and transfers are host wall clock with a
@@ -206,6 +211,69 @@ def transfer_cases(table: Table, device: str) -> None:
     table.add("device to host 256 MiB", "GB/s", ours_down, theirs_down, "pageable host memory")
 
 
+def compiled_step_cases(table: Table, device: str, width: int, repeat: int, mt: Timer, tt: Timer | None) -> None:
+    rng = np.random.default_rng(0)
+    x_host = rng.standard_normal((256, width)).astype(np.float32)
+    y_host = rng.standard_normal((256, width)).astype(np.float32)
+
+    def munet_step(cuda_graphs: bool):
+        munet.manual_seed(0)
+        nn = munet.nn
+        model = nn.Sequential(nn.Linear(width, width), nn.GELU(), nn.Linear(width, width)).to(device)
+        opt = munet.optim.AdamW(model.parameters(), lr=1e-3)
+        x, y = munet.tensor(x_host).to(device), munet.tensor(y_host).to(device)
+
+        def step(a, b):
+            opt.zero_grad()
+            loss = munet.nn.functional.mse_loss(model(a), b)
+            loss.backward()
+            opt.step()
+            return loss
+
+        compiled = munet.compile(step, options={"cuda_graphs": cuda_graphs})
+        for _ in range(3):
+            compiled(x, y)
+        ms = host_us(lambda: compiled(x, y), munet.cuda.synchronize, repeat) / 1e3
+        return ms, compiled.stats()["cuda_graph"]
+
+    theirs = None
+    if tt is not None:
+        tn = torch.nn
+        model = tn.Sequential(tn.Linear(width, width), tn.GELU(), tn.Linear(width, width)).to(device)
+        opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+        tx, ty = torch.tensor(x_host, device=device), torch.tensor(y_host, device=device)
+
+        def torch_step():
+            opt.zero_grad()
+            loss = torch.nn.functional.mse_loss(model(tx), ty)
+            loss.backward()
+            opt.step()
+            return loss
+
+        theirs = host_us(torch_step, torch.cuda.synchronize, repeat) / 1e3
+    for graphs in (True, False):
+        name = f"compiled MLP step {width} AdamW ({'CUDA graph' if graphs else 'no graph'})"
+        try:
+            ours, how = munet_step(graphs)
+        except Exception as exc:  # noqa: BLE001
+            table.add(name, "ms/step", None, theirs, _no_kernel(exc))
+            continue
+        table.add(name, "ms/step", ours, theirs, f"vs PyTorch eager; {how}")
+
+
+def conv_cases(table: Table, device: str, repeat: int, mt: Timer, tt: Timer | None) -> None:
+    rng = np.random.default_rng(0)
+    x_host = rng.standard_normal((32, 64, 56, 56)).astype(np.float32)
+    w_host = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
+    x, w = munet.tensor(x_host).to(device), munet.tensor(w_host).to(device)
+    ours = mt.ms(lambda: munet.nn.functional.conv2d(x, w, padding=1), repeat)
+    theirs = None
+    if tt is not None:
+        tx, tw = torch.tensor(x_host, device=device), torch.tensor(w_host, device=device)
+        theirs = tt.ms(lambda: torch.nn.functional.conv2d(tx, tw, padding=1), repeat)
+    table.add("conv2d 32x64x56x56, 3x3x64", "ms", ours, theirs, "MuNet: direct kernel; PyTorch: cuDNN")
+
+
 def machine_lines(device: str) -> list[str]:
     try:
         smi = subprocess.run(
@@ -236,6 +304,7 @@ def main(argv=None) -> int:
     parser.add_argument("--size", type=int, default=4096, help="matmul size n (n x n times n x n)")
     parser.add_argument("--numel", type=int, default=64 << 20, help="elements of the bandwidth cases")
     parser.add_argument("--repeat", type=int, default=20)
+    parser.add_argument("--width", type=int, default=1024, help="width of the compiled MLP step")
     parser.add_argument("--markdown", help="write the docs/perf/cuda.md page here")
     parser.add_argument("--json", help="write the rows as JSON here")
     args = parser.parse_args(argv)
@@ -260,6 +329,8 @@ def main(argv=None) -> int:
     bandwidth_cases(table, args.device, args.numel, args.repeat, mt, tt)
     overhead_cases(table, args.device, 2000)
     transfer_cases(table, args.device)
+    compiled_step_cases(table, args.device, args.width, args.repeat, mt, tt)
+    conv_cases(table, args.device, args.repeat, mt, tt)
 
     if args.json:
         with open(args.json, "w") as f:

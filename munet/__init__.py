@@ -119,6 +119,7 @@ from munet import (  # noqa: E402,F401
     autograd,
     cuda,
     distributions,
+    fft,
     func,
     jit,
     linalg,
@@ -133,12 +134,69 @@ from munet import (  # noqa: E402,F401
     utils,
     vulkan,
 )
-from munet.amp import autocast, get_autocast_dtype, is_autocast_enabled  # noqa: E402,F401
+from munet._constants import e, inf, nan, newaxis, pi  # noqa: E402,F401
+from munet._determinism import (  # noqa: E402,F401
+    are_deterministic_algorithms_enabled,
+    get_deterministic_debug_mode,
+    is_deterministic_algorithms_warn_only_enabled,
+    set_deterministic_debug_mode,
+    use_deterministic_algorithms,
+)
+from munet._global_flags import (  # noqa: E402,F401
+    get_float32_matmul_precision,
+    get_num_interop_threads,
+    has_lapack,
+    has_mkl,
+    has_spectral,
+    init_num_threads,
+    is_warn_always_enabled,
+    set_float32_matmul_precision,
+    set_flush_denormal,
+    set_num_interop_threads,
+    set_warn_always,
+)
+from munet._inplace_functions import *  # noqa: E402,F401,F403 - the function forms of in-place methods
+from munet._introspection import (  # noqa: E402,F401
+    get_device_module,
+    is_inference,
+    is_storage,
+    thread_safe_generator,
+    typename,
+)
+from munet._tensor_surface import (  # noqa: E402,F401
+    get_device,
+    is_distributed,
+    is_nonzero,
+    is_same_size,
+    is_signed,
+    split_with_sizes,
+    unsafe_chunk,
+    unsafe_split,
+    unsafe_split_with_sizes,
+)
+from munet.amp import (  # noqa: E402,F401
+    GradScaler,  # noqa: E402,F401
+    autocast,
+    get_autocast_dtype,
+    is_autocast_enabled,
+)
+from munet.amp.autocast_state import (  # noqa: E402,F401
+    clear_autocast_cache,
+    get_autocast_cpu_dtype,
+    is_autocast_cache_enabled,
+    is_autocast_cpu_enabled,
+    set_autocast_cache_enabled,
+    set_autocast_cpu_dtype,
+    set_autocast_cpu_enabled,
+    set_autocast_dtype,
+    set_autocast_enabled,
+)
 from munet.autograd.anomaly_mode import (  # noqa: E402,F401
     is_anomaly_check_nan_enabled,
     is_anomaly_enabled,
     set_anomaly_enabled,
 )
 from munet.compiler import compile  # noqa: E402,F401,A004
+from munet.futures import Future  # noqa: E402,F401
 from munet.nn.parallel.training_step import DataParallel  # noqa: E402,F401
 from munet.serialization import load, save  # noqa: E402,F401

@@ -1,7 +1,7 @@
 """MuNet dtypes and PyTorch's type-promotion rules.
 
 A :class:`dtype` names an element type and knows its NumPy equivalent (bfloat16 comes from
-``ml_dtypes``). Promotion follows PyTorch: categories bool < integer < floating, and among
+``ml_dtypes``). Promotion follows PyTorch: categories bool < integer < floating < complex, and among
 operands of the winning category, dimensioned tensors outrank zero-dim tensors, which
 outrank Python scalars.
 """
@@ -19,13 +19,13 @@ class dtype:  # noqa: N801 - PyTorch's name
 
     __slots__ = ("name", "np", "itemsize", "is_floating_point", "is_signed", "_rank", "is_complex")
 
-    def __init__(self, name: str, np_dtype, rank: int, floating: bool, signed: bool):
+    def __init__(self, name: str, np_dtype, rank: int, floating: bool, signed: bool, complex_: bool = False):
         self.name = name
         self.np = np.dtype(np_dtype)
         self.itemsize = self.np.itemsize
         self.is_floating_point = floating
         self.is_signed = signed
-        self.is_complex = False
+        self.is_complex = complex_
         self._rank = rank
 
     def __repr__(self) -> str:
@@ -35,13 +35,24 @@ class dtype:  # noqa: N801 - PyTorch's name
         return (_by_name, (self.name,))
 
     def to_real(self) -> dtype:
-        return self
+        """The dtype of the real and imaginary parts of a complex dtype; a real dtype itself."""
+        return _REAL_OF.get(self, self)
+
+    def to_complex(self) -> dtype:
+        """The complex dtype whose parts are this floating dtype (float16/bfloat16 widen to complex64)."""
+        if self.is_complex:
+            return self
+        if not self.is_floating_point:
+            raise TypeError(f"to_complex: expected a floating dtype, got {self!r}")
+        return complex128 if self is float64 else complex64
 
     @property
     def category(self) -> int:
-        """0 for bool, 1 for integers, 2 for floating types."""
+        """0 for bool, 1 for integers, 2 for floating types, 3 for complex types."""
         if self is bool_:
             return 0
+        if self.is_complex:
+            return 3
         return 2 if self.is_floating_point else 1
 
 
@@ -55,11 +66,16 @@ float16 = dtype("float16", np.float16, 6, True, True)
 bfloat16 = dtype("bfloat16", ml_dtypes.bfloat16, 6, True, True)
 float32 = dtype("float32", np.float32, 7, True, True)
 float64 = dtype("float64", np.float64, 8, True, True)
+# complex: cpu only (munet/ops/complex.py); not in ALL_DTYPES, the dtypes every device holds
+complex64 = dtype("complex64", np.complex64, 7, False, True, complex_=True)
+complex128 = dtype("complex128", np.complex128, 8, False, True, complex_=True)
 
 ALL_DTYPES = (float32, float64, float16, bfloat16, int8, uint8, int16, int32, int64, bool_)
 FLOATING_DTYPES = (float32, float64, float16, bfloat16)
-_BY_NAME = {d.name: d for d in ALL_DTYPES}
-_BY_NP = {d.np: d for d in ALL_DTYPES}
+COMPLEX_DTYPES = (complex64, complex128)
+_REAL_OF = {complex64: float32, complex128: float64}
+_BY_NAME = {d.name: d for d in ALL_DTYPES + COMPLEX_DTYPES}
+_BY_NP = {d.np: d for d in ALL_DTYPES + COMPLEX_DTYPES}
 
 
 def _by_name(name: str) -> dtype:
@@ -70,7 +86,7 @@ def from_numpy_dtype(np_dtype) -> dtype:
     """The MuNet dtype for a NumPy dtype; raises TypeError for unsupported ones."""
     d = _BY_NP.get(np.dtype(np_dtype))
     if d is None:
-        supported = ", ".join(x.name for x in ALL_DTYPES)
+        supported = ", ".join(x.name for x in ALL_DTYPES + COMPLEX_DTYPES)
         raise TypeError(f"munet: unsupported NumPy dtype {np.dtype(np_dtype)}; supported: {supported}")
     return d
 
@@ -94,6 +110,9 @@ def promote_types(a: dtype, b: dtype) -> dtype:
     """PyTorch's ``promote_types`` for the supported dtypes."""
     if a is b:
         return a
+    if a.is_complex or b.is_complex:  # the complex dtype of the wider real part
+        parts = [d.to_real() if d.is_complex else d for d in (a, b)]
+        return complex128 if float64 in parts else complex64
     if a.is_floating_point and b.is_floating_point:
         if a._rank == b._rank:  # float16 with bfloat16
             return float32
@@ -122,8 +141,8 @@ def scalar_dtype(value) -> dtype:
         return int64
     if isinstance(value, (float, np.floating)):
         return _default_dtype
-    if isinstance(value, complex):
-        raise TypeError("munet: complex numbers are not supported")
+    if isinstance(value, (complex, np.complexfloating)):
+        return _default_dtype.to_complex()
     raise TypeError(f"munet: expected a number, got {type(value).__name__}")
 
 
@@ -132,6 +151,10 @@ def _combine_categories(higher: dtype | None, lower: dtype | None) -> dtype | No
         return lower
     if lower is None:
         return higher
+    if higher.is_complex:
+        return higher
+    if lower.is_complex:  # a floating tensor keeps its precision; an integer one takes the complex dtype
+        return higher.to_complex() if higher.is_floating_point else lower
     if higher.is_floating_point:
         return higher
     if higher is bool_ or lower.is_floating_point:
@@ -198,6 +221,8 @@ class finfo(_TypeInfo):  # noqa: N801 - PyTorch's name
 
     def __init__(self, type: dtype | None = None):  # noqa: A002 - PyTorch's parameter name
         type = get_default_dtype() if type is None else type
+        if isinstance(type, dtype) and type.is_complex:  # the limits of its parts, as PyTorch
+            type = type.to_real()
         if not isinstance(type, dtype) or not type.is_floating_point:
             raise TypeError(f"munet.finfo() requires a floating point input type, got {type!r}; use munet.iinfo")
         info = ml_dtypes.finfo(type.np) if type is bfloat16 else np.finfo(type.np)

@@ -170,8 +170,12 @@ def public_names(torch, namespace: str) -> list[str]:
     return sorted({n for n in names if not _is_denied(namespace, n)})
 
 
+_ABSENT = object()
+
+
 def _munet_object(path: str):
-    """``munet.<path>`` by attribute, importing submodules on the way; None when absent."""
+    """``munet.<path>`` by attribute, importing submodules on the way; ``_ABSENT`` when absent (a
+    name may be None, as ``newaxis``)."""
     import munet
 
     obj = munet
@@ -180,11 +184,11 @@ def _munet_object(path: str):
             obj = getattr(obj, part)
         except AttributeError:
             if not isinstance(obj, types.ModuleType):
-                return None
+                return _ABSENT
             try:
                 obj = importlib.import_module(f"{obj.__name__}.{part}")
             except ImportError:
-                return None
+                return _ABSENT
     return obj
 
 
@@ -215,6 +219,19 @@ PROBES = {
     "torch:sort": lambda m: m.sort(_probe_tensor(), dim=1),
     "torch:unique": lambda m: m.unique(m.tensor([1, 1, 2])),
     "torch:where": lambda m: m.where(_probe_tensor() > 2, _probe_tensor(), 0.0),
+    "torch:abs_": lambda m: m.abs_(m.ones(2)),
+    "torch:fill": lambda m: m.fill(m.ones(2), 1.0),
+    "torch:asarray": lambda m: m.asarray(m.ones(2).numpy()),
+    "torch:frombuffer": lambda m: m.frombuffer(bytearray(8), dtype=m.int32),
+    "torch:empty_strided": lambda m: m.empty_strided((2, 3), (1, 2)),
+    "torch:empty_permuted": lambda m: m.empty_permuted((2, 3), (1, 0)),
+    "torch:is_nonzero": lambda m: m.is_nonzero(m.ones(1)),
+    "torch:use_deterministic_algorithms": lambda m: m.use_deterministic_algorithms(
+        m.are_deterministic_algorithms_enabled(), warn_only=m.is_deterministic_algorithms_warn_only_enabled()
+    ),
+    "torch:set_float32_matmul_precision": lambda m: m.set_float32_matmul_precision(m.get_float32_matmul_precision()),
+    "torch:set_autocast_enabled": lambda m: m.set_autocast_enabled("cpu", m.is_autocast_enabled("cpu")),
+    "torch:get_device_module": lambda m: m.get_device_module("cpu").is_available(),
     "Tensor:type": lambda m: _probe_tensor().type(),
     "Tensor:unsqueeze_": lambda m: _probe_tensor().unsqueeze_(0),
     "Tensor:scatter_add_": lambda m: m.zeros(3).scatter_add_(0, m.tensor([0, 0]), m.ones(2)),
@@ -223,6 +240,12 @@ PROBES = {
     "Tensor:share_memory_": lambda m: _probe_tensor().share_memory_(),
     "Tensor:numpy": lambda m: _probe_tensor().numpy(),
     "Tensor:tolist": lambda m: _probe_tensor().tolist(),
+    "Tensor:resize_": lambda m: _probe_tensor().resize_(3, 3),
+    "Tensor:set_": lambda m: m.ones(2).set_(m.zeros(3)),
+    "Tensor:apply_": lambda m: _probe_tensor().apply_(lambda v: v + 1),
+    "Tensor:dim_order": lambda m: _probe_tensor().t().dim_order(),
+    "Tensor:sum_to_size": lambda m: _probe_tensor().sum_to_size(1, 3),
+    "Tensor:new": lambda m: _probe_tensor().new(2, 3),
     "nn:LSTM": lambda m: m.nn.LSTM(3, 4)(m.ones(2, 1, 3)),
     "nn:TransformerEncoderLayer": lambda m: m.nn.TransformerEncoderLayer(4, 2, 8)(m.ones(2, 3, 4)),
     "nn:Conv2d": lambda m: m.nn.Conv2d(1, 2, 3)(m.ones(1, 1, 5, 5)),
@@ -245,14 +268,41 @@ PROBES = {
     "linalg:solve": lambda m: m.linalg.solve(m.eye(3), m.ones(3)),
     "fft:rfft": lambda m: m.fft.rfft(m.ones(8)),
     "fft:fft": lambda m: m.fft.fft(m.ones(8)),
+    "fft:irfft": lambda m: m.fft.irfft(m.fft.rfft(m.ones(8))),
+    "fft:fftn": lambda m: m.fft.fftn(m.ones(2, 4)),
+    "torch:istft": lambda m: m.istft(
+        m.stft(m.ones(64), 16, window=m.hann_window(16), return_complex=True), 16, window=m.hann_window(16)
+    ),  # fmt: skip
+    "torch:view_as_real": lambda m: m.view_as_real(m.complex(m.ones(2), m.zeros(2))),
+    "torch:polar": lambda m: m.polar(m.ones(2), m.zeros(2)),
+    "Tensor:real": lambda m: m.complex(m.ones(2), m.zeros(2)).real,
+    "Tensor:conj": lambda m: m.complex(m.ones(2), m.zeros(2)).conj(),
     "special:gammaln": lambda m: m.special.gammaln(m.ones(2)),
+    "special:bessel_j0": lambda m: m.special.bessel_j0(_probe_tensor()),
+    "special:gammainc": lambda m: m.special.gammainc(_probe_tensor() + 1, _probe_tensor()),
+    "special:chebyshev_polynomial_t": lambda m: m.special.chebyshev_polynomial_t(_probe_tensor(), 3),
+    "torch:cov": lambda m: m.cov(_probe_tensor()),
+    "torch:logcumsumexp": lambda m: m.logcumsumexp(_probe_tensor(), 1),
+    "torch:gcd": lambda m: m.gcd(m.tensor([4, 6]), m.tensor([6, 9])),
+    "torch:trapezoid": lambda m: m.trapezoid(_probe_tensor()),
+    "torch:histogramdd": lambda m: m.histogramdd(_probe_tensor(), bins=2),
+    "torch:block_diag": lambda m: m.block_diag(_probe_tensor(), _probe_tensor()),
+    "Tensor:index_reduce": lambda m: _probe_tensor().index_reduce(0, m.tensor([0, 0]), _probe_tensor(), "amax"),
     "special:zeta": lambda m: m.special.zeta(m.full((2,), 2.0), m.ones(2)),
     "distributions:Categorical": lambda m: m.distributions.Categorical(logits=m.zeros(3)).sample(),
     "distributions:Normal": lambda m: m.distributions.Normal(0.0, 1.0).rsample((2,)),
     "optim:SparseAdam": lambda m: m.optim.SparseAdam([m.nn.Parameter(m.ones(2))]),
     "testing:assert_close": lambda m: m.testing.assert_close(m.ones(2), m.ones(2)),
     "cuda:is_available": lambda m: m.cuda.is_available(),
+    "cuda:is_current_stream_capturing": lambda m: m.cuda.is_current_stream_capturing(),
+    "cuda:get_arch_list": lambda m: m.cuda.get_arch_list(),
+    "cuda:memory_stats_as_nested_dict": lambda m: m.cuda.memory_stats_as_nested_dict(),
+    "cuda:check_error": lambda m: m.cuda.check_error(0),
     "backends:mps.is_available": lambda m: m.backends.mps.is_available(),
+    "backends:cpu.get_cpu_capability": lambda m: m.backends.cpu.get_cpu_capability(),
+    "backends:cuda.enable_flash_sdp": lambda m: m.backends.cuda.enable_flash_sdp(m.backends.cuda.flash_sdp_enabled()),
+    "jit:fork": lambda m: m.jit.wait(m.jit.fork(lambda x: x + 1, m.ones(1))),
+    "jit:freeze": lambda m: m.jit.freeze(m.nn.Linear(1, 1).eval())(m.ones(1)),
     "jit:script": lambda m: m.jit.script(lambda x: x * 2),
     "jit:trace": lambda m: m.jit.trace(lambda x: x * 2, (m.ones(2),)),
 }
@@ -263,7 +313,7 @@ def munet_has(namespace: str, name: str) -> bool:
     import munet
 
     path = name if namespace == "torch" else f"{namespace}.{name}"
-    if _munet_object(path) is None:
+    if _munet_object(path) is _ABSENT:
         return False
     probe = PROBES.get(f"{namespace}:{name}")
     if probe is None:

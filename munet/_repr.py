@@ -80,6 +80,8 @@ def _format_data(t) -> str:
 
         def fmt(v):
             return float_fmt(float(v))
+    elif t.dtype.is_complex:
+        fmt = _complex_formatter(shown)
     elif t.dtype is D.bool_:
         width = 5 if shown.size and not shown.all() else 4
 
@@ -92,6 +94,18 @@ def _format_data(t) -> str:
             return str(int(v)).rjust(width)
 
     return _nested_str(arr, len("tensor("), summarize, fmt)
+
+
+def _complex_formatter(values: np.ndarray):
+    """PyTorch's complex layout: the real parts aligned as floats, then the signed imaginary part."""
+    real_fmt = _float_formatter(values.real.astype(np.float64))
+    imag_fmt = _float_formatter(values.imag.astype(np.float64))
+
+    def fmt(v):
+        imag = imag_fmt(float(v.imag)).lstrip() + "j"
+        return real_fmt(float(v.real)) + (imag if imag[0] in "+-" else "+" + imag)
+
+    return fmt
 
 
 def _nested_str(arr: np.ndarray, indent: int, summarize: bool, fmt) -> str:
@@ -131,7 +145,7 @@ def tensor_repr(t) -> str:
         data = _format_data(t)
     if t.device.type != "cpu":
         suffixes.append(f"device='{t.device}'")
-    default_dtypes = (D.get_default_dtype(), D.int64, D.bool_)
+    default_dtypes = (D.get_default_dtype(), D.get_default_dtype().to_complex(), D.int64, D.bool_)
     if t.dtype not in default_dtypes or (t.numel() == 0 and t.dtype is not D.get_default_dtype() and t.ndim == 1):
         suffixes.append(f"dtype=munet.{t.dtype.name}")
     if t.grad_fn is not None:

@@ -8,8 +8,11 @@ offset; views share the storage. Ops live in ``munet.ops`` and are bound as meth
 
 from __future__ import annotations
 
+import gc
+import sys
 import threading
 import weakref
+from multiprocessing.reduction import ForkingPickler
 
 import numpy as np
 
@@ -68,16 +71,22 @@ SYMBOLIC_TENSORS = SymbolicTensors()
 class Storage:
     """A flat buffer on one backend, with the version counter shared by all its views."""
 
-    __slots__ = ("data", "backend", "version", "__weakref__")
+    __slots__ = ("data", "backend", "version", "shared", "__weakref__")
 
     def __init__(self, data, backend):
         self.data = data
         self.backend = backend
         self.version = 0
+        self.shared = None  # the munet._shared_memory.SharedBlock holding ``data``, after share_memory_
 
     @property
     def device(self):
         return self.backend.device
+
+    def numel(self) -> int:
+        """How many elements the buffer holds (a NumPy/CuPy array, or a vulkan DeviceBuffer)."""
+        data = self.data
+        return int(data.shape[0]) if hasattr(data, "shape") else int(data.numel)
 
     def to_numpy(self, data) -> np.ndarray:
         """``data`` (a view of this storage's buffer) on the host, in this thread's :class:`HostReadMode`.
@@ -350,7 +359,7 @@ class Tensor:
         return self._dtype.is_floating_point
 
     def is_complex(self) -> bool:
-        return False
+        return self._dtype.is_complex
 
     def is_signed(self) -> bool:
         return self._dtype.is_signed
@@ -387,8 +396,10 @@ class Tensor:
                 "you can only change requires_grad flags of leaf variables. If you want to use a computed "
                 "variable in a subgraph that doesn't require differentiation use var_no_grad = var.detach()."
             )
-        if value and not self._dtype.is_floating_point:
-            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got {self._dtype.name}")
+        if value and not (self._dtype.is_floating_point or self._dtype.is_complex):
+            raise RuntimeError(
+                f"only Tensors of floating point and complex dtype can require gradients, got {self._dtype.name}"
+            )
         self._requires_grad = value
 
     def requires_grad_(self, requires_grad: bool = True) -> Tensor:
@@ -473,6 +484,110 @@ class Tensor:
         self._storage, self._shape, self._stride = other._storage, other._shape, other._stride
         self._offset, self._dtype, self._data = other._offset, other._dtype, other._data
 
+    # storage replacement (resize_, set_) ---------------------------------------------------------
+    def _adopt(self, storage: Storage, shape, stride, offset: int) -> Tensor:
+        """Take ``storage`` with this geometry (an in-place write: the version is bumped)."""
+        shape, stride = tuple(shape), tuple(stride)
+        self._storage, self._shape, self._stride, self._offset = storage, Size(shape), stride, offset
+        self._data = storage.backend.view(storage.data, shape, stride, offset, self._dtype)
+        storage.version += 1
+        return self
+
+    def resize_(self, *sizes, memory_format=None) -> Tensor:
+        """Reshape in place to ``sizes`` (row-major, or ``memory_format``'s order), keeping the storage
+        offset and the elements that were in memory. Growing past the storage moves it to a larger
+        buffer, under every tensor that views it, as PyTorch's storages grow."""
+        from munet import _memory_format as MF
+        from munet.ops import creation
+        from munet.ops._registry import refuse_under_trace
+        from munet.ops._utils import as_tuple_shape
+
+        refuse_under_trace("resize_", "resize_ is not supported inside munet.compile")
+        if self._requires_grad:
+            raise RuntimeError("cannot resize variables that require grad")
+        shape = as_tuple_shape(sizes, "resize_")
+        if any(n < 0 for n in shape):
+            raise RuntimeError(f"resize_: expected non-negative sizes, got {list(shape)}")
+        order = MF.channels_last_order(memory_format, len(shape), "resize_")
+        stride = contiguous_strides(shape) if order is None else MF.channels_last_strides(shape, order)
+        needed = self._offset + int(np.prod(shape, dtype=np.int64))
+        capacity = self._storage.numel()
+        if needed > capacity:
+            if self._storage.shared is not None:
+                raise RuntimeError("resize_: a storage in shared memory cannot grow (other processes map it)")
+            grown = creation.empty(needed, dtype=self._dtype, device=self.device)
+            if capacity:
+                backend = self._storage.backend
+                old = Tensor._make(self._storage, Size((capacity,)), (1,), 0, self._dtype,
+                                   backend.view(self._storage.data, (capacity,), (1,), 0, self._dtype))  # fmt: skip
+                grown[:capacity].copy_(old)
+                del old  # a holder of the storage: _move_storage would scan for it
+            _move_storage(self, grown._storage.data)
+        return self._adopt(self._storage, shape, stride, self._offset)
+
+    def set_(self, source=None, storage_offset: int = 0, size=None, stride=None) -> Tensor:
+        """Share ``source``'s memory: a tensor (its storage and geometry), a storage (``untyped_storage()``)
+        viewed with ``storage_offset``/``size``/``stride``, or nothing (an empty storage)."""
+        from munet.autograd.grad_mode import is_grad_enabled
+        from munet.ops import creation
+        from munet.ops._registry import refuse_under_trace
+
+        refuse_under_trace("set_", "set_ is not supported inside munet.compile")
+        if is_grad_enabled() and self._grad_fn is None and self._requires_grad:
+            raise RuntimeError("set_: a leaf Variable that requires grad is being used in an in-place operation.")
+        if source is None:
+            empty = creation.empty(0, dtype=self._dtype, device=self.device)
+            return self._adopt(empty._storage, (0,), (1,), 0)
+        if isinstance(source, Tensor):
+            if source._dtype is not self._dtype:
+                raise RuntimeError(f"set_: expected a tensor of dtype {self._dtype!r}, got {source._dtype!r}")
+            return self._adopt(source._storage, source._shape, source._stride, source._offset)
+        if not isinstance(source, Storage):
+            raise TypeError(f"set_: expected a Tensor, a Storage or None, got {type(source).__name__}")
+        held = getattr(source.data, "dtype", None)  # a NumPy dtype on cpu, a munet dtype on vulkan
+        if held is not None and np.dtype(getattr(held, "np", held)) != np.dtype(self._dtype.np):
+            raise RuntimeError(f"set_: the storage holds {held} elements, this tensor is {self._dtype!r}")
+        numel = source.numel()
+        shape = (numel - storage_offset,) if size is None else tuple(size)
+        stride = contiguous_strides(shape) if stride is None else tuple(stride)
+        last = storage_offset + sum((n - 1) * s for n, s in zip(shape, stride))
+        if all(n > 0 for n in shape) and (storage_offset < 0 or last >= numel):
+            raise RuntimeError(
+                f"set_: sizes {list(shape)}, strides {list(stride)} and storage offset {storage_offset} are out of "
+                f"bounds for a storage of {numel} elements"
+            )
+        return self._adopt(source, shape, stride, storage_offset)
+
+    def share_memory_(self) -> Tensor:
+        """Move this cpu tensor's storage into shared memory (a no-op if it is there already), under
+        every tensor that views it: forked children and processes it is sent to through
+        ``multiprocessing`` see the same memory."""
+        from munet import _shared_memory
+        from munet.ops._registry import refuse_under_trace
+
+        if self.device.type != "cpu":
+            raise RuntimeError(f"share_memory_: only cpu tensors can be moved to shared memory, got {self.device}")
+        if self._storage.shared is None:
+            refuse_under_trace("share_memory_", "share_memory_ is not supported inside munet.compile")
+            block = _shared_memory.allocate(np.asarray(self._storage.data))
+            _move_storage(self, block.array)
+            self._storage.shared = block
+        return self
+
+    def is_shared(self) -> bool:
+        """Whether the storage is in shared memory (``share_memory_``, or received from a process that
+        shared it)."""
+        return self._storage.shared is not None
+
+    def is_set_to(self, tensor: Tensor) -> bool:
+        """Whether both tensors are the same memory: storage, offset, sizes and strides."""
+        return (
+            self._storage is tensor._storage
+            and self._offset == tensor._offset
+            and self._shape == tensor._shape
+            and self._stride == tensor._stride
+        )
+
     def __deepcopy__(self, memo):
         """A copy with its own storage; only leaves can be deep-copied, as in PyTorch."""
         if id(self) in memo:
@@ -502,6 +617,10 @@ class Tensor:
         state = dict(self.__dict__) or None
         return (_rebuild_tensor, (type(self), values, self._dtype, str(self.device), self._requires_grad, state))
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        ForkingPickler.register(cls, _reduce_for_processes)
+
     # host access ---------------------------------------------------------------------------------
     def numpy(self, *, force: bool = False) -> np.ndarray:
         """The data as a NumPy array; shares memory on cpu."""
@@ -525,6 +644,8 @@ class Tensor:
         value = self.detach().numpy(force=True).reshape(-1)[0]
         if self._dtype.is_floating_point:
             return float(value)
+        if self._dtype.is_complex:
+            return complex(value)
         if self._dtype is D.bool_:
             return bool(value)
         return int(value)
@@ -605,6 +726,64 @@ def _rebuild_tensor(cls, values: np.ndarray, dtype, device: str, requires_grad: 
     if state:
         out.__dict__.update(state)
     return out
+
+
+def _storage_holders(t: Tensor) -> int:
+    """References to ``t``'s storage, counted the same way for every tensor (see ``_move_storage``)."""
+    return sys.getrefcount(t._storage)
+
+
+_LONE_HOLDERS: list = []  # _storage_holders of a tensor that is its storage's only holder, once measured
+
+
+def _move_storage(t: Tensor, data) -> None:
+    """Point ``t``'s storage at the buffer ``data`` (its elements at the same positions) and every
+    tensor over that storage at the new buffer. Finding the other tensors takes a scan of the heap
+    (``gc.get_referrers``), done only when the storage has more holders than ``t`` alone."""
+    if not _LONE_HOLDERS:
+        lone = Tensor._make(Storage(np.empty(1), t._storage.backend), Size((1,)), (1,), 0, D.float32, None)
+        _LONE_HOLDERS.append(_storage_holders(lone))
+    shared = _storage_holders(t) != _LONE_HOLDERS[0]  # before any local name holds the storage
+    storage = t._storage
+    storage.data = data
+    holders = [o for o in gc.get_referrers(storage) if isinstance(o, Tensor)] if shared else [t]
+    for view in holders:
+        if view._storage is storage:
+            view._data = storage.backend.view(data, view._shape, view._stride, view._offset, view._dtype)
+
+
+def _reduce_for_processes(t: Tensor):
+    """How ``multiprocessing`` sends a tensor to another process: a shared storage as its segment's
+    name and this tensor's geometry (the receiver attaches to the same memory), anything else by
+    value, as ``pickle``."""
+    block = t._storage.shared
+    if block is None:
+        return t.__reduce_ex__(4)
+    geometry = (tuple(t._shape), t._stride, t._offset)
+    state = dict(t.__dict__) or None
+    return (_rebuild_shared, (type(t), block.name, block.array.shape[0], block.array.dtype.str, t._dtype, geometry,
+                              t._requires_grad, state))  # fmt: skip
+
+
+def _rebuild_shared(cls, name: str, numel: int, np_dtype: str, dtype, geometry, requires_grad: bool, state) -> Tensor:
+    """The tensor ``_reduce_for_processes`` sent: a leaf over the sender's shared-memory segment."""
+    from munet import _shared_memory
+
+    if not (isinstance(cls, type) and issubclass(cls, Tensor)):
+        raise TypeError(f"receiving a tensor: expected a Tensor class, got {cls!r}")
+    block = _shared_memory.attach(name, numel, np_dtype)
+    storage = Storage(block.array, get_backend(host_device()))
+    storage.shared = block
+    shape, stride, offset = geometry
+    out = object.__new__(cls)
+    out._init_from(Tensor._make(storage, shape, tuple(stride), offset, dtype,
+                                storage.backend.view(storage.data, shape, stride, offset, dtype)), requires_grad)  # fmt: skip
+    if state:
+        out.__dict__.update(state)
+    return out
+
+
+ForkingPickler.register(Tensor, _reduce_for_processes)
 
 
 def _wrap_dim(dim: int, ndim: int, op: str = "") -> int:

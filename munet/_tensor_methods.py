@@ -105,14 +105,14 @@ def _mT(self):  # noqa: N802
 
 
 def bind() -> None:
+    from munet import _tensor_surface
     from munet._compat import tensor_type
 
     _bind_methods()
+    _tensor_surface.bind()
     Tensor.type = tensor_type
     _bind_operators()
     Tensor.__getitem__ = _getitem
     Tensor.__setitem__ = _setitem
     Tensor.T = _T
     Tensor.mT = _mT
-    Tensor.mH = _mT
-    Tensor.H = _T

@@ -81,6 +81,7 @@ _CODE_OF = {
     D.int8: "I8",
     D.uint8: "U8",
     D.bool_: "BOOL",
+    D.complex64: "C64",  # safetensors has no complex128 code: write_file refuses those
 }
 _DTYPE_OF = {code: dtype for dtype, code in _CODE_OF.items()}
 
@@ -202,6 +203,11 @@ def write_file(f, entries, manifest: dict, metadata: dict | None = None) -> None
     chunks = []
     offset = 0
     for name, dtype, shape, data in entries:
+        if dtype not in _CODE_OF:
+            raise TypeError(
+                f"save: tensor '{name}' is {dtype.name}, which safetensors cannot store (its complex type is "
+                "complex64, C64); save view_as_real(tensor) or tensor.cfloat() instead"
+            )
         tensors[name] = {"dtype": _CODE_OF[dtype], "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
         hashes[name] = hashlib.sha256(data).hexdigest()
         chunks.append(data)

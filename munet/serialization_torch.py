@@ -41,10 +41,10 @@ _STORAGE_DTYPES = {
     "CharStorage": D.int8,
     "ByteStorage": D.uint8,
     "BoolStorage": D.bool_,
+    "ComplexFloatStorage": D.complex64,
+    "ComplexDoubleStorage": D.complex128,
 }
 _UNSUPPORTED_STORAGES = (
-    "ComplexFloatStorage",
-    "ComplexDoubleStorage",
     "QInt8Storage",
     "QUInt8Storage",
     "QInt32Storage",
@@ -62,6 +62,8 @@ _DTYPE_NAMES = {
     "int8": D.int8,
     "uint8": D.uint8,
     "bool": D.bool_,
+    "complex64": D.complex64,
+    "complex128": D.complex128,
 }
 
 
@@ -234,7 +236,7 @@ class _RestrictedUnpickler(pickle.Unpickler):
         full = f"{module}.{name}"
         if full in _ALLOWED:
             return _ALLOWED[full]
-        if name in _UNSUPPORTED_STORAGES or full in ("torch.complex64", "torch.complex128"):
+        if name in _UNSUPPORTED_STORAGES:
             raise _RefusedError(f"the checkpoint holds {full}, a dtype MuNet does not have")
         raise _RefusedError(
             f"global '{full}' is not allowed: only tensors and containers are loaded, nothing is executed "

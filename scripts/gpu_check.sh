@@ -187,7 +187,8 @@ EOF
 'torch.cuda', torch.version.cuda, 'cupy', cupy.__version__, 'CUDA runtime', cupy.cuda.runtime.runtimeGetVersion())"
     } >"$OUT/cuda_machine.txt"
     local status=0
-    # every test marked cuda (backend, renderer, munet.rtc), and the device surface's own tests
+    # every test marked cuda (backend, renderer, munet.rtc, CUDA graphs and the compiled plans replayed as
+    # graphs: test_cuda_gpu_graphs.py), and the device surface's own tests
     MUNET_TEST_CUDA=1 "$PY" -m pytest tests -m cuda tests/backends/test_cuda_device.py \
         -q -p no:cacheprovider -o addopts="" -rfs 2>&1 | tee "$OUT/cuda_tests.log" || status=1
     "$PY" -m pytest tests/ops --munet-device=cuda -q -p no:cacheprovider -o addopts="" -rf "${XDIST[@]}" 2>&1 |

@@ -485,3 +485,41 @@ def assert_training_close_to_reference(trusted, tested, reference, budget: AdamW
             np.testing.assert_array_equal(got, want, err_msg=name)
         else:
             assert_close_to_reference(got, want, exact, what=name, slack=slack)
+
+
+def check_complex(fn, *arrays, rtol: float = 1e-7, atol: float = 1e-9, seed: int = 0):
+    """``fn(module, *tensors)`` with ``module`` munet and then torch, on tensors made from NumPy
+    ``arrays`` (real or complex; floating ones require grad): the outputs agree, and so do the
+    inputs' gradients of one random real loss, ``sum(w * view_as_real(out))`` (``sum(w * out)`` for
+    a real output), PyTorch's convention for complex gradients. Returns munet's output."""
+    results = []
+    weights = None
+    for module in (munet, torch):
+        inputs = [module.tensor(a, requires_grad=a.dtype.kind in "fc") for a in arrays]
+        out = fn(module, *inputs)
+        parts = module.view_as_real(out.resolve_conj()) if out.is_complex() else out
+        if weights is None:
+            weights = rng(seed).standard_normal(tuple(parts.shape))
+        loss = (parts * module.tensor(weights, dtype=parts.dtype)).sum()
+        differentiable = [t for t in inputs if t.requires_grad]
+        grads = module.autograd.grad(loss, differentiable, allow_unused=True) if parts.requires_grad else []
+        values = [
+            out.detach().resolve_conj().numpy(),
+            *(None if g is None else g.resolve_conj().numpy() for g in grads),
+        ]
+        results.append((out, values))
+    (m_out, m_values), (_, t_values) = results
+    assert len(m_values) == len(t_values), "munet and torch differ in which inputs get a gradient"
+    for i, (got, want) in enumerate(zip(m_values, t_values)):
+        what = "output" if i == 0 else f"gradient of input {i - 1}"
+        assert (got is None) == (want is None), what
+        if got is not None:
+            assert got.dtype == want.dtype, f"{what}: dtype {got.dtype}, torch {want.dtype}"
+            np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, err_msg=what)
+    return m_out
+
+
+def crandn(*shape, dtype="complex128", seed: int = 0) -> np.ndarray:
+    """A complex array with standard normal real and imaginary parts."""
+    g = rng(seed)
+    return (g.standard_normal(shape) + 1j * g.standard_normal(shape)).astype(dtype)

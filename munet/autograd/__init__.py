@@ -54,6 +54,8 @@ def _make_grads(outputs, grad_outputs):
         if g is None:
             if out.numel() != 1:
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
+            if out.dtype.is_complex:
+                raise RuntimeError("grad can be implicitly created only for real scalar outputs")
             g = ones_like(out)
         elif tuple(g.shape) != tuple(out.shape):
             raise RuntimeError(

@@ -198,7 +198,10 @@ def _run_pre_hooks(node: Node, grads: list) -> list:
 def _input_grads(node, grads) -> list:
     """Run ``node``'s gradient rule and its post hooks: the gradients of its inputs, flat."""
     node.check_saved_versions()
-    out = node.op.backward(node, *grads) if len(grads) > 1 else node.op.backward(node, grads[0])
+    if getattr(node.op, "complex_rule", None) == "analytic" and _complex_output(node):
+        out = _conjugated_rule(node, grads)
+    else:
+        out = node.op.backward(node, *grads) if len(grads) > 1 else node.op.backward(node, grads[0])
     if not isinstance(out, (tuple, list)):
         out = (out,)
     flat = _flatten_grads(node, out)
@@ -208,6 +211,27 @@ def _input_grads(node, grads) -> list:
             if replaced is not None:
                 flat = list(replaced)
     return flat
+
+
+def _complex_output(node) -> bool:
+    """Whether an analytic rule needs conjugating: only where it gets complex gradients (a cast from
+    complex to real gets real ones, for which the conjugations cancel)."""
+    return any(d.is_complex for d in node.output_dtypes)
+
+
+def _conjugated_rule(node, grads):
+    """PyTorch's complex gradient from a rule written for real numbers: for an op whose rule is
+    ``g * f'(z)`` (linear in ``g``, analytic in the inputs), the conjugate Wirtinger gradient is
+    ``g * conj(f'(z))`` = ``conj(rule(conj(g)))``."""
+    from munet.ops.complex import conj
+
+    def flip(g):
+        if isinstance(g, (tuple, list)):  # a variadic op's gradients
+            return [flip(x) for x in g]
+        return None if g is None else conj(g)
+
+    out = node.op.backward(node, *[flip(g) for g in grads])
+    return flip(out) if isinstance(out, (tuple, list)) else (flip(out),)
 
 
 def _input_grads_checked(node, grads) -> list:

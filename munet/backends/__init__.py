@@ -13,4 +13,4 @@ register_backend("cpu", _list_devices, CpuBackend, compile_target="munet.compile
 _vulkan_adapters.register()
 _cuda_discovery.register()
 
-from munet.backends import cudnn, mps  # noqa: E402,F401 - PyTorch's flag namespaces
+from munet.backends import cudnn, mkl, mps, openmp  # noqa: E402,F401 - PyTorch's flag namespaces

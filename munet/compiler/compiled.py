@@ -140,6 +140,7 @@ class CompiledFunction:
         backend="inductor",
         fullgraph=False,
         mode=None,
+        cuda_graphs=True,
     ):
         from munet.nn.module import Module
 
@@ -153,6 +154,7 @@ class CompiledFunction:
         self.fn = fn
         self.device = device
         self.fuse = fuse
+        self.cuda_graphs = cuda_graphs  # a cuda plan replays as one CUDA graph (lower_cuda_graphs.py)
         self.dynamic = dynamic  # None: automatic (a dim that changes between calls becomes dynamic)
         self._dynamic_dims: dict = {}  # (argument position, dim) -> True: dims seen changing (dynamic=None)
         self.cache_size = cache_size
@@ -560,8 +562,8 @@ class CompiledFunction:
             "dynamic": self.dynamic,
             "dynamic_dims": [f"argument {k} dim {d}" for k, d in self._dynamic_dims],
             **(_codegen_stats(last.executable, self.fuse) if last else _codegen_stats(None, self.fuse)),
-            "arena_bytes": last.executable.arena.plan.total_bytes if last and last.executable.arena else None,
-            "memory": last.executable.arena.plan.summary() if last and last.executable.arena else {},
+            "arena_bytes": last.executable.memory_plan.total_bytes if last and last.executable.memory_plan else None,
+            "memory": last.executable.memory_plan.summary() if last and last.executable.memory_plan else {},
             "kernels": last.executable.kernels if last else 0,
             "nodes_traced": last.nodes_traced if last else 0,
             "nodes": len(last.graph.nodes) if last else 0,
@@ -674,6 +676,7 @@ class _Specialization:
         self._owner_lock = owner._lock
         self._tracer = tracer
         self.fuse = owner.fuse
+        self.cuda_graphs = owner.cuda_graphs
         # size-generic kernels (codegen/c_slabs.py): always with dynamic=True, once a dim changed with None
         self.dynamic = owner.dynamic is True or (owner.dynamic is None and bool(owner._dynamic_dims))
         self.guards = tracer.guards
@@ -767,7 +770,9 @@ class _Specialization:
         """Lower the optimized graph on its device's current runtime."""
         n = self.n_results
         donors = {self.graph.outputs[n + j]: v for j, v in enumerate(self.state_inputs)}
-        self.executable = Executable(self.graph, self.device, donors=donors, dynamic=self.dynamic)
+        self.executable = Executable(
+            self.graph, self.device, donors=donors, dynamic=self.dynamic, capture_graphs=self.cuda_graphs
+        )
         self.backend = self.executable.backend
         self.generation = getattr(self.backend, "generation", 0)
         self.target = self.executable.target
@@ -777,7 +782,9 @@ class _Specialization:
         self.state_plans = [self.executable.target_on(t.device) for t in self.state_writes]
         self.output_plans = [self.executable.target_on(v.device) for v in self.graph.outputs]
         if self.backward_graph is not None:
-            self.backward = Executable(self.backward_graph, self.device, donors={}, dynamic=self.dynamic)
+            self.backward = Executable(
+                self.backward_graph, self.device, donors={}, dynamic=self.dynamic, capture_graphs=self.cuda_graphs
+            )
             self.backward_owned = _ownership(self.backward)
             self.backward_plans = [self.backward.target_on(v.device) for v in self.backward_graph.outputs]
 

@@ -36,10 +36,19 @@ class Executable:
     """The lowered plan of one graph on one device (plus the cpu nodes it holds)."""
 
     def __init__(
-        self, graph: Graph, device, *, plan_memory: bool = True, donors: dict | None = None, dynamic: bool = False
+        self,
+        graph: Graph,
+        device,
+        *,
+        plan_memory: bool = True,
+        donors: dict | None = None,
+        dynamic: bool = False,
+        capture_graphs: bool = False,
     ):
         self.graph = graph
         self.dynamic = dynamic  # cpu: generated kernels take their leading size at run time (codegen/c_slabs.py)
+        # a target with a step_runner (cuda: CUDA graph replay) may replay the whole plan as one graph
+        self.capture_graphs = capture_graphs and plan_memory
         self.backend = get_backend(as_device(device))
         self.target = target_for(self.backend)
         self._targets = {self.backend.device: self.target}
@@ -74,7 +83,11 @@ class Executable:
         self.output_slots = [self.slot[v] for v in graph.outputs]
         self.constant_slots = set(constants)
         self.kernels = sum(1 for node in graph.nodes if _is_kernel(node))
-        self.arena_slots = {self.slot[v] for v in self.arena.plan.offsets} if self.arena else set()
+        runner = getattr(self.target, "step_runner", None)
+        self.run_steps = (runner and runner(self)) or self._run_steps
+        # values in memory the plan reuses at every call (not handed out: callers clone them)
+        planned = self.arena.plan.offsets if self.arena else getattr(self.target, "planned_values", ())
+        self.arena_slots = {self.slot[v] for v in planned}
 
     def _assign(self, v: Value) -> None:
         self.slot[v] = len(self.slot)
@@ -192,17 +205,31 @@ class Executable:
         return self.target.scope()
 
     def run(self, inputs: list) -> list:
+        env = self.new_env(inputs)
+        self.run_steps(env)
+        return [env[i] for i in self.output_slots]
+
+    @property
+    def memory_plan(self):
+        """The plan's arena layout (``passes/memory.py``): the cpu arena's, or the target's own (cuda)."""
+        return self.arena.plan if self.arena is not None else getattr(self.target, "memory_plan", None)
+
+    def new_env(self, inputs: list) -> list:
+        """The environment of one call: the constants, then ``inputs`` in their slots."""
         env = list(self.env_template)
         for i, x in zip(self.input_slots, inputs):
             env[i] = x
+        return env
+
+    def _run_steps(self, env: list, indices=None) -> None:
+        """Run the steps (those at ``indices``, default all) in order on ``env``."""
         k = 0
         try:
-            for k, step in enumerate(self.steps):  # noqa: B007 (k names the failed step below)
-                step(env)
+            for k in range(len(self.steps)) if indices is None else indices:  # noqa: B007 (k names the failed step)
+                self.steps[k](env)
         except Exception as error:  # a kernel's error (an index out of range): say which user line traced it
             _note_origin(error, self.step_nodes[k])
             raise
-        return [env[i] for i in self.output_slots]
 
     def describe(self) -> str:
         lines = [f"plan on {self.backend.device}: {len(self.steps)} steps ({self.kernels} kernels)"]

@@ -6,24 +6,27 @@ the graph with every op its own eager kernel (no fusion, no generated fused code
 capture at all: the function runs as plain Python at every call.
 
 ``mode`` names PyTorch's presets. MuNet has no autotuner and replays a whole step as one lowered plan
-anyway (on vulkan one command buffer per call, what CUDA graphs give PyTorch), so every mode selects
-the same plan; they are accepted so PyTorch scripts run unchanged (docs/compiler.md).
+anyway (on vulkan one command buffer per call; on cuda one CUDA graph), so every mode selects the
+same plan, except ``"max-autotune-no-cudagraphs"``, which turns the cuda plans' graph capture off
+as in PyTorch; they are accepted so PyTorch scripts run unchanged (docs/compiler.md).
 
-``options`` holds backend settings by name: MuNet's own (``fuse``, ``optimize``, ``cache_size``),
-nothing else; PyTorch's inductor settings have no meaning here and are refused by name.
+``options`` holds backend settings by name: MuNet's own (``fuse``, ``optimize``, ``cache_size``,
+``cuda_graphs``: capture a cuda plan as one CUDA graph, default True), nothing else; PyTorch's
+inductor settings have no meaning here and are refused by name.
 """
 
 from __future__ import annotations
 
 BACKENDS = ("inductor", "aot_eager", "eager")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-OPTIONS = ("fuse", "optimize", "cache_size")
+OPTIONS = ("fuse", "optimize", "cache_size", "cuda_graphs")
 
 
 def resolve(backend, mode, options, fuse) -> dict:
     """MuNet's settings for ``backend``/``mode``/``options``/``fuse``, or TypeError/ValueError naming the bad one.
 
-    Returns ``{"backend": name, "fuse": bool, **options}`` (only the option keys that were given).
+    Returns ``{"backend": name, "fuse": bool, "cuda_graphs": bool, **options}`` (the other option keys
+    only when given).
     """
     if not isinstance(backend, str):
         raise TypeError(
@@ -46,6 +49,10 @@ def resolve(backend, mode, options, fuse) -> dict:
         raise ValueError("munet.compile: backend='aot_eager' runs the graph unfused; fuse=True contradicts it")
     settings["fuse"] = backend != "aot_eager" if fuse is None else fuse
     settings["backend"] = backend
+    graphs = settings.get("cuda_graphs", mode != "max-autotune-no-cudagraphs")
+    if not isinstance(graphs, bool):
+        raise TypeError(f"munet.compile: options['cuda_graphs'] must be a bool, got {type(graphs).__name__}")
+    settings["cuda_graphs"] = graphs
     return settings
 
 

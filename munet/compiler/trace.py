@@ -31,6 +31,8 @@ import operator
 import os
 import sys
 
+import numpy as np
+
 from munet._tensor import HOST_READS, Storage, Tensor, contiguous_strides
 from munet.autograd.grad_mode import _State, no_grad
 from munet.compiler.ir import SCALAR_OPS, Graph, Value
@@ -332,6 +334,11 @@ class Tracer:
 
     def _new_state(self, t: Tensor) -> SymBuffer:
         storage = t._storage
+        if isinstance(storage.data, np.ndarray) and storage.data.dtype != t._dtype.np:
+            raise RuntimeError(
+                f"munet.compile: a {t._dtype} view(dtype) of {storage.data.dtype} storage cannot be traced; "
+                "make it a tensor of its own first (.clone()) or create it inside the compiled function"
+            )
         size = int(storage.data.shape[0]) if hasattr(storage.data, "shape") else t.numel()
         if t.is_contiguous() and t._offset == 0 and t.numel() == size:
             root, rep = _geometry(t), t

@@ -12,6 +12,9 @@ from munet.backends.cuda import discovery
 
 _MIB = 1 << 20
 
+has_half = True  # float16 tensors and kernels exist on cuda
+has_magma = False  # MuNet's linear algebra does not use MAGMA
+
 
 def device_count() -> int:
     """The number of visible CUDA devices (0 without CuPy, a driver or a GPU)."""
@@ -137,3 +140,31 @@ def is_bf16_supported(including_emulation: bool = True) -> bool:
 def is_tf32_supported() -> bool:
     """Whether the current device has TF32 tensor cores (compute capability 8.0 or newer)."""
     return is_bf16_supported()
+
+
+def can_device_access_peer(device, peer_device) -> bool:
+    """Whether ``device`` can read and write ``peer_device``'s memory directly (peer access)."""
+    index, peer = discovery.device_index(device), discovery.device_index(peer_device)
+    return bool(discovery.cupy_module().cuda.runtime.deviceCanAccessPeer(index, peer))
+
+
+def get_arch_list() -> list[str]:
+    """The architectures MuNet can compile kernels for: NVRTC's (``sm_XY``); ``[]`` without CUDA.
+    MuNet compiles every kernel at run time for the device's own architecture."""
+    if not is_available():
+        return []
+    from munet.backends.cuda import nvrtc
+
+    return [f"sm_{arch}" for arch in nvrtc.supported_archs()]
+
+
+def get_gencode_flags() -> str:
+    """``get_arch_list`` as ``-gencode`` flags (``""`` without CUDA), as PyTorch prints them."""
+    return " ".join(f"-gencode compute=compute_{a[3:]},code=sm_{a[3:]}" for a in get_arch_list())
+
+
+def current_blas_handle() -> int:
+    """The cuBLAS handle of the current device and thread (CuPy's, which MuNet's matmuls use)."""
+    cuda = discovery.cupy_module().cuda
+    with cuda.Device(discovery.current_index()):
+        return int(cuda.device.get_cublas_handle())

@@ -7,6 +7,8 @@ seeds it too.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from munet.ops.random import default_generator_for
 
 
@@ -53,3 +55,25 @@ def get_rng_state_all() -> list:
 def set_rng_state_all(new_states) -> None:
     for state in new_states:
         set_rng_state(state)
+
+
+class _DefaultGenerators(Sequence):
+    """``munet.cuda.default_generators``: one entry per visible device, each the one cuda generator
+    (MuNet has one default generator per device type); empty without CUDA."""
+
+    def _items(self) -> tuple:
+        from munet.cuda.devices import device_count
+
+        return (_generator(),) * device_count()
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def __getitem__(self, index):
+        return self._items()[index]
+
+    def __repr__(self) -> str:
+        return repr(self._items())
+
+
+default_generators = _DefaultGenerators()

@@ -402,6 +402,14 @@ class Module:
     def cpu(self) -> Module:
         return self._apply(lambda t: t.cpu())
 
+    def share_memory(self) -> Module:
+        """Move every parameter, gradient and buffer into shared memory (``Tensor.share_memory_``), in
+        place: forked workers and processes the module is sent to through ``multiprocessing`` train
+        the same weights (Hogwild)."""
+        for t in [*self.parameters(), *(p.grad for p in self.parameters() if p.grad is not None), *self.buffers()]:
+            t.share_memory_()
+        return self
+
     def cuda(self, device=None) -> Module:
         """Move every parameter and buffer to ``device`` (default: the current CUDA device)."""
         return self._apply(lambda t: t.cuda(device))

@@ -970,7 +970,6 @@ NOT_EXPORTED = {
     **dict.fromkeys(
         [
             "cumprod_backward",
-            "cumulative_select_backward",
             "embedding_backward",
             "grid_sampler_2d_backward",
             "hardtanh_backward",
@@ -1018,7 +1017,6 @@ NOT_EXPORTED = {
             "nanmedian_dim",
             "scatter_reduce",
             "scatter_reduce_values",
-            "searchsorted",
         ],
         "has no export rule yet (no single ONNX operator computes it)",
     ),

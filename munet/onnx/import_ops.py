@@ -1514,4 +1514,10 @@ def _unique(call):
 
 
 # rules for host values (strings, sequences, optionals) and quantized operators live beside this table
-from munet.onnx import import_host_ops, import_quantized, import_sampling, import_scatter_ops  # noqa: E402, F401 - they register into RULES
+from munet.onnx import (  # noqa: E402, F401 - they register into RULES
+    import_host_ops,
+    import_quantized,
+    import_sampling,
+    import_scatter_ops,
+    import_spectral,
+)

@@ -8,7 +8,8 @@ along the output axis, followed by a Split; each output element is the same dot 
 (only the matrix kernel's blocking may differ). The merged weight is one Parameter named after the
 siblings' weights joined by ``+``. ``fold_constants``: a node whose inputs are all constants
 (Constant nodes, integer initializers, results of other folded nodes) is evaluated once, at
-import, and an If with a constant condition becomes the branch it selects. Each records a line in
+import, an If with a constant condition becomes the branch it selects, and a Loop with a constant
+trip count whose condition stays true is unrolled (``unroll_loop``). Each records a line in
 ``graph.optimizations``.
 """
 
@@ -192,6 +193,10 @@ def fold_constants(graph) -> int:
             pending.extendleft(reversed([*branch.nodes, *renames]))
             graph.optimizations.append(f"If {node.name!r} resolved at import: its condition is constant ({condition})")
             continue
+        unrolled = unroll_loop(node, graph) if node.op_type == "Loop" else None
+        if unrolled is not None:
+            pending.extendleft(reversed(unrolled))
+            continue
         inputs = [n for n in node.input if n]
         if node.op_type not in NOT_ON_HOST and all(n in graph.constants for n in inputs):
             values = [graph.constants[n] if n else None for n in node.input]
@@ -205,3 +210,112 @@ def fold_constants(graph) -> int:
     if count:
         graph.optimizations.append(f"constant folding: {count} nodes evaluated at import")
     return count
+
+
+# a Loop is unrolled only while the copies stay small: iterations, and nodes in all the copies
+_MAX_UNROLLED_ITERATIONS, _MAX_UNROLLED_NODES = 256, 4096
+
+
+def unroll_loop(node, graph) -> list | None:
+    """The nodes replacing ``node``, a Loop whose trip count is a constant and whose condition stays
+    true (absent or constant true on entry, and the body passes its condition input through), or
+    None when it must run as a host loop.
+
+    Iteration ``k`` is a copy of the body with its own value names (``"<loop>/<k>/<name>"``), its
+    iteration number and condition as constants and its carried inputs bound to the previous
+    copy's carried outputs; Identity nodes give the last carried values the Loop's output names,
+    and each scan output is its per-iteration values unsqueezed and concatenated on a new axis 0.
+    A body holding graphs of its own (a nested If or Loop) is left as a host loop."""
+    trip_name = node.input[0] if node.input else ""
+    cond_name = node.input[1] if len(node.input) > 1 else ""
+    if not trip_name or trip_name not in graph.constants:
+        return None
+    if cond_name and (cond_name not in graph.constants or not _is_true(graph.constants[cond_name])):
+        return None
+    body = node.attrs["body"]
+    trip = int(np.asarray(graph.constants[trip_name]).reshape(-1)[0])
+    carried_count = len(node.input) - 2
+    scan_count = len(body.outputs) - 1 - carried_count
+    if (
+        not 0 <= trip <= _MAX_UNROLLED_ITERATIONS
+        or trip * len(body.nodes) > _MAX_UNROLLED_NODES
+        or (trip == 0 and scan_count)
+        or not _condition_stays_true(body)
+        or any(isinstance(v, Subgraph) for n in body.nodes for v in n.attrs.values())
+    ):
+        return None
+    local = {out for n in body.nodes for out in n.output if out} | set(body.inputs)
+    shared = {name: f"{node.name}/{name}" for name in body.constants}  # the body's own initializers, once
+    for name, value in body.constants.items():
+        graph.constants[shared[name]] = value
+    iteration_name, condition_name, *carried_names = body.inputs
+    carried = list(node.input[2:])
+    scans: list = [[] for _ in range(scan_count)]
+    nodes = []
+    for k in range(trip):
+        names = {**shared, condition_name: f"{node.name}/{k}/cond", iteration_name: f"{node.name}/{k}/iter"}
+        graph.constants[names[condition_name]] = np.array(True)
+        graph.constants[names[iteration_name]] = np.array(k, np.int64)
+        names.update(zip(carried_names, carried))
+        for name in local - names.keys():
+            names[name] = f"{node.name}/{k}/{name}"
+            if name in graph.dtypes:
+                graph.dtypes[names[name]] = graph.dtypes[name]
+
+        def rename(name, names=names):
+            return names.get(name, name) if name else name
+
+        for n in body.nodes:
+            nodes.append(
+                ImportedNode(
+                    n.op_type,
+                    n.domain,
+                    f"{node.name}/{k}/{n.name}",
+                    map(rename, n.input),
+                    map(rename, n.output),
+                    n.attrs,
+                    n.opset,
+                )  # fmt: skip
+            )
+        carried = [rename(o) for o in body.outputs[1 : 1 + carried_count]]
+        for parts, name in zip(scans, body.outputs[1 + carried_count :]):
+            parts.append(rename(name))
+    nodes += [
+        ImportedNode("Identity", "", f"{node.name}/out{i}", [inner], [outer], {}, node.opset)
+        for i, (inner, outer) in enumerate(zip(carried, node.output))
+    ]
+    nodes += _stack_scan_outputs(node, scans, graph)
+    graph.optimizations.append(f"Loop {node.name!r} unrolled at import: {trip} iterations (a constant trip count)")
+    return nodes
+
+
+def _is_true(value) -> bool:
+    return bool(np.asarray(value).reshape(-1)[0])
+
+
+def _condition_stays_true(body) -> bool:
+    """Whether ``body``'s condition output is its condition input (directly or through Identity)
+    or a constant true."""
+    out = body.outputs[0]
+    producer = {o: n for n in body.nodes for o in n.output}
+    while out in producer and producer[out].op_type == "Identity":
+        out = producer[out].input[0]
+    if out == body.inputs[1]:
+        return True
+    return out in body.constants and _is_true(body.constants[out])
+
+
+def _stack_scan_outputs(node, scans, graph) -> list:
+    """Nodes joining each scan output's per-iteration values on a new axis 0 (Unsqueeze, Concat)."""
+    opset = max(node.opset, 13)  # Unsqueeze takes its axes as an input from opset 13
+    axes = f"{node.name}/scan_axes"
+    graph.constants[axes] = np.array([0], np.int64)
+    nodes = []
+    for j, (parts, outer) in enumerate(zip(scans, node.output[len(node.input) - 2 :])):
+        rows = [f"{node.name}/scan{j}/{k}" for k in range(len(parts))]
+        nodes += [
+            ImportedNode("Unsqueeze", "", f"{node.name}/scan{j}/{k}", [part, axes], [row], {}, opset)
+            for k, (part, row) in enumerate(zip(parts, rows))
+        ]
+        nodes.append(ImportedNode("Concat", "", f"{node.name}/scan{j}", rows, [outer], {"axis": 0}, opset))
+    return nodes

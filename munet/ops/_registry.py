@@ -69,6 +69,7 @@ class Op:
         "effectful",
         "decomposition",
         "save_plan",
+        "complex_rule",
         "__dict__",
     )
 
@@ -114,6 +115,10 @@ class Op:
         # more than a function of its inputs (a device-side check): the compiler keeps and never merges it
         self.effectful = effectful
         self.decomposition = decomposition  # composites: the op in public ops, its meaning
+        # complex inputs: None refuses them; "analytic" (a rule written for real numbers whose
+        # ops extend analytically: the engine conjugates around it; every view) or "wirtinger" (a
+        # rule in PyTorch's conjugate convention already). munet/ops/complex.py sets the others.
+        self.complex_rule = "analytic" if view is not None else None
 
     def __repr__(self) -> str:
         return f"<munet op {self.name}>"
@@ -178,6 +183,8 @@ def _backend_of(op: Op, flat) -> object:
     backend = None
     for a in flat:
         if isinstance(a, _Tensor):
+            if a._dtype.is_complex:
+                check_complex(op.name, a, op.complex_rule is not None)
             b = a._storage.backend
             if backend is None:
                 backend = b
@@ -215,6 +222,17 @@ def decompose(op: Op, args, attrs: dict):
             return op.decomposition(*args, **attrs)
     finally:
         _Autocast.cast_inputs = hook
+
+
+def check_complex(op_name: str, x, supported: bool = True) -> None:
+    """Complex tensors run on cpu, eagerly, in the ops that define a complex rule: else a clear error."""
+    name = x.dtype.name
+    if not supported:
+        raise TypeError(f"{op_name}: not supported for {name} tensors")
+    if x.device.type != "cpu":
+        raise DeviceError(f"{op_name}: {name} tensors are supported on cpu only, got a tensor on {x.device}")
+    if _Tracing.tracer is not None:
+        raise RuntimeError(f"{op_name}: munet.compile does not support {name} tensors; run this part eagerly")
 
 
 def _kernel(op: Op, backend, suffix: str = ""):
@@ -267,6 +285,8 @@ def _run(op: Op, args, attrs):
     else:
         meta = op.meta(*args, **attrs)
         if tracer is not None:
+            if getattr(meta, "dtype", None) is not None and meta.dtype.is_complex:
+                raise RuntimeError(f"{op.name}: munet.compile does not support {meta.dtype.name} tensors")
             return tracer.record(op, args, attrs, meta)
         raw = _kernel(op, backend)(*_kernel_args(op, args), **attrs)
         outputs = _kernel_outputs(backend, raw, meta)
@@ -341,7 +361,7 @@ def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
     if op.view is not None and outputs[0]._base is not None and "_rebased" in outputs[0]._base.__dict__:
         outputs[0]._rebased_seen = outputs[0]._base._rebased
     for nr, o in enumerate(outputs):
-        if nr in op.nondiff_outputs or not o._dtype.is_floating_point:
+        if nr in op.nondiff_outputs or not (o._dtype.is_floating_point or o._dtype.is_complex):
             continue
         o._grad_fn = node
         o._output_nr = nr
@@ -461,6 +481,11 @@ def rebase_history(self, result) -> None:
         self._grad_fn, self._output_nr = result._grad_fn, result._output_nr
         self._requires_grad = result._requires_grad
         return
+    if base.dtype is not self.dtype:
+        raise RuntimeError(
+            f"an in-place write into a {self.dtype.name} view of a {base.dtype.name} tensor (view(dtype), view_as_real, "
+            ".real, .imag) is not supported while recording gradients; write into a clone"
+        )
     if not base.is_contiguous():
         raise RuntimeError(
             "in-place operation on a view of a non-contiguous tensor while recording gradients is not "
@@ -507,6 +532,8 @@ def apply_transfer(op: Op, x, target, **attrs):
 def _copy_between_backends(x, target):
     """``x``'s values on backend ``target``: directly when ``target.receive`` can take them from
     ``x``'s backend (a copy between two CUDA devices), else through host memory."""
+    if x.dtype.is_complex and target.device.type != "cpu":
+        raise DeviceError(f"to: {x.dtype.name} tensors are supported on cpu only, not on {target.device}")
     receive = getattr(target, "receive", None)
     buffer = None if receive is None else receive(x._storage.backend, x._data)
     if buffer is None:
@@ -548,6 +575,8 @@ def apply_factory(op: Op, device, **attrs):
     """
     backend = get_backend(factory_device(device))
     meta = op.meta(**attrs)
+    if getattr(meta, "dtype", None) is not None and meta.dtype.is_complex and backend.device.type != "cpu":
+        raise DeviceError(f"{op.name}: {meta.dtype.name} tensors are supported on cpu only, not on {backend.device}")
     if op.decomposition is not None and op.name not in backend.kernels:
         return decompose(op, (), dict(attrs, device=backend.device))
     tracer = _Tracing.tracer

@@ -30,7 +30,9 @@ Example, ``leaky_relu``'s formula (an attr is a parameter of the formula)::
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import dataclasses
+import hashlib
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 FLOAT, INT, BOOL = "float", "int", "bool"
@@ -119,16 +121,52 @@ class Const:
 
 @dataclass(frozen=True)
 class Apply:
+    """One scalar op of :data:`SCALAR_OPS`. Its hash is computed once, from its arguments' (cached)
+    hashes: a recurrence shares each partial value between two later ones, and hashing the DAG as a
+    tree would take time exponential in its depth."""
+
     op: str
     args: tuple
     dtype: str
+    _hash: int = field(init=False, repr=False, compare=False, default=0)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_hash", hash((self.op, self.args, self.dtype)))
+
+    def __hash__(self) -> int:
+        return self._hash
+
+
+def digest(value) -> str:
+    """A deterministic hex digest of an expression DAG (or of tuples and lists of expressions and
+    other dataclasses, such as kernel stores), visiting each shared subexpression once; ``repr`` would
+    print the DAG as a tree, exponential in the depth of a recurrence. Names of generated kernels."""
+    seen: dict[int, str] = {}
+
+    def visit(v) -> str:
+        key = id(v)
+        if key in seen:
+            return seen[key]
+        if dataclasses.is_dataclass(v) and not isinstance(v, type):
+            parts = [type(v).__name__] + [visit(getattr(v, f.name)) for f in dataclasses.fields(v) if f.compare]
+        elif isinstance(v, (tuple, list)):
+            parts = ["(", *(visit(x) for x in v)]
+        else:
+            return repr(v)
+        seen[key] = result = hashlib.sha1("\x00".join(parts).encode()).hexdigest()
+        return result
+
+    return visit(value)
 
 
 def kind(dtype: str) -> str:
-    """``'float'``, ``'int'`` or ``'bool'`` for a dtype name (``'f32'``, ``'float16'``, ``'i64'``, ``'uint8'``...)."""
+    """``'float'``, ``'int'`` or ``'bool'`` for a dtype name (``'f32'``, ``'float16'``, ``'i64'``, ``'uint8'``...).
+
+    ``'complex64'``/``'complex128'`` are float: the formulas complex tensors may use (arithmetic,
+    exp, log, pow; ``munet/ops/complex.py``) mean the same for them, rendered by NumPy only."""
     if dtype == "bool":
         return BOOL
-    return FLOAT if dtype.startswith(("f", "bfloat")) else INT
+    return FLOAT if dtype.startswith(("f", "bfloat", "complex")) else INT
 
 
 def is_unsigned(dtype: str) -> bool:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
+from munet._sdp_selection import check_backend_available
 from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import broadcast_shapes, is_tensor
 from munet.ops.activation import dropout, softmax
@@ -90,7 +91,10 @@ def scaled_dot_product_attention(
     - ``enable_gqa``: key/value have fewer heads (dim -3) than query; each is repeated to match.
 
     Rows whose every key is masked out give zeros (PyTorch's safe softmax), with zero gradient.
+    A backend selection that allows no kernel (``munet.backends.cuda.enable_math_sdp(False)`` and the
+    fused ones off, or ``sdpa_kernel([])``) raises, as in PyTorch.
     """
+    check_backend_available(_OP)
     attrs = dict(
         dropout_p=float(dropout_p),
         is_causal=bool(is_causal),

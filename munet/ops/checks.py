@@ -24,8 +24,20 @@ from munet.ops._registry import Meta, apply, define
 
 __all__: list[str] = []
 
+
+class IndexOutOfRangeError(IndexError, RuntimeError):
+    """An index outside ``[-size, size)`` (or ``[0, size)`` for ops without negative indices), raised by
+    every backend's kernels and by the index checks of decompositions (PyTorch raises IndexError for
+    some ops, RuntimeError for gather/scatter)."""
+
+
 # The errors a check raises, by name (an attribute of the graph node, so saved programs keep it).
-ERRORS = {"IndexError": IndexError, "ValueError": ValueError, "RuntimeError": RuntimeError}
+ERRORS = {
+    "IndexError": IndexError,
+    "ValueError": ValueError,
+    "RuntimeError": RuntimeError,
+    "IndexOutOfRangeError": IndexOutOfRangeError,
+}
 
 
 def _check_meta(ok, value, *, message: str, error: str):

@@ -331,8 +331,8 @@ def _to_numpy_data(data, dtype):
             dtype = D.get_default_dtype()
         elif arr.dtype.kind in "iu" and not isinstance(data, np.ndarray):
             dtype = D.int64
-        elif arr.dtype.kind == "c":
-            raise TypeError("tensor: complex numbers are not supported")
+        elif arr.dtype.kind == "c" and not isinstance(data, np.ndarray):
+            dtype = D.get_default_dtype().to_complex()
         else:
             dtype = D.from_numpy_dtype(arr.dtype)
     return arr.astype(dtype.np, copy=False), dtype

@@ -298,7 +298,8 @@ div_op = define(
 
 
 def _check_alpha(input, other, alpha) -> None:
-    if isinstance(alpha, float) and not D.result_type(input, other).is_floating_point:
+    result = D.result_type(input, other)
+    if isinstance(alpha, float) and not (result.is_floating_point or result.is_complex):
         raise RuntimeError("For integral input tensors, argument alpha must not be a floating point number.")
 
 
@@ -408,7 +409,7 @@ def div(input, other, *, rounding_mode=None, out=None):
     if rounding_mode is not None:
         return _out(div_rounded(input, other, rounding_mode), out)
     target = D.result_type(input, other)
-    if not target.is_floating_point:
+    if not (target.is_floating_point or target.is_complex):
         target = D.get_default_dtype()
     if not is_tensor(input):
         from munet.ops.creation import full
@@ -444,7 +445,7 @@ def mul_(self, other):
 def div_(self, other, *, rounding_mode=None):
     if rounding_mode is not None:
         return self.copy_(div_rounded(self, other, rounding_mode))
-    if not self.dtype.is_floating_point:
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
         raise RuntimeError(f"div_: result type Float can't be cast to the desired output type {self.dtype.name}")
     return binary_inplace(div_op, self, other)
 
@@ -477,7 +478,7 @@ exp_op = define(
 
 def _float_input(x):
     """Integer inputs of float-valued functions are computed in the default float dtype."""
-    if x.dtype.is_floating_point:
+    if x.dtype.is_floating_point or x.dtype.is_complex:
         return x
     from munet.ops.convert import cast
 
@@ -512,7 +513,7 @@ def exp_(self):
 
 def check_float_inplace(name: str, self) -> None:
     """In-place float functions cannot write into integer or bool tensors (PyTorch's error)."""
-    if not self.dtype.is_floating_point:
+    if not (self.dtype.is_floating_point or self.dtype.is_complex):
         raise RuntimeError(f"{name}_: result type Float can't be cast to the desired output type {self.dtype.name}")
 
 
@@ -552,6 +553,10 @@ sign_op = define("sign", meta=_unary_meta, backward=_zero_grad, formula=_sign)
 
 def abs(input, *, out=None):  # noqa: A001 - PyTorch's name
     _no_bool("abs", input)
+    if input.dtype.is_complex:  # the magnitude, a real tensor
+        from munet.ops.complex import complex_abs
+
+        return _out(complex_abs(input), out)
     return _out(apply(abs_op, input), out)
 
 
@@ -572,7 +577,16 @@ def sign_(self):
     return apply_inplace(sign_op, self)
 
 
-sgn, sgn_ = sign, sign_
+def sgn(input, *, out=None):
+    """``sign`` for real tensors; ``z / |z|`` (0 at 0) for complex ones."""
+    if input.dtype.is_complex:
+        from munet.ops.complex import complex_sgn
+
+        return _out(complex_sgn(input), out)
+    return sign(input, out=out)
+
+
+sgn_ = sign_
 
 
 # predicates (bool results, never differentiable) ------------------------------------------------------
@@ -605,10 +619,17 @@ _PREDICATES = {
 }
 
 
+# a complex number is NaN or infinite where a part is, finite where both are
+_OF_PARTS = {"isnan": "__or__", "isinf": "__or__", "isfinite": "__and__"}
+
+
 def _predicate(name: str):
     op = define(name, meta=_bool_meta, formula=_PREDICATES[name])
+    combine = _OF_PARTS.get(name)
 
     def fn(input):
+        if combine is not None and input.dtype.is_complex:
+            return getattr(fn(input.real), combine)(fn(input.imag))
         return apply(op, input)
 
     fn.__name__ = name
@@ -625,7 +646,9 @@ signbit = _predicate("signbit")
 
 
 def isreal(input):
-    """MuNet tensors are real: a bool tensor of True."""
+    """Where the imaginary part is 0: everywhere for a real tensor."""
+    if input.dtype.is_complex:
+        return eq(input.imag, 0)
     from munet.ops.creation import ones_like
 
     return ones_like(input, dtype=D.bool_)

@@ -1,9 +1,10 @@
 """Embedding lookup (``F.embedding``) and ``F.one_hot``.
 
-``embedding`` is a primitive (a row gather) whose gradient is the primitive
-``embedding_backward`` (a scatter-add of rows into a zero table that skips ``padding_idx``
-and optionally divides by index frequency, like PyTorch's ``embedding_dense_backward``).
-The two are adjoint, so each is the other's gradient and double backward works.
+``embedding`` is a composite (a check of the indices and a row gather, ``index_select``) whose
+gradient is the composite ``embedding_backward`` (the rows added into a zero table with
+``index_add``, skipping ``padding_idx`` and optionally divided by index frequency, like PyTorch's
+``embedding_dense_backward``). The two are adjoint, so each is the other's gradient and double
+backward works. cpu and vulkan keep one-kernel forms of both, tested against the decompositions.
 """
 
 from __future__ import annotations
@@ -50,12 +51,26 @@ def _embedding_backward(ctx, g):
     )
 
 
+def _check_in_range(indices, size: int, message: str) -> None:
+    from munet.ops.checks import IndexOutOfRangeError, check_values
+
+    check_values((indices >= 0) & (indices < size), message, IndexOutOfRangeError, indices)
+
+
+def _embedding_decomposition(weight, indices, *, padding_idx, scale_grad_by_freq):
+    """``weight``'s rows at ``indices`` (``padding_idx`` and the frequency scaling only shape the gradient)."""
+    _check_in_range(indices, weight.shape[0], INDEX_OUT_OF_RANGE.format(size=weight.shape[0], value="{value}"))
+    rows = weight.index_select(0, indices.reshape(-1))
+    return rows.reshape(tuple(indices.shape) + (weight.shape[1],))
+
+
 embedding_op = define(
     "embedding",
     inputs=("weight", "indices"),
     meta=_embedding_meta,
     backward=_embedding_backward,
     saves=("indices",),
+    decomposition=_embedding_decomposition,
 )
 
 
@@ -79,12 +94,32 @@ def _embedding_backward_backward(ctx, gg):
     return out, None
 
 
+def _embedding_backward_decomposition(grad, indices, *, num_weights, padding_idx, scale_grad_by_freq):
+    """The rows of ``grad`` added into a zero ``(num_weights, D)`` table at ``indices`` (a row
+    looked up by several indices gets their sum, an unused row +0.0); with ``scale_grad_by_freq``
+    each row first divided by how often its index occurs; ``padding_idx``'s row stays +0.0."""
+    from munet.ops.elementwise import where
+
+    message = f"embedding_backward: index {{value}} is out of bounds for dimension 0 with size {num_weights}"
+    _check_in_range(indices, num_weights, message)
+    flat = indices.reshape(-1)
+    rows = grad.reshape(-1, grad.shape[-1])
+    if scale_grad_by_freq:
+        ones = rows.new_ones((flat.shape[0],))
+        counts = zeros((num_weights,), dtype=rows.dtype, device=rows.device).index_add(0, flat, ones)
+        rows = rows / counts.index_select(0, flat).unsqueeze(1)
+    if padding_idx is not None:
+        rows = where((flat != padding_idx).unsqueeze(1), rows, 0.0)
+    return zeros((num_weights, rows.shape[1]), dtype=rows.dtype, device=rows.device).index_add(0, flat, rows)
+
+
 embedding_backward_op = define(
     "embedding_backward",
     inputs=("grad", "indices"),
     meta=_embedding_backward_meta,
     backward=_embedding_backward_backward,
     saves=("indices",),
+    decomposition=_embedding_backward_decomposition,
 )
 
 

@@ -1,4 +1,4 @@
-"""Counting values into bins: ``bincount``, ``histc`` and ``histogram``.
+"""Counting values into bins: ``bincount``, ``histc``, ``histogram`` and ``histogramdd``.
 
 All three are composites: a bin index per element (integer values, a linear map of the value, or a
 search in the bin edges), then ``scatter_add`` of ones or weights into zeros. Their output length
@@ -9,17 +9,20 @@ input; a weighted count is differentiable in the weights.
 
 from __future__ import annotations
 
+import builtins
 from collections import namedtuple
 
 from munet import _dtype as D
 from munet.ops._utils import is_tensor
 from munet.ops.linalg_factor import outs
 
-__all__ = ["bincount", "histc", "histogram"]
+__all__ = ["bincount", "histc", "histogram", "histogramdd"]
 __functional__: list[str] = []
 __tensor_methods__ = ["bincount", "histc", "histogram"]
 
 HistogramResult = namedtuple("histogram", ["hist", "bin_edges"])
+HistogramddResult = namedtuple("histogramdd", ["hist", "bin_edges"])
+builtins_range = builtins.range  # histogramdd's range= parameter shadows the builtin
 
 
 def bincount(input, weights=None, minlength: int = 0):
@@ -91,26 +94,32 @@ def histc(input, bins: int = 100, min: float = 0, max: float = 0, *, out=None): 
     return outs(_count(bin_index, keep, None, bins, input.dtype, input.device), out)
 
 
+def _edges(x, bins, range, op: str):  # noqa: A002 - PyTorch's name
+    """The bin edges along one dim: ``bins`` itself (an increasing 1-d tensor), or ``bins + 1`` equally
+    spaced edges over ``range`` (default the data's range)."""
+    from munet.ops.creation import linspace
+
+    if is_tensor(bins):
+        if bins.ndim != 1 or bins.numel() < 2:
+            raise RuntimeError(
+                f"{op}: bins tensor should have one dimension and at least 2 elements, got {list(bins.shape)}"
+            )
+        return bins.to(x.dtype)
+    if bins <= 0:
+        raise RuntimeError(f"{op}: bins must be > 0, but got {bins}")
+    low, high = _bin_range(x, *(range or (None, None)), "torch.histogramdd")
+    return linspace(low, high, bins + 1, dtype=x.dtype, device=x.device)
+
+
 def histogram(input, bins=100, *, range=None, weight=None, density: bool = False, out=None):  # noqa: A002
     """``(hist, bin_edges)`` of ``input``: ``bins`` equal bins over ``range`` (default the data's
     range) or the given increasing 1-d tensor of edges. The last bin includes its right edge;
     ``weight`` weighs each element; ``density`` divides by the total and the bin widths."""
-    from munet.ops.creation import linspace
     from munet.ops.sort import searchsorted
 
     _check_float(input, "histogram")
     x = input.detach()
-    if is_tensor(bins):
-        if bins.ndim != 1 or bins.numel() < 2:
-            raise RuntimeError(
-                f"histogram: bins tensor should have one dimension and at least 2 elements, got {list(bins.shape)}"
-            )
-        edges = bins.to(input.dtype)
-    else:
-        if bins <= 0:
-            raise RuntimeError(f"histogram: bins must be > 0, but got {bins}")
-        low, high = _bin_range(x, *(range or (None, None)), "torch.histogramdd")
-        edges = linspace(low, high, bins + 1, dtype=input.dtype, device=input.device)
+    edges = _edges(x, bins, range, "histogram")
     if weight is not None and tuple(weight.shape) != tuple(input.shape):
         raise RuntimeError(
             f"histogram: weight should have the same shape as input, got {list(weight.shape)} and {list(input.shape)}"
@@ -122,3 +131,51 @@ def histogram(input, bins=100, *, range=None, weight=None, density: bool = False
     if density:
         hist = hist / (hist.sum() * (edges[1:] - edges[:-1]))
     return outs(HistogramResult(hist, edges), out)
+
+
+def histogramdd(input, bins, *, range=None, weight=None, density: bool = False):  # noqa: A002
+    """``(hist, bin_edges)`` of the points in the rows of ``input`` (shape ``(..., D)``): a D-dim
+    histogram whose bins along dim ``d`` are ``bins[d]`` equal bins (an int for all dims) over
+    ``range[2d], range[2d + 1]`` (default the data's range), or the edges ``bins[d]`` (tensors).
+    The last bin of each dim includes its right edge; ``weight`` (shape ``(...)``) weighs each point;
+    ``density`` divides by the total and the bin volumes."""
+    from munet.ops.sort import searchsorted
+
+    _check_float(input, "histogramdd")
+    if input.ndim < 1:
+        raise RuntimeError(f"histogramdd: input tensor should have at least 1 dimension, got {input.ndim}")
+    dims = input.shape[-1]
+    x = input.detach().reshape(-1, dims)
+    per_dim = list(bins) if isinstance(bins, (list, tuple)) else [bins] * dims
+    if len(per_dim) != dims:
+        raise RuntimeError(
+            f"histogramdd: expected {dims} sequences of bin edges for each dimension, got {len(per_dim)}"
+        )
+    if range is not None and len(range) != 2 * dims:
+        raise RuntimeError(f"histogramdd: expected {2 * dims} values for range, got {len(range)}")
+    if weight is not None and tuple(weight.shape) != tuple(input.shape[:-1]):
+        raise RuntimeError(f"histogramdd: weight should have shape {list(input.shape[:-1])}, got {list(weight.shape)}")
+    edges, flat, keep, sizes = [], None, None, []
+    for d in builtins_range(dims):
+        column = x[:, d].contiguous()
+        bounds = None if range is None else (range[2 * d], range[2 * d + 1])
+        e = _edges(column, per_dim[d], bounds, "histogramdd")
+        n = e.numel() - 1
+        inside = (column >= e[0]) & (column <= e[-1])
+        index = (searchsorted(e, column, right=True) - 1).clamp(0, n - 1)
+        flat = index if flat is None else flat * n + index
+        keep = inside if keep is None else keep & inside
+        edges.append(e)
+        sizes.append(n)
+    total = 1
+    for n in sizes:
+        total *= n
+    flat_weight = None if weight is None else weight.reshape(-1)
+    hist = _count(flat, keep, flat_weight, total, input.dtype, input.device).reshape(sizes)
+    if density:
+        volume = None
+        for d, e in enumerate(edges):
+            width = (e[1:] - e[:-1]).reshape([-1 if i == d else 1 for i in builtins_range(dims)])
+            volume = width if volume is None else volume * width
+        hist = hist / (hist.sum() * volume)
+    return HistogramddResult(hist, edges)

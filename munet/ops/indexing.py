@@ -70,11 +70,6 @@ _INDEX_DTYPES = (D.int64, D.int32, D.int16, D.int8, D.uint8)
 _MASK_DTYPES = (D.bool_, D.uint8)
 
 
-class IndexOutOfRangeError(IndexError, RuntimeError):
-    """An index outside ``[-size, size)`` (or ``[0, size)`` for ops without negative indices), raised by
-    every backend's kernels (PyTorch raises IndexError for some ops, RuntimeError for gather/scatter)."""
-
-
 def _zeros(shape, like):
     from munet.ops.creation import zeros
 

@@ -225,7 +225,9 @@ def dot(input, tensor, *, out=None):
 
 def vdot(input, other, *, out=None):
     """``dot`` with the first argument conjugated; the same as ``dot`` for real tensors."""
-    return dot(input, other, out=out)
+    from munet.ops.complex import conj
+
+    return dot(conj(input), other, out=out)
 
 
 def outer(input, vec2, *, out=None):

@@ -179,13 +179,15 @@ def cross(input, other, *, dim: int = -1, out=None):
 
 
 def vecdot(x, y, *, dim: int = -1, out=None):
-    """``sum(x * y, dim)`` with broadcasting (the conjugate of ``x`` for complex, which MuNet lacks)."""
+    """``sum(conj(x) * y, dim)`` with broadcasting."""
+    from munet.ops.complex import conj
+
     if x.dtype is not y.dtype:
         raise RuntimeError(
             f"linalg.vecdot: Expected x and y to have the same dtype, but found x of type {x.dtype.name} and y of type "
             f"{y.dtype.name} instead"
         )
-    return outs(sum_(x * y, dim), out)
+    return outs(sum_(conj(x) * y, dim), out)
 
 
 def vander(x, *, N=None):  # noqa: N803 - PyTorch's name

@@ -29,6 +29,8 @@ def vector_norm(x, ord=2, dim=None, keepdim: bool = False, *, dtype=None, out=No
     largest/smallest ``|x|``, 0 the count of nonzeros. ``dtype`` casts ``x`` first."""
     if dtype is not None:
         x = x.to(dtype)
+    if x.dtype.is_complex:  # the norm of the magnitudes
+        x = x.abs()
     _check_float("linalg.vector_norm", x)
     if isinstance(ord, str):
         raise RuntimeError(f"linalg.vector_norm: ord must be a number, got {ord!r}")

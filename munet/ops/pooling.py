@@ -183,37 +183,60 @@ def _select_in_windows(windows, cells, nd: int):
     return values, where(at, cells, -1).amax(dims)
 
 
-def _max_pool_decomposition(x, *, kernel_size, stride, padding, dilation, output_size):
-    """The windows as a strided view of the input padded with -inf (``padding`` before, and after
-    as far as ``ceil_mode``'s last windows reach), the cells' flat indices as the same view of an
-    ``arange`` plane padded with -1, and ``_select_in_windows``."""
-    from munet.ops.creation import arange
-    from munet.ops.movement import constant_pad_op
+def _windows(t, *, kernel_size, stride, dilation, output_size):
+    """The pooling windows of ``t`` (N, C, *spatial) as a strided view (N, C, *output_size, *kernel_size)."""
     from munet.ops.view import as_strided
 
     nd = len(kernel_size)
+    st = t.stride()
+    shape = tuple(t.shape[:2]) + tuple(output_size) + tuple(kernel_size)
+    strides = (
+        st[:2] + tuple(st[2 + i] * stride[i] for i in range(nd)) + tuple(st[2 + i] * dilation[i] for i in range(nd))
+    )
+    return as_strided(t, shape, strides, t.storage_offset())
+
+
+def _max_pool_decomposition(x, *, kernel_size, stride, padding, dilation, output_size):
+    """Unpadded: the windows as a strided view of the input, the cells' flat indices as the same
+    view of an ``arange`` plane, and ``_select_in_windows``. With ``padding`` (or ``ceil_mode``'s
+    last windows reaching past the input): ``_padded_max_pool``."""
+    from munet.ops.creation import arange
+
     spatial = tuple(x.shape[2:])
     after = tuple(
         max(0, (o - 1) * s + d * (k - 1) + 1 - size - p)
         for o, s, d, k, size, p in zip(output_size, stride, dilation, kernel_size, spatial, padding)
     )
-    pads = ((0, 0), (0, 0)) + tuple(zip(padding, after))
-    plane = arange(math.prod(spatial), device=x.device).reshape((1, 1) + spatial)
+    window = dict(kernel_size=kernel_size, stride=stride, dilation=dilation, output_size=output_size)
     if any(padding) or any(after):
-        x = apply(constant_pad_op, x, pad=pads, value=-math.inf)
-        plane = apply(constant_pad_op, plane, pad=pads, value=-1)
-    else:
-        x = x.contiguous()
+        return _padded_max_pool(x, ((0, 0), (0, 0)) + tuple(zip(padding, after)), window)
+    plane = arange(math.prod(spatial), device=x.device).reshape((1, 1) + spatial)
+    return _select_in_windows(_windows(x.contiguous(), **window), _windows(plane, **window), len(kernel_size))
 
-    def windows(t):
-        st = t.stride()
-        shape = tuple(t.shape[:2]) + tuple(output_size) + tuple(kernel_size)
-        strides = (
-            st[:2] + tuple(st[2 + i] * stride[i] for i in range(nd)) + tuple(st[2 + i] * dilation[i] for i in range(nd))
-        )
-        return as_strided(t, shape, strides, t.storage_offset())
 
-    return _select_in_windows(windows(x), windows(plane), nd)
+def _padded_max_pool(x, pads, window):
+    """An unpadded ``max_pool`` of the input padded with -inf (``pads`` before and after each dim):
+    the same values, and its indices mapped from the padded plane back to the input's (gathered
+    from an ``arange`` plane of the input padded with -1). Padding is never chosen over an input
+    cell, except where every input cell of a window is -inf: that window reports its first input
+    cell (the least non-negative cell of that plane in the window, which depends on the shapes
+    alone). A compile target generating unpadded max pooling (cpu) then runs one window kernel."""
+    from munet.ops.creation import arange
+    from munet.ops.elementwise import where
+    from munet.ops.movement import constant_pad_op
+
+    nd = len(window["kernel_size"])
+    spatial = tuple(x.shape[2:])
+    padded = apply(constant_pad_op, x, pad=pads, value=-math.inf)
+    values, flat = apply(max_pool_op, padded, padding=(0,) * nd, **window)
+    plane = apply(
+        constant_pad_op, arange(math.prod(spatial), device=x.device).reshape((1, 1) + spatial), pad=pads, value=-1
+    )
+    index = plane.reshape(-1)[flat]  # each padded-plane cell's input cell (-1: padding)
+    dims = tuple(range(2 + nd, 2 + 2 * nd))
+    cells = _windows(plane, **window)
+    first = where(cells >= 0, cells, math.prod(spatial)).amin(dims)
+    return values, where(values == -math.inf, first, index)
 
 
 def _adaptive_positions(size: int, out: int, device):

@@ -259,6 +259,13 @@ def randn(
 def _float_samples(name: str, op, args, size, generator, out, dtype, device, requires_grad, **params):
     """The factory behind ``rand``/``randn``: ``op`` sampled into a new float tensor of the given size."""
     shape = factory_shape(args, size, name)
+    if dtype is not None and dtype.is_complex:  # both parts sampled; randn's each of variance 1/2, as PyTorch
+        from munet.ops.complex import view_as_complex
+
+        gen = _generator(generator, device, name)
+        parts = apply_factory(op, device, shape=(*shape, 2), dtype=dtype.to_real(), generator=gen, **params)
+        t = view_as_complex(parts * 0.5**0.5 if op is normal_op else parts).clone()  # not a view of a real base
+        return finish_factory(t, requires_grad, out)
     dtype = _float_dtype(dtype, name)
     gen = _generator(generator, device, name)
     t = apply_factory(op, device, shape=shape, dtype=dtype, generator=gen, **params)

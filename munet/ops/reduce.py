@@ -131,7 +131,7 @@ def _integral_to_int64(x, dtype):
     """``dtype`` when given, else int64 for integer/bool inputs (PyTorch's sum/prod/cumsum rule)."""
     if dtype is not None:
         return dtype
-    return x.dtype if x.dtype.is_floating_point else D.int64
+    return x.dtype if x.dtype.is_floating_point or x.dtype.is_complex else D.int64
 
 
 def _require_float(op: str, x) -> None:
@@ -273,7 +273,7 @@ def nansum(input, dim=None, keepdim: bool = False, *, dtype=None):
 
 def _mean_input(op: str, input, dtype):
     input = _cast(input, dtype)
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError(
             f"{op}(): could not infer output dtype. Input dtype must be either a floating point or complex dtype. "
             f"Got: {input.dtype.name}"
@@ -314,7 +314,7 @@ def _correction(op: str, unbiased, correction) -> float:
 def _var_args(op: str, input, dim, unbiased, keepdim, correction):
     if isinstance(dim, bool):  # the var(input, unbiased) overload
         dim, unbiased = None, dim
-    if not input.dtype.is_floating_point:
+    if not (input.dtype.is_floating_point or input.dtype.is_complex):
         raise RuntimeError(
             f"{op}(): std and var only support floating point and complex dtypes, got {input.dtype.name}"
         )
@@ -325,7 +325,11 @@ def _var(op: str, input, dims, correction, keepdim):
     x, back = _upcast_low(input)
     centered = x - mean(x, dims, keepdim=True)
     dof = _numel(x.shape, dims) - correction
-    total = sum(centered * centered, dims, keepdim)
+    if centered.dtype.is_complex:  # |centered|^2: a real variance, as PyTorch's
+        squares = centered.real.square() + centered.imag.square()
+    else:
+        squares = centered * centered
+    total = sum(squares, dims, keepdim)
     if dof <= 0:
         warnings.warn(
             f"{op}(): degrees of freedom is <= 0. Correction should be strictly less than the reduction factor "
@@ -511,24 +515,51 @@ def argmin(input, dim=None, keepdim: bool = False):
     return _arg_extremum(argmin_op, "argmin", input, dim, keepdim)
 
 
+# prod -------------------------------------------------------------------------------------------------
+
+
+def _keep_reduced(op, x, dims):
+    """``op`` (sum, prod) of ``x`` over ``dims`` with keepdim; ``x`` itself when ``dims`` is empty."""
+    return apply(op, x, dims=dims, keepdim=True) if dims else x
+
+
+def _prod_others_backward_decomposition(g, x, *, dims):
+    """``sum_{i != k} g_i prod_{j != i, k} x_j`` for each k over ``dims``, exact with zeros: with no
+    zero among the others it is ``prod_{j != k} x_j * sum_{i != k} g_i / x_i``; with exactly one
+    other zero z only the term i = z survives; with more it is 0. 16-bit floats compute in float32."""
+    from munet.ops.elementwise import where
+
+    (a, back), gm = _upcast_low(x), g.to(D.float32) if g.dtype in _LOW_PRECISION else g
+    zero = a == 0
+    nonzero = where(zero, 1.0, a)
+    ratio = where(zero, 0.0, gm / nonzero)
+    others = _keep_reduced(prod_op, nonzero, dims) / nonzero  # product of the nonzeros other than x_k
+    no_other_zero = others * (_keep_reduced(sum_op, ratio, dims) - ratio)
+    at_zero = where(zero, gm, 0.0)
+    one_other_zero = (_keep_reduced(sum_op, at_zero, dims) - at_zero) * others
+    other_zeros = _keep_reduced(sum_op, zero.to(D.int64), dims) - zero.to(D.int64)
+    out = where(other_zeros == 0, no_other_zero, where(other_zeros == 1, one_other_zero, 0.0))
+    return out if back is None else out.to(back)
+
+
 def _no_double_backward(name: str):
+    """The gradient rule of a gradient composite whose decomposition is exact only in value: its zero
+    branches are piecewise constant, so differentiating them would drop the terms through a zero."""
+
     def backward(ctx, *grads):
         raise RuntimeError(f"{name}: double backward (create_graph=True) is not supported")
 
     return backward
 
 
-# prod -------------------------------------------------------------------------------------------------
-
-
+# Reached by second-order gradients of prod.
 prod_others_backward_op = define(
     "prod_others_backward", inputs=("grad", "self"), meta=lambda g, x, *, dims: Meta(tuple(x.shape), x.dtype),
-    backward=_no_double_backward("prod (third order)"),
+    backward=_no_double_backward("prod (third order)"), decomposition=_prod_others_backward_decomposition,
 )  # fmt: skip
 
 
 def _prod_others_backward(ctx, g):
-    # Reached by second-order gradients of prod: sum_{i!=k} g_i prod_{j!=i,k} x_j, exact with zeros.
     return apply(prod_others_backward_op, g, ctx.saved_tensor("self"), dims=ctx.attrs["dims"])
 
 
@@ -651,9 +682,36 @@ def cumprod_(self, dim, *, dtype=None):
     return self.copy_(cumprod(source, dim, dtype=dtype))
 
 
+def _cumprod_backward_decomposition(g, x, *, dim):
+    """Gradient of cumprod along ``dim``, exact with zeros. Before the first zero of a line,
+    grad_k = sum_{i>=k} g_i y_i / x_k (y the cumprod, the sum a reversed cumsum). At the first zero
+    z, grad_z = sum_{i>=z} g_i prod_{j<=i, j!=z} x_j: the cumprod with x_z replaced by 1. After it,
+    every product holds x_z, so the gradient is 0. 16-bit floats compute in float32."""
+    from munet.ops.creation import arange
+    from munet.ops.elementwise import where
+
+    (a, back), gm = _upcast_low(x), g.to(D.float32) if g.dtype in _LOW_PRECISION else g
+    if a.ndim == 0 or a.shape[dim] == 0:  # one element (its gradient is g), or none
+        return g.clone()
+    n = a.shape[dim]
+    zero = a == 0
+    shape = [1] * a.ndim
+    shape[dim] = n
+    pos = arange(n, device=a.device).reshape(tuple(shape))
+    first = where(zero, pos, n).amin(dim, keepdim=True)  # the first zero's position, n without one
+    before, at_first = pos < first, pos == first
+    y = apply(cumprod_op, a, dim=dim)
+    tail = apply(cumsum_op, gm * y, dim=dim, reverse=True)
+    normal = tail / where(before, a, 1.0)
+    y_skip = apply(cumprod_op, where(at_first, 1.0, a), dim=dim)
+    grad_first = where(pos >= first, gm * y_skip, 0.0).sum(dim, keepdim=True)
+    out = where(before, normal, where(at_first, grad_first, 0.0))
+    return out if back is None else out.to(back)
+
+
 cumprod_backward_op = define(
     "cumprod_backward", inputs=("grad", "self"), meta=lambda g, x, *, dim: Meta(tuple(x.shape), x.dtype),
-    backward=_no_double_backward("cumprod"),
+    backward=_no_double_backward("cumprod"), decomposition=_cumprod_backward_decomposition,
 )  # fmt: skip
 
 
@@ -675,9 +733,20 @@ def _cum_select_meta(x, *, dim):
     return Meta(tuple(x.shape), x.dtype), Meta(tuple(x.shape), D.int64)
 
 
+def _cumulative_select_backward_decomposition(g, indices, *, dim):
+    """Each gradient added into zeros at the index its value came from (``scatter_add``)."""
+    from munet.ops.creation import zeros
+
+    if g.ndim == 0:
+        return g.clone()
+    return zeros(tuple(g.shape), dtype=g.dtype, device=g.device).scatter_add(dim, indices, g)
+
+
+# the gradient of cummax/cummin; differentiable through its decomposition (their double backward)
 scatter_along_op = define(
     "cumulative_select_backward", inputs=("grad", "indices"),
-    meta=lambda g, indices, *, dim: Meta(tuple(g.shape), g.dtype), backward=_no_double_backward("cummax/cummin"),
+    meta=lambda g, indices, *, dim: Meta(tuple(g.shape), g.dtype),
+    decomposition=_cumulative_select_backward_decomposition,
 )  # fmt: skip
 
 
@@ -887,6 +956,8 @@ def norm(input, p="fro", dim=None, keepdim: bool = False, dtype=None):
     The gradient at a zero vector is 0 (as PyTorch's).
     """
     input = _cast(input, dtype)
+    if input.dtype.is_complex:  # the norm of the magnitudes
+        input = input.abs()
     if not input.dtype.is_floating_point:
         raise RuntimeError(
             f"norm(): input dtype should be either floating point or complex. Got {input.dtype.name} instead."

@@ -3,8 +3,12 @@ grid_sample and affine_grid, pixel_shuffle/unshuffle, and unfold/fold (im2col/co
 
 ``interpolate`` is separable: along each spatial dim the output is a fixed linear map of the
 input, built from PyTorch's exact source-index formulas (in the input's precision) and applied
-with ``index_select`` (nearest) or a matmul (linear, cubic), so gradients come for free.
-``grid_sample`` is a primitive (data-dependent gather) with a fused CPU backward.
+with ``index_select`` (nearest) or a matmul (linear, cubic), so gradients come for free;
+``antialias=True`` (bilinear, bicubic) builds PyTorch's antialiased weights instead.
+``grid_sample`` is a composite: PyTorch's source-coordinate rules as elementwise ops, then per
+corner a ``gather`` from the input planes (forward) or a ``scatter_add`` into them (the gradient,
+the composite ``grid_sampler_2d_backward``); cpu and vulkan keep one-pass kernels for both,
+tested against the decompositions.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import math
 
 import numpy as np
 
+from munet import _dtype as D
 from munet.ops._registry import Meta, apply, define
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle", "affine_grid_generator", "grid_sampler"]
@@ -105,6 +110,38 @@ def _cubic_matrix(in_size, out_size, scale, align_corners, ft) -> np.ndarray:
     return m
 
 
+def _antialias_matrix(in_size, out_size, scale, align_corners, cubic, ft) -> np.ndarray:
+    """PyTorch's antialiased weights (``antialias=True``, as PIL): the filter (a triangle, or Keys'
+    cubic with a = -0.5) stretched by the downscale factor, so every input pixel under the output
+    pixel's footprint contributes, and each row normalized to sum to one."""
+    if align_corners:
+        step = (in_size - 1) / (out_size - 1) if out_size > 1 else 0.0
+    else:
+        step = float(_scale_value(scale, in_size, out_size, np.float64))
+    half = 2.0 if cubic else 1.0  # the filter's support at scale 1
+    support = half * step if step >= 1.0 else half
+    inverse = 1.0 / step if step >= 1.0 else 1.0
+
+    def weight(x):
+        x = np.abs(x)
+        if not cubic:
+            return np.maximum(0.0, 1.0 - x)
+        a = -0.5
+        near = ((a + 2) * x - (a + 3)) * x * x + 1
+        far = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a
+        return np.where(x < 1.0, near, np.where(x < 2.0, far, 0.0))
+
+    m = np.zeros((out_size, in_size), dtype=np.float64)
+    for i in range(out_size):
+        center = step * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)  # int(): C's truncation, as PyTorch's kernel
+        hi = min(int(center + support + 0.5), in_size)
+        w = weight((np.arange(lo, hi) - center + 0.5) * inverse).astype(ft)
+        total = w.sum(dtype=ft)
+        m[i, lo:hi] = w / total if total != 0 else w
+    return m
+
+
 def _output_sizes(op, x, n, size, scale_factor, recompute_scale_factor):
     if size is not None and scale_factor is not None:
         raise ValueError(f"{op}: only one of size or scale_factor should be defined")
@@ -154,8 +191,10 @@ def interpolate(
         raise NotImplementedError(
             f"{op}: input of rank 3, 4 or 5 is supported (N, C, *spatial), got shape {tuple(input.shape)}"
         )
-    if antialias:
-        raise NotImplementedError(f"{op}: antialias=True is not supported")
+    if antialias and (mode not in ("bilinear", "bicubic") or n != 2):
+        raise ValueError(
+            "Anti-alias option is restricted to bilinear and bicubic modes and requires a 4-D tensor as input"
+        )
     if mode not in ("nearest", "nearest-exact", "area", *_LINEAR_MODES):
         raise NotImplementedError(
             f"{op}: mode '{mode}' is not supported (nearest, nearest-exact, linear, bilinear, bicubic, trilinear, area)"
@@ -193,6 +232,8 @@ def interpolate(
             from munet.ops.creation import tensor
 
             x = x.index_select(dim, tensor(index, device=x.device))
+        elif antialias:
+            x = _resample_dim(x, dim, _antialias_matrix(in_size, out, scale, align, mode == "bicubic", ft))
         elif mode == "bicubic":
             x = _resample_dim(x, dim, _cubic_matrix(in_size, out, scale, align, ft))
         else:
@@ -223,11 +264,145 @@ def _grid_sampler_meta(x, grid, *, mode, padding_mode, align_corners):
     return Meta((x.shape[0], x.shape[1], grid.shape[1], grid.shape[2]), x.dtype)
 
 
+def _reflect(coord, twice_low: int, twice_high: int):
+    """PyTorch's reflect_coordinates_set_grad: ``coord`` reflected into [low, high] and d(out)/d(in)."""
+    from munet.ops.creation import zeros_like
+    from munet.ops.elementwise import where
+
+    if twice_low == twice_high:  # a size-1 axis with align_corners
+        return zeros_like(coord), zeros_like(coord)
+    low, span = twice_low / 2, (twice_high - twice_low) / 2
+    shifted = coord - low
+    sign = 1.0 - 2.0 * (shifted < 0).to(coord.dtype)
+    shifted = shifted.abs()
+    extra = shifted.fmod(span)
+    even = (shifted / span).floor().fmod(2) == 0
+    return where(even, extra + low, span - extra + low), where(even, sign, -sign)
+
+
+def _clip(coord, size: int):
+    """``coord`` clamped to [0, size - 1] (NaN to 0, as PyTorch) and its derivative (1 strictly inside)."""
+    from munet.ops.elementwise import where
+
+    inside = ((coord > 0) & (coord < size - 1)).to(coord.dtype)
+    return where(coord.isnan(), 0.0, coord).clamp(0, size - 1), inside
+
+
+def _source(coord, size: int, padding_mode: str, align_corners: bool):
+    """The unnormalized, padded source coordinate along one axis and d(source)/d(coord)."""
+    if align_corners:
+        src, grad = (coord + 1) / 2 * (size - 1), (size - 1) / 2
+    else:
+        src, grad = ((coord + 1) * size - 1) / 2, size / 2
+    if padding_mode == "border":
+        src, g = _clip(src, size)
+        return src, g * grad
+    if padding_mode == "reflection":
+        src, g1 = _reflect(src, 0, 2 * (size - 1)) if align_corners else _reflect(src, -1, 2 * size - 1)
+        src, g2 = _clip(src, size)
+        return src, g1 * g2 * grad
+    return src, grad
+
+
+def _corners(x, grid, mode: str, padding_mode: str, align_corners: bool):
+    """The corners each sample reads: per corner (flat index in its input plane, in-bounds mask,
+    weight, d weight/d ix, d weight/d iy), each (N, Ho*Wo), and d ix/d gx, d iy/d gy. A corner
+    out of the plane (or at a NaN or infinite coordinate) reads index 0 and is masked."""
+    from munet.ops.elementwise import where
+
+    n, _, h, w = x.shape
+    points = grid.reshape(n, -1, 2)
+    ix, gx = _source(points[..., 0], w, padding_mode, align_corners)
+    iy, gy = _source(points[..., 1], h, padding_mode, align_corners)
+    if mode == "nearest":
+        xs, ys = ix.round(), iy.round()
+        parts = [(xs, ys, None, None, None)]
+    else:
+        x0, y0 = ix.floor(), iy.floor()
+        wx1, wy1 = ix - x0, iy - y0
+        wx0, wy0 = 1 - wx1, 1 - wy1
+        parts = [
+            (x0, y0, wx0 * wy0, -wy0, -wx0),
+            (x0 + 1, y0, wx1 * wy0, wy0, -wx1),
+            (x0, y0 + 1, wx0 * wy1, -wy1, wx0),
+            (x0 + 1, y0 + 1, wx1 * wy1, wy1, wx1),
+        ]
+    corners = []
+    for cx, cy, weight, dwx, dwy in parts:
+        inside = (cx >= 0) & (cx <= w - 1) & (cy >= 0) & (cy <= h - 1)
+        index = where(inside, cy * w + cx, 0.0).to(D.int64)
+        corners.append((index, inside, weight, dwx, dwy))
+    return corners, gx, gy
+
+
+def _in_sampler_dtype(x, grid):
+    """``x`` and ``grid`` in the dtype the sampler computes in: float32 for 16-bit floats."""
+    if x.dtype in (D.float16, D.bfloat16):
+        return x.to(D.float32), grid.to(D.float32)
+    return x, grid
+
+
+def _gathered(planes, index, inside):
+    """The planes' values at each sample's corner, 0 where the corner is masked: (N, C, P)."""
+    from munet.ops.elementwise import where
+
+    n, c, _ = planes.shape
+    values = planes.gather(2, index.unsqueeze(1).expand(n, c, index.shape[1]))
+    return where(inside.unsqueeze(1), values, 0.0)
+
+
+def _grid_sampler_decomposition(x, grid, *, mode, padding_mode, align_corners):
+    """Per sample, its corners' values (masked to 0 outside the input) times their bilinear
+    weights, summed corner by corner (nearest: the one corner's value)."""
+    n, c, h, w = x.shape
+    xs, points = _in_sampler_dtype(x, grid)
+    planes = xs.reshape(n, c, h * w)
+    corners, _, _ = _corners(xs, points, mode, padding_mode, align_corners)
+    out = None
+    for index, inside, weight, _, _ in corners:
+        term = _gathered(planes, index, inside)
+        term = term if weight is None else term * weight.unsqueeze(1)
+        out = term if out is None else out + term
+    return out.reshape(n, c, grid.shape[1], grid.shape[2]).to(x.dtype)
+
+
 def _grid_sampler_backward(ctx, g):
     x, grid = ctx.saved_tensor("input"), ctx.saved_tensor("grid")
     grad_x, grad_grid = apply(grid_sampler_backward_op, g, x, grid, **ctx.attrs)
     need = ctx.needs_input_grad
     return (grad_x if need[0] else None), (grad_grid if need[1] else None)
+
+
+def _grid_sampler_backward_decomposition(g, x, grid, *, mode, padding_mode, align_corners):
+    """``grad_input``: each sample's gradient times its corners' weights, added into zero input
+    planes at the corners inside the input. ``grad_grid``: per corner the channel sum of the
+    corner's value times the gradient, times d weight/d (ix, iy), summed corner by corner, times
+    d (ix, iy)/d grid; zero in nearest mode (the output is piecewise constant in the grid)."""
+    from munet.ops.creation import zeros
+    from munet.ops.elementwise import where
+    from munet.ops.movement import stack
+
+    n, c, h, w = x.shape
+    xs, points = _in_sampler_dtype(x, grid)
+    gs = g.to(xs.dtype).reshape(n, c, -1)
+    planes = xs.reshape(n, c, h * w)
+    corners, gx, gy = _corners(xs, points, mode, padding_mode, align_corners)
+    grad_x = zeros((n, c, h * w), dtype=xs.dtype, device=x.device)
+    gix = giy = None
+    for index, inside, weight, dwx, dwy in corners:
+        spread = gs if weight is None else gs * weight.unsqueeze(1)
+        spread = where(inside.unsqueeze(1), spread, 0.0)
+        grad_x = grad_x.scatter_add(2, index.unsqueeze(1).expand(n, c, index.shape[1]), spread)
+        if weight is None:
+            continue
+        weighted = (_gathered(planes, index, inside) * gs).sum(1)
+        gix = weighted * dwx if gix is None else gix + weighted * dwx
+        giy = weighted * dwy if giy is None else giy + weighted * dwy
+    if mode == "nearest":
+        grad_grid = zeros(tuple(grid.shape), dtype=grid.dtype, device=grid.device)
+    else:
+        grad_grid = stack([gix * gx, giy * gy], -1).reshape(tuple(grid.shape)).to(grid.dtype)
+    return grad_x.reshape(tuple(x.shape)).to(x.dtype), grad_grid
 
 
 def _no_double_backward(ctx, *grads):
@@ -241,6 +416,7 @@ grid_sampler_op = define(
     backward=_grid_sampler_backward,
     saves=("input", "grid"),
     backward_name="GridSampler2DBackward0",
+    decomposition=_grid_sampler_decomposition,
 )
 
 grid_sampler_backward_op = define(
@@ -249,6 +425,7 @@ grid_sampler_backward_op = define(
     outputs=("grad_input", "grad_grid"),
     meta=lambda g, x, grid, **_: (Meta(tuple(x.shape), x.dtype), Meta(tuple(grid.shape), grid.dtype)),
     backward=_no_double_backward,
+    decomposition=_grid_sampler_backward_decomposition,
 )
 
 

@@ -2,8 +2,9 @@
 
 ``sort`` and ``topk`` are primitives returning ``(values, indices)`` named tuples; ``kthvalue``
 is a composite (a position of the stable sort); the gradient of the values scatters back through the indices. ``unique``,
-``unique_consecutive`` and ``searchsorted`` have data-dependent or integer results and no
-gradient.
+``unique_consecutive`` have data-dependent results and no gradient. ``searchsorted`` is a
+composite: per value, the count of the boundaries that sort before it, found by a binary search of
+gathers and comparisons; cpu and vulkan keep one-kernel searches for it, tested against it.
 """
 
 from __future__ import annotations
@@ -217,7 +218,54 @@ def _searchsorted_meta(seq, values, sorter, *, right, out_int32):
     return Meta(vshape, D.int32 if out_int32 else D.int64)
 
 
-searchsorted_op = define("searchsorted", inputs=("sorted_sequence", "self", "sorter"), meta=_searchsorted_meta)
+def _searchsorted_decomposition(seq, values, sorter, *, right, out_int32):
+    """How many boundaries sort before each value (``right``: before it or equal), in ``sort``'s
+    order, where NaN is the largest value: ``s < v or (v is NaN and s is not)`` for the left side,
+    ``s <= v or v is NaN`` for the right; -0.0 and +0.0 are equal. Along a sorted sequence that
+    holds for a prefix, so a binary search finds the count: one probe (a gather and a comparison)
+    per power of two up to the sequence's length. A ``sorter`` first gathers the boundaries into
+    order."""
+    from munet.ops.checks import IndexOutOfRangeError, check_values
+    from munet.ops.creation import zeros
+    from munet.ops.elementwise import where
+
+    size = seq.shape[-1]
+    if sorter is not None:
+        message = f"searchsorted: index {{value}} is out of bounds for dimension {seq.ndim - 1} with size {size}"
+        check_values((sorter >= 0) & (sorter < size), message, IndexOutOfRangeError, sorter)
+        seq = seq.gather(-1, sorter)
+
+    def boundary(position):
+        if seq.ndim == 1:
+            return seq.index_select(0, position.reshape(-1)).reshape(tuple(position.shape))
+        return seq.gather(-1, position)
+
+    def before(s):
+        ahead = s <= values if right else s < values
+        if not seq.dtype.is_floating_point:
+            return ahead
+        return (ahead | values.isnan()) if right else (ahead | (values.isnan() & s.isnan().logical_not()))
+
+    count = zeros(tuple(values.shape), dtype=D.int64, device=values.device)
+    step = 1 << (size.bit_length() - 1) if size else 0
+    while step:
+        probe = count + step
+        inside = probe <= size
+        taken = inside & before(boundary(where(inside, probe - 1, 0)))
+        count = where(taken, probe, count)
+        step >>= 1
+    return count.to(D.int32) if out_int32 else count
+
+
+# Its result is an integer and has no gradient: the public function passes its inputs detached, so
+# eager mode always runs a device's kernel (a composite without a gradient rule would otherwise run
+# its decomposition, several ops per probe, wherever an input needs a gradient).
+searchsorted_op = define(
+    "searchsorted",
+    inputs=("sorted_sequence", "self", "sorter"),
+    meta=_searchsorted_meta,
+    decomposition=_searchsorted_decomposition,
+)
 
 
 def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool = False, side=None, sorter=None):
@@ -240,7 +288,8 @@ def searchsorted(sorted_sequence, input, *, out_int32: bool = False, right: bool
             )
         input = tensor(input, device=sorted_sequence.device)
     common = D.promote_types(sorted_sequence.dtype, input.dtype)
-    seq, values = sorted_sequence.to(common), input.to(common)
+    seq, values = sorted_sequence.to(common).detach(), input.to(common).detach()
+    sorter = None if sorter is None else sorter.detach()
     return apply(searchsorted_op, seq, values, sorter, right=bool(right), out_int32=bool(out_int32))
 
 

@@ -68,11 +68,12 @@ def _float_pair(name: str, input, other):
     return as_tensor(input), as_tensor(other)
 
 
-def _inplace(name: str, self, result):
+def _inplace(name: str, self, fn, *args):
+    """``self`` overwritten by ``fn`` of a copy of it (the graph keeps the old values, not ``self``)."""
     if not self.dtype.is_floating_point:
-        raise RuntimeError(f"{name}: result type {result.dtype.name} can't be cast to the desired output type "
-                           f"{self.dtype.name}")  # fmt: skip
-    return self.copy_(result)
+        raise RuntimeError(f"{name}: result type {_float_input(self).dtype.name} can't be cast to the desired output "
+                           f"type {self.dtype.name}")  # fmt: skip
+    return self.copy_(fn(self.clone(), *args))
 
 
 # elementwise functions of one tensor ----------------------------------------------------------------------
@@ -87,7 +88,7 @@ def sinc(input, *, out=None):
 
 
 def sinc_(self):
-    return _inplace("sinc_", self, sinc(self))
+    return _inplace("sinc_", self, sinc)
 
 
 def entr(input, *, out=None):
@@ -203,7 +204,7 @@ def lgamma(input, *, out=None):
 
 
 def lgamma_(self):
-    return _inplace("lgamma_", self, lgamma(self))
+    return _inplace("lgamma_", self, lgamma)
 
 
 def _digamma_positive(x):
@@ -234,7 +235,7 @@ def digamma(input, *, out=None):
 
 
 def digamma_(self):
-    return _inplace("digamma_", self, digamma(self))
+    return _inplace("digamma_", self, digamma)
 
 
 psi = digamma
@@ -261,7 +262,7 @@ def mvlgamma(input, p: int, *, out=None):
 
 
 def mvlgamma_(self, p: int):
-    return _inplace("mvlgamma_", self, multigammaln(self, p))
+    return _inplace("mvlgamma_", self, multigammaln, p)
 
 
 # modified Bessel functions of the first kind -----------------------------------------------------------------
@@ -387,7 +388,7 @@ _I1E_B = (
 )
 
 
-def _power_series(chebyshev_coefficients) -> tuple:
+def chebyshev_power_form(chebyshev_coefficients) -> tuple:
     """Cephes' ``chbevl`` series (highest order first, ``0.5 (b0 - b2)`` at ``y``) as power-series
     coefficients in ``t = y / 2``, highest first. Evaluated by Horner's rule, each step reads only the
     previous one, so a traced graph stays a chain (Clenshaw's two-term recurrence shares every partial
@@ -397,8 +398,8 @@ def _power_series(chebyshev_coefficients) -> tuple:
     return tuple(float(v) for v in np.polynomial.chebyshev.cheb2poly(c)[::-1])
 
 
-def _chebyshev(y, coefficients):
-    """The Chebyshev series of ``coefficients`` (converted by ``_power_series``) at ``y`` in [-2, 2]."""
+def chebyshev_series(y, coefficients):
+    """The Chebyshev series of ``coefficients`` (converted by ``chebyshev_power_form``) at ``y`` in [-2, 2]."""
     t = y / 2
     total = coefficients[0]
     for c in coefficients[1:]:
@@ -406,7 +407,7 @@ def _chebyshev(y, coefficients):
     return total
 
 
-_I0E_A, _I0E_B, _I1E_A, _I1E_B = (_power_series(c) for c in (_I0E_A, _I0E_B, _I1E_A, _I1E_B))
+_I0E_A, _I0E_B, _I1E_A, _I1E_B = (chebyshev_power_form(c) for c in (_I0E_A, _I0E_B, _I1E_A, _I1E_B))
 
 
 def _scaled_bessel(x, small, large):
@@ -416,8 +417,8 @@ def _scaled_bessel(x, small, large):
     near = a <= 8
     an = where(near, a, 0.0)
     af = where(near, 16.0, a)
-    inner = _chebyshev(an / 2 - 2, small)
-    outer = _chebyshev(32 / af - 2, large) / af.sqrt()
+    inner = chebyshev_series(an / 2 - 2, small)
+    outer = chebyshev_series(32 / af - 2, large) / af.sqrt()
     return near, a, inner, outer
 
 
@@ -436,7 +437,7 @@ def i0(input, *, out=None):
 
 
 def i0_(self):
-    return _inplace("i0_", self, i0(self))
+    return _inplace("i0_", self, i0)
 
 
 def i1e(input, *, out=None):
@@ -509,7 +510,7 @@ def polygamma(n: int, input, *, out=None):
 
 
 def polygamma_(self, n: int):
-    return _inplace("polygamma_", self, polygamma(n, self))
+    return _inplace("polygamma_", self, lambda x: polygamma(n, x))
 
 
 def _polygamma_method(self, n: int):
@@ -557,7 +558,7 @@ def ldexp(input, other, *, out=None):
 
 
 def ldexp_(self, other):
-    return _inplace("ldexp_", self, ldexp(self, other))
+    return _inplace("ldexp_", self, ldexp, other)
 
 
 # reductions and softmax: torch.special's signatures --------------------------------------------------------

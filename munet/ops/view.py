@@ -23,6 +23,7 @@ from munet.ops._utils import is_tensor, reduce_grad, wrap_dim
 
 __all__ = [
     "as_strided",
+    "as_strided_",
     "as_strided_scatter",
     "clone",
     "flatten",
@@ -41,6 +42,7 @@ __all__ = [
 ]
 __tensor_methods__ = [
     "as_strided",
+    "as_strided_",
     "clone",
     "contiguous",
     "expand",
@@ -234,7 +236,7 @@ view_op = define(
 
 def view(self, *shape):
     if len(shape) == 1 and isinstance(shape[0], D.dtype):
-        raise RuntimeError("view(dtype) is not supported by MuNet; use .to(dtype) to convert")
+        return _view_as_dtype(self, shape[0])
     shape = _shape_args(shape)
     shape = _infer_size(shape, self.numel(), "view")
     if shape == tuple(self.shape):
@@ -244,6 +246,54 @@ def view(self, *shape):
             else self._view(shape, self.stride(), self._offset)
         )
     return apply(view_op, self, shape_out=shape)
+
+
+def _view_as_dtype(self, dtype):
+    """``view(dtype)``: the same bytes read as ``dtype``, sharing storage and version counter, as
+    PyTorch's. With another element size the last dim (stride 1) is rescaled, and the offset and
+    other strides must be whole elements of the new size. The result has no autograd history (as
+    PyTorch's). cpu only: other devices hold some dtypes in other widths (vulkan: 64-bit as 32)."""
+    old, new = self.dtype, dtype
+    if self.device.type != "cpu":
+        raise RuntimeError(f"view(dtype): viewing {old} as {new} is supported on cpu only, not on '{self.device}'")
+    shape, stride, offset = list(self.shape), list(self.stride()), self.storage_offset()
+    if old.itemsize != new.itemsize:
+        what = f"to view {_type_name(old)} as {_type_name(new)} (different element sizes)"
+        if not shape:
+            raise RuntimeError(f"self.dim() cannot be 0 {what}")
+        if stride[-1] != 1:
+            raise RuntimeError(f"self.stride(-1) must be 1 {what}, but got {stride[-1]}")
+        if new.itemsize > old.itemsize:
+            ratio = new.itemsize // old.itemsize
+            if shape[-1] % ratio:
+                raise RuntimeError(f"self.size(-1) must be divisible by {ratio} {what}, but got {shape[-1]}")
+            if offset % ratio:
+                raise RuntimeError(f"self.storage_offset() must be divisible by {ratio} {what}, but got {offset}")
+            for i, st in enumerate(stride[:-1]):
+                if st % ratio:
+                    raise RuntimeError(f"self.stride({i}) must be divisible by {ratio} {what}, but got {st}")
+            shape[-1], offset = shape[-1] // ratio, offset // ratio
+            stride = [st // ratio for st in stride[:-1]] + [1]
+        else:
+            ratio = old.itemsize // new.itemsize
+            shape[-1], offset = shape[-1] * ratio, offset * ratio
+            stride = [st * ratio for st in stride[:-1]] + [1]
+    storage = self._storage
+    data = storage.backend.view(storage.data, tuple(shape), tuple(stride), offset, new)
+    from munet._tensor import Tensor
+
+    return Tensor._make(
+        storage, tuple(shape), tuple(stride), offset, new, data, self._base if self._base is not None else self
+    )
+
+
+def _type_name(dtype) -> str:
+    """PyTorch's scalar type name in view(dtype)'s messages (``Float``, ``Short``, ``BFloat16``)."""
+    return {
+        "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int8": "Char",
+        "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool",
+        "complex64": "ComplexFloat", "complex128": "ComplexDouble",
+    }.get(dtype.name, dtype.name)  # fmt: skip
 
 
 def _shape_args(shape) -> tuple:
@@ -601,7 +651,10 @@ def as_strided(input, size, stride, storage_offset=None):
     if any(s < 0 for s in stride):
         raise RuntimeError("as_strided: negative strides are not supported")
     data = input._storage.data  # a NumPy array on cpu, a DeviceBuffer (numel) on vulkan
-    storage_size = data.shape[0] if hasattr(data, "shape") else getattr(data, "numel", None)
+    if isinstance(data, np.ndarray):  # in elements of the input's dtype (a view(dtype) may differ)
+        storage_size = data.nbytes // input.element_size()
+    else:
+        storage_size = data.shape[0] if hasattr(data, "shape") else getattr(data, "numel", None)
     if all(n > 0 for n in size) and isinstance(storage_size, int):
         last = offset + sum((n - 1) * s for n, s in zip(size, stride))
         if last >= storage_size:
@@ -614,6 +667,11 @@ def as_strided(input, size, stride, storage_offset=None):
     return apply(
         as_strided_op, input, size=size, stride_out=stride, storage_offset=offset, input_offset=input.storage_offset()
     )
+
+
+def as_strided_(self, size, stride, storage_offset=None):
+    """In place: ``self`` becomes ``as_strided(self, size, stride, storage_offset)``."""
+    return _become_view(self, as_strided(self, size, stride, storage_offset), "as_strided_")
 
 
 def _unfold_geometry(shape, stride, offset, *, dimension, size, step):

@@ -3,7 +3,7 @@
 ``eager_sources()``: with 32-bit indices, every formula op x every dtype its formula takes
 (rank 2), every cast between two cuda dtypes and every strided copy (rank 3), every reduction x
 dtype x layout; with 64-bit indices (the same renderer with another index type) a sample of each
-family: ``wide_cases()``.
+family: ``wide_cases()``; and every convolution kernel (dtype x 1-3 spatial dims x transposed).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import numpy as np
 
 import munet
 from munet._device import get_backend
+from munet.backends.cuda import kernels_conv as C
 from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import kernels_reduce as R
 from munet.ops._registry import OPS
@@ -72,6 +73,7 @@ def eager_sources() -> tuple:
     sources += [
         reduction_source(op, dt, lay, 64) for op in R.OPS for dt in ("float32", "int64") for lay in ("outputs", "rows")
     ]
+    sources += [C.render_convolution(dt, nd, t) for dt in C.DTYPES for nd in (1, 2, 3) for t in (False, True)]
     return tuple(sources)
 
 

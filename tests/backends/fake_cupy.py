@@ -7,6 +7,15 @@ devices as a thread-local stack, streams and events (which complete at once: ord
 modelled), peer copies as ``memmove``, and ``cublasGemmStridedBatchedEx`` computed in float64 from
 the raw pointers and leading dimensions it is given, column-major as cuBLAS reads them.
 
+Stream capture (``Stream.begin_capture``/``end_capture`` -> ``Graph.launch``) follows CUDA's rules:
+while a stream captures, the device work issued on it (kernel launches, GEMMs, peer copies, and the
+array operations: ufuncs, ``astype``, ``copy``, ``fill``, ``copyto``, item assignment, the array
+constructors that copy) is recorded, *not executed*; each launch of the graph runs the recorded
+work in order, reading and writing the memory the pointers named at capture. Host synchronisations (``get``,
+``set``, synchronising the stream or its device) invalidate the capture and raise, and capture on
+the legacy null stream is refused, as CUDA does. Allocations during a capture are host-side (they
+come from the current allocator at once), as in CuPy.
+
 Kernel modules (``cuda.function.Module``) run generated CUDA C on the CPU through
 ``munet/backends/cuda/emulation.py``: a cubin cannot run here, so :func:`install` wraps
 ``nvrtc.compile_source`` to remember which source each cubin NVRTC produced came from (NVRTC still
@@ -51,6 +60,33 @@ def _stack():
 
 def _current_device() -> int:
     return _stack().devices[-1]
+
+
+class CUDARuntimeError(RuntimeError):
+    """``cupy_backends.cuda.api.runtime.CUDARuntimeError``."""
+
+
+def _capturing_stream(stream=None):
+    """The stream device work goes to if it is capturing, else None."""
+    stream = get_current_stream() if stream is None else stream
+    return stream if stream._capture is not None else None
+
+
+def _submit(work, stream=None) -> None:
+    """Run ``work()`` now, or record it when its stream captures (a graph launch runs it)."""
+    capturing = _capturing_stream(stream)
+    if capturing is None:
+        work()
+    else:
+        capturing._capture.append(work)
+
+
+def _forbid_during_capture(what: str, stream=None) -> None:
+    """A host synchronisation: invalidates an ongoing capture and raises, as CUDA does."""
+    capturing = _capturing_stream(stream)
+    if capturing is not None:
+        capturing._invalidated = what
+        raise CUDARuntimeError(f"cudaErrorStreamCaptureUnsupported: {what} is not permitted when stream is capturing")
 
 
 class Memory:
@@ -110,18 +146,74 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
         return Device(self.data.mem.device_id)
 
     def get(self, stream=None):
+        _forbid_during_capture("a device-to-host copy (ndarray.get)", stream)
         return np.array(np.asarray(self), order="C")
 
     def set(self, array, stream=None):
+        _forbid_during_capture("a host-to-device copy from pageable memory (ndarray.set)", stream)
         self[...] = np.asarray(array).reshape(self.shape)
 
+    # device work: recorded instead of run while the current stream captures -------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        outs = kwargs.get("out")
 
-def _as_fake(array) -> ndarray:
-    """A NumPy result copied into memory from the current allocator."""
-    array = np.asarray(array)
-    out = ndarray(array.shape, array.dtype)
-    np.copyto(out, array)
+        def compute():
+            kw = dict(kwargs)
+            if outs is not None:
+                kw["out"] = tuple(_plain(o) for o in outs)
+            return getattr(ufunc, method)(*[_plain(x) for x in inputs], **kw)
+
+        if outs is not None:
+            _submit(compute)
+            return outs[0] if len(outs) == 1 else outs
+        if _capturing_stream() is None:  # a NumPy result, on the device it was made on (see ``data``)
+            result = compute()
+            if isinstance(result, tuple):
+                return tuple(np.asarray(r).view(ndarray) for r in result)
+            return np.asarray(result).view(ndarray) if isinstance(result, np.ndarray) else result
+        return _device_result(compute)
+
+    def astype(self, dtype, order="K", casting="unsafe", subok=True, copy=True):
+        if _capturing_stream() is None:
+            return super().astype(dtype, order=order, casting=casting, subok=subok, copy=copy)
+        return _device_result(lambda: np.asarray(self).astype(dtype, order="C", casting=casting))
+
+    def copy(self, order="C"):
+        if _capturing_stream() is None:
+            return super().copy(order=order)
+        return _device_result(lambda: np.asarray(self).copy(order="C"))
+
+    def fill(self, value):
+        if _capturing_stream() is None:
+            return super().fill(value)
+        _submit(lambda: np.asarray(self).fill(value))
+
+    def __setitem__(self, key, value):
+        if _capturing_stream() is None:
+            return super().__setitem__(key, value)
+        _submit(lambda: np.asarray(self).__setitem__(key, _plain(value)))
+
+
+def _plain(x):
+    """A fake array as a NumPy view of its memory (so NumPy computes on it directly)."""
+    return np.asarray(x) if isinstance(x, ndarray) else x
+
+
+def _device_result(compute):
+    """A new device array holding ``compute()``'s result: computed now, or (capturing) computed now
+    only for its shape and dtype and recorded to be computed into it at each launch of the graph."""
+    result = np.asarray(compute())
+    out = ndarray(result.shape, result.dtype)
+    if _capturing_stream() is None:
+        np.copyto(np.asarray(out), result)
+    else:
+        _submit(lambda: np.copyto(np.asarray(out), np.asarray(compute())))
     return out
+
+
+def _as_fake(compute) -> ndarray:
+    """``compute()``'s NumPy result in memory from the current allocator (a device operation)."""
+    return _device_result(compute)
 
 
 def empty(shape, dtype=float):
@@ -129,17 +221,17 @@ def empty(shape, dtype=float):
 
 
 def array(x, copy=True, order="C", dtype=None):
-    return _as_fake(np.asarray(x, dtype=dtype))
+    return _as_fake(lambda: np.array(_plain(x), dtype=dtype))
 
 
 def ascontiguousarray(x, dtype=None):
     if isinstance(x, ndarray) and x.flags.c_contiguous and (dtype is None or x.dtype == np.dtype(dtype)):
         return x
-    return _as_fake(np.ascontiguousarray(x, dtype=dtype))
+    return _as_fake(lambda: np.ascontiguousarray(_plain(x), dtype=dtype))
 
 
 def copyto(dst, src):
-    np.copyto(dst, src, casting="unsafe")
+    _submit(lambda: np.copyto(_plain(dst), _plain(src), casting="unsafe"))
 
 
 def broadcast_to(x, shape):
@@ -147,27 +239,27 @@ def broadcast_to(x, shape):
 
 
 def where(cond, a, b):
-    return _as_fake(np.where(cond, a, b))
+    return _as_fake(lambda: np.where(_plain(cond), _plain(a), _plain(b)))
 
 
 def isnan(x):
-    return _as_fake(np.isnan(x))
+    return _as_fake(lambda: np.isnan(_plain(x)))
 
 
 def arange(n, dtype=None):
-    return _as_fake(np.arange(n, dtype=dtype))
+    return _as_fake(lambda: np.arange(n, dtype=dtype))
 
 
 def linspace(start, end, steps):
-    return _as_fake(np.linspace(start, end, steps))
+    return _as_fake(lambda: np.linspace(start, end, steps))
 
 
 def eye(n, m, dtype=float):
-    return _as_fake(np.eye(n, m, dtype=dtype))
+    return _as_fake(lambda: np.eye(n, m, dtype=dtype))
 
 
 def full(shape, value, dtype=None):
-    return _as_fake(np.full(shape, value, dtype=dtype))
+    return _as_fake(lambda: np.full(shape, value, dtype=dtype))
 
 
 def from_dlpack(ext):
@@ -265,7 +357,9 @@ class Device:
         _stack().devices[-1] = self.id
 
     def synchronize(self):
-        pass
+        for stream in list(_stack().streams.values()):
+            if stream is not None and stream.device_id == self.id:
+                _forbid_during_capture("synchronizing the device", stream)
 
 
 class Stream:
@@ -276,9 +370,30 @@ class Stream:
         self.device_id = _current_device()
         self.done = True
         self._previous: list = []
+        self._capture = None  # the recorded work while capturing
+        self._invalidated = None  # why the ongoing capture failed
 
     def synchronize(self):
-        pass
+        _forbid_during_capture("synchronizing the stream", self)
+
+    def begin_capture(self, mode=None):
+        if self.ptr == 0:
+            raise CUDARuntimeError("cudaErrorStreamCaptureUnsupported: the legacy default stream cannot capture")
+        if self._capture is not None:
+            raise CUDARuntimeError("cudaErrorIllegalState: the stream is already capturing")
+        self._capture, self._invalidated, self.capture_mode = [], None, mode
+
+    def is_capturing(self) -> bool:
+        return self._capture is not None
+
+    def end_capture(self):
+        if self._capture is None:
+            raise CUDARuntimeError("cudaErrorIllegalState: the stream is not capturing")
+        work, invalidated = self._capture, self._invalidated
+        self._capture = self._invalidated = None
+        if invalidated is not None:
+            raise CUDARuntimeError(f"cudaErrorStreamCaptureInvalidated: the capture was invalidated by {invalidated}")
+        return Graph(work)
 
     def wait_event(self, event):
         pass
@@ -297,6 +412,35 @@ class Stream:
 
 
 Stream.null = Stream(null=True)
+
+
+class Graph:
+    """``cupy.cuda.Graph``: the work recorded by one capture; ``launch`` runs it (on the CPU)."""
+
+    def __init__(self, work: list):
+        self.work = work
+        self.launches = 0
+
+    def launch(self, stream=None):
+        def run():
+            for work in self.work:
+                work()
+
+        self.launches += 1
+        _submit(run, stream)
+
+    def upload(self, stream=None):
+        pass
+
+    def debug_dot_str(self, flags=0) -> str:
+        return f"digraph fake {{ // {len(self.work)} recorded operations\n}}"
+
+
+class ExternalStream(Stream):
+    def __init__(self, ptr: int, device_id: int = -1):
+        super().__init__()
+        self.ptr = ptr
+        self.device_id = _current_device() if device_id < 0 else device_id
 
 
 def get_current_stream(device_id: int = -1) -> Stream:
@@ -320,7 +464,8 @@ def get_elapsed_time(start, end) -> float:
 
 
 def _memcpy_peer(dst, dst_device, src, src_device, nbytes, stream):
-    ctypes.memmove(dst, src, nbytes)
+    current = get_current_stream()
+    _submit(lambda: ctypes.memmove(dst, src, nbytes), current if current.ptr == stream else None)
 
 
 def _device_properties(index: int) -> dict:
@@ -344,6 +489,11 @@ _runtime = types.SimpleNamespace(
     getDevice=_current_device,
     memGetInfo=lambda: (TOTAL_MEMORY // 2, TOTAL_MEMORY),
     memcpyPeerAsync=_memcpy_peer,
+    deviceCanAccessPeer=lambda device, peer: int(device != peer),
+    CUDARuntimeError=lambda code: CUDARuntimeError(f"cudaError {code}: fake CUDA runtime error"),
+    streamCaptureModeGlobal=0,
+    streamCaptureModeThreadLocal=1,
+    streamCaptureModeRelaxed=2,
     CUDA_R_16F=2,
     CUDA_R_32F=0,
     CUDA_R_64F=1,
@@ -389,8 +539,13 @@ class Function:
     def __call__(self, grid, block, args, shared_mem=0, stream=None):
         assert tuple(grid[1:]) == (1, 1) and tuple(block[1:]) == (1, 1), "the renderers launch 1-D grids"
         assert all(isinstance(a, np.generic) for a in args), "the launcher packs NumPy scalars"
-        LAUNCHES.append((self.name, grid[0], block[0]))
-        self.emulator.launch(self.src, grid[0], block[0], list(args))
+        args = list(args)
+
+        def run():
+            LAUNCHES.append((self.name, grid[0], block[0]))
+            self.emulator.launch(self.src, grid[0], block[0], args)
+
+        _submit(run, stream)
 
 
 def _parameter(text: str) -> tuple:
@@ -449,6 +604,8 @@ def uninstall() -> None:
 cuda = types.SimpleNamespace(
     Device=Device,
     Stream=Stream,
+    Graph=Graph,
+    ExternalStream=ExternalStream,
     Event=Event,
     MemoryPool=MemoryPool,
     MemoryPointer=MemoryPointer,
@@ -489,13 +646,17 @@ def _gemm_strided_batched_ex(handle, transa, transb, m, n, k, alpha, a, a_type, 
     item = np.dtype(dtype).itemsize
     scalar = np.float64 if compute == CUBLAS_COMPUTE_64F else np.float32
     alpha_value = float(_read(alpha, 1, scalar)[0])
-    for i in range(count):
-        op_a = _matrix(a + i * stride_a * item, dtype, m, k, lda, transa == CUBLAS_OP_T)
-        op_b = _matrix(b + i * stride_b * item, dtype, k, n, ldb, transb == CUBLAS_OP_T)
-        out = _read(c + i * stride_c * item, (n - 1) * ldc + m, dtype)
-        out = np.lib.stride_tricks.as_strided(out, (m, n), (item, item * ldc))
-        out[...] = (alpha_value * (op_a @ op_b)).astype(dtype)
-    GEMM_CALLS.append((m, n, k, transa, transb, lda, ldb, compute))
+
+    def run():  # the pointers are read when the GEMM runs (at a graph launch when captured)
+        for i in range(count):
+            op_a = _matrix(a + i * stride_a * item, dtype, m, k, lda, transa == CUBLAS_OP_T)
+            op_b = _matrix(b + i * stride_b * item, dtype, k, n, ldb, transb == CUBLAS_OP_T)
+            out = _read(c + i * stride_c * item, (n - 1) * ldc + m, dtype)
+            out = np.lib.stride_tricks.as_strided(out, (m, n), (item, item * ldc))
+            out[...] = (alpha_value * (op_a @ op_b)).astype(dtype)
+        GEMM_CALLS.append((m, n, k, transa, transb, lda, ldb, compute))
+
+    _submit(run)
 
 
 GEMM_CALLS: list = []

@@ -302,3 +302,24 @@ def test_a_compiled_step_with_fused_kernels_matches_eager_cpu():
     got = compiled(xc, yc)
     np.testing.assert_allclose(got.cpu().numpy(), f(x, y).numpy(), rtol=1e-5, atol=1e-6)
     assert compiled.stats()["generated_kernels"] >= 1 and compiled.stats()["fallback"] is None
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+def test_convolution_matches_torch(transposed):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 4, 9, 8)).astype(np.float32)
+    w = rng.standard_normal((4, 2, 3, 3)).astype(np.float32)
+    kwargs = {"stride": 2, "padding": 1, "groups": 2}
+    fn, ref = (
+        (munet.nn.functional.conv_transpose2d, torch.nn.functional.conv_transpose2d)
+        if transposed
+        else (munet.nn.functional.conv2d, torch.nn.functional.conv2d)
+    )
+    xc, wc = munet.tensor(x).cuda().requires_grad_(), munet.tensor(w).cuda().requires_grad_()
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    got, want = fn(xc, wc, **kwargs), ref(xt, wt, **kwargs)
+    np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(), rtol=1e-4, atol=1e-4)
+    got.square().sum().backward()
+    want.square().sum().backward()
+    np.testing.assert_allclose(xc.grad.cpu().numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-3)
+    np.testing.assert_allclose(wc.grad.cpu().numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-3)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import numpy as np
 import pytest
 
 import munet
@@ -237,6 +238,16 @@ def test_op_families(name):
     if name == "views":
         x = munet.randn(20, 3)
     export_and_compare(fn, x, y)
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_exports_as_its_decomposition(right):
+    """A composite without a gradient rule: it exports as its binary search's gathers, comparisons
+    and selections (NaN sorting last, as ``sort`` orders it)."""
+    seq = munet.tensor(np.array([[1.0, 2.0, 2.0, np.nan], [0.0, 3.0, 4.0, 9.0]], np.float32))
+    values = munet.tensor(np.array([[2.0, np.nan, 0.5], [4.0, -1.0, 10.0]], np.float32))
+    model = export_and_compare(lambda s, v: munet.searchsorted(s, v, right=right), seq, values)
+    assert {"GatherElements", "Where"} <= op_types(model)
 
 
 def test_random_ops_refuse_to_export():

@@ -369,9 +369,11 @@ def test_unsupported_operator_domain_and_type_are_named():
     ):
         munet.onnx.load(custom)
     unknown = single_node_model(
-        helper.make_node("DFT", ["x"], ["y"], name="d"), [helper.make_tensor_value_info("x", TP.FLOAT, [1, 2, 1])], [y]
+        helper.make_node("MaxRoiPool", ["x", "x"], ["y"], pooled_shape=[1, 1], name="d"),
+        [helper.make_tensor_value_info("x", TP.FLOAT, [1, 2, 1])],
+        [y],
     )
-    with pytest.raises(UnsupportedError, match="operator DFT \\(domain 'ai.onnx', opset 18\\) is not supported"):
+    with pytest.raises(UnsupportedError, match="operator MaxRoiPool \\(domain 'ai.onnx', opset 18\\) is not supported"):
         munet.onnx.load(unknown)
     complex_out = helper.make_tensor_value_info("y", TP.COMPLEX64, [2])
     cast = single_node_model(helper.make_node("Cast", ["x"], ["y"], to=TP.COMPLEX64, name="c"), [x], [complex_out])
@@ -465,3 +467,62 @@ def test_if_with_a_constant_condition_resolves_at_import(condition):
     unresolved = munet.onnx.load(model, optimize=False)
     assert unresolved.optimizations == []
     assert_matches([unresolved(data)], [program(data).numpy()])
+
+
+def _accumulating_loop(trip_count, condition_out="cond_in", body_cond_const=None):
+    """y = x + 0 + 1 + ... + (trip_count - 1) (a carried sum) with the per-iteration sums as a scan output."""
+    iteration = helper.make_tensor_value_info("i", TP.INT64, [])
+    cond_in = helper.make_tensor_value_info("cond_in", TP.BOOL, [])
+    carried_in = helper.make_tensor_value_info("acc_in", TP.FLOAT, [3])
+    outputs = [
+        helper.make_tensor_value_info("cond_out", TP.BOOL, []),
+        helper.make_tensor_value_info("acc_out", TP.FLOAT, [3]),
+        helper.make_tensor_value_info("scan_out", TP.FLOAT, [3]),
+    ]
+    body_nodes = [
+        helper.make_node("Cast", ["i"], ["i_float"], to=TP.FLOAT),
+        helper.make_node("Add", ["acc_in", "i_float"], ["acc_out"]),
+        helper.make_node("Mul", ["acc_out", "acc_out"], ["scan_out"]),
+        helper.make_node("Identity", [condition_out], ["cond_out"]),
+    ]
+    body = helper.make_graph(body_nodes, "body", [iteration, cond_in, carried_in], outputs)
+    x = helper.make_tensor_value_info("x", TP.FLOAT, [3])
+    y = helper.make_tensor_value_info("y", TP.FLOAT, [3])
+    scans = helper.make_tensor_value_info("scans", TP.FLOAT, [trip_count, 3])
+    nodes = [
+        helper.make_node("Constant", [], ["trip"], value=helper.make_tensor("t", TP.INT64, [], [trip_count])),
+        helper.make_node("Constant", [], ["go"], value=helper.make_tensor("g", TP.BOOL, [], [True])),
+        helper.make_node("Loop", ["trip", "go", "x"], ["y", "scans"], body=body, name="loop"),
+    ]
+    graph = helper.make_graph(nodes, "g", [x], [y, scans])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+
+
+@pytest.mark.parametrize("trip_count", [0, 1, 5])
+def test_loop_with_a_constant_trip_count_unrolls_at_import(trip_count):
+    model = _accumulating_loop(trip_count)
+    data = np.array([0.5, -1.0, 2.0], np.float32)
+    if trip_count == 0:  # no iteration, so no scan output: carried values pass through
+        model.graph.output.pop()
+        model.graph.node[-1].output.pop()
+        model.graph.node[-1].attribute[0].g.output.pop()
+    program = compare_with_ort(model, data)
+    assert f"Loop 'loop' unrolled at import: {trip_count} iterations (a constant trip count)" in program.optimizations
+    assert all(node.op_type != "Loop" for node in program._nodes)
+    host_loop = munet.onnx.load(model, optimize=False)
+    got = host_loop(data)
+    assert_matches([got] if trip_count == 0 else list(got), run_ort(model, {"x": data}))
+    # unrolled, the loop compiles as one graph: no host read of a trip count or condition
+    report = munet.compiler.explain(program)(munet.from_numpy(data))
+    assert report.graph_break_count == 0
+
+
+def test_loop_whose_condition_is_computed_stays_a_host_loop():
+    model = _accumulating_loop(4)
+    body = model.graph.node[-1].attribute[0].g
+    body.node[-1].CopyFrom(helper.make_node("Less", ["i", "i"], ["cond_out"]))  # false after the first step
+    data = np.array([0.5, -1.0, 2.0], np.float32)
+    model.graph.output[1].type.tensor_type.shape.dim[0].dim_value = 1
+    program = compare_with_ort(model, data)
+    assert not any(line.startswith("Loop") for line in program.optimizations)
+    assert any(node.op_type == "Loop" for node in program._nodes)

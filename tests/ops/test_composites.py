@@ -70,6 +70,14 @@ CASES.update(
     }
 )
 CASES["count_nonzero"] = [dict(dims=(2,)), dict(dims=(0, 1)), dict(dims=(0, 1, 2)), dict(dims=())]
+# the gradients of scans and products: (gradient, input) pairs; the special input holds zeros (one
+# or several to a line), so every branch of the zero rules is taken
+CASES.update(
+    {
+        "cumprod_backward": [dict(dim=2), dict(dim=0), dict(dim=1)],
+        "prod_others_backward": [dict(dims=(2,)), dict(dims=(0, 1)), dict(dims=(0, 1, 2)), dict(dims=())],
+    }
+)
 # composites whose inputs are not just the special input x: (inputs made from x, attributes)
 EXTRA_INPUTS = {
     "masked_fill": [
@@ -93,6 +101,71 @@ EXTRA_INPUTS = {
         (lambda x: (munet.tensor(np.zeros((0, 2), np.int64), device=x.device),), dict(num_classes=3)),
     ],
 }
+
+
+def _indices(x, values) -> munet.Tensor:
+    return munet.tensor(np.asarray(values, np.int64), device=x.device)
+
+
+def _special_grid(x) -> munet.Tensor:
+    """(3, 3, 5, 2) sampling points for a (3, 2, 4, 7) input: NaN, +-inf, the corners +-1, signed
+    zeros, points on pixel centres and half-way between them (ties for nearest's rounding), and
+    points outside [-1, 1] that border and reflection padding bring back."""
+    rng = np.random.default_rng(5)
+    grid = rng.uniform(-1.4, 1.4, (3, 3, 5, 2))
+    special = [math.nan, 0.3, 0.1, math.inf, -math.inf, 0.2, -1.0, 1.0, 0.0, -0.0, 1.0 / 7, -3.0 / 7]
+    special += [0.25, 0.5, -0.75, 1.5, -2.6, 3.3, -1.0, -1.0, 1.0, 1.0, 5.0 / 7, 0.0]
+    grid[0].reshape(-1)[: len(special)] = special
+    grid[1].reshape(-1)[-len(special) :] = special[::-1]
+    return munet.tensor(grid, dtype=x.dtype, device=x.device)
+
+
+_GRID_MODES = [
+    dict(mode=mode, padding_mode=padding, align_corners=align)
+    for mode in ("bilinear", "nearest")
+    for padding in ("zeros", "border", "reflection")
+    for align in (False, True)
+]
+_EMBEDDING_GRADIENTS = [
+    dict(num_weights=10, padding_idx=None, scale_grad_by_freq=False),
+    dict(num_weights=10, padding_idx=2, scale_grad_by_freq=False),
+    dict(num_weights=12, padding_idx=0, scale_grad_by_freq=True),
+]
+# (3, 8) indices into 10 rows: repeated rows, an unused row, the padding rows 0 and 2 among them
+_EMBEDDING_ROWS = np.array([[0, 3, 3, 1, 9, 3, 2, 2], [5, 5, 5, 5, 0, 1, 7, 8], [2, 4, 6, 8, 3, 1, 0, 9]])
+EXTRA_INPUTS.update(
+    {
+        "embedding": [
+            (
+                lambda x: (x.reshape(24, 7), _indices(x, _EMBEDDING_ROWS)),
+                dict(padding_idx=None, scale_grad_by_freq=False),
+            ),
+            (lambda x: (x[0], _indices(x, [[7, 0], [3, 3]])), dict(padding_idx=3, scale_grad_by_freq=True)),
+        ],
+        "embedding_backward": [(lambda x: (x, _indices(x, _EMBEDDING_ROWS)), attrs) for attrs in _EMBEDDING_GRADIENTS],
+        "searchsorted": [
+            # rows sorted with NaN last (ties, -0.0 beside 0.0, +-inf), searched for every special value
+            (lambda x: (x.sort(-1).values, x, None), dict(right=right, out_int32=False))
+            for right in (False, True)
+        ]
+        + [
+            (lambda x: (x, x[..., :3], x.argsort(-1)), dict(right=True, out_int32=True)),  # through a sorter
+            (lambda x: (x[0, 6].sort().values, x, None), dict(right=False, out_int32=False)),  # one sequence
+            (lambda x: (x.floor().sort(-1).values, x.floor(), None), dict(right=False, out_int32=False)),
+            (lambda x: (x[..., :0], x, None), dict(right=True, out_int32=False)),  # no boundaries
+        ],
+        "cumulative_select_backward": [
+            (lambda x: (x.flip(2), x.cummax(2).indices), dict(dim=2)),
+            (lambda x: (x, x.cummin(0).indices), dict(dim=0)),
+            (lambda x: (x[0, 0, 0], munet.tensor(0, device=x.device)), dict(dim=0)),
+        ],
+        "grid_sampler_2d": [(lambda x: (x.reshape(3, 2, 4, 7), _special_grid(x)), attrs) for attrs in _GRID_MODES],
+        "grid_sampler_2d_backward": [
+            (lambda x: (x[:, :6, :5].reshape(3, 2, 3, 5), x.reshape(3, 2, 4, 7), _special_grid(x)), attrs)
+            for attrs in _GRID_MODES
+        ],
+    }
+)
 # creation composites: attributes (the device is the test's)
 FACTORY_CASES = {
     "eye": [dict(n=4, m=6), dict(n=5, m=5), dict(n=0, m=3)],
@@ -149,13 +222,18 @@ def test_every_fast_kernel_has_cases():
     assert not untested, f"fast kernels for composites without cases in CASES: {untested}"
 
 
+# composites of a gradient and the input it was taken at: the gradient is the special input reversed
+GRADIENT_OF_INPUT = {"cumprod_backward", "prod_others_backward"}
+
+
 def _cases(name: str, x) -> list:
     """(inputs, attributes) of each case of composite ``name`` on the special input ``x``."""
     if name in FACTORY_CASES:
         return []
     if name in EXTRA_INPUTS:
         return [(inputs(x), attrs) for inputs, attrs in EXTRA_INPUTS[name]]
-    return [((x,), attrs) for attrs in CASES[name]]
+    inputs = (x.flip((0, 2)), x) if name in GRADIENT_OF_INPUT else (x,)
+    return [(inputs, attrs) for attrs in CASES[name]]
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float16"])
@@ -333,6 +411,23 @@ def test_composites_inside_a_decomposition_are_decomposed_too(sharpened_softmax,
     assert compiled.stats()["passes"]["decompose"] == 2
 
 
+@pytest.fixture
+def flat_double():
+    """A toy composite with its own gradient rule whose decomposition flattens its input."""
+    decomposition = lambda x: (x.reshape(-1) * 2.0).reshape(tuple(x.shape))  # noqa: E731
+    yield from _toy_composite("test_flat_double", decomposition, backward=lambda ctx, g: g * 2.0)
+
+
+def test_a_decomposition_sees_a_view_input_with_its_strides(flat_double, tmp_path, monkeypatch):
+    """The node's input is an expand (zero strides) at run time: the decomposition's reshape of it
+    must copy, as it does in eager mode, not become a view the run-time strides cannot give."""
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+    data = np.arange(4.0, dtype=np.float32)
+    compiled = munet.compile(lambda x: apply(flat_double, x.expand(3, 4)) + 1.0)
+    np.testing.assert_array_equal(compiled(munet.tensor(data)).numpy(), np.broadcast_to(data * 2 + 1, (3, 4)))
+    assert compiled.stats()["passes"]["decompose"] == 1
+
+
 def test_a_composite_without_backward_runs_its_fast_kernel_only_where_no_gradient_is_needed(softsquare, monkeypatch):
     """Its gradient comes from its decomposition's ops, so eager mode runs the fast kernel only
     where no input needs a gradient (count_nonzero, one_hot: integer results)."""
@@ -426,3 +521,50 @@ def test_every_composite_has_a_meta_that_matches_its_decomposition(monkeypatch):
         if op.decomposition is not None and op.backward is None and op.decomposition.__module__ in families
     }
     assert wanted - seen == set()
+
+
+# compiled training through the gather/scatter composites -----------------------------------------------
+
+
+def _sampling_step(x, theta, table, idx, edges):
+    """A step through grid_sample (an affine grid, reflection padding), embedding (a padding row)
+    and bucketize (searchsorted): the loss and the gradients of the three inputs."""
+    for t in (x, theta, table):
+        t.requires_grad_(True)
+    grid = F.affine_grid(theta, (2, 3, 5, 4), align_corners=False)
+    y = F.grid_sample(x, grid, padding_mode="reflection", align_corners=False)  # (2, 3, 5, 4)
+    rows = F.embedding(idx, table, padding_idx=0)  # (2, 4, 3)
+    bucket = munet.bucketize(y.detach(), edges).to(y.dtype)
+    loss = (y * (bucket + 1)).sum() + (rows.sum(1).unsqueeze(-1).unsqueeze(-1) * y).sum()
+    loss.backward()
+    return loss, x.grad, theta.grad, table.grad
+
+
+@pytest.mark.parametrize("device_type", ["cpu", "vulkan"])
+def test_a_compiled_step_through_grid_sample_embedding_and_searchsorted(device_type, request, tmp_path, monkeypatch):
+    """The fused plan holds none of the three composites (they are decomposed into gathers,
+    scatters, comparisons and sums before fusion) and matches the eager step, which runs the fast
+    kernels."""
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+    device = "cpu" if device_type == "cpu" else request.getfixturevalue("vulkan")
+    g = np.random.default_rng(7)
+    theta = np.array([[[0.9, -0.2, 0.1], [0.3, 1.1, -0.2]], [[1.2, 0.1, 0.0], [-0.1, 0.8, 0.3]]], np.float32)
+    data = [
+        g.standard_normal((2, 3, 6, 9)).astype(np.float32),
+        theta,
+        g.standard_normal((6, 3)).astype(np.float32),
+        np.array([[1, 0, 5, 1], [2, 2, 0, 3]]),
+        np.array([-0.5, 0.0, 0.5], np.float32),
+    ]
+
+    def inputs():
+        return [munet.tensor(a, device=device) for a in data]
+
+    compiled = munet.compile(_sampling_step)
+    got = compiled(*inputs())
+    want = _sampling_step(*inputs())
+    for a, b in zip(got, want, strict=True):
+        np.testing.assert_allclose(a.detach().cpu().numpy(), b.detach().cpu().numpy(), rtol=1e-5, atol=1e-5)
+    names = {n.name for n in compiled.graph.nodes}
+    assert not names & {"grid_sampler_2d", "grid_sampler_2d_backward", "embedding", "embedding_backward"}
+    assert "searchsorted" not in names and {"gather", "scatter"} <= names

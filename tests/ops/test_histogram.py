@@ -93,3 +93,42 @@ def test_histogram_edge_cases():
     assert hist.tolist() == [1.0, 1.0] and edges.tolist() == [0.0, 0.5, 1.0]
     with pytest.raises(RuntimeError, match="min should not exceed max"):
         munet.histogram(munet.tensor([1.0]), bins=3, range=(2.0, 1.0))
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"bins": 4},
+        {"bins": [2, 3, 4]},
+        {"bins": 3, "range": [-1.0, 1.0, -2.0, 2.0, 0.0, 1.0]},
+        {"bins": 3, "density": True},
+        {"bins": [3, 1, 2], "weighted": True},
+        {"bins": [3, 1, 2], "weighted": True, "density": True},
+    ],
+)
+def test_histogramdd(kwargs):
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6, 9, 3)).astype(np.float32)
+    w = rng.uniform(size=(6, 9)).astype(np.float32)
+    kwargs = dict(kwargs)
+    weighted = kwargs.pop("weighted", False)
+    want = torch.histogramdd(torch.tensor(x), weight=torch.tensor(w) if weighted else None, **kwargs)
+    got = munet.histogramdd(munet.tensor(x), weight=munet.tensor(w) if weighted else None, **kwargs)
+    np.testing.assert_allclose(got.hist.numpy(), want.hist.numpy(), rtol=1e-5, atol=1e-6)
+    assert len(got.bin_edges) == 3
+    for g, e in zip(got.bin_edges, want.bin_edges):
+        np.testing.assert_allclose(g.numpy(), e.numpy(), rtol=1e-6)
+
+
+def test_histogramdd_edges_points_on_edges_and_errors():
+    x = np.array([[-3.0, 0.0], [0.0, 2.0], [3.0, 1.0], [3.5, 0.5], [1.0, -1.0]], dtype=np.float32)
+    edges = [np.array([-3.0, 0.0, 3.0], dtype=np.float32), np.array([-1.0, 0.0, 1.0, 2.0], dtype=np.float32)]
+    want = torch.histogramdd(torch.tensor(x), bins=[torch.tensor(e) for e in edges])
+    got = munet.histogramdd(munet.tensor(x), bins=[munet.tensor(e) for e in edges])
+    np.testing.assert_array_equal(got.hist.numpy(), want.hist.numpy())
+    empty = munet.histogramdd(munet.zeros(0, 2), bins=2)
+    np.testing.assert_array_equal(empty.hist.numpy(), torch.histogramdd(torch.zeros(0, 2), bins=2).hist.numpy())
+    with pytest.raises(RuntimeError, match="histogramdd: expected 2 sequences of bin edges"):
+        munet.histogramdd(munet.tensor(x), bins=[2, 2, 2])
+    with pytest.raises(RuntimeError, match="histogramdd: expected 4 values for range"):
+        munet.histogramdd(munet.tensor(x), bins=2, range=[0.0, 1.0])

@@ -446,6 +446,8 @@ DOUBLE = {
     "norm": lambda m, t: t.norm(dim=1),
     "norm3": lambda m, t: t.norm(p=3, dim=1),
     "cumsum": lambda m, t: (t * t).cumsum(1),
+    "cummax": lambda m, t: (t * t).cummax(1).values,
+    "cummin": lambda m, t: (t * t).cummin(0).values,
 }
 
 

@@ -66,6 +66,33 @@ def test_interpolate_3d_float32_noncontiguous():
     check(lambda x: F.upsample_nearest(x, size=8), lambda x: TF.upsample_nearest(x, size=8), x4)
 
 
+ANTIALIAS_RESIZES = [
+    {"size": (5, 7)},  # down by 3.4 and 3.3: wide filters
+    {"size": (16, 12)},  # up: the plain filter
+    {"scale_factor": 0.37},
+    {"scale_factor": (2.5, 0.6)},
+    {"size": (1, 1)},
+]
+
+
+@pytest.mark.parametrize("kw", ANTIALIAS_RESIZES)
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_interpolate_antialias(mode, kw):
+    x = randn(2, 3, 17, 23, dtype=F64)
+    for align in (False, True):
+        check(
+            lambda x: F.interpolate(x, mode=mode, align_corners=align, antialias=True, **kw),
+            lambda x: TF.interpolate(x, mode=mode, align_corners=align, antialias=True, **kw),
+            x,
+        )
+    check(  # float32 and a non-contiguous input
+        lambda x: F.interpolate(x, mode=mode, antialias=True, **kw),
+        lambda x: TF.interpolate(x, mode=mode, antialias=True, **kw),
+        noncontiguous(randn(2, 3, 17, 23)),
+        float64_reference=True,  # both round the weights to float32 in their own order
+    )
+
+
 def test_interpolate_errors():
     x = munet.zeros(1, 1, 4, 4)
     with pytest.raises(ValueError, match="only one of size or scale_factor should be defined"):
@@ -80,6 +107,9 @@ def test_interpolate_errors():
         F.interpolate(x, size=2, recompute_scale_factor=True)
     with pytest.raises(NotImplementedError, match="mode 'lanczos' is not supported"):
         F.interpolate(x, size=2, mode="lanczos")
+    for mode, shape in (("nearest", (1, 1, 4, 4)), ("area", (1, 1, 4, 4)), ("linear", (1, 1, 4))):
+        with pytest.raises(ValueError, match="Anti-alias option is restricted to bilinear and bicubic modes"):
+            F.interpolate(munet.zeros(*shape), size=2, mode=mode, antialias=True)
 
 
 @pytest.mark.parametrize("padding_mode", ["zeros", "border", "reflection"])

@@ -161,6 +161,11 @@ def test_searchsorted(right):
             munet.searchsorted(munet.tensor(a), munet.tensor(b), **kw),
             torch.searchsorted(torch.tensor(a), torch.tensor(b), **kw),
         )
+    empty = np.zeros((2, 3, 0), np.float32)  # no boundaries: every value's position is 0
+    assert_close(
+        munet.searchsorted(munet.tensor(empty), munet.tensor(vals2.astype(np.float32)), **kw),
+        torch.searchsorted(torch.tensor(empty), torch.tensor(vals2.astype(np.float32)), **kw),
+    )
     side = "right" if right else "left"
     assert_close(
         munet.searchsorted(munet.tensor(seq), 2.0, side=side), torch.searchsorted(torch.tensor(seq), 2.0, side=side)

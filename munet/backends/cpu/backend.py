@@ -27,11 +27,14 @@ class CpuBackend:
         return np.empty(numel, dtype.np)
 
     def view(self, buffer: np.ndarray, shape, stride, offset: int, dtype=None) -> np.ndarray:
-        itemsize = buffer.itemsize
+        """``buffer``'s elements at ``offset + sum(i * stride)``, read as ``dtype`` (the buffer's own
+        type unless a ``view(dtype)`` reinterprets it: geometry is then in elements of ``dtype``)."""
+        np_dtype = buffer.dtype if dtype is None else dtype.np
+        itemsize = np_dtype.itemsize
         if 0 in shape:
             offset = 0  # an empty view may start past the end of its storage, as in PyTorch
         # positional arguments and a tuple of strides: keywords cost more than the view itself
-        return np.ndarray(shape, buffer.dtype, buffer, offset * itemsize, tuple([s * itemsize for s in stride]))
+        return np.ndarray(shape, np_dtype, buffer, offset * itemsize, tuple([s * itemsize for s in stride]))
 
     def wrap(self, array, np_dtype):
         """A kernel result as ``(buffer, strides, data)``; copies only when it must."""

@@ -58,6 +58,8 @@ def cast(x, *, dtype):
         # PyTorch truncates toward zero; NaN/inf give implementation-defined values, as in C.
         with np.errstate(invalid="ignore"):
             return np.trunc(x).astype(dtype.np)
+    if x.dtype.kind == "c" and dtype.np.kind != "c":
+        x = x.real  # PyTorch's cast of a complex tensor to a real dtype keeps the real part
     return x.astype(dtype.np)
 
 
@@ -108,6 +110,12 @@ def strided_scatter_add(grad, *, shape, size, stride, storage_offset):
     index = np.full((), storage_offset, dtype=np.int64)
     for n, s in zip(size, stride):
         index = np.add.outer(index, np.arange(n, dtype=np.int64) * s)
+    index = index.reshape(-1)
+    if grad.dtype.kind == "c":  # bincount weighs by reals: the two parts apart
+        flat = np.empty(numel, grad.dtype)
+        flat.real = np.bincount(index, weights=grad.real.reshape(-1).astype(np.float64), minlength=numel)[:numel]
+        flat.imag = np.bincount(index, weights=grad.imag.reshape(-1).astype(np.float64), minlength=numel)[:numel]
+        return flat.reshape(shape)
     acc_dtype = np.float64 if grad.dtype.kind == "f" else grad.dtype
-    flat = np.bincount(index.reshape(-1), weights=grad.reshape(-1).astype(acc_dtype), minlength=numel)[:numel]
+    flat = np.bincount(index, weights=grad.reshape(-1).astype(acc_dtype), minlength=numel)[:numel]
     return flat.astype(grad.dtype).reshape(shape)

@@ -36,7 +36,8 @@ def embedding_backward(grad, indices, *, num_weights, padding_idx, scale_grad_by
     starts = np.flatnonzero(np.concatenate(([True], sorted_idx[1:] != sorted_idx[:-1])))
     out = np.zeros((num_weights, dim), rows.dtype)
     if flat_idx.size:
-        out[sorted_idx[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+        # + 0.0: a row's sum starts from the table's +0.0, as the decomposition's index_add (-0.0 alone stays +0.0)
+        out[sorted_idx[starts]] = np.add.reduceat(rows[order], starts, axis=0) + 0.0
     if padding_idx is not None:
         out[padding_idx] = 0
     return out.astype(grad.dtype)

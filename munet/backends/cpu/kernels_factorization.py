@@ -179,3 +179,14 @@ def matrix_exp(a):
     for step in range(int(s.max(initial=0))):
         result = np.where((s > step)[:, None, None], np.matmul(result, result), result)
     return result.reshape(a.shape).astype(a.dtype)
+
+
+@kernel("geqrf")
+def geqrf(a):
+    """LAPACK's geqrf through NumPy's ``qr(mode='raw')`` (which returns the factor transposed)."""
+    a = np.asarray(a)
+    m, n = a.shape[-2:]
+    if a.size == 0:
+        return a.copy(), np.zeros(a.shape[:-2] + (min(m, n),), a.dtype)
+    h, tau = np.linalg.qr(a, mode="raw")
+    return np.ascontiguousarray(np.swapaxes(h, -1, -2)), tau

@@ -11,7 +11,7 @@ import numpy as np
 
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION
 from munet.backends.cpu.registry import kernel
-from munet.ops.indexing import IndexOutOfRangeError
+from munet.ops.checks import IndexOutOfRangeError
 
 
 def check_bounds(index: np.ndarray, size: int, dim: int, caller: str, wrap: bool, message: str | None = None) -> None:

@@ -1,6 +1,6 @@
-"""CPU kernels of grid_sample (2-D, bilinear/nearest, zeros/border/reflection padding): the
-four corners of every sample are gathered at once with flat indices, and the backward
-scatters with one ``bincount``. Follows PyTorch's GridSampler formulas."""
+"""CPU kernels of the composite grid_sample (2-D, bilinear/nearest, zeros/border/reflection
+padding; its decomposition in ``munet/ops/sampling.py`` is the meaning): the four corners of every
+sample are gathered at once with flat indices, and the backward scatters with one ``bincount``."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ def _reflect(coord, twice_low: int, twice_high: int):
 
 def _clip(coord, size: int):
     grad = ((coord > 0) & (coord < size - 1)).astype(coord.dtype)
-    return np.clip(coord, 0, size - 1), grad
+    return np.clip(np.where(np.isnan(coord), 0, coord), 0, size - 1), grad
 
 
 def _source(coord, size: int, padding_mode: str, align_corners: bool):
@@ -83,11 +83,12 @@ def grid_sampler_2d(x, grid, *, mode, padding_mode, align_corners):
     n, c, h, w = x.shape
     planes = x.reshape(n, c, h * w)
     corners, _, _ = _corners(x, grid, mode, padding_mode, align_corners)
-    out = np.zeros((n, c, grid.shape[1] * grid.shape[2]), dtype=x.dtype)
-    for xi, yi, weight, _, _ in corners:
+    out = None
+    for xi, yi, weight, _, _ in corners:  # summed corner by corner from the first (a -0.0 term stays -0.0)
         index, inside = _flat(xi, yi, h, w)
         values = np.take_along_axis(planes, np.broadcast_to(index, (n, c, index.shape[-1])), axis=2)
-        out += np.where(inside, values, 0) * weight.reshape(n, 1, -1)
+        term = np.where(inside, values, 0) * weight.reshape(n, 1, -1)
+        out = term if out is None else out + term
     return out.reshape(n, c, grid.shape[1], grid.shape[2]).astype(dtype, copy=False)
 
 
@@ -116,4 +117,6 @@ def grid_sampler_2d_backward(g, x, grid, *, mode, padding_mode, align_corners):
         gix += weighted * dwx.reshape(n, -1)
         giy += weighted * dwy.reshape(n, -1)
     grad_grid = np.stack([gix * gx.reshape(n, -1), giy * gy.reshape(n, -1)], axis=-1).reshape(grid.shape)
+    if mode == "nearest":  # piecewise constant in the grid: zero, even where a value is infinite
+        grad_grid = np.zeros_like(grad_grid)
     return grad_x.reshape(x.shape).astype(dtype), grad_grid.astype(gdtype)

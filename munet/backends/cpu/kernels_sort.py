@@ -99,8 +99,8 @@ def searchsorted(seq, values, sorter, *, right, out_int32):
 def _batched_searchsorted(seq: np.ndarray, values: np.ndarray, right: bool) -> np.ndarray:
     """Row-wise searchsorted without a loop: sort boundaries and queries together by (row, value, tie)."""
     n, m = seq.shape[-1], values.shape[-1]
-    s2, v2 = seq.reshape(-1, n), values.reshape(-1, m)
-    rows = s2.shape[0]
+    rows = int(np.prod(seq.shape[:-1]))  # not reshape(-1, n): ambiguous for n == 0
+    s2, v2 = seq.reshape(rows, n), values.reshape(rows, m)
     row_of = np.concatenate([np.repeat(np.arange(rows), n), np.repeat(np.arange(rows), m)])
     keys = np.concatenate([s2.reshape(-1), v2.reshape(-1)])
     is_query = np.concatenate([np.zeros(rows * n, bool), np.ones(rows * m, bool)])

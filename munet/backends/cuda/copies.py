@@ -16,6 +16,7 @@ import ml_dtypes
 import numpy as np
 
 from munet import _dtype as D
+from munet.backends.cuda import sync_debug
 
 _BF16_BITS = np.dtype(np.uint16)
 _QUIET_NAN_BITS = 0x7FC0
@@ -90,6 +91,7 @@ def to_host(cp, data) -> np.ndarray:
     dtype = dtype_of(data)
     if data.size == 0:
         return np.empty(data.shape, dtype.np)
+    sync_debug.synchronizing("a device-to-host copy")
     host = data.get()
     return host.view(ml_dtypes.bfloat16) if dtype is D.bfloat16 else host
 

@@ -92,14 +92,20 @@ def gemm_arguments(cp, a, b, out) -> Gemm:
 
 @kernel("matmul")
 def matmul(rt, a, b):
+    dtype = copies.dtype_of(a)
+    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
+    return matmul_into(rt, a, b, rt.empty(batch + (a.shape[-2], b.shape[-1]), dtype))
+
+
+def matmul_into(rt, a, b, out):
+    """``a @ b`` written into ``out`` (C-contiguous, of ``a``'s dtype and the broadcast result's shape,
+    overlapping neither operand): the compiled plans' arena hands matmuls their planned memory."""
     cp = rt.cupy
     dtype = copies.dtype_of(a)
     if dtype.name not in _CUDA_TYPES:
         raise DeviceError(f"matmul: cuBLAS has no {dtype.name} GEMM on {rt.label}; use a floating dtype")
     if copies.dtype_of(b) is not dtype:
         b = copies.cast(cp, b, dtype)
-    batch = tuple(np.broadcast_shapes(a.shape[:-2], b.shape[:-2]))
-    out = rt.empty(batch + (a.shape[-2], b.shape[-1]), dtype)
     if out.size == 0:
         return out
     if a.shape[-1] == 0:

@@ -86,6 +86,34 @@ class Stream:
         return f"<munet.cuda.Stream device={self.device} cuda_stream={self.cuda_stream:#x}>"
 
 
+class ExternalStream(Stream):
+    """A stream created elsewhere (another library's ``cudaStream_t``), used as a MuNet stream; the
+    caller keeps it alive while MuNet uses it.
+
+    >>> s = munet.cuda.ExternalStream(cupy_stream.ptr)
+    """
+
+    def __init__(self, stream_ptr: int, device=None):
+        index = device_index(device)
+        cp = cupy_module()
+        with cp.cuda.Device(index):
+            self._init(cp.cuda.ExternalStream(int(stream_ptr), index), index)
+
+
+def capture_stream(device=None) -> Stream:
+    """A new non-blocking stream of ``device``: it does not synchronise with the legacy default
+    stream, which is what a graph capture needs (work on the legacy stream would join it)."""
+    index = device_index(device)
+    cp = cupy_module()
+    with cp.cuda.Device(index):
+        return Stream._wrap(cp.cuda.Stream(non_blocking=True), index)
+
+
+def get_stream_from_external(data_ptr: int, device=None) -> ExternalStream:
+    """``ExternalStream(data_ptr, device)`` (PyTorch's spelling)."""
+    return ExternalStream(data_ptr, device)
+
+
 class Event:
     """A marker in a stream: record it, wait for it on another stream or the host, time between two.
 

@@ -28,7 +28,7 @@ import struct
 
 from munet import _dtype as D
 from munet.backends.vulkan.memory import Block, DeviceBuffer
-from munet.ops.indexing import IndexOutOfRangeError
+from munet.ops.checks import IndexOutOfRangeError
 
 _RECORD = struct.Struct("<IiI")  # site (0: no fault), bad index, size of the indexed dim
 

@@ -429,7 +429,7 @@ fn reflect_c(coord: f32, twice_low: f32, twice_high: f32, g: ptr<function, f32>)
 }
 fn clip_c(coord: f32, size: f32, g: ptr<function, f32>) -> f32 {
   *g = select(0.0, 1.0, coord > 0.0 && coord < size - 1.0);
-  return clamp(coord, 0.0, size - 1.0);
+  return clamp(select(coord, 0.0, isnan_f(coord)), 0.0, size - 1.0);
 }
 // source coordinate along an axis of ``size`` and d(source)/d(coord) in *g
 fn source_c(coord: f32, size: f32, g: ptr<function, f32>) -> f32 {
@@ -446,24 +446,26 @@ fn source_c(coord: f32, size: f32, g: ptr<function, f32>) -> f32 {
   *g = *g * g1 * g2;
   return src;
 }
-// corner k (0..3 bilinear, 0 nearest) of a sample at (ix, iy): pixel (cx, cy), weight, d weight/d ix, d weight/d iy
-struct Corner { cx: i32, cy: i32, w: f32, dx: f32, dy: f32 }
+// corner k (0..3 bilinear, 0 nearest) of a sample at (ix, iy): pixel (fx, fy) as floats (NaN or
+// infinite where the coordinate is), weight, d weight/d ix, d weight/d iy
+struct Corner { fx: f32, fy: f32, w: f32, dx: f32, dy: f32 }
 fn corner(ix: f32, iy: f32, k: u32) -> Corner {
-  if (P[1] == 1u) { return Corner(i32(round(ix)), i32(round(iy)), 1.0, 0.0, 0.0); }
+  if (P[1] == 1u) { return Corner(round(ix), round(iy), 1.0, 0.0, 0.0); }
   let x0 = floor(ix);
   let y0 = floor(iy);
   let wx1 = ix - x0;
   let wy1 = iy - y0;
   let wx0 = 1.0 - wx1;
   let wy0 = 1.0 - wy1;
-  let bx = i32(x0);
-  let by = i32(y0);
-  if (k == 0u) { return Corner(bx, by, wx0 * wy0, -wy0, -wx0); }
-  if (k == 1u) { return Corner(bx + 1, by, wx1 * wy0, wy0, -wx1); }
-  if (k == 2u) { return Corner(bx, by + 1, wx0 * wy1, -wy1, wx0); }
-  return Corner(bx + 1, by + 1, wx1 * wy1, wy1, wx1);
+  if (k == 0u) { return Corner(x0, y0, wx0 * wy0, -wy0, -wx0); }
+  if (k == 1u) { return Corner(x0 + 1.0, y0, wx1 * wy0, wy0, -wx1); }
+  if (k == 2u) { return Corner(x0, y0 + 1.0, wx0 * wy1, -wy1, wx0); }
+  return Corner(x0 + 1.0, y0 + 1.0, wx1 * wy1, wy1, wx1);
 }
-fn inside(c: Corner) -> bool { return c.cx >= 0 && c.cx < i32(P[7]) && c.cy >= 0 && c.cy < i32(P[6]); }
+fn within(v: f32, size: u32) -> bool { return !isnan_f(v) && !isinf_f(v) && v >= 0.0 && v <= f32(size) - 1.0; }
+fn inside(c: Corner) -> bool { return within(c.fx, P[7]) && within(c.fy, P[6]); }
+// the corner's pixel offset in an operand with row stride rs and column stride cs (only where inside)
+fn pixel(c: Corner, rs: u32, cs: u32) -> u32 { return u32(c.fy) * rs + u32(c.fx) * cs; }
 """
 
 # P: [total, nearest, padding_mode, align_corners, N, C, H, W, Ho*Wo, x_off, xs_n, xs_c, xs_h, xs_w,
@@ -518,10 +520,15 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let n = idx / (P[8] * P[5]);
 {_SAMPLE}
   let base = P[9] + n * P[10] + ch * P[11];
+  // as the decomposition: a masked corner reads 0 (times its weight, NaN at a NaN coordinate),
+  // and the terms are summed from the first (a -0.0 term stays -0.0)
   var acc = 0.0;
   for (var k = 0u; k < corners; k = k + 1u) {{
     let cr = corner(ix, iy, k);
-    if (inside(cr)) {{ acc = acc + X[base + u32(cr.cy) * P[12] + u32(cr.cx) * P[13]] * cr.w; }}
+    var v = 0.0;
+    if (inside(cr)) {{ v = X[base + pixel(cr, P[12], P[13])]; }}
+    let term = v * cr.w;
+    acc = select(acc + term, term, k == 0u);
   }}
   OUT[idx] = acc;
 }}
@@ -560,18 +567,20 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
   let p = idx % P[8];
   let n = idx / P[8];
 {_SAMPLE}
+  if (P[1] == 1u) {{ OUT[2u * idx] = 0.0; OUT[2u * idx + 1u] = 0.0; return; }}  // nearest: piecewise constant
   var gix = 0.0;
   var giy = 0.0;
   for (var k = 0u; k < corners; k = k + 1u) {{
     let cr = corner(ix, iy, k);
-    if (!inside(cr)) {{ continue; }}
+    let in_plane = inside(cr);  // a masked corner's values read as 0
     var weighted = 0.0;
     for (var ch = 0u; ch < P[5]; ch = ch + 1u) {{
-      let v = X[P[9] + n * P[10] + ch * P[11] + u32(cr.cy) * P[12] + u32(cr.cx) * P[13]];
+      var v = 0.0;
+      if (in_plane) {{ v = X[P[9] + n * P[10] + ch * P[11] + pixel(cr, P[12], P[13])]; }}
       weighted = weighted + v * G[P[20] + n * P[21] + ch * P[22] + (p / P[19]) * P[23] + (p % P[19]) * P[24]];
     }}
-    gix = gix + weighted * cr.dx;
-    giy = giy + weighted * cr.dy;
+    gix = select(gix + weighted * cr.dx, weighted * cr.dx, k == 0u);
+    giy = select(giy + weighted * cr.dy, weighted * cr.dy, k == 0u);
   }}
   OUT[2u * idx] = gix * gxs;
   OUT[2u * idx + 1u] = giy * gys;
@@ -587,7 +596,7 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) 
     let k = idx % {corners}u;
 {_SAMPLE}
     let cr = corner(ix, iy, k);
-    if (inside(cr)) {{ key = (n * P[6] + u32(cr.cy)) * P[7] + u32(cr.cx); }}"""
+    if (inside(cr)) {{ key = n * P[6] * P[7] + pixel(cr, P[7], 1u); }}"""
     keys, ids, n_sorted = sort_keys(
         rt, key, [("f32", grid.buffer)], [count, *base[1:]], count, helpers=_GRID_HELPERS, names=("GRID",)
     )

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
+from munet._determinism import alert_not_deterministic
 from munet._tensor import contiguous_strides
 from munet.backends.vulkan.copies import contiguous, copy_into, new_view, work_copy
 from munet.backends.vulkan.device_asserts import FAULT_DECLARATION, INDEX_FAULT, out_of_bounds
@@ -146,8 +147,12 @@ _COMBINE = {
 _REDUCE_NAME = {"sum": "add", "mean": "add", "prod": "multiply", "amax": "amax", "amin": "amin"}
 
 
-def store(kind: str, target: str, value: str, reduce: str | None) -> tuple[str, str]:
-    """(body line, helper source) writing ``value`` at ``OUT[target]`` (OUT is atomic<u32>)."""
+def store(kind: str, target: str, value: str, reduce: str | None, caller: str) -> tuple[str, str]:
+    """(body line, helper source) writing ``value`` at ``OUT[target]`` (OUT is atomic<u32>). A float
+    sum or product in atomic order is not deterministic: ``caller`` is reported to
+    ``munet.use_deterministic_algorithms``."""
+    if reduce in ("add", "multiply") and kind == "f32":
+        alert_not_deterministic(f"{caller} on vulkan")
     if reduce is None:
         word = value if kind == "u32" else f"bitcast<u32>({value})"
         return f"  atomicStore(&OUT[{target}], {word});", ""
@@ -204,7 +209,7 @@ def _scatter_pass(rt, out: VkView, index: VkView, src, dim: int, reduce: str | N
     size = p.add(o1.shape[dim])
     target = strided(p, o1, [("jj" if d == dim else c) for d, c in enumerate(coords)])
     value, ins = value_operand(p, src, kind, coords, i1.shape, broadcast=False)
-    line, helper = store(kind, "t", value, reduce)
+    line, helper = store(kind, "t", value, reduce, caller)
     body = f"""{decompose("i", shape, "c")}
   let j = IX[{at_index}];
   if ({check_index(rt, p, "j", size, caller, dim)}) {{ return; }}
@@ -328,7 +333,7 @@ def index_put(rt, x, values, indices, *, positions, accumulate, caller="index_pu
     dims = p.add_all(shape)
     _, geometry, ins = _index_geometry(rt, p, out, indices, positions, caller, wrap)
     value, vins = value_operand(p, values, kind, [f"c{d}" for d in range(len(shape))], shape)
-    line, helper = store(kind, "xo", value, "add" if accumulate else None)
+    line, helper = store(kind, "xo", value, "add" if accumulate else None, caller)
     body = f"""{decompose("i", dims, "c")}
 {geometry}
   if (!valid) {{ return; }}

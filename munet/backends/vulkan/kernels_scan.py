@@ -10,6 +10,7 @@ each chunk is scanned again starting from the total of the chunks before it.
 from __future__ import annotations
 
 from munet import _dtype as D
+from munet._determinism import alert_not_deterministic
 from munet._device import DeviceError
 from munet.backends.vulkan.copies import clone, copy_into, new_view
 from munet.backends.vulkan.kernels_rows import _ADD, _ONE, pick_monoid, stats_views
@@ -218,6 +219,7 @@ def cumulative_select_backward(rt, g, indices, *, dim):
         raise DeviceError("cumulative_select_backward: expected a float32 or float16 gradient")
     if g.ndim == 0 or g.size == 0:
         return clone(rt, g)
+    alert_not_deterministic("cumulative_select_backward (cummax/cummin backward) on vulkan")
     out = copy_into(rt, new_view(rt, g.shape, compute_dtype(g.dtype)), 0)  # atomics add 32-bit words
     geo = Rows(g.shape, (dim,), [g, indices, out])
     source = _scatter_add_source(geo.wgsl(2))
@@ -250,8 +252,10 @@ def cumprod_backward(rt, g, x, *, dim):
         inner *= n
     pos_args = [Scalar("u32", inner), Scalar("u32", shape[dim])]
     pos = "f32((idx / c) % d)"
+    dtype, work = x.dtype, compute_dtype(x.dtype)
+    if work is not dtype:  # the products in float32, as the decomposition: float16 would overflow them
+        x = elementwise(rt, "a", [x], new_view(rt, shape, work))
     y = cumprod(rt, x, dim=dim)
-    work = compute_dtype(x.dtype)
     gy = elementwise(rt, "a * b", [g, y], new_view(rt, shape, work))
     tail = cumsum(rt, gy, dim=dim, reverse=True)
     skipped = elementwise(rt, f"select(a, 1.0, {pos} == b)", [x, first, *pos_args], new_view(rt, shape, work))
@@ -261,7 +265,7 @@ def cumprod_backward(rt, g, x, *, dim):
     # a=tail b=x c=inner d=n e=first f=grad_first
     expr = f"select(select(0.0, f, {pos} == e), a / b, {pos} < e)"
     operands = [tail, x, *pos_args, first, grad_first]
-    return elementwise(rt, expr, operands, new_view(rt, shape, x.dtype))
+    return elementwise(rt, expr, operands, new_view(rt, shape, dtype))
 
 
 def _expand(v: VkView, shape) -> VkView:

@@ -31,6 +31,7 @@ import re
 
 from munet.compiler.codegen.c import C_TYPES, PARALLEL_MIN_ELEMENTS, reduction_layout, render_c
 from munet.compiler.codegen.kernel import Apply, Index, Kernel, Load, Reduce, Store, StoreFull
+from munet.ops._scalar import digest as expression_digest
 
 
 def merge_leading(kernel: Kernel) -> Kernel:
@@ -148,7 +149,7 @@ def _slab_over_first_dim(kernel: Kernel, original: Kernel):
     except _NoSlabError:
         return None
     by_output = dict(out_strides)
-    digest = hashlib.sha1(repr((kernel.shape[1:], kernel.reduce_shape, stores)).encode()).hexdigest()[:16]
+    digest = expression_digest((kernel.shape[1:], kernel.reduce_shape, stores))[:16]
     slab = Kernel(
         f"slab_{digest}",
         tuple(kernel.shape[1:]),

@@ -70,6 +70,7 @@ import numpy as np
 from munet._tensor import contiguous_strides
 from munet.ops._registry import DEFINE_HOOKS, OPS
 from munet.ops._scalar import SCALAR_OPS, Apply, Const, Param, constant, scalar
+from munet.ops._scalar import digest as expression_digest
 
 # the scalar IR and expression builders of munet/ops/_scalar.py, re-exported
 __all__ = ["SCALAR_OPS", "Apply", "Const", "Param", "constant", "scalar"]
@@ -186,7 +187,6 @@ def kernel_from_group(group) -> tuple:
     that shape are inside the reduction (prologue, :class:`StoreFull` outputs), the others
     have the reduced shape up to size-1 dims (epilogue, :class:`Store` outputs).
     """
-    import hashlib
 
     full = tuple(group.shape)
     dims = tuple(getattr(group, "reduce_dims", ()))
@@ -251,7 +251,7 @@ def kernel_from_group(group) -> tuple:
         StoreFull(i, full_strides, exprs[v]) if dims and tuple(v.shape) == full else Store(i, exprs[v])
         for i, v in enumerate(group.outputs)
     ]
-    digest = hashlib.sha1(repr((shape, reduce_shape, stores)).encode()).hexdigest()[:16]
+    digest = expression_digest((shape, reduce_shape, stores))[:16]
     kernel = Kernel(
         name=f"fused_{digest}",
         shape=shape,

@@ -22,7 +22,7 @@ from munet.autograd.grad_mode import no_grad
 from munet.compiler.ir import Graph, Node, Value
 from munet.compiler.passes.dce import eliminate_dead_code
 from munet.compiler.trace import Tracer, tracing
-from munet.ops._registry import decompose
+from munet.ops._registry import apply, decompose
 
 
 class _Expander(Tracer):
@@ -48,16 +48,25 @@ class _Expander(Tracer):
     def expand(self, node: Node) -> list[Value]:
         """Apply ``node``'s decomposition to its inputs; the values that replace its outputs."""
         self.origin = node.origin
+        views: dict = {}
 
         def symbolic(a):
-            if isinstance(a, Value):
-                return self.wrap(a, get_backend(a.device))
             if isinstance(a, list):
                 return [symbolic(x) for x in a]
-            return a
+            if not isinstance(a, Value):
+                return a
+            producer = a.producer
+            if producer is None or producer.op.view is None or len(producer.args) != 1:
+                return self.wrap(a, get_backend(a.device))
+            if a not in views:
+                # a view keeps its geometry (an expand's zero strides, a transpose's order), so the
+                # decomposition's own views and reshapes of it are what they are at run time: the
+                # view op applied again to its base
+                views[a] = apply(producer.op, symbolic(producer.args[0]), **producer.attrs)
+            return views[a]
 
-        args = [symbolic(a) for a in node.args]
         with tracing(self), no_grad():
+            args = [symbolic(a) for a in node.args]
             result = decompose(node.op, args, dict(node.attrs))
         results = result if isinstance(result, tuple) else (result,)
         return [self.value_of(t) for t in results]

@@ -1,0 +1,97 @@
+"""Imported ResNet-18 inference: MuNet (``munet.onnx.load`` + ``munet.compile``) against onnxruntime.
+
+The model is ``tests/onnx/real_models.py``'s ResNet-18 (torchvision's layout) exported by
+``torch.onnx.export`` at opset 18 with a symbolic batch dim, 224x224 inputs. Both runtimes run in
+this one process, at each library's default thread count and then at one thread (``--threads default,1``): MuNet through
+``munet.set_num_threads``, onnxruntime through ``intra_op_num_threads`` (0 is its default, one
+thread per core). Prints the median ms per batch and the ratio MuNet / onnxruntime, for batch 1
+and 16, and (``--vulkan``) MuNet on ``vulkan:0``. Usage:
+
+    .venv/bin/python benchmarks/onnx_resnet.py [--batches 1,16] [--threads default,1] [--vulkan] [--repeat 10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+import munet
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+
+
+def median_ms(fn, repeat: int, sync=lambda: None) -> float:
+    fn()
+    sync()  # warm-up: compilation and first-touch allocation are not inference
+    samples = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        sync()
+        samples.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(samples)
+
+
+def ort_session(model_bytes: bytes, threads: int):
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads  # 0: onnxruntime's default
+    return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--batches", default="1,16")
+    parser.add_argument("--threads", default="default,1")
+    parser.add_argument("--repeat", type=int, default=10)
+    parser.add_argument("--size", type=int, default=224)
+    parser.add_argument("--vulkan", action="store_true", help="also time MuNet on vulkan:0")
+    args = parser.parse_args()
+
+    import torch
+
+    from tests.onnx.real_models import ResNet18, export, randomize_batch_norm
+
+    torch.manual_seed(0)
+    model = randomize_batch_norm(ResNet18(), torch.Generator().manual_seed(0)).eval()
+    model_bytes = export(model, (torch.randn(1, 3, args.size, args.size),), dynamic_axes={"input_0": {0: "batch"}})
+    load = os.getloadavg()
+    print(
+        f"# {platform.processor() or platform.machine()}  cores={os.cpu_count()}  load={load[0]:.1f},{load[1]:.1f},{load[2]:.1f}"
+        f"  {time.strftime('%Y-%m-%d')}  ResNet-18 {args.size}x{args.size}, median of {args.repeat}"
+    )
+    default_threads = munet.get_num_threads()
+    print(f"{'threads':>8} {'batch':>5} {'munet ms':>10} {'ort ms':>10} {'ratio':>6}")
+    program = munet.onnx.load(model_bytes)
+    compiled = munet.compile(program)
+    for threads in args.threads.split(","):
+        count = default_threads if threads == "default" else int(threads)
+        munet.set_num_threads(count)
+        session = ort_session(model_bytes, 0 if threads == "default" else count)
+        for batch in (int(b) for b in args.batches.split(",")):
+            x = np.random.default_rng(0).standard_normal((batch, 3, args.size, args.size), dtype=np.float32)
+            mx = munet.from_numpy(x)
+            with munet.no_grad():
+                ours = median_ms(lambda mx=mx: compiled(mx), args.repeat)
+            theirs = median_ms(lambda s=session, x=x: s.run(None, {"input_0": x}), args.repeat)
+            print(f"{threads:>8} {batch:>5} {ours:10.1f} {theirs:10.1f} {ours / theirs:6.2f}")
+    munet.set_num_threads(default_threads)
+    if args.vulkan:
+        device = munet.device("vulkan:0")
+        on_device = munet.compile(munet.onnx.load(model_bytes, device=device))
+        for batch in (int(b) for b in args.batches.split(",")):
+            x = munet.randn(batch, 3, args.size, args.size).to(device)
+            with munet.no_grad():
+                ms = median_ms(lambda x=x: on_device(x), args.repeat, sync=munet.vulkan.synchronize)
+            print(f"{'vulkan':>8} {batch:>5} {ms:10.1f}")
+
+
+if __name__ == "__main__":
+    main()

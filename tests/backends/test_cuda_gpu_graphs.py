@@ -1,0 +1,109 @@
+"""CUDA graphs and compiled-plan replay on a GPU (marker ``cuda``: skipped without one, failing under
+``MUNET_TEST_CUDA=1``; scripts/gpu_check.sh runs them). The same checks as
+``test_cuda_graphs.py``/``test_cuda_compiled_graphs.py`` on the fake devices, against the real
+driver: capture on a side stream, replay on new static inputs, the capture CUDA refuses, and whole
+training steps replayed as one graph equal to the eager cpu reference."""
+
+import numpy as np
+import pytest
+
+import munet
+
+pytestmark = pytest.mark.cuda
+
+
+def _randn(*shape, seed=0):
+    return munet.tensor(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
+
+
+def _close(got, want, rtol=1e-4, atol=1e-5):
+    np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(), rtol=rtol, atol=atol)
+
+
+def test_capture_and_replay():
+    x, w = _randn(64, 32).cuda(), _randn(32, 16, seed=1).cuda()
+    munet.tanh(x @ w) * 2 + 1  # warm-up
+    g = munet.cuda.CUDAGraph()
+    with munet.cuda.graph(g):
+        assert munet.cuda.is_current_stream_capturing()
+        y = munet.tanh(x @ w) * 2 + 1
+    for seed in (2, 3):
+        new = _randn(64, 32, seed=seed)
+        x.copy_(new.cuda())
+        g.replay()
+        _close(y, munet.tanh(new @ w.cpu()) * 2 + 1)
+    h = munet.cuda.CUDAGraph()
+    with munet.cuda.graph(h, pool=g.pool()):
+        z = y.sum()
+    h.replay()
+    _close(z, (munet.tanh(new @ w.cpu()) * 2 + 1).sum(), rtol=1e-4, atol=1e-3)
+
+
+def test_a_host_read_invalidates_the_capture():
+    x = _randn(8).cuda()
+    g = munet.cuda.CUDAGraph()
+    with pytest.raises(Exception):  # noqa: B017 - CuPy's or CUDA's own error, whatever its class
+        with munet.cuda.graph(g):
+            (x * 2).sum().item()
+    assert not munet.cuda.is_current_stream_capturing()
+    assert munet.equal((x * 2).cpu(), x.cpu() * 2)  # the device still works
+
+
+@pytest.mark.parametrize("optimizer", ["SGD", "Adam"])
+def test_a_compiled_training_step_replays_as_one_graph(optimizer):
+    munet.manual_seed(0)
+    model = munet.nn.Sequential(munet.nn.Linear(32, 64), munet.nn.ReLU(), munet.nn.Linear(64, 8))
+    reference = munet.nn.Sequential(munet.nn.Linear(32, 64), munet.nn.ReLU(), munet.nn.Linear(64, 8))
+    reference.load_state_dict(model.state_dict())
+    model.cuda()
+    kwargs = {"lr": 0.05, "momentum": 0.9} if optimizer == "SGD" else {"lr": 0.01}
+    opt = getattr(munet.optim, optimizer)(model.parameters(), **kwargs)
+    ref_opt = getattr(munet.optim, optimizer)(reference.parameters(), **kwargs)
+
+    def step(model, opt, x, target):
+        opt.zero_grad()
+        loss = munet.nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = munet.compile(lambda a, b: step(model, opt, a, b))
+    for call in range(6):
+        x, target = _randn(16, 32, seed=call), _randn(16, 8, seed=100 + call)
+        _close(compiled(x.cuda(), target.cuda()), step(reference, ref_opt, x, target))
+    assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
+    for p, q in zip(model.parameters(), reference.parameters()):
+        _close(p, q)
+
+
+def test_make_graphed_callables():
+    munet.manual_seed(0)
+    model = munet.nn.Sequential(munet.nn.Linear(16, 8), munet.nn.Tanh(), munet.nn.Linear(8, 4))
+    reference = munet.nn.Sequential(munet.nn.Linear(16, 8), munet.nn.Tanh(), munet.nn.Linear(8, 4))
+    reference.load_state_dict(model.state_dict())
+    model.cuda()
+    graphed = munet.cuda.make_graphed_callables(model, (_randn(4, 16).cuda().requires_grad_(),))
+    x = _randn(4, 16, seed=7)
+    xc = x.cuda().requires_grad_()
+    x.requires_grad_()
+    out, want = graphed(xc), reference(x)
+    _close(out, want)
+    out.square().sum().backward()
+    want.square().sum().backward()
+    _close(xc.grad, x.grad)
+    for p, q in zip(model.parameters(), reference.parameters()):
+        _close(p.grad, q.grad)
+
+
+def test_memory_fraction_and_pools():
+    total = munet.cuda.get_device_properties().total_memory
+    munet.cuda.set_per_process_memory_fraction(0.5)
+    try:
+        with pytest.raises(munet.OutOfMemoryError, match="set_per_process_memory_fraction"):
+            munet.empty(int(total * 0.6) // 4, device="cuda")
+    finally:
+        munet.cuda.set_per_process_memory_fraction(1.0)
+    pool = munet.cuda.MemPool()
+    with munet.cuda.use_mem_pool(pool):
+        x = munet.ones(1 << 20, device="cuda")
+    assert pool.used_bytes() >= x.numel() * 4
