@@ -24,6 +24,8 @@ from munet._grad_state import STATE as _GRAD_STATE
 class Size(tuple):
     """A tensor shape: a tuple of ints, printed as ``munet.Size([2, 3])``."""
 
+    __slots__ = ()
+
     def numel(self) -> int:
         n = 1
         for s in self:
@@ -117,6 +119,20 @@ def contiguous_strides(shape) -> tuple:
     return result
 
 
+_GEOMETRY: dict[tuple, tuple] = {}
+
+
+def _contiguous_geometry(shape: tuple) -> tuple:
+    """``(Size(shape), contiguous_strides(shape))`` for a kernel result's shape (a tuple of ints from
+    the backend), kept in ``_GEOMETRY``: a new tensor of a shape met before costs one lookup."""
+    if type(shape) is not tuple:
+        return Size(shape), contiguous_strides(shape)
+    result = (Size(shape), contiguous_strides(shape))
+    if len(_GEOMETRY) < 4096:
+        _GEOMETRY[shape] = result
+    return result
+
+
 class Tensor:
     """A multi-dimensional array with autograd, living on one device."""
 
@@ -173,7 +189,10 @@ class Tensor:
     def _make(cls, storage: Storage, shape, stride, offset: int, dtype, data, base=None) -> Tensor:
         t = object.__new__(cls)
         t._storage = storage
-        t._shape = shape if type(shape) is Size else Size(shape)
+        if type(shape) is not Size:  # a shape met before is one lookup, not a new Size
+            known = _GEOMETRY.get(shape) if type(shape) is tuple else None
+            shape = Size(shape) if known is None else known[0]
+        t._shape = shape
         t._stride = stride
         t._offset = offset
         t._dtype = dtype
@@ -192,13 +211,16 @@ class Tensor:
 
     @classmethod
     def _from_kernel(cls, backend, raw, meta) -> Tensor:
-        buffer, stride, data = backend.wrap(raw, meta.dtype.np)
+        dtype = meta.dtype
+        buffer, stride, data = backend.wrap(raw, dtype.np)
         shape = data.shape
-        if meta.shape is not None and shape != tuple(meta.shape):
-            raise RuntimeError(f"internal error: kernel produced shape {shape}, op declared {tuple(meta.shape)}")
+        declared = meta.shape
+        if declared is not None and shape != declared and shape != tuple(declared):
+            raise RuntimeError(f"internal error: kernel produced shape {shape}, op declared {tuple(declared)}")
         if stride is None:
-            stride = contiguous_strides(shape)
-        return cls._make(Storage(buffer, backend), shape, stride, 0, meta.dtype, data)
+            geometry = _GEOMETRY.get(shape) or _contiguous_geometry(shape)
+            return cls._make(Storage(buffer, backend), geometry[0], geometry[1], 0, dtype, data)
+        return cls._make(Storage(buffer, backend), shape, stride, 0, dtype, data)
 
     @classmethod
     def _from_numpy(cls, array: np.ndarray, device=None) -> Tensor:

@@ -81,7 +81,7 @@ def _accumulate(buffer: list, index: int, grad) -> None:
 
 
 def _validate(node: Node, index: int, grad, flat_index_shape, flat_index_dtype):
-    if tuple(grad.shape) != tuple(flat_index_shape):
+    if grad._shape != flat_index_shape and tuple(grad.shape) != tuple(flat_index_shape):
         raise RuntimeError(
             f"Function {node.name()} returned an invalid gradient at index {index} - got {list(grad.shape)} "
             f"but expected shape compatible with {list(flat_index_shape)}"
@@ -129,14 +129,15 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, i
         while ready:
             _, node = heapq.heappop(ready)
             grads = buffers.pop(node, None) or [None] * len(node.output_shapes)
-            grads = _run_pre_hooks(node, grads)
+            if node.pre_hooks or node.retained:
+                grads = _run_pre_hooks(node, grads)
             if capture:
                 for nr, g in enumerate(grads):
                     for i in wanted.get((id(node), nr), ()):
                         captured[i] = g
             if node in capture_only:
                 continue
-            if any(g is not None for g in grads):
+            if (grads and grads[0] is not None) or any(g is not None for g in grads):
                 _execute(node, grads, buffers, leaf_grads, deps, ready, retain_graph)
             elif not retain_graph:
                 node.release()
@@ -280,7 +281,9 @@ def _flatten_grads(node, out) -> list:
 
 
 def _run_leaf_hooks(leaf, g):
-    for hook in list((leaf._hooks or {}).values()):
+    if not leaf._hooks:
+        return g
+    for hook in list(leaf._hooks.values()):
         out = hook(g)
         if out is not None:
             g = out
@@ -303,5 +306,6 @@ def _store_leaf_grads(leaf_grads, create_graph: bool) -> None:
             leaf.grad = g
         else:
             leaf.grad = leaf.grad + g
-        for hook in list((leaf._post_acc_hooks or {}).values()):
-            hook(leaf)
+        if leaf._post_acc_hooks:
+            for hook in list(leaf._post_acc_hooks.values()):
+                hook(leaf)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import itertools
 import weakref
 
+from munet._grad_state import STATE as _GRAD_STATE
 from munet.autograd.anomaly_mode import forward_stack
 from munet.autograd.graph import current_saved_tensors_hooks
 
@@ -38,7 +39,7 @@ class SavedTensor:
         self.version = tensor._storage.version
         self.is_output = is_output
         self.output_nr = output_nr
-        self.shape, self.dtype = tensor.shape, tensor.dtype
+        self.shape, self.dtype = tensor._shape, tensor._dtype
         hooks = current_saved_tensors_hooks()
         if hooks is None:
             self.unpack = None
@@ -166,8 +167,6 @@ class Node:
     # -- ctx API used by gradient rules ------------------------------------------------
     def saved_tensor(self, role: str):
         """The tensor saved under ``role``; connected to history when building a graph."""
-        from munet.autograd.grad_mode import _State
-
         entry = self.saved.get(role)
         if entry is None and role in self.scalars:
             return self.scalars[role]
@@ -179,7 +178,7 @@ class Node:
                     "if you need to backward a second time or access saved tensors after backward."
                 )
             raise KeyError(f"{self.name()} saved no tensor named '{role}'")
-        return entry.value(self, _State.enabled)
+        return entry.value(self, _GRAD_STATE.enabled)
 
     def check_saved_versions(self) -> None:
         if self.released:

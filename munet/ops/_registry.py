@@ -26,6 +26,7 @@ from collections.abc import Callable
 from typing import NamedTuple
 
 from munet._device import DeviceError, factory_device, get_backend
+from munet._dtype import can_cast
 from munet._tensor import Storage as _Storage
 from munet._tensor import Tensor as _Tensor
 from munet._tensor import contiguous_strides
@@ -67,6 +68,7 @@ class Op:
         "formula",
         "effectful",
         "decomposition",
+        "save_plan",
         "complex_rule",
         "__dict__",
     )
@@ -94,6 +96,16 @@ class Op:
         self.meta = meta
         self.backward = backward
         self.saves = tuple((s, None) if isinstance(s, str) else s for s in saves)
+        # per saved role: (role, condition, its output number or None, its input position or None)
+        self.save_plan = tuple(
+            (
+                role,
+                cond,
+                outputs.index(role) if role in outputs else None,
+                inputs.index(role) if role in inputs else None,
+            )
+            for role, cond in self.saves
+        )
         self.view = view
         self.variadic = variadic
         self.nondiff_outputs = nondiff_outputs
@@ -154,9 +166,10 @@ _Autocast = _AutocastHook()
 OP_OBSERVER = OpObserver()
 
 
-def _flat_tensors(op: Op, args) -> list:
+def _flat_tensors(op: Op, args):
+    """The inputs of ``op`` one by one: ``args`` itself, or for a variadic op its lists spread out."""
     if not op.variadic:
-        return list(args)
+        return args
     flat = []
     for a in args:
         if isinstance(a, (list, tuple)):
@@ -185,6 +198,7 @@ def _backend_of(op: Op, flat) -> object:
 
 
 def _kernel_args(op: Op, args) -> list:
+    """What a kernel takes for ``args``: each tensor's backend data (lists of them, variadic ops)."""
     if not op.variadic:
         return [a._data if isinstance(a, _Tensor) else a for a in args]
     out = []
@@ -241,10 +255,23 @@ def _run(op: Op, args, attrs):
     cast_inputs = _Autocast.cast_inputs
     if cast_inputs is not None:
         args = cast_inputs(op, args)
-    flat = _flat_tensors(op, args)
+    flat = args if not op.variadic else _flat_tensors(op, args)
     backend = _backend_of(op, flat)
     tracer = _Tracing.tracer
-    if op.decomposition is not None and _runs_decomposition(op, backend, tracer, flat):
+    if op.primitive and tracer is None:  # the common case, first: an eager kernel
+        meta = op.meta(*args, **attrs)
+        kernel = backend.kernels.get(op.name)
+        if kernel is None:
+            _kernel(op, backend)  # raises naming the op and device
+        if op.variadic:
+            raw = kernel(*_kernel_args(op, args), **attrs)
+        else:
+            raw = kernel(*[a._data if isinstance(a, _Tensor) else a for a in args], **attrs)
+        if type(meta) is Meta:
+            outputs = (_Tensor._from_kernel(backend, raw, meta),)
+        else:
+            outputs = _kernel_outputs(backend, raw, meta)
+    elif op.decomposition is not None and _runs_decomposition(op, backend, tracer, flat):
         op.meta(*args, **attrs)  # the composite's own argument checks and error messages
         outputs = decompose(op, args, attrs)
         if op.backward is None:
@@ -262,14 +289,22 @@ def _run(op: Op, args, attrs):
                 raise RuntimeError(f"{op.name}: munet.compile does not support {meta.dtype.name} tensors")
             return tracer.record(op, args, attrs, meta)
         raw = _kernel(op, backend)(*_kernel_args(op, args), **attrs)
-        metas = meta if isinstance(meta, tuple) and not isinstance(meta, Meta) else (meta,)
-        if len(metas) == 1:
-            outputs = (_Tensor._from_kernel(backend, raw, metas[0]),)
-        else:
-            outputs = tuple(_Tensor._from_kernel(backend, r, m) for r, m in zip(raw, metas))
+        outputs = _kernel_outputs(backend, raw, meta)
     if _State.enabled and op.backward is not None:
-        record_history(op, args, attrs, flat, outputs)
+        for a in flat:  # record_history's own first test, inline: most ops record nothing
+            if isinstance(a, _Tensor) and (a._requires_grad or a._base is not None):
+                record_history(op, args, attrs, flat, outputs)
+                break
     return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _kernel_outputs(backend, raw, meta) -> tuple:
+    """The output tensors of a kernel result ``raw`` for ``meta`` (one Meta, or a tuple of them)."""
+    if isinstance(meta, Meta) or not isinstance(meta, tuple):
+        return (_Tensor._from_kernel(backend, raw, meta),)
+    if len(meta) == 1:
+        return (_Tensor._from_kernel(backend, raw, meta[0]),)
+    return tuple(_Tensor._from_kernel(backend, r, m) for r, m in zip(raw, meta))
 
 
 def _runs_decomposition(op: Op, backend, tracer, flat) -> bool:
@@ -286,35 +321,36 @@ def _runs_decomposition(op: Op, backend, tracer, flat) -> bool:
 
 def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
     """Attach a backward node for ``op`` to ``outputs`` if any input requires grad."""
-    for a in flat:
-        if isinstance(a, _Tensor) and a._base is not None and "_rebased" in a._base.__dict__:
-            _refresh_stale_view(a)
-    needs = tuple(isinstance(a, _Tensor) and a._requires_grad for a in flat)
-    if not any(needs):
-        return None
+    needs = []
     edges = []
     shapes = []
     dtypes = []
-    for a, need in zip(flat, needs):
-        if need:
-            edges.append((a._grad_fn, a._output_nr) if a._grad_fn is not None else (a, -1))
-            shapes.append(a.shape)
-            dtypes.append(a.dtype)
-        else:
-            edges.append(None)
-            shapes.append(None)
-            dtypes.append(None)
-    node = Node(op, attrs, needs, edges, shapes, dtypes)
-    node.output_shapes = tuple(o.shape for o in outputs)
-    node.output_dtypes = tuple(o.dtype for o in outputs)
-    for role, cond in op.saves:
+    for a in flat:
+        if isinstance(a, _Tensor):
+            if a._base is not None and "_rebased" in a._base.__dict__:
+                _refresh_stale_view(a)
+            if a._requires_grad:
+                needs.append(True)
+                edges.append((a._grad_fn, a._output_nr) if a._grad_fn is not None else (a, -1))
+                shapes.append(a._shape)
+                dtypes.append(a._dtype)
+                continue
+        needs.append(False)
+        edges.append(None)
+        shapes.append(None)
+        dtypes.append(None)
+    if True not in needs:
+        return None
+    node = Node(op, attrs, tuple(needs), edges, shapes, dtypes)
+    node.output_shapes = tuple([o._shape for o in outputs])
+    node.output_dtypes = tuple([o._dtype for o in outputs])
+    for role, cond, output_nr, input_nr in op.save_plan:
         if cond is not None and not needs[cond]:
             continue
-        if role in op.outputs:
-            nr = op.outputs.index(role)
-            node.saved[role] = SavedTensor(outputs[nr], is_output=True, output_nr=nr)
+        if output_nr is not None:
+            node.saved[role] = SavedTensor(outputs[output_nr], is_output=True, output_nr=output_nr)
         else:
-            value = args[op.inputs.index(role)]
+            value = args[op.inputs.index(role) if input_nr is None else input_nr]  # (a missing role raises)
             if isinstance(value, _Tensor):
                 node.saved[role] = SavedTensor(value)
             elif isinstance(value, (list, tuple)):
@@ -325,7 +361,7 @@ def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
     if op.view is not None and outputs[0]._base is not None and "_rebased" in outputs[0]._base.__dict__:
         outputs[0]._rebased_seen = outputs[0]._base._rebased
     for nr, o in enumerate(outputs):
-        if nr in op.nondiff_outputs or not (o.dtype.is_floating_point or o.dtype.is_complex):
+        if nr in op.nondiff_outputs or not (o._dtype.is_floating_point or o._dtype.is_complex):
             continue
         o._grad_fn = node
         o._output_nr = nr
@@ -334,9 +370,7 @@ def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
 
 
 def _inplace_meta_check(op: Op, self, meta) -> None:
-    from munet._dtype import can_cast
-
-    if meta.shape is not None and tuple(meta.shape) != tuple(self.shape):
+    if meta.shape is not None and meta.shape != self._shape and tuple(meta.shape) != tuple(self._shape):
         raise RuntimeError(
             f"{op.name}_: output with shape {list(self.shape)} doesn't match the broadcast shape {list(meta.shape)}"
         )
@@ -360,22 +394,21 @@ def apply_inplace(op: Op, self, *args, **attrs):
     is the mode's (a kernel in eager mode, the tracer's ``record_inplace``/``write`` under
     ``munet.compile``).
     """
-    flat = [self, *_flat_tensors(op, args)]
+    flat = (self, *(args if not op.variadic else _flat_tensors(op, args)))
     backend = _backend_of(op, flat)
     meta = op.meta(self, *args, **attrs)
     _inplace_meta_check(op, self, meta)
-    grad_enabled = _State.enabled
-    if grad_enabled and self._base is not None and "_rebased" in self._base.__dict__:
-        _refresh_stale_view(self)
-    needs_grad = (
-        grad_enabled and op.backward is not None and any(isinstance(a, _Tensor) and a._requires_grad for a in flat)
-    )
-    if needs_grad:
-        return _inplace_with_history(op, self, args, attrs)
+    if _State.enabled:
+        if self._base is not None and "_rebased" in self._base.__dict__:
+            _refresh_stale_view(self)
+        if op.backward is not None:
+            for a in flat:
+                if isinstance(a, _Tensor) and a._requires_grad:
+                    return _inplace_with_history(op, self, args, attrs)
     tracer = _Tracing.tracer
     if tracer is not None:
         return tracer.record_inplace(op, self, args, attrs, meta)
-    kernel = _kernel(op, backend, "_")
+    kernel = backend.kernels.get(op.name + "_")
     kargs = _kernel_args(op, args)
     if kernel is not None:
         kernel(self._data, *kargs, **attrs)

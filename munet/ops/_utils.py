@@ -68,6 +68,8 @@ def float_result_type(*operands):
 
 def reduce_grad(grad, shape):
     """Sum ``grad`` down to ``shape``: the gradient of broadcasting an input of ``shape``."""
+    if grad._shape == shape:
+        return grad
     shape = tuple(shape)
     if tuple(grad.shape) == shape:
         return grad
@@ -96,6 +98,8 @@ def check_factory_options(op: str, *, layout=None, pin_memory: bool = False, mem
     ``munet.strided``, ``memory_format`` ``None``, ``contiguous_format`` or ``preserve_format`` (both
     row-major here), and ``pin_memory`` only ``False``.
     """
+    if layout is None and memory_format is None and pin_memory is False:
+        return  # the defaults: nothing to check
     from munet import _memory_format as MF
 
     if layout is not None and layout is not MF.strided:
@@ -116,7 +120,7 @@ def as_tuple_shape(size, op: str) -> tuple:
         size = tuple(size[0])
     out = []
     for s in size:
-        if hasattr(s, "__index__"):
+        if type(s) is not int and hasattr(s, "__index__"):
             s = s.__index__()
         if not isinstance(s, int):
             raise TypeError(f"{op}: size must be a sequence of ints, got {type(s).__name__}")

@@ -103,18 +103,18 @@ def _same_meta(x, *_, **__):
 
 def _float_meta(name: str):
     def meta(x, *_, **__):
-        if not x.dtype.is_floating_point:
+        if not x._dtype.is_floating_point:
             raise RuntimeError(f"{name}: expected a floating point input, got {x.dtype.name}")
-        return Meta(tuple(x.shape), x.dtype)
+        return Meta(tuple(x._shape), x._dtype)
 
     return meta
 
 
 def _numeric_meta(name: str):
     def meta(x, *_, **__):
-        if x.dtype is D.bool_:
+        if x._dtype is D.bool_:
             raise RuntimeError(f"{name}: not implemented for bool tensors")
-        return Meta(tuple(x.shape), x.dtype)
+        return Meta(tuple(x._shape), x._dtype)
 
     return meta
 

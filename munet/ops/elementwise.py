@@ -8,6 +8,7 @@ scalars (rank-0 constants), never data-shaped temporaries.
 from __future__ import annotations
 
 from munet import _dtype as D
+from munet._tensor import Tensor
 from munet.ops import _scalar as S
 from munet.ops._registry import Meta, apply, apply_inplace, define
 from munet.ops._scalar import BOOL, FLOAT, Const, kind, scalar
@@ -179,26 +180,32 @@ __tensor_methods__ = [
 
 def promote_operands(*operands, dtype=None):
     """Cast tensor operands to their common dtype (or ``dtype``); numbers pass through."""
-    from munet.ops.convert import cast
-
     target = dtype if dtype is not None else D.result_type(*operands)
     for x in operands:
-        if is_tensor(x) and x.dtype is not target:
+        if isinstance(x, Tensor) and x._dtype is not target:
+            from munet.ops.convert import cast
+
             return target, tuple(cast(x, target) if is_tensor(x) and x.dtype is not target else x for x in operands)
     return target, operands  # the common case: nothing to cast
 
 
 def _binary_meta(a, b, **_):
+    if isinstance(a, Tensor) and isinstance(b, (Tensor, int, float)):  # the common cases, first
+        sa = a._shape
+        sb = b._shape if isinstance(b, Tensor) else ()
+        return Meta(tuple(sa) if sa == sb or not sb else broadcast_shapes(sa, sb, op="elementwise op"), a._dtype)
     t = a if is_tensor(a) else b
     return Meta(broadcast_shapes(shape_of(a), shape_of(b), op="elementwise op"), t.dtype)
 
 
 def _unary_meta(x, **_):
-    return Meta(x.shape, x.dtype)
+    return Meta(tuple(x._shape), x._dtype)
 
 
 def binary(op, a, b, **attrs):
     """Apply a binary primitive after promotion; ``a`` or ``b`` may be a Python number."""
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a._dtype is b._dtype:
+        return apply(op, a, b, **attrs)  # the common case: nothing to promote
     if not is_tensor(a) and not is_tensor(b):
         raise TypeError(
             f"{op.name}: expected at least one tensor operand, got {type(a).__name__} and {type(b).__name__}"
@@ -208,14 +215,14 @@ def binary(op, a, b, **attrs):
 
 
 def binary_inplace(op, self, other, **attrs):
-    from munet.ops.convert import cast
-
     result = D.result_type(self, other)
-    if not D.can_cast(result, self.dtype):
+    if result is not self._dtype and not D.can_cast(result, self._dtype):
         raise RuntimeError(
             f"{op.name}_: result type {result.name} can't be cast to the desired output type {self.dtype.name}"
         )
-    if is_tensor(other) and other.dtype is not self.dtype:
+    if isinstance(other, Tensor) and other._dtype is not self._dtype:
+        from munet.ops.convert import cast
+
         other = cast(other, self.dtype)
     return apply_inplace(op, self, other, **attrs)
 
@@ -297,11 +304,14 @@ def _check_alpha(input, other, alpha) -> None:
 
 
 def add(input, other, *, alpha=1, out=None):
-    _check_alpha(input, other, alpha)
-    if alpha != 1:
-        other = other * alpha
-    if not is_tensor(input):
+    if alpha != 1 or type(alpha) is not int:
+        _check_alpha(input, other, alpha)
+        if alpha != 1:
+            other = other * alpha
+    if not isinstance(input, Tensor):
         input, other = other, input
+    if out is None:
+        return binary(add_op, input, other)
     return _out(binary(add_op, input, other), out)
 
 
@@ -337,8 +347,10 @@ def rsub(input, other, *, alpha=1):
 
 
 def mul(input, other, *, out=None):
-    if not is_tensor(input):
+    if not isinstance(input, Tensor):
         input, other = other, input
+    if out is None:
+        return binary(mul_op, input, other)
     return _out(binary(mul_op, input, other), out)
 
 
@@ -411,9 +423,10 @@ divide = true_divide = div
 
 
 def add_(self, other, *, alpha=1):
-    _check_alpha(self, other, alpha)
-    if alpha != 1:
-        other = other * alpha
+    if alpha != 1 or type(alpha) is not int:
+        _check_alpha(self, other, alpha)
+        if alpha != 1:
+            other = other * alpha
     return binary_inplace(add_op, self, other)
 
 

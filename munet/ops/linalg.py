@@ -70,13 +70,15 @@ def _fmt(shape) -> str:
 
 
 def _matmul_meta(a, b):
-    sa, sb = tuple(a.shape), tuple(b.shape)
+    sa, sb = tuple(a._shape), tuple(b._shape)
     if len(sa) < 2 or len(sb) < 2:
         raise RuntimeError(f"matmul primitive expects rank >= 2 operands, got {list(sa)} and {list(sb)}")
     if sa[-1] != sb[-2]:
         raise RuntimeError(f"matmul: mat1 and mat2 shapes cannot be multiplied ({_fmt(sa[-2:])} and {_fmt(sb[-2:])})")
+    if len(sa) == 2 and len(sb) == 2:
+        return Meta((sa[0], sb[1]), a._dtype)
     batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul")
-    return Meta(batch + (sa[-2], sb[-1]), a.dtype)
+    return Meta(batch + (sa[-2], sb[-1]), a._dtype)
 
 
 def _matmul_backward(ctx, g):
@@ -108,9 +110,9 @@ def _check_operands(op: str, *tensors) -> None:
     for t in tensors:
         if not is_tensor(t):
             raise TypeError(f"{op}: expected Tensor arguments, got {type(t).__name__}")
-    first = tensors[0].dtype
+    first = tensors[0]._dtype
     for t in tensors[1:]:
-        if t.dtype is not first and not (op in _MATMUL_PRODUCTS and casts_to_one_dtype((first, t.dtype))):
+        if t._dtype is not first and not (op in _MATMUL_PRODUCTS and casts_to_one_dtype((first, t.dtype))):
             raise RuntimeError(
                 f"{op}: expected all operands to have the same dtype, but got {first.name} and {t.dtype.name}"
             )
@@ -126,6 +128,8 @@ def matmul(input, other, *, out=None):
     munet.Size([5, 2, 4])
     """
     _check_operands("matmul", input, other)
+    if len(input._shape) == 2 and len(other._shape) == 2:  # the common case: nothing to reshape
+        return _out(apply(matmul_op, input, other), out)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(
             f"matmul: both arguments to matmul need to be at least 1D, but they are {input.ndim}D and {other.ndim}D"

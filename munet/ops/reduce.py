@@ -72,8 +72,8 @@ return_aminmax = _return_type("aminmax", ("min", "max"))
 
 def reduced_shape(shape, dims, keepdim: bool) -> tuple:
     if keepdim:
-        return tuple(1 if i in dims else n for i, n in enumerate(shape))
-    return tuple(n for i, n in enumerate(shape) if i not in dims)
+        return tuple([1 if i in dims else n for i, n in enumerate(shape)])
+    return tuple([n for i, n in enumerate(shape) if i not in dims])
 
 
 def reduce_dims(input, dim, op: str) -> tuple:
@@ -81,10 +81,13 @@ def reduce_dims(input, dim, op: str) -> tuple:
 
     A rank-0 tensor accepts dim 0 / -1 and has no dims to reduce.
     """
+    ndim = len(input._shape)
+    if type(dim) is int and ndim:  # the common case: one dim of a tensor of rank >= 1
+        return (wrap_dim(dim, ndim, op),)
     if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
-        return tuple(range(input.ndim))
-    dims = wrap_dims(dim, input.ndim, op)
-    return dims if input.ndim else ()
+        return tuple(range(ndim))
+    dims = wrap_dims(dim, ndim, op)
+    return dims if ndim else ()
 
 
 def _one_dim(input, dim, op: str) -> int:
@@ -93,7 +96,7 @@ def _one_dim(input, dim, op: str) -> int:
 
 
 def _reduce_meta(x, *, dims, keepdim, dtype=None):
-    return Meta(reduced_shape(tuple(x.shape), dims, keepdim), dtype or x.dtype)
+    return Meta(reduced_shape(x._shape, dims, keepdim), dtype or x._dtype)
 
 
 def _check_nonempty(op: str, x, dims) -> None:
@@ -104,7 +107,7 @@ def _check_nonempty(op: str, x, dims) -> None:
 
 def expand_reduced(g, input_shape, dims, keepdim: bool):
     """Broadcast the gradient of a reduction back over the reduced dims."""
-    if not keepdim and dims:
+    if not keepdim and dims and len(dims) < len(input_shape):  # (a full reduction's 0-d g expands as it is)
         shape = list(input_shape)
         for d in dims:
             shape[d] = 1
@@ -232,7 +235,8 @@ sum_op = define("sum", meta=_reduce_meta, backward=_sum_backward)
 def sum(input, dim=None, keepdim: bool = False, *, dtype=None):  # noqa: A001 - PyTorch's name
     """Sum over ``dim`` (all dims when None); integer and bool inputs sum to int64."""
     dims = reduce_dims(input, dim, "sum")
-    input = _cast(input, _integral_to_int64(input, dtype))
+    if dtype is not None or not input._dtype.is_floating_point:
+        input = _cast(input, _integral_to_int64(input, dtype))
     return apply(sum_op, input, dims=dims, keepdim=bool(keepdim))
 
 

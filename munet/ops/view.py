@@ -119,15 +119,15 @@ def _same_meta(x, **_):
 
 def _view_meta(geometry):
     def meta(x, **attrs):
-        shape, _, _ = geometry(tuple(x.shape), x.stride(), x.storage_offset(), **attrs)
-        return Meta(tuple(shape), x.dtype)
+        shape, _, _ = geometry(tuple(x._shape), x._stride, x._offset, **attrs)
+        return Meta(tuple(shape), x._dtype)
 
     return meta
 
 
 def _view_rule(geometry):
     def rule(x, **attrs):
-        return geometry(tuple(x.shape), x.stride(), x.storage_offset(), **attrs)
+        return geometry(tuple(x._shape), x._stride, x._offset, **attrs)
 
     return rule
 
@@ -235,8 +235,6 @@ view_op = define(
 
 
 def view(self, *shape):
-    from munet import _dtype as D
-
     if len(shape) == 1 and isinstance(shape[0], D.dtype):
         return _view_as_dtype(self, shape[0])
     shape = _shape_args(shape)
@@ -301,7 +299,7 @@ def _type_name(dtype) -> str:
 def _shape_args(shape) -> tuple:
     if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
         shape = tuple(shape[0])
-    return tuple(int(s) for s in shape)
+    return tuple([s if type(s) is int else int(s) for s in shape])
 
 
 def reshape(input, *shape):
@@ -363,7 +361,7 @@ def unsqueeze(input, dim: int):
 
 
 def _permute_geometry(shape, stride, offset, *, dims):
-    return tuple(shape[d] for d in dims), tuple(stride[d] for d in dims), offset
+    return tuple([shape[d] for d in dims]), tuple([stride[d] for d in dims]), offset
 
 
 def _permute_backward(ctx, grad):
@@ -396,10 +394,12 @@ def permute(input, *dims):
 
 
 def transpose(input, dim0: int, dim1: int):
-    n = input.ndim
+    n = len(input._shape)
     if n == 0:
         return input
     a, b = wrap_dim(dim0, n, "transpose"), wrap_dim(dim1, n, "transpose")
+    if n == 2:
+        return apply(permute_op, input, dims=(0, 1) if a == b else (1, 0))
     dims = list(range(n))
     dims[a], dims[b] = dims[b], dims[a]
     return apply(permute_op, input, dims=tuple(dims))
@@ -409,9 +409,10 @@ swapaxes = swapdims = transpose
 
 
 def t(input):
-    if input.ndim > 2:
-        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {input.ndim}D")
-    return transpose(input, 0, 1) if input.ndim == 2 else input
+    n = len(input._shape)
+    if n > 2:
+        raise RuntimeError(f"t() expects a tensor with <= 2 dimensions, but self is {n}D")
+    return apply(permute_op, input, dims=(1, 0)) if n == 2 else input
 
 
 def movedim(input, source, destination):
@@ -546,10 +547,17 @@ def basic_index_spec(shape, index) -> tuple | None:
     """Normalize a basic index (ints, slices, None, Ellipsis) to a spec; None if it is advanced."""
     if not isinstance(index, tuple):
         index = (index,)
-    index = tuple(basic_item(item) for item in index)
-    if any(item is ADVANCED for item in index):
-        return None
-    consumed = sum(1 for item in index if item is not None and item is not Ellipsis)
+    items = []
+    consumed = 0
+    for item in index:
+        if type(item) is not slice and type(item) is not int and item is not None and item is not Ellipsis:
+            item = basic_item(item)  # the common kinds above need no normalizing
+            if item is ADVANCED:
+                return None
+        if item is not None and item is not Ellipsis:
+            consumed += 1
+        items.append(item)
+    index = items
     if consumed > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
     spec = []

@@ -33,21 +33,22 @@ class CpuBackend:
         itemsize = np_dtype.itemsize
         if 0 in shape:
             offset = 0  # an empty view may start past the end of its storage, as in PyTorch
-        return np.ndarray(
-            shape, dtype=np_dtype, buffer=buffer, offset=offset * itemsize, strides=[s * itemsize for s in stride]
-        )
+        # positional arguments and a tuple of strides: keywords cost more than the view itself
+        return np.ndarray(shape, np_dtype, buffer, offset * itemsize, tuple([s * itemsize for s in stride]))
 
     def wrap(self, array, np_dtype):
         """A kernel result as ``(buffer, strides, data)``; copies only when it must."""
         if type(array) is not np.ndarray:
             array = np.asarray(array)
-        if array.dtype != np_dtype:
+        if array.dtype is not np_dtype and array.dtype != np_dtype:  # NumPy's builtin dtypes are singletons
             array = array.astype(np_dtype)
-        if not array.flags.writeable:
+        flags = array.flags
+        if not flags.writeable:
             array = array.copy()
-        if array.flags.c_contiguous:
+            flags = array.flags
+        if flags.c_contiguous:
             return array.reshape(-1), None, array
-        if array.flags.f_contiguous:
+        if flags.f_contiguous:
             itemsize = array.itemsize
             return array.ravel(order="K"), tuple(s // itemsize for s in array.strides), array
         array = np.ascontiguousarray(array)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from munet.backends.cpu import compiled_formula, special_functions
+from munet.backends.cpu.fp_errors import call_ignoring
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, upcast
 from munet.backends.cpu.registry import kernel
 from munet.ops._registry import DEFINE_HOOKS, OPS
@@ -34,11 +35,23 @@ def _compute(x):
 
 def operands(*args):
     """Compute-dtype arrays for all operands: Python numbers take the array operands' dtype."""
+    dtype = None
+    numbers = False
     for a in args:
-        if type(a) is not np.ndarray or a.dtype in LOW_PRECISION:
+        if type(a) is np.ndarray:
+            if a.dtype in LOW_PRECISION:
+                break
+            if dtype is None:
+                dtype = a.dtype
+        elif isinstance(a, np.ndarray):
             break
-    else:
-        return args  # the common case: arrays of one computable dtype, nothing to convert
+        elif a is not None:
+            numbers = True
+    else:  # the common cases: arrays of computable dtypes, maybe with Python numbers to convert
+        if not numbers:
+            return args
+        if dtype is not None:
+            return [a if a is None or type(a) is np.ndarray else scalar_operand(a, dtype) for a in args]
     args = [_compute(a) for a in args]
     dtype = next((a.dtype for a in args if isinstance(a, np.ndarray)), None)
     if dtype is None:
@@ -46,11 +59,17 @@ def operands(*args):
     return [a if isinstance(a, np.ndarray) or a is None else scalar_operand(a, dtype) for a in args]
 
 
+# the largest finite value of the float dtypes Python floats are converted to (no overflow below it)
+_FINITE_MAX = {np.dtype(np.float32): float(np.finfo(np.float32).max), np.dtype(np.float64): float("inf")}
+
+
 def scalar_operand(value, dtype):
     """A Python number as an operand of arrays of ``dtype`` (PyTorch's wrapping scalar conversion)."""
     if dtype.kind == "f" and type(value) is float:
+        if -_FINITE_MAX.get(dtype, 0.0) <= value <= _FINITE_MAX.get(dtype, 0.0):
+            return dtype.type(value)  # a NumPy scalar: NEP 50 keeps the array's dtype (and no overflow)
         with np.errstate(over="ignore"):
-            return dtype.type(value)  # a NumPy scalar: NEP 50 keeps the array's dtype
+            return dtype.type(value)
     if dtype.kind in "iu" and isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_)):
         bits = 8 * dtype.itemsize
         return np.array(int(value) & ((1 << bits) - 1), dtype=np.uint64).astype(dtype)
@@ -253,7 +272,7 @@ def render_python(expr) -> str:
 
 
 # scalar ops that never set a floating-point exception flag (NaN compares and selects quietly):
-# a formula of these alone runs without np.errstate, which costs more than a small kernel
+# a formula of these alone runs without silencing NumPy's floating-point errors (fp_errors.py)
 _QUIET = {"maximum", "minimum", "fmax", "fmin", "lt", "le", "gt", "ge", "eq", "ne", "logical_and", "logical_or",
           "logical_xor", "logical_not", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not", "neg", "abs",
           "copysign", "floor", "ceil", "trunc", "rint", "signbit", "isnan", "isinf", "where"}  # fmt: skip
@@ -272,7 +291,7 @@ def _quiet(e) -> bool:
 def _program(expr):
     """``run(args, out)`` for the formula's value ``expr``: always a new array or ``out`` itself.
 
-    ``run.quiet``: it sets no floating-point exception flag, so it needs no ``np.errstate``."""
+    ``run.quiet``: it sets no floating-point exception flag, so it needs no ``call_ignoring``."""
     run = _PythonRenderer().function(expr)[0]
     run.quiet = _quiet(expr)
     return run
@@ -316,10 +335,8 @@ class NumpyFormula:
         return [a if i in self.conditions else next(values) for i, a in enumerate(args)]
 
     def program(self, args, attrs):
-        try:
-            key = tuple([a.dtype for a in args])
-        except AttributeError:  # a missing optional argument (None)
-            key = tuple([getattr(a, "dtype", None) for a in args])
+        """The rendered ``run(args, out)`` for operands ``args`` (arrays, NumPy scalars, None)."""
+        key = tuple([None if a is None else a.dtype for a in args])  # None: a missing optional argument
         if attrs:
             key = (key, *attrs.items())
         run = self.programs.get(key)
@@ -336,15 +353,20 @@ class NumpyFormula:
         return self.formula([None if n is None else Arg(i, n) for i, n in enumerate(names)], compute, **attrs)
 
     def fresh(self, *args, **attrs):
-        result = compiled_formula.launch(self, args, attrs)
-        if result is not None:
-            return result
-        args = self.operands(args)
-        run = self.program(args, attrs)
+        bound = 1  # the operands' sizes multiplied: at least the result's, so small calls skip C at once
+        for a in args:
+            if type(a) is np.ndarray:
+                bound *= a.size
+        if bound >= compiled_formula.MIN_ELEMENTS:
+            result = compiled_formula.launch(self, args, attrs)
+            if result is not None:
+                return result
+        args = operands(*args) if not self.conditions else self.operands(args)
+        key = tuple([None if a is None else a.dtype for a in args])  # program(), inline: this is per op
+        run = self.programs.get((key, *attrs.items()) if attrs else key) or self.program(args, attrs)
         if run.quiet:
             return run(args, None)
-        with np.errstate(all="ignore"):
-            return run(args, None)
+        return call_ignoring(run, args, None)
 
     def into(self, out, *args, **attrs):
         if compiled_formula.launch(self, args, attrs, out) is not None:
@@ -353,9 +375,8 @@ class NumpyFormula:
         run = self.program(args, attrs)
         if run.quiet:
             run(args, out)
-            return
-        with np.errstate(all="ignore"):
-            run(args, out)
+        else:
+            call_ignoring(run, args, out)
 
     def inplace(self, out, *args, **attrs):
         self.into(out, out, *args, **attrs)

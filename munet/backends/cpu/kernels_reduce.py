@@ -45,7 +45,9 @@ def _line(shape_len: int, dim: int, n: int) -> np.ndarray:
 
 @kernel("sum")
 def sum_(x, *, dims, keepdim, dtype=None):
-    return _fresh(np.sum(x, axis=dims, keepdims=keepdim, dtype=acc_dtype(x)), x)
+    # the ufunc's own reduce: what np.sum calls, without its Python-level dispatch
+    out = np.add.reduce(x, axis=dims, dtype=acc_dtype(x), keepdims=keepdim)
+    return out if dims else _fresh(out, x)
 
 
 @kernel("nansum")
