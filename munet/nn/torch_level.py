@@ -30,7 +30,6 @@ __all__ = [
     "ctc_loss",
     "embedding",
     "embedding_bag",
-    "grid_sampler_2d",
     "gru",
     "gru_cell",
     "hinge_embedding_loss",
@@ -170,14 +169,6 @@ def constant_pad_nd(input, pad, value: float = 0):
 def adaptive_max_pool1d(input, output_size):
     """``torch.adaptive_max_pool1d``: always ``(output, indices)``."""
     return F.adaptive_max_pool1d(input, output_size, return_indices=True)
-
-
-def grid_sampler_2d(input, grid, interpolation_mode: int, padding_mode: int, align_corners: bool):
-    """``torch.grid_sampler_2d``: ``grid_sampler`` on a 4-D input (mode codes: bilinear 0, nearest 1;
-    zeros 0, border 1, reflection 2)."""
-    if input.ndim != 4:
-        raise RuntimeError(f"grid_sampler_2d: expected a 4-D input (N, C, H, W), got shape {list(input.shape)}")
-    return munet.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
 
 
 # recurrences -----------------------------------------------------------------------------------------
