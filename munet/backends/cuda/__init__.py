@@ -8,46 +8,9 @@ eager kernel table, filled by every ``kernels_*.py``). Nothing here imports CuPy
 See docs/cuda.md.
 """
 
+from munet.backends.cuda import sdp
 from munet.backends.cuda.flags import is_built, matmul
 from munet.backends.cuda.libraries import preferred_blas_library, preferred_linalg_library
-from munet.backends.cuda.sdp import (
-    SDPAParams,
-    SDPBackend,
-    can_use_cudnn_attention,
-    can_use_efficient_attention,
-    can_use_flash_attention,
-    cudnn_sdp_enabled,
-    enable_cudnn_sdp,
-    enable_flash_sdp,
-    enable_math_sdp,
-    enable_mem_efficient_sdp,
-    flash_sdp_enabled,
-    is_ck_sdpa_available,
-    is_flash_attention_available,
-    math_sdp_enabled,
-    mem_efficient_sdp_enabled,
-    sdp_kernel,
-)
+from munet.backends.cuda.sdp import *  # noqa: F403 - the attention switches, listed in sdp.__all__
 
-__all__ = [
-    "SDPAParams",
-    "SDPBackend",
-    "can_use_cudnn_attention",
-    "can_use_efficient_attention",
-    "can_use_flash_attention",
-    "cudnn_sdp_enabled",
-    "enable_cudnn_sdp",
-    "enable_flash_sdp",
-    "enable_math_sdp",
-    "enable_mem_efficient_sdp",
-    "flash_sdp_enabled",
-    "is_built",
-    "is_ck_sdpa_available",
-    "is_flash_attention_available",
-    "math_sdp_enabled",
-    "matmul",
-    "mem_efficient_sdp_enabled",
-    "preferred_blas_library",
-    "preferred_linalg_library",
-    "sdp_kernel",
-]
+__all__ = [*sdp.__all__, "is_built", "matmul", "preferred_blas_library", "preferred_linalg_library"]
