@@ -36,20 +36,24 @@ def conv_transpose_output_size(size: int, kernel: int, stride: int, pad: tuple, 
     return (size - 1) * stride - pad[0] - pad[1] + dilation * (kernel - 1) + 1 + out_pad
 
 
-def _conv_meta(x, w, *, stride, padding, dilation, groups, transposed, output_padding):
-    spatial_in = tuple(x.shape[2:])
-    kernel = tuple(w.shape[2:])
+def conv_output_spatial(spatial_in, kernel, stride, padding, dilation, transposed, output_padding) -> tuple:
+    """The output's spatial sizes of a convolution (or a transposed one): the one formula every
+    backend's convolution kernel sizes its result by."""
     if transposed:
-        channels = w.shape[1] * groups
-        spatial = tuple(
+        return tuple(
             conv_transpose_output_size(n, k, s, p, d, op)
             for n, k, s, p, d, op in zip(spatial_in, kernel, stride, padding, dilation, output_padding)
         )
-    else:
-        channels = w.shape[0]
-        spatial = tuple(
-            conv_output_size(n, k, s, p, d) for n, k, s, p, d in zip(spatial_in, kernel, stride, padding, dilation)
-        )
+    return tuple(
+        conv_output_size(n, k, s, p, d) for n, k, s, p, d in zip(spatial_in, kernel, stride, padding, dilation)
+    )
+
+
+def _conv_meta(x, w, *, stride, padding, dilation, groups, transposed, output_padding):
+    spatial_in = tuple(x.shape[2:])
+    kernel = tuple(w.shape[2:])
+    channels = w.shape[1] * groups if transposed else w.shape[0]
+    spatial = conv_output_spatial(spatial_in, kernel, stride, padding, dilation, transposed, output_padding)
     if any(n <= 0 for n in spatial):
         padded = tuple(n + p[0] + p[1] for n, p in zip(spatial_in, padding))
         raise RuntimeError(

@@ -25,6 +25,7 @@ from munet.backends.cuda import launch
 from munet.backends.cuda.registry import kernel
 from munet.backends.cuda.scalar_cuda import HEADER, PRELUDE, ctype, load, store
 from munet.backends.cuda.source import CudaSource, kernel_head
+from munet.ops.conv import conv_output_spatial
 
 BLOCK = 128
 DTYPES = ("float32", "float64", "float16", "bfloat16")
@@ -96,18 +97,8 @@ def convolution(rt, x, w, *, stride, padding, dilation, groups, transposed, outp
         raise DeviceError(f"convolution: {nd} spatial dims; the cuda kernel supports 1 to 3")
     n, cin = x.shape[:2]
     kernel_size, spatial_in = tuple(w.shape[2:]), tuple(x.shape[2:])
-    if transposed:
-        cg, og = cin // groups, w.shape[1]
-        spatial = tuple(
-            (size - 1) * s - p[0] - p[1] + d * (k - 1) + 1 + op
-            for size, k, s, p, d, op in zip(spatial_in, kernel_size, stride, padding, dilation, output_padding)
-        )
-    else:
-        cg, og = w.shape[1], w.shape[0] // groups
-        spatial = tuple(
-            (size + p[0] + p[1] - d * (k - 1) - 1) // s + 1
-            for size, k, s, p, d in zip(spatial_in, kernel_size, stride, padding, dilation)
-        )
+    cg, og = (cin // groups, w.shape[1]) if transposed else (w.shape[1], w.shape[0] // groups)
+    spatial = conv_output_spatial(spatial_in, kernel_size, stride, padding, dilation, transposed, output_padding)
     cout = og * groups
     out = rt.empty((n, cout, *spatial), copies.dtype_of(x))
     total = out.size

@@ -28,6 +28,7 @@ from munet.backends.vulkan.kernels_movement import LOWER_BOUND, sort_keys
 from munet.backends.vulkan.registry import kernel
 from munet.backends.vulkan.views import storage_type
 from munet.backends.vulkan.wgsl import PRELUDE, WORKGROUP, bindings
+from munet.ops.conv import conv_output_spatial
 
 TILE, DEPTH = 64, 16
 
@@ -271,18 +272,8 @@ def convolution(rt, x, w, *, stride, padding, dilation, groups, transposed, outp
     n, cin = x.shape[:2]
     kernel_size = tuple(w.shape[2:])
     spatial_in = tuple(x.shape[2:])
-    if transposed:
-        cg, og = cin // groups, w.shape[1]
-        spatial = tuple(
-            (size - 1) * s - p[0] - p[1] + d * (k - 1) + 1 + op
-            for size, k, s, p, d, op in zip(spatial_in, kernel_size, stride, padding, dilation, output_padding)
-        )
-    else:
-        cg, og = w.shape[1], w.shape[0] // groups
-        spatial = tuple(
-            (size + p[0] + p[1] - d * (k - 1) - 1) // s + 1
-            for size, k, s, p, d in zip(spatial_in, kernel_size, stride, padding, dilation)
-        )
+    cg, og = (cin // groups, w.shape[1]) if transposed else (w.shape[1], w.shape[0] // groups)
+    spatial = conv_output_spatial(spatial_in, kernel_size, stride, padding, dilation, transposed, output_padding)
     cout = og * groups
     out = new_view(rt, (n, cout, *spatial), x.dtype)
     if out.size == 0:
