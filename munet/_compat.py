@@ -84,6 +84,12 @@ CUDA_LEGACY_TYPES = {name: _legacy_type(name, t.dtype, "cuda") for name, t in LE
 _COMPLEX_TYPE_NAMES = {"complex64": "ComplexFloatTensor", "complex128": "ComplexDoubleTensor"}  # names, no types
 
 
+def legacy_type_name(dtype) -> str:
+    """PyTorch's legacy type name of ``dtype`` (``FloatTensor``, ``ComplexDoubleTensor``)."""
+    legacy = _BY_DTYPE.get(dtype)
+    return legacy.__name__ if legacy is not None else _COMPLEX_TYPE_NAMES[dtype.name]
+
+
 def _legacy_of_type_name(name: str) -> type:
     """The legacy type a name stands for: ``"torch.FloatTensor"``, ``"munet.cuda.LongTensor"``."""
     prefix, _, short = name.rpartition(".")
@@ -103,9 +109,7 @@ def tensor_type(self, dtype=None, non_blocking: bool = False):
     cuda type (``'torch.cuda.FloatTensor'``) also moves a tensor of another device type to cuda."""
     if dtype is None:
         where = "" if self.device.type == "cpu" else f"{self.device.type}."
-        legacy = _BY_DTYPE.get(self.dtype)
-        name = legacy.__name__ if legacy is not None else _COMPLEX_TYPE_NAMES[self.dtype.name]
-        return f"munet.{where}{name}"
+        return f"munet.{where}{legacy_type_name(self.dtype)}"
     if isinstance(dtype, str):
         dtype = _legacy_of_type_name(dtype)
     if isinstance(dtype, _LegacyTensorType):

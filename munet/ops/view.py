@@ -289,11 +289,9 @@ def _view_as_dtype(self, dtype):
 
 def _type_name(dtype) -> str:
     """PyTorch's scalar type name in view(dtype)'s messages (``Float``, ``Short``, ``BFloat16``)."""
-    return {
-        "float32": "Float", "float64": "Double", "float16": "Half", "bfloat16": "BFloat16", "int8": "Char",
-        "int16": "Short", "int32": "Int", "int64": "Long", "uint8": "Byte", "bool": "Bool",
-        "complex64": "ComplexFloat", "complex128": "ComplexDouble",
-    }.get(dtype.name, dtype.name)  # fmt: skip
+    from munet._compat import legacy_type_name
+
+    return legacy_type_name(dtype).removesuffix("Tensor")
 
 
 def _shape_args(shape) -> tuple:
