@@ -27,6 +27,7 @@ import queue
 import socket
 import struct
 import threading
+import time
 import zlib
 from collections import deque
 from datetime import timedelta
@@ -237,6 +238,9 @@ class TcpTransport:
             sock.close()
 
 
+_GONE_POLL_S = 0.5  # how often a waiting receive checks whether a member of its group died
+
+
 class TcpComm:
     """A group of ranks (``ranks``: their ranks in the job, in group order) on a TcpTransport."""
 
@@ -285,13 +289,28 @@ class TcpComm:
     def _recv(self, peer: int, tag: int, what: str, dtype) -> np.ndarray:
         request = self.transport.post(frozenset([self.ranks[peer]]), self.context, COLLECTIVE, tag, TcpRequest())
         seconds = self.timeout.total_seconds()
+        deadline = time.monotonic() + seconds
         try:
-            done = request.wait(seconds)
+            # in slices: a member that died while this rank waits on another one fails the
+            # collective at once (the one waited on may never send: it failed too)
+            while not (done := request.wait(min(_GONE_POLL_S, max(deadline - time.monotonic(), 0.0)))):
+                death = self._first_death()
+                if death is not None:
+                    raise DistBackendError(death)
+                if time.monotonic() >= deadline:
+                    break
         except DistBackendError as error:
-            raise DistBackendError(f"{what}: {error}") from None
+            # name the first member that died, not a rank that failed after it
+            raise DistBackendError(f"{what}: {self._first_death() or error}") from None
         if not done:
             raise DistBackendError(f"{what}: timed out after {seconds:g} s waiting for rank {self.ranks[peer]}")
         return np.frombuffer(request.payload, dtype=dtype)
+
+    def _first_death(self) -> str | None:
+        """How the first rank of this group that died went (the transport records deaths in order), or None."""
+        gone = self.transport._gone
+        first = next((r for r in list(gone) if r in self.ranks), None)
+        return None if first is None else f"rank {first} {gone[first]}"
 
     def _others(self):
         return [r for r in range(self.size()) if r != self._me]
