@@ -6,16 +6,19 @@ loaded libraries and called directly; ``OPENBLAS_NUM_THREADS`` only works before
 imported) and every later kernel launch passes ``n`` to its OpenMP team. The default is the count
 OpenBLAS started with (one per core unless ``OPENBLAS_NUM_THREADS``/``OMP_NUM_THREADS`` say less).
 
-The two pools take turns: MuNet runs a BLAS call and a generated kernel one after the other,
-never at once (a sequential handoff), and the idle threads of each pool sleep instead of spinning
-on the cores the other pool needs next: the generated kernels' OpenMP threads
-wait passively (``OMP_WAIT_POLICY=PASSIVE``, set here before libgomp is loaded) and OpenBLAS's
-threads sleep at once (``OPENBLAS_THREAD_TIMEOUT=4``, effective when ``munet`` is imported before
-NumPy: OpenBLAS reads it when it loads). A value the user set in the environment is kept. On a
-loaded machine two threads can still be slower than one (docs/perf/eager.md measures it). On
-a busy machine, fewer threads than cores avoids spin-waiting BLAS threads, which can make small
-matrix products two orders of magnitude slower. In a child forked from the process (a DataLoader
-worker) generated kernels run on one thread: libgomp's team does not survive ``fork``.
+BLAS and the generated kernels run on one pool where NumPy's OpenBLAS lets its caller run its
+jobs (OpenBLAS 0.3.28+, as in NumPy's wheels): OpenBLAS's parallel jobs then run on MuNet's OpenMP
+team (``munet._blas_threads``, installed with the first generated kernel), so no idle pool spins on
+the cores the other needs, whichever libgomp the process loaded first (PyTorch's, imported before
+MuNet, included). Where it cannot (another BLAS, no compiler, ``MUNET_BLAS_THREADS=openblas``) the
+two pools take turns: the generated kernels' OpenMP threads wait passively
+(``OMP_WAIT_POLICY=PASSIVE``, set here before libgomp is loaded) and OpenBLAS's threads sleep at
+once (``OPENBLAS_THREAD_TIMEOUT=4``, effective when ``munet`` is imported before NumPy: OpenBLAS
+reads it when it loads). A value the user set in the environment is kept. On a busy machine,
+fewer threads than cores avoids spin-waiting threads, which can make small matrix products two
+orders of magnitude slower. In a child forked from the process (a DataLoader worker) generated
+kernels run on one thread and OpenBLAS on its own threads: libgomp's team does not survive
+``fork``.
 """
 
 from __future__ import annotations
@@ -25,12 +28,10 @@ import functools
 import os
 import re
 
-# libgomp reads this when it is loaded (with the first generated kernel): idle OpenMP threads sleep
-# at once rather than spinning ~0.3 ms on cores that OpenBLAS's threads need next
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+from munet import _blas_threads
+
 # OpenBLAS reads this when NumPy loads it (so it takes effect when munet is imported before NumPy):
-# its idle threads sleep after 2**4 cycles instead of yielding in a loop for 2**28 (~0.1 s), which
-# kept a core busy through the generated kernels between two matrix products
+# its idle threads sleep after 2**4 cycles instead of yielding in a loop for 2**28 (~0.1 s)
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 _SETTERS = ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads", "openblas_set_num_threads64_",
@@ -39,30 +40,33 @@ _GETTERS = ("scipy_openblas_get_num_threads64_", "scipy_openblas_get_num_threads
             "openblas_get_num_threads")  # fmt: skip
 _budget: list = []  # [n] once known: the count every kernel launch reads without asking OpenBLAS
 _forked: list = []  # non-empty in a child forked from this process (see _after_fork)
+_shared: list = []  # [whether OpenBLAS runs its jobs on MuNet's team] once the first kernel asked
 
 
 def _after_fork() -> None:
     """GNU libgomp cannot start a team in a child forked after the parent used one (the child waits
     forever on threads that were not copied), so generated kernels run on one thread there, as
-    PyTorch's do; BLAS calls keep the budget."""
+    PyTorch's do, and BLAS calls go back to OpenBLAS's own threads (with the budget)."""
     _forked.append(True)
+    _blas_threads.uninstall()
 
 
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_after_fork)
+@functools.cache
+def _openblas_paths() -> tuple:
+    """The files of the OpenBLAS libraries loaded in this process (NumPy's)."""
+    import numpy  # noqa: F401 - makes sure NumPy's BLAS is loaded
+
+    try:
+        with open("/proc/self/maps") as f:
+            return tuple(sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", f.read()))))
+    except OSError:
+        return ()
 
 
 @functools.cache
 def _openblas():
     """The loaded OpenBLAS library's (setter, getter) (NumPy's), or None when it cannot be found."""
-    import numpy  # noqa: F401 - makes sure NumPy's BLAS is loaded
-
-    try:
-        with open("/proc/self/maps") as f:
-            paths = sorted(set(re.findall(r"(/\S*openblas\S*\.so\S*)", f.read())))
-    except OSError:
-        return None
-    for path in paths:
+    for path in _openblas_paths():
         try:
             lib = ctypes.CDLL(path)
         except OSError:
@@ -106,4 +110,16 @@ def kernel_threads() -> int:
     child); cheap to call."""
     if _forked:
         return 1
+    if not _shared:  # the first generated kernel: BLAS joins its team from now on
+        _shared.append(_blas_threads.install(_openblas_paths()))
     return _budget[0] if _budget else get_num_threads()
+
+
+# libgomp reads this when it is loaded (with the first generated kernel). With one pool its threads
+# keep libgomp's default (spin briefly, then sleep); with two, idle OpenMP threads sleep at once
+# rather than spinning ~0.3 ms on cores that OpenBLAS's threads need next
+if not _blas_threads.possible(_openblas_paths()):
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)

@@ -110,15 +110,79 @@ def _compiled_in_child(array):
     return _COMPILED(munet.tensor(array)).numpy()
 
 
+def _in_a_fresh_process(code: str, **env) -> str:
+    base = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT", "MUNET_BLAS_THREADS")
+    }
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={**base, **env}, cwd=ROOT,
+                         timeout=300, check=True)  # fmt: skip
+    return out.stdout
+
+
 def test_idle_pool_threads_sleep_unless_the_user_chose_otherwise():
-    """Importing munet (before NumPy) sets the pools' wait policies; a value in the environment stays."""
-    code = "import os, munet; print(os.environ['OMP_WAIT_POLICY'], os.environ['OPENBLAS_THREAD_TIMEOUT'])"
-    env = {k: v for k, v in os.environ.items() if k not in ("OMP_WAIT_POLICY", "OPENBLAS_THREAD_TIMEOUT")}
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
-    assert out.stdout.split() == ["PASSIVE", "4"]
-    env["OMP_WAIT_POLICY"] = "ACTIVE"
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=ROOT, check=True)
-    assert out.stdout.split() == ["ACTIVE", "4"]
+    """Importing munet (before NumPy) sets OpenBLAS's timeout; OpenMP threads wait passively only where
+    BLAS keeps a pool of its own (here: MUNET_BLAS_THREADS=openblas); a value in the environment stays."""
+    from munet import _blas_threads, _threads
+
+    code = "import os, munet; print(os.environ.get('OMP_WAIT_POLICY', '-'), os.environ['OPENBLAS_THREAD_TIMEOUT'])"
+    shared = _blas_threads.possible(_threads._openblas_paths())
+    assert _in_a_fresh_process(code).split() == ["-" if shared else "PASSIVE", "4"]
+    assert _in_a_fresh_process(code, MUNET_BLAS_THREADS="openblas").split() == ["PASSIVE", "4"]
+    assert _in_a_fresh_process(code, OMP_WAIT_POLICY="ACTIVE").split() == ["ACTIVE", "4"]
+
+
+_BLAS_ON_THE_TEAM = """
+import numpy as np, munet
+from munet import _blas_threads
+rng = np.random.default_rng(0)
+a, b = rng.standard_normal((300, 400), np.float32), rng.standard_normal((400, 500), np.float32)
+m = rng.standard_normal((200, 200)) + 200 * np.eye(200)
+before, solved = a @ b, np.linalg.solve(m, np.ones(200))
+munet.sigmoid(munet.randn(1 << 17)).numpy()  # the first generated kernel installs the callback
+print(_blas_threads.installed())
+assert np.array_equal(a @ b, before) and np.array_equal(np.linalg.solve(m, np.ones(200)), solved)
+print(np.array_equal(munet.tensor(a) @ munet.tensor(b), before))
+"""
+
+
+@pytest.mark.skipif(not munet.backends.openmp.is_available(), reason="no C compiler with OpenMP")
+@pytest.mark.parametrize("limit", [None, "1"])
+def test_blas_jobs_run_on_the_kernels_team_and_give_the_same_bits(limit):
+    """With NumPy's OpenBLAS, the first generated kernel hands OpenBLAS's parallel jobs to MuNet's
+    OpenMP team; products and LAPACK solves give the bits OpenBLAS's own threads gave. Under
+    OMP_THREAD_LIMIT=1 a team of two cannot be had and the jobs get a thread each (no deadlock)."""
+    from munet import _blas_threads, _threads
+
+    if not _blas_threads.possible(_threads._openblas_paths()):
+        pytest.skip("NumPy's BLAS has no thread callback")
+    env = {"OPENBLAS_NUM_THREADS": "2"} | ({"OMP_THREAD_LIMIT": limit} if limit else {})
+    assert _in_a_fresh_process(_BLAS_ON_THE_TEAM, **env).split() == ["True", "True"]
+    assert _in_a_fresh_process(_BLAS_ON_THE_TEAM, MUNET_BLAS_THREADS="openblas", **env).split() == ["False", "True"]
+
+
+def test_a_forked_child_runs_blas_on_openblas_threads():
+    """After fork the callback is unregistered: libgomp's team would hang in the child."""
+    import multiprocessing
+
+    before = munet.get_num_threads()
+    munet.set_num_threads(2)
+    try:
+        munet.sigmoid(munet.randn(1 << 17)).numpy()
+        a = np.random.default_rng(0).standard_normal((512, 512), np.float32)
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            installed, product = pool.apply_async(_matmul_in_child, (a,)).get(timeout=120)
+        assert not installed
+        np.testing.assert_array_equal(product, a @ a)
+    finally:
+        munet.set_num_threads(before)
+
+
+def _matmul_in_child(array):
+    from munet import _blas_threads
+
+    return _blas_threads.installed(), array @ array
 
 
 @pytest.fixture
