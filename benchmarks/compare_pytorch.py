@@ -1,14 +1,15 @@
 """One training step of MLP, CNN and GPT in MuNet eager, MuNet compiled, PyTorch eager and torch.compile.
 
-Everything runs in one process with the same BLAS thread count for both libraries
-(OPENBLAS_NUM_THREADS for NumPy, torch.set_num_threads for PyTorch). Prints ms/step (median
+Everything runs in one process. Without ``--threads`` each library runs at its default thread count
+(one per core: what users run); ``--threads N`` gives both N (OPENBLAS_NUM_THREADS and
+``munet.set_num_threads`` for MuNet, ``torch.set_num_threads`` for PyTorch). Prints ms/step (median
 of the timed steps after warm-up), ratios against MuNet compiled (the default
 ``munet.compile``; "munet unfused" is ``munet.compile(fuse=False)``: memory plan, no fusion), and the *GEMM floor*: the
 step's GEMMs (forward and backward, counted from the layer shapes below) timed one by one as
 NumPy float32 matmuls at those shapes, i.e. what the step would cost if it did nothing but
 its matrix products at NumPy's BLAS speed.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compare_pytorch.py [--quick] [--threads 1]
+    .venv/bin/python benchmarks/compare_pytorch.py [--quick] [--threads 1]
         [--steps 20] [--warmup 5] [--only mlp,cnn,gpt]
 
 torch.compile needs a working C++ compiler (inductor); when it fails, the error is printed
@@ -20,8 +21,8 @@ from __future__ import annotations
 import os
 import sys
 
-_THREADS = sys.argv[sys.argv.index("--threads") + 1] if "--threads" in sys.argv else "1"
-os.environ.setdefault("OPENBLAS_NUM_THREADS", _THREADS)
+if "--threads" in sys.argv:  # before NumPy loads OpenBLAS
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", sys.argv[sys.argv.index("--threads") + 1])
 
 import argparse
 import platform
@@ -238,16 +239,18 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="5 timed steps after 2 warm-up steps")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--warmup", type=int, default=5)
-    parser.add_argument("--threads", type=int, default=int(_THREADS))
+    parser.add_argument("--threads", type=int, default=None, help="both libraries' thread count (default: theirs)")
     parser.add_argument("--only", default="mlp,cnn,gpt")
     args = parser.parse_args()
     steps, warmup = (5, 2) if args.quick else (args.steps, args.warmup)
-    torch.set_num_threads(args.threads)
-    munet.set_num_threads(args.threads)
+    if args.threads is not None:
+        torch.set_num_threads(args.threads)
+        munet.set_num_threads(args.threads)
+    threads = f"munet {munet.get_num_threads()}, torch {torch.get_num_threads()}"
     load = os.getloadavg()
     print(
         f"# {time.strftime('%Y-%m-%d %H:%M:%S %Z')}  {platform.processor() or platform.machine()}"
-        f"  cores={os.cpu_count()}  threads={args.threads}  load={load[0]:.1f},{load[1]:.1f},{load[2]:.1f}"
+        f"  cores={os.cpu_count()}  threads: {threads}  load={load[0]:.1f},{load[1]:.1f},{load[2]:.1f}"
     )
     print(f"# torch {torch.__version__}, numpy {np.__version__}, median of {steps} steps after {warmup} warm-up")
     for name in args.only.split(","):
