@@ -14,15 +14,19 @@ Which PyTorch names count (``public_names``):
   ``logging.log``, plain ``int`` constants) are imports, not API, and are left out;
 - names in ``DENIED`` (internal or deprecated, each with its reason) are left out.
 
-A counted name is present in MuNet when the matching MuNet object exists and, where a probe in
-``PROBES`` exercises it, the probe runs without raising: a name that exists and raises
-``NotImplementedError`` is not an API.
+A counted name is present in MuNet when the matching MuNet object exists, is not a function that
+only raises (``only_raises``; such names are listed in ``REFUSED`` with the reason) and, where a
+probe in ``PROBES`` exercises it, the probe runs without raising: a name that exists and raises is
+not an API.
 """
 
 from __future__ import annotations
 
+import ast
 import fnmatch
 import importlib
+import inspect
+import textwrap
 import types
 import warnings
 
@@ -115,8 +119,42 @@ DENIED = (
     ("linalg", "Tensor", "re-export of torch.Tensor"),
     ("linalg", "common_notes", "docstring fragments"),
     ("testing", "assert_allclose", "deprecated for testing.assert_close"),
+    ("autograd", "variable", "removed from PyTorch: it only raises, pointing to torch.tensor"),
     ("distributed", "reduce_op", "deprecated for distributed.ReduceOp"),
 )
+
+
+# "namespace:name" -> why. Names MuNet defines only to refuse them with a clear error (their
+# function's body is a single ``raise``, see ``only_raises``): they do not count, and are listed with
+# the reason. tests/test_pytorch_coverage.py checks that every counted name whose MuNet function only
+# raises is here, and that each entry still only raises.
+REFUSED = {
+    "jit:save": "MuNet writes no TorchScript archives (munet.save writes a module's state dict)",
+    "jit:load": "MuNet reads no TorchScript archives (munet.load reads state dicts and torch.save checkpoints)",
+}
+
+
+def only_raises(obj) -> bool:
+    """Whether ``obj`` is a Python function whose body, after its docstring, is one ``raise``: a
+    name that exists only to refuse. Classes, builtins and lambdas are not judged (False)."""
+    func = inspect.unwrap(obj) if callable(obj) else obj
+    if not inspect.isfunction(func):
+        return False
+    try:
+        tree = ast.parse(textwrap.dedent(inspect.getsource(func)))
+    except (OSError, TypeError, SyntaxError):  # no source (generated code) or a lambda inside an expression
+        return False
+    node = tree.body[0] if tree.body else None
+    if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return False
+    body = node.body
+    if (
+        isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
+        body = body[1:]
+    return len(body) == 1 and isinstance(body[0], ast.Raise)
 
 
 def _torch_object(torch, namespace: str):
@@ -276,6 +314,8 @@ PROBES = {
     "nn.utils:clip_grad_norm_": lambda m: m.nn.utils.clip_grad_norm_([m.nn.Parameter(m.ones(2))], 1.0),
     "linalg:svd": lambda m: m.linalg.svd(_probe_tensor()),
     "linalg:eigh": lambda m: m.linalg.eigh(m.eye(3)),
+    "linalg:eig": lambda m: m.linalg.eig(m.eye(3)),
+    "linalg:eigvals": lambda m: m.linalg.eigvals(m.eye(3)),
     "torch:vmap": lambda m: m.vmap(m.dot, in_dims=(0, None))(m.ones(2, 3), m.ones(3)),
     "linalg:solve": lambda m: m.linalg.solve(m.eye(3), m.ones(3)),
     "fft:rfft": lambda m: m.fft.rfft(m.ones(8)),
@@ -354,12 +394,26 @@ def _probe_store(store) -> None:
         raise AssertionError("the store gave other results than PyTorch's")
 
 
+def _path(namespace: str, name: str) -> str:
+    return name if namespace == "torch" else f"{namespace}.{name}"
+
+
+def refusing_names(torch) -> set[str]:
+    """``"namespace:name"`` of the counted names whose MuNet function only raises (``only_raises``)."""
+    return {
+        f"{namespace}:{name}"
+        for namespace in NAMESPACES
+        for name in public_names(torch, namespace)
+        if only_raises(_munet_object(_path(namespace, name)))
+    }
+
+
 def munet_has(namespace: str, name: str) -> bool:
     """Whether MuNet has ``name`` working in ``namespace`` (exists and passes its probe, if any)."""
     import munet
 
-    path = name if namespace == "torch" else f"{namespace}.{name}"
-    if _munet_object(path) is _ABSENT:
+    obj = _munet_object(_path(namespace, name))
+    if obj is _ABSENT or f"{namespace}:{name}" in REFUSED or only_raises(obj):
         return False
     probe = PROBES.get(f"{namespace}:{name}")
     if probe is None:
@@ -411,7 +465,8 @@ def render_pytorch_coverage() -> str:
         "names that are modules, names imported from outside torch, and the internal or deprecated",
         "names listed at the end with their reasons. A name is present when MuNet has it under the",
         "same path and, for the names with a behaviour probe in `munet/_pytorch_coverage.py`, the",
-        "probe runs: a name that exists and raises does not count.",
+        "probe runs: a name that exists and raises does not count, and neither does one whose MuNet",
+        "function only raises (listed under Refused with the reason).",
         "",
         f"**Overall: {have} of {total} ({_percent(have, total)}).**",
         "",
@@ -429,6 +484,10 @@ def render_pytorch_coverage() -> str:
     lines += ["", "## Left out", "", "| namespace | names | reason |", "|---|---|---|"]
     for ns, patterns, reason in DENIED:
         lines.append(f"| `{ns}` | " + ", ".join(f"`{glob}`" for glob in patterns.split()) + f" | {reason} |")
+    lines += ["", "## Refused", "", "| namespace | name | reason |", "|---|---|---|"]
+    for key, reason in REFUSED.items():
+        ns, name = key.split(":")
+        lines.append(f"| `{ns}` | `{name}` | {reason} |")
     return "\n".join(lines) + "\n"
 
 

@@ -55,3 +55,27 @@ def test_a_name_that_raises_does_not_count(monkeypatch):
 
 def test_every_probe_names_a_counted_namespace():
     assert {key.split(":")[0] for key in _pytorch_coverage.PROBES} <= set(_pytorch_coverage.NAMESPACES)
+
+
+def test_a_function_that_only_raises_does_not_count(monkeypatch):
+    import munet
+
+    def refuse(input, other):
+        """Documented, but it only refuses."""
+        raise RuntimeError("add: refused")
+
+    monkeypatch.setattr(munet, "add", refuse)
+    assert _pytorch_coverage.only_raises(refuse) and not _pytorch_coverage.munet_has("torch", "add")
+    assert not _pytorch_coverage.only_raises(munet.sub) and _pytorch_coverage.munet_has("torch", "sub")
+    assert not _pytorch_coverage.only_raises(munet.Tensor) and not _pytorch_coverage.only_raises(len)
+
+
+def test_every_counted_name_that_only_raises_is_listed_as_refused():
+    """A refusal needs its reason in REFUSED, and each entry there must still only refuse."""
+    torch = _torch_2_13()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        refusing = _pytorch_coverage.refusing_names(torch)
+    assert refusing == set(_pytorch_coverage.REFUSED)
+    for key in _pytorch_coverage.REFUSED:
+        assert not _pytorch_coverage.munet_has(*key.split(":"))

@@ -997,6 +997,7 @@ NOT_EXPORTED = {
     **dict.fromkeys(
         [
             "linalg_cholesky_ex",
+            "linalg_eig",
             "linalg_eigh",
             "linalg_lu_factor_ex",
             "linalg_lu_permutation",

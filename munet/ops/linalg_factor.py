@@ -13,9 +13,9 @@ with public ops, derived from the factorization's differential:
 - ``svd`` and ``eigh``: the eigenvector terms divide by ``s_j^2 - s_i^2`` (``l_j - l_i``), so the
   gradient is finite only for distinct singular values (eigenvalues), as in PyTorch.
 
-There are no complex dtypes in MuNet, so results are real and ``eig``/``eigvals`` (whose results
-are complex) raise. No backend other than the CPU has kernels for these ops: on vulkan they raise
-``DeviceError`` naming the op and the device (docs/linalg.md).
+Inputs and results are real (float32, float64); the eigendecomposition of a general matrix, whose
+results are complex, is ``linalg_eig.py``. No backend other than the CPU has kernels for these ops: on
+vulkan they raise ``DeviceError`` naming the op and the device (docs/linalg.md).
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from munet.ops.movement import cat, diag_embed, diagonal, tril, triu
 
 __linalg__ = [
     "solve_triangular", "cholesky", "cholesky_ex", "lu_factor", "lu_factor_ex", "lu", "qr", "svd", "svdvals",
-    "eigh", "eigvalsh", "eig", "eigvals", "LinAlgError",
+    "eigh", "eigvalsh", "LinAlgError",
 ]  # fmt: skip
 __all__ = ["lu_unpack"]
 
@@ -43,6 +43,11 @@ def check_matrix(op: str, A, role: str = "A", square: bool = False) -> None:
     if A.ndim < 2:
         raise RuntimeError(f"{op}: The input tensor {role} must have at least 2 dimensions.")
     if A.dtype not in (D.float32, D.float64):
+        if A.dtype.is_complex:
+            raise RuntimeError(
+                f"{op}: {A.dtype.name} input is not supported (in munet.linalg only eig and eigvals take "
+                "complex matrices)"
+            )
         if A.dtype in (D.float16, D.bfloat16):
             raise RuntimeError(f"{op}: Low precision dtypes not supported. Got {A.dtype.name}")
         raise RuntimeError(f"{op}: Expected a floating point or complex tensor as input. Got {A.dtype.name}")
@@ -520,22 +525,6 @@ def eigh(A, UPLO: str = "L", *, out=None):  # noqa: N803 - PyTorch's argument na
 def eigvalsh(A, UPLO: str = "L", *, out=None):  # noqa: N803 - PyTorch's argument name
     """The eigenvalues of symmetric ``A``, ascending."""
     return outs(apply(eigh_op, A, UPLO=UPLO)[0], out)
-
-
-def _no_complex(op: str):
-    def refuse(A, *, out=None):
-        raise RuntimeError(
-            f"{op}: the eigenvalues and eigenvectors of a general matrix are complex, and MuNet has no complex "
-            "tensors; for a symmetric matrix use linalg.eigh / linalg.eigvalsh"
-        )
-
-    refuse.__name__ = op.split(".")[-1]
-    refuse.__doc__ = f"``{op}`` is not supported: its results are complex tensors, which MuNet does not have."
-    return refuse
-
-
-eig = _no_complex("linalg.eig")
-eigvals = _no_complex("linalg.eigvals")
 
 
 def outs(result, out):

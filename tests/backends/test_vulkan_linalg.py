@@ -54,6 +54,8 @@ def test_composites_match_cpu(vulkan, fn, shapes):
         (LA.qr, "linalg_qr"),
         (LA.svd, "linalg_svd"),
         (LA.eigh, "linalg_eigh"),
+        (LA.eig, "linalg_eig"),
+        (LA.eigvals, "linalg_eig"),
         (LA.lu_factor, "linalg_lu_factor_ex"),
         (LA.inv, "linalg_lu_factor_ex"),
         (LA.det, "linalg_det"),

@@ -1,4 +1,4 @@
-"""CPU kernels of the factorizations: NumPy's LAPACK (cholesky, qr, svd, eigh, det) where NumPy
+"""CPU kernels of the factorizations: NumPy's LAPACK (cholesky, qr, svd, eigh, eig, det) where NumPy
 has the routine; LU with partial pivoting (blocked, as LAPACK's) and triangular substitution,
 which NumPy lacks, as loops over the columns with every step vectorized over the batch (and the
 right-hand sides)."""
@@ -160,6 +160,25 @@ def eigh(a, *, UPLO):  # noqa: N803 - PyTorch's argument name
             "linalg.eigh: The algorithm failed to converge because the input matrix is ill-conditioned or has too "
             "many repeated eigenvalues"
         ) from None
+
+
+@kernel("linalg_eig")
+def eig(a):
+    """LAPACK's geev: complex results in the input's precision, unit-norm eigenvector columns."""
+    a = np.asarray(a)
+    dtype = np.result_type(a.dtype, np.complex64)
+    if a.size == 0:
+        return np.zeros(a.shape[:-1], dtype), np.zeros(a.shape, dtype)
+    if not np.isfinite(a).all():
+        raise RuntimeError("linalg.eig: input tensor should not contain infs or NaNs.")
+    try:
+        values, vectors = np.linalg.eig(a)
+    except np.linalg.LinAlgError:
+        raise RuntimeError(
+            "linalg.eig: The algorithm failed to converge because the input matrix is ill-conditioned or has too "
+            "many repeated eigenvalues"
+        ) from None
+    return values.astype(dtype, copy=False), vectors.astype(dtype, copy=False)
 
 
 @kernel("linalg_matrix_exp")
