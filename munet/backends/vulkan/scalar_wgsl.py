@@ -47,7 +47,7 @@ _FORMS = {
         "neg": "(-{0})",
         "abs": "abs({0})",
         "exp": "exp_f({0})",
-        "exp2": "exp2({0})",
+        "exp2": "exp2_f({0})",
         "expm1": "expm1_f({0})",
         "log": "log_f({0})",
         "log2": "log2_f({0})",

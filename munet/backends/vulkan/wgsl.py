@@ -39,11 +39,21 @@ fn exp_f(x: f32) -> f32 {
   if (x > 88.7228394) { return inf_f(); }
   if (x < -103.972084) { return 0.0; }
   let n = round(x * 1.44269502);
-  let r = (x - n * 0.693145751953125) - n * 1.42860677e-06;
+  return exp_scaled((x - n * 0.693145751953125) - n * 1.42860677e-06, i32(n));
+}
+// exp2: x = n + r exactly, exp(r ln2) with r ln2 rounded (0.35 ulp more), exact at integers
+fn exp2_f(x: f32) -> f32 {
+  if (isnan_f(x)) { return x; }
+  if (x >= 128.0) { return inf_f(); }
+  if (x < -150.0) { return 0.0; }
+  let n = round(x);
+  return exp_scaled((x - n) * 0.693147182, i32(n));
+}
+// exp(r) 2^k for |r| <= 0.347, k in [-150, 128]: the power of two in two factors, each a normal f32
+fn exp_scaled(r: f32, k: i32) -> f32 {
   var p = 1.98412698e-04;
   p = p * r + 1.38888889e-03; p = p * r + 8.33333333e-03; p = p * r + 4.16666667e-02;
   p = p * r + 0.166666667; p = p * r + 0.5; p = p * r + 1.0; p = p * r + 1.0;
-  let k = i32(n);
   let h = k / 2;
   return p * bitcast<f32>(u32(h + 127) << 23u) * bitcast<f32>(u32(k - h + 127) << 23u);
 }
@@ -105,7 +115,7 @@ fn pow_f(a: f32, b: f32) -> f32 {
   if (a < 0.0 && b != trunc(b)) { return nan_f(); }
   let m = abs(a);
   var r: f32;
-  if (m == 0.0) { r = select(inf_f(), 0.0, b > 0.0); } else { r = exp2(b * log2(m)); }
+  if (m == 0.0) { r = select(inf_f(), 0.0, b > 0.0); } else { r = exp2_f(b * log2_f(m)); }
   let odd = abs(b) < 16777216.0 && b == trunc(b) && fract(b * 0.5) != 0.0;
   if ((bitcast<u32>(a) & 0x80000000u) != 0u && odd) { r = -r; }
   return r;
