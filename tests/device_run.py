@@ -69,25 +69,9 @@ HOST_ONLY = {
 }
 
 
-# Known gaps of the vulkan kernels (2026-12-02, open): (test function, (parameter, value)) -> what
-# differs. Only those cases skip; the function's other cases still run on the device.
-_FLOAT_PARTS = "known vulkan gap: frexp/nextafter on float32 are not bit-exact with the cpu on vulkan yet"
-_ACCURACY = "known vulkan gap: its float32 result on vulkan is less accurate than the cpu's and torch's"
-KNOWN_GAPS = {
-    ("test_frexp_exact", ("dtype", "float32")): _FLOAT_PARTS,
-    ("test_nextafter_exact", ("dtype", "float32")): _FLOAT_PARTS,
-    ("test_float32_as_close_as_torch", ("name", "igamma")): _ACCURACY,
-    ("test_float32_as_close_as_torch", ("name", "igammac")): _ACCURACY,
-    ("test_float32_as_close_as_torch", ("name", "modified_bessel_i1")): _ACCURACY,
-}
-
-
 def run_on_device(fn, kwargs: dict, device, monkeypatch) -> None:
     """Call ``fn(**kwargs)`` on ``device`` as described above (``monkeypatch`` undoes the patches)."""
-    reason = HOST_ONLY.get(fn.__name__) or next(
-        (why for (name, (key, value)), why in KNOWN_GAPS.items() if name == fn.__name__ and kwargs.get(key) == value),
-        None,
-    )
+    reason = HOST_ONLY.get(fn.__name__)
     if reason is not None:
         pytest.skip(f"on {device}: {reason}")
     backend = munet._device.get_backend(munet.device(device))

@@ -971,6 +971,10 @@ NOT_EXPORTED = {
         ["erfcx", "geqrf", "igamma", "igammac"], "has no ONNX operator or exact composition in ONNX's operators yet"
     ),
     **dict.fromkeys(
+        ["frexp_exponent", "frexp_mantissa", "nextafter"],
+        "reads a float's bits (exact on subnormals); ONNX has no operator for them",
+    ),
+    **dict.fromkeys(
         ["bernoulli", "exponential", "multinomial", "normal", "normal_tensor", "randint", "randperm", "uniform"],
         "draws random numbers (ONNX's random ops do not reproduce MuNet's generator)",
     ),

@@ -94,6 +94,12 @@ SCALAR_OPS = {
     "signbit": ScalarOp(1, (FLOAT,), "bool"),
     "isnan": ScalarOp(1, (FLOAT,), "bool"),
     "isinf": ScalarOp(1, (FLOAT,), "bool"),
+    # the binary parts of a float, exact for every value (subnormals too): C99's frexp as two ops, the
+    # exponent as a float of the operand's dtype (0 with mantissa x for zeros, infinities and NaN), and
+    # C99's nextafter (y where x == y, NaN where either is NaN)
+    "frexp_mantissa": ScalarOp(1, (FLOAT,)),
+    "frexp_exponent": ScalarOp(1, (FLOAT,)),
+    "nextafter": ScalarOp(2, (FLOAT,)),
     "cast": ScalarOp(1, _ANY, "cast"),  # float -> int truncates; -> bool is != 0 (NaN is true)
     "where": ScalarOp(3, _ANY),  # where(condition: bool, a, b)
 }

@@ -64,3 +64,44 @@ def test_a_fractional_integer_literal_truncates_as_the_cpu_renderer_casts():
     half = Apply("mul", (Arg(0, "i32"), Const(-2.5, "i32")), "i32")
     assert "(a * i32(-2))" in render_wgsl_function(half, ["i32"])
     assert "(a * 0.5f)" in render_wgsl_function(Apply("mul", (Arg(0, "f32"), Const(0.5, "f32")), "f32"), ["f32"])
+
+
+def _ulps(got, reference):
+    """|got - reference| in units of the float32 spacing at the correctly rounded reference."""
+    spacing = np.spacing(np.abs(reference.astype(np.float32))).astype(np.float64)
+    return np.abs(got.astype(np.float64) - reference) / spacing
+
+
+_RNG = np.random.default_rng(7)
+# inputs over each function's float32 range where results are normal (lavapipe flushes subnormals)
+ACCURACY_CASES = {
+    "exp": (np.exp, _RNG.uniform(-87, 88.7, 20000)),
+    "exp2": (np.exp2, _RNG.uniform(-126, 127.9, 20000)),
+    "expm1": (np.expm1, np.concatenate([_RNG.uniform(-1.5, 1.5, 20000), _RNG.uniform(-20, 60, 2000)])),
+    "log": (np.log, np.concatenate([np.exp(_RNG.uniform(-87, 88, 20000)), _RNG.uniform(0.5, 2, 20000)])),
+    "log2": (np.log2, np.concatenate([np.exp(_RNG.uniform(-87, 88, 20000)), _RNG.uniform(0.5, 2, 20000)])),
+    "log1p": (np.log1p, np.concatenate([_RNG.uniform(-0.99, 3, 20000), _RNG.uniform(-1e-3, 1e-3, 2000)])),
+}
+# the error bounds derived in munet/backends/vulkan/wgsl.py (PRELUDE), rounded up to whole ulps
+ACCURACY_ULPS = {"exp": 2, "exp2": 2, "expm1": 4, "log": 2, "log2": 2, "log1p": 4}
+
+
+@pytest.mark.parametrize("name", sorted(ACCURACY_CASES))
+def test_exp_and_log_are_within_their_derived_error_bounds(name, vulkan):
+    reference_fn, x = ACCURACY_CASES[name]
+    x = x.astype(np.float32)
+    got = getattr(munet, name)(munet.tensor(x).to(vulkan)).cpu().numpy()
+    errors = _ulps(got, reference_fn(x.astype(np.float64)))
+    worst = int(np.argmax(errors))
+    assert errors[worst] <= ACCURACY_ULPS[name], f"{name}({x[worst]!r}) = {got[worst]!r}: {errors[worst]:.2f} ulp"
+
+
+def test_exp2_of_an_integer_and_log_of_a_subnormal_are_exact(vulkan):
+    n = np.arange(-126, 128).astype(np.float32)
+    got = munet.exp2(munet.tensor(n).to(vulkan)).cpu().numpy()
+    np.testing.assert_array_equal(got, np.ldexp(np.float32(1), n.astype(np.int32)))  # NumPy's exp2(127) is an ulp off
+    tiny = np.float32([1e-45, 1e-40, 2.0**-140, -1e-45])
+    got = munet.log(munet.tensor(tiny).to(vulkan)).cpu().numpy()
+    want = np.log(tiny.astype(np.float64))
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    assert np.max(_ulps(got[:3], want[:3])) <= ACCURACY_ULPS["log"]

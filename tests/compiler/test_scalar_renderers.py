@@ -38,7 +38,7 @@ BOOLS = [False, True]
 # float ops NumPy and C both compute exactly (IEEE, or exact by construction): compared bit for bit
 EXACT = {"add", "sub", "mul", "div", "floor_divide", "fmod", "copysign", "maximum", "minimum", "fmax", "fmin",
          "neg", "abs", "sqrt", "floor", "ceil", "trunc", "rint", "signbit", "isnan", "isinf", "where", "cast",
-         "lt", "le", "gt", "ge", "eq", "ne"}  # fmt: skip
+         "lt", "le", "gt", "ge", "eq", "ne", "frexp_mantissa", "frexp_exponent", "nextafter"}  # fmt: skip
 TIES = {"maximum", "minimum", "fmax", "fmin"}  # which zero a -0.0/0.0 tie gives is unspecified
 C_DTYPES = {FLOAT: ("f32", "f64"), INT: ("i64",), BOOL: ("bool",)}
 NP_DTYPES = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32, "bool": np.bool_}
@@ -231,3 +231,43 @@ def test_c_float32_erf_is_within_an_ulp_of_the_exact_value(tmp_path, monkeypatch
     ulps = np.abs(got.astype(np.float64) - want) / np.spacing(np.abs(want).astype(np.float32)).astype(np.float64)
     assert ulps.max() <= 1.0
     np.testing.assert_array_equal(np.signbit(got), np.signbit(x))
+
+
+# the float-parts ops on subnormals and at the edges of the float32 range, where float arithmetic
+# on a driver that flushes subnormals would be wrong: every renderer agrees with NumPy bit for bit
+PARTS = np.float32([1e-45, -1e-45, 1e-40, -3e-39, 2.0**-126, -(2.0**-126), 2.0**-127, 3.4028235e38, -3.4028235e38,
+                    0.0, -0.0, 1.0, -0.75, np.inf, -np.inf, np.nan])  # fmt: skip
+PARTS_OPS = ["frexp_mantissa", "frexp_exponent", "nextafter"]
+
+
+def _parts_inputs(op):
+    if op != "nextafter":
+        return [PARTS]
+    x, y = np.meshgrid(PARTS, PARTS, indexing="ij")
+    return [x.ravel().copy(), y.ravel().copy()]
+
+
+def _bits_agree(op, got, want):
+    assert got.dtype == want.dtype == np.float32, op
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want), err_msg=op)
+    keep = ~np.isnan(want)
+    np.testing.assert_array_equal(got[keep].view(np.uint32), want[keep].view(np.uint32), err_msg=op)
+
+
+@needs_cc
+@pytest.mark.parametrize("op", PARTS_OPS)
+def test_c_float_parts_are_bit_exact_on_subnormals(op, tmp_path, monkeypatch):
+    monkeypatch.setenv("MUNET_CACHE_DIR", str(tmp_path))
+    inputs = _parts_inputs(op)
+    _bits_agree(op, _c_values(op, ["f32"] * len(inputs), inputs), _numpy_values(op, inputs))
+
+
+@pytest.mark.parametrize("op", PARTS_OPS)
+def test_wgsl_float_parts_are_bit_exact_on_subnormals(op, vulkan):
+    inputs = _parts_inputs(op)
+    fn = WgslFormula(f"test_{op}", lambda args, t: _expression(op, args))
+    backend = munet._device.get_backend(vulkan)
+    views = [munet.tensor(x).to(vulkan)._data for x in inputs]
+    want = _numpy_values(op, inputs)
+    got = munet.Tensor._from_kernel(backend, fn(backend.runtime, *views), _meta(want)).cpu().numpy()
+    _bits_agree(op, got, want)

@@ -88,6 +88,21 @@ def _integer_division(ufunc):
     return run
 
 
+def _frexp_part(index: int):
+    """C99's frexp as two ufunc-like calls: the mantissa (``index`` 0) or the exponent as a float of
+    the operand's dtype (1), which is 0 for zeros, infinities and NaN (C leaves it unspecified there)."""
+
+    def run(x, out=None, casting="unsafe"):
+        mantissa, exponent = np.frexp(x)
+        value = mantissa if index == 0 else np.where(np.isfinite(x), exponent, 0).astype(np.asarray(x).dtype)
+        if out is None:
+            return value
+        np.copyto(out, value, casting=casting)
+        return out
+
+    return run
+
+
 _UFUNCS = {
     "add": np.add,
     "sub": np.subtract,
@@ -148,6 +163,9 @@ _UFUNCS = {
     "signbit": np.signbit,
     "isnan": np.isnan,
     "isinf": np.isinf,
+    "frexp_mantissa": _frexp_part(0),
+    "frexp_exponent": _frexp_part(1),
+    "nextafter": np.nextafter,
 }
 # scalar ops computed in float64 by an algorithm of their own; the result is rounded once
 _FLOAT64_FUNCTIONS = {

@@ -97,6 +97,11 @@ static __device__ __forceinline__ double munet_floor_divide_d(double a, double b
   if (div - floordiv > 0.5) floordiv += 1;
   return floordiv;
 }
+// frexp's two parts as the vocabulary defines them (0 and x itself for zeros, infinities and NaN)
+static __device__ __forceinline__ float munet_frexp_mantissa_f(float x) { int e; return isfinite(x) && x != 0 ? frexpf(x, &e) : x; }
+static __device__ __forceinline__ double munet_frexp_mantissa_d(double x) { int e; return isfinite(x) && x != 0 ? frexp(x, &e) : x; }
+static __device__ __forceinline__ float munet_frexp_exponent_f(float x) { int e = 0; if (isfinite(x) && x != 0) frexpf(x, &e); return (float)e; }
+static __device__ __forceinline__ double munet_frexp_exponent_d(double x) { int e = 0; if (isfinite(x) && x != 0) frexp(x, &e); return (double)e; }
 static __device__ __forceinline__ long long munet_powi(long long a, long long b) {
   unsigned long long r = 1, x = (unsigned long long)a;
   for (; b > 0; b >>= 1) { if (b & 1) r *= x; x *= x; }
@@ -112,7 +117,7 @@ _COMPARE = ("lt", "le", "gt", "ge", "eq", "ne")
 # float scalar ops that are one math library call (float32: the ``f``-suffixed function)
 _LIBM = ("fmod", "pow", "atan2", "hypot", "copysign", "fmax", "fmin", "exp", "exp2", "expm1", "log", "log2", "log10",
          "log1p", "sqrt", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh",
-         "atanh", "erf", "erfc", "erfinv", "floor", "ceil", "trunc", "rint")  # fmt: skip
+         "atanh", "erf", "erfc", "erfinv", "floor", "ceil", "trunc", "rint", "nextafter")  # fmt: skip
 _FLOAT_FORMS = {
     "maximum": "(({0} >= {1} || {0} != {0}) ? {0} : {1})",  # NumPy's maximum: NaN propagates
     "minimum": "(({0} <= {1} || {0} != {0}) ? {0} : {1})",
@@ -122,6 +127,8 @@ _FLOAT_FORMS = {
     "signbit": "(signbit({0}) != 0)",
     "isnan": "({0} != {0})",
     "isinf": "(isinf({0}) != 0)",
+    "frexp_mantissa": "munet_frexp_mantissa_{d}({0})",
+    "frexp_exponent": "munet_frexp_exponent_{d}({0})",
 }
 _WIDE = "(unsigned long long)"
 _INT_FORMS = {

@@ -7,8 +7,11 @@ are WGSL ``f32``, ``i32`` (int64 is held as int32) or ``bool`` (stored as u32 0/
 dtype names are those (:func:`formula_dtype`). Float helpers are the backend's ``PRELUDE``
 (NaN-propagating ``max_f``, ``tanh_f`` ...); ``log``/``sqrt`` and friends of an argument outside
 their domain are NaN, said explicitly because WGSL leaves them undefined, and ``asin``/``acos``
-go through ``atan2`` (lavapipe's builtins are off by ~4e-4). ``erf``, ``erfc`` and ``erfinv``
-call :data:`SPECIAL_FUNCTIONS`, which a shader using them must include (:func:`uses_special`).
+go through ``atan2`` (lavapipe's builtins are off by ~4e-4), and ``exp``, ``log``, ``log2``,
+``log10``, ``log1p``, ``expm1`` are the prelude's functions with derived error bounds, not the
+builtins. ``erf``, ``erfc``, ``erfinv`` and the float-parts ops (``frexp_mantissa``,
+``frexp_exponent``, ``nextafter``, on the bits) call :data:`SPECIAL_FUNCTIONS`, which a shader
+using them must include (:func:`uses_special`).
 
 :data:`UNRENDERED` lists the (op, kind) pairs of the vocabulary with no WGSL form: integer
 ``floor_divide``/``fmod`` (WGSL defines a division by zero instead of reporting it). An op whose
@@ -43,12 +46,12 @@ _FORMS = {
         "fmin": "fmin_f({0}, {1})",
         "neg": "(-{0})",
         "abs": "abs({0})",
-        "exp": "exp({0})",
-        "exp2": "exp2({0})",
+        "exp": "exp_f({0})",
+        "exp2": "exp2_f({0})",
         "expm1": "expm1_f({0})",
-        "log": _guard("log({0})", "{0} < 0.0"),
-        "log2": _guard("log2({0})", "{0} < 0.0"),
-        "log10": _guard("log2({0}) * 0.30102999566398120", "{0} < 0.0"),
+        "log": "log_f({0})",
+        "log2": "log2_f({0})",
+        "log10": "(log_f({0}) * 0.43429448190325176)",
         "log1p": _guard("log1p_f({0})", "{0} < -1.0"),
         "sqrt": _guard("sqrt({0})", "{0} < 0.0"),
         "sin": "sin({0})",
@@ -73,6 +76,9 @@ _FORMS = {
         "signbit": "((bitcast<u32>({0}) & 0x80000000u) != 0u)",
         "isnan": "isnan_f({0})",
         "isinf": "isinf_f({0})",
+        "frexp_mantissa": "frexp_mantissa_f({0})",
+        "frexp_exponent": "frexp_exponent_f({0})",
+        "nextafter": "nextafter_f({0}, {1})",
     },
     INT: {
         **{op: f"({{0}} {sign} {{1}})" for op, sign in _INFIX.items() if op != "div"},
@@ -151,15 +157,52 @@ def render_apply(e, args: list) -> str:
 
 def uses_special(source: str) -> bool:
     """Whether WGSL ``source`` calls one of :data:`SPECIAL_FUNCTIONS`."""
-    return any(f"{name}(" in source for name in ("erf_f", "erfc_f", "erfinv_f"))
+    return any(f"{name}(" in source for name in _SPECIAL_NAMES)
 
 
+_SPECIAL_NAMES = ("erf_f", "erfc_f", "erfinv_f", "frexp_mantissa_f", "frexp_exponent_f", "nextafter_f")
+# frexp and nextafter work on the bits, exact on any driver: float arithmetic would depend on the
+# driver's exp2/log2 (lavapipe's exp2 of an integer is off by an ulp) and on it keeping subnormals
+# (Vulkan lets a driver flush them; lavapipe keeps them). A subnormal's fraction bits, converted to
+# f32 (exact below 2**24), are a normal number with the same leading bits. nextafter orders the
+# operands by their sign-magnitude bits read as signed integers.
 SPECIAL_FUNCTIONS = """
+fn frexp_exponent_f(x: f32) -> f32 {
+  let bits = bitcast<u32>(x);
+  let biased = (bits >> 23u) & 0xffu;
+  let fraction = bits & 0x7fffffu;
+  if (biased == 0xffu || (biased == 0u && fraction == 0u)) { return 0.0; }
+  if (biased == 0u) { return f32(i32((bitcast<u32>(f32(fraction)) >> 23u) & 0xffu) - 275); }
+  return f32(i32(biased) - 126);
+}
+fn frexp_mantissa_f(x: f32) -> f32 {
+  let bits = bitcast<u32>(x);
+  let biased = (bits >> 23u) & 0xffu;
+  let fraction = bits & 0x7fffffu;
+  if (biased == 0xffu || (biased == 0u && fraction == 0u)) { return x; }
+  var normal = bits;
+  if (biased == 0u) { normal = bitcast<u32>(f32(fraction)) | (bits & 0x80000000u); }
+  return bitcast<f32>((normal & 0x807fffffu) | 0x3f000000u);
+}
+fn ordered_bits(bits: u32) -> i32 {
+  return select(i32(bits), -i32(bits & 0x7fffffffu), (bits & 0x80000000u) != 0u);
+}
+fn nextafter_f(x: f32, y: f32) -> f32 {
+  let bx = bitcast<u32>(x);
+  let by = bitcast<u32>(y);
+  let ax = bx & 0x7fffffffu;
+  let ay = by & 0x7fffffffu;
+  if (ax > 0x7f800000u || ay > 0x7f800000u) { return nan_f(); }
+  if (bx == by || (ax == 0u && ay == 0u)) { return y; }
+  if (ax == 0u) { return bitcast<f32>((by & 0x80000000u) | 1u); }
+  let away = (ordered_bits(by) > ordered_bits(bx)) == ((bx & 0x80000000u) == 0u);
+  return bitcast<f32>(select(bx - 1u, bx + 1u, away));
+}
 fn exp_neg_square(x: f32) -> f32 {
   if (isinf_f(x)) { return 0.0; }
   let head = round(x * 16.0) / 16.0;
   let tail = x - head;
-  return exp(-head * head) * exp(-tail * (x + head));
+  return exp_f(-head * head) * exp_f(-tail * (x + head));
 }
 fn erf_series(x: f32) -> f32 {
   var term = x; var total = x; let x2 = 2.0 * x * x;
@@ -185,7 +228,7 @@ fn erfc_f(x: f32) -> f32 {
 fn erfinv_f(y: f32) -> f32 {
   if (abs(y) > 1.0 || isnan_f(y)) { return nan_f(); }
   if (abs(y) == 1.0) { return sign_f(y) * inf_f(); }
-  let w = -log((1.0 - y) * (1.0 + y));
+  let w = -log_f((1.0 - y) * (1.0 + y));
   var p: f32;
   if (w < 5.0) {
     let v = w - 2.5;
@@ -207,7 +250,7 @@ fn erfinv_f(y: f32) -> f32 {
     if (density == 0.0) { break; }
     if (a >= 0.5) {
       let upper = erfc_f(abs(x));
-      x = x + sign_f(y) * (log(upper) - log(1.0 - a)) * upper / density;
+      x = x + sign_f(y) * (log_f(upper) - log_f(1.0 - a)) * upper / density;
     } else {
       x = x - (erf_f(x) - y) / density;
     }

@@ -25,18 +25,97 @@ fn fmax_f(a: f32, b: f32) -> f32 { if (isnan_f(a)) { return b; } if (isnan_f(b))
 fn fmin_f(a: f32, b: f32) -> f32 { if (isnan_f(a)) { return b; } if (isnan_f(b)) { return a; } return select(b, a, a < b); }
 fn sign_f(x: f32) -> f32 { return select(select(0.0, -1.0, x < 0.0), 1.0, x > 0.0); }
 fn tanh_f(x: f32) -> f32 { if (isnan_f(x)) { return x; } return tanh(clamp(x, -15.0, 15.0)); }
-fn expm1_f(x: f32) -> f32 {
-  if (abs(x) < 1e-3) { return x + x * x * (0.5 + x * (1.0 / 6.0 + x / 24.0)); }
-  return exp(x) - 1.0;
+// exp and log with derived error bounds (the Vulkan spec lets a driver's exp be off by 3 + 2|x| ulp
+// and log by 2^-21 absolute near 1; lavapipe's are, docs/vulkan.md "Float accuracy"). exp: x = n ln2 + r with
+// ln2_hi (15 significant bits: n ln2_hi exact for |n| <= 150) and ln2_lo, |r| <= 0.347, and the
+// Taylor polynomial of degree 7 (truncation 0.347^8/8! < 5.4e-9 relative); about 1 ulp of Horner
+// rounding and 0.25 ulp from r's rounding. log: x = 2^e m, m in [0.707, 1.414), f = m - 1 (exact),
+// s = f / (2 + f), log(m) = f - s (f - R) with R = 2 s^2 / 3 + 2 s^4 / 5 + ... (|s| <= 0.172, the
+// first term left out is below 1e-9 of log(m)): the leading f is exact, so about 1 ulp, 1.5 after
+// adding e ln2 (e ln2_hi exact). log reads subnormal operands from the bits; exp's results below
+// 2^-126 come from one multiplication by a power of two (subnormal where the driver keeps them).
+fn exp_f(x: f32) -> f32 {
+  if (isnan_f(x)) { return x; }
+  if (x > 88.7228394) { return inf_f(); }
+  if (x < -103.972084) { return 0.0; }
+  let n = round(x * 1.44269502);
+  return exp_scaled((x - n * 0.693145751953125) - n * 1.42860677e-06, i32(n));
 }
-fn log1p_f(x: f32) -> f32 { let u = 1.0 + x; if (u == 1.0) { return x; } return log(u) * x / (u - 1.0); }
+// exp2: x = n + r exactly, exp(r ln2) with r ln2 rounded (0.35 ulp more), exact at integers
+fn exp2_f(x: f32) -> f32 {
+  if (isnan_f(x)) { return x; }
+  if (x >= 128.0) { return inf_f(); }
+  if (x < -150.0) { return 0.0; }
+  let n = round(x);
+  return exp_scaled((x - n) * 0.693147182, i32(n));
+}
+// exp(r) 2^k for |r| <= 0.347, k in [-150, 128]: the power of two in two factors, each a normal f32
+fn exp_scaled(r: f32, k: i32) -> f32 {
+  var p = 1.98412698e-04;
+  p = p * r + 1.38888889e-03; p = p * r + 8.33333333e-03; p = p * r + 4.16666667e-02;
+  p = p * r + 0.166666667; p = p * r + 0.5; p = p * r + 1.0; p = p * r + 1.0;
+  let h = k / 2;
+  return p * bitcast<f32>(u32(h + 127) << 23u) * bitcast<f32>(u32(k - h + 127) << 23u);
+}
+// (e, log(m)) of finite x > 0 as above, read from the bits (a subnormal's fraction is a normal f32)
+fn log_parts(x: f32) -> vec2<f32> {
+  var bits = bitcast<u32>(x);
+  var e = i32(bits >> 23u) - 127;
+  if (e == -127) { bits = bitcast<u32>(f32(bits)); e = i32(bits >> 23u) - 276; }
+  var m = bitcast<f32>((bits & 0x7fffffu) | 0x3f800000u);
+  if (m > 1.41421354) { m = m * 0.5; e = e + 1; }
+  return vec2<f32>(f32(e), log_near_one(m - 1.0));
+}
+// log(1 + f) for f in [-0.293, 0.415] (f exact)
+fn log_near_one(f: f32) -> f32 {
+  let s = f / (2.0 + f);
+  let z = s * s;
+  let r = z * (0.666666667 + z * (0.4 + z * (0.285714286 + z * 0.222222222)));
+  return f - s * (f - r);
+}
+// log and log2: -inf at +-0, NaN below 0, decided on the bits (a driver that flushes subnormals
+// would take a subnormal for 0)
+fn log_regular(bits: u32) -> bool { return bits != 0u && bits < 0x7f800000u; }
+fn log_edge(x: f32) -> f32 {
+  let bits = bitcast<u32>(x);
+  if ((bits & 0x7fffffffu) == 0u) { return -inf_f(); }
+  return select(nan_f(), x, bits == 0x7f800000u);
+}
+fn log_f(x: f32) -> f32 {
+  if (!log_regular(bitcast<u32>(x))) { return log_edge(x); }
+  let p = log_parts(x);
+  return p.x * 0.693145751953125 + (p.y + p.x * 1.42860677e-06);
+}
+fn log2_f(x: f32) -> f32 {
+  if (!log_regular(bitcast<u32>(x))) { return log_edge(x); }
+  let p = log_parts(x);
+  return p.x + p.y * 1.44269504;
+}
+// |x| < 1: the Taylor polynomial of degree 11 (truncation below 1 / 12! relative, 2e-9), so no
+// cancellation in exp(x) - 1; beyond, exp(x) - 1 loses at most a factor e / (e - 1) = 1.6.
+fn expm1_f(x: f32) -> f32 {
+  if (abs(x) >= 1.0) { return exp_f(x) - 1.0; }
+  var p = 2.50521084e-08;
+  p = p * x + 2.75573192e-07; p = p * x + 2.75573192e-06; p = p * x + 2.48015873e-05;
+  p = p * x + 1.98412698e-04; p = p * x + 1.38888889e-03; p = p * x + 8.33333333e-03;
+  p = p * x + 4.16666667e-02; p = p * x + 0.166666667; p = p * x + 0.5; p = p * x + 1.0;
+  return p * x;
+}
+// log1p: near 0, log(1 + x) of the exact x itself; beyond, 1 + x rounds by at most 2^-24 relative,
+// which moves log(1 + x) (|log| >= 0.25 there) by at most 2 ulp. (The usual log(u) x / (u - 1)
+// trick fails: the shader compiler folds (1 + x) - 1 into x, as float ops are not exact in SPIR-V.)
+fn log1p_f(x: f32) -> f32 {
+  if (abs(x) < 0.29) { return log_near_one(x); }
+  if (x < -1.0) { return nan_f(); }
+  return log_f(1.0 + x);
+}
 fn pow_f(a: f32, b: f32) -> f32 {
   if (b == 0.0 || a == 1.0 || (a == -1.0 && isinf_f(b))) { return 1.0; }
   if (isnan_f(a) || isnan_f(b)) { return nan_f(); }
   if (a < 0.0 && b != trunc(b)) { return nan_f(); }
   let m = abs(a);
   var r: f32;
-  if (m == 0.0) { r = select(inf_f(), 0.0, b > 0.0); } else { r = exp2(b * log2(m)); }
+  if (m == 0.0) { r = select(inf_f(), 0.0, b > 0.0); } else { r = exp2_f(b * log2_f(m)); }
   let odd = abs(b) < 16777216.0 && b == trunc(b) && fract(b * 0.5) != 0.0;
   if ((bitcast<u32>(a) & 0x80000000u) != 0u && odd) { r = -r; }
   return r;

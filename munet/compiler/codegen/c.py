@@ -186,6 +186,20 @@ def _erfinv_source() -> str:
 """
 
 
+def _frexp_source(ctype: str, f: str) -> str:
+    """frexp's two parts as the vocabulary defines them (C leaves the exponent of inf and NaN unspecified)."""
+    return f"""static inline {ctype} munet_frexp_mantissa{f}({ctype} x) {{
+    int e;
+    return isfinite(x) && x != 0 ? frexp{f}(x, &e) : x;
+}}
+static inline {ctype} munet_frexp_exponent{f}({ctype} x) {{
+    int e = 0;
+    if (isfinite(x) && x != 0) frexp{f}(x, &e);
+    return ({ctype})e;
+}}
+"""
+
+
 _POWI = """static inline int64_t munet_powi(int64_t a, int64_t b) {
     uint64_t r = 1, x = (uint64_t)a;
     for (; b > 0; b >>= 1) { if (b & 1) r *= x; x *= x; }
@@ -193,7 +207,7 @@ _POWI = """static inline int64_t munet_powi(int64_t a, int64_t b) {
 }
 """
 _HEADER += [_erff_source(), _floor_divide_source("float", "f"), _floor_divide_source("double", ""), _erfinv_source(),
-            _POWI]  # fmt: skip
+            _frexp_source("float", "f"), _frexp_source("double", ""), _POWI]  # fmt: skip
 
 
 def prelude() -> list:
@@ -210,7 +224,9 @@ _LIBM = {"fmod": "fmod", "pow": "pow", "atan2": "atan2", "hypot": "hypot", "copy
          "log10": "log10", "log1p": "log1p", "sqrt": "sqrt", "sin": "sin", "cos": "cos", "tan": "tan", "asin": "asin",
          "acos": "acos", "atan": "atan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh", "asinh": "asinh",
          "acosh": "acosh", "atanh": "atanh", "erfc": "erfc", "floor": "floor", "ceil": "ceil", "trunc": "trunc",
-         "rint": "rint", "exp": "exp", "erf": "erf", "floor_divide": "munet_floor_divide"}  # fmt: skip
+         "rint": "rint", "exp": "exp", "erf": "erf", "floor_divide": "munet_floor_divide",
+         "frexp_mantissa": "munet_frexp_mantissa", "frexp_exponent": "munet_frexp_exponent",
+         "nextafter": "nextafter"}  # fmt: skip
 _FLOAT_FORMS = {
     "maximum": "({0} >= {1} || {0} != {0}) ? {0} : {1}",  # NumPy's maximum: NaN propagates
     "minimum": "({0} <= {1} || {0} != {0}) ? {0} : {1}",
