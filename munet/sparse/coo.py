@@ -27,7 +27,7 @@ __all__ = ["SparseCOOTensor", "sparse_coo_tensor"]
 
 SUPPORTED = (
     "indices(), values(), _indices(), _values(), coalesce(), is_coalesced(), sparse_dim(), dense_dim(), "
-    "_nnz(), to_dense(), to(), clone(), detach(), zero_(), sum(), + and - of sparse tensors (and "
+    "_nnz(), to_dense(), to(), clone(), detach(), zero_(), sum(), norm(), + and - of sparse tensors (and "
     "dense + sparse), * and / by a scalar (mul_, div_), neg, munet.sparse.mm and munet.sparse.sum"
 )
 REFUSED = (
@@ -223,6 +223,16 @@ class SparseCOOTensor(Tensor):
         from munet.sparse.reduce import sum as sparse_sum
 
         return sparse_sum(self, dim, dtype=dtype)
+
+    def norm(self, p="fro", dim=None, keepdim: bool = False, dtype=None) -> Tensor:
+        """The ``p``-norm of all elements (a 0-d dense tensor), from the coalesced values as PyTorch's."""
+        if dim is not None or keepdim:
+            raise RuntimeError(
+                "norm: MuNet takes the norm of a sparse COO tensor over all its elements only (dim=None)"
+            )
+        values = self.coalesce()._sparse_values
+        values = values if dtype is None else values.to(dtype)
+        return values.norm(p)
 
     # arithmetic ------------------------------------------------------------------------------------
     def zero_(self) -> SparseCOOTensor:

@@ -230,6 +230,14 @@ def test_sparse_mask_mm_and_sum_match_torch():
     _assert_same_sparse(munet.sparse.sum(m, 0), torch.sparse.sum(t, 0).coalesce(), "partial sum")
 
 
+@pytest.mark.parametrize("p", [2, 1, float("inf"), "fro"])
+def test_norm_of_duplicates_matches_torch(p):
+    m, t = _pair((2,))
+    assert_close(m.norm(p), t.norm(p))  # duplicates summed first
+    if p != float("inf"):  # no stored elements: 0 (the inf norm of nothing raises in both)
+        assert_close(m.clone().zero_().norm(p), t.clone().zero_().norm(p))
+
+
 def test_to_moves_dtype_and_repr():
     m, t = _pair()
     _assert_same_sparse(m.to(munet.float64), t.to(torch.float64))
