@@ -66,6 +66,7 @@ from munet._memory_format import (
     layout,
     memory_format,
     preserve_format,
+    sparse_coo,
     strided,
 )
 from munet._repr import get_printoptions, set_printoptions
@@ -130,6 +131,7 @@ from munet import (  # noqa: E402,F401
     optim,
     profiler,
     rtc,
+    sparse,
     special,
     testing,
     utils,
@@ -203,3 +205,4 @@ from munet.futures import Future  # noqa: E402,F401
 from munet.nn.parallel.training_step import DataParallel  # noqa: E402,F401
 from munet.nn.torch_level import *  # noqa: E402,F401,F403 - torch.* entry points of nn functions (ATen signatures)
 from munet.serialization import load, save  # noqa: E402,F401
+from munet.sparse import sparse_coo_tensor  # noqa: E402,F401

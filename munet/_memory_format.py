@@ -5,7 +5,11 @@ tensors row-major (``contiguous_format``); ``clone``, ``contiguous`` and ``to`` 
 ``channels_last`` (NHWC strides for a 4-D tensor) and ``channels_last_3d`` (NDHWC, 5-D) as views
 with those strides, and ``Tensor.is_contiguous(memory_format=)`` answers for each format.
 ``preserve_format`` (the default of copies) gives a row-major copy: unlike PyTorch, MuNet does not
-carry a dense input's strides over to its copy. ``strided`` is the only layout.
+carry a dense input's strides over to its copy.
+
+Layouts: ``strided`` (every dense tensor) and ``sparse_coo`` (``munet.sparse``'s COO tensors, which
+support only the operations ``docs/sparse.md`` lists). A tensor whose layout does not support an
+operation raises :class:`LayoutError` naming the operation.
 """
 
 from __future__ import annotations
@@ -27,7 +31,7 @@ class memory_format:  # noqa: N801 - PyTorch's name
 
 
 class layout:  # noqa: N801 - PyTorch's name
-    """A tensor layout; MuNet has one, ``strided`` (dense tensors with strides)."""
+    """A tensor layout: ``strided`` (dense tensors with strides) or ``sparse_coo``."""
 
     __slots__ = ("name",)
 
@@ -46,6 +50,22 @@ preserve_format = memory_format("preserve_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 strided = layout("strided")
+sparse_coo = layout("sparse_coo")
+
+
+class LayoutError(RuntimeError):
+    """An operation that a tensor's layout does not support (a dense op on a sparse COO tensor).
+
+    ``reason`` says what is refused and what the layout supports; :meth:`naming` gives the error
+    prefixed with the operation's name, which the dispatcher adds when an op meets such a tensor."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+    def naming(self, op: str) -> LayoutError:
+        return LayoutError(f"{op}: {self.reason}")
+
 
 # channels-last formats: (the rank they need, the dims from outermost to innermost in memory)
 CHANNELS_LAST_ORDER = {channels_last: (4, (0, 2, 3, 1)), channels_last_3d: (5, (0, 2, 3, 4, 1))}

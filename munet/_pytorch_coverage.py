@@ -238,10 +238,38 @@ def _step(m, optimizer_class):
     optimizer_class([p]).step()
 
 
+def _sparse_step(m, optimizer_class):
+    """One step of ``optimizer_class`` on the sparse gradient of an ``Embedding(sparse=True)``."""
+    table = m.nn.Embedding(3, 2, sparse=True)
+    table(m.tensor([0, 0, 2])).sum().backward()
+    optimizer_class(table.parameters()).step()
+
+
 def _probe_tensor():
     import munet
 
     return munet.arange(6, dtype=munet.float32).reshape(2, 3)
+
+
+def _probe_sparse(m):
+    """A coalesced sparse COO tensor, built with a repeated index."""
+    s = m.sparse_coo_tensor([[0, 2, 0]], [1.0, 2.0, 3.0], (3,))
+    return s.coalesce()
+
+
+_SPARSE_PROBES = {
+    "torch:sparse_coo_tensor": lambda m: _probe_sparse(m).to_dense(),
+    "Tensor:coalesce": lambda m: _probe_sparse(m),
+    "Tensor:indices": lambda m: _probe_sparse(m).indices(),
+    "Tensor:values": lambda m: _probe_sparse(m).values(),
+    "Tensor:is_coalesced": lambda m: _probe_sparse(m).is_coalesced(),
+    "Tensor:sparse_dim": lambda m: _probe_sparse(m).sparse_dim(),
+    "Tensor:dense_dim": lambda m: _probe_sparse(m).dense_dim(),
+    "Tensor:to_dense": lambda m: _probe_sparse(m).to_dense(),
+    "Tensor:to_sparse": lambda m: _probe_tensor().to_sparse().to_dense(),
+    "Tensor:to_sparse_coo": lambda m: _probe_tensor().to_sparse_coo().to_dense(),
+    "Tensor:sparse_mask": lambda m: m.ones(3).sparse_mask(_probe_sparse(m)).to_dense(),
+}
 
 
 # "namespace:name" -> a call that must not raise for the name to count. Probes cover commonly used
@@ -369,7 +397,7 @@ PROBES = {
     ),
     "distributions:Categorical": lambda m: m.distributions.Categorical(logits=m.zeros(3)).sample(),
     "distributions:Normal": lambda m: m.distributions.Normal(0.0, 1.0).rsample((2,)),
-    "optim:SparseAdam": lambda m: m.optim.SparseAdam([m.nn.Parameter(m.ones(2))]),
+    "optim:SparseAdam": lambda m: _sparse_step(m, m.optim.SparseAdam),
     "testing:assert_close": lambda m: m.testing.assert_close(m.ones(2), m.ones(2)),
     "cuda:is_available": lambda m: m.cuda.is_available(),
     "cuda:is_current_stream_capturing": lambda m: m.cuda.is_current_stream_capturing(),
@@ -383,6 +411,7 @@ PROBES = {
     "jit:freeze": lambda m: m.jit.freeze(m.nn.Linear(1, 1).eval())(m.ones(1)),
     "jit:script": lambda m: m.jit.script(lambda x: x * 2),
     "jit:trace": lambda m: m.jit.trace(lambda x: x * 2, (m.ones(2),)),
+    **_SPARSE_PROBES,
 }
 
 

@@ -107,9 +107,11 @@ def _mT(self):  # noqa: N802
 def bind() -> None:
     from munet import _tensor_surface
     from munet._compat import tensor_type
+    from munet.sparse import tensor_methods as sparse_methods
 
     _bind_methods()
     _tensor_surface.bind()
+    sparse_methods.bind()
     Tensor.type = tensor_type
     _bind_operators()
     Tensor.__getitem__ = _getitem

@@ -5,9 +5,10 @@
 ``as_subclass``, ``module_load``; and their ``munet.*`` function forms
 (``munet.is_nonzero(x)`` is ``x.is_nonzero()``).
 
-MuNet tensors are dense and strided on cpu, cuda, vulkan or webgpu, so the predicates for other
-layouts (sparse, quantized, nested, mkldnn) and devices (meta, mps, xla, xpu, ipu, maia, mtia) are
-False, and ``is_vulkan`` is True on the vulkan device.
+Dense MuNet tensors are strided on cpu, cuda, vulkan or webgpu, so the predicates for other layouts
+(sparse, quantized, nested, mkldnn) and devices (meta, mps, xla, xpu, ipu, maia, mtia) are False, and
+``is_vulkan`` is True on the vulkan device; ``munet.sparse``'s COO tensors answer ``is_sparse`` and
+``layout`` themselves.
 """
 
 from __future__ import annotations

@@ -105,7 +105,8 @@ class GradScaler:
         inv = 1.0 / self._scale  # float64, rounded to each gradient's dtype
         found_inf = None
         for g in grads:
-            bad = logical_not(isfinite(g).all().to("cpu"))
+            stored = g._values() if g.is_sparse else g  # a sparse gradient: its stored values, as PyTorch checks
+            bad = logical_not(isfinite(stored).all().to("cpu"))
             found_inf = bad if found_inf is None else logical_or(found_inf, bad)
             g.mul_(inv.to(g.dtype).to(g.device))
         if found_inf is None:

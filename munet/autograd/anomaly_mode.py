@@ -94,6 +94,8 @@ def forward_stack() -> str | None:
 def check_for_nan(node_name: str, grads) -> None:
     """Raise if a floating gradient a backward node returned holds a NaN (anomaly mode only)."""
     for i, g in enumerate(grads):
+        if g is not None and g.is_sparse:
+            g = g._values()  # a sparse gradient's stored values
         if g is not None and g.dtype.is_floating_point and bool(g.isnan().any()):
             raise RuntimeError(f"Function '{node_name}' returned nan values in its {i}th output.")
 

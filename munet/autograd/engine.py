@@ -77,7 +77,13 @@ def _collect(root_nodes, wanted_keys):
 
 def _accumulate(buffer: list, index: int, grad) -> None:
     prev = buffer[index]
-    buffer[index] = grad if prev is None else prev + grad
+    buffer[index] = grad if prev is None else _sum_grads(prev, grad)
+
+
+def _sum_grads(a, b):
+    """``a + b``, with a sparse ``a`` and dense ``b`` added as ``b + a`` (PyTorch adds a sparse gradient
+    to a dense one, not the other way round; the sum is dense)."""
+    return b + a if a.is_sparse and not b.is_sparse else a + b
 
 
 def _validate(node: Node, index: int, grad, flat_index_shape, flat_index_dtype):
@@ -174,7 +180,7 @@ def _add_leaf(leaf_grads, leaf, g):
     if entry is None:
         leaf_grads[id(leaf)] = [leaf, g]
     else:
-        entry[1] = entry[1] + g
+        entry[1] = _sum_grads(entry[1], g)
 
 
 def _run_pre_hooks(node: Node, grads: list) -> list:
@@ -299,13 +305,16 @@ def _store_leaf_grads(leaf_grads, create_graph: bool) -> None:
         if leaf.grad is None:
             # A gradient tensor may be shared (one grad fed to two leaves) or a broadcast view;
             # each leaf gets storage of its own so in-place updates of .grad stay private.
-            sid = id(g._storage)
-            if sid in stored_storages or not g.is_contiguous() or g._base is not None:
+            if g.is_sparse:  # its values may be a view of the incoming gradient
                 g = g.clone()
-            stored_storages.add(id(g._storage))
+            else:
+                sid = id(g._storage)
+                if sid in stored_storages or not g.is_contiguous() or g._base is not None:
+                    g = g.clone()
+                stored_storages.add(id(g._storage))
             leaf.grad = g
         else:
-            leaf.grad = leaf.grad + g
+            leaf.grad = _sum_grads(leaf.grad, g)
         if leaf._post_acc_hooks:
             for hook in list(leaf._post_acc_hooks.values()):
                 hook(leaf)

@@ -16,9 +16,7 @@ class Parameter(Tensor):
             from munet.ops.creation import empty
 
             data = empty(0)
-        if not isinstance(data, Tensor):
-            raise TypeError(f"Parameter: expected a Tensor, got {type(data).__name__}")
-        self._init_from(data.detach())
+        self._init_from(_dense_data(data, "Parameter").detach())
         self.requires_grad = requires_grad
 
     def __repr__(self) -> str:
@@ -39,7 +37,15 @@ class Buffer(Tensor):
     """Marks a tensor to be registered as a buffer when assigned to a Module attribute."""
 
     def __init__(self, data: Tensor, *, persistent: bool = True):
-        if not isinstance(data, Tensor):
-            raise TypeError(f"Buffer: expected a Tensor, got {type(data).__name__}")
-        self._init_from(data.detach())
+        self._init_from(_dense_data(data, "Buffer").detach())
         self.persistent = persistent
+
+
+def _dense_data(data, what: str) -> Tensor:
+    """``data`` if it is a dense tensor: MuNet's parameters and buffers are strided (a sparse COO
+    tensor can be a parameter's gradient, not the parameter)."""
+    if not isinstance(data, Tensor):
+        raise TypeError(f"{what}: expected a Tensor, got {type(data).__name__}")
+    if data.is_sparse:
+        raise RuntimeError(f"{what}: MuNet's parameters and buffers are dense tensors, got a sparse COO tensor")
+    return data

@@ -27,6 +27,7 @@ from typing import NamedTuple
 
 from munet._device import DeviceError, factory_device, get_backend
 from munet._dtype import can_cast
+from munet._memory_format import LayoutError
 from munet._tensor import Storage as _Storage
 from munet._tensor import Tensor as _Tensor
 from munet._tensor import contiguous_strides
@@ -181,17 +182,20 @@ def _flat_tensors(op: Op, args):
 
 def _backend_of(op: Op, flat) -> object:
     backend = None
-    for a in flat:
-        if isinstance(a, _Tensor):
-            if a._dtype.is_complex:
-                check_complex(op.name, a, op.complex_rule is not None)
-            b = a._storage.backend
-            if backend is None:
-                backend = b
-            elif b is not backend:
-                raise DeviceError(
-                    f"{op.name}: expected all tensors on the same device, got {backend.device} and {b.device}"
-                )
+    try:  # a sparse tensor's storage refuses to give a backend: the error then names the op
+        for a in flat:
+            if isinstance(a, _Tensor):
+                if a._dtype.is_complex:
+                    check_complex(op.name, a, op.complex_rule is not None)
+                b = a._storage.backend
+                if backend is None:
+                    backend = b
+                elif b is not backend:
+                    raise DeviceError(
+                        f"{op.name}: expected all tensors on the same device, got {backend.device} and {b.device}"
+                    )
+    except LayoutError as e:
+        raise e.naming(op.name) from None
     if backend is None:
         raise TypeError(f"{op.name}: expected at least one tensor argument")
     return backend

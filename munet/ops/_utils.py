@@ -103,7 +103,10 @@ def check_factory_options(op: str, *, layout=None, pin_memory: bool = False, mem
     from munet import _memory_format as MF
 
     if layout is not None and layout is not MF.strided:
-        raise NotImplementedError(f"{op}: only the strided layout exists in MuNet, got layout={layout!r}")
+        raise NotImplementedError(
+            f"{op}: MuNet's factories make strided tensors, got layout={layout!r}; build a sparse COO tensor "
+            "with munet.sparse_coo_tensor or Tensor.to_sparse()"
+        )
     if pin_memory:
         raise NotImplementedError(f"{op}: pin_memory=True is not supported (MuNet allocates pageable host memory)")
     fmt = MF.check_memory_format(memory_format, op)

@@ -8,6 +8,7 @@ scalars (rank-0 constants), never data-shaped temporaries.
 from __future__ import annotations
 
 from munet import _dtype as D
+from munet._memory_format import LayoutError
 from munet._tensor import Tensor
 from munet.ops import _scalar as S
 from munet.ops._registry import Meta, apply, apply_inplace, define
@@ -310,9 +311,28 @@ def add(input, other, *, alpha=1, out=None):
             other = other * alpha
     if not isinstance(input, Tensor):
         input, other = other, input
-    if out is None:
-        return binary(add_op, input, other)
-    return _out(binary(add_op, input, other), out)
+    try:
+        result = binary(add_op, input, other)
+    except LayoutError:
+        result = _sparse_sum(input, other, 1)
+    return result if out is None else _out(result, out)
+
+
+def _sparse_sum(input, other, sign: int, out=None):
+    """``input + sign * other`` where a sparse COO tensor refused the dense op: ``dense + sparse`` (into
+    ``out`` for the in-place forms) and ``sparse + sparse`` are the mixes PyTorch adds; anything else
+    raises the refusal again."""
+    from munet.sparse.coo import SparseCOOTensor, add_to_dense
+
+    if not isinstance(other, SparseCOOTensor):
+        if isinstance(input, SparseCOOTensor) and out is None:
+            return input.add(other, alpha=sign)  # PyTorch's error for sparse + dense
+        raise
+    if isinstance(input, SparseCOOTensor):
+        if out is not None:
+            raise
+        return input.add(other, alpha=sign)
+    return add_to_dense(input, other, alpha=sign, out=out)
 
 
 def _check_sub(input, other) -> None:
@@ -336,7 +356,11 @@ def sub(input, other, *, alpha=1, out=None):
     _check_alpha(input, other, alpha)
     if alpha != 1:
         other = other * alpha
-    return _out(binary(sub_op, input, other), out)
+    try:
+        result = binary(sub_op, input, other)
+    except LayoutError:
+        result = _sparse_sum(input, other, -1)
+    return _out(result, out)
 
 
 subtract = sub
@@ -427,7 +451,10 @@ def add_(self, other, *, alpha=1):
         _check_alpha(self, other, alpha)
         if alpha != 1:
             other = other * alpha
-    return binary_inplace(add_op, self, other)
+    try:
+        return binary_inplace(add_op, self, other)
+    except LayoutError:
+        return _sparse_sum(self, other, 1, out=self)
 
 
 def sub_(self, other, *, alpha=1):
@@ -435,7 +462,10 @@ def sub_(self, other, *, alpha=1):
     _check_alpha(self, other, alpha)
     if alpha != 1:
         other = other * alpha
-    return binary_inplace(sub_op, self, other)
+    try:
+        return binary_inplace(sub_op, self, other)
+    except LayoutError:
+        return _sparse_sum(self, other, -1, out=self)
 
 
 def mul_(self, other):

@@ -5,6 +5,8 @@ gradient is the composite ``embedding_backward`` (the rows added into a zero tab
 ``index_add``, skipping ``padding_idx`` and optionally divided by index frequency, like PyTorch's
 ``embedding_dense_backward``). The two are adjoint, so each is the other's gradient and double
 backward works. cpu and vulkan keep one-kernel forms of both, tested against the decompositions.
+With ``sparse=True`` the gradient is instead a sparse COO tensor (``munet.sparse``) holding one row
+per looked-up index (PyTorch's ``embedding_sparse_backward``); it cannot be differentiated again.
 """
 
 from __future__ import annotations
@@ -44,11 +46,33 @@ def _embedding_meta(weight, indices, **_):
 
 def _embedding_backward(ctx, g):
     indices = ctx.saved_tensor("indices")
-    attrs = ctx.attrs
-    return (
-        apply(embedding_backward_op, g, indices, num_weights=ctx.input_shapes[0][0], **attrs),
-        None,
-    )
+    attrs = dict(ctx.attrs)
+    num_weights = ctx.input_shapes[0][0]
+    if attrs.pop("sparse"):
+        return _sparse_weight_grad(g, indices, num_weights, **attrs), None
+    return apply(embedding_backward_op, g, indices, num_weights=num_weights, **attrs), None
+
+
+def _sparse_weight_grad(g, indices, num_weights: int, *, padding_idx, scale_grad_by_freq):
+    """The weight's gradient as a sparse COO tensor: row ``k`` of ``g`` at index ``indices[k]`` (not
+    coalesced; ``padding_idx``'s entries left out), PyTorch's ``embedding_sparse_backward``."""
+    from munet.autograd.grad_mode import is_grad_enabled
+    from munet.ops._registry import refuse_under_trace
+    from munet.sparse.coo import SparseCOOTensor
+
+    if scale_grad_by_freq:
+        raise RuntimeError("embedding_backward: scale_grad_by_freq not supported with sparse gradients")
+    refuse_under_trace("embedding", "sparse=True gradients are not supported inside munet.compile")
+    if is_grad_enabled():
+        raise RuntimeError(
+            "embedding: a sparse=True gradient cannot be differentiated again (create_graph=True); use sparse=False"
+        )
+    flat = indices.reshape(-1).to(D.int64)
+    rows = g.reshape(-1, g.shape[-1])
+    if padding_idx is not None:
+        keep = flat != padding_idx
+        flat, rows = flat[keep], rows[keep]
+    return SparseCOOTensor._build(flat.unsqueeze(0), rows, (num_weights, g.shape[-1]), False)
 
 
 def _check_in_range(indices, size: int, message: str) -> None:
@@ -57,8 +81,9 @@ def _check_in_range(indices, size: int, message: str) -> None:
     check_values((indices >= 0) & (indices < size), message, IndexOutOfRangeError, indices)
 
 
-def _embedding_decomposition(weight, indices, *, padding_idx, scale_grad_by_freq):
-    """``weight``'s rows at ``indices`` (``padding_idx`` and the frequency scaling only shape the gradient)."""
+def _embedding_decomposition(weight, indices, *, padding_idx, scale_grad_by_freq, sparse):
+    """``weight``'s rows at ``indices`` (``padding_idx``, the frequency scaling and ``sparse`` only shape
+    the gradient)."""
     _check_in_range(indices, weight.shape[0], INDEX_OUT_OF_RANGE.format(size=weight.shape[0], value="{value}"))
     rows = weight.index_select(0, indices.reshape(-1))
     return rows.reshape(tuple(indices.shape) + (weight.shape[1],))
@@ -88,7 +113,7 @@ def _embedding_backward_backward(ctx, gg):
             embedding_backward_op, ones, indices, num_weights=gg.shape[0], padding_idx=None, scale_grad_by_freq=False
         )
         gg = gg / counts.clamp_min(1.0)
-    out = apply(embedding_op, gg, indices, padding_idx=None, scale_grad_by_freq=False)
+    out = apply(embedding_op, gg, indices, padding_idx=None, scale_grad_by_freq=False, sparse=False)
     if padding_idx is not None:
         out = out * (indices != padding_idx).unsqueeze(-1).to(out.dtype)
     return out, None
@@ -149,11 +174,10 @@ def embedding(
     """Rows of ``weight`` at ``input`` (int64/int32 indices): output shape ``(*input.shape, D)``.
 
     ``padding_idx``'s row gets no gradient; ``max_norm`` renormalizes the looked-up rows of
-    ``weight`` in place first (without gradient), like PyTorch.
+    ``weight`` in place first (without gradient), like PyTorch. ``sparse=True`` makes ``weight``'s
+    gradient a sparse COO tensor (see ``docs/sparse.md``).
     """
     _check_indices(input, "embedding")
-    if sparse:
-        raise NotImplementedError("embedding: sparse=True gradients are not supported by munet; use sparse=False")
     num = weight.shape[0] if weight.ndim >= 1 else 0
     if padding_idx is not None:
         if not -num <= padding_idx < num:
@@ -163,7 +187,14 @@ def embedding(
         message = INDEX_OUT_OF_RANGE.format(size=num, value="{value}")
         check_values((input >= 0) & (input < num), message, IndexError, input)
         embedding_renorm_(weight, input, float(max_norm), float(norm_type))
-    return apply(embedding_op, weight, input, padding_idx=padding_idx, scale_grad_by_freq=bool(scale_grad_by_freq))
+    return apply(
+        embedding_op,
+        weight,
+        input,
+        padding_idx=padding_idx,
+        scale_grad_by_freq=bool(scale_grad_by_freq),
+        sparse=bool(sparse),
+    )
 
 
 # one_hot --------------------------------------------------------------------------------------------------
@@ -244,11 +275,10 @@ def embedding_bag(
     Composed from differentiable ops: ``embedding`` for the lookup and max-norm
     renormalization, ``index_select`` to drop padding entries, ``index_add`` for sums and
     ``scatter_reduce('amax')`` for maxima. The bag layout is read from the indices and offsets
-    on the host, so it runs eagerly but cannot be traced.
+    on the host, so it runs eagerly but cannot be traced. ``sparse=True`` (sum and mean) makes
+    ``weight``'s gradient a sparse COO tensor with a row per index, padding entries left out.
     """
     op = "embedding_bag"
-    if sparse:
-        raise NotImplementedError("embedding_bag: sparse=True gradients are not supported by munet")
     if weight.ndim != 2:
         raise ValueError(f"{op}: weight has to be a 2D Tensor, but got Tensor of dimension {weight.ndim}")
     if per_sample_weights is not None and tuple(per_sample_weights.shape) != tuple(input.shape):
@@ -260,6 +290,8 @@ def embedding_bag(
         raise ValueError(f"{op}: mode has to be one of sum, mean or max, got {mode!r}")
     if mode == "max" and scale_grad_by_freq:
         raise ValueError(f"{op}: max mode does not support scaling the gradient by the frequency")
+    if mode == "max" and sparse:
+        raise ValueError(f"{op}: max mode does not support sparse weights")
     if per_sample_weights is not None and mode != "sum":
         raise NotImplementedError(
             f"{op}: per_sample_weights was not None. per_sample_weights is only supported for mode='sum' "
@@ -267,8 +299,9 @@ def embedding_bag(
         )
     flat, bag_of, bags = _bag_layout(input, offsets, include_last_offset, op)
     # The lookup covers every index (so max_norm and gradient frequencies see all of them, like
-    # PyTorch); entries outside every bag and padding entries are then dropped.
-    rows = embedding(flat, weight, None, max_norm, norm_type, scale_grad_by_freq)
+    # PyTorch); entries outside every bag and padding entries are then dropped. A sparse gradient
+    # leaves padding entries out, as PyTorch's does.
+    rows = embedding(flat, weight, padding_idx if sparse else None, max_norm, norm_type, scale_grad_by_freq, sparse)
     keep = bag_of >= 0
     if padding_idx is not None:
         keep &= flat.detach().cpu().numpy() != padding_idx

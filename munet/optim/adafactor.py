@@ -57,6 +57,8 @@ class Adafactor(Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
+                if p.grad.is_sparse:
+                    raise RuntimeError("Adafactor does not support sparse gradients")
                 state = self.state[p]
                 if not state:
                     state.update(self._init_state(p))

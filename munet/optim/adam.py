@@ -64,6 +64,9 @@ class Adam(ParameterwiseOptimizer):
         )
         super().__init__(params, defaults)
 
+    def check_sparse_grad(self, group: dict) -> None:
+        raise RuntimeError("Adam does not support sparse gradients, please consider SparseAdam instead")
+
     def init_state(self, p, group) -> dict:
         state = {"step": step_counter(), "exp_avg": zeros_like(p), "exp_avg_sq": zeros_like(p)}
         if group["amsgrad"]:

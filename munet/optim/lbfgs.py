@@ -179,6 +179,8 @@ class LBFGS(Optimizer):
         for p in self._params:
             if p.grad is None:
                 views.append(zeros(p.numel(), dtype=p.dtype, device=p.device))
+            elif p.grad.is_sparse:  # as PyTorch: a sparse gradient takes part densely
+                views.append(p.grad.to_dense().reshape(-1))
             else:
                 views.append(p.grad.reshape(-1))
         return cat(views, 0)

@@ -99,6 +99,8 @@ class Muon(Optimizer):
                 if p.grad is None:
                     continue
                 grad = p.grad
+                if grad.is_sparse:
+                    raise RuntimeError("Muon does not support sparse gradients")
                 state = self.state[p]
                 if "momentum_buffer" not in state:
                     state["momentum_buffer"] = zeros_like(grad)

@@ -4,7 +4,8 @@
 Adagrad and the Adam family): for each parameter with a gradient, negated when the group
 maximizes, it creates the state on the first step (``init_state``), counts the step, applies
 weight decay (L2 into the gradient, or decoupled into the parameter) and calls the subclass's
-``update``. Step counts are tensors and bias corrections are computed from them with tensor ops
+``update``. A sparse gradient (``nn.Embedding(sparse=True)``) reaches ``update`` only in the
+optimizers that take one (``check_sparse_grad``), as in PyTorch; the others raise PyTorch's error. Step counts are tensors and bias corrections are computed from them with tensor ops
 (PyTorch's ``capturable`` formulation), so the same code runs eagerly and under ``munet.compile``.
 """
 
@@ -28,8 +29,13 @@ class ParameterwiseOptimizer(Optimizer):
 
     A subclass gives ``init_state(p, group) -> dict`` (the state of a parameter's first step; a
     ``"step"`` entry, see :func:`step_counter`, is counted before each update) and
-    ``update(p, grad, state, group)`` (``grad`` already maximized and weight-decayed).
+    ``update(p, grad, state, group)`` (``grad`` already maximized and weight-decayed). One that takes
+    sparse COO gradients overrides ``check_sparse_grad``.
     """
+
+    def check_sparse_grad(self, group: dict) -> None:
+        """Raise unless this optimizer updates from a sparse gradient under ``group``'s options."""
+        raise RuntimeError(f"{type(self).__name__} does not support sparse gradients")
 
     @no_grad()
     def step(self, closure=None):
@@ -38,7 +44,11 @@ class ParameterwiseOptimizer(Optimizer):
             for p in group["params"]:
                 if p.grad is None:
                     continue
-                grad = -p.grad if group.get("maximize", False) else p.grad
+                grad = p.grad
+                if grad.is_sparse:
+                    self.check_sparse_grad(group)
+                if group.get("maximize", False):
+                    grad = -grad
                 state = self.state[p]
                 if not state:
                     state.update(self.init_state(p, group))

@@ -6,7 +6,15 @@ from munet.optim.parameterwise import ParameterwiseOptimizer, check_nonnegative
 
 
 class SGD(ParameterwiseOptimizer):
-    """PyTorch's ``torch.optim.SGD`` (single-tensor update rule, same defaults)."""
+    """PyTorch's ``torch.optim.SGD`` (single-tensor update rule, same defaults).
+
+    Sparse gradients work as in PyTorch: without momentum the parameter's rows at the gradient's
+    indices move; with momentum the buffer starts as a sparse copy of the first gradient and stays
+    sparse (a dense gradient later meets PyTorch's ``add(sparse, dense)`` error, and so does weight decay).
+    """
+
+    def check_sparse_grad(self, group: dict) -> None:
+        return None  # sparse gradients flow through update's tensor ops
 
     def __init__(
         self,

@@ -138,9 +138,12 @@ EXTRA_INPUTS.update(
         "embedding": [
             (
                 lambda x: (x.reshape(24, 7), _indices(x, _EMBEDDING_ROWS)),
-                dict(padding_idx=None, scale_grad_by_freq=False),
+                dict(padding_idx=None, scale_grad_by_freq=False, sparse=False),
             ),
-            (lambda x: (x[0], _indices(x, [[7, 0], [3, 3]])), dict(padding_idx=3, scale_grad_by_freq=True)),
+            (
+                lambda x: (x[0], _indices(x, [[7, 0], [3, 3]])),
+                dict(padding_idx=3, scale_grad_by_freq=True, sparse=False),
+            ),
         ],
         "embedding_backward": [(lambda x: (x, _indices(x, _EMBEDDING_ROWS)), attrs) for attrs in _EMBEDDING_GRADIENTS],
         "searchsorted": [

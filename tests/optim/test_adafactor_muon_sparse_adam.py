@@ -142,5 +142,3 @@ def test_sparse_adam_refuses_dense_gradients_as_torch():
             lib.optim.SparseAdam([p], lr=0.0)
         with pytest.raises(ValueError, match="Invalid beta parameter at index 1"):
             lib.optim.SparseAdam([p], betas=(0.9, 1.0))
-    with pytest.raises(NotImplementedError, match="sparse"):
-        munet.nn.Embedding(4, 2, sparse=True)(munet.tensor([1]))

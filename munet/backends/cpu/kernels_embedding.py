@@ -16,7 +16,7 @@ from munet.ops.embedding import INDEX_OUT_OF_RANGE
 
 
 @kernel("embedding")
-def embedding(weight, indices, *, padding_idx, scale_grad_by_freq):
+def embedding(weight, indices, *, padding_idx, scale_grad_by_freq, sparse):
     check_bounds(indices, weight.shape[0], 0, "embedding", wrap=False, message=INDEX_OUT_OF_RANGE)
     return np.take(weight, indices, axis=0)
 

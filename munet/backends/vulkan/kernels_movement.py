@@ -180,7 +180,7 @@ def _embedding_source(kind: str) -> str:
 
 
 @kernel("embedding")
-def embedding(rt, weight, indices, *, padding_idx, scale_grad_by_freq):
+def embedding(rt, weight, indices, *, padding_idx, scale_grad_by_freq, sparse):
     kind = storage_type(weight.dtype, "embedding")
     dim = weight.shape[1]
     out = new_view(rt, (*indices.shape, dim), weight.dtype)

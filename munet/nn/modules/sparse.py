@@ -155,8 +155,6 @@ class EmbeddingBag(_EmbeddingBase):
         dtype=None,
     ):
         super().__init__()
-        if sparse:
-            raise NotImplementedError("EmbeddingBag: sparse=True gradients are not supported by munet")
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         self.max_norm = max_norm
@@ -177,7 +175,7 @@ class EmbeddingBag(_EmbeddingBase):
             self.norm_type,
             self.scale_grad_by_freq,
             self.mode,
-            False,
+            self.sparse,
             per_sample_weights,
             self.include_last_offset,
             self.padding_idx,

@@ -46,6 +46,11 @@ def clip_grad_norm_(
     """Scale all gradients so their total norm is at most ``max_norm``; returns the norm before clipping."""
     parameters = [parameters] if isinstance(parameters, Tensor) else list(parameters)
     grads = _grads(parameters)
+    if any(g.is_sparse for g in grads):  # PyTorch's norms refuse them too
+        raise RuntimeError(
+            "clip_grad_norm_: sparse gradients are not supported, as in PyTorch (whose vector norms refuse sparse "
+            "tensors); compute a norm from g.coalesce()._values() and scale with clip_grads_with_norm_"
+        )
     total = get_total_norm(grads, norm_type, error_if_nonfinite)
     clip_grads_with_norm_(parameters, max_norm, total)
     return total
