@@ -129,6 +129,9 @@ expect_raises(TypeError, ["backend 'nccl' cannot reduce int16"], lambda: dist.al
 expect_raises(ValueError, ["Cannot use ReduceOp.BAND with NCCL"],
               lambda: dist.all_reduce(on_device(values(0), "int32"), ReduceOp.BAND))  # fmt: skip
 expect_raises(ValueError, ["cannot receive from any source"], lambda: dist.recv(on_device(values(0), "float32")))
+mixed = on_device(values(RANK), "float32") if RANK == 0 else munet.tensor(values(RANK)).float()
+expect_raises(RuntimeError, ["the ranks disagree", "rank 0 called all_reduce of float32 [6] (a cuda tensor, through NCCL)"],
+              lambda: dist.all_reduce(mixed))  # fmt: skip
 
 # the other collectives ----------------------------------------------------------------------------------
 root = WORLD - 1
