@@ -266,5 +266,33 @@ for step in range(3):
         difference = np.abs(p.detach().numpy() - q.detach().cpu().numpy()).max()
         assert difference < 1e-10, f"rank {RANK}: step {step}: {name} differs by {difference:g}"
 
+
+# find_unused_parameters on cuda: rank 0 uses head b, the others head a; each gets the average over
+# the ranks of the local gradients (zero where unused), as the reference's loss summed over the shards
+class Heads(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(5, 3), nn.Linear(5, 3)
+
+    def forward(self, x, use_b):
+        return self.b(x) if use_b else self.a(x)
+
+
+def heads():
+    munet.manual_seed(3)
+    return Heads().to(munet.float64)
+
+
+reference, ddp = heads(), nn.parallel.DistributedDataParallel(heads().to(DEV), find_unused_parameters=True)
+rng = np.random.default_rng(7)
+x, y = munet.tensor(rng.standard_normal((2 * WORLD, 5))), munet.tensor(rng.standard_normal((2 * WORLD, 3)))
+shards = [(x[2 * r : 2 * r + 2], y[2 * r : 2 * r + 2]) for r in range(WORLD)]
+sum(nn.functional.mse_loss(reference(xs, r == 0), ys) for r, (xs, ys) in enumerate(shards)).div(WORLD).backward()
+xs, ys = shards[RANK]
+nn.functional.mse_loss(ddp(xs.to(DEV), RANK == 0), ys.to(DEV)).backward()
+for (name, p), q in zip(reference.named_parameters(), ddp.module.parameters()):
+    difference = np.abs(p.grad.numpy() - q.grad.cpu().numpy()).max()
+    assert difference < 1e-10, f"rank {RANK}: find_unused_parameters: {name}.grad differs by {difference:g}"
+
 dist.destroy_process_group()
 print(f"rank {RANK}: nccl ok", flush=True)
