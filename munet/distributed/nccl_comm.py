@@ -156,7 +156,6 @@ class NcclComm:
         self.nccl = nccl_module(where)
         self.cupy = cupy_module()
         self.index = index
-        self.version = int(self.nccl.get_version())
         self.failed: str | None = None
         self.deferred: list | None = None  # requests of a coalesced() block, recorded at its end
         unique_id = np.zeros(128, dtype=np.int8)
