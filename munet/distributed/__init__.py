@@ -4,10 +4,12 @@ or over MuNet's own TCP transport.
 Start ranks with ``munet-run -n 4 train.py`` (or ``mpirun -n 4 python train.py``), then
 ``init_process_group("mpi")`` (``"gloo"`` takes the same path); or start them separately as
 torchrun does (``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``; ``munet-run --standalone``)
-and ``init_process_group("gloo")`` joins them over TCP. See docs/distributed.md.
+and ``init_process_group("gloo")`` joins them over TCP. ``"nccl"`` (or ``"cpu:gloo,cuda:nccl"``) carries
+cuda tensors through NCCL (CuPy's ``cupy.cuda.nccl``); ``device_mesh.init_device_mesh`` lays the ranks
+out in a mesh of groups. See docs/distributed.md.
 """
 
-from munet.distributed import functional_collectives
+from munet.distributed import device_mesh, functional_collectives
 from munet.distributed.collectives import (
     P2POp,
     all_gather,
@@ -32,6 +34,7 @@ from munet.distributed.collectives import (
     send,
 )
 from munet.distributed.comm_hooks import BuiltinCommHookType, GradBucket
+from munet.distributed.device_mesh import DeviceMesh, init_device_mesh
 from munet.distributed.errors import DistBackendError, DistError, DistNetworkError, DistStoreError
 from munet.distributed.objects import (
     all_gather_object,

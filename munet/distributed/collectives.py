@@ -13,7 +13,7 @@ import numpy as np
 
 from munet._tensor import Tensor
 from munet.distributed.host_buffers import store_array
-from munet.distributed.process_group import ProcessGroup, ReduceOp, reduction
+from munet.distributed.process_group import ProcessGroup, ReduceOp
 from munet.distributed.work import Work
 from munet.distributed.world import DebugLevel, get_debug_level, resolve_group
 
@@ -25,12 +25,12 @@ _DTYPES = ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "bfloa
 _MAX_DIMS = 8
 
 
-def _signature(where: str, dtype, shape, extra: int) -> np.ndarray:
+def _signature(where: str, dtype, shape, extra: int, nccl: bool = False) -> np.ndarray:
     dims = list(shape)[:_MAX_DIMS]
     if len(shape) > _MAX_DIMS:
         dims[-1] = int(np.prod(shape[_MAX_DIMS - 1 :]))
     code = _DTYPES.index(dtype.name) if dtype is not None and dtype.name in _DTYPES else len(_DTYPES)
-    row = [_OPS.index(where), code, len(shape), *dims, *([-1] * (_MAX_DIMS - len(dims))), extra]
+    row = [_OPS.index(where), code, len(shape), *dims, *([-1] * (_MAX_DIMS - len(dims))), int(nccl), extra]
     return np.asarray(row, dtype=np.int64)
 
 
@@ -40,14 +40,16 @@ def _describe(row: np.ndarray, extra_name: str) -> str:
         return op
     dtype = _DTYPES[row[1]] if row[1] < len(_DTYPES) else "another dtype"
     text = f"{op} of {dtype} {[int(d) for d in row[3 : 3 + min(int(row[2]), _MAX_DIMS)]]}"
+    text += " (a cuda tensor, through NCCL)" if row[-2] else ""
     return text + (f" ({extra_name} {int(row[-1])})" if extra_name else "")
 
 
-def agree(pg: ProcessGroup, where: str, dtype=None, shape=(), extra: int = 0, extra_name: str = "") -> None:
-    """Raise on every rank unless all ranks called ``where`` with the same dtype, shape and ``extra``."""
+def agree(pg: ProcessGroup, where: str, dtype=None, shape=(), extra: int = 0, extra_name: str = "", on=None) -> None:
+    """Raise on every rank unless all ranks called ``where`` with the same dtype, shape and ``extra``, and
+    with tensors (``on``) that take the same transport (NCCL or the host one)."""
     if pg.size() == 1 or get_debug_level() is DebugLevel.OFF:
         return
-    mine = _signature(where, dtype, tuple(shape), extra)
+    mine = _signature(where, dtype, tuple(shape), extra, on is not None and pg.on_nccl(on))
     table = np.empty((pg.size(), mine.size), dtype=np.int64)
     Work(pg.comm.allgather(mine, table), f"{where} (checking that the ranks agree)", pg.timeout).wait()
     if (table == table[0]).all():
@@ -98,21 +100,41 @@ def root_rank(pg: ProcessGroup, global_rank, group_rank, where: str, name: str) 
     return pg.group_rank(int(global_rank), where)
 
 
-def _flat_cpu(dtype, numel: int) -> Tensor:
+def _flat(pg: ProcessGroup, like: Tensor, numel: int) -> Tensor:
+    """An empty flat tensor of ``like``'s dtype where ``pg`` stages ``like`` (its cuda device on NCCL, else cpu)."""
     from munet.ops.creation import empty
 
-    return empty(numel, dtype=dtype, device="cpu")
+    return empty(numel, dtype=like.dtype, device=pg.staging_device(like))
 
 
-def flat_copy(tensors: list) -> Tensor:
-    """One contiguous cpu tensor holding ``tensors`` one after the other."""
-    from munet.ops.creation import from_numpy
+def flat_copy(tensors: list, device="cpu") -> Tensor:
+    """One contiguous tensor on ``device`` holding ``tensors`` one after the other."""
+    from munet._device import as_device
+    from munet.autograd.grad_mode import no_grad
+    from munet.ops.creation import empty, from_numpy
 
-    return from_numpy(np.concatenate([np.asarray(t.detach().cpu().numpy()).reshape(-1) for t in tensors]))
+    if as_device(device).type == "cpu":
+        return from_numpy(np.concatenate([np.asarray(t.detach().cpu().numpy()).reshape(-1) for t in tensors]))
+    flat = empty(sum(t.numel() for t in tensors), dtype=tensors[0].dtype, device=device)
+    start = 0
+    with no_grad():
+        for t in tensors:
+            flat[start : start + t.numel()].view(tuple(t.shape)).copy_(t.detach())
+            start += t.numel()
+    return flat
 
 
 def split_into(flat: Tensor, tensors: list) -> None:
     """Copy consecutive chunks of ``flat`` into ``tensors`` (a Work step)."""
+    from munet.autograd.grad_mode import no_grad
+
+    if flat.device.type != "cpu":  # a device copy per tensor, in stream order
+        start = 0
+        with no_grad():
+            for t in tensors:
+                t.detach().copy_(flat[start : start + t.numel()].view(tuple(t.shape)))
+                start += t.numel()
+        return
     array = flat.numpy()
     start = 0
     for t in tensors:
@@ -126,8 +148,8 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op
     pg = resolve_group(group, "all_reduce")
     if pg is None:
         return None
-    reduction(op, _tensor(tensor, "all_reduce").dtype, "all_reduce")
-    agree(pg, "all_reduce", tensor.dtype, tensor.shape, list(ReduceOp).index(op), "reduce op #")
+    pg.check_reduction(op, _tensor(tensor, "all_reduce"), "all_reduce")
+    agree(pg, "all_reduce", tensor.dtype, tensor.shape, list(ReduceOp).index(op), "reduce op #", on=tensor)
     return _finish(pg.allreduce(tensor, op), async_op)
 
 
@@ -137,7 +159,7 @@ def broadcast(tensor: Tensor, src: int | None = None, group=None, async_op: bool
     if pg is None:
         return None
     root = root_rank(pg, src, group_src, "broadcast", "src")
-    agree(pg, "broadcast", _tensor(tensor, "broadcast").dtype, tensor.shape, root, "from group rank")
+    agree(pg, "broadcast", _tensor(tensor, "broadcast").dtype, tensor.shape, root, "from group rank", on=tensor)
     return _finish(pg.broadcast(tensor, root), async_op)
 
 
@@ -154,8 +176,8 @@ def reduce(
     if pg is None:
         return None
     root = root_rank(pg, dst, group_dst, "reduce", "dst")
-    reduction(op, _tensor(tensor, "reduce").dtype, "reduce")
-    agree(pg, "reduce", tensor.dtype, tensor.shape, root * 16 + list(ReduceOp).index(op), "dst * 16 + op #")
+    pg.check_reduction(op, _tensor(tensor, "reduce"), "reduce")
+    agree(pg, "reduce", tensor.dtype, tensor.shape, root * 16 + list(ReduceOp).index(op), "dst * 16 + op #", on=tensor)
     return _finish(pg.reduce(tensor, root, op), async_op)
 
 
@@ -165,8 +187,8 @@ def all_gather(tensor_list: list, tensor: Tensor, group=None, async_op: bool = F
     if pg is None:
         return None
     outputs = _tensor_list(tensor_list, pg.size(), _tensor(tensor, "all_gather"), "all_gather", "tensor_list")
-    agree(pg, "all_gather", tensor.dtype, tensor.shape)
-    flat = _flat_cpu(tensor.dtype, tensor.numel() * pg.size())
+    agree(pg, "all_gather", tensor.dtype, tensor.shape, on=tensor)
+    flat = _flat(pg, tensor, tensor.numel() * pg.size())
     work = pg.allgather(flat, tensor)
     return _finish(work.then(lambda: split_into(flat, outputs)), async_op)
 
@@ -185,7 +207,7 @@ def all_gather_into_tensor(output_tensor: Tensor, input_tensor: Tensor, group=No
             f"{where}: output_tensor must hold world_size ({pg.size()}) times input_tensor's "
             f"{inp.numel()} elements, got shape {list(out.shape)}"
         )
-    agree(pg, where, inp.dtype, inp.shape)
+    agree(pg, where, inp.dtype, inp.shape, on=inp)
     return _finish(pg.allgather(out, inp), async_op)
 
 
@@ -197,9 +219,9 @@ def reduce_scatter(output: Tensor, input_list: list, op: ReduceOp = ReduceOp.SUM
     inputs = _tensor_list(
         input_list, pg.size(), _tensor(output, "reduce_scatter", "output"), "reduce_scatter", "input_list"
     )
-    reduction(op, output.dtype, "reduce_scatter")
-    agree(pg, "reduce_scatter", output.dtype, output.shape, list(ReduceOp).index(op), "reduce op #")
-    return _finish(pg.reduce_scatter(output, flat_copy(inputs), op), async_op)
+    pg.check_reduction(op, output, "reduce_scatter")
+    agree(pg, "reduce_scatter", output.dtype, output.shape, list(ReduceOp).index(op), "reduce op #", on=output)
+    return _finish(pg.reduce_scatter(output, flat_copy(inputs, pg.staging_device(output)), op), async_op)
 
 
 def reduce_scatter_tensor(
@@ -216,14 +238,14 @@ def reduce_scatter_tensor(
             f"{where}: input must hold world_size ({pg.size()}) times output's {output.numel()} elements, "
             f"got shape {list(input.shape)}"
         )
-    reduction(op, output.dtype, where)
-    agree(pg, where, output.dtype, output.shape, list(ReduceOp).index(op), "reduce op #")
+    pg.check_reduction(op, output, where)
+    agree(pg, where, output.dtype, output.shape, list(ReduceOp).index(op), "reduce op #", on=output)
     return _finish(pg.reduce_scatter(output, input, op), async_op)
 
 
-def _alltoall_counts_agree(pg: ProcessGroup, where: str, dtype, send_counts: list, recv_counts: list) -> None:
+def _alltoall_counts_agree(pg: ProcessGroup, where: str, dtype, send_counts: list, recv_counts: list, on) -> None:
     """Every rank sends rank j exactly as many elements as rank j expects; else all ranks raise."""
-    agree(pg, where, dtype)
+    agree(pg, where, dtype, on=on)
     if pg.size() == 1 or get_debug_level() is DebugLevel.OFF:
         return
     announced = np.empty(pg.size(), dtype=np.int64)
@@ -259,9 +281,9 @@ def all_to_all(output_tensor_list: list, input_tensor_list: list, group=None, as
         if t.dtype is not dtype:
             raise ValueError(f"{where}: every tensor must have dtype {dtype.name}, got {t.dtype.name}")
     send_counts, recv_counts = [t.numel() for t in inputs], [t.numel() for t in outputs]
-    _alltoall_counts_agree(pg, where, dtype, send_counts, recv_counts)
-    flat_out = _flat_cpu(dtype, sum(recv_counts))
-    work = pg.alltoall(flat_out, flat_copy(inputs), recv_counts, send_counts)
+    _alltoall_counts_agree(pg, where, dtype, send_counts, recv_counts, inputs[0])
+    flat_out = _flat(pg, inputs[0], sum(recv_counts))
+    work = pg.alltoall(flat_out, flat_copy(inputs, pg.staging_device(inputs[0])), recv_counts, send_counts)
     return _finish(work.then(lambda: split_into(flat_out, outputs)), async_op)
 
 
@@ -276,7 +298,7 @@ def all_to_all_single(
     _same_dtype(_tensor(output, where, "output"), _tensor(input, where, "input"), where)
     send_counts = _split_counts(input, input_split_sizes, pg.size(), where, "input")
     recv_counts = _split_counts(output, output_split_sizes, pg.size(), where, "output")
-    _alltoall_counts_agree(pg, where, input.dtype, send_counts, recv_counts)
+    _alltoall_counts_agree(pg, where, input.dtype, send_counts, recv_counts, input)
     return _finish(pg.alltoall(output, input, recv_counts, send_counts), async_op)
 
 
@@ -303,8 +325,8 @@ def gather(
     root = root_rank(pg, dst, group_dst, "gather", "dst")
     _tensor(tensor, "gather")
     outputs = _tensor_list(gather_list, pg.size(), tensor, "gather", "gather_list") if pg.rank() == root else []
-    agree(pg, "gather", tensor.dtype, tensor.shape, root, "dst group rank")
-    flat = _flat_cpu(tensor.dtype, tensor.numel() * pg.size()) if outputs else None
+    agree(pg, "gather", tensor.dtype, tensor.shape, root, "dst group rank", on=tensor)
+    flat = _flat(pg, tensor, tensor.numel() * pg.size()) if outputs else None
     work = pg.gather(flat, tensor, root)
     return _finish(work.then(lambda: split_into(flat, outputs)) if outputs else work, async_op)
 
@@ -319,8 +341,9 @@ def scatter(
     root = root_rank(pg, src, group_src, "scatter", "src")
     _tensor(tensor, "scatter")
     inputs = _tensor_list(scatter_list, pg.size(), tensor, "scatter", "scatter_list") if pg.rank() == root else []
-    agree(pg, "scatter", tensor.dtype, tensor.shape, root, "src group rank")
-    return _finish(pg.scatter(tensor, flat_copy(inputs) if inputs else None, root), async_op)
+    agree(pg, "scatter", tensor.dtype, tensor.shape, root, "src group rank", on=tensor)
+    flat = flat_copy(inputs, pg.staging_device(tensor)) if inputs else None
+    return _finish(pg.scatter(tensor, flat, root), async_op)
 
 
 def barrier(group=None, async_op: bool = False, device_ids=None):
@@ -405,13 +428,30 @@ def batch_isend_irecv(p2p_op_list: list) -> list:
         raise ValueError("batch_isend_irecv: expected a non-empty list of P2POp")
     if not p2p_op_list:
         raise ValueError("batch_isend_irecv: expected a non-empty list of P2POp")
-    works = []
-    for p in p2p_op_list:
-        if p.op is isend:
-            works.append(isend(p.tensor, p.peer, p.group, p.tag, group_dst=p.group_peer))
-        else:
-            works.append(irecv(p.tensor, p.peer, p.group, p.tag, group_src=p.group_peer))
+    with _coalesced(p2p_op_list):
+        works = []
+        for p in p2p_op_list:
+            if p.op is isend:
+                works.append(isend(p.tensor, p.peer, p.group, p.tag, group_dst=p.group_peer))
+            else:
+                works.append(irecv(p.tensor, p.peer, p.group, p.tag, group_src=p.group_peer))
     return works
+
+
+def _coalesced(p2p_op_list: list):
+    """One NCCL group for a batch whose every operation goes through the same group's NCCL communicator
+    (as PyTorch coalesces them); otherwise the operations simply start in order."""
+    import contextlib
+
+    groups = {id(resolve_group(p.group, "batch_isend_irecv")) for p in p2p_op_list}
+    pg = resolve_group(p2p_op_list[0].group, "batch_isend_irecv")
+    if (
+        len(groups) != 1
+        or pg is None
+        or not all(pg.on_nccl(_tensor(p.tensor, "batch_isend_irecv")) for p in p2p_op_list)
+    ):
+        return contextlib.nullcontext()
+    return pg.nccl_comm(p2p_op_list[0].tensor.device.index, "batch_isend_irecv").coalesced()
 
 
 def _one_dtype(tensors: list, where: str):
@@ -430,10 +470,12 @@ def all_reduce_coalesced(tensors: list, op: ReduceOp = ReduceOp.SUM, group=None,
     pg = resolve_group(group, where)
     if pg is None:
         return None
-    reduction(op, _one_dtype(list(tensors), where), where)
+    _one_dtype(list(tensors), where)
+    pg.check_reduction(op, tensors[0], where)
     from munet.distributed.options import AllreduceCoalescedOptions
 
-    agree(pg, "all_reduce", tensors[0].dtype, [sum(t.numel() for t in tensors)], list(ReduceOp).index(op), "op #")
+    total = [sum(t.numel() for t in tensors)]
+    agree(pg, "all_reduce", tensors[0].dtype, total, list(ReduceOp).index(op), "op #", on=tensors[0])
     opts = AllreduceCoalescedOptions()
     opts.reduceOp = op
     return _finish(pg.allreduce_coalesced(list(tensors), opts), async_op)
@@ -456,8 +498,8 @@ def all_gather_coalesced(output_tensor_lists: list, input_tensor_list: list, gro
         ):
             raise ValueError(f"{where}: every output list must match input_tensor_list in sizes and dtype")
         outputs += list(outs)
-    flat = flat_copy(inputs)
-    agree(pg, "all_gather", dtype, flat.shape)
-    gathered = _flat_cpu(dtype, flat.numel() * pg.size())
+    flat = flat_copy(inputs, pg.staging_device(inputs[0]))
+    agree(pg, "all_gather", dtype, flat.shape, on=flat)
+    gathered = _flat(pg, flat, flat.numel() * pg.size())
     work = pg.allgather(gathered, flat)
     return _finish(work.then(lambda: split_into(gathered, outputs)), async_op)

@@ -20,7 +20,8 @@ class BuiltinCommHookType(enum.Enum):
 
 
 class GradBucket:
-    """One DDP bucket: a flat cpu ``buffer`` holding the gradients of ``parameters`` back to back."""
+    """One DDP bucket: a flat ``buffer`` (on the host, or on the cuda device NCCL reduces it on) holding the
+    gradients of ``parameters`` back to back."""
 
     def __init__(self, index: int, buffer, parameters: list, offsets: list[int], is_last: bool):
         self._index, self._buffer, self._parameters = index, buffer, list(parameters)

@@ -43,6 +43,12 @@ class HostBuffer:
             return self.array.view(np.uint16)
         return self.array
 
+    buffer = mpi_buffer  # what the transport is given (munet/distributed/nccl_comm.py's DeviceBuffer has one too)
+
+    def divide(self, n: int) -> None:
+        """AVG as SUM: divide the reduced values by the group size (a float32 stage rounds once, in ``store``)."""
+        np.divide(self.array, n, out=self.array)
+
     def store(self) -> None:
         """Make the tensor hold the array's values (bumps its version, as any in-place write)."""
         if self.shares_memory:

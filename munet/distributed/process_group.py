@@ -1,19 +1,20 @@
 """``ProcessGroup``: a set of ranks joined by one communicator, and its raw operations.
 
-The communicator is a transport: ``MpiComm`` (munet/distributed/mpi_comm.py) for ranks that
+The communicator is a host transport: ``MpiComm`` (munet/distributed/mpi_comm.py) for ranks that
 ``mpirun`` started, ``TcpComm`` (munet/distributed/tcp_comm.py) for ranks that met through a
-store. Each operation stages its tensors as host arrays (``HostBuffer``), starts the
-transport's nonblocking call and returns a :class:`Work`. Ranks here are ranks *in this
-group*; ``munet.distributed``'s functions translate global ranks, check arguments and agree on
-shapes before they get here.
+store. A group whose backend names NCCL (``"nccl"``, ``"cpu:gloo,cuda:nccl"``) also carries its cuda
+tensors through an ``NcclComm`` (munet/distributed/nccl_comm.py), made at its first cuda collective.
+Each operation picks the transport of its tensor, stages the tensor as that transport's buffer
+(``HostBuffer``: a host array; ``DeviceBuffer``: a contiguous cuda array), starts the transport's
+nonblocking call and returns a :class:`Work`. Ranks here are ranks *in this group*;
+``munet.distributed``'s functions translate global ranks, check arguments and agree on shapes
+before they get here.
 """
 
 from __future__ import annotations
 
 import enum
 from datetime import timedelta
-
-import numpy as np
 
 from munet.distributed.host_buffers import HostBuffer
 from munet.distributed.work import Work
@@ -60,14 +61,30 @@ def reduction(op: ReduceOp, dtype, where: str) -> str:
     return _NUMBER_OPS[op.value]
 
 
-class ProcessGroup:
-    """Ranks ``ranks`` (global numbering, in group order) joined by ``comm`` (an MpiComm or TcpComm)."""
+def device_backends(backend: str) -> dict[str, str]:
+    """What carries each device type's tensors for a (checked) backend string: ``"gloo"`` and ``"mpi"``
+    carry everything over the host transport, ``"nccl"`` (or ``"cuda:nccl"``) carries cuda tensors
+    through NCCL and the rest over the host transport, ``"cpu:gloo,cuda:nccl"`` names each."""
+    parts = [p.strip() for p in backend.split(",")]
+    if len(parts) == 1 and ":" not in parts[0]:
+        name = parts[0]
+        return {"cuda": "nccl"} if name == "nccl" else {"cpu": name, "cuda": name}
+    return dict(tuple(p.split(":", 1)) for p in parts)
 
-    def __init__(self, comm, backend: str, ranks: list[int], timeout: timedelta):
+
+class ProcessGroup:
+    """Ranks ``ranks`` (global numbering, in group order) joined by ``comm`` (an MpiComm or TcpComm),
+    and by NCCL for cuda tensors when ``backend`` says so (on cuda device ``device_id`` when given,
+    else on the device of the first cuda tensor it carries)."""
+
+    def __init__(self, comm, backend: str, ranks: list[int], timeout: timedelta, device_id: int | None = None):
         self.comm = comm
         self.backend = backend
         self.ranks = list(ranks)
         self.timeout = timeout
+        self.uses_nccl = device_backends(backend).get("cuda") == "nccl"
+        self.device_id = device_id
+        self._nccl = None
 
     def rank(self) -> int:
         return self.comm.rank()
@@ -81,6 +98,53 @@ class ProcessGroup:
             raise ValueError(f"{where}: global rank {global_rank} is not part of this group (ranks {self.ranks})")
         return self.ranks.index(global_rank)
 
+    # which transport carries a tensor ---------------------------------------------------------------
+    def on_nccl(self, tensor) -> bool:
+        """Whether ``tensor`` goes through NCCL (a cuda tensor on a group whose backend names nccl)."""
+        return self.uses_nccl and tensor.device.type == "cuda"
+
+    def staging_device(self, tensor):
+        """Where a flat buffer made for ``tensor`` lives: its own cuda device on NCCL, else the host."""
+        return tensor.device if self.on_nccl(tensor) else "cpu"
+
+    def nccl_comm(self, index: int, where: str):
+        """The group's NCCL communicator on cuda device ``index`` (made now, by every rank, if need be)."""
+        from munet.distributed.nccl_comm import NcclComm
+
+        wanted = index if self.device_id is None else self.device_id
+        if self._nccl is None and index == wanted:
+            self._nccl = NcclComm(self.comm, index, self.timeout, where)
+        if self._nccl is None or self._nccl.index != index:
+            raise ValueError(
+                f"{where}: this group's NCCL communicator is on cuda:{wanted if self._nccl is None else self._nccl.index}"
+                f", the tensor on cuda:{index}; a rank uses one cuda device per group (call "
+                "munet.cuda.set_device(local_rank) or pass device_id to init_process_group)"
+            )
+        return self._nccl
+
+    def _carrier(self, tensor, where: str, other=None):
+        """``(transport, buffer class)`` for ``tensor`` (and ``other``, which must go the same way)."""
+        nccl = self.on_nccl(tensor)
+        if other is not None and (nccl != self.on_nccl(other) or (nccl and other.device != tensor.device)):
+            raise ValueError(
+                f"{where}: backend {self.backend!r} needs the output and input on the same transport; got {other.device} "
+                f"and {tensor.device}"
+            )
+        if not nccl:
+            return self.comm, HostBuffer
+        from munet.distributed.nccl_comm import DeviceBuffer
+
+        return self.nccl_comm(tensor.device.index, where), DeviceBuffer
+
+    def check_reduction(self, op, tensor, where: str) -> str:
+        """The reduction ``tensor``'s transport runs for ``op``; raises for pairs it cannot reduce."""
+        if not self.on_nccl(tensor):
+            return reduction(op, tensor.dtype, where)
+        from munet.distributed.nccl_comm import nccl_module
+        from munet.distributed.nccl_comm import reduction as nccl_reduction
+
+        return nccl_reduction(op, tensor.dtype, int(nccl_module(where).get_version()), where)
+
     def _work(self, request, description: str, outputs=(), stores=(), opts=None) -> Work:
         from munet.distributed.options import option_timeout
 
@@ -89,9 +153,9 @@ class ProcessGroup:
             work.then(buf.store)
         return work
 
-    def _averaged(self, work: Work, buf: HostBuffer, op: ReduceOp) -> Work:
-        if op is ReduceOp.AVG:
-            work.then(lambda: np.divide(buf.array, self.size(), out=buf.array))
+    def _averaged(self, work: Work, buf, op: ReduceOp, name: str) -> Work:
+        if op is ReduceOp.AVG and name != "AVG":  # AVG as SUM, then a division (NCCL 2.10+ averages itself)
+            work.then(lambda: buf.divide(self.size()))
         return work.then(buf.store)
 
     # collectives --------------------------------------------------------------------------------
@@ -102,10 +166,11 @@ class ProcessGroup:
 
         opts = op if isinstance(op, AllreduceOptions) else None
         op, tensor = op.reduceOp if opts else op, single_tensor(tensor, "allreduce")
-        name = reduction(op, tensor.dtype, "all_reduce")
-        buf = HostBuffer(tensor, for_reduction=True)
-        work = self._work(self.comm.allreduce(buf.mpi_buffer, name), "all_reduce", [tensor], opts=opts)
-        return self._averaged(work, buf, op)
+        name = self.check_reduction(op, tensor, "all_reduce")
+        comm, buffer = self._carrier(tensor, "all_reduce")
+        buf = buffer(tensor, for_reduction=True)
+        work = self._work(comm.allreduce(buf.buffer, name), "all_reduce", [tensor], opts=opts)
+        return self._averaged(work, buf, op, name)
 
     def allreduce_coalesced(self, tensors: list, opts=None) -> Work:
         """``allreduce`` of every tensor of ``tensors`` (one dtype), as one operation."""
@@ -113,7 +178,7 @@ class ProcessGroup:
         from munet.distributed.options import AllreduceCoalescedOptions
 
         opts = opts or AllreduceCoalescedOptions()
-        flat = flat_copy(list(tensors))
+        flat = flat_copy(list(tensors), self.staging_device(tensors[0]))
         return self.allreduce(flat, opts).then(lambda: split_into(flat, list(tensors)))
 
     def reduce(self, tensor, root, op=ReduceOp.SUM) -> Work:
@@ -123,25 +188,28 @@ class ProcessGroup:
         if opts:
             root, op = opts.rootRank, opts.reduceOp
         tensor = single_tensor(tensor, "reduce")
-        name = reduction(op, tensor.dtype, "reduce")
-        buf = HostBuffer(tensor, for_reduction=True)
-        work = self._work(self.comm.reduce(buf.mpi_buffer, name, root), "reduce", [tensor], opts=opts)
-        return work if self.rank() != root else self._averaged(work, buf, op)
+        name = self.check_reduction(op, tensor, "reduce")
+        comm, buffer = self._carrier(tensor, "reduce")
+        buf = buffer(tensor, for_reduction=True)
+        work = self._work(comm.reduce(buf.buffer, name, root), "reduce", [tensor], opts=opts)
+        return work if self.rank() != root else self._averaged(work, buf, op, name)
 
     def broadcast(self, tensor, root) -> Work:
         from munet.distributed.options import BroadcastOptions, single_tensor
 
         opts = root if isinstance(root, BroadcastOptions) else None
         root, tensor = opts.rootRank if opts else root, single_tensor(tensor, "broadcast")
-        buf = HostBuffer(tensor, read=self.rank() == root)
+        comm, buffer = self._carrier(tensor, "broadcast")
+        buf = buffer(tensor, read=self.rank() == root)
         stores = [buf] if self.rank() != root else []
-        return self._work(self.comm.bcast(buf.mpi_buffer, root), "broadcast", [tensor], stores, opts)
+        return self._work(comm.bcast(buf.buffer, root), "broadcast", [tensor], stores, opts)
 
     def allgather(self, output, input) -> Work:
         """``output`` (flat numel = size * input numel) gets every rank's ``input`` in rank order."""
-        out = HostBuffer(output, read=False)
-        inp = HostBuffer(input)
-        return self._work(self.comm.allgather(inp.mpi_buffer, out.mpi_buffer), "all_gather", [output], [out])
+        comm, buffer = self._carrier(input, "all_gather", output)
+        out = buffer(output, read=False)
+        inp = buffer(input)
+        return self._work(comm.allgather(inp.buffer, out.buffer), "all_gather", [output], [out])
 
     def reduce_scatter(self, output, input, op=ReduceOp.SUM) -> Work:
         """Rank r's ``output`` gets the reduction of chunk r of every rank's flat ``input``."""
@@ -149,17 +217,19 @@ class ProcessGroup:
 
         opts = op if isinstance(op, ReduceScatterOptions) else None
         op = opts.reduceOp if opts else op
-        name = reduction(op, input.dtype, "reduce_scatter")
-        out = HostBuffer(output, for_reduction=True, read=False)
-        inp = HostBuffer(input, for_reduction=True)
-        request = self.comm.reduce_scatter(inp.mpi_buffer, out.mpi_buffer, name)
-        return self._averaged(self._work(request, "reduce_scatter", [output], opts=opts), out, op)
+        name = self.check_reduction(op, input, "reduce_scatter")
+        comm, buffer = self._carrier(input, "reduce_scatter", output)
+        out = buffer(output, for_reduction=True, read=False)
+        inp = buffer(input, for_reduction=True)
+        request = comm.reduce_scatter(inp.buffer, out.buffer, name)
+        return self._averaged(self._work(request, "reduce_scatter", [output], opts=opts), out, op, name)
 
     def alltoall(self, output, input, output_counts: list[int], input_counts: list[int], opts=None) -> Work:
         """Chunk j of ``input`` (``input_counts[j]`` elements) goes to rank j, which puts it at chunk r."""
-        out = HostBuffer(output, read=False)
-        inp = HostBuffer(input)
-        request = self.comm.alltoallv(inp.mpi_buffer, input_counts, out.mpi_buffer, output_counts)
+        comm, buffer = self._carrier(input, "all_to_all", output)
+        out = buffer(output, read=False)
+        inp = buffer(input)
+        request = comm.alltoallv(inp.buffer, input_counts, out.buffer, output_counts)
         return self._work(request, "all_to_all", [output], [out], opts)
 
     def gather(self, output, input, root) -> Work:
@@ -167,40 +237,45 @@ class ProcessGroup:
 
         opts = root if isinstance(root, GatherOptions) else None
         root = opts.rootRank if opts else root
-        inp = HostBuffer(input)
         if self.rank() != root:
-            return self._work(self.comm.gather(inp.mpi_buffer, None, root), "gather", opts=opts)
-        out = HostBuffer(output, read=False)
-        return self._work(self.comm.gather(inp.mpi_buffer, out.mpi_buffer, root), "gather", [output], [out], opts)
+            comm, buffer = self._carrier(input, "gather")
+            return self._work(comm.gather(buffer(input).buffer, None, root), "gather", opts=opts)
+        comm, buffer = self._carrier(input, "gather", output)
+        inp, out = buffer(input), buffer(output, read=False)
+        return self._work(comm.gather(inp.buffer, out.buffer, root), "gather", [output], [out], opts)
 
     def scatter(self, output, input, root) -> Work:
         from munet.distributed.options import ScatterOptions
 
         opts = root if isinstance(root, ScatterOptions) else None
         root = opts.rootRank if opts else root
-        out = HostBuffer(output, read=False)
-        send = HostBuffer(input).mpi_buffer if self.rank() == root else None
-        return self._work(self.comm.scatter(send, out.mpi_buffer, root), "scatter", [output], [out], opts)
+        comm, buffer = self._carrier(output, "scatter", input if self.rank() == root else None)
+        out = buffer(output, read=False)
+        send = buffer(input).buffer if self.rank() == root else None
+        return self._work(comm.scatter(send, out.buffer, root), "scatter", [output], [out], opts)
 
     def barrier(self, opts=None) -> Work:
+        """Over the host transport, on every backend (it moves no tensor)."""
         return self._work(self.comm.barrier(), "barrier", opts=opts)
 
     # point to point -----------------------------------------------------------------------------
     def send(self, tensor, dst: int, tag: int) -> Work:
-        buf = HostBuffer(tensor)
-        return self._work(self.comm.send(buf.mpi_buffer, dst, tag), f"send to group rank {dst}")
+        comm, buffer = self._carrier(tensor, "send")
+        buf = buffer(tensor)
+        return self._work(comm.send(buf.buffer, dst, tag), f"send to group rank {dst}")
 
     def recv(self, tensor, src: int | None, tag: int) -> tuple[Work, list]:
         """Receive into ``tensor``; the second value holds the sender's group rank once done."""
-        buf = HostBuffer(tensor, read=False)
-        request = self.comm.recv(buf.mpi_buffer, src, tag)
+        comm, buffer = self._carrier(tensor, "recv")
+        buf = buffer(tensor, read=False)
+        request = comm.recv(buf.buffer, src, tag)
         sender: list = []
 
         def check_and_store():
             sender.append(request.source)
-            if request.nbytes != buf.mpi_buffer.nbytes:
+            if request.nbytes != buf.buffer.nbytes:
                 raise RuntimeError(
-                    f"recv: expected {buf.mpi_buffer.nbytes} bytes ({tensor.dtype.name} {list(tensor.shape)}), "
+                    f"recv: expected {buf.buffer.nbytes} bytes ({tensor.dtype.name} {list(tensor.shape)}), "
                     f"rank {request.source} of the group sent {request.nbytes}"
                 )
             buf.store()
@@ -208,4 +283,6 @@ class ProcessGroup:
         return Work(request, "recv", self.timeout, [tensor]).then(check_and_store), sender
 
     def free(self) -> None:
+        if self._nccl is not None:
+            self._nccl.free()
         self.comm.free()

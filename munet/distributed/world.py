@@ -87,7 +87,10 @@ def is_gloo_available() -> bool:
 
 
 def is_nccl_available() -> bool:
-    return False
+    """True when CuPy, a CUDA device and CuPy's NCCL binding (the NCCL library) are all there."""
+    from munet.distributed.nccl_comm import is_available as nccl_is_available
+
+    return nccl_is_available()
 
 
 def is_ucc_available() -> bool:
@@ -99,8 +102,11 @@ def is_xccl_available() -> bool:
 
 
 def is_backend_available(backend: str) -> bool:
-    """Whether ``init_process_group(backend)`` can run here: gloo always, mpi with mpi4py, nothing else."""
+    """Whether ``init_process_group(backend)`` can run here: gloo always, mpi with mpi4py, nccl with CuPy,
+    a CUDA device and NCCL (``is_nccl_available``), nothing else."""
     name = str(backend).lower()
+    if name == Backend.NCCL:
+        return is_nccl_available()
     return name == Backend.GLOO or (name == Backend.MPI and is_mpi_available())
 
 
@@ -156,17 +162,41 @@ def set_debug_level(level: DebugLevel) -> None:
     _World.debug = level
 
 
+_HOST_BACKENDS = (Backend.MPI, Backend.GLOO)
+
+
 def _check_backend(backend, where: str, default: str = Backend.MPI) -> str:
-    name = (backend or default).lower()
-    if name == Backend.NCCL:
-        raise RuntimeError(
-            f"{where}: backend 'nccl' carries CUDA tensors through NCCL, but CUDA/NCCL is unavailable in this "
-            "MuNet build (no cuda device is registered and MuNet has no NCCL binding yet); use backend='mpi' "
-            "or 'gloo' for cpu and vulkan tensors"
-        )
-    if name not in (Backend.MPI, Backend.GLOO):
-        raise ValueError(f"{where}: unknown backend {backend!r}; expected 'mpi', 'gloo' or 'nccl'")
+    """``backend`` lower-cased and checked: ``"mpi"``, ``"gloo"``, ``"nccl"``, or one backend per device
+    type (``"cpu:gloo,cuda:nccl"``; nccl carries cuda tensors only). A backend naming nccl raises
+    ``RuntimeError`` here when NCCL cannot run (no CuPy, no CUDA device, no NCCL library)."""
+    name = (backend or default).lower().replace(" ", "")
+    expected = "expected 'mpi', 'gloo', 'nccl' or one per device type such as 'cpu:gloo,cuda:nccl'"
+    if ":" in name:
+        pairs = [part.split(":", 1) for part in name.split(",")]
+        for pair in pairs:
+            if len(pair) != 2 or pair[0] not in ("cpu", "cuda") or pair[1] not in (*_HOST_BACKENDS, Backend.NCCL):
+                raise ValueError(f"{where}: unknown backend {backend!r}; {expected}")
+            if pair[0] == "cpu" and pair[1] == Backend.NCCL:
+                raise ValueError(f"{where}: backend {backend!r}: nccl carries cuda tensors only, not cpu ones")
+        if len({device for device, _ in pairs}) != len(pairs):
+            raise ValueError(f"{where}: backend {backend!r} names a device type twice")
+        if len({b for _, b in pairs if b != Backend.NCCL}) > 1:
+            raise ValueError(f"{where}: backend {backend!r} names two host backends (gloo and mpi); name one")
+    elif name not in (*_HOST_BACKENDS, Backend.NCCL):
+        raise ValueError(f"{where}: unknown backend {backend!r}; {expected}")
+    if Backend.NCCL in name:
+        from munet.distributed.nccl_comm import nccl_module
+
+        nccl_module(where)
     return name
+
+
+def _host_backend(name: str) -> str | None:
+    """The host backend a checked backend string names (None for plain ``"nccl"``: MPI under mpirun, else gloo)."""
+    from munet.distributed.process_group import device_backends
+
+    hosts = [b for b in device_backends(name).values() if b != Backend.NCCL]
+    return hosts[0] if hosts else None
 
 
 def _require_mpi(name: str, where: str) -> None:
@@ -236,17 +266,35 @@ def init_process_group(
     if init_method is not None and not isinstance(init_method, str):
         raise TypeError(f"{where}: init_method must be a URL string, got {type(init_method).__name__}")
     timeout = timeout or default_pg_timeout
+    index = _device_index(device_id, where)
     if _meets_through_a_store(init_method, store):
-        pg = _join_over_tcp(_check_backend(backend, where, Backend.GLOO), init_method, timeout, world_size, rank, store)
+        name = _check_backend(backend, where, Backend.GLOO)
+        pg = _join_over_tcp(name, init_method, timeout, world_size, rank, store, index)
     else:
-        pg = _join_mpi_job(_check_backend(backend, where), init_method, timeout, world_size, rank)
+        pg = _join_mpi_job(_check_backend(backend, where), init_method, timeout, world_size, rank, index)
+    if index is not None and pg.uses_nccl:
+        pg.nccl_comm(index, where)  # as PyTorch does with device_id: the communicator is made now
     _World.default = pg
     _World.groups = [pg]
     _World.inits += 1
     GroupMember.WORLD = pg
 
 
-def _join_mpi_job(name: str, init_method, timeout: timedelta, world_size: int, rank: int) -> ProcessGroup:
+def _device_index(device_id, where: str) -> int | None:
+    """The cuda device index of ``init_process_group``'s ``device_id`` (a ``munet.device``, ``"cuda:1"`` or an int)."""
+    if device_id is None:
+        return None
+    if isinstance(device_id, int) and not isinstance(device_id, bool):
+        return device_id
+    from munet._device import as_device
+
+    dev = as_device(device_id)
+    if dev.type != "cuda":
+        raise ValueError(f"{where}: device_id must be a cuda device, got {dev}")
+    return 0 if dev.index is None else dev.index
+
+
+def _join_mpi_job(name: str, init_method, timeout: timedelta, world_size: int, rank: int, index) -> ProcessGroup:
     where = "init_process_group"
     _require_mpi(name, where)
     if init_method is not None and not init_method.startswith(("env://", "tcp://", "file://")):
@@ -261,20 +309,22 @@ def _join_mpi_job(name: str, init_method, timeout: timedelta, world_size: int, r
     world = MPI.COMM_WORLD
     _setting(world_size, "WORLD_SIZE", world.Get_size(), where)
     _setting(rank, "RANK", world.Get_rank(), where)
-    return ProcessGroup(MpiComm(world.Dup()), name, list(range(world.Get_size())), timeout)
+    return ProcessGroup(MpiComm(world.Dup()), name, list(range(world.Get_size())), timeout, index)
 
 
-def _join_over_tcp(name: str, init_method, timeout: timedelta, world_size: int, rank: int, store) -> ProcessGroup:
+def _join_over_tcp(
+    name: str, init_method, timeout: timedelta, world_size: int, rank: int, store, index
+) -> ProcessGroup:
     from munet.distributed.rendezvous import rendezvous
     from munet.distributed.store import PrefixStore
     from munet.distributed.tcp_comm import TcpComm, TcpTransport
 
     where = "init_process_group"
-    if name != Backend.GLOO:
+    if _host_backend(name) == Backend.MPI:
         raise ValueError(
             f"{where}: backend {name!r} needs ranks started by mpirun or munet-run; ranks started separately "
             "(torchrun's RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT, init_method='tcp://...' or 'file://...', or "
-            "store=) talk over TCP: use backend='gloo'"
+            "store=) talk over TCP: use backend='gloo' (or 'nccl' for cuda tensors)"
         )
     if store is None:
         store, rank, world_size = next(rendezvous(init_method or "env://", rank, world_size, timeout=timeout))
@@ -287,7 +337,7 @@ def _join_over_tcp(name: str, init_method, timeout: timedelta, world_size: int, 
     # a store outlives one group (destroy, then init again): each init's keys get their own prefix
     transport = TcpTransport(rank, world_size, PrefixStore(f"default_pg/{_World.inits}", store), timeout)
     ranks = list(range(world_size))
-    return ProcessGroup(TcpComm(transport, 0, ranks, timeout), name, ranks, timeout)
+    return ProcessGroup(TcpComm(transport, 0, ranks, timeout), name, ranks, timeout, index)
 
 
 def destroy_process_group(group: ProcessGroup | None = None) -> None:
@@ -385,7 +435,7 @@ def _subgroup(parent: ProcessGroup, ranks, timeout, backend, where: str):
     comm = parent.comm.subgroup([parent.ranks.index(r) for r in members])
     if comm is None:
         return GroupMember.NON_GROUP_MEMBER
-    pg = ProcessGroup(comm, name, members, timeout or parent.timeout)
+    pg = ProcessGroup(comm, name, members, timeout or parent.timeout, parent.device_id)
     _World.groups.append(pg)
     return pg
 
@@ -414,6 +464,10 @@ def new_subgroups(group_size=None, group=None, timeout=None, backend=None, pg_op
     parent = resolve_group(group, where)
     if parent is None:
         raise ValueError(f"{where}: this process is not a member of the group")
+    if group_size is None:
+        from munet.cuda import device_count
+
+        group_size = device_count() or None  # PyTorch's default: the machine's CUDA devices
     if group_size is None:
         raise ValueError(
             f"{where}: the default group size is the number of CUDA devices, and CUDA is unavailable; pass group_size"
@@ -451,5 +505,9 @@ def get_pg_count() -> int:
 
 
 def get_backend_config(group: ProcessGroup | None = None) -> str:
-    """``"cpu:<backend>"``: a MuNet group carries cpu tensors (and vulkan ones through host memory)."""
-    return f"cpu:{get_backend(group)}"
+    """PyTorch's device-to-backend string: ``"cpu:gloo"`` for a host backend (it carries vulkan and cuda
+    tensors too, through host memory), ``"cuda:nccl"`` for nccl, the string given for one naming devices."""
+    name = get_backend(group)
+    if ":" in name:
+        return name
+    return "cuda:nccl" if name == Backend.NCCL else f"cpu:{name}"

@@ -24,6 +24,9 @@ its functions launch the source's kernel through the emulation's C++ build with 
 packed arguments the launcher passes (pointers are host addresses here, so the kernel reads and
 writes the fake arrays' memory).
 
+``cupy.cuda.nccl`` (see the NCCL section) is NCCL between processes that really exchange the data,
+through files in a folder its unique id names; munet/distributed's NCCL path runs on it in CI.
+
 Arithmetic is NumPy's. What this checks is MuNet's side: pointer and stride arithmetic, dtype
 handling, which device and pool every allocation lands on, and the integration with tensors. It
 is no evidence about CuPy's or the GPU's behaviour (tests/backends/test_cuda_gpu.py is).
@@ -33,9 +36,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import os
 import re
+import shutil
 import sys
+import tempfile
 import threading
+import time
 import types
 import weakref
 
@@ -372,6 +379,7 @@ class Stream:
         self._previous: list = []
         self._capture = None  # the recorded work while capturing
         self._invalidated = None  # why the ongoing capture failed
+        self.waited: list = []  # the events wait_event was given (ordering is not modelled)
 
     def synchronize(self):
         _forbid_during_capture("synchronizing the stream", self)
@@ -396,7 +404,7 @@ class Stream:
         return Graph(work)
 
     def wait_event(self, event):
-        pass
+        self.waited.append(event)
 
     def use(self):
         _stack().streams[_current_device()] = self
@@ -562,6 +570,7 @@ def install(monkeypatch) -> None:
     for name in ("cupy", "cupy_backends", "cupy_backends.cuda", "cupy_backends.cuda.libs"):
         monkeypatch.setitem(sys.modules, name, sys.modules[__name__])
     monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs.cublas", cublas)
+    monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", nccl)
     monkeypatch.setattr(discovery, "_driver_device_count", lambda: (DEVICES, None))
     import munet._device
 
@@ -578,6 +587,7 @@ def install(monkeypatch) -> None:
     discovery.reset()
     GEMM_CALLS.clear()
     LAUNCHES.clear()
+    NCCL_CALLS.clear()
 
 
 def skip_without_emulation() -> None:
@@ -683,3 +693,246 @@ cublas = types.SimpleNamespace(
     setMathMode=lambda handle, mode: MATH_MODES.append(mode),
     gemmStridedBatchedEx=_gemm_strided_batched_ex,
 )
+
+
+# NCCL ---------------------------------------------------------------------------------------------
+# ``cupy.cuda.nccl`` between processes (each a rank, as NCCL's are) that really exchange the data.
+# The unique id names a folder under the temporary directory; each collective is one round: every
+# rank writes its contribution to a file of that round (the bytes at the pointers it was given),
+# waits until every rank's file is there, and computes its own result from them in rank order (in
+# the dtype, as NCCL reduces). Point-to-point messages are files per sender, receiver and count.
+# Calls between ``groupStart`` and ``groupEnd`` run at ``groupEnd``, the sends first. A call
+# completes before it returns (so the stream and event it is given are done at once, like every
+# fake stream); a peer that never arrives makes it raise NcclError after NCCL_TIMEOUT_S.
+
+NCCL_VERSION = 22703  # what get_version() answers: 2.27.3 (ncclAvg and bfloat16 exist from 2.10)
+NCCL_TIMEOUT_S = 120.0
+NCCL_CALLS: list = []  # (method, count, datatype, op or None, root or peer or None, stream pointer)
+(NCCL_INT8, NCCL_UINT8, NCCL_INT32, NCCL_UINT32, NCCL_INT64, NCCL_UINT64,
+ NCCL_FLOAT16, NCCL_FLOAT32, NCCL_FLOAT64, NCCL_BFLOAT16) = range(10)  # fmt: skip
+NCCL_CHAR, NCCL_INT, NCCL_HALF, NCCL_FLOAT, NCCL_DOUBLE = (
+    NCCL_INT8,
+    NCCL_INT32,
+    NCCL_FLOAT16,
+    NCCL_FLOAT32,
+    NCCL_FLOAT64,
+)
+NCCL_SUM, NCCL_PROD, NCCL_MAX, NCCL_MIN, NCCL_AVG = range(5)
+_NCCL_TYPES = {NCCL_INT8: np.int8, NCCL_UINT8: np.uint8, NCCL_INT32: np.int32, NCCL_UINT32: np.uint32,
+               NCCL_INT64: np.int64, NCCL_UINT64: np.uint64, NCCL_FLOAT16: np.float16, NCCL_FLOAT32: np.float32,
+               NCCL_FLOAT64: np.float64, NCCL_BFLOAT16: ml_dtypes.bfloat16}  # fmt: skip
+_NCCL_COMBINE = {NCCL_SUM: np.add, NCCL_PROD: np.multiply, NCCL_MAX: np.maximum, NCCL_MIN: np.minimum, NCCL_AVG: np.add}
+_nccl_group = threading.local()
+
+
+class NcclError(RuntimeError):
+    """``cupy_backends.cuda.libs.nccl.NcclError``."""
+
+
+def get_version() -> int:
+    return NCCL_VERSION
+
+
+def get_build_version() -> int:
+    return NCCL_VERSION
+
+
+def get_unique_id() -> tuple:
+    token = os.urandom(12).hex().encode()
+    return tuple(token) + (0,) * (128 - len(token))
+
+
+def groupStart() -> None:  # noqa: N802 - CuPy's name
+    _nccl_group.depth = getattr(_nccl_group, "depth", 0) + 1
+    if _nccl_group.depth == 1:
+        _nccl_group.calls = []
+
+
+def groupEnd() -> None:  # noqa: N802 - CuPy's name
+    if getattr(_nccl_group, "depth", 0) == 0:
+        raise NcclError("NCCL_ERROR_INVALID_USAGE: groupEnd without groupStart")
+    _nccl_group.depth -= 1
+    if _nccl_group.depth == 0:
+        calls, _nccl_group.calls = _nccl_group.calls, []
+        for _, run in sorted(calls, key=lambda call: not call[0]):  # sends first, else in call order
+            run()
+
+
+def _nccl_buffer(address: int, count: int, datatype: int) -> np.ndarray:
+    if datatype not in _NCCL_TYPES:
+        raise NcclError(f"NCCL_ERROR_INVALID_ARGUMENT: datatype {datatype}")
+    return _read(address, count, _NCCL_TYPES[datatype])
+
+
+class NcclCommunicator:
+    """``cupy.cuda.nccl.NcclCommunicator(ndev, commId, rank)``: returns once every rank has joined."""
+
+    def __init__(self, ndev: int, commId: tuple, rank: int):  # noqa: N803 - CuPy's name
+        if not isinstance(commId, tuple) or len(commId) != 128 or not all(-128 <= c < 256 for c in commId):
+            raise NcclError("NCCL_ERROR_INVALID_ARGUMENT: the unique id must be a tuple of 128 chars")
+        if not 0 <= rank < ndev:
+            raise NcclError(f"NCCL_ERROR_INVALID_ARGUMENT: rank {rank} of {ndev}")
+        token = bytes(c % 256 for c in commId).rstrip(b"\0").decode("ascii")
+        self._dir = os.path.join(tempfile.gettempdir(), f"munet-fake-nccl-{token}")
+        os.makedirs(self._dir, exist_ok=True)
+        self._rank, self._size, self._device = rank, ndev, _current_device()
+        self._round = 0
+        self._sent: dict = {}
+        self._received: dict = {}
+        self._round_of_files(b"")  # ncclCommInitRank: every rank arrives
+
+    # rounds and messages ------------------------------------------------------------------------
+    def _path(self, name: str) -> str:
+        return os.path.join(self._dir, name)
+
+    def _write(self, name: str, payload: bytes) -> None:
+        temporary = self._path(f".{name}.{os.getpid()}")
+        with open(temporary, "wb") as file:
+            file.write(payload)
+        os.replace(temporary, self._path(name))
+
+    def _wait_for(self, name: str, who: int) -> bytes:
+        deadline = time.monotonic() + NCCL_TIMEOUT_S
+        while not os.path.exists(self._path(name)):
+            if time.monotonic() > deadline:
+                raise NcclError(
+                    f"NCCL_ERROR_REMOTE_ERROR: fake NCCL rank {self._rank} waited {NCCL_TIMEOUT_S:g} s for rank {who}"
+                )
+            time.sleep(2e-4)
+        with open(self._path(name), "rb") as file:
+            return file.read()
+
+    def _round_of_files(self, payload: bytes) -> list:
+        """Every rank's ``payload`` of this round, in rank order. A rank in round n has finished round
+        n - 1, so every rank has read round n - 2: this rank's file of it goes."""
+        n, self._round = self._round, self._round + 1
+        self._write(f"round{n}.rank{self._rank}", payload)
+        if n >= 2:
+            os.remove(self._path(f"round{n - 2}.rank{self._rank}"))
+        return [self._wait_for(f"round{n}.rank{r}", r) for r in range(self._size)]
+
+    def _collective(self, name, count, datatype, op, root, stream, run) -> None:
+        if not isinstance(stream, int):
+            raise NcclError(f"NCCL_ERROR_INVALID_ARGUMENT: stream must be a cudaStream_t (an int), got {stream!r}")
+        NCCL_CALLS.append((name, count, datatype, op, root, stream))
+        if getattr(_nccl_group, "depth", 0):
+            _nccl_group.calls.append((name == "send", run))
+        else:
+            run()
+
+    def _gathered(self, sendbuf: int, count: int, datatype: int) -> list:
+        mine = _nccl_buffer(sendbuf, count, datatype).tobytes()
+        return [np.frombuffer(part, _NCCL_TYPES[datatype]) for part in self._round_of_files(mine)]
+
+    def _reduced(self, parts: list, op: int) -> np.ndarray:
+        if op not in _NCCL_COMBINE:
+            raise NcclError(f"NCCL_ERROR_INVALID_ARGUMENT: reduction op {op}")
+        total = parts[0].copy()
+        for part in parts[1:]:
+            _NCCL_COMBINE[op](total, part, out=total)
+        if op == NCCL_AVG:
+            total = (total / self._size).astype(total.dtype)
+        return total
+
+    # collectives --------------------------------------------------------------------------------
+    def allReduce(self, sendbuf, recvbuf, count, datatype, op, stream):  # noqa: N802 - CuPy's names
+        def run():
+            result = self._reduced(self._gathered(sendbuf, count, datatype), op)
+            _nccl_buffer(recvbuf, count, datatype)[...] = result
+
+        self._collective("allReduce", count, datatype, op, None, stream, run)
+
+    def reduce(self, sendbuf, recvbuf, count, datatype, op, root, stream):
+        def run():
+            result = self._reduced(self._gathered(sendbuf, count, datatype), op)
+            if self._rank == root:
+                _nccl_buffer(recvbuf, count, datatype)[...] = result
+
+        self._collective("reduce", count, datatype, op, root, stream, run)
+
+    def broadcast(self, sendbuf, recvbuf, count, datatype, root, stream):
+        def run():
+            mine = _nccl_buffer(sendbuf, count, datatype).tobytes() if self._rank == root else b""
+            value = np.frombuffer(self._round_of_files(mine)[root], _NCCL_TYPES[datatype])
+            _nccl_buffer(recvbuf, count, datatype)[...] = value
+
+        self._collective("broadcast", count, datatype, None, root, stream, run)
+
+    def bcast(self, buff, count, datatype, root, stream):
+        self.broadcast(buff, buff, count, datatype, root, stream)
+
+    def allGather(self, sendbuf, recvbuf, count, datatype, stream):  # noqa: N802
+        def run():
+            parts = self._gathered(sendbuf, count, datatype)
+            _nccl_buffer(recvbuf, count * self._size, datatype)[...] = np.concatenate(parts)
+
+        self._collective("allGather", count, datatype, None, None, stream, run)
+
+    def reduceScatter(self, sendbuf, recvbuf, recvcount, datatype, op, stream):  # noqa: N802
+        def run():
+            total = self._reduced(self._gathered(sendbuf, recvcount * self._size, datatype), op)
+            chunk = total[self._rank * recvcount : (self._rank + 1) * recvcount]
+            _nccl_buffer(recvbuf, recvcount, datatype)[...] = chunk
+
+        self._collective("reduceScatter", recvcount, datatype, op, None, stream, run)
+
+    # point to point -----------------------------------------------------------------------------
+    def send(self, sendbuf, count, datatype, peer, stream):
+        def run():
+            n = self._sent.get(peer, 0)
+            self._sent[peer] = n + 1
+            self._write(f"p2p.{self._rank}.{peer}.{n}", _nccl_buffer(sendbuf, count, datatype).tobytes())
+
+        self._collective("send", count, datatype, None, peer, stream, run)
+
+    def recv(self, recvbuf, count, datatype, peer, stream):
+        def run():
+            n = self._received.get(peer, 0)
+            self._received[peer] = n + 1
+            name = f"p2p.{peer}.{self._rank}.{n}"
+            payload = self._wait_for(name, peer)
+            os.remove(self._path(name))
+            target = _nccl_buffer(recvbuf, count, datatype)
+            if len(payload) != target.nbytes:
+                raise NcclError(
+                    f"NCCL_ERROR_INVALID_USAGE: rank {peer} sent {len(payload)} bytes, {target.nbytes} expected"
+                )
+            target[...] = np.frombuffer(payload, target.dtype)
+
+        self._collective("recv", count, datatype, None, peer, stream, run)
+
+    # the communicator ---------------------------------------------------------------------------
+    def rank_id(self) -> int:
+        return self._rank
+
+    def size(self) -> int:
+        return self._size
+
+    def device_id(self) -> int:
+        return self._device
+
+    def check_async_error(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        self.destroy()
+
+    def destroy(self) -> None:
+        """Leave; the last rank to leave removes the folder (every rank has read everything then)."""
+        self._write(f"left.rank{self._rank}", b"")
+        if all(os.path.exists(self._path(f"left.rank{r}")) for r in range(self._size)):
+            shutil.rmtree(self._dir, ignore_errors=True)
+
+
+nccl = types.SimpleNamespace(
+    available=True,
+    NcclError=NcclError,
+    NcclCommunicator=NcclCommunicator,
+    get_unique_id=get_unique_id,
+    get_version=get_version,
+    get_build_version=get_build_version,
+    groupStart=groupStart,
+    groupEnd=groupEnd,
+    **{n: v for n, v in globals().items() if n.startswith("NCCL_") and isinstance(v, int) and n != "NCCL_VERSION"},
+)
+cuda.nccl = nccl

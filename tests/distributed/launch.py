@@ -26,6 +26,18 @@ needs_mpi = pytest.mark.skipif(
 _ENV = {"PYTHONPATH": str(ROOT), "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
 
 
+def expect_raises(kind, words, fn):
+    """For worker scripts: ``fn()`` raises ``kind`` with every one of ``words`` in its message."""
+    try:
+        fn()
+    except kind as error:
+        for word in words:
+            if word not in str(error):
+                raise AssertionError(f"error {error!r} does not mention {word!r}") from error
+        return
+    raise AssertionError(f"expected {kind.__name__} mentioning {words}")
+
+
 def _check(command: str, returncode: int, stdout: str, output: str, nprocs: int, done: str) -> str:
     assert returncode == 0, f"{command} failed:\n{output[-6000:]}"
     for rank in range(nprocs):

@@ -10,15 +10,11 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
-import numpy as np
-
 from munet import distributed as dist
 from munet.autograd.grad_mode import is_grad_enabled
 from munet.compiler import is_compiling
-from munet.distributed.host_buffers import store_array
 from munet.nn.module import Module
 from munet.nn.parallel.reducer import Reducer
-from munet.ops.creation import from_numpy
 
 DEFAULT_BUCKET_CAP_MB = 25
 
@@ -84,19 +80,19 @@ class DistributedDataParallel(Module):
                 )
 
     def _broadcast_from_rank0(self, tensors: list) -> None:
-        """Copy rank 0's ``tensors`` to every rank, one coalesced broadcast per dtype."""
-        by_dtype: dict = {}
+        """Copy rank 0's ``tensors`` to every rank, one coalesced broadcast per dtype (and per staging
+        device: the host, or a cuda device the group carries through NCCL)."""
+        from munet.distributed.collectives import flat_copy, split_into
+
+        pg = self.process_group
+        by_kind: dict = {}
         for t in tensors:
-            by_dtype.setdefault(t.dtype, []).append(t)
-        for group in by_dtype.values():
-            flat = from_numpy(np.concatenate([np.asarray(t.detach().cpu().numpy()).reshape(-1) for t in group]))
-            self.process_group.broadcast(flat, 0).wait()
-            start = 0
-            values = flat.numpy()
-            for t in group:
-                if self.process_group.rank() != 0:
-                    store_array(t, values[start : start + t.numel()])
-                start += t.numel()
+            by_kind.setdefault((t.dtype, str(pg.staging_device(t))), []).append(t)
+        for (_, device), group in by_kind.items():
+            flat = flat_copy(group, device)
+            pg.broadcast(flat, 0).wait()
+            if pg.rank() != 0:
+                split_into(flat, group)
 
     def forward(self, *inputs, **kwargs):
         sync = is_grad_enabled() and self.require_backward_grad_sync

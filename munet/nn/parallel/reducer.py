@@ -41,38 +41,66 @@ UNFINISHED_REDUCTION = (
 
 
 class Bucket:
-    """Consecutive slots of one flat cpu buffer, one per parameter."""
+    """Consecutive slots of one flat buffer, one per parameter: on the host, or on the parameters' cuda
+    device when the group carries it through NCCL."""
 
-    def __init__(self, indices: list[int], params: list):
+    def __init__(self, indices: list[int], params: list, device):
         self.indices = indices
         self.offsets = {}
         total = 0
         for i in indices:
             self.offsets[i] = total
             total += params[i].numel()
-        self.flat = empty(total, dtype=params[indices[0]].dtype, device="cpu")
+        self.flat = empty(total, dtype=params[indices[0]].dtype, device=device)
+        self.on_host = self.flat.device.type == "cpu"
         self.pending = len(indices)
         self.work = None
 
-    def slot(self, index: int, param) -> np.ndarray:
+    def slot(self, index: int, param):
+        """Parameter ``index``'s slot: a NumPy view on the host, else a flat tensor view."""
         start = self.offsets[index]
-        return self.flat.numpy()[start : start + param.numel()]
+        if self.on_host:
+            return self.flat.numpy()[start : start + param.numel()]
+        return self.flat[start : start + param.numel()]
+
+    def write(self, index: int, param, grad) -> None:
+        """Put ``grad`` (None: zeros) into parameter ``index``'s slot."""
+        slot = self.slot(index, param)
+        if self.on_host:
+            slot[:] = 0 if grad is None else np.asarray(grad.detach().cpu().numpy()).reshape(-1)
+            return
+        with no_grad():
+            if grad is None:
+                slot.zero_()
+            else:
+                slot.copy_(grad.detach().reshape(-1))
+
+    def value(self, index: int, param):
+        """Parameter ``index``'s slot as a tensor of its shape."""
+        slot = self.slot(index, param)
+        return (from_numpy(slot) if self.on_host else slot).reshape(tuple(param.shape))
 
 
-def assign_buckets(params: list, cap_bytes: int) -> list[Bucket]:
-    """Buckets of at most ``cap_bytes`` (a bigger parameter gets one of its own), reverse order, one dtype each."""
+def assign_buckets(params: list, cap_bytes: int, process_group=None) -> list[Bucket]:
+    """Buckets of at most ``cap_bytes`` (a bigger parameter gets one of its own), reverse order, one dtype
+    and staging device each."""
+
+    def place(p):
+        return process_group.staging_device(p) if process_group is not None else "cpu"
+
     buckets, current, size = [], [], 0
     for i in reversed(range(len(params))):
         p = params[i]
         nbytes = p.numel() * p.element_size()
-        if current and (size + nbytes > cap_bytes or params[current[0]].dtype is not p.dtype):
+        first = params[current[0]] if current else None
+        if current and (size + nbytes > cap_bytes or first.dtype is not p.dtype or str(place(first)) != str(place(p))):
             buckets.append(current)
             current, size = [], 0
         current.append(i)
         size += nbytes
     if current:
         buckets.append(current)
-    return [Bucket(indices, params) for indices in buckets]
+    return [Bucket(indices, params, place(params[indices[0]])) for indices in buckets]
 
 
 class Reducer:
@@ -84,7 +112,7 @@ class Reducer:
         self.pg = process_group
         self.find_unused = find_unused
         self.index = {id(p): i for i, p in enumerate(params)}
-        self.buckets = assign_buckets(params, cap_bytes)
+        self.buckets = assign_buckets(params, cap_bytes, process_group)
         self.bucket_of = {i: b for b in self.buckets for i in b.indices}
         self.active = False  # an iteration's reduction is under way
         self.traced = False  # this iteration runs under munet.compile's tracer
@@ -161,14 +189,10 @@ class Reducer:
 
     def _mark_ready(self, i: int, contributions) -> None:
         param, bucket = self.params[i], self.bucket_of[i]
-        slot = bucket.slot(i, param)
         grad = param.grad
         for g in contributions or ():
             grad = g if grad is None else grad + g
-        if grad is None:
-            slot[:] = 0
-        else:
-            slot[:] = np.asarray(grad.detach().cpu().numpy()).reshape(-1)
+        bucket.write(i, param, grad)
         self.contributions[i] = []
         self.ready[i] = True
         bucket.pending -= 1
@@ -246,7 +270,7 @@ class Reducer:
         bucket = self.bucket_of[i]
         bucket.work.wait()
         with no_grad():
-            param.grad.copy_(from_numpy(bucket.slot(i, param).reshape(tuple(param.shape))))
+            param.grad.copy_(bucket.value(i, param))
 
 
 def _parameter_feeds(outputs, index: dict) -> dict:
