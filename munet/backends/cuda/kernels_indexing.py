@@ -35,6 +35,7 @@ from munet import _dtype as D
 from munet._tensor import contiguous_strides
 from munet.backends.cuda import copies, launch
 from munet.backends.cuda.device_asserts import FAULT_HELPER
+from munet.backends.cuda.kernels_rendered import run_formula
 from munet.backends.cuda.registry import kernel
 from munet.backends.cuda.scalar_cuda import HEADER, render_apply
 from munet.backends.cuda.source import CudaSource, kernel_head, offsets
@@ -374,8 +375,6 @@ def _identity(reduce: str, dtype):
 def _mean(rt, total, counts):
     """``total / max(counts, 1)`` in ``total``'s dtype: floats divide in float64, integers floor-divide
     in int64 (the cpu kernel's arithmetic), through the formula kernels."""
-    from munet.backends.cuda.kernels_rendered import run_formula
-
     cp = rt.cupy
     dtype = copies.dtype_of(total)
     wide = D.float64 if dtype.is_floating_point else D.int64
