@@ -224,6 +224,12 @@ def _accumulate_a_number(to):
     return z
 
 
+def _overlapping_windows_gradient(to):
+    x = to(_X).detach().requires_grad_()  # as_strided's gradient adds the windows' overlaps
+    (x.as_strided((3, 4), (2, 1), 1) * to(_host((3, 4), seed=37))).sum().backward()
+    return x.grad
+
+
 EAGER_INDEXING = {
     "scatter, duplicates (the last write wins)": (lambda to: munet.scatter(to(_X), 0, to(_I), to(_S)), 0),
     "scatter a number along dim 1 of a transposed view": (lambda to: to(_X).t().scatter(1, to(_J), 2.5), 0),
@@ -253,6 +259,8 @@ EAGER_INDEXING = {
     "index_put accumulate bfloat16, two positions": (lambda to: munet.index_put(to(_Y.bfloat16()), (to(_I0), to(_I2 + 1)), to(_V[0].bfloat16()), accumulate=True), _BF16),
     "setitem into a transposed view": (_set_into_transposed, 0),
     "index_put_ accumulate a 0-d int64": (_accumulate_a_number, 0),
+    "strided_scatter_add: as_strided's gradient": (_overlapping_windows_gradient, 1e-6),
+    "strided_scatter_add: fold": (lambda to: munet.nn.functional.fold(to(_host((1, 8, 12), seed=38)), (4, 5), 2), 1e-6),
     "index_add along dim 1": (lambda to: to(_X).index_add(1, to(munet.tensor([4, 0, 4, 1, 4, 2])), to(_host((4, 6), seed=28))), 1e-6),
 }  # fmt: skip
 

@@ -204,7 +204,8 @@ def _put(rt, x, region, xs, bs, source, indices, wrap: bool, mode: str, claim: b
     dtype = x.dtype.itemsize if mode == "set" else copies.dtype_of(x).name
     src = render_put(mode, dtype, rank, len(indices))
     asserts = rt.asserts
-    values = [x.data.ptr, source.data.ptr, n, *os_, *xs, *bs, *ss, *_index_values(indices), wrap, asserts.record()]
+    fault = asserts.record() if indices else 0  # without index tensors nothing can be out of range
+    values = [x.data.ptr, source.data.ptr, n, *os_, *xs, *bs, *ss, *_index_values(indices), wrap, fault]
     if mode != "set":
         _launch(rt, src, n, values)
     elif not claim:
@@ -214,7 +215,8 @@ def _put(rt, x, region, xs, bs, source, indices, wrap: bool, mode: str, claim: b
         claims.fill(0)
         for phase in (0, 1):
             _launch(rt, src, n, [*values, claims.data.ptr, phase])
-    asserts.launched()
+    if indices:
+        asserts.launched()
 
 
 def _source_strides(source, region) -> tuple:
@@ -416,3 +418,19 @@ def index_put(rt, x, values, indices, *, positions, accumulate, caller="index_pu
 @kernel("index_put_")
 def index_put_(rt, x, values, indices, *, positions, accumulate, caller="index_put_", wrap=True):
     _index_put(rt, x, values, indices, positions, accumulate, caller, wrap, True)
+
+
+@kernel("strided_scatter_add")
+def strided_scatter_add(rt, grad, *, shape, size, stride, storage_offset):
+    """Zeros of ``shape`` with ``grad`` added at the strided view ``(size, stride, storage_offset)``
+    (overlapping positions sum: the gradient of ``as_strided``/``unfold``, ``fold``): the put kernel
+    with no index tensors, adding floats in float64 and rounding once (the cpu's bincount)."""
+    dtype = copies.dtype_of(grad)
+    wide = D.float64 if dtype.is_floating_point else _WIDER.get(dtype.name, dtype)
+    work = rt.empty((_numel(shape),), wide)
+    work.fill(0)
+    if work.size and grad.size:
+        target = work[storage_offset:]
+        _put(rt, target, tuple(grad.shape), tuple(stride), (0,) * grad.ndim, _source(rt, grad, work, work), [],
+             False, "add")  # fmt: skip
+    return copies.cast(rt.cupy, work, dtype).reshape(tuple(shape))
