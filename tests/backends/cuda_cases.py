@@ -171,6 +171,10 @@ EAGER_REDUCTIONS = {
     "amin keepdim": lambda x: x.amin(1, keepdim=True),
     "argmax over everything": lambda x: x.argmax(),
     "argmin along a dim": lambda x: x.argmin(0),
+    "all along a dim": lambda x: (x > -2).all(1),
+    "any of a float tensor, keepdim": lambda x: (x * (x > 2)).any(0, keepdim=True),
+    "all and any over an empty dim": lambda x: munet.stack([x[:, :0].all(1), x[:, :0].any(1)]),
+    "any of uint8": lambda x: (x > 1).to(munet.uint8).any(1),
 }
 
 
