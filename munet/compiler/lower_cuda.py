@@ -30,7 +30,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from munet._device import as_device
-from munet.compiler.codegen.cuda import UnsupportedKernelError, render_cuda
+from munet.compiler.codegen.cuda import UnsupportedKernelError, render_cuda, takes_fault_record
 from munet.compiler.codegen.kernel import kernel_from_group, loads_only_at_write_index
 from munet.compiler.ir import CONSTANT, ScalarOp
 from munet.compiler.passes.fuse import FUSED
@@ -283,6 +283,7 @@ class CudaTarget(CudaRendering):
         ]
         self.counters["inplace_updates"] += len(inplace)
         rt, numel, target = self.runtime, kernel.numel, self
+        faults = takes_fault_record(src)  # an integer division: a zero divisor raises at the next sync
 
         def fused_step(env):
             with rt.scope():
@@ -299,8 +300,12 @@ class CudaTarget(CudaRendering):
                     target.upload_params(env, param_slot)
                 params = target.params_pointer(param_slot)
                 pointers = [a.data.ptr for a in (*inputs, *results)] + [params]
+                if faults:
+                    pointers.append(rt.asserts.record())
                 if numel:
                     launch.launch(rt, src, numel, [(t, p) for (t, _), p in zip(src.params, pointers, strict=True)])
+                    if faults:
+                        rt.asserts.launched()
             for (i, _, _), r in zip(outs, results):
                 env[i] = r
 

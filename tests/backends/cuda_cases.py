@@ -171,4 +171,182 @@ EAGER_REDUCTIONS = {
     "amin keepdim": lambda x: x.amin(1, keepdim=True),
     "argmax over everything": lambda x: x.argmax(),
     "argmin along a dim": lambda x: x.argmin(0),
+    "all along a dim": lambda x: (x > -2).all(1),
+    "any of a float tensor, keepdim": lambda x: (x * (x > 2)).any(0, keepdim=True),
+    "all and any over an empty dim": lambda x: munet.stack([x[:, :0].all(1), x[:, :0].any(1)]),
+    "any of uint8": lambda x: (x > 1).to(munet.uint8).any(1),
 }
+
+
+# scatter / scatter_reduce / index_put (the put kernel, ``kernels_indexing.py``) -------------------------
+# name -> (fn(to) -> result, rtol): ``to`` moves a host tensor to the device under test (identity on the
+# cpu); rtol 0 means equal. Atomic float sums may add in another order on a GPU, so those get a tolerance.
+
+
+def _host(shape, dtype="float32", seed=0, scale=3.0):
+    return munet.tensor(np.random.default_rng(seed).standard_normal(shape) * scale).to(getattr(munet, dtype))
+
+
+def _ints(low, high, shape, seed, dtype="int64"):
+    return munet.tensor(np.random.default_rng(seed).integers(low, high, shape)).to(getattr(munet, dtype))
+
+
+_X, _S = _host((4, 5), seed=11), _host((3, 6), seed=12)  # src larger than the index: its leading block
+_I = munet.tensor([[1, 0, 3, 3, 2], [1, 2, 0, 3, 0], [1, 1, 0, 2, 2]])  # duplicates along dim 0
+_J = munet.tensor([[3, 3], [0, 1], [2, 2], [1, 0], [3, 1]])  # along dim 1 of a (5, 4) tensor
+_NAN_S = _S.clone()
+_NAN_S[1, 0] = float("nan")
+_Y, _V = _host((5, 4, 3), seed=13), _host((4, 3), seed=14)
+_I0, _I2 = munet.tensor([[0, -1], [4, 0]]), munet.tensor([[2, 0], [-3, -3]])  # duplicates, negatives
+_F16, _BF16 = 1e-3, 8e-3  # an ulp of float16/bfloat16 results near 1, when a sum rounds the other way
+
+
+def _scatter_reduce(reduce, include_self, dtype="float32", src=_S, x=_X):
+    def run(to):
+        return to(x.to(getattr(munet, dtype))).scatter_reduce(
+            0, to(_I), to(src.to(getattr(munet, dtype))), reduce, include_self=include_self
+        )
+
+    return run
+
+
+def _set_into_transposed(to):
+    y = to(_host((4, 6), seed=15)).clone()
+    y.t()[to(munet.tensor([5, 0, 5, 2]))] = 1.5
+    return y
+
+
+def _set_non_adjacent(to):
+    y = to(_Y).clone()
+    y[to(_I0), :, to(_I2)] = to(_host((2, 1, 4), seed=16))
+    return y
+
+
+def _accumulate_a_number(to):
+    z = to(_ints(-50, 50, (6, 2), 17)).clone()
+    z.index_put_((to(munet.tensor([1, 5, 1, -1])),), to(munet.tensor(3)), accumulate=True)
+    return z
+
+
+def _overlapping_windows_gradient(to):
+    x = to(_X).detach().requires_grad_()  # as_strided's gradient adds the windows' overlaps
+    (x.as_strided((3, 4), (2, 1), 1) * to(_host((3, 4), seed=37))).sum().backward()
+    return x.grad
+
+
+EAGER_INDEXING = {
+    "scatter, duplicates (the last write wins)": (lambda to: munet.scatter(to(_X), 0, to(_I), to(_S)), 0),
+    "scatter a number along dim 1 of a transposed view": (lambda to: to(_X).t().scatter(1, to(_J), 2.5), 0),
+    "scatter, a single index along dim": (lambda to: to(_X).scatter(1, to(_J[:4, :1]), to(_host((4, 2), seed=27))), 0),
+    "scatter_ in place": (lambda to: to(_X).clone().scatter_(0, to(_I), to(_S)), 0),
+    "scatter, an empty index": (lambda to: munet.scatter(to(_X), 0, to(_I[:0]), to(_S)), 0),
+    "scatter_add float32": (lambda to: to(_X).scatter_add(0, to(_I), to(_S)), 1e-6),
+    "scatter_add float16": (lambda to: to(_X.half()).scatter_add(0, to(_I), to(_S.half())), _F16),
+    "scatter_add bfloat16": (lambda to: to(_X.bfloat16()).scatter_add(0, to(_I), to(_S.bfloat16())), _BF16),
+    "scatter_add int64": (lambda to: to(_ints(-9, 9, (4, 5), 18)).scatter_add(0, to(_I), to(_ints(-9, 9, (3, 5), 19))), 0),
+    "scatter_add int8 wraps": (lambda to: to(_ints(90, 127, (4, 5), 20, "int8")).scatter_add(0, to(_I), to(_ints(90, 127, (3, 5), 21, "int8"))), 0),
+    "scatter_add bool (or)": (lambda to: to(_X > 2).scatter_add(0, to(_I), to(_S[:, :5] > 0)), 0),
+    "scatter multiply float64": (lambda to: to(_X.double()).scatter(0, to(_I), to(_S.double()), reduce="multiply"), 1e-12),
+    "scatter multiply int32": (lambda to: to(_ints(-5, 5, (4, 5), 22, "int32")).scatter(0, to(_I), to(_ints(-5, 5, (3, 5), 23, "int32")), reduce="multiply"), 0),
+    **{
+        f"scatter_reduce {r}, include_self={s}": (_scatter_reduce(r, s), 1e-6)
+        for r in ("sum", "prod", "mean", "amax", "amin")
+        for s in (True, False)
+    },
+    "scatter_reduce amax propagates NaN": (_scatter_reduce("amax", True, src=_NAN_S), 0),
+    "scatter_reduce amin float16": (_scatter_reduce("amin", False, "float16"), 0),
+    "scatter_reduce mean int32 (floor)": (_scatter_reduce("mean", False, "int32", _ints(-20, 20, (3, 5), 24), _ints(-20, 20, (4, 5), 25)), 0),
+    "scatter_reduce amax int8 from -128": (_scatter_reduce("amax", False, "int8", munet.full((3, 5), -128), _ints(-9, 9, (4, 5), 26)), 0),
+    "index_put accumulate, duplicate and negative indices": (lambda to: munet.index_put(to(_Y), (to(_I0),), to(_V), accumulate=True), 1e-6),
+    "index_put (the last write wins)": (lambda to: munet.index_put(to(_Y), (to(_I0),), to(_V)), 0),
+    "index_put_ at non-adjacent positions": (_set_non_adjacent, 0),
+    "index_put accumulate bfloat16, two positions": (lambda to: munet.index_put(to(_Y.bfloat16()), (to(_I0), to(_I2 + 1)), to(_V[0].bfloat16()), accumulate=True), _BF16),
+    "setitem into a transposed view": (_set_into_transposed, 0),
+    "index_put_ accumulate a 0-d int64": (_accumulate_a_number, 0),
+    "strided_scatter_add: as_strided's gradient": (_overlapping_windows_gradient, 1e-6),
+    "strided_scatter_add: fold": (lambda to: munet.nn.functional.fold(to(_host((1, 8, 12), seed=38)), (4, 5), 2), 1e-6),
+    "index_add along dim 1": (lambda to: to(_X).index_add(1, to(munet.tensor([4, 0, 4, 1, 4, 2])), to(_host((4, 6), seed=28))), 1e-6),
+}  # fmt: skip
+
+
+def same_within(cuda_result, cpu_result, rtol: float):
+    """A cuda result equals the cpu's (``rtol`` 0) or is within ``rtol`` of it (NaN where it is NaN)."""
+    cuda_result, cpu_result = cuda_result.detach(), cpu_result.detach()
+    if not rtol:
+        return same(cuda_result, cpu_result)
+    assert cuda_result.device.type == "cuda" and cuda_result.dtype is cpu_result.dtype
+    got, want = cuda_result.cpu().double().numpy(), cpu_result.double().numpy()
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=rtol)
+
+
+# scans (``kernels_scan.py``), cat and as_strided_scatter: name -> (fn(to) -> result, rtol), as EAGER_INDEXING
+_T = _host((4, 6), seed=30)
+_T[1, 2], _T[2, 0], _T[2, 4] = float("nan"), float("nan"), float("nan")
+_T[0, 3] = _T[0, 1] = 5.0  # a tie with the running maximum
+_Z = _host((3, 5), "float64", seed=31)
+_Z[1, 2] = _Z[2, 0] = 0.0
+
+EAGER_SCANS = {
+    "cumsum along dim 1": (lambda to: to(_X).cumsum(1), 0),
+    "cumsum of a transposed view": (lambda to: to(_X).t().cumsum(0), 0),
+    "cumsum float16": (lambda to: to(_X.half()).cumsum(0), 0),
+    "cumsum bfloat16": (lambda to: to(_X.bfloat16()).cumsum(-1), 0),
+    "cumsum int32 gives int64": (lambda to: to(_ints(-9, 9, (3, 7), 32, "int32")).cumsum(1), 0),
+    "cumsum in int8 wraps": (lambda to: to(_ints(60, 127, (2, 6), 33, "int8")).cumsum(1, dtype=munet.int8), 0),
+    "cumsum of a 0-d tensor": (lambda to: to(munet.tensor(2.5)).cumsum(0), 0),
+    "cumsum of an empty dim": (lambda to: to(_X[:, :0]).cumsum(1), 0),
+    "cumprod float64 with zeros": (lambda to: to(_Z).cumprod(1), 0),
+    "cumprod float32": (lambda to: to(_X * 0.5).cumprod(0), 0),
+    "cummax values, NaN and ties": (lambda to: munet.cummax(to(_T), 1).values, 0),
+    "cummax indices, NaN and ties": (lambda to: munet.cummax(to(_T), 1).indices, 0),
+    "cummin values": (lambda to: munet.cummin(to(_T), 0).values, 0),
+    "cummin indices": (lambda to: munet.cummin(to(_T), 0).indices, 0),
+    "cummin int64 ties": (lambda to: munet.cummin(to(_ints(0, 3, (2, 9), 34)), 1).indices, 0),
+    "logcumsumexp": (lambda to: munet.logcumsumexp(to(_X), 1), 1e-6),
+    "cat with a transposed operand": (lambda to: munet.cat([to(_X), to(_S[:, :4]).t(), to(_X[:, :1])], 1), 0),
+    "cat skipping an empty 1-d tensor": (lambda to: munet.cat([to(_X), to(munet.zeros(0)), to(_X)], 1), 0),
+    "as_strided_scatter into a strided view": (lambda to: munet.as_strided_scatter(to(_X), to(_S[:2, :2]), (2, 2), (5, 2), 1), 0),
+}  # fmt: skip
+
+
+# sort / topk (``kernels_sort.py``) and the composites over them: name -> (fn(to) -> result, rtol)
+_TIES = munet.tensor([[3, 1, 3, 0, 1, 3, 2], [5, 5, 5, 5, 5, 5, 5]])
+
+EAGER_SORTS = {
+    "sort values, NaN last and ties": (lambda to: munet.sort(to(_T), 1).values, 0),
+    "sort indices, stable": (lambda to: munet.sort(to(_T), 1).indices, 0),
+    "sort descending indices, NaN first": (lambda to: munet.sort(to(_T), 1, descending=True).indices, 0),
+    "sort descending values": (lambda to: munet.sort(to(_T), 1, descending=True).values, 0),
+    "sort a transposed view along dim 0": (lambda to: munet.sort(to(_X).t(), 0).indices, 0),
+    "sort float16": (lambda to: munet.sort(to(_X.half()), 0).values, 0),
+    "sort int64 ties": (lambda to: munet.sort(to(_TIES), 1, stable=True).indices, 0),
+    "sort int64 ties descending": (lambda to: munet.sort(to(_TIES), 1, descending=True).indices, 0),
+    "sort bool": (lambda to: munet.sort(to(_TIES > 2), 1).indices, 0),
+    "sort a 0-d tensor": (lambda to: munet.sort(to(munet.tensor(4.0))).values, 0),
+    "sort an empty dim": (lambda to: munet.sort(to(_X[:, :0]), 1).indices, 0),
+    "topk largest": (lambda to: munet.topk(to(_T), 3, dim=1).indices, 0),
+    "topk smallest values": (lambda to: munet.topk(to(_X), 2, dim=0, largest=False).values, 0),
+    "topk k=0": (lambda to: munet.topk(to(_X), 0, dim=1).values, 0),
+    "argsort descending": (lambda to: munet.argsort(to(_TIES), 1, descending=True), 0),
+    "kthvalue": (lambda to: munet.kthvalue(to(_X), 2, 1).values, 0),
+}  # fmt: skip
+
+
+def compiled_sgd_twins(net, loss_fn, lr: float):
+    """``net()`` twice with the same weights, one on cuda:0 and one on the cpu, each with SGD at ``lr``:
+    ``(compiled cuda step, eager cpu step, cuda model, cpu model)``; a step ``(inputs, targets)``
+    zeroes the gradients, backpropagates ``loss_fn(model(inputs), targets)``, steps and returns the loss."""
+    model, reference = net(), net()
+    reference.load_state_dict(model.state_dict())
+    model.cuda()
+    opt, ref_opt = munet.optim.SGD(model.parameters(), lr=lr), munet.optim.SGD(reference.parameters(), lr=lr)
+
+    def step(model, opt, inputs, targets):
+        opt.zero_grad()
+        loss = loss_fn(model(inputs), targets)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = munet.compile(lambda inputs, targets: step(model, opt, inputs, targets))
+    return compiled, (lambda inputs, targets: step(reference, ref_opt, inputs, targets)), model, reference

@@ -181,6 +181,8 @@ def test_an_integer_zero_divisor_raises_zero_division_at_the_next_synchronizatio
 
 @pytest.mark.usefixtures("fake_gpus")
 def test_compiled_integer_division_runs_the_checked_eager_kernels():
+    # the fusion pass fuses float32/float64 results only, so the integer ops stay eager kernels (the
+    # fused renderer could take them: tests/compiler/test_codegen_cuda.py)
     def f(a, b):
         return (a // b) * 2 + munet.remainder(a, b)
 

@@ -9,6 +9,7 @@ import pytest
 import munet
 import munet.nn.functional as F
 from tests.backends import fake_cupy
+from tests.backends.cuda_cases import compiled_sgd_twins
 
 fake_cupy.skip_without_emulation()
 pytestmark = pytest.mark.usefixtures("fake_gpus")
@@ -72,23 +73,11 @@ def test_a_compiled_cnn_step_replays_as_a_graph():
             munet.nn.Conv2d(1, 4, 3, padding=1), munet.nn.ReLU(), munet.nn.Flatten(), munet.nn.Linear(4 * 6 * 6, 3)
         )
 
-    model, reference = net(), net()
-    reference.load_state_dict(model.state_dict())
-    model.cuda()
-    opt, ref_opt = munet.optim.SGD(model.parameters(), lr=0.05), munet.optim.SGD(reference.parameters(), lr=0.05)
-
-    def step(model, opt, x, y):
-        opt.zero_grad()
-        loss = F.mse_loss(model(x), y)
-        loss.backward()
-        opt.step()
-        return loss
-
-    compiled = munet.compile(lambda a, b: step(model, opt, a, b))
+    compiled, eager, model, reference = compiled_sgd_twins(net, F.mse_loss, 0.05)
     for call in range(4):
         x, _ = _pair((2, 1, 6, 6), 10 + call)
         y, _ = _pair((2, 3), 20 + call)
-        _close(compiled(x.cuda(), y.cuda()), step(reference, ref_opt, x, y), 1e-4)
+        _close(compiled(x.cuda(), y.cuda()), eager(x, y), 1e-4)
     assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
     for p, q in zip(model.parameters(), reference.parameters()):
         _close(p, q, 1e-4)

@@ -9,7 +9,17 @@ import pytest
 import torch
 
 import munet
-from tests.backends.cuda_cases import EAGER_ELEMENTWISE, EAGER_REDUCTIONS, pair, same
+from munet.ops.checks import IndexOutOfRangeError
+from tests.backends.cuda_cases import (
+    EAGER_ELEMENTWISE,
+    EAGER_INDEXING,
+    EAGER_REDUCTIONS,
+    EAGER_SCANS,
+    EAGER_SORTS,
+    pair,
+    same,
+    same_within,
+)
 
 pytestmark = pytest.mark.cuda
 
@@ -323,3 +333,63 @@ def test_convolution_matches_torch(transposed):
     want.square().sum().backward()
     np.testing.assert_allclose(xc.grad.cpu().numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(wc.grad.cpu().numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("case", {**EAGER_INDEXING, **EAGER_SCANS, **EAGER_SORTS})
+def test_scatter_index_put_scans_and_sorts_match_the_cpu(case):
+    fn, rtol = {**EAGER_INDEXING, **EAGER_SCANS, **EAGER_SORTS}[case]
+    same_within(fn(lambda t: t.cuda()), fn(lambda t: t), rtol)
+
+
+def test_long_rows_sort_and_scan_as_on_the_cpu():
+    x = munet.tensor(np.random.default_rng(6).integers(0, 50, (3, 3000))).float()  # many ties
+    for dim in (0, 1):
+        same(munet.sort(x.cuda(), dim).indices, munet.sort(x, dim).indices)
+        same(munet.sort(x.cuda(), dim, descending=True).indices, munet.sort(x, dim, descending=True).indices)
+        same(x.cuda().cumsum(dim), x.cumsum(dim))
+    same(munet.topk(x.cuda(), 5, dim=1).indices, munet.topk(x, 5, dim=1).indices)
+
+
+def test_colliding_writes_on_many_threads_match_the_cpu():
+    rng = np.random.default_rng(3)
+    index = munet.tensor(rng.integers(0, 7, 200_000))
+    values = munet.tensor(rng.standard_normal(200_000))
+    x = munet.zeros(7, dtype=munet.float64)
+    for _ in range(3):  # the last write wins, whichever thread runs last
+        same(munet.scatter(x.cuda(), 0, index.cuda(), values.cuda()), munet.scatter(x, 0, index, values))
+        same(munet.index_put(x.cuda(), (index.cuda(),), values.cuda()), munet.index_put(x, (index,), values))
+    exact = munet.index_put(x, (index,), values, accumulate=True)
+    got = munet.index_put(x.cuda(), (index.cuda(),), values.cuda(), accumulate=True)
+    np.testing.assert_allclose(got.cpu().numpy(), exact.numpy(), rtol=1e-9, atol=1e-9)
+    counts = munet.zeros(7, dtype=munet.int32).scatter_add(0, index, munet.ones(200_000, dtype=munet.int32))
+    same(
+        munet.zeros(7, dtype=munet.int32)
+        .cuda()
+        .scatter_add(0, index.cuda(), munet.ones(200_000, dtype=munet.int32).cuda()),
+        counts,
+    )
+    same(x.cuda().scatter_reduce(0, index.cuda(), values.cuda(), "amax"), x.scatter_reduce(0, index, values, "amax"))
+
+
+def test_an_out_of_range_scatter_raises_at_the_next_synchronization():
+    out = munet.zeros(3, 2).cuda().scatter_add(0, munet.tensor([[0, 3]]).cuda(), munet.ones(1, 2).cuda())
+    with pytest.raises(IndexOutOfRangeError, match="scatter: index 3 is out of bounds for dimension 0 with size 3"):
+        out.cpu()
+    assert munet.zeros(2).cuda().index_put((munet.tensor([1]).cuda(),), munet.ones(1).cuda()).cpu().tolist() == [0, 1]
+
+
+def test_loss_and_embedding_gradients_match_torch():
+    rng = np.random.default_rng(4)
+    x, target = rng.standard_normal((16, 5)).astype(np.float32), rng.integers(0, 5, 16)
+    weight, ids = rng.standard_normal((9, 4)).astype(np.float32), rng.integers(0, 9, (6, 3))
+    xc, wc = munet.tensor(x).cuda().requires_grad_(), munet.tensor(weight).cuda().requires_grad_()
+    xt, wt = torch.tensor(x, requires_grad=True), torch.tensor(weight, requires_grad=True)
+    loss = munet.nn.functional.cross_entropy(xc, munet.tensor(target).cuda(), label_smoothing=0.1)
+    loss = loss + munet.nn.functional.embedding(munet.tensor(ids).cuda(), wc, padding_idx=2).square().sum()
+    ref = torch.nn.functional.cross_entropy(xt, torch.tensor(target), label_smoothing=0.1)
+    ref = ref + torch.nn.functional.embedding(torch.tensor(ids), wt, padding_idx=2).square().sum()
+    loss.backward()
+    ref.backward()
+    np.testing.assert_allclose(loss.item(), ref.item(), rtol=1e-5)
+    np.testing.assert_allclose(xc.grad.cpu().numpy(), xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(wc.grad.cpu().numpy(), wt.grad.numpy(), rtol=1e-5, atol=1e-5)

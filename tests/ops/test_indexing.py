@@ -395,6 +395,17 @@ def test_scatter_reduce(reduce, include_self):
     )
 
 
+@pytest.mark.parametrize("reduce", ["amax", "amin"])
+def test_scatter_reduce_extremes_of_integers_reach_the_dtype_limits(reduce):
+    limit = -128 if reduce == "amax" else 127  # the identity must not clip the reduced values
+    mi, ti = both(np.array([[0, 1, 1]]))
+    x, src = np.array([[5, 5, 5]], np.int8), np.full((1, 3), limit, np.int8)
+    assert_close(
+        munet.tensor(x).scatter_reduce(1, mi, munet.tensor(src), reduce, include_self=False),
+        torch.tensor(x).scatter_reduce(1, ti, torch.tensor(src), reduce, include_self=False),
+    )
+
+
 def test_scatter_errors():
     x = munet.zeros(3, 4)
     with pytest.raises(RuntimeError, match="scatter: index 3 is out of bounds for dimension 0 with size 3"):

@@ -153,8 +153,12 @@ def _identity(reduce: str, dtype):
         return 0
     if reduce == "prod":
         return 1
-    big = np.inf if dtype.kind == "f" or dtype in LOW_PRECISION else np.iinfo(dtype).max
-    return -big if reduce == "amax" else big
+    if dtype.kind == "f" or dtype in LOW_PRECISION:
+        return -np.inf if reduce == "amax" else np.inf
+    if dtype == np.bool_:
+        return reduce == "amin"
+    info = np.iinfo(dtype)  # amax starts from the minimum (-128 for int8, not -127)
+    return info.min if reduce == "amax" else info.max
 
 
 @kernel("scatter_reduce", "scatter_reduce_values")

@@ -15,6 +15,7 @@ kernel is compiled by ``$CXX``/``c++``/``g++``/``clang++`` with :data:`COMPAT_HE
 - ``__global__``, ``__device__`` and ``__forceinline__`` are macros for plain C++ functions,
   CUDA's float math (``expf``, ``erfinvf``...) is the C library's (``erfinv`` by Giles'
   approximation and Newton steps), ``__int_as_float`` and friends are ``memcpy`` bit casts;
+  ``atomicCAS``/``atomicAdd``/``atomicMax`` (the types the kernels use) are GCC's atomic builtins;
 - ``__half`` and ``__nv_bfloat16`` are structs of 16 bits whose conversions from float and double
   round to nearest even once (subnormals, overflow to infinity, NaN kept), as CUDA's ``_rn``
   conversions do.
@@ -73,6 +74,30 @@ static inline unsigned long long atomicCAS(unsigned long long *address, unsigned
 }
 static inline float __int_as_float(int x) { float f; std::memcpy(&f, &x, sizeof f); return f; }
 static inline double __longlong_as_double(long long x) { double f; std::memcpy(&f, &x, sizeof f); return f; }
+static inline unsigned __float_as_uint(float x) { unsigned u; std::memcpy(&u, &x, sizeof u); return u; }
+static inline float __uint_as_float(unsigned x) { float f; std::memcpy(&f, &x, sizeof f); return f; }
+static inline long long __double_as_longlong(double x) { long long u; std::memcpy(&u, &x, sizeof u); return u; }
+// the other atomics the kernels use (the put kernels'), as compare-and-swap loops over the builtins
+template <typename T, typename F> static inline T munet_atomic_update(T *address, F next) {
+  T old;
+  __atomic_load(address, &old, __ATOMIC_SEQ_CST);
+  T value = next(old);
+  while (!__atomic_compare_exchange(address, &old, &value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST)) value = next(old);
+  return old;  // the old value, as CUDA's
+}
+static inline unsigned atomicCAS(unsigned *address, unsigned compare, unsigned value) {
+  __atomic_compare_exchange_n(address, &compare, value, false, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+  return compare;
+}
+static inline float atomicAdd(float *a, float v) { return munet_atomic_update(a, [v](float o) { return o + v; }); }
+static inline double atomicAdd(double *a, double v) { return munet_atomic_update(a, [v](double o) { return o + v; }); }
+static inline unsigned atomicAdd(unsigned *a, unsigned v) { return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST); }
+static inline unsigned long long atomicAdd(unsigned long long *a, unsigned long long v) {
+  return __atomic_fetch_add(a, v, __ATOMIC_SEQ_CST);
+}
+static inline unsigned long long atomicMax(unsigned long long *a, unsigned long long v) {
+  return munet_atomic_update(a, [v](unsigned long long o) { return o > v ? o : v; });
+}
 static inline double erfinv(double y) {
   const double a = fabs(y);
   if (!(a <= 1.0)) return NAN;

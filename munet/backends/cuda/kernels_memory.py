@@ -1,4 +1,4 @@
-"""Creation, casts, strided copies and fills: the kernels the backend's memory layer builds on.
+"""Creation, casts, strided copies (``cat``, ``as_strided_scatter`` too) and fills: the kernels the backend's memory layer builds on.
 
 They are CuPy array operations (CuPy compiles its own small elementwise kernels for them); the
 arithmetic ops come from the op formulas, rendered as CUDA C (``munet.compiler.codegen.cuda``).
@@ -90,3 +90,34 @@ def fill(rt, self, value):
 @kernel("fill_")
 def fill_(rt, out, value):
     copies.copy_into(rt.cupy, out, value)
+
+
+@kernel("cat")
+def cat(rt, tensors, *, dim, sizes):
+    """One strided copy per input into its slice of the result (1-D empty inputs, ``sizes`` None, skipped)."""
+    kept = [t for t, size in zip(tensors, sizes) if size is not None]
+    dtype = copies.dtype_of(tensors[0])
+    if not kept:
+        return rt.empty((0,), dtype)
+    shape = list(kept[0].shape)
+    shape[dim] = sum(t.shape[dim] for t in kept)
+    out = rt.empty(shape, dtype)
+    start = 0
+    for t in kept:
+        if t.size:
+            copies.copy_into(rt.cupy, out[(slice(None),) * dim + (slice(start, start + t.shape[dim]),)], t)
+        start += t.shape[dim]
+    return out
+
+
+@kernel("as_strided_scatter")
+def as_strided_scatter(rt, x, src, *, size, stride, storage_offset):
+    """A C-contiguous copy of ``x`` whose strided view ``(size, stride, storage_offset)`` (in elements
+    of the copy) is replaced by ``src``: one strided copy into the view."""
+    cp = rt.cupy
+    out = cp.array(x, copy=True, order="C")
+    if 0 not in tuple(size):
+        at = out.reshape(-1).data + storage_offset * out.itemsize
+        view = cp.ndarray(tuple(size), out.dtype, at, tuple(s * out.itemsize for s in stride))
+        copies.copy_into(cp, view, src)
+    return out

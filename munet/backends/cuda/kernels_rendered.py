@@ -2,9 +2,10 @@
 
 Every op defined with a scalar formula gets ``name`` (a new array) and ``name_`` (in place, into
 its first argument), as on the CPU; ``sum``, ``prod``, ``amax``, ``amin``, ``argmax`` and
-``argmin`` are the reduction renderer's; ``uniform``, ``normal`` and ``randint`` the Philox
-kernels' (the CPU's numbers). Each kernel lays out its operands' geometry (pointers, element
-strides, broadcasting as stride 0), renders the source once per dtypes, rank and index width
+``argmin`` are the reduction renderer's (``all``/``any`` its ``amin``/``amax`` of ``x != 0``);
+``uniform``, ``normal`` and ``randint`` the Philox kernels' (the CPU's numbers). Each kernel lays
+out its operands' geometry (pointers, element strides, broadcasting as stride 0), renders the
+source once per dtypes, rank and index width
 (``kernels_elementwise``, ``kernels_reduce``, ``kernels_random``: cached here) and hands it to
 ``launch.launch``, which compiles, loads and launches it on ``rt.stream``.
 
@@ -235,8 +236,27 @@ def _arg_kernel(op: str):
     return run
 
 
+def _boolean_kernel(op: str, extreme: str):
+    """``all``/``any``: the ``amin``/``amax`` of ``x != 0`` (bool), True/False over an empty row."""
+
+    def run(rt, x, *, dims, keepdim):
+        flags = x if copies.dtype_of(x) is D.bool_ else run_formula(rt, "ne", (x, 0), {})
+        dims = tuple(sorted({d % x.ndim for d in dims})) if x.ndim else ()
+        if x.ndim and _numel([x.shape[d] for d in dims]) == 0:
+            shape = tuple(1 if d in dims else n for d, n in enumerate(x.shape) if keepdim or d not in dims)
+            out = rt.empty(shape, D.bool_)
+            out.fill(op == "all")
+            return out
+        return run_reduction(rt, extreme, flags, dims, keepdim, "bool")
+
+    run.__name__ = op
+    return run
+
+
 for _name in ("amax", "amin"):
     kernel(_name)(_extreme_kernel(_name))
+kernel("all")(_boolean_kernel("all", "amin"))
+kernel("any")(_boolean_kernel("any", "amax"))
 for _name in ("argmax", "argmin"):
     kernel(_name)(_arg_kernel(_name))
 

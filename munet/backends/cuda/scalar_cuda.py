@@ -218,8 +218,8 @@ def render_apply(e, args: list, fault_record: bool = False) -> str:
     if needs_fault_record(e):
         if not fault_record:
             raise UnrenderableError(
-                f"cuda: integer '{e.op}' needs the device's fault record for a zero divisor, which only the eager "
-                "elementwise kernels take"
+                f"cuda: integer '{e.op}' needs the device's fault record for a zero divisor, which this kernel "
+                "does not take (the elementwise and fused kernels do)"
             )
         return _FAULTING_INT_FORMS[e.op].format(*args, t=ctype(e.dtype))
     form = (_INT_FORMS if operand == INT else BOOL_FORMS if operand == BOOL else {}).get(e.op)

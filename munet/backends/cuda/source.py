@@ -48,3 +48,13 @@ def kernel_head(name: str, params, count: str) -> list[str]:
         f"  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {count};"
         " i += (long long)blockDim.x * gridDim.x) {",
     ]
+
+
+def offsets(position: str, sizes: str, rank: int, families) -> list[str]:
+    """Kernel-body lines declaring ``at_<f>``: the offset of row-major ``position`` over ``rank`` dims of
+    sizes ``<sizes>0, <sizes>1, ...`` through each stride family ``f`` (parameters ``<f>0, <f>1, ...``)."""
+    lines = [f"    long long rem = {position}, " + ", ".join(f"at_{f} = 0" for f in families) + ";"]
+    for d in reversed(range(rank)):
+        adds = " ".join(f"at_{f} += c * {f}{d};" for f in families)
+        lines.append(f"    {{ const long long c = rem % {sizes}{d}; rem /= {sizes}{d}; {adds} }}")
+    return lines

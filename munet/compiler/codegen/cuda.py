@@ -2,10 +2,13 @@
 
 ``render_cuda(kernel) -> CudaSource`` (``munet/backends/cuda/source.py``) gives one translation
 unit exporting ``extern "C" __global__ void <kernel.name>(const T *in0, ..., T *out0, ...,
-const double *p)``: the C-contiguous input and output buffers, then the runtime scalars in a
-device array (a learning rate is data read at each replay, so one kernel, and one captured CUDA
-graph, serves every step). Shapes and strides are fixed per compiled graph and written into the
-source as constants; dims that every access walks contiguously are collapsed (``c.collapse``).
+const double *p[, unsigned long long *munet_fault_record])``: the C-contiguous input and output
+buffers, then the runtime scalars in a device array (a learning rate is data read at each replay, so
+one kernel, and one captured CUDA graph, serves every step), and, for a kernel that divides integers
+(``floor_divide``, ``fmod``: a zero divisor records PyTorch's ZeroDivisionError), the device's fault
+record (``munet/backends/cuda/device_asserts.py``; :func:`takes_fault_record`). Shapes and strides
+are fixed per compiled graph and written into the source as constants; dims that every access walks
+contiguously are collapsed (``c.collapse``).
 Index arithmetic is 32-bit unsigned when every index fits (:func:`index_bits`), else 64-bit.
 Each scalar op is printed by the cuda backend's table (``munet/backends/cuda/scalar_cuda.py``),
 which the eager kernels use too, so fused and unfused kernels compute alike.
@@ -66,7 +69,7 @@ def _emitter(index_of, lines: list, prefix: str = "t", reduced=None) -> Emitter:
             )
         return None
 
-    return Emitter(bind, lines, prefix, reduced)
+    return Emitter(bind, lines, prefix, reduced, fault_record=True)
 
 
 def _walk(exprs, inside: bool = False) -> tuple:
@@ -113,15 +116,25 @@ def _index(names, strides, offset: int = 0) -> str:
     return " + ".join(terms) or "0"
 
 
-def _signature(kernel: Kernel) -> tuple:
+FAULT_RECORD = ("unsigned long long *", "munet_fault_record")
+
+
+def _signature(kernel: Kernel, faults: bool) -> tuple:
     params = [(f"const {ctype(dt)} *", f"in{k}") for k, dt in enumerate(kernel.inputs)]
     params += [(f"{ctype(dt)} *", f"out{k}") for k, dt in enumerate(kernel.outputs)]
     params.append(("const double *", "p"))
+    if faults:
+        params.append(FAULT_RECORD)
     return tuple(params)
 
 
+def takes_fault_record(src: CudaSource) -> bool:
+    """Whether a rendered fused kernel's last parameter is the device's fault record (it divides integers)."""
+    return src.params[-1] == FAULT_RECORD
+
+
 def _unit(kernel: Kernel, body: list, layout: str) -> CudaSource:
-    params = _signature(kernel)
+    params = _signature(kernel, any(FAULT_RECORD[1] in line for line in body))
     header = f"// {kernel.name}: {len(kernel.stores)} outputs over {list(kernel.shape)}"
     if kernel.reduce_shape:
         header += f", reducing {list(kernel.reduce_shape)} ({layout})"
