@@ -289,8 +289,12 @@ def test_integer_creation_kernels_match_the_decomposition(name, device_type, req
 
 @pytest.fixture
 def without_cpu_softmax(monkeypatch):
+    """softmax with no fast kernel, on the cpu and (for ``--munet-device=vulkan``) on vulkan."""
+    from munet.backends.vulkan.registry import KERNELS as VULKAN_KERNELS
+
     load_kernel_modules()
     monkeypatch.delitem(KERNELS, "softmax")
+    monkeypatch.delitem(VULKAN_KERNELS, "softmax", raising=False)
 
 
 def test_eager_runs_the_decomposition_without_a_fast_kernel(without_cpu_softmax):
@@ -442,10 +446,10 @@ def test_a_composite_without_backward_runs_its_fast_kernel_only_where_no_gradien
         return x * np.abs(x)
 
     monkeypatch.setitem(KERNELS, "test_softsquare", fast)
-    data = np.array([-2.0, -0.5, 0.0, 1.5], np.float32)
-    np.testing.assert_array_equal(apply(softsquare, munet.tensor(data)).numpy(), data * np.abs(data))
+    data = np.array([-2.0, -0.5, 0.0, 1.5], np.float32)  # on the cpu, whose kernel table holds `fast`
+    np.testing.assert_array_equal(apply(softsquare, munet.tensor(data, device="cpu")).numpy(), data * np.abs(data))
     assert len(calls) == 1
-    x = munet.tensor(data, requires_grad=True)
+    x = munet.tensor(data, requires_grad=True, device="cpu")
     apply(softsquare, x).sum().backward()
     assert len(calls) == 1
     np.testing.assert_allclose(x.grad.numpy(), 2 * np.abs(data))
