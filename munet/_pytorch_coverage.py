@@ -157,6 +157,24 @@ def only_raises(obj) -> bool:
     return len(body) == 1 and isinstance(body[0], ast.Raise)
 
 
+def _refuses(namespace: str, name: str, obj) -> bool:
+    """``only_raises(obj)``, except for a Tensor method that refuses on dense tensors, as PyTorch's
+    does, and that a subclass of another layout implements (``munet.sparse``'s ``indices()``)."""
+    if not only_raises(obj):
+        return False
+    if namespace == "Tensor":
+        import munet
+
+        pending = list(munet.Tensor.__subclasses__())
+        while pending:
+            sub = pending.pop()
+            pending.extend(sub.__subclasses__())
+            impl = sub.__dict__.get(name)
+            if impl is not None and not only_raises(impl):
+                return False
+    return True
+
+
 def _torch_object(torch, namespace: str):
     if namespace == "torch":
         return torch
@@ -433,7 +451,7 @@ def refusing_names(torch) -> set[str]:
         f"{namespace}:{name}"
         for namespace in NAMESPACES
         for name in public_names(torch, namespace)
-        if only_raises(_munet_object(_path(namespace, name)))
+        if _refuses(namespace, name, _munet_object(_path(namespace, name)))
     }
 
 
@@ -442,7 +460,7 @@ def munet_has(namespace: str, name: str) -> bool:
     import munet
 
     obj = _munet_object(_path(namespace, name))
-    if obj is _ABSENT or f"{namespace}:{name}" in REFUSED or only_raises(obj):
+    if obj is _ABSENT or f"{namespace}:{name}" in REFUSED or _refuses(namespace, name, obj):
         return False
     probe = PROBES.get(f"{namespace}:{name}")
     if probe is None:
