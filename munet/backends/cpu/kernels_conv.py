@@ -8,7 +8,10 @@ channels:
 - forward: the block's receptive fields are copied out of an ``as_strided`` view and multiplied
   by the weight straight into the result. With stride 1 the columns are whole input rows (one
   long contiguous run per kernel position; the few positions past each row's end are computed
-  and dropped), which copies several times faster than one short run per output row;
+  and dropped), which copies several times faster than one short run per output row. The
+  compiler passes a generated C im2col instead (``im2col=``), which writes the columns from the
+  unpadded input with zeros for the padding (nothing padded, computed past a row or dropped);
+  a 1x1 convolution with stride 1 and no padding needs no columns: one GEMM over the input planes;
 - output smaller than the kernel (the weight gradient, as ``ops/conv.py`` expresses it): one
   GEMM per block of channels with the contraction over (channel, kernel position), accumulated;
 - transposed: GEMM first, then col2im, one add per kernel position (with stride 1, one
@@ -27,13 +30,18 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from munet._threads import kernel_threads, run_tasks
 from munet.backends.cpu.kernels_reduce import acc_dtype
 from munet.backends.cpu.registry import kernel
 from munet.backends.cpu.scratch import work
+from munet.ops.conv import conv_output_spatial
 
 # Bytes of columns per block: below ~256 KiB the per-block Python overhead shows, above a few
 # MiB the columns no longer stay in cache between the copy and the GEMM.
 CHUNK_BYTES = 1 << 21
+# Output positions per image below which ``_conv_columns`` puts a block's images side by side in
+# one GEMM: a narrow GEMM (ResNet's last stage: 49 columns) runs well below BLAS's peak.
+SIDE_BY_SIDE = 256
 
 
 def _blocks(total: int, bytes_per_item: int) -> list[tuple[int, int]]:
@@ -91,11 +99,19 @@ def _windows(xp: np.ndarray, kernel_size, stride, dilation, groups) -> tuple[np.
 # forward ----------------------------------------------------------------------------------------------
 
 
-def _conv_forward(x, w, stride, padding, dilation, groups, out=None):
+def _conv_forward(x, w, stride, padding, dilation, groups, out=None, im2col=None):
     kernel_size = w.shape[2:]
+    if all(k == 1 for k in kernel_size) and all(s == 1 for s in stride) and not any(lo or hi for lo, hi in padding):
+        return _conv_pointwise(x, w, groups, out)
+    size = conv_output_spatial(x.shape[2:], kernel_size, stride, padding, dilation, False, ())
+    wide = math.prod(size) >= math.prod(kernel_size)
+    if im2col is not None and wide:
+        result = _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col)
+        if result is not None:
+            return result
     xp = _pad(x, padding)
     windows, size = _windows(xp, kernel_size, stride, dilation, groups)
-    if math.prod(size) >= math.prod(kernel_size):
+    if wide:
         # Whole rows pay when the columns (CgK per position) outweigh the extra pass over the
         # output (Og per position) that dropping the positions past each row costs.
         if all(s == 1 for s in stride) and math.prod(w.shape[1:]) >= w.shape[0] // groups:
@@ -104,6 +120,109 @@ def _conv_forward(x, w, stride, padding, dilation, groups, out=None):
     if all(d == 1 for d in dilation):
         return _conv_narrow_rows(_contiguous_planes(xp), w, groups, stride, size, out)
     return _conv_narrow(windows, w, groups, size, out)
+
+
+def _conv_pointwise(x, w, groups, out):
+    """A 1x1 convolution with stride 1 and no padding: the input planes are the columns already,
+    one GEMM (G, Og, Cg) @ (N, G, Cg, P) -> (N, G, Og, P) straight into the result."""
+    n, c = x.shape[:2]
+    o = w.shape[0]
+    p = math.prod(x.shape[2:])
+    result = _result(out, (n, o) + tuple(x.shape[2:]), np.result_type(x, w))
+    og, cg = o // groups, c // groups
+    np.matmul(w.reshape(groups, og, cg), x.reshape(n, groups, cg, p), out=result.reshape(n, groups, og, p))
+    return result
+
+
+def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
+    """``_conv_wide`` with the columns written by ``im2col(cols, x_block, kernel_size, stride,
+    padding, dilation, size, rows, threads)`` (the compiler's generated C, which reads the unpadded
+    input and writes zeros for the padding, so nothing is padded, computed past a row or dropped)
+    into a kept buffer, then a GEMM straight into the result. Blocks of images, or of output rows
+    of one image when an image's columns exceed ``CHUNK_BYTES``, so the columns are still in cache
+    when the GEMM reads them; images with few output positions (below ``SIDE_BY_SIDE``) are laid
+    side by side for one wider GEMM, whose (O, B, P) result is then copied into (B, O, P).
+
+    With a thread budget above one the blocks are tasks of ``run_tasks`` (each its im2col and
+    GEMM on one thread, claimed as threads come free); a single block is split by output channels
+    instead. None when ``im2col`` declines (returns False: a dtype or rank it does not handle),
+    before anything is written."""
+    n = x.shape[0]
+    o = w.shape[0]
+    og = o // groups
+    kernel_size = w.shape[2:]
+    k = groups * math.prod(w.shape[1:])  # rows of columns: (channel, kernel position)
+    p = math.prod(size)
+    if x.dtype != w.dtype:
+        return None
+    result = _result(out, (n, o) + size, x.dtype)
+    if n == 0:
+        return result
+    x = np.ascontiguousarray(x)  # read once by the im2col: a view costs one copy, as the padding did
+    wm = w.reshape(groups, og, k // groups)
+    grouped = result.reshape(n, groups, og, p)
+    row = k * (p // size[0]) * x.itemsize  # the columns of one output row
+    geometry = (kernel_size, stride, padding, dilation, size)
+    threads = kernel_threads()
+    parallel = threads > 1
+
+    def fill(cols, images, rows=None) -> bool:
+        return im2col(cols, images, *geometry, rows, 1 if parallel else threads)
+
+    blocks = []  # (fill the block's columns, the GEMM's target, how the columns are viewed, finish)
+    if len(size) == 2 and row * size[0] > CHUNK_BYTES:
+        step = max(1, CHUNK_BYTES // row)
+        width = size[1]
+        for i in range(n):
+            for lo in range(0, size[0], step):
+                hi = min(lo + step, size[0])
+                shape = (1, k, (hi - lo) * width)
+                target = grouped[i, :, :, lo * width : hi * width]
+                blocks.append((shape, x[i : i + 1], (lo, hi), (groups, k // groups, -1), target, None))
+    elif p < SIDE_BY_SIDE and n > 1:
+        step = max(_blocks(n, row * size[0])[0][1], -(-SIDE_BY_SIDE // p))  # >= SIDE_BY_SIDE columns a GEMM
+        for lo in range(0, n, step):
+            hi = min(lo + step, n)
+            b = hi - lo
+            blocks.append(
+                ((k, b, p), x[lo:hi], None, (groups, k // groups, b * p), (groups, og, b * p), grouped[lo:hi])
+            )
+    else:
+        for lo, hi in _blocks(n, row * size[0]):
+            blocks.append(((hi - lo, k, p), x[lo:hi], None, (hi - lo, groups, k // groups, p), grouped[lo:hi], None))
+
+    def run(block, out_rows=slice(None), cols=None) -> bool:
+        shape, images, rows, view, target, side = block
+        if cols is None:
+            cols = work("cols", shape, x.dtype)
+            if not fill(cols, images, rows):
+                return False
+        a = wm[..., out_rows, :]
+        if side is None:
+            np.matmul(a, cols.reshape(view), out=target[..., out_rows, :])
+            return True
+        product = work("rows", target, x.dtype)[..., out_rows, :]
+        np.matmul(a, cols.reshape(view), out=product)
+        np.copyto(side[:, :, out_rows], product.reshape(groups, -1, images.shape[0], p).transpose(2, 0, 1, 3))
+        return True
+
+    if not parallel:
+        for block in blocks:
+            if not run(block):
+                return None  # declined on the first block (what it checks is the same for every block)
+        return result
+    # the first block's columns here (an im2col that declines does so before anything is written;
+    # a role of their own: this thread's "cols" serve the tasks it claims)
+    first = blocks[0]
+    cols = work("first cols", first[0], x.dtype)
+    if not fill(cols, first[1], first[2]):
+        return None
+    if len(blocks) == 1:  # one block: the GEMM split by output channels
+        step = -(-og // threads)
+        run_tasks([lambda lo=lo: run(first, slice(lo, lo + step), cols) for lo in range(0, og, step)])
+        return result
+    run_tasks([lambda: run(first, cols=cols)] + [lambda block=block: run(block) for block in blocks[1:]])
+    return result
 
 
 def _conv_wide(windows, w, groups, size, out):
@@ -357,15 +476,18 @@ def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out=No
 # entry points -----------------------------------------------------------------------------------------
 
 
-def convolution_into(out, x, w, *, stride, padding, dilation, groups, transposed, output_padding, col2im=shifted_sum):
+def convolution_into(
+    out, x, w, *, stride, padding, dilation, groups, transposed, output_padding, col2im=shifted_sum, im2col=None
+):
     """The ``convolution`` kernel writing into ``out`` (C-contiguous, the result's shape and dtype;
     ``None``: allocate). Returns the result. ``col2im`` computes a stride-1 transposed
-    convolution's :func:`shifted_sum` (the compiler passes a generated kernel)."""
+    convolution's :func:`shifted_sum` and ``im2col`` (see :func:`_conv_columns`; None: NumPy's
+    strided copies) a forward convolution's columns (the compiler passes generated kernels)."""
     if transposed and all(s == 1 for s in stride):
         return _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out, col2im)
     if transposed:
         return _conv_transpose(x, w, stride, padding, dilation, groups, output_padding, out)
-    return _conv_forward(x, w, stride, padding, dilation, groups, out)
+    return _conv_forward(x, w, stride, padding, dilation, groups, out, im2col)
 
 
 @kernel("convolution")
