@@ -5,13 +5,12 @@ time, sized so that its columns stay in cache between the copy that gathers them
 that reads them (``CHUNK_BYTES``). Within a block there is no Python loop over pixels, batch or
 channels:
 
-- forward: the block's receptive fields are copied out of an ``as_strided`` view and multiplied
-  by the weight straight into the result. With stride 1 the columns are whole input rows (one
-  long contiguous run per kernel position; the few positions past each row's end are computed
-  and dropped), which copies several times faster than one short run per output row. The
-  compiler passes a generated C im2col instead (``im2col=``), which writes the columns from the
-  unpadded input with zeros for the padding (nothing padded, computed past a row or dropped);
-  a 1x1 convolution with stride 1 and no padding needs no columns: one GEMM over the input planes;
+- forward: the block's receptive fields (the columns) are copied out of an ``as_strided`` view
+  of the padded input and multiplied by the weight straight into the result; images with few
+  output positions go side by side into one GEMM. The compiler passes a generated C im2col
+  instead (``im2col=``), which writes the same columns from the unpadded input with zeros for
+  the padding. A 1x1 convolution with stride 1 and no padding needs no columns: one GEMM over the
+  input planes. At a thread budget above one the blocks are tasks (``munet._threads.run_tasks``);
 - output smaller than the kernel (the weight gradient, as ``ops/conv.py`` expresses it): one
   GEMM per block of channels with the contraction over (channel, kernel position), accumulated;
 - transposed: GEMM first, then col2im, one add per kernel position (with stride 1, one
@@ -104,22 +103,43 @@ def _conv_forward(x, w, stride, padding, dilation, groups, out=None, im2col=None
     if all(k == 1 for k in kernel_size) and all(s == 1 for s in stride) and not any(lo or hi for lo, hi in padding):
         return _conv_pointwise(x, w, groups, out)
     size = conv_output_spatial(x.shape[2:], kernel_size, stride, padding, dilation, False, ())
-    wide = math.prod(size) >= math.prod(kernel_size)
-    if im2col is not None and wide:
-        result = _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col)
-        if result is not None:
-            return result
+    if math.prod(size) >= math.prod(kernel_size):
+        if im2col is not None:
+            result = _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col)
+            if result is not None:
+                return result
+        # the same blocks and GEMMs with NumPy's copies of a padded input (the same bits)
+        unpadded = tuple((0, 0) for _ in padding)
+        return _conv_columns(_pad(x, padding), w, stride, unpadded, dilation, groups, size, out, numpy_im2col)
     xp = _pad(x, padding)
     windows, size = _windows(xp, kernel_size, stride, dilation, groups)
-    if wide:
-        # Whole rows pay when the columns (CgK per position) outweigh the extra pass over the
-        # output (Og per position) that dropping the positions past each row costs.
-        if all(s == 1 for s in stride) and math.prod(w.shape[1:]) >= w.shape[0] // groups:
-            return _conv_wide_rows(_contiguous_planes(xp), w, groups, dilation, size, out)
-        return _conv_wide(windows, w, groups, size, out)
     if all(d == 1 for d in dilation):
         return _conv_narrow_rows(_contiguous_planes(xp), w, groups, stride, size, out)
     return _conv_narrow(windows, w, groups, size, out)
+
+
+def numpy_im2col(cols, x, kernel_size, stride, padding, dilation, size, rows=None, threads=None) -> bool:
+    """The im2col that ``_conv_columns`` calls when the compiler gives none, with NumPy's strided
+    copies (any rank), of an input padded beforehand (``padding`` must be zeros); the generated
+    one's arguments and layouts (``lower_cpu.generated_im2col``)."""
+    if any(lo or hi for lo, hi in padding):
+        return False
+    n, c = x.shape[:2]
+    lo, hi = rows if rows is not None else (0, size[0])
+    windows, _ = _windows(x, kernel_size, stride, dilation, 1)  # (N, 1, C, *K, *out)
+    windows = windows[(slice(None), 0, slice(None)) + (slice(None),) * len(kernel_size) + (slice(lo, hi),)]
+    nd = len(kernel_size)
+    k = c * math.prod(kernel_size)
+    run = math.prod((hi - lo,) + tuple(size[1:]))
+    if cols.shape == (n, k, run):
+        np.copyto(cols.reshape(windows.shape), windows)
+    elif cols.shape == (k, n, run):  # images side by side: (C, *K, N, *out)
+        order = tuple(range(1, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd))
+        part = windows.transpose(order)
+        np.copyto(cols.reshape(part.shape), part)
+    else:
+        return False
+    return True
 
 
 def _conv_pointwise(x, w, groups, out):
@@ -135,10 +155,13 @@ def _conv_pointwise(x, w, groups, out):
 
 
 def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
-    """``_conv_wide`` with the columns written by ``im2col(cols, x_block, kernel_size, stride,
-    padding, dilation, size, rows, threads)`` (the compiler's generated C, which reads the unpadded
-    input and writes zeros for the padding, so nothing is padded, computed past a row or dropped)
-    into a kept buffer, then a GEMM straight into the result. Blocks of images, or of output rows
+    """A forward convolution whose output is at least as large as its kernel: the columns (rows
+    (channel, kernel position), one column per output position) written by ``im2col(cols,
+    x_block, kernel_size, stride, padding, dilation, size, rows, threads)`` into a kept buffer, then
+    a GEMM straight into the result. ``im2col`` is :func:`numpy_im2col` (NumPy's copies of a
+    padded input) or the compiler's generated C (``lower_cpu.generated_im2col``: it reads the
+    unpadded input and writes zeros for the padding); both copy exactly and the blocks and GEMMs
+    are the same, so eager and compiled results are the same bits. Blocks of images, or of output rows
     of one image when an image's columns exceed ``CHUNK_BYTES``, so the columns are still in cache
     when the GEMM reads them; images with few output positions (below ``SIDE_BY_SIDE``) are laid
     side by side for one wider GEMM, whose (O, B, P) result is then copied into (B, O, P).
@@ -153,9 +176,9 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
     kernel_size = w.shape[2:]
     k = groups * math.prod(w.shape[1:])  # rows of columns: (channel, kernel position)
     p = math.prod(size)
-    if x.dtype != w.dtype:
-        return None
-    result = _result(out, (n, o) + size, x.dtype)
+    dtype = np.result_type(x, w)
+    x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+    result = _result(out, (n, o) + size, dtype)
     if n == 0:
         return result
     x = np.ascontiguousarray(x)  # read once by the im2col: a view costs one copy, as the padding did
@@ -222,60 +245,6 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
         run_tasks([lambda lo=lo: run(first, slice(lo, lo + step), cols) for lo in range(0, og, step)])
         return result
     run_tasks([lambda: run(first, cols=cols)] + [lambda block=block: run(block) for block in blocks[1:]])
-    return result
-
-
-def _conv_wide(windows, w, groups, size, out):
-    """Output at least as large as the kernel (the usual case), one block of images at a time:
-    columns (B, G, CgK, P) @ weight (G, Og, CgK) -> (B, G, Og, P), already the (N, C, *out) layout."""
-    n = windows.shape[0]
-    o = w.shape[0]
-    cgk = math.prod(w.shape[1:])
-    p = math.prod(size)
-    wm = w.reshape(groups, o // groups, cgk)
-    result = _result(out, (n, o) + tuple(size), windows.dtype)
-    grouped = result.reshape(n, groups, o // groups, p)
-    blocks = _blocks(n, groups * cgk * p * windows.itemsize)
-    cols = work("cols", (blocks[0][1] if blocks else 0, groups, cgk, p), windows.dtype)
-    for lo, hi in blocks:
-        block = cols[: hi - lo]
-        np.copyto(block.reshape(windows[lo:hi].shape), windows[lo:hi])
-        np.matmul(wm, block, out=grouped[lo:hi])
-    return result
-
-
-def _conv_wide_rows(xp, w, groups, dilation, size, out):
-    """Stride-1 ``_conv_wide`` over whole input rows: output position ``o`` is computed at flat
-    offset ``sum(o_i * pitch_i)`` of the (padded) input plane, so every kernel position's
-    columns are one contiguous run of that plane. The positions past each row's valid width
-    are computed too and dropped by a strided view."""
-    n = xp.shape[0]
-    o = w.shape[0]
-    og = o // groups
-    cg = w.shape[1]
-    kernel_size = w.shape[2:]
-    pitch = _pitches(xp.shape[2:])
-    length = sum((m - 1) * pl for m, pl in zip(size, pitch)) + 1
-    item = xp.itemsize
-    st = xp.strides
-    runs = as_strided(
-        xp,
-        (n, groups, cg) + tuple(kernel_size) + (length,),
-        (st[0], st[1] * cg, st[1]) + tuple(pl * d * item for pl, d in zip(pitch, dilation)) + (item,),
-        writeable=False,
-    )
-    wm = w.reshape(groups, og, cg * math.prod(kernel_size))
-    result = _result(out, (n, o) + tuple(size), xp.dtype)
-    blocks = _blocks(n, groups * wm.shape[2] * length * item)
-    count = blocks[0][1] if blocks else 0
-    cols = work("cols", (count, groups, wm.shape[2], length), xp.dtype)
-    rows = work("rows", (count, groups, og, length), xp.dtype)
-    valid_strides = rows.strides[:1] + (length * item,) + tuple(pl * item for pl in pitch)
-    for lo, hi in blocks:
-        b = hi - lo
-        np.copyto(cols[:b].reshape(runs[lo:hi].shape), runs[lo:hi])
-        np.matmul(wm, cols[:b], out=rows[:b])
-        np.copyto(result[lo:hi], as_strided(rows, (b, o) + tuple(size), valid_strides, writeable=False))
     return result
 
 
