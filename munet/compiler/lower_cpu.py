@@ -242,13 +242,13 @@ def generated_im2col():
     a C compiler: ``im2col(cols, x, kernel_size, stride, padding, dilation, size, rows)`` fills
     ``cols`` with the columns of output rows ``rows = (lo, hi)`` (None: all) of the block ``x``
     (B, C, *spatial) of 1-d or 2-d float32/float64 images: ``cols`` is (B, C*K, R*OW) (R = hi -
-    lo) or (C*K, B, R*OW) (the images side by side, for one GEMM), C-contiguous, on ``threads``
+    lo) or, with ``side``, (C*K, B, R*OW) (the images side by side, for one GEMM), C-contiguous, on ``threads``
     OpenMP threads (None: the budget). Returns True, or False (nothing written) for anything else. Kernels are built per geometry on first use."""
     if build.find_compiler() is None:
         return None
     kernels: dict = {}
 
-    def im2col(cols, x, kernel_size, stride, padding, dilation, size, rows=None, threads=None) -> bool:
+    def im2col(cols, x, kernel_size, stride, padding, dilation, size, rows=None, threads=None, side=False) -> bool:
         dtype = short_dtype(x.dtype)
         if (
             dtype not in ("f32", "f64")
@@ -271,12 +271,9 @@ def generated_im2col():
         run = (hi - lo) * geometry[6]
         k = x.shape[1] * math.prod(kernel_size)
         images = x.shape[0]
-        if cols.shape == (images, k, run):
-            pitches = (k * run, run)
-        elif cols.shape == (k, images, run):
-            pitches = (run, images * run)
-        else:
+        if cols.shape != ((k, images, run) if side else (images, k, run)):
             return False
+        pitches = (run, images * run) if side else (k * run, run)
         fn(x.ctypes.data, cols.ctypes.data, images, lo, hi, *pitches, kernel_threads() if threads is None else threads)
         return True
 

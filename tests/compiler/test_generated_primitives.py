@@ -215,6 +215,7 @@ def test_a_convolution_input_gradient_equals_eager(record_calls):
     [
         ((2, 4, 9, 8), (5, 4, 3, 3), 1, 1, 1, 1),  # ResNet's 3x3; few positions: images side by side
         ((2, 3, 20, 20), (4, 3, 3, 3), 1, 1, 1, 1),  # a GEMM per block of images
+        ((4, 1, 4, 4), (1, 1, 2, 2), 2, 1, 1, 1),  # side by side with as many images as column rows
         ((1, 32, 40, 48), (3, 32, 3, 3), 1, 1, 1, 1),  # columns past 2 MiB: blocks of output rows
         ((2, 3, 17, 15), (6, 3, 7, 7), 2, 3, 1, 1),  # ResNet's stem: 7x7, stride 2, padding 3
         ((2, 4, 9, 9), (6, 4, 1, 1), 2, 0, 1, 1),  # a 1x1 downsample, stride 2

@@ -118,7 +118,7 @@ def _conv_forward(x, w, stride, padding, dilation, groups, out=None, im2col=None
     return _conv_narrow(windows, w, groups, size, out)
 
 
-def numpy_im2col(cols, x, kernel_size, stride, padding, dilation, size, rows=None, threads=None) -> bool:
+def numpy_im2col(cols, x, kernel_size, stride, padding, dilation, size, rows=None, threads=None, side=False) -> bool:
     """The im2col that ``_conv_columns`` calls when the compiler gives none, with NumPy's strided
     copies (any rank), of an input padded beforehand (``padding`` must be zeros); the generated
     one's arguments and layouts (``lower_cpu.generated_im2col``)."""
@@ -131,14 +131,11 @@ def numpy_im2col(cols, x, kernel_size, stride, padding, dilation, size, rows=Non
     nd = len(kernel_size)
     k = c * math.prod(kernel_size)
     run = math.prod((hi - lo,) + tuple(size[1:]))
-    if cols.shape == (n, k, run):
-        np.copyto(cols.reshape(windows.shape), windows)
-    elif cols.shape == (k, n, run):  # images side by side: (C, *K, N, *out)
-        order = tuple(range(1, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd))
-        part = windows.transpose(order)
-        np.copyto(cols.reshape(part.shape), part)
-    else:
+    if cols.shape != ((k, n, run) if side else (n, k, run)):
         return False
+    if side:  # images side by side: (C, *K, N, *out)
+        windows = windows.transpose(tuple(range(1, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd)))
+    np.copyto(cols.reshape(windows.shape), windows)
     return True
 
 
@@ -189,8 +186,8 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
     threads = kernel_threads()
     parallel = threads > 1
 
-    def fill(cols, images, rows=None) -> bool:
-        return im2col(cols, images, *geometry, rows, 1 if parallel else threads)
+    def fill(cols, images, rows, side) -> bool:
+        return im2col(cols, images, *geometry, rows, 1 if parallel else threads, side is not None)
 
     blocks = []  # (fill the block's columns, the GEMM's target, how the columns are viewed, finish)
     if len(size) == 2 and row * size[0] > CHUNK_BYTES:
@@ -218,7 +215,7 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
         shape, images, rows, view, target, side = block
         if cols is None:
             cols = work("cols", shape, x.dtype)
-            if not fill(cols, images, rows):
+            if not fill(cols, images, rows, side):
                 return False
         a = wm[..., out_rows, :]
         if side is None:
@@ -238,7 +235,7 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
     # a role of their own: this thread's "cols" serve the tasks it claims)
     first = blocks[0]
     cols = work("first cols", first[0], x.dtype)
-    if not fill(cols, first[1], first[2]):
+    if not fill(cols, first[1], first[2], first[5]):
         return None
     if len(blocks) == 1:  # one block: the GEMM split by output channels
         step = -(-og // threads)
