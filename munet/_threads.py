@@ -16,6 +16,11 @@ loaded machine two threads can still be slower than one (docs/perf/eager.md meas
 a busy machine, fewer threads than cores avoids spin-waiting BLAS threads, which can make small
 matrix products two orders of magnitude slower. In a child forked from the process (a DataLoader
 worker) generated kernels run on one thread: libgomp's team does not survive ``fork``.
+
+``run_tasks(tasks)`` is the third way to use the budget (forward convolutions use it): independent
+tasks on the calling thread and ``budget - 1`` pool threads, each with single-threaded BLAS,
+claimed one at a time as threads come free, so a thread the machine does not schedule delays no
+one (OpenBLAS's and OpenMP's static splits wait for it at every call).
 """
 
 from __future__ import annotations
