@@ -43,9 +43,9 @@ CHUNK_BYTES = 1 << 21
 SIDE_BY_SIDE = 256
 
 
-def _blocks(total: int, bytes_per_item: int) -> list[tuple[int, int]]:
-    """``[(lo, hi), ...]`` covering ``range(total)`` with about ``CHUNK_BYTES`` per block."""
-    step = max(1, CHUNK_BYTES // max(bytes_per_item, 1))
+def _blocks(total: int, bytes_per_item: int, chunk: int = CHUNK_BYTES) -> list[tuple[int, int]]:
+    """``[(lo, hi), ...]`` covering ``range(total)`` with about ``chunk`` bytes per block."""
+    step = max(1, chunk // max(bytes_per_item, 1))
     return [(lo, min(lo + step, total)) for lo in range(0, total, step)]
 
 
@@ -165,8 +165,8 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
 
     With a thread budget above one the blocks are tasks of ``run_tasks`` (each its im2col and
     GEMM on one thread, claimed as threads come free); a single block is split by output channels
-    instead. None when ``im2col`` declines (returns False: a dtype or rank it does not handle),
-    before anything is written."""
+    instead. None when ``im2col`` declines (returns False: a dtype or rank it does not handle);
+    whatever was written by then is overwritten by the caller's other path."""
     n = x.shape[0]
     o = w.shape[0]
     og = o // groups
@@ -185,13 +185,14 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
     geometry = (kernel_size, stride, padding, dilation, size)
     threads = kernel_threads()
     parallel = threads > 1
+    chunk = CHUNK_BYTES // threads  # smaller blocks on more threads: tasks enough to balance
 
     def fill(cols, images, rows, side) -> bool:
         return im2col(cols, images, *geometry, rows, 1 if parallel else threads, side is not None)
 
-    blocks = []  # (fill the block's columns, the GEMM's target, how the columns are viewed, finish)
-    if len(size) == 2 and row * size[0] > CHUNK_BYTES:
-        step = max(1, CHUNK_BYTES // row)
+    blocks = []  # (columns' shape, images, output rows, the GEMM's view of the columns, target, side)
+    if len(size) == 2 and row * size[0] > chunk:
+        step = max(1, chunk // row)
         width = size[1]
         for i in range(n):
             for lo in range(0, size[0], step):
@@ -200,7 +201,7 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
                 target = grouped[i, :, :, lo * width : hi * width]
                 blocks.append((shape, x[i : i + 1], (lo, hi), (groups, k // groups, -1), target, None))
     elif p < SIDE_BY_SIDE and n > 1:
-        step = max(_blocks(n, row * size[0])[0][1], -(-SIDE_BY_SIDE // p))  # >= SIDE_BY_SIDE columns a GEMM
+        step = max(_blocks(n, row * size[0], chunk)[0][1], -(-SIDE_BY_SIDE // p))  # >= SIDE_BY_SIDE columns
         for lo in range(0, n, step):
             hi = min(lo + step, n)
             b = hi - lo
@@ -208,7 +209,7 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
                 ((k, b, p), x[lo:hi], None, (groups, k // groups, b * p), (groups, og, b * p), grouped[lo:hi])
             )
     else:
-        for lo, hi in _blocks(n, row * size[0]):
+        for lo, hi in _blocks(n, row * size[0], chunk):
             blocks.append(((hi - lo, k, p), x[lo:hi], None, (hi - lo, groups, k // groups, p), grouped[lo:hi], None))
 
     def run(block, out_rows=slice(None), cols=None) -> bool:
@@ -231,18 +232,28 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
             if not run(block):
                 return None  # declined on the first block (what it checks is the same for every block)
         return result
-    # the first block's columns here (an im2col that declines does so before anything is written;
-    # a role of their own: this thread's "cols" serve the tasks it claims)
-    first = blocks[0]
-    cols = work("first cols", first[0], x.dtype)
-    if not fill(cols, first[1], first[2], first[5]):
-        return None
-    if len(blocks) == 1:  # one block: the GEMM split by output channels
+    if len(blocks) == 1:  # one block: its columns here, the GEMM split by output channels
+        (block,) = blocks
+        cols = work("cols", block[0], x.dtype)
+        if not fill(cols, block[1], block[2], block[5]):
+            return None
         step = -(-og // threads)
-        run_tasks([lambda lo=lo: run(first, slice(lo, lo + step), cols) for lo in range(0, og, step)])
+        run_tasks([lambda lo=lo: run(block, slice(lo, lo + step), cols) for lo in range(0, og, step)])
         return result
-    run_tasks([lambda: run(first, cols=cols)] + [lambda block=block: run(block) for block in blocks[1:]])
+
+    def task(block):
+        if not run(block):
+            raise _DeclinedError
+
+    try:
+        run_tasks([lambda block=block: task(block) for block in blocks])
+    except _DeclinedError:  # every block declines alike: the caller's other path writes every element
+        return None
     return result
+
+
+class _DeclinedError(Exception):
+    """An im2col declined a block (``_conv_columns`` with tasks)."""
 
 
 # output smaller than the kernel (the weight gradient) ------------------------------------------------
