@@ -159,7 +159,8 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
     padded input) or the compiler's generated C (``lower_cpu.generated_im2col``: it reads the
     unpadded input and writes zeros for the padding); both copy exactly and the blocks and GEMMs
     are the same, so eager and compiled results are the same bits. Blocks of images, or of output rows
-    of one image when an image's columns exceed ``CHUNK_BYTES``, so the columns are still in cache
+    of one image when an image's columns exceed ``CHUNK_BYTES`` (divided by the thread budget, for
+    tasks enough to balance), so the columns are still in cache
     when the GEMM reads them; images with few output positions (below ``SIDE_BY_SIDE``) are laid
     side by side for one wider GEMM, whose (O, B, P) result is then copied into (B, O, P).
 
