@@ -4,8 +4,9 @@ The model is ``tests/onnx/real_models.py``'s ResNet-18 (torchvision's layout) ex
 ``torch.onnx.export`` at opset 18 with a symbolic batch dim, 224x224 inputs. Both runtimes run in
 this one process, at each library's default thread count and then at one thread (``--threads default,1``): MuNet through
 ``munet.set_num_threads``, onnxruntime through ``intra_op_num_threads`` (0 is its default, one
-thread per core). Prints the median ms per batch and the ratio MuNet / onnxruntime, for batch 1
-and 16, and (``--vulkan``) MuNet on ``vulkan:0``. Usage:
+thread per core). The two run in turn, one call of each per round, so both see the same load of a
+shared machine; prints the median ms per batch of each and the median of the per-round ratios
+MuNet / onnxruntime, for batch 1 and 16, and (``--vulkan``) MuNet on ``vulkan:0``. Usage:
 
     .venv/bin/python benchmarks/onnx_resnet.py [--batches 1,16] [--threads default,1] [--vulkan] [--repeat 10]
 """
@@ -19,9 +20,11 @@ import statistics
 import sys
 import time
 
+# isort: off
+import munet  # before NumPy: OpenBLAS then reads munet's thread settings (munet/_threads.py)
 import numpy as np
 
-import munet
+# isort: on
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
@@ -38,12 +41,48 @@ def median_ms(fn, repeat: int, sync=lambda: None) -> float:
     return statistics.median(samples)
 
 
+def interleaved_ms(ours, theirs, repeat: int) -> tuple[float, float, float]:
+    """Median ms of ``ours`` and of ``theirs``, called in turn (one of each per round, so both see the
+    same machine load), and the median of the per-round ratios ours / theirs."""
+    ours(), theirs()  # warm-up: compilation and first-touch allocation are not inference
+    a, b = [], []
+    for _ in range(repeat):
+        for fn, samples in ((ours, a), (theirs, b)):
+            start = time.perf_counter()
+            fn()
+            samples.append((time.perf_counter() - start) * 1e3)
+    return statistics.median(a), statistics.median(b), statistics.median(x / y for x, y in zip(a, b))
+
+
 def ort_session(model_bytes: bytes, threads: int):
     import onnxruntime as ort
 
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads  # 0: onnxruntime's default
     return ort.InferenceSession(model_bytes, options, providers=["CPUExecutionProvider"])
+
+
+def cpu_model() -> str:
+    """The CPU's model name (``/proc/cpuinfo``), else what ``platform`` knows."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def resnet_model_bytes(size: int) -> bytes:
+    """The benchmark's ResNet-18 (random BatchNorm statistics, seed 0) as ONNX bytes, batch dim symbolic."""
+    import torch
+
+    from tests.onnx.real_models import ResNet18, export, randomize_batch_norm
+
+    torch.manual_seed(0)
+    model = randomize_batch_norm(ResNet18(), torch.Generator().manual_seed(0)).eval()
+    return export(model, (torch.randn(1, 3, size, size),), dynamic_axes={"input_0": {0: "batch"}})
 
 
 def main() -> None:
@@ -55,17 +94,11 @@ def main() -> None:
     parser.add_argument("--vulkan", action="store_true", help="also time MuNet on vulkan:0")
     args = parser.parse_args()
 
-    import torch
-
-    from tests.onnx.real_models import ResNet18, export, randomize_batch_norm
-
-    torch.manual_seed(0)
-    model = randomize_batch_norm(ResNet18(), torch.Generator().manual_seed(0)).eval()
-    model_bytes = export(model, (torch.randn(1, 3, args.size, args.size),), dynamic_axes={"input_0": {0: "batch"}})
+    model_bytes = resnet_model_bytes(args.size)
     load = os.getloadavg()
     print(
-        f"# {platform.processor() or platform.machine()}  cores={os.cpu_count()}  load={load[0]:.1f},{load[1]:.1f},{load[2]:.1f}"
-        f"  {time.strftime('%Y-%m-%d')}  ResNet-18 {args.size}x{args.size}, median of {args.repeat}"
+        f"# {cpu_model()}  cores={os.cpu_count()}  load={load[0]:.1f},{load[1]:.1f},{load[2]:.1f}"
+        f"  {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}  ResNet-18 {args.size}x{args.size}, median of {args.repeat}"
     )
     default_threads = munet.get_num_threads()
     print(f"{'threads':>8} {'batch':>5} {'munet ms':>10} {'ort ms':>10} {'ratio':>6}")
@@ -79,9 +112,10 @@ def main() -> None:
             x = np.random.default_rng(0).standard_normal((batch, 3, args.size, args.size), dtype=np.float32)
             mx = munet.from_numpy(x)
             with munet.no_grad():
-                ours = median_ms(lambda mx=mx: compiled(mx), args.repeat)
-            theirs = median_ms(lambda s=session, x=x: s.run(None, {"input_0": x}), args.repeat)
-            print(f"{threads:>8} {batch:>5} {ours:10.1f} {theirs:10.1f} {ours / theirs:6.2f}")
+                ours, theirs, ratio = interleaved_ms(
+                    lambda mx=mx: compiled(mx), lambda s=session, x=x: s.run(None, {"input_0": x}), args.repeat
+                )
+            print(f"{threads:>8} {batch:>5} {ours:10.1f} {theirs:10.1f} {ratio:6.2f}")
     munet.set_num_threads(default_threads)
     if args.vulkan:
         device = munet.device("vulkan:0")

@@ -19,14 +19,21 @@ fewer threads than cores avoids spin-waiting threads, which can make small matri
 orders of magnitude slower. In a child forked from the process (a DataLoader worker) generated
 kernels run on one thread and OpenBLAS on its own threads: libgomp's team does not survive
 ``fork``.
+
+``run_tasks(tasks)`` is the third way to use the budget (forward convolutions use it): independent
+tasks on the calling thread and ``budget - 1`` pool threads, each with single-threaded BLAS,
+claimed one at a time as threads come free, so a thread the machine does not schedule delays no
+one (OpenBLAS's and OpenMP's static splits wait for it at every call).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import os
 import re
+import threading
 
 from munet import _blas_threads
 
@@ -113,6 +120,117 @@ def kernel_threads() -> int:
     if not _shared:  # the first generated kernel: BLAS joins its team from now on
         _shared.append(_blas_threads.install(_openblas_paths()))
     return _budget[0] if _budget else get_num_threads()
+
+
+# tasks on the budget ------------------------------------------------------------------------------------
+
+
+class _Job:
+    """Tasks that threads claim one at a time (``work``) until none is left; ``wait`` returns when
+    every claimed task has finished."""
+
+    def __init__(self, tasks):
+        self.tasks = tasks
+        self.next = 0
+        self.running = 0
+        self.error = None
+        self.lock = threading.Lock()
+        self.idle = threading.Condition(self.lock)
+
+    def work(self) -> None:
+        while True:
+            with self.lock:
+                if self.next >= len(self.tasks) or self.error is not None:
+                    return
+                task = self.tasks[self.next]
+                self.next += 1
+                self.running += 1
+            try:
+                task()
+            except BaseException as error:  # noqa: BLE001 - raised again in the calling thread
+                with self.lock:
+                    self.error = error
+            finally:
+                with self.lock:
+                    self.running -= 1
+                    self.idle.notify_all()
+
+    def wait(self) -> None:
+        with self.lock:
+            while self.running:
+                self.idle.wait()
+        if self.error is not None:
+            raise self.error
+
+
+class _Workers:
+    """``count`` daemon threads that join each submitted job."""
+
+    def __init__(self, count: int):
+        self.lock = threading.Lock()
+        self.posted = threading.Condition(self.lock)
+        self.job = None
+        self.generation = 0
+        self.count = count
+        for _ in range(count):
+            threading.Thread(target=self._loop, daemon=True, name="munet-cpu-worker").start()
+
+    def _loop(self) -> None:
+        seen = 0
+        while True:
+            with self.lock:
+                while self.generation == seen:
+                    self.posted.wait()
+                seen, job = self.generation, self.job
+            job.work()  # run_tasks holds BLAS at one thread until every claimed task is done
+
+    def run(self, tasks) -> None:
+        job = _Job(tasks)
+        with self.lock:
+            self.job = job
+            self.generation += 1
+            self.posted.notify_all()
+        job.work()  # the caller claims tasks too: a worker that is slow to wake takes none
+        job.wait()
+
+
+_workers: list = []  # [_Workers] once started
+_workers_lock = threading.Lock()
+
+
+def run_tasks(tasks: list) -> None:
+    """Run the independent callables ``tasks`` on the thread budget, each on one thread with
+    single-threaded BLAS. The calling thread claims tasks too, and the others claim them as they
+    wake, so on a busy machine (a worker not scheduled for milliseconds) the call degrades to one
+    thread's speed instead of waiting for a static share, as OpenBLAS's and OpenMP's own splits
+    do. The first error raised by a task is raised here (tasks not started by then are skipped).
+    With a budget of one, or in a forked child, the tasks run here in order."""
+    threads = kernel_threads()
+    if threads <= 1 or len(tasks) <= 1:
+        for task in tasks:
+            task()
+        return
+    with _workers_lock:
+        if not _workers or _workers[0].count < threads - 1:
+            _workers[:] = [_Workers(threads - 1)]
+        workers = _workers[0]
+    with single_threaded_blas():
+        workers.run(tasks)
+
+
+@contextlib.contextmanager
+def single_threaded_blas():
+    """OpenBLAS on one thread inside the block (restored to the budget after it): for BLAS calls
+    that run side by side on threads of their own (``run_tasks``)."""
+    blas = _openblas()
+    if blas is None:
+        yield
+        return
+    blas[0](ctypes.c_int(1))
+    try:
+        yield
+    finally:
+        blas[0](ctypes.c_int(get_num_threads()))
 
 
 # libgomp reads this when it is loaded (with the first generated kernel). With one pool its threads

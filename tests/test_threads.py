@@ -21,6 +21,7 @@ import munet.nn as nn
 import munet.nn.functional as F
 from munet.compiler import HostReadError
 from munet.compiler.codegen import build
+from tests.reference import assert_close_to_reference
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -50,6 +51,66 @@ def test_one_budget_serves_blas_and_generated_kernels():
         blas = _threads._openblas()
         if blas is not None:
             assert blas[1]() == 2  # OpenBLAS itself was told
+    finally:
+        munet.set_num_threads(before)
+
+
+def test_run_tasks_runs_every_task_once_and_raises_the_first_error():
+    """``run_tasks``: the caller and the workers claim tasks; each runs once, on a thread whose BLAS
+    is single-threaded; the budget is restored after; a task's error reaches the caller."""
+    from munet import _threads
+
+    before = munet.get_num_threads()
+    try:
+        for budget in (1, 2):
+            munet.set_num_threads(budget)
+            seen, blas_threads, lock = [], [], threading.Lock()
+
+            def task(i):
+                blas = _threads._openblas()
+                with lock:
+                    seen.append((i, threading.get_ident()))
+                    blas_threads.append(None if blas is None else blas[1]())
+
+            _threads.run_tasks([lambda i=i: task(i) for i in range(40)])
+            assert sorted(i for i, _ in seen) == list(range(40))
+            assert set(blas_threads) <= {None, 1} or budget == 1
+            if budget == 1:  # in order, here
+                assert [i for i, _ in seen] == list(range(40))
+                assert {t for _, t in seen} == {threading.get_ident()}
+            assert munet.get_num_threads() == budget
+            blas = _threads._openblas()
+            if blas is not None:
+                assert blas[1]() == budget
+
+            def failing():
+                raise ValueError("task 3 failed")
+
+            with pytest.raises(ValueError, match="task 3 failed"):
+                _threads.run_tasks([lambda: None, lambda: None, lambda: None, failing])
+            if blas is not None:
+                assert blas[1]() == budget
+    finally:
+        munet.set_num_threads(before)
+
+
+def test_a_compiled_convolution_on_two_threads_equals_one_thread():
+    """The compiled convolution's blocks (rows of one image, images, a GEMM split by output
+    channels) run as tasks at a budget of two: as close to the float64 result as at one thread
+    (a GEMM split by output channels may round differently: BLAS picks kernels by size)."""
+    rng = np.random.default_rng(0)
+    cases = [((1, 32, 40, 48), (8, 32, 3, 3)), ((5, 4, 9, 8), (6, 4, 3, 3)), ((1, 16, 7, 7), (32, 16, 3, 3))]
+    before = munet.get_num_threads()
+    try:
+        for shape, weight in cases:
+            x = munet.tensor(rng.standard_normal(shape).astype(np.float32))
+            w = munet.tensor(rng.standard_normal(weight).astype(np.float32))
+            results = []
+            for budget in (1, 2):
+                munet.set_num_threads(budget)
+                results.append(munet.compile(lambda t, w=w: F.conv2d(t, w, padding=1))(x).numpy())
+            reference = F.conv2d(x.double(), w.double(), padding=1).numpy()
+            assert_close_to_reference(results[1], results[0], reference)
     finally:
         munet.set_num_threads(before)
 

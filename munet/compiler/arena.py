@@ -28,7 +28,7 @@ from munet.backends.cpu.kernels_formula import operands, out_kernel
 from munet.backends.cpu.kernels_indexing import scatter_into
 from munet.backends.cpu.kernels_pooling import max_pool_into
 from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
-from munet.compiler.lower_cpu import generated_col2im
+from munet.compiler.lower_cpu import generated_col2im, generated_im2col
 from munet.compiler.passes.memory import MemoryPlan, plan_memory
 from munet.ops._registry import DEFINE_HOOKS, OPS
 
@@ -155,10 +155,13 @@ class Arena:
         targets = [self.target(v) for v in node.outputs]
         if None in targets:
             return None
-        if node.name == "convolution" and node.attrs.get("transposed"):
-            col2im = generated_col2im()  # its col2im as generated C, when a compiler exists
-            if col2im is not None:
-                static = {**static, "col2im": col2im}
+        if node.name == "convolution":
+            # its col2im (transposed) or im2col (forward) as generated C, when a compiler exists
+            role, generated = (
+                ("col2im", generated_col2im()) if node.attrs.get("transposed") else ("im2col", generated_im2col())
+            )
+            if generated is not None:
+                static = {**static, role: generated}
         if len(targets) == 1:
             (target,), (out_slot,) = targets, out_slots
 

@@ -10,13 +10,15 @@ index it writes, ``FusedOp.reads_at_write_index``); unplanned outputs get fresh 
 step runs the group's member nodes with the NumPy kernels instead, and the executable's
 ``codegen`` counters say so. ``prepare_generated`` does the same for primitive nodes with a kernel IR form
 (``max_pool``, the scatter of its gradient). BLAS-bound nodes (matmul, convolution) are never fused: they
-keep calling NumPy.
+keep calling NumPy for their GEMMs; a convolution's im2col (forward) or col2im (stride-1 transposed)
+step is generated C (``generated_im2col``, ``generated_col2im``).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import math
 from types import SimpleNamespace
 
 import numpy as np
@@ -25,6 +27,7 @@ from munet._tensor import Tensor
 from munet._threads import kernel_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
+from munet.compiler.codegen.c_im2col import render_im2col
 from munet.compiler.codegen.c_slabs import render_c_sized, render_c_slabs
 from munet.compiler.codegen.kernel import kernel_from_group, short_dtype
 from munet.compiler.codegen.primitives import kernel_from_max_pool, kernel_from_max_pool_backward, shifted_sum_kernel
@@ -229,6 +232,52 @@ def generated_col2im():
         fn(ctypes.addressof(ins), ctypes.addressof(outs), None, kernel_threads())
 
     return col2im
+
+
+_IM2COL_ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 5 + [ctypes.c_int]
+
+
+def generated_im2col():
+    """The im2col of a forward convolution as generated C (``codegen/c_im2col.py``), or None without
+    a C compiler: ``im2col(cols, x, kernel_size, stride, padding, dilation, size, rows)`` fills
+    ``cols`` with the columns of output rows ``rows = (lo, hi)`` (None: all) of the block ``x``
+    (B, C, *spatial) of 1-d or 2-d float32/float64 images: ``cols`` is (B, C*K, R*OW) (R = hi -
+    lo) or, with ``side``, (C*K, B, R*OW) (the images side by side, for one GEMM), C-contiguous, on ``threads``
+    OpenMP threads (None: the budget). Returns True, or False (nothing written) for anything else. Kernels are built per geometry on first use."""
+    if build.find_compiler() is None:
+        return None
+    kernels: dict = {}
+
+    def im2col(cols, x, kernel_size, stride, padding, dilation, size, rows=None, threads=None, side=False) -> bool:
+        dtype = short_dtype(x.dtype)
+        if (
+            dtype not in ("f32", "f64")
+            or x.ndim not in (3, 4)
+            or cols.dtype != x.dtype
+            or not (x.flags.c_contiguous and cols.flags.c_contiguous)
+        ):
+            return False
+        one, none = ((1,), (0,)) if x.ndim == 3 else ((), ())  # a 1-d convolution: 2-d of height 1
+        starts = tuple(p[0] for p in padding)
+        geometry = (x.shape[1], *one, *x.shape[2:], *one, *kernel_size, *one, *size) + (
+            *one, *stride, *none, *starts, *one, *dilation,
+        )  # fmt: skip
+        key = (geometry, dtype)
+        fn = kernels.get(key)
+        if fn is None:
+            source, name = render_im2col(geometry, dtype)
+            fn = kernels[key] = build.load_kernel(source, name, _IM2COL_ARGTYPES)[0]
+        lo, hi = rows if rows is not None else (0, geometry[5])
+        run = (hi - lo) * geometry[6]
+        k = x.shape[1] * math.prod(kernel_size)
+        images = x.shape[0]
+        if cols.shape != ((k, images, run) if side else (images, k, run)):
+            return False
+        pitches = (run, images * run) if side else (k * run, run)
+        fn(x.ctypes.data, cols.ctypes.data, images, lo, hi, *pitches, kernel_threads() if threads is None else threads)
+        return True
+
+    return im2col
 
 
 def _kernel_step(fn, source, tensors, scalars, node, executable, extra_params=()):

@@ -17,6 +17,7 @@ from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.kernel import Index, Kernel, Load, Reduce, Store
 from munet.ops._registry import decompose
+from tests.reference import assert_close_to_reference
 
 needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
 pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
@@ -206,3 +207,76 @@ def test_a_convolution_input_gradient_equals_eager(record_calls):
     compiled = munet.compile(step)
     np.testing.assert_array_equal(compiled(munet.tensor(x)).numpy(), step(munet.tensor(x)).numpy())
     assert built_col2im
+
+
+@needs_cc
+@pytest.mark.parametrize(
+    "shape, weight, stride, padding, dilation, groups",
+    [
+        ((2, 4, 9, 8), (5, 4, 3, 3), 1, 1, 1, 1),  # ResNet's 3x3; few positions: images side by side
+        ((2, 3, 20, 20), (4, 3, 3, 3), 1, 1, 1, 1),  # a GEMM per block of images
+        ((4, 1, 4, 4), (1, 1, 2, 2), 2, 1, 1, 1),  # side by side with as many images as column rows
+        ((1, 32, 40, 48), (3, 32, 3, 3), 1, 1, 1, 1),  # columns past 2 MiB: blocks of output rows
+        ((2, 3, 17, 15), (6, 3, 7, 7), 2, 3, 1, 1),  # ResNet's stem: 7x7, stride 2, padding 3
+        ((2, 4, 9, 9), (6, 4, 1, 1), 2, 0, 1, 1),  # a 1x1 downsample, stride 2
+        ((1, 4, 8, 7), (4, 2, 3, 2), (2, 1), (2, 0), 2, 2),  # groups, dilation, unequal strides
+        ((3, 2, 5, 6), (3, 2, 4, 4), 3, 4, 1, 1),  # padding wider than the input reaches
+        ((2, 3, 6, 7), (4, 3, 2, 4), 1, "same", 1, 1),  # even kernel: padded more on one side
+        ((2, 3, 11), (4, 3, 3), 2, 1, 1, 1),  # 1-D
+        ((0, 3, 6, 6), (4, 3, 3, 3), 1, 1, 1, 1),  # no images
+    ],
+)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_forward_convolution_columns_from_generated_im2col(
+    shape, weight, stride, padding, dilation, groups, dtype, record_calls
+):
+    """A forward convolution's columns come from the generated im2col (padding written as zeros,
+    nothing padded or dropped); the GEMM after it is NumPy's, so results match PyTorch's to float
+    rounding, and eager's."""
+    torch = pytest.importorskip("torch")
+    built = record_calls(lower_cpu, "render_im2col")
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(shape).astype(dtype)
+    wv = rng.standard_normal(weight).astype(dtype)
+    w = munet.tensor(wv)
+    conv = F.conv2d if len(shape) == 4 else F.conv1d
+
+    def step(t):
+        return conv(t, w, stride=stride, padding=padding, dilation=dilation, groups=groups).relu()
+
+    compiled = munet.compile(step)
+    got = compiled(munet.tensor(x)).numpy()
+    tconv = torch.nn.functional.conv2d if len(shape) == 4 else torch.nn.functional.conv1d
+
+    def torch_step(dt):
+        t, tw = (torch.from_numpy(a.astype(dt)) for a in (x, wv))
+        return tconv(t, tw, stride=stride, padding=padding, dilation=dilation, groups=groups).relu().numpy()
+
+    reference = torch_step(np.float64)
+    if dtype == np.float64:  # the default float64 tolerances
+        np.testing.assert_allclose(got, reference, rtol=1e-7, atol=1e-7)
+    else:  # as close to it as PyTorch's float32 result (long float32 sums round per BLAS), and eager's
+        assert_close_to_reference(got, torch_step(dtype), reference)
+        assert_close_to_reference(got, step(munet.tensor(x)).numpy(), reference)
+    assert built or shape[0] == 0
+
+
+@needs_cc
+def test_im2col_reads_a_non_contiguous_input_through_a_copy(record_calls):
+    """A transposed view as the input: the convolution copies it contiguous before the generated
+    im2col, which itself declines (returns False, writes nothing) what is not C-contiguous."""
+    built = record_calls(lower_cpu, "render_im2col")
+    rng = np.random.default_rng(9)
+    x = rng.standard_normal((2, 3, 8, 6)).astype(np.float32)
+    w = munet.tensor(rng.standard_normal((4, 3, 3, 3)).astype(np.float32))
+
+    def step(t):
+        return F.conv2d(t.transpose(2, 3), w, padding=1)
+
+    compiled = munet.compile(step)
+    np.testing.assert_allclose(compiled(munet.tensor(x)).numpy(), step(munet.tensor(x)).numpy(), rtol=1e-5, atol=1e-5)
+    im2col = lower_cpu.generated_im2col()
+    cols = np.empty((2, 27, 48), np.float32)
+    assert not im2col(cols, x.transpose(0, 1, 3, 2), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), (6, 8))
+    assert im2col(cols, np.ascontiguousarray(x.transpose(0, 1, 3, 2)), (3, 3), (1, 1), ((1, 1), (1, 1)), (1, 1), (6, 8))
+    assert built

@@ -56,6 +56,14 @@ def test_conv2d_depthwise_and_pointwise():
     _conv_case(2, (2, 6, 7, 7), (12, 1, 3, 3), groups=6, padding=1)
     _conv_case(2, (2, 6, 5, 5), (6, 1, 3, 3), groups=6, stride=2)
     _conv_case(2, (3, 5, 4, 4), (7, 5, 1, 1))
+    # images side by side in one GEMM, as many as the columns have rows (average pooling's planes)
+    _conv_case(2, (4, 1, 4, 4), (1, 1, 2, 2), stride=2, padding=1)
+    # 1x1 with stride 1 and no padding: one GEMM over the input planes (no columns), any rank
+    _conv_case(2, (2, 6, 5, 3), (4, 3, 1, 1), groups=2)
+    _conv_case(1, (2, 4, 9), (3, 4, 1))
+    _conv_case(3, (1, 2, 3, 4, 5), (3, 2, 1, 1, 1), bias=False)
+    x, w = randn(2, 4, 5, 6, seed=4), randn(3, 4, 1, 1, seed=5)
+    check(lambda x, w: F.conv2d(x, w), lambda x, w: TF.conv2d(x, w), noncontiguous(x), noncontiguous(w))
 
 
 def test_conv2d_unbatched_float32_noncontiguous():

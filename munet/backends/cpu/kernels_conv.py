@@ -5,10 +5,12 @@ time, sized so that its columns stay in cache between the copy that gathers them
 that reads them (``CHUNK_BYTES``). Within a block there is no Python loop over pixels, batch or
 channels:
 
-- forward: the block's receptive fields are copied out of an ``as_strided`` view and multiplied
-  by the weight straight into the result. With stride 1 the columns are whole input rows (one
-  long contiguous run per kernel position; the few positions past each row's end are computed
-  and dropped), which copies several times faster than one short run per output row;
+- forward: the block's receptive fields (the columns) are copied out of an ``as_strided`` view
+  of the padded input and multiplied by the weight straight into the result; images with few
+  output positions go side by side into one GEMM. The compiler passes a generated C im2col
+  instead (``im2col=``), which writes the same columns from the unpadded input with zeros for
+  the padding. A 1x1 convolution with stride 1 and no padding needs no columns: one GEMM over the
+  input planes. At a thread budget above one the blocks are tasks (``munet._threads.run_tasks``);
 - output smaller than the kernel (the weight gradient, as ``ops/conv.py`` expresses it): one
   GEMM per block of channels with the contraction over (channel, kernel position), accumulated;
 - transposed: GEMM first, then col2im, one add per kernel position (with stride 1, one
@@ -27,18 +29,23 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from munet._threads import kernel_threads, run_tasks
 from munet.backends.cpu.kernels_reduce import acc_dtype
 from munet.backends.cpu.registry import kernel
 from munet.backends.cpu.scratch import work
+from munet.ops.conv import conv_output_spatial
 
 # Bytes of columns per block: below ~256 KiB the per-block Python overhead shows, above a few
 # MiB the columns no longer stay in cache between the copy and the GEMM.
 CHUNK_BYTES = 1 << 21
+# Output positions per image below which ``_conv_columns`` puts a block's images side by side in
+# one GEMM: a narrow GEMM (ResNet's last stage: 49 columns) runs well below BLAS's peak.
+SIDE_BY_SIDE = 256
 
 
-def _blocks(total: int, bytes_per_item: int) -> list[tuple[int, int]]:
-    """``[(lo, hi), ...]`` covering ``range(total)`` with about ``CHUNK_BYTES`` per block."""
-    step = max(1, CHUNK_BYTES // max(bytes_per_item, 1))
+def _blocks(total: int, bytes_per_item: int, chunk: int = CHUNK_BYTES) -> list[tuple[int, int]]:
+    """``[(lo, hi), ...]`` covering ``range(total)`` with about ``chunk`` bytes per block."""
+    step = max(1, chunk // max(bytes_per_item, 1))
     return [(lo, min(lo + step, total)) for lo in range(0, total, step)]
 
 
@@ -91,73 +98,163 @@ def _windows(xp: np.ndarray, kernel_size, stride, dilation, groups) -> tuple[np.
 # forward ----------------------------------------------------------------------------------------------
 
 
-def _conv_forward(x, w, stride, padding, dilation, groups, out=None):
+def _conv_forward(x, w, stride, padding, dilation, groups, out=None, im2col=None):
     kernel_size = w.shape[2:]
+    if all(k == 1 for k in kernel_size) and all(s == 1 for s in stride) and not any(lo or hi for lo, hi in padding):
+        return _conv_pointwise(x, w, groups, out)
+    size = conv_output_spatial(x.shape[2:], kernel_size, stride, padding, dilation, False, ())
+    if math.prod(size) >= math.prod(kernel_size):
+        if im2col is not None:
+            result = _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col)
+            if result is not None:
+                return result
+        # the same blocks and GEMMs with NumPy's copies of a padded input (the same bits)
+        unpadded = tuple((0, 0) for _ in padding)
+        return _conv_columns(_pad(x, padding), w, stride, unpadded, dilation, groups, size, out, numpy_im2col)
     xp = _pad(x, padding)
     windows, size = _windows(xp, kernel_size, stride, dilation, groups)
-    if math.prod(size) >= math.prod(kernel_size):
-        # Whole rows pay when the columns (CgK per position) outweigh the extra pass over the
-        # output (Og per position) that dropping the positions past each row costs.
-        if all(s == 1 for s in stride) and math.prod(w.shape[1:]) >= w.shape[0] // groups:
-            return _conv_wide_rows(_contiguous_planes(xp), w, groups, dilation, size, out)
-        return _conv_wide(windows, w, groups, size, out)
     if all(d == 1 for d in dilation):
         return _conv_narrow_rows(_contiguous_planes(xp), w, groups, stride, size, out)
     return _conv_narrow(windows, w, groups, size, out)
 
 
-def _conv_wide(windows, w, groups, size, out):
-    """Output at least as large as the kernel (the usual case), one block of images at a time:
-    columns (B, G, CgK, P) @ weight (G, Og, CgK) -> (B, G, Og, P), already the (N, C, *out) layout."""
-    n = windows.shape[0]
+def numpy_im2col(cols, x, kernel_size, stride, padding, dilation, size, rows=None, threads=None, side=False) -> bool:
+    """The im2col that ``_conv_columns`` calls when the compiler gives none, with NumPy's strided
+    copies (any rank), of an input padded beforehand (``padding`` must be zeros); the generated
+    one's arguments and layouts (``lower_cpu.generated_im2col``)."""
+    if any(lo or hi for lo, hi in padding):
+        return False
+    n, c = x.shape[:2]
+    lo, hi = rows if rows is not None else (0, size[0])
+    windows, _ = _windows(x, kernel_size, stride, dilation, 1)  # (N, 1, C, *K, *out)
+    windows = windows[(slice(None), 0, slice(None)) + (slice(None),) * len(kernel_size) + (slice(lo, hi),)]
+    nd = len(kernel_size)
+    k = c * math.prod(kernel_size)
+    run = math.prod((hi - lo,) + tuple(size[1:]))
+    if cols.shape != ((k, n, run) if side else (n, k, run)):
+        return False
+    if side:  # images side by side: (C, *K, N, *out)
+        windows = windows.transpose(tuple(range(1, 2 + nd)) + (0,) + tuple(range(2 + nd, 2 + 2 * nd)))
+    np.copyto(cols.reshape(windows.shape), windows)
+    return True
+
+
+def _conv_pointwise(x, w, groups, out):
+    """A 1x1 convolution with stride 1 and no padding: the input planes are the columns already,
+    one GEMM (G, Og, Cg) @ (N, G, Cg, P) -> (N, G, Og, P) straight into the result."""
+    n, c = x.shape[:2]
     o = w.shape[0]
-    cgk = math.prod(w.shape[1:])
-    p = math.prod(size)
-    wm = w.reshape(groups, o // groups, cgk)
-    result = _result(out, (n, o) + tuple(size), windows.dtype)
-    grouped = result.reshape(n, groups, o // groups, p)
-    blocks = _blocks(n, groups * cgk * p * windows.itemsize)
-    cols = work("cols", (blocks[0][1] if blocks else 0, groups, cgk, p), windows.dtype)
-    for lo, hi in blocks:
-        block = cols[: hi - lo]
-        np.copyto(block.reshape(windows[lo:hi].shape), windows[lo:hi])
-        np.matmul(wm, block, out=grouped[lo:hi])
+    p = math.prod(x.shape[2:])
+    result = _result(out, (n, o) + tuple(x.shape[2:]), np.result_type(x, w))
+    og, cg = o // groups, c // groups
+    np.matmul(w.reshape(groups, og, cg), x.reshape(n, groups, cg, p), out=result.reshape(n, groups, og, p))
     return result
 
 
-def _conv_wide_rows(xp, w, groups, dilation, size, out):
-    """Stride-1 ``_conv_wide`` over whole input rows: output position ``o`` is computed at flat
-    offset ``sum(o_i * pitch_i)`` of the (padded) input plane, so every kernel position's
-    columns are one contiguous run of that plane. The positions past each row's valid width
-    are computed too and dropped by a strided view."""
-    n = xp.shape[0]
+def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
+    """A forward convolution whose output is at least as large as its kernel: the columns (rows
+    (channel, kernel position), one column per output position) written by ``im2col(cols,
+    x_block, kernel_size, stride, padding, dilation, size, rows, threads)`` into a kept buffer, then
+    a GEMM straight into the result. ``im2col`` is :func:`numpy_im2col` (NumPy's copies of a
+    padded input) or the compiler's generated C (``lower_cpu.generated_im2col``: it reads the
+    unpadded input and writes zeros for the padding); both copy exactly and the blocks and GEMMs
+    are the same, so eager and compiled results are the same bits. Blocks of images, or of output rows
+    of one image when an image's columns exceed ``CHUNK_BYTES`` (divided by the thread budget, for
+    tasks enough to balance), so the columns are still in cache
+    when the GEMM reads them; images with few output positions (below ``SIDE_BY_SIDE``) are laid
+    side by side for one wider GEMM, whose (O, B, P) result is then copied into (B, O, P).
+
+    With a thread budget above one the blocks are tasks of ``run_tasks`` (each its im2col and
+    GEMM on one thread, claimed as threads come free); a single block is split by output channels
+    instead. None when ``im2col`` declines (returns False: a dtype or rank it does not handle);
+    whatever was written by then is overwritten by the caller's other path."""
+    n = x.shape[0]
     o = w.shape[0]
     og = o // groups
-    cg = w.shape[1]
     kernel_size = w.shape[2:]
-    pitch = _pitches(xp.shape[2:])
-    length = sum((m - 1) * pl for m, pl in zip(size, pitch)) + 1
-    item = xp.itemsize
-    st = xp.strides
-    runs = as_strided(
-        xp,
-        (n, groups, cg) + tuple(kernel_size) + (length,),
-        (st[0], st[1] * cg, st[1]) + tuple(pl * d * item for pl, d in zip(pitch, dilation)) + (item,),
-        writeable=False,
-    )
-    wm = w.reshape(groups, og, cg * math.prod(kernel_size))
-    result = _result(out, (n, o) + tuple(size), xp.dtype)
-    blocks = _blocks(n, groups * wm.shape[2] * length * item)
-    count = blocks[0][1] if blocks else 0
-    cols = work("cols", (count, groups, wm.shape[2], length), xp.dtype)
-    rows = work("rows", (count, groups, og, length), xp.dtype)
-    valid_strides = rows.strides[:1] + (length * item,) + tuple(pl * item for pl in pitch)
-    for lo, hi in blocks:
-        b = hi - lo
-        np.copyto(cols[:b].reshape(runs[lo:hi].shape), runs[lo:hi])
-        np.matmul(wm, cols[:b], out=rows[:b])
-        np.copyto(result[lo:hi], as_strided(rows, (b, o) + tuple(size), valid_strides, writeable=False))
+    k = groups * math.prod(w.shape[1:])  # rows of columns: (channel, kernel position)
+    p = math.prod(size)
+    dtype = np.result_type(x, w)
+    x, w = x.astype(dtype, copy=False), w.astype(dtype, copy=False)
+    result = _result(out, (n, o) + size, dtype)
+    if n == 0:
+        return result
+    x = np.ascontiguousarray(x)  # read once by the im2col: a view costs one copy, as the padding did
+    wm = w.reshape(groups, og, k // groups)
+    grouped = result.reshape(n, groups, og, p)
+    row = k * (p // size[0]) * x.itemsize  # the columns of one output row
+    geometry = (kernel_size, stride, padding, dilation, size)
+    threads = kernel_threads()
+    parallel = threads > 1
+    chunk = CHUNK_BYTES // threads  # smaller blocks on more threads: tasks enough to balance
+
+    def fill(cols, images, rows, side) -> bool:
+        return im2col(cols, images, *geometry, rows, 1 if parallel else threads, side is not None)
+
+    blocks = []  # (columns' shape, images, output rows, the GEMM's view of the columns, target, side)
+    if len(size) == 2 and row * size[0] > chunk:
+        step = max(1, chunk // row)
+        width = size[1]
+        for i in range(n):
+            for lo in range(0, size[0], step):
+                hi = min(lo + step, size[0])
+                shape = (1, k, (hi - lo) * width)
+                target = grouped[i, :, :, lo * width : hi * width]
+                blocks.append((shape, x[i : i + 1], (lo, hi), (groups, k // groups, -1), target, None))
+    elif p < SIDE_BY_SIDE and n > 1:
+        step = max(_blocks(n, row * size[0], chunk)[0][1], -(-SIDE_BY_SIDE // p))  # >= SIDE_BY_SIDE columns
+        for lo in range(0, n, step):
+            hi = min(lo + step, n)
+            b = hi - lo
+            blocks.append(
+                ((k, b, p), x[lo:hi], None, (groups, k // groups, b * p), (groups, og, b * p), grouped[lo:hi])
+            )
+    else:
+        for lo, hi in _blocks(n, row * size[0], chunk):
+            blocks.append(((hi - lo, k, p), x[lo:hi], None, (hi - lo, groups, k // groups, p), grouped[lo:hi], None))
+
+    def run(block, out_rows=slice(None), cols=None) -> bool:
+        shape, images, rows, view, target, side = block
+        if cols is None:
+            cols = work("cols", shape, x.dtype)
+            if not fill(cols, images, rows, side):
+                return False
+        a = wm[..., out_rows, :]
+        if side is None:
+            np.matmul(a, cols.reshape(view), out=target[..., out_rows, :])
+            return True
+        product = work("rows", target, x.dtype)[..., out_rows, :]
+        np.matmul(a, cols.reshape(view), out=product)
+        np.copyto(side[:, :, out_rows], product.reshape(groups, -1, images.shape[0], p).transpose(2, 0, 1, 3))
+        return True
+
+    if not parallel:
+        for block in blocks:
+            if not run(block):
+                return None  # declined on the first block (what it checks is the same for every block)
+        return result
+    if len(blocks) == 1:  # one block: its columns here, the GEMM split by output channels
+        (block,) = blocks
+        cols = work("cols", block[0], x.dtype)
+        if not fill(cols, block[1], block[2], block[5]):
+            return None
+        step = -(-og // threads)
+        run_tasks([lambda lo=lo: run(block, slice(lo, lo + step), cols) for lo in range(0, og, step)])
+        return result
+
+    def task(block):
+        if not run(block):
+            raise _DeclinedError
+
+    try:
+        run_tasks([lambda block=block: task(block) for block in blocks])
+    except _DeclinedError:  # every block declines alike: the caller's other path writes every element
+        return None
     return result
+
+
+class _DeclinedError(Exception):
+    """An im2col declined a block (``_conv_columns`` with tasks)."""
 
 
 # output smaller than the kernel (the weight gradient) ------------------------------------------------
@@ -357,15 +454,18 @@ def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out=No
 # entry points -----------------------------------------------------------------------------------------
 
 
-def convolution_into(out, x, w, *, stride, padding, dilation, groups, transposed, output_padding, col2im=shifted_sum):
+def convolution_into(
+    out, x, w, *, stride, padding, dilation, groups, transposed, output_padding, col2im=shifted_sum, im2col=None
+):
     """The ``convolution`` kernel writing into ``out`` (C-contiguous, the result's shape and dtype;
     ``None``: allocate). Returns the result. ``col2im`` computes a stride-1 transposed
-    convolution's :func:`shifted_sum` (the compiler passes a generated kernel)."""
+    convolution's :func:`shifted_sum` and ``im2col`` (see :func:`_conv_columns`; None: NumPy's
+    strided copies) a forward convolution's columns (the compiler passes generated kernels)."""
     if transposed and all(s == 1 for s in stride):
         return _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out, col2im)
     if transposed:
         return _conv_transpose(x, w, stride, padding, dilation, groups, output_padding, out)
-    return _conv_forward(x, w, stride, padding, dilation, groups, out)
+    return _conv_forward(x, w, stride, padding, dilation, groups, out, im2col)
 
 
 @kernel("convolution")
