@@ -81,23 +81,34 @@ void munet_blas_threads(int sync, munet_blas_job run, int count, size_t size, vo
 _state: dict = {}  # "setter": OpenBLAS's setter once installed; "library": the callback's, kept loaded
 
 
-def setter(openblas_paths):
-    """OpenBLAS's callback setter among the libraries at ``openblas_paths``, or None."""
+def openblas_function(openblas_paths, names):
+    """The first of ``names`` that a library at ``openblas_paths`` exports (a ctypes function), or None."""
     for path in openblas_paths:
         try:
             lib = ctypes.CDLL(path)
         except OSError:
             continue
-        found = next((getattr(lib, n) for n in SETTERS if hasattr(lib, n)), None)
+        found = next((getattr(lib, n) for n in names if hasattr(lib, n)), None)
         if found is not None:
-            found.restype, found.argtypes = None, [ctypes.c_void_p]
             return found
     return None
 
 
+def setter(openblas_paths):
+    """OpenBLAS's callback setter among the libraries at ``openblas_paths``, or None."""
+    found = openblas_function(openblas_paths, SETTERS)
+    if found is not None:
+        found.restype, found.argtypes = None, [ctypes.c_void_p]
+    return found
+
+
+def _opted_out() -> bool:
+    return os.environ.get("MUNET_BLAS_THREADS", "").lower() == "openblas"
+
+
 def possible(openblas_paths) -> bool:
     """Whether :func:`install` can succeed as far as BLAS is concerned (the C compiler aside)."""
-    return os.environ.get("MUNET_BLAS_THREADS", "").lower() != "openblas" and setter(openblas_paths) is not None
+    return not _opted_out() and setter(openblas_paths) is not None
 
 
 def install(openblas_paths) -> bool:
@@ -105,7 +116,7 @@ def install(openblas_paths) -> bool:
     if "setter" in _state:
         return _state["setter"] is not None
     _state["setter"] = None
-    found = setter(openblas_paths) if possible(openblas_paths) else None
+    found = None if _opted_out() else setter(openblas_paths)
     if found is None:
         return False
     from munet.compiler.codegen import build

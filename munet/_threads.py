@@ -73,16 +73,9 @@ def _openblas_paths() -> tuple:
 @functools.cache
 def _openblas():
     """The loaded OpenBLAS library's (setter, getter) (NumPy's), or None when it cannot be found."""
-    for path in _openblas_paths():
-        try:
-            lib = ctypes.CDLL(path)
-        except OSError:
-            continue
-        setter = next((getattr(lib, n) for n in _SETTERS if hasattr(lib, n)), None)
-        getter = next((getattr(lib, n) for n in _GETTERS if hasattr(lib, n)), None)
-        if setter is not None and getter is not None:
-            return setter, getter
-    return None
+    setter = _blas_threads.openblas_function(_openblas_paths(), _SETTERS)
+    getter = _blas_threads.openblas_function(_openblas_paths(), _GETTERS)
+    return None if setter is None or getter is None else (setter, getter)
 
 
 def set_num_threads(n: int) -> None:
