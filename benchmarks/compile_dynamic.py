@@ -40,9 +40,9 @@ def run(name: str, dynamic: bool) -> tuple[float, int, float]:
     compiles = []
     original = build._compile
 
-    def counting(exe, flags, source, target):
+    def counting(exe, flags, source, *rest):
         compiles.append(source)
-        return original(exe, flags, source, target)
+        return original(exe, flags, source, *rest)
 
     build._compile = counting
     try:
