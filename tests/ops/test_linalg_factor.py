@@ -51,9 +51,17 @@ def _fix_signs(mod, *factors):
 DTYPES = ["float32", "float64"]
 
 
-def ref(dtype) -> dict:
-    """float32 factorizations are compared against PyTorch's own float32 error (tests/reference.py)."""
-    return dict(float64_reference=True) if dtype == "float32" else {}
+def ref(dtype, condition: float = 1.0) -> dict:
+    """float32 factorizations are compared against PyTorch's own float32 error (tests/reference.py);
+    ``condition`` is the amplification of one input rounding for results that go through solves."""
+    return dict(float64_reference=True, condition=condition) if dtype == "float32" else {}
+
+
+def solve_amplification(a, solves: int) -> float:
+    """``solves`` times the largest condition number among the matrices ``a`` (float64): how far one
+    rounding of ``a`` can move a result that passes through that many solves with ``a``."""
+    a = np.asarray(a, dtype=np.float64)
+    return solves * float(np.linalg.cond(a).max()) if a.size else 1.0
 
 
 # cholesky -------------------------------------------------------------------------------------------

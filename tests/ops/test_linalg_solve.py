@@ -7,7 +7,7 @@ import pytest
 import torch
 
 import munet
-from tests.ops.test_linalg_factor import DTYPES, ref, spd, well_conditioned
+from tests.ops.test_linalg_factor import DTYPES, ref, solve_amplification, spd, well_conditioned
 from tests.reference import check, gradcheck, noncontiguous, randn
 
 LA = munet.linalg
@@ -26,13 +26,14 @@ def test_solve(dtype, sa, sb, left):
     b = randn(*sb, dtype=dtype, seed=2)
     if not left:
         b = np.swapaxes(b, -1, -2).copy()
-    check(lambda x, y: LA.solve(x, y, left=left), lambda x, y: torch.linalg.solve(x, y, left=left), a, b, **ref(dtype))
+    kw = ref(dtype, solve_amplification(a, 2))  # A's gradient, -A^-T g X^T, takes a second solve
+    check(lambda x, y: LA.solve(x, y, left=left), lambda x, y: torch.linalg.solve(x, y, left=left), a, b, **kw)
     check(
         lambda x, y: LA.solve_ex(x, y, left=left)[0],
         lambda x, y: torch.linalg.solve_ex(x, y, left=left)[0],
         noncontiguous(a),
         noncontiguous(b),
-        **ref(dtype),
+        **kw,
     )
 
 
