@@ -10,7 +10,7 @@ NumPy float32 matmuls at those shapes, i.e. what the step would cost if it did n
 its matrix products at NumPy's BLAS speed.
 
     .venv/bin/python benchmarks/compare_pytorch.py [--quick] [--threads 1]
-        [--steps 20] [--warmup 5] [--only mlp,cnn,gpt]
+        [--steps 20] [--warmup 5] [--only mlp,cnn,gpt] [--modes "munet eager,torch eager"]
 
 torch.compile needs a working C++ compiler (inductor); when it fails, the error is printed
 in its column instead of a time.
@@ -212,6 +212,8 @@ def make_step(name, mode):
         step = munet.compile(step)
     elif mode == "munet unfused":
         step = munet.compile(step, fuse=False)
+    elif mode == "munet no remat":
+        step = munet.compile(step, options={"remat": False})
     elif mode == "torch.compile":
         step = torch.compile(step)
     return step, args
@@ -241,8 +243,13 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--threads", type=int, default=None, help="both libraries' thread count (default: theirs)")
     parser.add_argument("--only", default="mlp,cnn,gpt")
+    parser.add_argument("--modes", default=",".join(MODES), help=f"a comma-separated subset of: {', '.join(MODES)}")
     args = parser.parse_args()
     steps, warmup = (5, 2) if args.quick else (args.steps, args.warmup)
+    modes = [m.strip() for m in args.modes.split(",")]
+    unknown = sorted(set(modes) - set(MODES))
+    if unknown:
+        parser.error(f"--modes: unknown {', '.join(unknown)}; expected a subset of: {', '.join(MODES)}")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
         munet.set_num_threads(args.threads)
@@ -256,8 +263,8 @@ def main() -> None:
     for name in args.only.split(","):
         gflop, floor_ms = gemm_floor(name, repeat=5 if args.quick else 10)
         print(f"\n{name}: GEMM floor {floor_ms:.1f} ms ({gflop:.2f} GFLOP at {gflop / floor_ms * 1e3:.1f} GFLOP/s)")
-        results = {}
-        for mode in MODES:
+        results = dict.fromkeys(MODES)
+        for mode in modes:
             ms, note = run_mode(name, mode, warmup, steps)
             results[mode] = ms
             shown = f"{ms:9.1f} ms/step" if ms is not None else "   failed      "
@@ -266,6 +273,8 @@ def main() -> None:
         if base:
             ratios = [f"{m}/compiled={results[m] / base:.2f}x" for m in MODES if results[m] and m != "munet compiled"]
             print(f"  ratios: {'  '.join(ratios)}  compiled/floor={base / floor_ms:.2f}x")
+        if results["munet eager"] and results["torch eager"]:
+            print(f"  munet eager / torch eager = {results['munet eager'] / results['torch eager']:.2f}x")
 
 
 if __name__ == "__main__":

@@ -3,10 +3,13 @@
 Run: OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compile_dynamic.py [mlp|cnn|gpt ...]
 
 For each workload of ``compare_pytorch.py`` and each mode, in a fresh kernel cache directory:
-two steps at the workload's batch size, then the first step at a smaller batch (the last
-partial batch of an epoch) and steady steps at both sizes. Prints the seconds of that first
-smaller step (trace + plan + C compiles), how many C compilations it ran, and the steady
-ms/step at the full batch (median of 10), so a slab kernel's cost in the steady state shows.
+two steps at the workload's batch size, then two steps at each of three new batch sizes (for the
+GPT also three new sequence lengths, a run of their own), and steady steps at the full batch.
+Prints the seconds of each new size's first step (trace + plan + C compiles + the step itself)
+and of its second (a replay: the difference is what the new size cost), how many C
+compilations it ran ("cc"), "R" where the new size reused a cached program, how many
+specializations did (``stats()["reused"]``, "-" for a MuNet without it), and the steady ms/step at the full batch
+(median of 10), so a size-generic kernel's cost in the steady state shows.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ import compare_pytorch as cp  # noqa: E402
 import munet  # noqa: E402
 from munet.compiler.codegen import build  # noqa: E402
 
-SMALLER = {"mlp": 100, "cnn": 40, "gpt": 10}
+# the new sizes of each run: the last partial batch of an epoch, then two more
+NEW_BATCHES = {"mlp": (100, 90, 60), "cnn": (40, 30, 20), "gpt": (10, 12, 6)}
+NEW_LENGTHS = {"gpt": (96, 112, 80)}  # sequence lengths (the full one is 128)
 
 
 def batch_of(args, n):
@@ -36,7 +41,16 @@ def batch_of(args, n):
     return x[:n], y[:n]
 
 
-def run(name: str, dynamic: bool) -> tuple[float, int, float]:
+def length_of(args, t):
+    """The tokens and targets of a gpt batch cut to sequence length ``t``."""
+    x, y = args
+    b, full = x.shape
+    return x[:, :t].contiguous(), y.reshape(b, full)[:, :t].reshape(-1).contiguous()
+
+
+def run(name: str, dynamic: bool, resize, sizes) -> tuple[list, float, dict]:
+    """``([(seconds of the first step, of the second, C compiles, "R" if it reused a program) at each
+    new size], steady ms/step, stats())``."""
     compiles = []
     original = build._compile
 
@@ -52,32 +66,44 @@ def run(name: str, dynamic: bool) -> tuple[float, int, float]:
             step = munet.compile(lambda x, y: cp.munet_step(model, opt, x, y), dynamic=dynamic)
             for _ in range(2):
                 step(*args)
-            small = batch_of(args, SMALLER[name])
-            before = len(compiles)
-            start = time.perf_counter()
-            step(*small)
-            first = time.perf_counter() - start
-            new_compiles = len(compiles) - before
-            step(*small)
+            firsts, reuses = [], 0
+            for n in sizes:
+                new = resize(args, n)
+                before = len(compiles)
+                start = time.perf_counter()
+                step(*new)
+                first = time.perf_counter() - start
+                compiled = len(compiles) - before
+                start = time.perf_counter()
+                step(*new)  # the same size again: a replay, so first - again is what the new size cost
+                reused = step.stats().get("reused", 0) > reuses
+                reuses = step.stats().get("reused", 0)
+                firsts.append((first, time.perf_counter() - start, compiled, "R" if reused else ""))
             times = []
             for _ in range(10):
                 start = time.perf_counter()
                 step(*args)
                 times.append((time.perf_counter() - start) * 1e3)
-            return first, new_compiles, statistics.median(times)
+            return firsts, statistics.median(times), step.stats()
     finally:
         build._compile = original
         os.environ.pop("MUNET_CACHE_DIR", None)
 
 
 def main(names):
-    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  cores={os.cpu_count()}")
-    for name in names:
+    print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  cores={os.cpu_count()}  load={os.getloadavg()}")
+    cases = [(name, "batch", batch_of, NEW_BATCHES[name]) for name in names]
+    cases += [(name, "length", length_of, NEW_LENGTHS[name]) for name in names if name in NEW_LENGTHS]
+    for name, what, resize, sizes in cases:
         for dynamic in (False, True):
-            first, compiles, steady = run(name, dynamic)
+            firsts, steady, stats = run(name, dynamic, resize, sizes)
+            steps = ", ".join(
+                f"{what} {n}: {first:5.2f} s (then {again:4.2f} s) {cc:2d} cc"
+                for n, (first, again, cc) in zip(sizes, firsts)
+            )
             print(
-                f"{name} dynamic={dynamic!s:5}  first step at batch {SMALLER[name]}: {first:6.2f} s, "
-                f"{compiles:3d} C compiles;  steady full batch {steady:7.1f} ms/step"
+                f"{name:3} dynamic={dynamic!s:5}  first step at {steps};  reused {stats.get('reused', '-')};  "
+                f"steady full batch {steady:7.1f} ms/step"
             )
 
 

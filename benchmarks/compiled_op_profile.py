@@ -1,6 +1,6 @@
 """Where a compiled training step spends its time: per-op totals of one step's prepared kernels.
 
-    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compiled_op_profile.py gpt [--no-fuse] [--steps 5] [--nodes 10]
+    OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compiled_op_profile.py gpt [--no-fuse] [--no-remat] [--steps 5] [--nodes 10]
 
 Workloads are those of ``compare_pytorch.py`` (mlp, cnn, gpt). Each prepared step of the
 executable is wrapped with a timer; the figures are means over ``--steps`` calls after 3 warm-up calls.
@@ -24,13 +24,14 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("workload", choices=("mlp", "cnn", "gpt"))
     parser.add_argument("--no-fuse", action="store_true")
+    parser.add_argument("--no-remat", action="store_true", help='options={"remat": False} (passes/remat.py)')
     parser.add_argument("--dynamic", action="store_true", help="munet.compile(dynamic=True)")
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--nodes", type=int, default=0, help="also list the N slowest single nodes")
     parser.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     args = parser.parse_args()
     model, opt, x, y = build(args.workload, "munet")
-    fn = munet.compile(munet_step, fuse=not args.no_fuse, dynamic=args.dynamic)
+    fn = munet.compile(munet_step, fuse=not args.no_fuse, dynamic=args.dynamic, options={"remat": not args.no_remat})
     for _ in range(3):
         fn(model, opt, x, y)
     executable = fn._last.executable

@@ -11,7 +11,9 @@ CPU time (time spent descheduled is not counted; both libraries run one thread).
 medians of per-round ratios: ``torch.compile / mode`` (above 1: the mode is faster than
 torch.compile) and ``mode / GEMM floor`` (the issue's target is at most 1.25).
 
-Modes: ``munet compiled``, ``munet unfused`` (``munet.compile(fuse=False)``), ``munet eager``,
+Modes: ``munet compiled``, ``munet no remat`` (``options={"remat": False}``: fused kernels load what
+their producers stored instead of recomputing it, ``passes/remat.py``), ``munet unfused``
+(``munet.compile(fuse=False)``), ``munet eager``,
 ``torch eager``, ``torch.compile`` and ``GEMM floor`` (every GEMM of the step as a NumPy float32
 matmul into a preallocated output; ``compare_pytorch.gemms``). Workloads and steps are those of
 ``compare_pytorch.py``.
@@ -33,7 +35,15 @@ from compare_pytorch import gemms, make_step
 
 import munet
 
-MODES = ("munet compiled", "munet unfused", "munet eager", "torch eager", "torch.compile", "GEMM floor")
+MODES = (
+    "munet compiled",
+    "munet no remat",
+    "munet unfused",
+    "munet eager",
+    "torch eager",
+    "torch.compile",
+    "GEMM floor",
+)
 
 
 def gemm_pass(name: str):

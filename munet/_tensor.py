@@ -340,17 +340,25 @@ class Tensor:
         return self._inference
 
     def is_pinned(self, device=None) -> bool:
-        """Always ``False``: MuNet has no page-locked host memory (see :meth:`pin_memory`)."""
-        return False
+        """Whether this cpu tensor lies in page-locked memory from CuPy's pinned pool (see
+        :meth:`pin_memory`); ``False`` for any other tensor or without CUDA."""
+        if self.device.type != "cpu":
+            return False
+        backend = _cuda_backend()
+        return backend is not None and backend.is_pinned(self._data)
 
     def pin_memory(self, device=None) -> Tensor:
-        """PyTorch's CPU-only answer without an accelerator (a ``RuntimeError``); with one (a
-        Vulkan adapter), a copy of this cpu tensor in ordinary memory, since wgpu uploads read any
-        host memory and MuNet has no page-locked allocator, so ``is_pinned()`` stays ``False``."""
+        """A copy of this cpu tensor in page-locked host memory, from which ``.to("cuda",
+        non_blocking=True)`` is an asynchronous copy (already pinned: itself). Without CUDA: with
+        another accelerator (a Vulkan adapter, whose uploads read any host memory) a plain copy, so
+        ``is_pinned()`` stays ``False``; with none, PyTorch's ``RuntimeError``."""
         from munet import accelerator
 
         if self.device.type != "cpu":
             raise RuntimeError(f"pin_memory: cannot pin '{self.device}' memory, only dense CPU tensors can be pinned")
+        backend = _cuda_backend()
+        if backend is not None:
+            return self if backend.is_pinned(self._data) else Tensor._from_numpy(backend.pin(self._data))
         if not accelerator.is_available():
             raise RuntimeError("Cannot access accelerator device when none is available.")
         return self.clone()
@@ -714,6 +722,13 @@ class Tensor:
     def __dlpack_device__(self):
         device_of = getattr(self._storage.backend, "dlpack_device", None)
         return (1, 0) if device_of is None else device_of()
+
+
+def _cuda_backend():
+    """The current cuda device's backend (it owns pinned host memory), or None without CUDA."""
+    import munet.cuda
+
+    return get_backend(as_device("cuda")) if munet.cuda.is_available() else None
 
 
 def _rebuild_tensor(cls, values: np.ndarray, dtype, device: str, requires_grad: bool, state) -> Tensor:

@@ -12,8 +12,9 @@
 # OUTDIR/vulkan_bench.md and OUTDIR/vulkan_bench.json.
 #
 # cuda: the tests marked cuda (anywhere under tests/, munet.rtc's included, with MUNET_TEST_CUDA=1 so that a
-# missing GPU fails instead of skipping), the op parity suite on cuda:0 (pytest tests/ops
-# --munet-device=cuda: an op without a cuda kernel skips, saying so) and benchmarks/cuda.py.
+# missing GPU fails instead of skipping; tests/backends/test_cuda_gpu_transfers.py checks pinned memory,
+# non_blocking copies, nonzero/unique and fused integer chains), the op parity suite on cuda:0 (pytest tests/ops
+# --munet-device=cuda: an op without a cuda kernel skips, saying so) and benchmarks/cuda_bench.py.
 # Writes OUTDIR/cuda_machine.txt, OUTDIR/cuda_tests.log, OUTDIR/cuda_parity.log,
 # OUTDIR/cuda_bench.log, OUTDIR/cuda_bench.json and OUTDIR/cuda.md (the page docs/perf/cuda.md
 # holds: copy it there). CuPy comes from the machine's python when it imports; else CUPY_PACKAGE
@@ -37,7 +38,7 @@
 #       -d .whl wgpu cffi pycparser rendercanvas
 # Debian packages of the Vulkan loader may be given in GL_DEBS (default ./.gl); they are
 # unpacked when libvulkan is missing. BENCH_ARGS adds arguments to benchmarks/vulkan.py
-# (CUDA_BENCH_ARGS to benchmarks/cuda.py); ADAPTER_TYPES (an awk regex, default 'GPU$') says
+# (CUDA_BENCH_ARGS to benchmarks/cuda_bench.py); ADAPTER_TYPES (an awk regex, default 'GPU$') says
 # which adapter types count: a dry run on a machine without a GPU takes ADAPTER_TYPES=CPU
 # BENCH_ARGS='--max-size 256'.
 set -euo pipefail
@@ -194,7 +195,7 @@ EOF
     "$PY" -m pytest tests/ops --munet-device=cuda -q -p no:cacheprovider -o addopts="" -rf "${XDIST[@]}" 2>&1 |
         tee "$OUT/cuda_parity.log" || status=1
     # shellcheck disable=SC2086 # CUDA_BENCH_ARGS is a list of arguments
-    "$PY" benchmarks/cuda.py --device cuda:0 --markdown "$OUT/cuda.md" --json "$OUT/cuda_bench.json" \
+    "$PY" benchmarks/cuda_bench.py --device cuda:0 --markdown "$OUT/cuda.md" --json "$OUT/cuda_bench.json" \
         ${CUDA_BENCH_ARGS:-} 2>&1 | tee "$OUT/cuda_bench.log" || status=1
     return "$status"
 }

@@ -109,6 +109,7 @@ class Node:
         "scalars",
         "input_shapes",
         "input_dtypes",
+        "input_strides",
         "output_shapes",
         "output_dtypes",
         "pre_hooks",
@@ -129,6 +130,7 @@ class Node:
         self.scalars: dict[str, object] = {}  # saved roles that were Python numbers
         self.input_shapes = input_shapes
         self.input_dtypes = input_dtypes
+        self.input_strides = None  # per flat input, for ops defined with saves_input_strides
         self.output_shapes = ()
         self.output_dtypes = ()
         self.pre_hooks = None  # {output_nr: {handle id: hook}} for hooks on non-leaf outputs

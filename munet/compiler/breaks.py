@@ -258,23 +258,31 @@ def new_segment_tracer(leaves) -> Tracer:
     return tracer
 
 
-def segment_signature(graph, extra: tuple) -> tuple:
+def segment_signature(graph, extra: tuple, sizes: list | None = None) -> tuple:
     """A hashable description of traced ``graph`` that equals another's exactly when one compiled
     program serves both: inputs by kind, shape, dtype and device; nodes by op, wiring and attributes
-    (values by position); outputs by position. ``extra``: the caller's own layout (result counts)."""
+    (values by position); outputs by position. ``extra``: the caller's own layout (result counts).
+
+    With a list ``sizes``, every int of 2 or more in a shape, an attribute or an argument is left out
+    of the description (a placeholder stands there) and appended to ``sizes`` in order: two graphs
+    then have the same description when they differ only in such ints (``compiler/resize.py``)."""
     index: dict = {}
     parts: list = []
+
+    def freeze(obj):
+        return _freeze(obj, index, sizes)
+
     for v in graph.inputs:
         index[v] = len(index)
-        parts.append(("in", v.kind, v.shape, str(v.dtype), str(v.device), _source_kind(v.source)))
+        parts.append(("in", v.kind, freeze(v.shape), str(v.dtype), str(v.device), _source_kind(v.source)))
     for node in graph.nodes:
         parts.append(
             (
                 node.op,
-                _freeze(node.args, index),
-                _freeze(node.attrs, index),
-                tuple((v.shape, str(v.dtype), str(v.device), v.kind) for v in node.outputs),
-                _freeze(node.constant, index),
+                freeze(node.args),
+                freeze(node.attrs),
+                tuple((freeze(v.shape), str(v.dtype), str(v.device), v.kind) for v in node.outputs),
+                freeze(node.constant),
             )
         )
         for v in node.outputs:
@@ -292,15 +300,22 @@ def _source_kind(source):
     return "state"  # a real tensor met while tracing: this call's, fetched at each run
 
 
-def _freeze(obj, index):
+# stands for a size left out of a signature (``segment_signature(..., sizes)``)
+SIZE = "#size"
+
+
+def _freeze(obj, index, sizes=None):
     from munet.compiler.ir import Value
 
     if isinstance(obj, Value):
         return ("value", index[obj])
+    if sizes is not None and type(obj) is int and obj >= 2:
+        sizes.append(obj)
+        return SIZE
     if isinstance(obj, (list, tuple)):
-        return (type(obj).__name__, tuple(_freeze(x, index) for x in obj))
+        return (type(obj).__name__, tuple(_freeze(x, index, sizes) for x in obj))
     if isinstance(obj, dict):
-        return ("dict", tuple((k, _freeze(v, index)) for k, v in obj.items()))
+        return ("dict", tuple((k, _freeze(v, index, sizes)) for k, v in obj.items()))
     if isinstance(obj, float):  # by repr: a NaN equals itself
         return ("float", repr(obj))
     if isinstance(obj, np.ndarray):

@@ -15,13 +15,15 @@ device was reset since it was lowered is lowered again on the new device before 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import logging
 import threading
 import time
 from collections import OrderedDict
 
 from munet import metrics
-from munet._device import DeviceLostError, as_device
+from munet._device import DeviceLostError, as_device, compile_target
 from munet._tensor import Tensor
 from munet.autograd.function import Function
 from munet.autograd.grad_mode import _State
@@ -35,9 +37,15 @@ from munet.compiler.joint import partition, trace_gradients
 from munet.compiler.options import resolve as resolve_options
 from munet.compiler.passes.decompose import decompose_composites
 from munet.compiler.passes.fuse import fuse_elementwise
+from munet.compiler.passes.remat import rematerialize_pointwise
 from munet.compiler.recovery import Snapshot, can_reset, check_recover
+from munet.compiler.resize import Program, literals, resized_graph, size_renaming
 from munet.compiler.trace import HostReadError, SymScalar, Tracer, is_symbolic, tracing
 from munet.ops._registry import Meta, _Tracing
+
+# optimized programs kept per traced structure (resize.py): a second one serves the sizes that do not
+# rename from the first (the first was traced at a batch size equal to another dim)
+PROGRAMS_PER_STRUCTURE = 2
 
 # One trace (and its lowering) at a time in the process, as torch._dynamo's compile_lock: a trace
 # poisons the real tensors it reads until it ends, so two traces over shared tensors must not interleave.
@@ -80,14 +88,14 @@ def compile(  # noqa: A001
     captures nothing and runs ``model`` as plain Python. ``mode`` (``"default"``,
     ``"reduce-overhead"``, ``"max-autotune"``, ``"max-autotune-no-cudagraphs"``) is accepted and
     selects the same plan (see ``compiler/options.py``). ``options`` may set ``fuse``,
-    ``optimize`` and ``cache_size``. ``disable=True`` returns ``model`` itself, uncompiled.
+    ``optimize``, ``cache_size``, ``cuda_graphs`` and ``remat``. ``disable=True`` returns ``model`` itself, uncompiled.
 
-    ``dynamic``: each new shape still traces and plans its own specialization; what is shared is
-    the compiled C (cpu): kernels whose leading dim is kept take its size at run time
-    (``codegen/c_slabs.py``), so a new size compiles only the kernels that reduce over that dim (and
-    primitive kernels). ``None`` (default): a dim of a tensor argument that changes between calls
-    makes later plans size-generic (``stats()["dynamic_dims"]``); ``True``: from the first call;
-    ``False``: never. On vulkan every specialization has its own pipelines.
+    ``dynamic``: each new shape still traces (the Python is the guard); on cpu a trace whose graph is
+    a cached one at other sizes (renamed one to one) reuses that optimized program, re-planning its
+    memory, and its size-generic kernels take the size at run time (``compiler/resize.py``,
+    ``codegen/c_slabs.py``; ``stats()["reused"]``). ``None`` (default): a dim of a tensor argument
+    that changes between calls becomes dynamic (``stats()["dynamic_dims"]``); ``True``: from the
+    first call; ``False``: never. On vulkan every specialization has its own pipelines.
 
     MuNet's own keywords: ``device`` is where the plan runs (default: the device of the first
     tensor argument or state): ``'cpu'`` (generated C) or ``'vulkan'`` (generated WGSL, one
@@ -141,6 +149,7 @@ class CompiledFunction:
         fullgraph=False,
         mode=None,
         cuda_graphs=True,
+        remat=True,
     ):
         from munet.nn.module import Module
 
@@ -155,6 +164,7 @@ class CompiledFunction:
         self.device = device
         self.fuse = fuse
         self.cuda_graphs = cuda_graphs  # a cuda plan replays as one CUDA graph (lower_cuda_graphs.py)
+        self.remat = remat  # fused kernels recompute cheap elementwise values (passes/remat.py)
         self.dynamic = dynamic  # None: automatic (a dim that changes between calls becomes dynamic)
         self._dynamic_dims: dict = {}  # (argument position, dim) -> True: dims seen changing (dynamic=None)
         self.cache_size = cache_size
@@ -170,8 +180,11 @@ class CompiledFunction:
         self._leaf_ids: set = set()
         self._optimizers: list = []
         self._counters = dict(
-            calls=0, cache_hits=0, traces=0, evictions=0, recoveries=0, graph_breaks=0, segments_compiled=0
+            calls=0, cache_hits=0, traces=0, evictions=0, recoveries=0, graph_breaks=0, segments_compiled=0, reused=0
         )
+        # resize.py: traced structure (sizes left out) -> the optimized program new sizes of it reuse
+        self._programs: OrderedDict = OrderedDict()
+        self._reuse_refusal = None  # why the latest trace of a dynamic structure could not reuse its program
         self._segments: OrderedDict = OrderedDict()  # breaks.segment_signature -> a lowered segment
         # (grad mode, arguments, training) of the calls whose trace broke: they run segmented
         self._segmented_keys: OrderedDict = OrderedDict()
@@ -464,10 +477,15 @@ class CompiledFunction:
         device = self.device if self.device is not None else _device_of(flat, tracer)
         try:
             entry.first_snapshot = self._snapshot(device, entry, flat)  # before compiling records device work
-            entry.lower(self.optimize, device)
+            with _no_gc_cycles():
+                entry.lower(self.optimize, device, self._programs)
         except BaseException:
             entry.abandon()
             raise
+        self._counters["reused"] += entry.reused
+        self._reuse_refusal = entry.reuse_refusal
+        while len(self._programs) > self.cache_size:
+            self._programs.popitem(last=False)
         self._times["compile_ms"] += (time.perf_counter() - traced) * 1e3
         self._counters["traces"] += 1
         metrics.observe_compile(self.__name__, time.perf_counter() - start)
@@ -585,6 +603,10 @@ class CompiledFunction:
             "break_reasons": [str(b) for b in self._last_call.breaks] if self._last_call else [],
             "graph_breaks_total": self._counters["graph_breaks"],
             "segments_compiled": self._counters["segments_compiled"],
+            # dynamic dims (resize.py): traces that reused a cached program at new sizes, the programs kept
+            "reused": self._counters["reused"],
+            "programs": sum(len(kept) for kept in self._programs.values()),
+            "last_reuse_refusal": self._reuse_refusal,
             "trace_ms": round(self._times["trace_ms"], 3),
             "compile_ms": round(self._times["compile_ms"], 3),
             "run_ms": round(self._times["run_ms"], 3),
@@ -677,6 +699,7 @@ class _Specialization:
         self._tracer = tracer
         self.fuse = owner.fuse
         self.cuda_graphs = owner.cuda_graphs
+        self.remat = owner.remat
         # size-generic kernels (codegen/c_slabs.py): always with dynamic=True, once a dim changed with None
         self.dynamic = owner.dynamic is True or (owner.dynamic is None and bool(owner._dynamic_dims))
         self.guards = tracer.guards
@@ -712,7 +735,10 @@ class _Specialization:
     def abandon(self) -> None:
         self._tracer.restore(failed=True)
 
-    def lower(self, optimize: bool, device) -> None:
+    def lower(self, optimize: bool, device, programs: OrderedDict | None = None) -> None:
+        """Optimize, fuse and build the plan on ``device``. ``programs`` (``resize.py``): a size-generic
+        specialization whose traced structure is there takes that program at its own sizes instead of
+        running the passes, when the sizes rename one-to-one; a new structure is added to it."""
         from munet._device import DeviceError, as_device
 
         for v in self.graph.inputs:  # explicit devices: no silent transfer of arguments
@@ -723,22 +749,71 @@ class _Specialization:
                 )
         verify(self.graph)
         decomposed = decompose_composites(self.graph, fusing=optimize and self.fuse)
+        self.device = device
+        self._constant_copies = None
+        self.first = True
+        self.reused, self.reuse_refusal = False, None
+        reusable = (
+            programs is not None
+            and optimize
+            and self.fuse
+            and self.dynamic
+            and self.joint is None
+            and compile_target(device).reuses_programs
+        )
+        if reusable:
+            sizes: list = []
+            layout = (self.n_results, self.n_forward, tuple(self.graph.inputs.index(v) for v in self.state_inputs))
+            structure = segment_signature(self.graph, layout, sizes)
+            if self._reuse(programs.get(structure, ()), sizes):
+                programs.move_to_end(structure)
+                return
+            traced_inputs, traced_literals = list(self.graph.inputs), literals(self.graph)
         self.pass_report = passes.run_default(self.graph) if optimize else {}
         self.pass_report["decompose"] = decomposed
         graphs = [self.graph]
         if self.joint is not None:
-            self.backward_graph, self.n_saved = partition(self.graph, self.n_forward, self.joint.cotangents)
+            recompute = optimize and self.remat
+            self.backward_graph, self.n_saved, recomputed = partition(
+                self.graph, self.n_forward, self.joint.cotangents, recompute
+            )
             graphs.append(self.backward_graph)
             self.pass_report["saved_for_backward"] = self.n_saved
+            if recompute:
+                self.pass_report["recomputed_in_backward"] = recomputed
         if optimize and self.fuse:
             for graph, prefix in zip(graphs, ("", "backward_")):
                 self.pass_report[prefix + "fuse"] = fuse_elementwise(graph)
+                if self.remat:
+                    self.pass_report[prefix + "remat"] = rematerialize_pointwise(graph)
         for graph in graphs:
             verify(graph)
-        self.device = device
-        self._constant_copies = None
-        self.first = True
         self._build()
+        if reusable:  # a second program of a structure serves sizes that do not rename from the first
+            kept = programs.setdefault(structure, [])
+            kept[PROGRAMS_PER_STRUCTURE - 1 :] = []
+            kept.append(Program(traced_inputs, sizes, traced_literals, self.graph, self.pass_report))
+
+    def _reuse(self, programs: list, sizes: list) -> bool:
+        """Take the first of ``programs`` (the same traced structure) whose sizes rename to this trace's
+        ``sizes`` (``resize.py``): its optimized graph with the sizes replaced, planned and built anew."""
+        for program in programs:
+            renaming = size_renaming(program.sizes, sizes)
+            if renaming is None:
+                self.reuse_refusal = "the sizes do not rename one to one (a size that changed equals another one)"
+                continue
+            self.reuse_refusal = program.refusal(renaming)
+            if self.reuse_refusal is None:
+                break
+        else:
+            return False
+        inputs = dict(zip(program.traced_inputs, self.graph.inputs))
+        self.graph = resized_graph(program.graph, renaming, inputs)
+        self.pass_report = dict(program.pass_report)
+        verify(self.graph)
+        self._build()
+        self.reused = True
+        return True
 
     def adopt(self, template: _Specialization) -> None:
         """Run ``template``'s lowered program (a segment of the same structure, breaks.py) with this
@@ -912,6 +987,22 @@ def _fetchers(inputs, target) -> list:
         else:
             fetchers.append(_hyper_fetcher(*src))
     return fetchers
+
+
+@contextlib.contextmanager
+def _no_gc_cycles():
+    """Lowering without the cycle collector: it makes tens of thousands of small objects (values,
+    nodes, signature tuples), each allocation burst triggering a full collection of the process's
+    heap, which took most of a reused program's lowering (GPT step: 0.5-0.9 s of signature building
+    with the collector, 0.05-0.2 s without). Garbage with cycles is collected after it."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
 
 
 def _first_valid(entries) -> tuple:

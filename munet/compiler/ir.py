@@ -123,6 +123,7 @@ class Node:
     outputs: list = field(default_factory=list)
     constant: object = None  # the array of a CONSTANT node
     origin: tuple = ()  # (file, line) of the user's code that traced it: run-time errors name it
+    folded_from: object = None  # a CONSTANT made by constant folding: the node it evaluated (resize.py)
 
     @property
     def name(self) -> str:

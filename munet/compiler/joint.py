@@ -16,6 +16,8 @@ from dataclasses import dataclass
 
 from munet._tensor import Tensor
 from munet.compiler.ir import CONSTANT, Graph, Value
+from munet.compiler.passes.dce import eliminate_dead_code
+from munet.compiler.passes.remat import recompute_in_backward
 
 
 @dataclass
@@ -54,13 +56,15 @@ def trace_gradients(tracer, outputs: list) -> JointGradients:
     return JointGradients(inputs, gradients, [tracer.value_of(c) for c in cotangents])
 
 
-def partition(graph: Graph, n_forward: int, cotangents: list[Value]) -> tuple[Graph, int]:
-    """Split ``graph`` in place; returns ``(backward graph, number of saved values)``.
+def partition(graph: Graph, n_forward: int, cotangents: list[Value], recompute: bool = True) -> tuple[Graph, int, int]:
+    """Split ``graph`` in place; returns ``(backward graph, number of saved values, number recomputed)``.
 
     ``graph.outputs[:n_forward]`` are the forward's results, the rest the gradients. Afterwards
     ``graph`` is the forward: its inputs lose the cotangents and its outputs are the results then
     the saved values. The backward graph's inputs are the saved values then the cotangents; its
-    outputs are the gradients, in order.
+    outputs are the gradients, in order. With ``recompute``, the backward recomputes cheap
+    elementwise values from fewer bytes of saved inputs (``passes/remat.py``,
+    :func:`~munet.compiler.passes.remat.recompute_in_backward`); the count is the third result.
     """
     backward_of = set(cotangents)
     forward_nodes, backward_nodes = [], []
@@ -70,6 +74,9 @@ def partition(graph: Graph, n_forward: int, cotangents: list[Value]) -> tuple[Gr
             backward_of.update(node.outputs)
         else:
             forward_nodes.append(node)
+    kept = set(graph.inputs) | set(graph.outputs[:n_forward])
+    recomputed = recompute_in_backward(graph, forward_nodes, backward_nodes, kept) if recompute else 0
+    backward_of.update(v for node in backward_nodes for v in node.outputs)  # the copies recompute theirs
     gradients = graph.outputs[n_forward:]
     needed: list[Value] = []
     for v in [v for node in backward_nodes for v in node.inputs()] + gradients:
@@ -92,4 +99,5 @@ def partition(graph: Graph, n_forward: int, cotangents: list[Value]) -> tuple[Gr
     graph.nodes = forward_nodes
     graph.inputs = [v for v in graph.inputs if v not in set(cotangents)]
     graph.outputs = graph.outputs[:n_forward] + saved
-    return backward, len(saved)
+    eliminate_dead_code(graph)  # forward nodes whose values the backward now recomputes
+    return backward, len(saved), recomputed

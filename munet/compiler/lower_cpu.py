@@ -28,21 +28,33 @@ from munet._threads import kernel_threads
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.c_im2col import render_im2col
-from munet.compiler.codegen.c_slabs import render_c_sized, render_c_slabs
-from munet.compiler.codegen.kernel import kernel_from_group, short_dtype
+from munet.compiler.codegen.c_slabs import count_for, render_c_sized, render_c_slabs
+from munet.compiler.codegen.kernel import kernel_from_group, short_dtype, unnamed_kernel_of_group
 from munet.compiler.codegen.primitives import kernel_from_max_pool, kernel_from_max_pool_backward, shifted_sum_kernel
 from munet.compiler.ir import Graph
 
 
 def new_counters() -> dict:
     # generated/numpy: fused groups by how they ran; primitive: primitive nodes given a generated kernel
-    return {"generated": 0, "numpy": 0, "primitive": 0, "cache_hits": 0, "compiler": None, "fallback_reason": None}
+    # reused: kernels of a program at new sizes that took the compiled kernel of the group they copy
+    return {
+        "generated": 0,
+        "numpy": 0,
+        "primitive": 0,
+        "cache_hits": 0,
+        "reused": 0,
+        "compiler": None,
+        "fallback_reason": None,
+    }
 
 
 class CpuTarget:
     """The cpu side of a plan: contiguous NumPy results, the arena, generated C for fused groups."""
 
     uses_arena = True
+    fused_dtypes = ("bool", "i64")  # render_c's integer arithmetic wraps as NumPy's
+    fuses_integer_division = False  # C cannot report a zero divisor: those nodes run unfused
+    reuses_programs = True  # generated C takes its counts as arguments (c_slabs.count_for)
 
     def __init__(self, backend):
         self.backend = backend
@@ -148,6 +160,7 @@ def codegen_stats(counters: dict) -> dict:
         "fused_groups": groups,
         "generated_kernels": generated,  # fused groups' and primitive nodes' (max_pool) kernels
         "kernel_cache_hits": counters["cache_hits"],
+        "kernels_reused": counters["reused"],
         "c_compiler": counters["compiler"],
     }
 
@@ -157,16 +170,11 @@ def prepare_fused(node, executable):
     counters = executable.codegen
     group = node.attrs["group"]
     try:
-        kernel, tensors, scalars = kernel_from_group(group)
-        source, name, leading = render_c(kernel), kernel.name, ()
-        if executable.dynamic:  # a run-time count in place of the leading size (codegen/c_slabs.py)
-            sized = render_c_sized(kernel)
-            if sized is not None:
-                source, name, count = sized
-                leading = (float(count),)
-            elif (slabs := render_c_slabs(kernel)) is not None:
-                (source, name), leading = slabs, (float(kernel.shape[0]),)
-        fn, hit = build.load_kernel(source, name)
+        kernel, tensors, scalars = unnamed_kernel_of_group(group)
+        reused = _reused_kernel(group, kernel)
+        if reused is None:
+            kernel = kernel_from_group(group)[0]
+        fn, source, leading, hit = reused or _rendered_kernel(group, kernel, executable.dynamic)
     except build.CompilerUnavailableError as e:
         counters["numpy"] += 1
         counters["fallback_reason"] = str(e)
@@ -174,8 +182,40 @@ def prepare_fused(node, executable):
     group.kernel = kernel
     counters["generated"] += 1
     counters["cache_hits"] += int(hit)
+    counters["reused"] += reused is not None
     counters["compiler"] = build.compiler_name()
     return _kernel_step(fn, source, tensors, scalars, node, executable, leading)
+
+
+def _rendered_kernel(group, kernel, dynamic: bool) -> tuple:
+    """``(fn, source, leading scalars, disk cache hit)`` of ``kernel`` rendered and compiled (or loaded);
+    ``dynamic``: with a run-time count in place of its leading size where it can (``codegen/c_slabs.py``).
+    What was rendered is kept on ``group`` for its copies at new sizes (``_reused_kernel``)."""
+    source, name, leading, rule = render_c(kernel), kernel.name, (), "static"
+    if dynamic:
+        sized = render_c_sized(kernel)
+        if sized is not None:
+            source, name, count, rule = sized
+            leading = (float(count),)
+        elif (slabs := render_c_slabs(kernel)) is not None:
+            (source, name), leading, rule = slabs, (float(kernel.shape[0]),), "slabs"
+    fn, hit = build.load_kernel(source, name)
+    group.rendered = (kernel, rule, fn, source)
+    return fn, source, leading, hit
+
+
+def _reused_kernel(group, kernel):
+    """What ``_rendered_kernel`` returns, taken from the group ``group`` copies (``resize.py``) when
+    its kernel differs from ``kernel`` in nothing but the run-time count; else None."""
+    template = group.template
+    if template is None or template.rendered is None:
+        return None
+    rendered, rule, fn, source = template.rendered
+    count = count_for(rendered, rule, kernel)
+    if count is None:
+        return None
+    group.rendered = template.rendered
+    return fn, source, (() if rule == "static" else (float(count),)), False
 
 
 # primitive nodes with a generated kernel: op name -> builder of (kernel, input values), or None

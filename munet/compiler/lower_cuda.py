@@ -51,6 +51,9 @@ class CudaRendering:
     """The cuda target's GPU-free half (see the module docstring)."""
 
     uses_arena = False
+    fused_dtypes = ("bool", "i64")
+    fuses_integer_division = True  # a zero divisor goes to the device's fault record
+    reuses_programs = False  # plans (and their CUDA graphs) are rebuilt per shape
 
     def __init__(self, backend=None):
         self.backend = backend

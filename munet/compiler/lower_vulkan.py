@@ -45,6 +45,9 @@ class VulkanTarget:
     """The vulkan side of a plan (see the module docstring)."""
 
     uses_arena = False  # the caching allocator hands the same blocks back at every call
+    fused_dtypes = ("bool",)  # int64 is held as int32 here, which the kernel IR's i64 is not
+    fuses_integer_division = False
+    reuses_programs = False  # each specialization builds its own WGSL pipelines
 
     def __init__(self, backend):
         self.backend = backend

@@ -11,7 +11,8 @@ same plan, except ``"max-autotune-no-cudagraphs"``, which turns the cuda plans' 
 as in PyTorch; they are accepted so PyTorch scripts run unchanged (docs/compiler.md).
 
 ``options`` holds backend settings by name: MuNet's own (``fuse``, ``optimize``, ``cache_size``,
-``cuda_graphs``: capture a cuda plan as one CUDA graph, default True), nothing else; PyTorch's
+``cuda_graphs``: capture a cuda plan as one CUDA graph, default True; ``remat``: fused kernels
+recompute cheap elementwise values instead of loading them, ``passes/remat.py``, default True), nothing else; PyTorch's
 inductor settings have no meaning here and are refused by name.
 """
 
@@ -19,7 +20,7 @@ from __future__ import annotations
 
 BACKENDS = ("inductor", "aot_eager", "eager")
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
-OPTIONS = ("fuse", "optimize", "cache_size", "cuda_graphs")
+OPTIONS = ("fuse", "optimize", "cache_size", "cuda_graphs", "remat")
 
 
 def resolve(backend, mode, options, fuse) -> dict:
@@ -53,6 +54,8 @@ def resolve(backend, mode, options, fuse) -> dict:
     if not isinstance(graphs, bool):
         raise TypeError(f"munet.compile: options['cuda_graphs'] must be a bool, got {type(graphs).__name__}")
     settings["cuda_graphs"] = graphs
+    if not isinstance(settings.get("remat", True), bool):
+        raise TypeError(f"munet.compile: options['remat'] must be a bool, got {type(settings['remat']).__name__}")
     return settings
 
 

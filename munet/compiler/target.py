@@ -23,6 +23,20 @@ class CompileTarget(Protocol):
     False: results come from the backend's allocator and ``plan_inplace`` says which state updates
     a fused kernel writes over their input."""
 
+    fused_dtypes: tuple
+    """The kernel-IR dtypes besides the floats (``'bool'``, ``'i64'``) this target's fused kernels
+    hold: ``passes/fuse.py`` groups nodes of those dtypes (comparisons, masks, index arithmetic)
+    only for a target whose renderer computes them exactly as eager does."""
+
+    fuses_integer_division: bool
+    """Whether a fused kernel may divide integers (``floor_divide``, ``fmod``): its renderer reports
+    a zero divisor as eager's ``ZeroDivisionError``."""
+
+    reuses_programs: bool
+    """Whether a dynamic compile may take an earlier optimized program of the same structure for a
+    new size (``compiler/resize.py``): the target's fused kernels take their element counts at run
+    time. False: each specialization is optimized and lowered on its own."""
+
     backend: object
     counters: dict  # how fused groups ran (``stats`` reports them)
 

@@ -22,28 +22,24 @@ class HostBuffer:
         if not isinstance(tensor, Tensor):
             raise TypeError(f"expected a munet.Tensor, got {type(tensor).__name__}")
         self.tensor = tensor
-        view = tensor.detach()
-        direct = view.device.type == "cpu" and view.is_contiguous()
-        staged_dtype = for_reduction and view.dtype.name in _REDUCE_AS_FLOAT32
-        if direct and not staged_dtype:
-            self.array = view.numpy().reshape(-1)
+        low_precision = tensor.dtype.name in _REDUCE_AS_FLOAT32
+        staged_dtype = for_reduction and low_precision
+        if not staged_dtype and tensor.device.type == "cpu" and tensor.is_contiguous():
+            self.array = tensor.numpy(force=True).reshape(-1)  # force: no detached copy of the tensor needed
             self.shares_memory = True
-            return
-        self.shares_memory = False
-        if read:
-            host = np.ascontiguousarray(view.cpu().numpy()).reshape(-1)
         else:
-            host = np.empty(view.numel(), dtype=view.dtype.np)
-        self.array = host.astype(np.float32) if staged_dtype else host
-
-    @property
-    def mpi_buffer(self):
-        """What mpi4py is given: the array, or its bits as uint16 where MPI has no such datatype."""
-        if self.array.dtype.name in _REDUCE_AS_FLOAT32:
-            return self.array.view(np.uint16)
-        return self.array
-
-    buffer = mpi_buffer  # what the transport is given (munet/distributed/nccl_comm.py's DeviceBuffer has one too)
+            self.shares_memory = False
+            view = tensor.detach()
+            if read:
+                host = np.ascontiguousarray(view.cpu().numpy()).reshape(-1)
+            else:
+                host = np.empty(view.numel(), dtype=view.dtype.np)
+            self.array = host.astype(np.float32) if staged_dtype else host
+        # what mpi4py is given: the array, or its bits as uint16 where MPI has no such datatype
+        # (a 16-bit float moved, not reduced); ``buffer`` is what the transport is given
+        # (munet/distributed/nccl_comm.py's DeviceBuffer has one too)
+        moved_bits = low_precision and not staged_dtype
+        self.mpi_buffer = self.buffer = self.array.view(np.uint16) if moved_bits else self.array
 
     def divide(self, n: int) -> None:
         """AVG as SUM: divide the reduced values by the group size (a float32 stage rounds once, in ``store``)."""

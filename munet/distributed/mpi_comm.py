@@ -8,12 +8,22 @@ either. Reductions are named as MPI names them (``"SUM"``, ``"LOR"``, ...).
 
 from __future__ import annotations
 
+import functools
 import os
 import time
 
 import numpy as np
 
 SPIN_SECONDS = 200e-6
+IDLE_SECONDS = 0.01
+
+
+@functools.cache
+def mpi():
+    """mpi4py's ``MPI`` module, imported on first use (mpi4py is optional)."""
+    from mpi4py import MPI
+
+    return MPI
 
 
 class MpiRequest:
@@ -24,19 +34,26 @@ class MpiRequest:
         self.status = status
 
     def test(self) -> bool:
-        from mpi4py import MPI
+        if self.status is None and len(self.requests) == 1:  # a collective: one request, no status
+            return self.requests[0].Test()
+        return bool(mpi().Request.Testall(self.requests, None if self.status is None else [self.status]))
 
-        return bool(MPI.Request.Testall(self.requests, None if self.status is None else [self.status]))
-
-    def wait(self, seconds: float) -> bool:
-        """Poll (which drives MPI's progress) until done; False after ``seconds``."""
+    def wait(self, seconds: float, idle=None) -> bool:
+        """Poll (which drives MPI's progress) until done; False after ``seconds``. Past the spin,
+        ``idle()`` runs every :data:`IDLE_SECONDS` (the watchdog answers census probes there)."""
+        if self.test():  # a short message is often there at once
+            return True
         start = time.monotonic()
+        next_idle = start + IDLE_SECONDS
         while not self.test():
-            waited = time.monotonic() - start
-            if waited > seconds:
+            now = time.monotonic()
+            if now - start > seconds:
                 return False
-            if waited > SPIN_SECONDS:  # a short message arrives within the spin; then let others run
+            if now - start > SPIN_SECONDS:  # a short message arrives within the spin; then let others run
                 os.sched_yield()
+                if idle is not None and now >= next_idle:
+                    idle()
+                    next_idle = now + IDLE_SECONDS
         return True
 
     @property
@@ -45,9 +62,7 @@ class MpiRequest:
 
     @property
     def nbytes(self) -> int:
-        from mpi4py import MPI
-
-        return self.status.Get_count(MPI.BYTE)
+        return self.status.Get_count(mpi().BYTE)
 
 
 def _displacements(counts) -> list[int]:
@@ -59,24 +74,21 @@ class MpiComm:
 
     def __init__(self, comm):
         self.comm = comm
+        self._rank, self._size = comm.Get_rank(), comm.Get_size()  # fixed for a communicator's life
 
     def rank(self) -> int:
-        return self.comm.Get_rank()
+        return self._rank
 
     def size(self) -> int:
-        return self.comm.Get_size()
+        return self._size
 
     def allreduce(self, array: np.ndarray, op: str) -> MpiRequest:
-        from mpi4py import MPI
-
-        return MpiRequest([self.comm.Iallreduce(MPI.IN_PLACE, array, getattr(MPI, op))])
+        return MpiRequest([self.comm.Iallreduce(mpi().IN_PLACE, array, getattr(mpi(), op))])
 
     def reduce(self, array: np.ndarray, op: str, root: int) -> MpiRequest:
-        from mpi4py import MPI
-
         if self.rank() == root:
-            return MpiRequest([self.comm.Ireduce(MPI.IN_PLACE, array, getattr(MPI, op), root)])
-        return MpiRequest([self.comm.Ireduce(array, None, getattr(MPI, op), root)])
+            return MpiRequest([self.comm.Ireduce(mpi().IN_PLACE, array, getattr(mpi(), op), root)])
+        return MpiRequest([self.comm.Ireduce(array, None, getattr(mpi(), op), root)])
 
     def bcast(self, array: np.ndarray, root: int) -> MpiRequest:
         return MpiRequest([self.comm.Ibcast(array, root)])
@@ -88,9 +100,7 @@ class MpiComm:
         return MpiRequest([self.comm.Iallgatherv(send, [recv, (list(counts), _displacements(counts))])])
 
     def reduce_scatter(self, send: np.ndarray, recv: np.ndarray, op: str) -> MpiRequest:
-        from mpi4py import MPI
-
-        return MpiRequest([self.comm.Ireduce_scatter_block(send, recv, getattr(MPI, op))])
+        return MpiRequest([self.comm.Ireduce_scatter_block(send, recv, getattr(mpi(), op))])
 
     def alltoallv(self, send: np.ndarray, send_counts, recv: np.ndarray, recv_counts) -> MpiRequest:
         send_spec = [send, (list(send_counts), _displacements(send_counts))]
@@ -110,25 +120,19 @@ class MpiComm:
         return MpiRequest([self.comm.Isend(array, dst, tag)])
 
     def recv(self, array: np.ndarray, src: int | None, tag: int) -> MpiRequest:
-        from mpi4py import MPI
-
-        status = MPI.Status()
-        source = MPI.ANY_SOURCE if src is None else src
+        status = mpi().Status()
+        source = mpi().ANY_SOURCE if src is None else src
         return MpiRequest([self.comm.Irecv(array, source, tag)], status)
 
     def subgroup(self, members: list[int]) -> MpiComm | None:
         """The communicator of ``members`` (ranks of this one); every rank calls it, non-members get None."""
-        from mpi4py import MPI
-
         everyone = self.comm.Get_group()
         chosen = everyone.Incl(members)
         comm = self.comm.Create(chosen)
         chosen.Free()
         everyone.Free()
-        return None if comm == MPI.COMM_NULL else MpiComm(comm)
+        return None if comm == mpi().COMM_NULL else MpiComm(comm)
 
     def free(self) -> None:
-        from mpi4py import MPI
-
-        if self.comm != MPI.COMM_NULL:
+        if self.comm != mpi().COMM_NULL:
             self.comm.Free()

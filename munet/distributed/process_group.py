@@ -17,11 +17,15 @@ import enum
 from datetime import timedelta
 
 from munet.distributed.host_buffers import HostBuffer
+from munet.distributed.mpi_comm import MpiRequest
+from munet.distributed.watchdog import group_key
 from munet.distributed.work import Work
 
 
 class ReduceOp(enum.Enum):
     """How ``all_reduce``, ``reduce`` and ``reduce_scatter`` combine the ranks' values."""
+
+    __hash__ = object.__hash__  # members compare by identity; Enum's hash of the name is Python code, per call
 
     SUM = "sum"
     AVG = "avg"
@@ -43,9 +47,19 @@ _NUMBER_OPS = {"sum": "SUM", "avg": "SUM", "product": "PROD", "min": "MIN", "max
 _BITWISE_OPS = {"band": "BAND", "bor": "BOR", "bxor": "BXOR"}
 
 
+_REDUCTIONS: dict = {}  # (op, dtype) -> the transport's reduction, for the pairs already checked
+
+
 def reduction(op: ReduceOp, dtype, where: str) -> str:
     """The transport's reduction (MPI's name: ``"SUM"``, ``"LOR"``, ...) for ``op`` on ``dtype``;
     raises for pairs PyTorch refuses."""
+    known = _REDUCTIONS.get((op, dtype)) if isinstance(op, ReduceOp) else None
+    if known is None:
+        known = _REDUCTIONS[(op, dtype)] = _checked_reduction(op, dtype, where)
+    return known
+
+
+def _checked_reduction(op: ReduceOp, dtype, where: str) -> str:
     if not isinstance(op, ReduceOp):
         raise TypeError(f"{where}: op must be a munet.distributed.ReduceOp, got {op!r}")
     if dtype.name == "bool":
@@ -77,7 +91,9 @@ class ProcessGroup:
     and by NCCL for cuda tensors when ``backend`` says so (on cuda device ``device_id`` when given,
     else on the device of the first cuda tensor it carries)."""
 
-    def __init__(self, comm, backend: str, ranks: list[int], timeout: timedelta, device_id: int | None = None):
+    def __init__(
+        self, comm, backend: str, ranks: list[int], timeout: timedelta, device_id: int | None = None, watchdog=None
+    ):
         self.comm = comm
         self.backend = backend
         self.ranks = list(ranks)
@@ -85,6 +101,17 @@ class ProcessGroup:
         self.uses_nccl = device_backends(backend).get("cuda") == "nccl"
         self.device_id = device_id
         self._nccl = None
+        self.watchdog = watchdog  # the MPI job's (munet/distributed/watchdog.py), or None
+        self._watch_key = group_key(self.ranks) if watchdog is not None else None
+        self._collectives = 0  # collectives started on the host transport (the same count on every member)
+
+    def watch(self, request):
+        """What ``Work`` needs to name the ranks missing from the next collective, when ``request``
+        is an MPI one (else None); numbers the collective."""
+        if self.watchdog is None or not isinstance(request, MpiRequest):
+            return None
+        self._collectives += 1
+        return (self.watchdog, self._watch_key, self.ranks, self.ranks[self.rank()], self._collectives)
 
     def rank(self) -> int:
         return self.comm.rank()
@@ -145,10 +172,11 @@ class ProcessGroup:
 
         return nccl_reduction(op, tensor.dtype, int(nccl_module(where).get_version()), where)
 
-    def _work(self, request, description: str, outputs=(), stores=(), opts=None) -> Work:
+    def _work(self, request, description: str, outputs=(), stores=(), opts=None, collective: bool = True) -> Work:
         from munet.distributed.options import option_timeout
 
-        work = Work(request, description, option_timeout(opts, self.timeout), outputs)
+        watch = self.watch(request) if collective else None
+        work = Work(request, description, option_timeout(opts, self.timeout), outputs, watch)
         for buf in stores:
             work.then(buf.store)
         return work
@@ -262,7 +290,7 @@ class ProcessGroup:
     def send(self, tensor, dst: int, tag: int) -> Work:
         comm, buffer = self._carrier(tensor, "send")
         buf = buffer(tensor)
-        return self._work(comm.send(buf.buffer, dst, tag), f"send to group rank {dst}")
+        return self._work(comm.send(buf.buffer, dst, tag), f"send to group rank {dst}", collective=False)
 
     def recv(self, tensor, src: int | None, tag: int) -> tuple[Work, list]:
         """Receive into ``tensor``; the second value holds the sender's group rank once done."""

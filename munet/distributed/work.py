@@ -17,10 +17,13 @@ from munet.distributed.errors import DistBackendError
 class Work:
     """A started operation: ``wait()``, ``is_completed()``, ``result()``."""
 
-    def __init__(self, request, description: str, timeout: timedelta, result=()):
+    def __init__(self, request, description: str, timeout: timedelta, result=(), watch=None):
         self.request = request  # None: nothing to wait for
         self.description = description
         self.timeout = timeout
+        # (watchdog, group key, group ranks, global rank, collective number) of a collective on MPI:
+        # a timeout names the ranks that did not arrive (munet/distributed/watchdog.py)
+        self.watch = watch
         self._steps: list = []  # callables run once, in order, after the request finished
         self._result = list(result)
         self._done = False
@@ -40,13 +43,28 @@ class Work:
         if self._done:
             return True
         limit = (timeout or self.timeout).total_seconds()
-        if self.request is not None and not self.request.wait(limit):
-            raise DistBackendError(
-                f"{self.description}: timed out after {limit:g} s waiting for the other ranks; "
-                "a rank may have died or called a different collective"
-            )
+        if self.request is not None:
+            why = self._wait_request(limit)
+            if why is not None:
+                raise DistBackendError(
+                    f"{self.description}: timed out after {limit:g} s waiting for the other ranks; {why}"
+                )
         self._finish()
         return True
+
+    def _wait_request(self, limit: float):
+        """Wait for the request; None when it finished, else why not."""
+        if self.watch is None:
+            done = self.request.wait(limit)
+            return None if done else "a rank may have died or called a different collective"
+        watchdog, key, ranks, me, number = self.watch
+        watchdog.waiting = (key, number, self.description)
+        try:
+            if self.request.wait(limit, watchdog.answer):
+                return None
+            return watchdog.census(ranks, me, number)  # still waiting here: the others' censuses see this rank
+        finally:
+            watchdog.waiting = None
 
     def is_success(self) -> bool:
         return self.is_completed()

@@ -14,6 +14,7 @@ either way.
 from __future__ import annotations
 
 import enum
+import functools
 import importlib.util
 import os
 from datetime import timedelta
@@ -70,6 +71,7 @@ class _World:
     groups: list = []
     debug = None
     inits = 0  # default groups made so far in this process
+    watchdog = None  # the MPI job's census (munet/distributed/watchdog.py), while a default group exists
 
 
 def is_available() -> bool:
@@ -144,7 +146,13 @@ def get_debug_level() -> DebugLevel:
     """The level ``set_debug_level`` chose, else the environment's (``DETAIL`` when unset)."""
     if _World.debug is not None:
         return _World.debug
-    name = os.environ.get("MUNET_DISTRIBUTED_DEBUG") or os.environ.get("TORCH_DISTRIBUTED_DEBUG") or "DETAIL"
+    return _parse_debug_level(os.environ.get("MUNET_DISTRIBUTED_DEBUG") or os.environ.get("TORCH_DISTRIBUTED_DEBUG"))
+
+
+@functools.lru_cache(maxsize=8)
+def _parse_debug_level(name: str | None) -> DebugLevel:
+    """The level an environment value names (unset: ``DETAIL``); cached, as every collective asks."""
+    name = name or "DETAIL"
     if name.upper() not in DebugLevel.__members__:
         raise ValueError(f"MUNET_DISTRIBUTED_DEBUG must be OFF, INFO or DETAIL, got {name!r}")
     return DebugLevel[name.upper()]
@@ -305,11 +313,13 @@ def _join_mpi_job(name: str, init_method, timeout: timedelta, world_size: int, r
     from mpi4py import MPI
 
     from munet.distributed.mpi_comm import MpiComm
+    from munet.distributed.watchdog import Watchdog
 
     world = MPI.COMM_WORLD
     _setting(world_size, "WORLD_SIZE", world.Get_size(), where)
     _setting(rank, "RANK", world.Get_rank(), where)
-    return ProcessGroup(MpiComm(world.Dup()), name, list(range(world.Get_size())), timeout, index)
+    _World.watchdog = Watchdog(world.Dup())
+    return ProcessGroup(MpiComm(world.Dup()), name, list(range(world.Get_size())), timeout, index, _World.watchdog)
 
 
 def _join_over_tcp(
@@ -345,6 +355,9 @@ def destroy_process_group(group: ProcessGroup | None = None) -> None:
     if group is None or group is _World.default:
         for pg in _World.groups:
             pg.free()
+        if _World.watchdog is not None:
+            _World.watchdog.free()
+            _World.watchdog = None
         _World.groups = []
         _World.default = None
         GroupMember.WORLD = None
@@ -435,7 +448,7 @@ def _subgroup(parent: ProcessGroup, ranks, timeout, backend, where: str):
     comm = parent.comm.subgroup([parent.ranks.index(r) for r in members])
     if comm is None:
         return GroupMember.NON_GROUP_MEMBER
-    pg = ProcessGroup(comm, name, members, timeout or parent.timeout, parent.device_id)
+    pg = ProcessGroup(comm, name, members, timeout or parent.timeout, parent.device_id, parent.watchdog)
     _World.groups.append(pg)
     return pg
 

@@ -365,7 +365,7 @@ class Module:
         ``to(memory_format=munet.channels_last)`` (the 4-D parameters and buffers)."""
         from munet.ops.convert import _parse_to_args
 
-        device, dtype, _, memory_format = _parse_to_args(args, dict(kwargs))
+        device, dtype, _, _, memory_format = _parse_to_args(args, dict(kwargs))
         if dtype is not None and not dtype.is_floating_point:
             raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got desired dtype={dtype}")
 

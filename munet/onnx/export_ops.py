@@ -249,6 +249,22 @@ def _erfc(e, node):
     return [e.op("Sub", e.input(1, dtype), e.op("Erf", e.input(node.args[0], dtype)))]
 
 
+@rule("gelu")
+def _gelu(e, node):
+    """ONNX Gelu (opset 20); before it, the decomposition's ops (Erf, or Tanh for the approximation)."""
+    dtype = _out_dtype(node)
+    x = e.input(node.args[0], dtype)
+    approximate = node.attrs["approximate"]
+    if e.opset >= 20:
+        return [e.op("Gelu", x, approximate=approximate)]
+    if approximate == "none":
+        phi = e.op("Erf", e.op("Mul", x, e.input(1.0 / math.sqrt(2.0), dtype)))
+    else:
+        cube = e.op("Mul", e.op("Mul", e.op("Mul", x, x), x), e.input(0.044715, dtype))
+        phi = e.op("Tanh", e.op("Mul", e.op("Add", x, cube), e.input(math.sqrt(2.0 / math.pi), dtype)))
+    return [e.op("Mul", e.op("Mul", x, e.input(0.5, dtype)), e.op("Add", phi, e.input(1.0, dtype)))]
+
+
 @rule("deg2rad", "rad2deg")
 def _angle(e, node):
     dtype = _out_dtype(node)
@@ -963,6 +979,9 @@ CREATION = {"arange", "empty", "eye", "full", "linspace"}
 
 # Ops with no export rule, and why
 NOT_EXPORTED = {
+    **dict.fromkeys(
+        ["adam_param_update", "adam_second_moment"], "updates an optimizer's state (a training step, not a model)"
+    ),
     **dict.fromkeys(
         ["angle", "complex", "complex_abs", "conj", "fft_c2c", "fft_c2r", "fft_r2c", "view_as_complex", "view_as_real"],
         "works on complex tensors (the exporter writes real-valued graphs only)",

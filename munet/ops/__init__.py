@@ -37,6 +37,7 @@ from munet.ops import (
     movement,
     norm_variants,
     normalization,
+    optim_update,
     pooling,
     quantile,
     random,
@@ -109,6 +110,7 @@ MODULES = (
     fft,
     spectral,
     windows,
+    optim_update,
 )
 
 

@@ -71,6 +71,7 @@ class Op:
         "decomposition",
         "save_plan",
         "complex_rule",
+        "saves_input_strides",
         "__dict__",
     )
 
@@ -90,6 +91,7 @@ class Op:
         formula: Callable | None = None,
         effectful: bool = False,
         decomposition: Callable | None = None,
+        saves_input_strides: bool = False,
     ):
         self.name = name
         self.inputs = inputs
@@ -120,6 +122,9 @@ class Op:
         # ops extend analytically: the engine conjugates around it; every view) or "wirtinger" (a
         # rule in PyTorch's conjugate convention already). munet/ops/complex.py sets the others.
         self.complex_rule = "analytic" if view is not None else None
+        # the gradient rule reads its inputs' strides (ctx.input_strides), to give each input's
+        # gradient that input's layout, as PyTorch's mm backward does
+        self.saves_input_strides = saves_input_strides
 
     def __repr__(self) -> str:
         return f"<munet op {self.name}>"
@@ -346,6 +351,8 @@ def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
     if True not in needs:
         return None
     node = Node(op, attrs, tuple(needs), edges, shapes, dtypes)
+    if op.saves_input_strides:
+        node.input_strides = tuple([a._stride if isinstance(a, _Tensor) else None for a in flat])
     node.output_shapes = tuple([o._shape for o in outputs])
     node.output_dtypes = tuple([o._dtype for o in outputs])
     for role, cond, output_nr, input_nr in op.save_plan:
@@ -517,36 +524,52 @@ def _refresh_stale_view(view) -> None:
     view._grad_fn, view._output_nr, view._requires_grad = fresh._grad_fn, fresh._output_nr, fresh._requires_grad
 
 
-def apply_transfer(op: Op, x, target, **attrs):
+def apply_transfer(op: Op, x, target, non_blocking: bool = False, **attrs):
     """Run transfer ``op`` copying ``x`` to backend ``target``; differentiable.
 
-    Eager mode copies through host memory; under ``munet.compile`` the transfer is a graph node
-    (the tracer's ``record_transfer``) that the executable runs.
+    Eager mode copies through host memory (``non_blocking``: see ``_copy_between_backends``);
+    under ``munet.compile`` the transfer is a graph node (the tracer's ``record_transfer``) that
+    the executable runs.
     """
     meta = op.meta(x, **attrs)
     tracer = _Tracing.tracer
     if tracer is not None:
         out = tracer.record_transfer(op, x, attrs, meta, target)
     else:
-        out = _copy_between_backends(x, target)
+        out = _copy_between_backends(x, target, non_blocking)
     record_history(op, (x,), attrs, [x], (out,))
     return out
 
 
-def _copy_between_backends(x, target):
+def _copy_between_backends(x, target, non_blocking: bool = False):
     """``x``'s values on backend ``target``: directly when ``target.receive`` can take them from
-    ``x``'s backend (a copy between two CUDA devices), else through host memory."""
+    ``x``'s backend (a copy between two CUDA devices), else through host memory.
+
+    ``non_blocking`` reaches a backend that declares ``non_blocking_copies`` (cuda): an upload
+    from pinned memory is queued on its stream, a download lands in new pinned memory."""
     if x.dtype.is_complex and target.device.type != "cpu":
         raise DeviceError(f"to: {x.dtype.name} tensors are supported on cpu only, not on {target.device}")
     receive = getattr(target, "receive", None)
     buffer = None if receive is None else receive(x._storage.backend, x._data)
     if buffer is None:
-        host = x._storage.backend.to_numpy(x.contiguous()._data)
-        return _Tensor._from_numpy(host.copy(), target.device)
-    shape = tuple(x.shape)
+        source = x._storage.backend
+        if target.device.type != "cpu":  # the target copies from host memory: no host copy first
+            host = source.to_numpy(x.contiguous()._data)
+            if non_blocking and getattr(target, "non_blocking_copies", False):
+                return _tensor_on(target, target.from_numpy(host.reshape(-1), non_blocking=True), x)
+            return _Tensor._from_numpy(host, target.device)
+        if non_blocking and getattr(source, "non_blocking_copies", False):
+            return _Tensor._from_numpy(source.to_numpy(x.contiguous()._data, non_blocking=True), target.device)
+        return _Tensor._from_numpy(source.to_numpy(x.contiguous()._data).copy(), target.device)
+    return _tensor_on(target, buffer, x)
+
+
+def _tensor_on(target, buffer, like):
+    """A contiguous tensor of ``like``'s shape and dtype over flat ``buffer`` of backend ``target``."""
+    shape = tuple(like.shape)
     stride = contiguous_strides(shape)
     return _Tensor._make(
-        _Storage(buffer, target), shape, stride, 0, x.dtype, target.view(buffer, shape, stride, 0, x.dtype)
+        _Storage(buffer, target), shape, stride, 0, like.dtype, target.view(buffer, shape, stride, 0, like.dtype)
     )
 
 

@@ -464,16 +464,73 @@ def _gelu_meta(x, *, approximate):
     return Meta(tuple(x.shape), x.dtype)
 
 
+# GELU and its gradient are composites (the decompositions are their meaning) that also give their
+# scalar formula, the same arithmetic in the same order: every backend renders its fast kernel from
+# it, so each is one pass (tests/ops/test_composites.py checks the kernels against the decompositions).
+# The gradient's composite has no rule of its own: a double backward differentiates its decomposition.
+_GELU_A = 0.044715  # the cubic coefficient of the tanh approximation
+_SQRT_HALF = 1.0 / math.sqrt(2.0)
+_SQRT_2_OVER_PI = math.sqrt(2.0 / math.pi)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
+
+
 def _gelu_decomposition(x, *, approximate):
     """``x * Phi(x)`` with the erf (``'none'``) or its tanh approximation (``'tanh'``)."""
     m = _munet()
     if approximate == "none":
-        return x * 0.5 * (1.0 + m.erf(x * (1.0 / math.sqrt(2.0))))
-    inner = (x + x * x * x * 0.044715) * math.sqrt(2.0 / math.pi)
+        return x * 0.5 * (1.0 + m.erf(x * _SQRT_HALF))
+    inner = (x + x * x * x * _GELU_A) * _SQRT_2_OVER_PI
     return x * 0.5 * (1.0 + m.tanh(inner))
 
 
-gelu_op = _define_activation("gelu", _gelu_decomposition, meta=_gelu_meta)
+def _gelu_formula(args, t, *, approximate):
+    (x,) = args
+    half_x = scalar.mul(x, 0.5)
+    if approximate == "none":
+        return scalar.mul(half_x, scalar.add(scalar.erf(scalar.mul(x, _SQRT_HALF)), 1.0))
+    cube = scalar.mul(scalar.mul(scalar.mul(x, x), x), _GELU_A)
+    return scalar.mul(half_x, scalar.add(scalar.tanh(scalar.mul(scalar.add(x, cube), _SQRT_2_OVER_PI)), 1.0))
+
+
+def _gelu_backward_decomposition(grad, x, *, approximate):
+    """``grad * d gelu(x) / dx``: ``Phi(x) + x * phi(x)`` (erf), or the tanh approximation's derivative
+    ``0.5 * (1 + t) + 0.5 * x * (1 - t^2) * sqrt(2 / pi) * (1 + 3 a x^2)``."""
+    m = _munet()
+    if approximate == "none":
+        return grad * (0.5 * (1.0 + m.erf(x * _SQRT_HALF)) + x * (m.exp(x * x * -0.5) * _INV_SQRT_2PI))
+    t = m.tanh((x + x * x * x * _GELU_A) * _SQRT_2_OVER_PI)
+    slope = (1.0 - t * t) * ((1.0 + x * x * (3.0 * _GELU_A)) * _SQRT_2_OVER_PI)
+    return grad * (0.5 * (1.0 + t) + x * 0.5 * slope)
+
+
+def _gelu_backward_formula(args, t, *, approximate):
+    grad, x = args
+    mul, add = scalar.mul, scalar.add
+    if approximate == "none":
+        cdf = mul(add(scalar.erf(mul(x, _SQRT_HALF)), 1.0), 0.5)
+        density = mul(scalar.exp(mul(mul(x, x), -0.5)), _INV_SQRT_2PI)
+        return mul(grad, add(cdf, mul(x, density)))
+    cube = mul(mul(mul(x, x), x), _GELU_A)
+    th = scalar.tanh(mul(add(x, cube), _SQRT_2_OVER_PI))
+    slope = mul(scalar.sub(1.0, mul(th, th)), mul(add(mul(mul(x, x), 3.0 * _GELU_A), 1.0), _SQRT_2_OVER_PI))
+    return mul(grad, add(mul(add(th, 1.0), 0.5), mul(mul(x, 0.5), slope)))
+
+
+gelu_backward_op = define(
+    "gelu_backward",
+    inputs=("grad", "self"),
+    meta=_grad_meta,
+    decomposition=_gelu_backward_decomposition,
+    formula=_gelu_backward_formula,
+)
+gelu_op = define(
+    "gelu",
+    meta=_gelu_meta,
+    backward=lambda ctx, g: apply(gelu_backward_op, g, ctx.saved_tensor("self"), **ctx.attrs),
+    saves=("self",),
+    decomposition=_gelu_decomposition,
+    formula=_gelu_formula,
+)
 silu_op = _define_activation("silu", lambda x: x * _munet().sigmoid(x), meta=_float_meta("silu"))
 mish_op = _define_activation("mish", lambda x: x * _munet().tanh(softplus(x)))
 softsign_op = _define_activation("softsign", lambda x: x / (x.abs() + 1.0))

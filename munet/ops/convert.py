@@ -64,12 +64,15 @@ transfer_op = Op(
 )
 
 
-def to_device(x, device):
-    """Copy ``x`` to ``device`` through host memory; differentiable."""
+def to_device(x, device, non_blocking: bool = False):
+    """Copy ``x`` to ``device`` through host memory; differentiable. ``non_blocking`` as PyTorch's:
+    from pinned memory to cuda the copy is queued on the device's stream and the call returns at
+    once; from cuda to the cpu the result is pinned memory, valid after synchronizing the device;
+    any other copy is synchronous."""
     target = get_backend(as_device(device))
     if target is x._storage.backend:
         return x
-    return apply_transfer(transfer_op, x, target, source=x.device)
+    return apply_transfer(transfer_op, x, target, builtins.bool(non_blocking), source=x.device)
 
 
 def _parse_to_args(args, kwargs):
@@ -78,28 +81,34 @@ def _parse_to_args(args, kwargs):
     device = kwargs.pop("device", None)
     dtype = kwargs.pop("dtype", None)
     copy = kwargs.pop("copy", False)
-    kwargs.pop("non_blocking", None)
+    non_blocking = kwargs.pop("non_blocking", False)
     memory_format = check_memory_format(kwargs.pop("memory_format", None), "to")
     if kwargs:
         raise TypeError(f"to() got unexpected keyword arguments {sorted(kwargs)}")
+    flags = []  # PyTorch's positional (non_blocking, copy) after the device or dtype
     for a in args:
         if isinstance(a, D.dtype):
             dtype = a
         elif isinstance(a, Tensor):
             device, dtype = a.device, a.dtype
         elif isinstance(a, builtins.bool):
-            continue
+            flags.append(a)
         elif a is not None:
             device = a
-    return device, dtype, copy, memory_format
+    if flags:
+        non_blocking = flags[0]
+    if len(flags) > 1:
+        copy = flags[1]
+    return device, dtype, copy, non_blocking, memory_format
 
 
 def to(self, *args, **kwargs):
-    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; returns self when nothing changes."""
-    device, dtype, copy, memory_format = _parse_to_args(args, dict(kwargs))
+    """``to(dtype)``, ``to(device)``, ``to(device, dtype)``, ``to(other)``; returns self when nothing changes.
+    ``non_blocking``: see :func:`to_device`."""
+    device, dtype, copy, non_blocking, memory_format = _parse_to_args(args, dict(kwargs))
     out = self
     if device is not None:
-        out = to_device(out, device)
+        out = to_device(out, device, non_blocking)
     if dtype is not None:
         out = cast(out, dtype)
     if memory_format is not preserve_format and suggest_memory_format(out.shape, out.stride()) is not memory_format:
@@ -115,9 +124,9 @@ def cpu(self):
 
 def cuda(self, device=None, non_blocking: bool = False, memory_format=None):
     """A copy on ``device`` (default: the current CUDA device), or self when it is there already.
-    ``non_blocking`` is accepted as in PyTorch; the copy from host memory is synchronous."""
+    ``non_blocking``: see :func:`to_device` (asynchronous from pinned memory)."""
     target = "cuda" if device is None else f"cuda:{device}" if isinstance(device, builtins.int) else device
-    out = to_device(self, target)
+    out = to_device(self, target, non_blocking)
     if memory_format is not None:
         out = to(out, memory_format=memory_format)
     return out

@@ -911,6 +911,9 @@ def bitwise_not_(self):
 
 
 def _where_meta(condition, a, b):
+    if getattr(condition, "dtype", None) is not D.bool_:
+        got = condition.dtype.name if hasattr(condition, "dtype") else type(condition).__name__
+        raise TypeError(f"where: expected the condition to be a bool tensor, got {got}")
     shape = broadcast_shapes(shape_of(condition), shape_of(a), shape_of(b), op="where")
     return Meta(shape, D.result_type(a, b))
 

@@ -81,13 +81,25 @@ def _matmul_meta(a, b):
     return Meta(batch + (sa[-2], sb[-1]), a._dtype)
 
 
+def _column_major(shape, stride) -> bool:
+    """Whether a 2-D operand of ``shape`` with ``stride`` is the transpose of a row-major matrix
+    (``weight.t()`` in ``linear``)."""
+    return len(shape) == 2 and shape[0] > 1 and shape[1] > 1 and tuple(stride) == (1, shape[0])
+
+
 def _matmul_backward(ctx, g):
     need = ctx.needs_input_grad
     ga = gb = None
     if need[0]:
         ga = reduce_grad(matmul(g, ctx.saved_tensor("other").mT), ctx.input_shapes[0])
     if need[1]:
-        gb = reduce_grad(matmul(ctx.saved_tensor("self").mT, g), ctx.input_shapes[1])
+        a = ctx.saved_tensor("self")
+        if a.ndim == 2 and _column_major(ctx.input_shapes[1], ctx.input_strides[1]):
+            # (g^T a)^T: the gradient in the operand's own layout, so the weight gradient of
+            # ``linear`` (through ``weight.t()``) arrives row-major like the weight, needing no copy
+            gb = matmul(g.mT, a).mT
+        else:
+            gb = reduce_grad(matmul(a.mT, g), ctx.input_shapes[1])
     return ga, gb
 
 
@@ -97,6 +109,7 @@ matmul_op = define(
     meta=_matmul_meta,
     backward=_matmul_backward,
     saves=(("self", 1), ("other", 0)),
+    saves_input_strides=True,
     backward_name="MmBackward0",
 )
 

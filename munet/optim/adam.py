@@ -5,6 +5,7 @@ from __future__ import annotations
 from munet.ops.creation import zeros_like
 from munet.ops.elementwise import maximum
 from munet.ops.elementwise_math import pow as _pow
+from munet.ops.optim_update import adam_param_update_, adam_second_moment_
 from munet.optim.parameterwise import ParameterwiseOptimizer, like_param, step_count, step_counter
 
 
@@ -25,9 +26,9 @@ def adam_defaults(lr, betas, eps, weight_decay, **options) -> dict:
 
 
 def update_moments(exp_avg, exp_avg_sq, grad, beta1: float, beta2: float) -> None:
-    """Adam's running averages of the gradient and of its square, updated in place."""
+    """Adam's running averages of the gradient and of its square, updated in place (one pass each)."""
     exp_avg.lerp_(grad, 1 - beta1)
-    exp_avg_sq.mul_(beta2).addcmul_(grad, grad, value=1 - beta2)
+    adam_second_moment_(exp_avg_sq, grad, beta2)
 
 
 class Adam(ParameterwiseOptimizer):
@@ -85,8 +86,8 @@ class Adam(ParameterwiseOptimizer):
         if group["amsgrad"]:
             state["max_exp_avg_sq"].copy_(maximum(state["max_exp_avg_sq"], exp_avg_sq))
             exp_avg_sq = state["max_exp_avg_sq"]
-        denom = (exp_avg_sq.sqrt() / bias_correction2_sqrt).add_(group["eps"])
-        p.sub_(exp_avg / denom * like_param(group["lr"] / bias_correction1, p))
+        step_size = like_param(group["lr"] / bias_correction1, p)
+        adam_param_update_(p, exp_avg, exp_avg_sq, bias_correction2_sqrt, group["eps"], step_size)
 
 
 class AdamW(Adam):

@@ -19,6 +19,7 @@ from munet.backends.cuda import kernels_conv as C
 from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import kernels_reduce as R
 from munet.ops._registry import OPS
+from tests.cancellation import TERM_ULPS
 
 REDUCTION_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "bool")
 WIDE_FORMULAS = (("add", "float32"), ("where", "float16"), ("lerp", "bfloat16"), ("mul", "int64"), ("erfinv", "float64"))  # fmt: skip
@@ -118,7 +119,9 @@ def random_values(dtype: str, shape, gen, name: str = "", position: int = 0) -> 
     return x.astype(np_dtype(dtype))
 
 
-def assert_matches(got: np.ndarray, want: np.ndarray, dtype: str, what: str):
+def assert_matches(got: np.ndarray, want: np.ndarray, dtype: str, what: str, scale: np.ndarray | None = None):
+    """``got`` within ``RTOL[dtype]`` of ``want``; where the formula's terms cancel, ``scale`` is their
+    size (``tests/cancellation.py``) and :data:`TERM_ULPS` epsilons of it are allowed besides."""
     assert got.dtype == want.dtype, what
     if not is_float(want.dtype):
         np.testing.assert_array_equal(got, want, err_msg=what)
@@ -127,7 +130,15 @@ def assert_matches(got: np.ndarray, want: np.ndarray, dtype: str, what: str):
     np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=what)
     finite = np.isfinite(w)
     np.testing.assert_array_equal(g[~finite & ~np.isnan(w)], w[~finite & ~np.isnan(w)], err_msg=what)
-    np.testing.assert_allclose(g[finite], w[finite], rtol=RTOL[dtype], atol=RTOL[dtype] * 1e-30, err_msg=what)
+    if scale is None:
+        np.testing.assert_allclose(g[finite], w[finite], rtol=RTOL[dtype], atol=RTOL[dtype] * 1e-30, err_msg=what)
+        return
+    eps = 2.0**-53 if dtype == "float64" else 2.0**-24  # float16/bfloat16 formulas compute in float32
+    bound = RTOL[dtype] * np.abs(w[finite]) + TERM_ULPS * eps * np.broadcast_to(scale, w.shape)[finite]
+    beyond = np.abs(g[finite] - w[finite]) > bound
+    assert not beyond.any(), (
+        f"{what}: {g[finite][beyond][:5]} against {w[finite][beyond][:5]}, beyond {bound[beyond][:5]}"
+    )
 
 
 def pair(shape, dtype="float32", seed=0, scale=3.0, device="cuda:0"):

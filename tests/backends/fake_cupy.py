@@ -96,6 +96,27 @@ def _forbid_during_capture(what: str, stream=None) -> None:
         raise CUDARuntimeError(f"cudaErrorStreamCaptureUnsupported: {what} is not permitted when stream is capturing")
 
 
+class PinnedMemoryPointer(bytearray):
+    """``cupy.cuda.PinnedMemoryPointer``: page-locked host memory (here a bytearray) NumPy arrays view."""
+
+
+PINNED_ALLOCATIONS: list = []  # the byte size of every alloc_pinned_memory call
+HOST_COPIES: list = []  # ("get" | "set", host side pinned, blocking) of every host transfer
+
+
+def alloc_pinned_memory(size: int) -> PinnedMemoryPointer:
+    """``cupy.cuda.alloc_pinned_memory``: a block from the pinned memory pool."""
+    PINNED_ALLOCATIONS.append(size)
+    return PinnedMemoryPointer(size)
+
+
+def _in_pinned_memory(array) -> bool:
+    base = array
+    while isinstance(base, np.ndarray):
+        base = base.base
+    return isinstance(base, PinnedMemoryPointer)
+
+
 class Memory:
     def __init__(self, nbytes: int, device_id: int, buf=None):
         self.buf = np.zeros(max(nbytes, 1), np.uint8) if buf is None else buf
@@ -152,12 +173,17 @@ class ndarray(np.ndarray):  # noqa: N801 - CuPy's name
     def device(self):
         return Device(self.data.mem.device_id)
 
-    def get(self, stream=None):
+    def get(self, stream=None, order="C", out=None, blocking=True):
         _forbid_during_capture("a device-to-host copy (ndarray.get)", stream)
-        return np.array(np.asarray(self), order="C")
+        HOST_COPIES.append(("get", _in_pinned_memory(out), blocking))
+        if out is None:
+            return np.array(np.asarray(self), order=order)
+        np.copyto(out, np.asarray(self))  # streams complete at once: the asynchronous copy is done
+        return out
 
     def set(self, array, stream=None):
         _forbid_during_capture("a host-to-device copy from pageable memory (ndarray.set)", stream)
+        HOST_COPIES.append(("set", _in_pinned_memory(array), stream is None))
         self[...] = np.asarray(array).reshape(self.shape)
 
     # device work: recorded instead of run while the current stream captures -------------------------
@@ -587,6 +613,8 @@ def install(monkeypatch) -> None:
     discovery.reset()
     GEMM_CALLS.clear()
     LAUNCHES.clear()
+    PINNED_ALLOCATIONS.clear()
+    HOST_COPIES.clear()
     NCCL_CALLS.clear()
 
 
@@ -619,6 +647,8 @@ cuda = types.SimpleNamespace(
     Event=Event,
     MemoryPool=MemoryPool,
     MemoryPointer=MemoryPointer,
+    PinnedMemoryPointer=PinnedMemoryPointer,
+    alloc_pinned_memory=alloc_pinned_memory,
     using_allocator=using_allocator,
     get_current_stream=get_current_stream,
     get_elapsed_time=get_elapsed_time,

@@ -180,9 +180,9 @@ def test_an_integer_zero_divisor_raises_zero_division_at_the_next_synchronizatio
 
 
 @pytest.mark.usefixtures("fake_gpus")
-def test_compiled_integer_division_runs_the_checked_eager_kernels():
-    # the fusion pass fuses float32/float64 results only, so the integer ops stay eager kernels (the
-    # fused renderer could take them: tests/compiler/test_codegen_cuda.py)
+def test_compiled_integer_division_is_one_fused_kernel_that_records_a_zero_divisor():
+    # the cuda target fuses integer division (CompileTarget.fuses_integer_division): the rendered
+    # kernel takes the fault record, so a zero divisor raises at the next synchronization as eager's
     def f(a, b):
         return (a // b) * 2 + munet.remainder(a, b)
 
@@ -190,6 +190,7 @@ def test_compiled_integer_division_runs_the_checked_eager_kernels():
     a, b = munet.tensor([[7, -8, 9], [1, 2, -3]]), munet.tensor([2, -3, 4])
     for _ in range(3):  # run, capture, replay
         np.testing.assert_array_equal(compiled(a.cuda(), b.cuda()).cpu().numpy(), f(a, b).numpy())
+    assert [n.name for n in compiled.graph.nodes] == ["fused"], compiled.describe()
     assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
     out = compiled(a.cuda(), munet.tensor([2, 0, 4]).cuda())  # a replay
     with pytest.raises(RuntimeError, match="ZeroDivisionError"):

@@ -312,7 +312,11 @@ def test_the_benchmark_fails_clearly_without_a_gpu():
     root = pathlib.Path(__file__).resolve().parents[2]
     env = dict(os.environ, PYTHONPATH=str(root))
     done = subprocess.run(
-        [sys.executable, str(root / "benchmarks" / "cuda.py")], capture_output=True, text=True, env=env, timeout=300
+        [sys.executable, str(root / "benchmarks" / "cuda_bench.py")],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
     )
     assert done.returncode == 2, done.stderr
-    assert "benchmarks/cuda.py: no CUDA GPU to benchmark: no CUDA device or driver was found" in done.stderr
+    assert "benchmarks/cuda_bench.py: no CUDA GPU to benchmark: no CUDA device or driver was found" in done.stderr

@@ -15,6 +15,7 @@ from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import nvrtc
 from munet.ops._registry import OPS
 from tests.backends.cuda_cases import assert_matches, cpu_kernel, formula_cases, formula_source, np_dtype, random_values
+from tests.cancellation import term_scale
 
 pytestmark = pytest.mark.cuda
 
@@ -64,5 +65,6 @@ def test_eager_kernels_on_the_gpu_match_the_emulated_and_cpu_results(cupy, name,
         shape, (out, [s // out.itemsize for s in out.strides], 0), geometry, record.data.ptr if src.faults else None
     )
     _launch(cupy, src, out.size, [v for _, v in arguments], tmp_path)
-    assert_matches(cupy.asnumpy(out), want, src.out_dtype, f"{name} {dtype} on the GPU")
+    scale = term_scale(name, operands, E.sample_attrs(op))
+    assert_matches(cupy.asnumpy(out), want, src.out_dtype, f"{name} {dtype} on the GPU", scale)
     assert not cupy.asnumpy(record).any(), f"{name} {dtype} recorded a fault"

@@ -206,7 +206,7 @@ def test_a_sized_reduction_equals_the_static_kernel_bit_for_bit(n, strides):
     x = rng.standard_normal(12 * n).astype(np.float32)
     kernel = _column_sum(n, strides)
     static, _ = build.load_kernel(render_c(kernel), kernel.name)
-    source, name, count = render_c_sized(kernel)
+    source, name, count, _ = render_c_sized(kernel)
     assert count == (n if strides == (1, 12) else 12)  # a column sum counts the batch, a row sum its rows
     dynamic, _ = build.load_kernel(source, name)
     outs = [np.empty(12, np.float32), np.empty(12, np.float32)]

@@ -23,6 +23,15 @@ needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compil
 pytestmark = pytest.mark.usefixtures("fresh_kernel_cache")
 
 
+@pytest.fixture
+def column_path(monkeypatch):
+    """Convolutions on their column (im2col/col2im) path: the direct kernel, which serves wide
+    stride-1 float32 planes first (tests/backends/test_cpu_direct_conv.py), declines every call."""
+    from munet.backends.cpu import kernels_conv
+
+    monkeypatch.setattr(kernels_conv, "direct_conv2d", lambda *args, **kwargs: None)
+
+
 def _pool(fn, x):
     compiled = munet.compile(fn)
     got = compiled(munet.tensor(x))
@@ -175,7 +184,7 @@ def test_argmax_over_a_large_space_is_refused_by_the_c_renderer():
     ],
 )
 def test_stride1_transposed_convolution_equals_eager(
-    shape, weight, padding, dilation, groups, output_padding, record_calls
+    shape, weight, padding, dilation, groups, output_padding, record_calls, column_path
 ):
     built_col2im = record_calls(lower_cpu, "shifted_sum_kernel")
     rng = np.random.default_rng(6)
@@ -228,7 +237,7 @@ def test_a_convolution_input_gradient_equals_eager(record_calls):
 )
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_forward_convolution_columns_from_generated_im2col(
-    shape, weight, stride, padding, dilation, groups, dtype, record_calls
+    shape, weight, stride, padding, dilation, groups, dtype, record_calls, column_path
 ):
     """A forward convolution's columns come from the generated im2col (padding written as zeros,
     nothing padded or dropped); the GEMM after it is NumPy's, so results match PyTorch's to float

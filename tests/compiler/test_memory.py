@@ -181,6 +181,9 @@ def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
         "cat": [([a, b.T.copy().T[:, :3]], {"dim": 1, "sizes": (5, 3)}), ([a, a[:1]], {"dim": 0, "sizes": (4, 1)})],
         "convolution": _convolution_cases(rng),
         "max_pool": _max_pool_cases(rng),
+        "adam_second_moment": [(a, b, 0.999, 0.001)],
+        "adam_param_update": [(a, b, np.abs(b), np.float32(0.75), 1e-8, np.float32(0.01))],
+        "standardize_input_grad": [(a, b, a[:, :1], b[:, :1], np.abs(b[:, :1])), (a, b, a[:, :1], 0.0, np.abs(b))],
         "scatter": [
             (a, index, b, {"dim": 1, "reduce": "add"}),  # repeated indices accumulate
             (a, index[:3, :2], b, {"dim": 0, "reduce": None}),
@@ -197,6 +200,8 @@ def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
         "leaky_relu_backward": {"negative_slope": 0.1},
         "elu": {"alpha": 1.0, "scale": 1.5, "input_scale": 0.5},
         "softplus": {"beta": 2.0, "threshold": 5.0},
+        "gelu": {"approximate": "none"},
+        "gelu_backward": {"approximate": "tanh"},
         "round": {"decimals": 1},
         "nan_to_num": {"nan": 1.0, "posinf": 2.0, "neginf": -2.0},
     }

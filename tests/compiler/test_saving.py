@@ -302,7 +302,8 @@ def _poison_guard_input(m, a):
 
 
 def _poison_guard_op(m, a):
-    m["guards"][1]["scalar"]["op"] = ["sub"]
+    """A guard on an expression of a hyperparameter whose op is a list, not a scalar op's name."""
+    m["guards"][0]["scalar"] = {"op": ["sub"], "args": [m["guards"][0]["scalar"], 1]}
 
 
 def _poison_cast_dtype(m, a):
@@ -310,7 +311,7 @@ def _poison_cast_dtype(m, a):
 
 
 def _poison_where_condition(m, a):
-    """A number where the condition tensor goes: the op's rule accepts it, the code generator does not."""
+    """A number where the condition tensor goes: the op's rule refuses it."""
     wheres = [n for n in m["graph"]["nodes"] if n["op"] == "where"]
     wheres[-1]["args"][0] = -1
 
@@ -325,7 +326,7 @@ def _poison_where_condition(m, a):
         (_poison_guard_input, r"guard reads %\[63\]"),
         (_poison_guard_op, r"unknown scalar op \['sub'\]"),
         (_poison_cast_dtype, r"\(cast\): the op's rule gives 1000000000000000000000000000000"),
-        (_poison_where_condition, "cannot be compiled"),
+        (_poison_where_condition, r"\(where\): invalid arguments .*condition to be a bool tensor, got int"),
     ],
 )
 def test_lists_and_numbers_in_place_of_names_raise_checkpoint_errors(tmp_path, edit, message):

@@ -1,5 +1,6 @@
-"""Faults: a rank that never joins makes the others raise after the group's timeout (worker_timeout.py), and a
-rank that dies makes them raise at once, naming it (worker_dead_rank.py; under mpirun, mpirun ends the job)."""
+"""Faults: a rank that never joins makes the others raise after the group's timeout (worker_timeout.py), naming
+it under mpirun (worker_watchdog.py), and a rank that dies makes them raise at once, naming it
+(worker_dead_rank.py; under mpirun, mpirun ends the job)."""
 
 import pytest
 
@@ -14,3 +15,8 @@ def test_missing_peer_times_out_instead_of_hanging(launch):
 @pytest.mark.parametrize("nprocs", [2, 3])
 def test_dead_rank_fails_the_others_naming_it(nprocs):
     run_separately("worker_dead_rank.py", nprocs, "dead rank ok", timeout=120)
+
+
+@needs_mpi
+def test_a_timed_out_collective_names_the_rank_that_did_not_arrive():
+    run_ranks("worker_watchdog.py", 3, "census ok", timeout=120)

@@ -5,6 +5,10 @@ time, sized so that its columns stay in cache between the copy that gathers them
 that reads them (``CHUNK_BYTES``). Within a block there is no Python loop over pixels, batch or
 channels:
 
+- 2-D, float32, output rows at least half a tile wide, with a C compiler: the direct
+  kernel (``direct_conv.py``: the GEMM without a column array, reading a padded copy of the input
+  in place), forward, (with flipped weights) transposed and the weight gradient, before any of the
+  paths below;
 - forward: the block's receptive fields (the columns) are copied out of an ``as_strided`` view
   of the padded input and multiplied by the weight straight into the result; images with few
   output positions go side by side into one GEMM. The compiler passes a generated C im2col
@@ -30,6 +34,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from munet._threads import kernel_threads, run_tasks
+from munet.backends.cpu.direct_conv import direct_conv2d, direct_weight_grad
 from munet.backends.cpu.kernels_reduce import acc_dtype
 from munet.backends.cpu.registry import kernel
 from munet.backends.cpu.scratch import work
@@ -103,6 +108,9 @@ def _conv_forward(x, w, stride, padding, dilation, groups, out=None, im2col=None
     if all(k == 1 for k in kernel_size) and all(s == 1 for s in stride) and not any(lo or hi for lo, hi in padding):
         return _conv_pointwise(x, w, groups, out)
     size = conv_output_spatial(x.shape[2:], kernel_size, stride, padding, dilation, False, ())
+    result = direct_conv2d(x, w, stride, padding, dilation, groups, size, out)
+    if result is not None:
+        return result
     if math.prod(size) >= math.prod(kernel_size):
         if im2col is not None:
             result = _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col)
@@ -111,6 +119,9 @@ def _conv_forward(x, w, stride, padding, dilation, groups, out=None, im2col=None
         # the same blocks and GEMMs with NumPy's copies of a padded input (the same bits)
         unpadded = tuple((0, 0) for _ in padding)
         return _conv_columns(_pad(x, padding), w, stride, unpadded, dilation, groups, size, out, numpy_im2col)
+    result = direct_weight_grad(x, w, stride, padding, dilation, groups, size, out)
+    if result is not None:
+        return result
     xp = _pad(x, padding)
     windows, size = _windows(xp, kernel_size, stride, dilation, groups)
     if all(d == 1 for d in dilation):
@@ -451,6 +462,25 @@ def _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out=No
     return _finish(buf, out, padding, size)
 
 
+def _conv_transpose_direct(x, w, padding, dilation, groups, output_padding, out=None):
+    """A stride-1 transposed convolution as the forward one it equals, for ``direct_conv2d``: the
+    kernel flipped, its in/out channels swapped per group, and padding ``d*(k-1) - p`` (the
+    trailing side plus ``output_padding``). None where ``direct_conv2d`` declines."""
+    if x.ndim != 4:
+        return None
+    kernel_size = w.shape[2:]
+    cin, og = w.shape[:2]
+    cg = cin // groups
+    flipped = w[:, :, ::-1, ::-1].reshape(groups, cg, og, *kernel_size).swapaxes(1, 2)
+    flipped = flipped.reshape(groups * og, cg, *kernel_size)
+    size, _ = _transpose_geometry(x.shape[2:], kernel_size, (1, 1), padding, dilation, output_padding)
+    forward = tuple(
+        (d * (k - 1) - lo, d * (k - 1) - hi + op)
+        for k, d, (lo, hi), op in zip(kernel_size, dilation, padding, output_padding)
+    )
+    return direct_conv2d(x, flipped, (1, 1), forward, dilation, groups, size, out)
+
+
 # entry points -----------------------------------------------------------------------------------------
 
 
@@ -462,6 +492,9 @@ def convolution_into(
     convolution's :func:`shifted_sum` and ``im2col`` (see :func:`_conv_columns`; None: NumPy's
     strided copies) a forward convolution's columns (the compiler passes generated kernels)."""
     if transposed and all(s == 1 for s in stride):
+        result = _conv_transpose_direct(x, w, padding, dilation, groups, output_padding, out)
+        if result is not None:
+            return result
         return _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out, col2im)
     if transposed:
         return _conv_transpose(x, w, stride, padding, dilation, groups, output_padding, out)

@@ -14,7 +14,7 @@ import numpy as np
 from munet import _dtype as D
 from munet._device import DeviceError, device
 from munet.backends.bound_kernels import BoundKernels
-from munet.backends.cuda import copies
+from munet.backends.cuda import copies, pinned
 from munet.backends.cuda.device_asserts import DeviceAsserts
 from munet.backends.cuda.discovery import cupy_module
 from munet.backends.cuda.memory import Allocator
@@ -108,15 +108,26 @@ class CudaBackend:
         return copies.dtype_of(data)
 
     # host transfer ------------------------------------------------------------------------------
-    def from_numpy(self, array: np.ndarray):
-        with self.runtime.scope():
-            return copies.from_host(self.cupy, array)
+    non_blocking_copies = True  # from_numpy/to_numpy take ``non_blocking`` (copies.py)
 
-    def to_numpy(self, data) -> np.ndarray:
+    def from_numpy(self, array: np.ndarray, non_blocking: bool = False):
         with self.runtime.scope():
-            host = copies.to_host(self.cupy, data)
-        self.runtime.asserts.check()  # a device-side assert of the kernels before the read raises here
+            return copies.from_host(self.cupy, array, non_blocking)
+
+    def to_numpy(self, data, non_blocking: bool = False) -> np.ndarray:
+        with self.runtime.scope():
+            host = copies.to_host(self.cupy, data, non_blocking)
+        if not non_blocking:  # a non-blocking copy reports a device-side assert at the next synchronization
+            self.runtime.asserts.check()  # a device-side assert of the kernels before the read raises here
         return host
+
+    def pin(self, array: np.ndarray) -> np.ndarray:
+        """A copy of host ``array`` in pinned memory (``Tensor.pin_memory``)."""
+        return pinned.copy_of(self.cupy, array)
+
+    def is_pinned(self, array: np.ndarray) -> bool:
+        """Whether host ``array`` lies in pinned memory (``Tensor.is_pinned``)."""
+        return pinned.holds(self.cupy, array)
 
     def receive(self, source, data):
         """``data`` of another backend as a flat buffer here without a host round trip, or None

@@ -4,8 +4,11 @@ A cuda tensor's data is a ``cupy.ndarray`` view; bfloat16 is held as its 16 bits
 (CuPy has no bfloat16 type), so the conversions to and from it are written here on the bits, with
 the rounding PyTorch uses (to nearest, ties to even; NaN becomes the quiet NaN 0x7FC0).
 
-Host transfers are synchronous copies on the device's current stream (``.get()``/``.set()``
-through pageable memory). A copy between two CUDA devices names both (``cudaMemcpyPeerAsync``)
+Host transfers are copies on the device's current stream (``.get()``/``.set()``), synchronous
+unless ``non_blocking`` (PyTorch's rule): from pinned host memory (``pinned.py``) the upload is
+queued on the stream and the host goes on; a non-blocking download lands in a new pinned array,
+valid once the stream is synchronized. From pageable memory an upload is synchronous whatever
+``non_blocking`` says. A copy between two CUDA devices names both (``cudaMemcpyPeerAsync``)
 and orders itself against both devices' current streams with events, so neither device's later
 work can overwrite what is being read or read what is not written yet.
 """
@@ -16,7 +19,7 @@ import ml_dtypes
 import numpy as np
 
 from munet import _dtype as D
-from munet.backends.cuda import sync_debug
+from munet.backends.cuda import pinned, sync_debug
 
 _BF16_BITS = np.dtype(np.uint16)
 _QUIET_NAN_BITS = 0x7FC0
@@ -85,23 +88,32 @@ def scalar_bits(value, dtype):
     return value
 
 
-def to_host(cp, data) -> np.ndarray:
+def to_host(cp, data, non_blocking: bool = False) -> np.ndarray:
     """The view's elements in a new host array (bfloat16 as ``ml_dtypes.bfloat16``); waits for the
-    device's current stream."""
+    device's current stream, unless ``non_blocking``: then the array is pinned and filled by a copy
+    queued on that stream (read it after synchronizing)."""
     dtype = dtype_of(data)
     if data.size == 0:
         return np.empty(data.shape, dtype.np)
-    sync_debug.synchronizing("a device-to-host copy")
-    host = data.get()
+    if non_blocking:
+        host = pinned.empty(cp, data.shape, data.dtype)
+        data.get(stream=cp.cuda.get_current_stream(), out=host, blocking=False)
+    else:
+        sync_debug.synchronizing("a device-to-host copy")
+        host = data.get()
     return host.view(ml_dtypes.bfloat16) if dtype is D.bfloat16 else host
 
 
-def from_host(cp, array: np.ndarray):
-    """A new flat device array holding ``array``'s elements in row-major order."""
+def from_host(cp, array: np.ndarray, non_blocking: bool = False):
+    """A new flat device array holding ``array``'s elements in row-major order; a ``non_blocking``
+    copy from pinned memory is queued on the current stream and returns at once."""
     flat = np.ascontiguousarray(array).reshape(-1).view(host_dtype(array.dtype))
     out = cp.empty(flat.size, flat.dtype)
     if flat.size:
-        out.set(flat)
+        if non_blocking and pinned.holds(cp, flat):
+            out.set(flat, stream=cp.cuda.get_current_stream())
+        else:
+            out.set(flat)
     return out
 
 

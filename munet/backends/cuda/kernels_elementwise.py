@@ -268,7 +268,7 @@ def sample_attrs(op) -> dict:
 
 _SAMPLES = {"threshold": 0.5, "value": -2.0, "min_val": -1.0, "max_val": 1.0, "negative_slope": 0.01, "alpha": 1.0,
             "scale": 1.0, "input_scale": 1.0, "beta": 1.0, "nan": 0.0, "posinf": 1e30, "neginf": -1e30,
-            "decimals": 0}  # fmt: skip
+            "decimals": 0, "approximate": "none"}  # fmt: skip
 
 
 def render_cast(source: str, target: str, *, rank: int, index_bits: int = 64) -> StridedSource:

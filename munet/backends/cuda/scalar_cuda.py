@@ -182,7 +182,7 @@ def literal(value: float, dtype: str) -> str:
     if k == BOOL:
         return "true" if value else "false"
     if k == INT:
-        return f"(({ctype(dtype)})({int(value)}LL))" if abs(int(value)) < 2**63 else f"(({ctype(dtype)})0LL)"
+        return f"(({ctype(dtype)})({int(value) % 2**64}ULL))"  # two's complement: -2**63 has no signed literal
     double = is_double(dtype)
     if value != value:
         return "MUNET_NAN" if double else "MUNET_NANF"

@@ -235,7 +235,10 @@ _FLOAT_FORMS = {
     "isnan": "({0} != {0})",
     "isinf": "(isinf({0}) != 0)",
 }
-_INT_FORMS = {
+_INT_FORMS = {  # int64_t; add, sub, mul, neg and shift_left wrap through uint64_t (signed overflow is undefined in C)
+    "add": "(int64_t)((uint64_t){0} + (uint64_t){1})",
+    "sub": "(int64_t)((uint64_t){0} - (uint64_t){1})",
+    "mul": "(int64_t)((uint64_t){0} * (uint64_t){1})",
     "pow": "munet_powi({0}, {1})",
     "maximum": "{0} >= {1} ? {0} : {1}",
     "minimum": "{0} <= {1} ? {0} : {1}",
@@ -276,7 +279,8 @@ def render_c_apply(e, args: list) -> str:
             return f"({args[0]} != 0)"  # NaN is true
         return f"({C_TYPES[e.dtype]}){args[0]}"
     operand = kind(e.args[0].dtype)
-    if e.op in _INFIX and not (operand == BOOL and e.op in ("add", "mul")):
+    wrapping = operand == INT and e.op in _INT_FORMS
+    if e.op in _INFIX and not (operand == BOOL and e.op in ("add", "mul")) and not wrapping:
         return f"{args[0]} {_INFIX[e.op]} {args[1]}"
     if operand == FLOAT:
         if e.op in _FLOAT_FORMS:
@@ -297,6 +301,10 @@ def render_c_apply(e, args: list) -> str:
 
 
 def _literal(value: float, dtype: str) -> str:
+    if dtype == "bool":
+        return "1" if value else "0"
+    if dtype == "i64":  # truncated toward zero, wrapped to 64 bits (written unsigned: -2**63 has no signed literal)
+        return f"((int64_t){int(value) % 2**64}ULL)"
     if value != value:
         return "NAN"
     if value in (float("inf"), float("-inf")):

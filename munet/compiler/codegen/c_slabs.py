@@ -30,7 +30,7 @@ import hashlib
 import re
 
 from munet.compiler.codegen.c import C_TYPES, PARALLEL_MIN_ELEMENTS, reduction_layout, render_c
-from munet.compiler.codegen.kernel import Apply, Index, Kernel, Load, Reduce, Store, StoreFull
+from munet.compiler.codegen.kernel import Apply, Index, Kernel, Load, Reduce, Store, StoreFull, same_expressions
 from munet.ops._scalar import digest as expression_digest
 
 
@@ -214,7 +214,7 @@ _PLACEHOLDER = "munet_dynamic_reduction"
 
 
 def render_c_sized(kernel: Kernel):
-    """``(source, entry name, count)``: ``kernel`` with a run-time count ``n0 = p[len(kernel.params)]``
+    """``(source, entry name, count, rule)``: ``kernel`` with a run-time count ``n0 = p[len(kernel.params)]``
     in place of one size, or None when that size shapes more than loop bounds (then use
     :func:`render_c_slabs`).
 
@@ -225,7 +225,8 @@ def render_c_sized(kernel: Kernel):
     literal that is a multiple of the sentinel becomes ``n0`` times the quotient; the two texts must
     then agree, so any other use of the size (an index bound, another layout, a stride) rejects it.
     The loop nest is the static kernel's, with that bound read at run time, so each element is
-    computed (each kept index summed) in the same order: the results are the same bits.
+    computed (each kept index summed) in the same order: the results are the same bits. ``rule`` says
+    which size is counted (``"rows"`` or ``"reduced"``, for :func:`count_for`).
     """
     if kernel.reduce_shape and reduction_layout(kernel) == "window":
         return None
@@ -239,12 +240,40 @@ def render_c_sized(kernel: Kernel):
         reduced = (kernel, kernel.reduce_shape[0], [(tuple(kernel.shape), (n, *reduce_rest)) for n in _SENTINELS])
     # a column reduction (the batch outer, summed: a bias gradient) counts its reduced dim; others their rows
     first_reduced = reduced is not None and (kept is None or reduction_layout(kernel) == "columns")
-    for candidate in (reduced, kept) if first_reduced else (kept, reduced):
+    for rule, candidate in (
+        (("reduced", reduced), ("rows", kept)) if first_reduced else (("rows", kept), ("reduced", reduced))
+    ):
         if candidate is not None:
             found = _render_with_count(kernel, *candidate)
             if found is not None:
-                return found
+                return (*found, rule)
     return None
+
+
+def count_for(rendered: Kernel, rule: str, kernel: Kernel) -> int | None:
+    """The count ``kernel`` runs with when the source rendered for ``rendered`` under ``rule``
+    (``"rows"``/``"reduced"``: :func:`render_c_sized`; ``"slabs"``: :func:`render_c_slabs`;
+    ``"static"``: :func:`render_c`, no count, 0) computes it too: the two kernels differ in nothing but
+    the counted size (a copy of a fused group at new sizes, ``compiler/resize.py``). Else None."""
+    if rule == "rows":
+        rendered, kernel = merge_leading(rendered), merge_leading(kernel)
+    old, new = (rendered.shape, rendered.reduce_shape), (kernel.shape, kernel.reduce_shape)
+    if rule in ("rows", "slabs"):
+        same = old[0][1:] == new[0][1:] and old[1] == new[1] and len(old[0]) == len(new[0]) > 0
+        count = kernel.shape[0] if same else None
+    elif rule == "reduced":
+        same = old[0] == new[0] and old[1][1:] == new[1][1:] and len(old[1]) == len(new[1]) > 0
+        count = kernel.reduce_shape[0] if same else None
+    else:
+        count = 0 if old == new else None
+    if count is None or (rule != "static" and count < 2):
+        return None
+    same_buffers = (rendered.inputs, rendered.params, rendered.outputs) == (
+        kernel.inputs,
+        kernel.params,
+        kernel.outputs,
+    )
+    return count if same_buffers and same_expressions(rendered.stores, kernel.stores) else None
 
 
 def _render_with_count(kernel: Kernel, merged: Kernel, count: int, shapes: list):

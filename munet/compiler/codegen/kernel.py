@@ -63,6 +63,7 @@ its formula, rendered by ``c.py`` and ``wgsl.py`` scalar op by scalar op.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -137,6 +138,28 @@ class Kernel:
         return int(np.prod(self.shape, dtype=np.int64))
 
 
+def same_expressions(a, b) -> bool:
+    """Whether kernel stores or expressions ``a`` and ``b`` are equal, visiting each shared
+    subexpression pair once (``==`` on the dataclasses would walk a DAG as a tree)."""
+    seen: set = set()
+
+    def same(x, y) -> bool:
+        if x is y:
+            return True
+        if type(x) is not type(y):
+            return False
+        if isinstance(x, (tuple, list)):
+            return len(x) == len(y) and all(same(p, q) for p, q in zip(x, y))
+        if not dataclasses.is_dataclass(x):
+            return x == y
+        if (id(x), id(y)) in seen:
+            return True
+        seen.add((id(x), id(y)))
+        return all(same(getattr(x, f.name), getattr(y, f.name)) for f in dataclasses.fields(x) if f.compare)
+
+    return same(a, b)
+
+
 def short_dtype(dtype) -> str | None:
     """``'f32'``, ``'f64'``, ``'bool'`` or ``'i64'`` for a munet dtype, None when kernels do not support it."""
     return {"float32": "f32", "float64": "f64", "bool": "bool", "int64": "i64"}.get(getattr(dtype, "name", str(dtype)))
@@ -185,8 +208,27 @@ def kernel_from_group(group) -> tuple:
     its params the group's scalar inputs, its outputs the group's outputs. A reduction group
     (``group.reduce_dims``) has the reduction's input shape as ``group.shape``: members of
     that shape are inside the reduction (prologue, :class:`StoreFull` outputs), the others
-    have the reduced shape up to size-1 dims (epilogue, :class:`Store` outputs).
+    have the reduced shape up to size-1 dims (epilogue, :class:`Store` outputs). Built once per
+    group (memory planning and lowering both ask); named (a digest of its loops and stores) on the
+    first call: :func:`unnamed_kernel_of_group` serves callers that render nothing.
     """
+    kernel, tensors, scalars = unnamed_kernel_of_group(group)
+    if not kernel.name:
+        digest = expression_digest((kernel.shape, kernel.reduce_shape, kernel.stores))[:16]
+        group.built = (dataclasses.replace(kernel, name=f"fused_{digest}"), tensors, scalars)
+    return group.built
+
+
+def unnamed_kernel_of_group(group) -> tuple:
+    """:func:`kernel_from_group`, with the kernel's name empty unless it was named already (naming
+    digests every expression: memory planning, and a copy of a group that takes the kernel its
+    template compiled, need no name)."""
+    if getattr(group, "built", None) is None:
+        group.built = _kernel_from_group(group)
+    return group.built
+
+
+def _kernel_from_group(group) -> tuple:
 
     full = tuple(group.shape)
     dims = tuple(getattr(group, "reduce_dims", ()))
@@ -251,9 +293,8 @@ def kernel_from_group(group) -> tuple:
         StoreFull(i, full_strides, exprs[v]) if dims and tuple(v.shape) == full else Store(i, exprs[v])
         for i, v in enumerate(group.outputs)
     ]
-    digest = expression_digest((shape, reduce_shape, stores))[:16]
     kernel = Kernel(
-        name=f"fused_{digest}",
+        name="",
         shape=shape,
         reduce_shape=reduce_shape,
         inputs=[short_dtype(v.dtype) for v in tensors],

@@ -7,7 +7,7 @@ with the backend's own kernels and replaced by ``constant`` nodes.
 from __future__ import annotations
 
 from munet._device import get_backend
-from munet.compiler.ir import CONSTANT, Graph, ScalarOp
+from munet.compiler.ir import CONSTANT, Graph, Node, ScalarOp, map_values
 
 MAX_FOLDED_ELEMENTS = 1 << 24
 
@@ -38,23 +38,12 @@ def fold_constants(graph: Graph) -> int:
         if not _foldable(node, constants):
             new_nodes.append(node)
             continue
-        backend = get_backend(node.outputs[0].device)
-        kernel = backend.kernels.get(node.op.name)
-        if kernel is None:
+        arrays = evaluate(node, node.args, node.attrs, constants)
+        if arrays is None:
             new_nodes.append(node)
             continue
-        args = [_resolve(a, constants) for a in node.args]
-        attrs = {k: _resolve(v, constants) for k, v in node.attrs.items()}
-        raw = kernel(*args, **attrs)
-        raws = raw if len(node.outputs) > 1 else (raw,)
-        for v, r in zip(node.outputs, raws):
-            array = backend.wrap(r, v.dtype.np)[2]
-            if hasattr(array, "flags"):  # a NumPy array (a vulkan constant is a VkView on the device)
-                array.flags.writeable = False  # shared by every call: no kernel may write it
-            const = CONSTANT
-            from munet.compiler.ir import Node
-
-            cnode = Node(const, (), {}, [v], constant=array)
+        for v, array in zip(node.outputs, arrays):
+            cnode = Node(CONSTANT, (), {}, [v], constant=array, folded_from=node)
             v.producer = cnode
             constants[v] = array
             new_nodes.append(cnode)
@@ -63,7 +52,23 @@ def fold_constants(graph: Graph) -> int:
     return folded
 
 
-def _resolve(a, constants):
-    from munet.compiler.ir import map_values
+def evaluate(node, args, attrs: dict, constants: dict):
+    """The arrays of ``node``'s outputs computed by its backend kernel from ``args`` and ``attrs``
+    (``node``'s own, or copies at other sizes: ``compiler/resize.py``), whose values ``constants``
+    maps to arrays; None when the backend has no kernel for the op."""
+    backend = get_backend(node.outputs[0].device)
+    kernel = backend.kernels.get(node.op.name)
+    if kernel is None:
+        return None
+    raw = kernel(*[_resolve(a, constants) for a in args], **{k: _resolve(v, constants) for k, v in attrs.items()})
+    arrays = []
+    for v, r in zip(node.outputs, raw if len(node.outputs) > 1 else (raw,)):
+        array = backend.wrap(r, v.dtype.np)[2]
+        if hasattr(array, "flags"):  # a NumPy array (a vulkan constant is a VkView on the device)
+            array.flags.writeable = False  # shared by every call: no kernel may write it
+        arrays.append(array)
+    return arrays
 
+
+def _resolve(a, constants):
     return map_values(a, lambda v: constants[v])

@@ -1,8 +1,10 @@
 """Fusion: group elementwise chains (with broadcasting) and reductions into ``fused`` nodes, one kernel each.
 
 A node can join a group when its op has a rule in the kernel IR
-(:data:`~munet.compiler.codegen.kernel.ELEMENTWISE_RULES`), it produces one float tensor of
-the group's shape, its tensor operands have its dtype (a ``where`` condition may be bool),
+(:data:`~munet.compiler.codegen.kernel.ELEMENTWISE_RULES`), it produces one tensor of the
+group's shape whose dtype the device's fused kernels hold (float32/float64, and the
+``fused_dtypes`` its compile target declares: int64 and bool on cpu and cuda), its value
+operands share one dtype (a ``where`` condition is bool), its rule yields the output's dtype,
 and joining creates no cycle (none of its other operands depends on the group). View ops
 (reshape, permute, expand, ...) between a group and its inputs are folded: the group reads
 the view's base and the kernel indexes it through the view's strides.
@@ -29,15 +31,21 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass, field
 
+from munet._device import DeviceError, compile_target
 from munet.compiler.codegen.kernel import (
     ELEMENTWISE_RULES,
     REDUCTIONS,
+    Apply,
+    Load,
+    Param,
     contiguous_strides,
     short_dtype,
     view_geometry,
 )
 from munet.compiler.ir import CONSTANT, Graph, Node, ScalarOp, Value
 from munet.compiler.passes.dce import eliminate_dead_code
+from munet.ops._scalar import INT, SCALAR_OPS
+from munet.ops._scalar import kind as dtype_kind
 
 _ALLOWED_ATTRS = {"cast": {"dtype"}}
 MIN_MEMBERS = 2
@@ -53,14 +61,14 @@ class FusedOp:
     @staticmethod
     def reads_at_write_index(node, source) -> bool:
         """Whether the group's kernel reads ``source`` only at the index it writes (memory planning)."""
-        from munet.compiler.codegen.kernel import kernel_from_group, loads_only_at_write_index
+        from munet.compiler.codegen.kernel import loads_only_at_write_index, unnamed_kernel_of_group
 
         group = node.attrs["group"]
         if group.kernel is not None:
             kernel, tensors = group.kernel, [v for v in group.inputs if v.kind == "tensor"]
         else:
             try:
-                kernel, tensors, _ = kernel_from_group(group)
+                kernel, tensors, _ = unnamed_kernel_of_group(group)
             except Exception:  # no kernel: the NumPy plan runs, which writes after reading everything
                 return False
         return source in tensors and loads_only_at_write_index(kernel, tensors.index(source))
@@ -83,10 +91,15 @@ class FusedGroup:
     folded_views: int = 0
     kernel: object = field(default=None, repr=False)  # filled by lowering, for describe()
     reduce_dims: tuple = ()  # a reduction group's reduced dims (of ``shape``)
+    recomputed: int = 0  # members copied from a producer kernel instead of loading its outputs (passes/remat.py)
+    built: object = field(default=None, repr=False)  # kernel_from_group's result, made once
+    template: object = field(default=None, repr=False)  # the group this one copies at new sizes (resize.py)
+    rendered: object = field(default=None, repr=False)  # how lowering rendered its kernel, for copies of it
 
     def __repr__(self) -> str:
         ops = [m.name for m in self.members if m.op.view is None]
-        return f"<{len(ops)} ops: {' '.join(ops)}>"
+        again = f" ({self.recomputed} recomputed)" if self.recomputed else ""
+        return f"<{len(ops)} ops: {' '.join(ops)}{again}>"
 
 
 def _is_view(node) -> bool:
@@ -95,34 +108,108 @@ def _is_view(node) -> bool:
     )
 
 
+FLOAT_DTYPES = ("f32", "f64")
+
+
+def _fused_dtypes(device) -> tuple:
+    """The kernel-IR dtypes a fused kernel on ``device`` may hold: the floats, plus the exact
+    dtypes (bool, int64) its compile target declares (``CompileTarget.fused_dtypes``)."""
+    try:
+        target = compile_target(device)
+    except DeviceError:
+        return FLOAT_DTYPES
+    return FLOAT_DTYPES + tuple(getattr(target, "fused_dtypes", ()))
+
+
+def _applies(expr) -> list:
+    """The distinct scalar ops (:class:`Apply` nodes) of expression ``expr``."""
+    found, stack, seen = [], [expr], set()
+    while stack:
+        e = stack.pop()
+        if e in seen or not isinstance(e, Apply):
+            continue
+        seen.add(e)
+        found.append(e)
+        stack.extend(e.args)
+    return found
+
+
+def _operand_kind(e) -> str:
+    return dtype_kind(e.args[1].dtype if e.op == "where" else e.args[0].dtype)
+
+
+def _divides_integers(applies: list) -> bool:
+    """Whether an integer ``floor_divide``/``fmod`` is among ``applies`` (a zero divisor must raise)."""
+    return any(e.op in ("floor_divide", "fmod") and _operand_kind(e) == INT for e in applies)
+
+
+def _member_expression(node: Node, out_dtype: str):
+    """The node's rule applied to placeholder loads of its operands, or None when it has none."""
+    args = []
+    for k, a in enumerate(node.args):
+        if isinstance(a, Value):
+            args.append(Param(k, out_dtype) if a.kind == "scalar" else Load(k, (), 0, short_dtype(a.dtype)))
+        else:
+            args.append(a)
+    try:
+        return ELEMENTWISE_RULES[node.name](node, args, out_dtype)
+    except (TypeError, ValueError, KeyError):
+        return None
+
+
 def _fusible(node: Node) -> bool:
+    """Whether ``node`` may join an elementwise group (see the module docstring).
+
+    Its output and tensor operands have dtypes its device's fused kernels hold; its value
+    operands share one dtype (a ``where`` condition is bool; a ``cast`` converts), so the
+    formula computes in it; its rule yields the output's dtype (a comparison: bool); a run-time
+    scalar operand only where every tensor operand has the output's dtype (the kernel reads it as
+    that dtype); an integer division only where the target reports a zero divisor
+    (``CompileTarget.fuses_integer_division``).
+    """
     if node.op is CONSTANT or isinstance(node.op, (ScalarOp, FusedOp)) or node.effectful:
         return False
     if node.name not in ELEMENTWISE_RULES or len(node.outputs) != 1:
         return False
     out = node.outputs[0]
-    if out.kind != "tensor" or short_dtype(out.dtype) not in ("f32", "f64") or out.shape is None:
+    if out.kind != "tensor" or out.shape is None:
+        return False
+    allowed = _fused_dtypes(out.device)
+    out_dtype = short_dtype(out.dtype)
+    if out_dtype not in allowed:
         return False
     if node.op.formula is None and set(node.attrs) - _ALLOWED_ATTRS.get(node.name, set()):
         return False  # a formula reads its attrs (static numbers: the kernel's literals)
     if any(isinstance(v, Value) for v in node.attrs.values()):
         return False
+    value_dtypes, scalars = set(), False
     for k, a in enumerate(node.args):
         if isinstance(a, Value):
             if a.kind == "scalar":
+                scalars = True
                 continue
             dt = short_dtype(a.dtype)
-            cond = node.name == "where" and k == 0
-            if dt is None:
+            if dt not in allowed or not _broadcastable(a.shape, out.shape):
                 return False
-            if cond and dt != "bool":
-                return False
-            if not cond and node.name != "cast" and a.dtype is not out.dtype:
-                return False
-            if not _broadcastable(a.shape, out.shape):
-                return False
+            if node.name == "where" and k == 0:
+                if dt != "bool":
+                    return False
+            else:
+                value_dtypes.add(dt)
         elif isinstance(a, bool) or not isinstance(a, (int, float)):
             return False
+        elif isinstance(a, int) and abs(a) > 2**53:
+            return False  # a literal holds a float64: eager computes with the exact integer
+    if len(value_dtypes) > 1 or (scalars and value_dtypes - {out_dtype}):
+        return False
+    expr = _member_expression(node, out_dtype)
+    if expr is None or getattr(expr, "dtype", None) != out_dtype:
+        return False
+    applies = _applies(expr)
+    if any(_operand_kind(e) not in SCALAR_OPS[e.op].kinds for e in applies):
+        return False  # the formula was written for promoted operands (an integer true division)
+    if _divides_integers(applies) and not getattr(compile_target(out.device), "fuses_integer_division", False):
+        return False
     return True
 
 
@@ -327,6 +414,11 @@ class _Grouping:
 
     def __init__(self, position: dict):
         self.position = position
+        # each node's operands, read once: the cycle check reads them at every join it tries
+        self.inputs_of = {node: node.inputs() for node in position}
+        # per value read through views: (base, view chain), and whether the chain keeps the base's order
+        self._views: dict = {}
+        self._keeps_order: dict = {}
         self.parent: list[int] = []
         self.members: dict = {}  # root id -> nodes
         self.kind: dict = {}  # root id -> (shape, reduce dims)
@@ -348,21 +440,28 @@ class _Grouping:
 
     def _reduced_source(self, v):
         """``(root, base)`` when ``v`` is a reduced-shape value of a reduction group seen through views that keep its order."""
-        base, chain = _view_chain(v)
+        views = self._views.get(v)
+        if views is None:
+            views = self._views[v] = _view_chain(v)
+        base, chain = views
         root = self._root_of(base) if chain else None
         if root is None:
             return None
         full, dims = self.kind[root]
-        if not dims or _squeezed(base.shape) != _kept(full, dims) or not _keeps_order(chain, base):
+        if not dims or _squeezed(base.shape) != _kept(full, dims):
             return None
-        return root, base
+        keeps = self._keeps_order.get(v)
+        if keeps is None:
+            keeps = self._keeps_order[v] = _keeps_order(chain, base)
+        return (root, base) if keeps else None
 
     def _floor(self, chosen: set) -> int:
         """A position before which nothing depends on the ``chosen`` groups: their first member's,
         lowered to the first member of every group that straddles it (a node before a group's
         first member can depend on it only through a group reaching back past it)."""
         floor = min(self.position[self.members[g][0]] for g in chosen)
-        spans = sorted(((self.position[m[0]], self.position[m[-1]]) for m in self.members.values()), reverse=True)
+        position = self.position  # a group of one member straddles nothing
+        spans = sorted(((position[m[0]], position[m[-1]]) for m in self.members.values() if len(m) > 1), reverse=True)
         for first, last in spans:  # descending firsts: a span passed never straddles a lower floor
             if first < floor <= last:
                 floor = first
@@ -378,13 +477,13 @@ class _Grouping:
             seen.add(p)
             root = self.find(self.group_of[p]) if p in self.group_of else None
             if root is None:
-                stack.extend(p.inputs())
+                stack.extend(self.inputs_of[p])
             elif root in chosen:
                 return True
             elif root not in seen_groups:
                 seen_groups.add(root)
                 for m in self.members[root]:
-                    stack.extend(m.inputs())
+                    stack.extend(self.inputs_of[m])
         return False
 
     def _inside(self, u, chosen: set) -> bool:
@@ -394,7 +493,7 @@ class _Grouping:
         return source is not None and source[0] in chosen
 
     def _outside_inputs(self, node, chosen: set) -> list:
-        return [u for u in node.inputs() if not self._inside(u, chosen)]
+        return [u for u in self.inputs_of[node] if not self._inside(u, chosen)]
 
     def _merged_kind(self, kind: tuple, chosen: set) -> tuple:
         if kind[1]:
@@ -404,7 +503,8 @@ class _Grouping:
     def _can_merge(self, node, chosen: set, kind: tuple) -> bool:
         nodes = [node] + ([m for g in chosen for m in self.members[g]] if len(chosen) > 1 else [])
         floor = self._floor(chosen)
-        if any(self._reaches(self._outside_inputs(n, chosen), chosen, floor) for n in nodes):
+        # one walk from all their outside inputs: it reaches the chosen groups when any one walk would
+        if self._reaches([u for n in nodes for u in self._outside_inputs(n, chosen)], chosen, floor):
             return False
         full, dims = self._merged_kind(kind, chosen)
         if not dims:
@@ -413,7 +513,7 @@ class _Grouping:
         everyone = [node, *(m for g in chosen for m in self.members[g])]
         for n in everyone:
             if n in self._reductions or tuple(n.outputs[0].shape) == full:
-                if any(self._inside(u, chosen) and tuple(u.shape) != full for u in n.inputs()):
+                if any(self._inside(u, chosen) and tuple(u.shape) != full for u in self.inputs_of[n]):
                     return False
         return True
 
@@ -424,7 +524,7 @@ class _Grouping:
             x = node.args[0]
             return tuple(x.shape) == full and (not dims or dims == tuple(node.attrs["dims"]))
         shape = tuple(node.outputs[0].shape)
-        for u in node.inputs():
+        for u in self.inputs_of[node]:
             if self._root_of(u) == g:
                 if not dims:
                     ok = shape == full
@@ -443,7 +543,7 @@ class _Grouping:
 
     def _candidates(self, node) -> list:
         found = []
-        for u in node.inputs():
+        for u in self.inputs_of[node]:
             g = self._root_of(u)
             if g is None:
                 source = self._reduced_source(u)

@@ -62,10 +62,12 @@ def infer_host(graph: Graph, prog: Program) -> set:
         for v in node.outputs:
             place[v] = where
     inputs = {key: v for v, (kind, key) in zip(graph.inputs, prog.roles) if kind == "state"}
+    # the registry node computing each value: a fused node's outputs are several members' results
+    producers = {v: node for node in nodes for v in node.outputs}
     for index, name in prog.state_outputs:  # an update is computed where its state lives
         v, state = graph.outputs[index], inputs.get(name)
-        if state is not None and v.producer is not None and place[v] != place[state]:
-            for out in v.producer.outputs:
+        if state is not None and v in producers and place[v] != place[state]:
+            for out in producers[v].outputs:
                 place[out] = place[state]
     readers: dict = {}
     for node in nodes:

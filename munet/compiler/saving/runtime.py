@@ -48,8 +48,10 @@ class LoadedProgram:
         decompose_composites(program.graph, fusing=program.fuse)
         if program.fuse:
             from munet.compiler.passes.fuse import fuse_elementwise
+            from munet.compiler.passes.remat import rematerialize_pointwise
 
             fuse_elementwise(program.graph)
+            rematerialize_pointwise(program.graph)
         verify(program.graph)
         # a state update may be written over its input (the memory plan decides), as in the compiled step
         state_inputs = {key: v for v, (kind, key) in zip(self.graph.inputs, program.roles) if kind == "state"}

@@ -16,6 +16,7 @@ import time
 from multiprocessing.reduction import ForkingPickler
 
 from munet import metrics
+from munet._tensor import Tensor
 from munet.utils.data import _worker
 from munet.utils.data.collate import default_collate, default_convert
 from munet.utils.data.dataset import IterableDataset
@@ -155,6 +156,25 @@ class DataLoader:
         return _MultiProcessIter(self)
 
 
+def _pinned(batch):
+    """``pin_memory=True``: every cpu tensor of ``batch`` (through tuples, lists and dicts) in pinned
+    memory, so ``.to("cuda", non_blocking=True)`` is asynchronous; as is without CUDA (PyTorch warns
+    and does nothing without an accelerator; MuNet's Vulkan uploads need no pinning)."""
+    import munet.cuda
+
+    if not munet.cuda.is_available():
+        return batch
+    if isinstance(batch, Tensor):
+        return batch.pin_memory() if batch.device.type == "cpu" else batch
+    if isinstance(batch, dict):
+        return type(batch)({k: _pinned(v) for k, v in batch.items()})
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # a namedtuple
+        return type(batch)(*(_pinned(v) for v in batch))
+    if isinstance(batch, (list, tuple)):
+        return type(batch)(_pinned(v) for v in batch)
+    return batch
+
+
 def _base_seed(loader: DataLoader) -> int:
     """One draw from the loader's generator per epoch, with or without workers (as PyTorch does),
     so the sampler sees the same stream either way; workers are seeded from it."""
@@ -177,10 +197,12 @@ class _SingleProcessIter:
     def __next__(self):
         loader = self.loader
         if loader._is_iterable:
-            return _worker.fetch_iterable(
+            batch = _worker.fetch_iterable(
                 self.dataset_iter, loader.batch_size, loader._auto_collation, loader.drop_last, loader.collate_fn
             )
-        return _worker.fetch_map(loader.dataset, next(self.indices), loader._auto_collation, loader.collate_fn)
+        else:
+            batch = _worker.fetch_map(loader.dataset, next(self.indices), loader._auto_collation, loader.collate_fn)
+        return _pinned(batch) if loader.pin_memory else batch
 
     def __len__(self) -> int:
         return len(self.loader)
@@ -314,7 +336,8 @@ class _MultiProcessIter:
                 self._dispatch()
                 if isinstance(data, _worker.ExceptionWrapper):  # as PyTorch: the next call goes on with the next batch
                     data.reraise()
-                return _worker.from_transport(data)
+                batch = _worker.from_transport(data)
+                return _pinned(batch) if self.loader.pin_memory else batch
             if self.rcvd_idx not in self.pending:
                 if not self.loader.persistent_workers:
                     self.shutdown()

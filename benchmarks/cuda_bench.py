@@ -20,26 +20,19 @@ Device times come from CUDA events around ``--repeat`` calls after a warm-up (Mu
 MuNet, PyTorch's for PyTorch); launch overhead and transfers are host wall clock with a
 synchronize at the end. Without a CUDA device the script exits with status 2 and says why.
 
-    python benchmarks/cuda.py [--device cuda:0] [--markdown OUT.md] [--json OUT.json]
+    python benchmarks/cuda_bench.py [--device cuda:0] [--markdown OUT.md] [--json OUT.json]
 
 ``--markdown`` writes the page docs/perf/cuda.md holds (command, machine, date, the table).
 """
 
 from __future__ import annotations
 
-import os
-import sys
-
-# Run as a script, this file's folder comes first on sys.path, and this file's name would hide the
-# ``cuda`` namespace package CuPy imports (cuda-pathfinder, cuda-bindings): drop the folder.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
 import argparse
 import datetime
 import json
 import platform
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -53,7 +46,7 @@ except ImportError:
 
 
 def fail(message: str) -> None:
-    print(f"benchmarks/cuda.py: {message}", file=sys.stderr)
+    print(f"benchmarks/cuda_bench.py: {message}", file=sys.stderr)
     raise SystemExit(2)
 
 
@@ -315,7 +308,7 @@ def main(argv=None) -> int:
         fail(f"no CUDA GPU to benchmark: {discovery.explain_unavailable(0)}")
     torch_cuda = torch is not None and torch.cuda.is_available()
     if not torch_cuda:
-        print("benchmarks/cuda.py: PyTorch has no CUDA here; its column stays empty", file=sys.stderr)
+        print("benchmarks/cuda_bench.py: PyTorch has no CUDA here; its column stays empty", file=sys.stderr)
     index = munet.device(args.device).index or 0
     munet.cuda.set_device(index)
     if torch_cuda:
@@ -336,7 +329,7 @@ def main(argv=None) -> int:
         with open(args.json, "w") as f:
             json.dump({"device": args.device, "rows": table.rows}, f, indent=1)
     if args.markdown:
-        command = "python benchmarks/cuda.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        command = "python benchmarks/cuda_bench.py " + " ".join(argv if argv is not None else sys.argv[1:])
         page = [
             "# CUDA backend performance",
             "",

@@ -1,0 +1,177 @@
+"""The float32 2-D convolution as compiled C, on the thread budget: :func:`direct_conv2d`.
+
+The kernel (``munet/compiler/codegen/c_direct_conv.py``) computes the GEMM of a forward convolution
+without writing its columns: it reads each tile's inputs in place from a zero-padded copy of the
+image (split into one plane per stride phase). ``kernels_conv`` calls it before its column path
+for the 2-D float32 convolutions it runs faster (:func:`_worth_it`: not the narrow planes, where
+most of a tile's positions would be dropped and the column path's side-by-side GEMMs serve
+better), and, with flipped weights, for stride-1 transposed convolutions (the input gradient of a
+stride-1 convolution); :func:`direct_weight_grad` serves the weight gradient. Eager
+and compiled calls run the same kernel, so they give the same bits. It declines (returns None)
+without a C compiler and for anything else; the caller's path then runs.
+
+Work is split into tasks of ``munet._threads.run_tasks``: blocks of images, or, with fewer images
+than threads, blocks of output channels; each task pads its own images into a per-thread buffer.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import math
+
+import numpy as np
+
+from munet._threads import kernel_threads, run_tasks
+from munet.compiler.codegen import build
+from munet.compiler.codegen.c_direct_conv import ISA_NAMES, render_direct_conv
+
+# Floats of padded input per task: bounds the per-thread buffer (each thread keeps its largest)
+PADDED_FLOATS = 1 << 21
+# Output rows narrower than this stay on the column path: a 7-wide plane computes 9 positions per
+# row for 7 kept and every tile needs a partial store (ResNet's last stage: 5.6 ms here against
+# 5.1 on the column path, 14-wide planes 4.3 against 4.7; docs/perf/cpu.md)
+MIN_WIDTH = 14
+# A contraction (input channels x kernel positions) shorter than this stays on the column path: the
+# CNN's first layer (1 channel, 3x3: 9) ran 2.9 ms here against 1.6, ResNet's stem (147) 2.9 against
+# 5.6 (docs/perf/cpu.md); so does a layer with fewer output channels than a tile has rows
+MIN_CONTRACTION = 64
+_ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_long] * 4
+
+
+@functools.cache
+def _library(compiler):
+    """The library built by ``compiler`` (``build.find_compiler()``), its entry's types set."""
+    lib, _ = build.load_library(render_direct_conv(), "munet_conv2d_direct", what="munet: the direct convolution")
+    lib.munet_conv2d_direct.argtypes = _ARGTYPES
+    lib.munet_conv2d_direct.restype = ctypes.c_int
+    lib.munet_conv_select.argtypes = [ctypes.c_int]
+    lib.munet_conv2d_weight_grad.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_long] * 6
+    lib.munet_conv2d_weight_grad.restype = ctypes.c_int
+    return lib
+
+
+def library():
+    """The compiled kernel's library (``c_direct_conv``'s exports), or None without a C compiler."""
+    compiler = build.find_compiler()
+    return None if compiler is None else _library(compiler)
+
+
+def use_isa(name: str) -> bool:
+    """Run the micro-kernel ``name`` (``c_direct_conv.ISA_NAMES``: "portable", "avx512", "avx2") from
+    now on, so tests cover every variant this CPU can run; False (nothing changed) where it cannot."""
+    lib = library()
+    return lib is not None and bool(lib.munet_conv_select(ISA_NAMES.index(name)))
+
+
+def isa() -> str:
+    """The micro-kernel that runs (the best this CPU supports unless :func:`use_isa` chose)."""
+    lib = library()
+    return "none" if lib is None else ISA_NAMES[lib.munet_conv_selected()]
+
+
+def _worth_it(width: int, kernel_size, stride, contraction: int, lanes: int) -> bool:
+    """Whether the direct kernel beats the column path, as measured (docs/perf/cpu.md): output rows
+    of at least ``MIN_WIDTH`` positions, at a stride above one at least two tiles (``lanes``) wide
+    (ResNet's 112-wide stem wins, its 28-wide 3x3 stride-2 layers lost at batch 16), not a 1x1 kernel at a stride
+    above one (it reads one phase plane of the ``sh*sw`` copied), and a contraction (channels x
+    kernel positions) of at least ``MIN_CONTRACTION``."""
+    strided = any(s > 1 for s in stride)
+    if strided and (width < 2 * lanes or all(k == 1 for k in kernel_size)):
+        return False
+    return width >= MIN_WIDTH and contraction >= MIN_CONTRACTION
+
+
+def direct_conv2d(x, w, stride, padding, dilation, groups, size, out=None):
+    """``out`` (N, O, *size) = the convolution of ``x`` (N, C, H, W) by ``w`` (O, C/groups, KH, KW)
+    with leading padding ``padding[i][0]`` (the trailing padding is implied by ``size``; negative
+    crops), or None when this kernel does not serve the call (see the module docstring)."""
+    lib = library()
+    if lib is None or x.ndim != 4 or x.dtype != np.float32 or w.dtype != np.float32:
+        return None
+    fn, lanes, rows = lib.munet_conv2d_direct, lib.munet_conv_lanes(), lib.munet_conv_rows()
+    n, c, h, wd = x.shape
+    o, cg, kh, kw = w.shape
+    oh, ow = size
+    if not _worth_it(ow, (kh, kw), stride, cg * kh * kw, lanes) or o // groups < rows or min(n, cg, oh) == 0:
+        return None
+    if out is None:
+        out = np.empty((n, o, oh, ow), np.float32)
+    elif out.dtype != np.float32 or not out.flags.c_contiguous:
+        return None
+    x = np.ascontiguousarray(x)
+    w = np.ascontiguousarray(w)
+    og = o // groups
+    geometry = np.array(
+        (cg, h, wd, kh, kw, oh, ow, *stride, padding[0][0], padding[1][0], *dilation, c * h * wd, o * oh * ow),
+        np.int64,
+    )
+    sh, sw = stride
+    stack = sh * sw * cg * (oh + dilation[0] * (kh - 1) // sh) * (ow + dilation[1] * (kw - 1) // sw)
+    threads = kernel_threads()
+    step = max(1, min(PADDED_FLOATS // stack, -(-n // (2 * threads)) if threads > 1 else n))
+    channels = og if n >= threads else max(rows, -(-og // threads // rows) * rows)
+    calls = [
+        (group, b0, min(b0 + step, n), o0, min(o0 + channels, og))
+        for group in range(groups)
+        for b0 in range(0, n, step)
+        for o0 in range(0, og, channels)
+    ]
+    item = x.itemsize
+
+    def run(group, b0, b1, o0, o1):
+        status = fn(
+            x.ctypes.data + group * cg * h * wd * item,
+            w.ctypes.data + group * og * math.prod(w.shape[1:]) * item,
+            out.ctypes.data + group * og * oh * ow * item,
+            geometry.ctypes.data,
+            o0,
+            o1,
+            b0,
+            b1,
+        )
+        if status != 0:
+            raise MemoryError(f"convolution: no memory for the direct kernel's buffers (input {tuple(x.shape)})")
+
+    run_tasks([functools.partial(run, *call) for call in calls])
+    return out
+
+
+def direct_weight_grad(x, w, stride, padding, dilation, groups, size, out=None):
+    """The convolution ``_weight_grad`` (``ops/conv.py``) expresses a weight gradient as, or None
+    where this kernel does not serve it: ``x`` is the input with batch and channels swapped (C, N,
+    H, W), ``w`` the output gradient likewise (O, N, OH, OW), ``stride``/``dilation`` the original
+    dilation/stride, and the result (C, O, *size) holds ``grad_w[o, c]`` at ``[c, o]``. The kernel
+    reads the input in place like the forward one and sums over each image's output positions
+    (``munet_conv2d_weight_grad``); tasks are blocks of input channels, so the summation order, and
+    the bits, are the same at every thread count."""
+    lib = library()
+    if lib is None or x.ndim != 4 or groups != 1 or x.dtype != np.float32 or w.dtype != np.float32:
+        return None
+    c, n, h, wd = x.shape
+    o, _, oh, ow = w.shape
+    kh, kw = size
+    # in the original convolution's terms: its stride is this call's dilation and vice versa
+    if not _worth_it(ow, size, dilation, c * kh * kw, lib.munet_conv_lanes()) or min(c, n, o, oh) == 0:
+        return None
+    if out is None:
+        out = np.empty((c, o, kh, kw), np.float32)
+    elif out.dtype != np.float32 or not out.flags.c_contiguous:
+        return None
+    images = np.ascontiguousarray(x.transpose(1, 0, 2, 3))  # (N, C, H, W): the original input
+    grads = np.ascontiguousarray(w.transpose(1, 0, 2, 3))  # (N, O, OH, OW): the output gradient
+    geometry = np.array(
+        (c, h, wd, kh, kw, oh, ow, *dilation, padding[0][0], padding[1][0], *stride, c * h * wd, o * oh * ow), np.int64
+    )
+    step = -(-c // kernel_threads())
+
+    def run(c0):
+        status = lib.munet_conv2d_weight_grad(
+            images.ctypes.data, grads.ctypes.data, out.ctypes.data, geometry.ctypes.data,
+            o, c0, min(c0 + step, c), n, o * kh * kw, kh * kw,
+        )  # fmt: skip
+        if status != 0:
+            raise MemoryError(f"convolution: no memory for the direct kernel's buffers (input {tuple(x.shape)})")
+
+    run_tasks([functools.partial(run, c0) for c0 in range(0, c, step)])
+    return out

@@ -1,0 +1,442 @@
+"""A forward 2-D convolution of float32 as C, without a column array: ``render_direct_conv()``.
+
+The source of one shared library that exports
+
+    int munet_conv_isa(void)    /* 0 portable C, 1 AVX-512, 2 AVX2: the best this CPU runs */
+    int munet_conv_select(int isa)  /* run `isa` from now on (tests); 0 where this CPU lacks it */
+    int munet_conv_selected(void)   /* the ISA that runs */
+    int munet_conv_lanes(void)  /* output positions per tile */
+    int munet_conv_rows(void)   /* output channels per tile */
+    int munet_conv2d_direct(const float *x, const float *w, float *y, const long *g,
+                            long o0, long o1, long b0, long b1)   /* 0, or -1: out of memory */
+    int munet_conv2d_weight_grad(const float *x, const float *gy, float *gw, const long *g, long o,
+                                 long c0, long c1, long n, long gw_c, long gw_o)
+
+``g`` is ``(C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, x image pitch, y image pitch)``
+(``ph``/``pw`` the leading padding, negative crops). It writes ``y[b, o, oy, ox] = sum_{c, ky, kx}
+w[o, c, ky, kx] * x[b, c, oy*sh - ph + ky*dh, ox*sw - pw + kx*dw]`` (zero outside the input) for
+images ``b0 <= b < b1`` and output channels ``o0 <= o < o1``; ``x`` (C, H, W) and ``y`` (O, OH, OW)
+C-contiguous per image, ``w`` (O, C*KH*KW) C-contiguous. Single-threaded: callers split images or
+channels across threads. ``munet_conv2d_weight_grad`` writes ``gw[c*gw_c + o*gw_o + ky*KW + kx]
+= sum_{b < n, oy, ox} gy[b, o, oy, ox] * x[b, c, ...]`` (the same indexing) for input channels
+``c0 <= c < c1`` and ``o`` output channels, ``gy`` (n, o, OH, OW) C-contiguous.
+
+How: each image is copied, zero-padded, into ``sh * sw`` phase planes per channel (phase (py, px)
+holds the padded input's rows ``py, py + sh, ...`` and columns ``px, px + sw, ...``; one plane at
+stride 1), each of pitch ``Wp = OW + dw*(KW-1)//sw``. Output position ``(oy, ox)``, at virtual
+position ``q = oy*Wp + ox``, then reads element ``q + (ky*dh//sh)*Wp + kx*dw//sw`` of the phase
+plane of (c, ky*dh % sh, kx*dw % sw): for every (c, ky, kx) the ``NR`` positions of a tile are
+``NR`` consecutive floats. It is the GEMM ``w (O, C*KH*KW) @ columns`` whose columns are never
+written: a register-blocked micro-kernel holds an ``MR x NR`` tile of ``y`` in vector registers
+and, per (c, ky, kx), loads the ``NR`` inputs in place, broadcasts ``MR`` weights (packed into
+panels of ``MR`` rows) and issues one fused multiply-add per row and vector. Virtual positions with
+``ox >= OW`` are computed and dropped (``(Wp - OW) / Wp`` of the work: 3% on a 56-wide plane with
+a 3x3 kernel, why callers keep narrow planes on the column path). The contraction runs in blocks
+of ``KC``, each block adding into ``y``. The weight gradient swaps the roles: its tile is ``MR``
+(c, ky, kx) rows by ``NR`` output channels, its micro-kernel broadcasts the padded input along the
+virtual positions (the contraction) and loads the output gradient, packed per position with zeros
+at the dropped ones.
+
+The library is compiled for the baseline ISA like every generated kernel (cached binaries stay
+portable); the AVX-512 and AVX2 micro-kernels are functions compiled for their targets
+(``__attribute__((target(...)))``), picked once at run time with ``__builtin_cpu_supports``, so
+one binary runs on any x86-64 CPU; elsewhere a portable C micro-kernel serves. Every output
+element is summed in one order (over ``c, ky, kx`` in blocks of ``KC``) whatever the split across
+threads, so one CPU gives the same bits at every thread count; AVX-512 and AVX2 machines differ in
+the last bits (fused multiply-adds against separate ones in no particular order).
+"""
+
+from __future__ import annotations
+
+# (name, target attribute, MR rows, NR positions, floats per vector); the first the CPU supports runs
+_ISAS = (
+    ("avx512", "avx512f", 12, 32, 16),
+    ("avx2", "avx2,fma", 6, 16, 8),
+)
+_PORTABLE = ("portable", None, 4, 16, 0)
+KC = 1152  # contraction block: fewer blocks mean fewer passes over y (each adds its partial sums)
+MC_PANELS = 8  # weight panels of MR rows packed per block of output channels
+
+
+def _vector_kernel(name: str, target: str, mr: int, nr: int, width: int) -> str:
+    """The micro-kernel: ``c[i, j] (+)= sum_p a[p*mr + i] * b[off[p] + j]``, with intrinsics of
+    ``width`` floats (``a`` a packed weight panel, ``b`` the padded input at the tile)."""
+    prefix, vec = ("_mm512", "__m512") if width == 16 else ("_mm256", "__m256")
+    vectors = range(nr // width)
+    lines = [f"    {vec} c{i}_{v} = {prefix}_setzero_ps();" for i in range(mr) for v in vectors]
+    lines.append("    for (long p = 0; p < kc; p++) {")
+    lines.append("        const float *row = b + off[p];")
+    lines += [f"        {vec} b{v} = {prefix}_loadu_ps(row + {v * width});" for v in vectors]
+    for i in range(mr):
+        lines.append(f"        {vec} a{i} = {prefix}_set1_ps(a[{i}]);")
+        lines += [f"        c{i}_{v} = {prefix}_fmadd_ps(a{i}, b{v}, c{i}_{v});" for v in vectors]
+    lines += [f"        a += {mr};", "    }"]
+    for i in range(mr):
+        for v in vectors:
+            at = f"c + {i} * ldc + {v * width}"
+            total = f"{prefix}_add_ps({prefix}_loadu_ps({at}), c{i}_{v})"
+            lines.append(f"    {prefix}_storeu_ps({at}, accumulate ? {total} : c{i}_{v});")
+    body = "\n".join(lines)
+    return f"""
+__attribute__((target("{target}")))
+static void kernel_{name}(long kc, const float *restrict a, const float *restrict b, const long *restrict off,
+                          float *restrict c, long ldc, int accumulate) {{
+{body}
+}}
+"""
+
+
+def _portable_kernel(mr: int, nr: int) -> str:
+    """``_vector_kernel`` in plain C (vectorized by the compiler for the baseline ISA)."""
+    return f"""
+static void kernel_portable(long kc, const float *restrict a, const float *restrict b, const long *restrict off,
+                            float *restrict c, long ldc, int accumulate) {{
+    float t[{mr}][{nr}] = {{{{0}}}};
+    for (long p = 0; p < kc; p++) {{
+        const float *row = b + off[p];
+        for (int i = 0; i < {mr}; i++)
+            for (int j = 0; j < {nr}; j++) t[i][j] += a[i] * row[j];
+        a += {mr};
+    }}
+    for (int i = 0; i < {mr}; i++)
+        for (int j = 0; j < {nr}; j++) c[i * ldc + j] = accumulate ? c[i * ldc + j] + t[i][j] : t[i][j];
+}}
+"""
+
+
+def _driver(name: str, mr: int, nr: int) -> str:
+    """The loops around ``kernel_<name>``: padding, weight packing, blocking and partial tiles."""
+    return f"""
+static int conv2d_{name}(const float *x, const float *wt, float *y, const long *g, long o0, long o1, long b0,
+                         long b1) {{
+    const long c = g[0], h = g[1], w = g[2], kh = g[3], kw = g[4], oh = g[5], ow = g[6], sh = g[7], sw = g[8];
+    const long ph = g[9], pw = g[10], dh = g[11], dw = g[12], x_pitch = g[13], y_pitch = g[14];
+    /* phase planes: hp x wp, sh * sw of them per channel (one at stride 1) */
+    const long hp = oh + dh * (kh - 1) / sh, wp = ow + dw * (kw - 1) / sw, k = c * kh * kw, virtual_n = oh * wp;
+    const long phase = c * hp * wp, stack = sh * sw * phase, images = b1 - b0, plane = oh * ow;
+    const long mc = {mr} * {MC_PANELS};
+    /* the dropped positions of the last tile read up to this far past the last plane */
+    const long slack = {nr} + (hp - oh + 1) * wp;
+    float *apack = workspace(0, (size_t)mc * KC);
+    float *padded = workspace(1, (size_t)(images * stack + slack));
+    long *off = (long *)workspace(2, (size_t)k * sizeof(long) / sizeof(float));
+    float tile[{mr} * {nr}] __attribute__((aligned(64)));
+    if (!apack || !padded || !off) return -1;
+    for (long ci = 0, r = 0; ci < c; ci++)
+        for (long ky = 0; ky < kh; ky++)
+            for (long kx = 0; kx < kw; kx++, r++) {{
+                long at = (ky * dh % sh * sw + kx * dw % sw) * phase + ci * hp * wp;
+                off[r] = at + ky * dh / sh * wp + kx * dw / sw;
+            }}
+    for (long b = 0; b < images; b++)
+        for (long py = 0; py < sh; py++)
+            for (long px = 0; px < sw; px++)
+                pad_planes(padded + b * stack + (py * sw + px) * phase, x + (b0 + b) * x_pitch, c, h, w, hp, wp,
+                           ph - py, pw - px, sh, sw);
+    memset(padded + images * stack, 0, (size_t)slack * sizeof(float));
+    for (long pc = 0; pc < k; pc += KC) {{
+        long kb = k - pc < KC ? k - pc : KC;
+        int accumulate = pc > 0;
+        for (long ic = o0; ic < o1; ic += mc) {{
+            long mb = o1 - ic < mc ? o1 - ic : mc;
+            pack_panels(apack, wt + ic * k + pc, kb, mb, k, {mr});
+            for (long b = 0; b < images; b++) {{
+                const float *xb = padded + b * stack;
+                for (long q = 0; q < virtual_n; q += {nr}) {{
+                    long oy = q / wp, ox = q % wp;
+                    for (long ir = 0; ir < mb; ir += {mr}) {{
+                        long rows = mb - ir < {mr} ? mb - ir : {mr};
+                        const float *ap = apack + (ir / {mr}) * kb * {mr};
+                        float *yo = y + (b0 + b) * y_pitch + (ic + ir) * plane;
+                        if (rows == {mr} && ox + {nr} <= ow) {{
+                            kernel_{name}(kb, ap, xb + q, off + pc, yo + oy * ow + ox, plane, accumulate);
+                            continue;
+                        }}
+                        kernel_{name}(kb, ap, xb + q, off + pc, tile, {nr}, 0);
+                        store_tile(yo, plane, tile, {nr}, rows, q, virtual_n, wp, ow, accumulate);
+                    }}
+                }}
+            }}
+        }}
+    }}
+    return 0;
+}}
+"""
+
+
+def _gather_kernel(name: str, target: str | None, mr: int, nr: int, width: int) -> str:
+    """The weight gradient's micro-kernel: ``c[i, j] += sum_p a[off[i] + p] * b[p*nr + j]``: ``mr``
+    rows of the padded input read along the contraction in place, ``b`` a packed panel of the
+    output gradient (``nr`` output channels per position)."""
+    attribute = f'__attribute__((target("{target}")))' if target else ""
+    if not width:  # portable C
+        body = f"""    float t[{mr}][{nr}] = {{{{0}}}};
+    for (long p = 0; p < kc; p++, b += {nr})
+        for (int i = 0; i < {mr}; i++)
+            for (int j = 0; j < {nr}; j++) t[i][j] += a[off[i] + p] * b[j];
+    for (int i = 0; i < {mr}; i++)
+        for (int j = 0; j < {nr}; j++) c[i * ldc + j] += t[i][j];"""
+    else:
+        prefix, vec = ("_mm512", "__m512") if width == 16 else ("_mm256", "__m256")
+        vectors = range(nr // width)
+        lines = [f"    const float *a{i} = a + off[{i}];" for i in range(mr)]
+        lines += [f"    {vec} c{i}_{v} = {prefix}_setzero_ps();" for i in range(mr) for v in vectors]
+        lines.append(f"    for (long p = 0; p < kc; p++, b += {nr}) {{")
+        lines += [f"        {vec} b{v} = {prefix}_load_ps(b + {v * width});" for v in vectors]
+        for i in range(mr):
+            lines.append(f"        {vec} s{i} = {prefix}_set1_ps(a{i}[p]);")
+            lines += [f"        c{i}_{v} = {prefix}_fmadd_ps(s{i}, b{v}, c{i}_{v});" for v in vectors]
+        lines.append("    }")
+        for i in range(mr):
+            for v in vectors:
+                at = f"c + {i} * ldc + {v * width}"
+                lines.append(f"    {prefix}_storeu_ps({at}, {prefix}_add_ps({prefix}_loadu_ps({at}), c{i}_{v}));")
+        body = "\n".join(lines)
+    return f"""
+{attribute}
+static void gather_{name}(long kc, const float *restrict a, const long *restrict off, const float *restrict b,
+                          float *restrict c, long ldc) {{
+{body}
+}}
+"""
+
+
+def _weight_grad_driver(name: str, mr: int, nr: int) -> str:
+    """The loops of the weight gradient: per image, its padded channels and its packed output
+    gradient, then tiles of (channel, ky, kx) rows by ``nr`` output channels, summed over the
+    image's virtual positions in blocks of ``KC``."""
+    return f"""
+static int weight_grad_{name}(const float *x, const float *gy, float *gw, const long *g, long o, long c0, long c1,
+                              long n, long gw_c, long gw_o) {{
+    const long h = g[1], w = g[2], kh = g[3], kw = g[4], oh = g[5], ow = g[6], sh = g[7], sw = g[8];
+    const long ph = g[9], pw = g[10], dh = g[11], dw = g[12], x_pitch = g[13], y_pitch = g[14];
+    const long cc = c1 - c0, hp = oh + dh * (kh - 1) / sh, wp = ow + dw * (kw - 1) / sw, virtual_n = oh * wp;
+    const long phase = cc * hp * wp, stack = sh * sw * phase, rows = cc * kh * kw;
+    const long row_tiles = (rows + {mr} - 1) / {mr}, panels = (o + {nr} - 1) / {nr}, opad = panels * {nr};
+    const long slack = {nr} + (hp - oh + 1) * wp;
+    float *gpack = workspace(0, (size_t)(opad * virtual_n));
+    float *padded = workspace(1, (size_t)(stack + slack));
+    long *off = (long *)workspace(2, (size_t)(row_tiles * {mr}) * sizeof(long) / sizeof(float));
+    float *acc = workspace(3, (size_t)(row_tiles * {mr} * opad));
+    if (!gpack || !padded || !off || !acc) return -1;
+    for (long ci = 0, r = 0; ci < cc; ci++)
+        for (long ky = 0; ky < kh; ky++)
+            for (long kx = 0; kx < kw; kx++, r++)
+                off[r] = (ky * dh % sh * sw + kx * dw % sw) * phase + ci * hp * wp + ky * dh / sh * wp + kx * dw / sw;
+    for (long r = rows; r < row_tiles * {mr}; r++) off[r] = 0; /* rows past the last: computed, dropped */
+    memset(acc, 0, (size_t)(row_tiles * {mr} * opad) * sizeof(float));
+    memset(padded + stack, 0, (size_t)slack * sizeof(float));
+    for (long b = 0; b < n; b++) {{
+        for (long py = 0; py < sh; py++)
+            for (long px = 0; px < sw; px++)
+                pad_planes(padded + (py * sw + px) * phase, x + b * x_pitch + c0 * h * w, cc, h, w, hp, wp, ph - py,
+                           pw - px, sh, sw);
+        pack_gradient(gpack, gy + b * y_pitch, o, oh, ow, wp, {nr});
+        for (long q0 = 0; q0 < virtual_n; q0 += KC) {{
+            long kb = virtual_n - q0 < KC ? virtual_n - q0 : KC;
+            for (long t = 0; t < panels; t++)
+                for (long ir = 0; ir < row_tiles; ir++)
+                    gather_{name}(kb, padded + q0, off + ir * {mr}, gpack + (t * virtual_n + q0) * {nr},
+                                  acc + ir * {mr} * opad + t * {nr}, opad);
+        }}
+    }}
+    for (long r = 0; r < rows; r++)
+        for (long oi = 0; oi < o; oi++) gw[(c0 + r / (kh * kw)) * gw_c + oi * gw_o + r % (kh * kw)] = acc[r * opad + oi];
+    return 0;
+}}
+"""
+
+
+_COMMON = """#define _POSIX_C_SOURCE 200112L
+#include <stdlib.h>
+#include <string.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define MUNET_X86 1
+#endif
+
+/* Per-thread buffers, grown as needed and kept between calls (the callers' threads live long). */
+static __thread float *buffers[4];
+static __thread size_t sizes[4];
+
+static float *workspace(int which, size_t floats) {
+    if (sizes[which] < floats) {
+        void *fresh = NULL;
+        free(buffers[which]);
+        buffers[which] = posix_memalign(&fresh, 64, floats * sizeof(float)) == 0 ? fresh : NULL;
+        sizes[which] = buffers[which] ? floats : 0;
+    }
+    return buffers[which];
+}
+
+/* `c` planes h x w into planes hp x wp: dst[c, yy, xx] = src[c, yy*sh - ph, xx*sw - pw], zero
+   outside the source (ph, pw: the leading padding less the phase; negative crops). */
+static void pad_planes(float *dst, const float *src, long c, long h, long w, long hp, long wp, long ph, long pw,
+                       long sh, long sw) {
+    for (long ci = 0; ci < c; ci++)
+        for (long yy = 0; yy < hp; yy++) {
+            float *d = dst + (ci * hp + yy) * wp;
+            long iy = yy * sh - ph;
+            if (iy < 0 || iy >= h) {
+                memset(d, 0, (size_t)wp * sizeof(float));
+                continue;
+            }
+            const float *s = src + (ci * h + iy) * w;
+            for (long xx = 0; xx < wp; xx++) {
+                long ix = xx * sw - pw;
+                d[xx] = ix >= 0 && ix < w ? s[ix] : 0.0f;
+            }
+        }
+}
+
+/* Rows rows x `len` of the weights (row i, element p at src[i*ld + p]) into panels of `width`
+   rows: panel t holds element p of row t*width+r at dst[t*len*width + p*width + r], zeros past
+   the last row. */
+static void pack_panels(float *dst, const float *src, long len, long rows, long ld, long width) {
+    for (long t = 0; t < rows; t += width, dst += len * width) {
+        long count = rows - t < width ? rows - t : width;
+        for (long p = 0; p < len; p++) {
+            float *d = dst + p * width;
+            long r = 0;
+            for (; r < count; r++) d[r] = src[(t + r) * ld + p];
+            for (; r < width; r++) d[r] = 0.0f;
+        }
+    }
+}
+
+/* One image's output gradient (o, oh, ow) into panels of `width` channels over its virtual
+   positions (q = oy*wp + ox): dst[t][q][r] = gy[t*width + r][oy][ox], zero where ox >= ow or past
+   the last channel. */
+static void pack_gradient(float *dst, const float *gy, long o, long oh, long ow, long wp, long width) {
+    long virtual_n = oh * wp;
+    for (long t = 0; t * width < o; t++) {
+        float *panel = dst + t * virtual_n * width;
+        for (long r = 0; r < width; r++) {
+            long oi = t * width + r;
+            for (long oy = 0; oy < oh; oy++)
+                for (long ox = 0; ox < wp; ox++)
+                    panel[(oy * wp + ox) * width + r] = oi < o && ox < ow ? gy[(oi * oh + oy) * ow + ox] : 0.0f;
+        }
+    }
+}
+
+/* Write (or add) the tile (rows x width, row pitch `width`) of virtual positions q0 .. q0+width
+   (q = oy*wp + ox) into the planes at `y` (`plane` apart), dropping ox >= ow and q >= n. */
+static void store_tile(float *y, long plane, const float *tile, long width, long rows, long q0, long n, long wp,
+                       long ow, int accumulate) {
+    long end = q0 + width < n ? q0 + width : n;
+    for (long q = q0; q < end;) {
+        long oy = q / wp, ox = q % wp, count = ow - ox;
+        if (count <= 0) {
+            q += wp - ox;
+            continue;
+        }
+        count = count < end - q ? count : end - q;
+        for (long i = 0; i < rows; i++) {
+            float *d = y + i * plane + oy * ow + ox;
+            const float *s = tile + i * width + (q - q0);
+            if (accumulate)
+                for (long l = 0; l < count; l++) d[l] += s[l];
+            else
+                for (long l = 0; l < count; l++) d[l] = s[l];
+        }
+        q += count;
+    }
+}
+"""
+
+
+def _dispatch() -> str:
+    """The exported functions: the ISA check once, then the matching driver."""
+    checks = []
+    for i, (_, target, *_) in enumerate(_ISAS):
+        test = " && ".join(f'__builtin_cpu_supports("{feature}")' for feature in target.split(","))
+        checks.append(f"    if ({test}) return {i + 1};")
+    calls = "\n".join(
+        f"    case {i + 1}: return conv2d_{name}(x, w, y, g, o0, o1, b0, b1);" for i, (name, *_) in enumerate(_ISAS)
+    )
+    lanes = "\n".join(f"    case {i + 1}: return {nr};" for i, (_, _, _, nr, _) in enumerate(_ISAS))
+    rows = "\n".join(f"    case {i + 1}: return {mr};" for i, (_, _, mr, _, _) in enumerate(_ISAS))
+    checks = "\n".join(checks)
+    grads = "\n".join(
+        f"    case {i + 1}: return weight_grad_{name}(x, gy, gw, g, o, c0, c1, n, gw_c, gw_o);"
+        for i, (name, *_) in enumerate(_ISAS)
+    )
+    return f"""
+int munet_conv_isa(void) {{
+#ifdef MUNET_X86
+    __builtin_cpu_init();
+{checks}
+#endif
+    return 0;
+}}
+
+static int selected = -1;
+
+static int isa(void) {{
+    if (selected < 0) selected = munet_conv_isa();
+    return selected;
+}}
+
+int munet_conv_selected(void) {{ return isa(); }}
+
+int munet_conv_select(int wanted) {{
+    int best = munet_conv_isa();
+    if (wanted != 0 && (best == 0 || wanted < best)) return 0;
+    selected = wanted;
+    return 1;
+}}
+
+int munet_conv_rows(void) {{
+    switch (isa()) {{
+#ifdef MUNET_X86
+{rows}
+#endif
+    default: return {_PORTABLE[2]};
+    }}
+}}
+
+int munet_conv_lanes(void) {{
+    switch (isa()) {{
+#ifdef MUNET_X86
+{lanes}
+#endif
+    default: return {_PORTABLE[3]};
+    }}
+}}
+
+int munet_conv2d_direct(const float *x, const float *w, float *y, const long *g, long o0, long o1, long b0,
+                        long b1) {{
+    switch (isa()) {{
+#ifdef MUNET_X86
+{calls}
+#endif
+    default: return conv2d_portable(x, w, y, g, o0, o1, b0, b1);
+    }}
+}}
+
+int munet_conv2d_weight_grad(const float *x, const float *gy, float *gw, const long *g, long o, long c0, long c1,
+                             long n, long gw_c, long gw_o) {{
+    switch (isa()) {{
+#ifdef MUNET_X86
+{grads}
+#endif
+    default: return weight_grad_portable(x, gy, gw, g, o, c0, c1, n, gw_c, gw_o);
+    }}
+}}
+"""
+
+
+def render_direct_conv() -> str:
+    """The C source of the library (see the module docstring)."""
+    _, _, mr, nr, _ = _PORTABLE
+    parts = [f"#define KC {KC}", _COMMON, _portable_kernel(mr, nr), _driver("portable", mr, nr)]
+    parts += [_gather_kernel("portable", None, mr, nr, 0), _weight_grad_driver("portable", mr, nr), "#ifdef MUNET_X86"]
+    for name, target, mr, nr, width in _ISAS:
+        parts += [_vector_kernel(name, target, mr, nr, width), _driver(name, mr, nr)]
+        parts += [_gather_kernel(name, target, mr, nr, width), _weight_grad_driver(name, mr, nr)]
+    parts += ["#endif", _dispatch()]
+    return "\n".join(parts)
+
+
+ISA_NAMES = ("portable",) + tuple(name for name, *_ in _ISAS)

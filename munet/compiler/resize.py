@@ -1,0 +1,218 @@
+"""One lowered program for every size of a dynamic dim: matching a new trace to a cached program,
+and the program's graph at the new sizes.
+
+A compiled function whose dims became dynamic (``munet.compile(dynamic=...)``) still traces each
+new shape: running the Python is what decides the graph (Python branches on sizes, munet's own
+size-1 broadcasting and empty-tensor paths). What it no longer repeats is everything after that.
+The traced graph (after composites are decomposed, which reads sizes too) is described without
+its sizes (``breaks.segment_signature(graph, layout, sizes)``: ints of 2 or more in shapes,
+attributes and arguments); a cached :class:`Program` with the same description was optimized and
+fused from a graph of the same structure. :func:`size_renaming` pairs the two graphs' sizes in
+order: the new graph is the old one at new sizes when the pairing is a renaming, each old size
+always becoming the same new size and two different old sizes never becoming one (so every
+equality between sizes a pass or the fusion decided on holds again; sizes 0 and 1 are never
+renamed: a graph with them is its own structure, as PyTorch specializes them).
+:func:`resized_graph` then copies the program's optimized graph with each renamed size replaced,
+keeping its fusion groups; lowering it re-plans the memory and reuses the groups' kernels
+(``lower_cpu.prepare_fused``).
+
+What the passes wrote that the trace did not is where a renaming could be wrong: a literal a pass
+computed from a size (a folded constant, a float) is not a size the renaming can see.
+:meth:`Program.refusal` therefore refuses a renaming that changes a size occurring more often in
+the optimized graph's arguments and attributes than in the traced graph's, and refuses programs
+whose passes made float literals the trace did not have, or constants the trace did not have that
+are neither zeros and ones (made at the new shape) nor folded (``passes/fold.py`` keeps the node a
+constant was evaluated from: it is evaluated again with its sizes renamed, so a causal mask of
+``(time, time)`` is made at the new length); a refused call is optimized from its own graph, as before
+(``stats()["last_reuse_refusal"]`` says why).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from munet.compiler.ir import CONSTANT, Graph, Node, Value
+from munet.compiler.passes.fold import evaluate
+from munet.compiler.passes.fuse import FUSED, FusedGroup
+
+
+def size_renaming(old: list, new: list) -> dict | None:
+    """``{old size: new size}`` for the sizes that changed, pairing ``old`` and ``new`` in order, or
+    None when the pairing is not a renaming (an old size becoming two new ones, or two old sizes one)."""
+    forward: dict = {}
+    backward: dict = {}
+    for a, b in zip(old, new):
+        if forward.setdefault(a, b) != b or backward.setdefault(b, a) != a:
+            return None
+    return {a: b for a, b in forward.items() if a != b}
+
+
+class Program:
+    """A cached optimized graph, with what matching a new trace against it needs."""
+
+    def __init__(self, traced_inputs: list, sizes: list, traced_literals: tuple, graph: Graph, pass_report: dict):
+        self.traced_inputs = traced_inputs  # the traced graph's inputs, in order
+        self.sizes = sizes  # the traced graph's sizes (segment_signature order)
+        self.graph = graph  # optimized and fused
+        self.pass_report = pass_report
+        ints, floats, constants = traced_literals
+        optimized_ints, optimized_floats, _ = literals(graph)
+        self._extra_ints = optimized_ints - ints  # occurrences the passes added
+        self._made_literals = bool(optimized_floats - floats)
+        self._constant_sizes: set = set()  # dims of traced constants that are not zeros or ones
+        for node in _all_nodes(graph):
+            if node.op is not CONSTANT or _fill(node.constant) in (0, 1):
+                continue  # zeros and ones are made at any shape (resized_graph)
+            if _constant_key(node.constant) in constants:
+                self._constant_sizes.update(np.shape(node.constant))
+            elif node.folded_from is None:
+                self._made_literals = True
+            # else: folded by the passes, folded again at the new sizes (resized_graph)
+
+    def refusal(self, renaming: dict) -> str | None:
+        """Why the optimized graph cannot be renamed with ``renaming``, or None when it can."""
+        if self._made_literals:
+            return "the passes made float literals, or constants not folded from the trace, that the trace did not hold"
+        for size in renaming:
+            if size in self._constant_sizes:
+                return f"a traced constant has a dim of size {size}, which changed"
+            if self._extra_ints[size]:
+                return f"the passes wrote the int {size} where the trace did not, and that size changed"
+        return None
+
+
+def literals(graph: Graph) -> tuple:
+    """(Counter of the ints of 2 or more, set of the floats, set of the constants' bytes) in the
+    arguments and attributes of ``graph``'s nodes and of its fused groups' members."""
+    ints: Counter = Counter()
+    floats: set = set()
+    constants: set = set()
+    for node in _all_nodes(graph):
+        if node.op is CONSTANT:
+            constants.add(_constant_key(node.constant))
+            continue
+        for leaf in _leaves((node.args, {k: v for k, v in node.attrs.items() if k != "group"})):
+            if type(leaf) is int and leaf >= 2:
+                ints[leaf] += 1
+            elif type(leaf) is float:
+                floats.add(repr(leaf))
+    return ints, floats, constants
+
+
+def resized_graph(graph: Graph, renaming: dict, inputs: dict) -> Graph:
+    """A copy of optimized ``graph`` with every size in ``renaming`` renamed, in shapes, arguments and
+    attributes (fused groups' members included); ``inputs`` maps its input values to the new graph's.
+    Each copied group points to the group it copies (``FusedGroup.template``)."""
+    copy = Graph()
+    values = dict(inputs)
+    changed = set(renaming)
+
+    def rename(obj, value=values.__getitem__):
+        if isinstance(obj, Value):
+            return value(obj)
+        if type(obj) is int:
+            return renaming.get(obj, obj)
+        if isinstance(obj, (list, tuple)):
+            return type(obj)(rename(x, value) for x in obj)
+        if isinstance(obj, dict):
+            return {k: rename(v, value) for k, v in obj.items()}
+        return obj
+
+    def rename_literals(obj):  # the sizes in ``obj``, its values kept (constant folding's arguments)
+        return rename(obj, lambda v: v)
+
+    def defined(v: Value, producer: Node) -> Value:
+        shape = None if v.shape is None else tuple(renaming.get(s, s) for s in v.shape)
+        new = values.get(v)
+        if new is None:
+            new = values[v] = copy.new_value(shape, v.dtype, v.device, v.kind)
+            new.label = v.label
+        new.producer = producer
+        return new
+
+    def copied(node: Node) -> Node:
+        attrs = {k: (copied_group(v) if k == "group" else rename(v)) for k, v in node.attrs.items()}
+        new = Node(node.op, rename(node.args), attrs, constant=node.constant, origin=node.origin)
+        new.outputs = [defined(v, new) for v in node.outputs]
+        if node.op is CONSTANT and node.folded_from is not None and _ingredients(node.folded_from) & changed:
+            new.constant = refolded(node.outputs[0])
+        elif node.op is CONSTANT and new.outputs[0].shape != np.shape(node.constant):  # a fill (Program)
+            new.constant = np.full(new.outputs[0].shape, _fill(node.constant), np.asarray(node.constant).dtype)
+        return new
+
+    folded: dict = {}  # a folded constant's value -> its array at the new sizes
+
+    def refolded(v: Value):
+        """The array of constant ``v`` at the new sizes: its folded node evaluated again, renamed."""
+        node = v.producer
+        if node.folded_from is None or not _ingredients(node.folded_from) & changed:
+            return node.constant
+        if v not in folded:
+            source = node.folded_from
+            inputs = {u: refolded(u) for u in source.inputs()}
+            arrays = evaluate(source, rename_literals(source.args), rename_literals(source.attrs), inputs)
+            folded.update(zip(source.outputs, arrays))
+        return folded[v]
+
+    def copied_group(group: FusedGroup) -> FusedGroup:
+        members = [copied(m) for m in group.members]
+        return FusedGroup(
+            members,
+            [values[v] for v in group.inputs],
+            [values[v] for v in group.outputs],
+            tuple(renaming.get(s, s) for s in group.shape),
+            group.folded_views,
+            reduce_dims=group.reduce_dims,
+            template=group,
+        )
+
+    copy.inputs = [inputs[v] for v in graph.inputs]
+    copy._next_id = max((v.id for v in copy.inputs), default=-1) + 1
+    for node in graph.nodes:
+        copy.nodes.append(copied(node))  # a fused node's outputs are its members' values: it produces them
+    copy.outputs = [values[v] for v in graph.outputs]
+    return copy
+
+
+def _constant_key(constant) -> tuple:
+    array = np.asarray(constant)
+    return array.shape, str(array.dtype), array.tobytes()
+
+
+def _fill(constant):
+    """The value every element of ``constant`` has, or None (it holds two values, or is empty)."""
+    array = np.asarray(constant)
+    if array.size == 0:
+        return None
+    first = array.reshape(-1)[0]
+    return first.item() if np.all(array == first) else None
+
+
+def _ingredients(node: Node) -> set:
+    """The ints of 2 or more a folded constant was computed from: its node's arguments and attributes,
+    and those of the folded constants it read."""
+    found = {leaf for leaf in _leaves((node.args, node.attrs)) if type(leaf) is int and leaf >= 2}
+    for v in node.inputs():
+        if v.producer is not None and v.producer.folded_from is not None:
+            found |= _ingredients(v.producer.folded_from)
+    return found
+
+
+def _all_nodes(graph: Graph):
+    for node in graph.nodes:
+        yield node
+        if node.op is FUSED:
+            yield from node.attrs["group"].members
+
+
+def _leaves(obj):
+    if isinstance(obj, (list, tuple)):
+        for x in obj:
+            yield from _leaves(x)
+    elif isinstance(obj, dict):
+        for x in obj.values():
+            yield from _leaves(x)
+    elif not isinstance(obj, Value):
+        yield obj

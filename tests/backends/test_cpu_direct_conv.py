@@ -1,0 +1,186 @@
+"""The direct float32 convolution (munet/backends/cpu/direct_conv.py) against PyTorch:
+forward, transposed, gradients, every micro-kernel this CPU runs, thread splits, eager against
+compiled, and the calls it declines."""
+
+import numpy as np
+import pytest
+
+import munet
+import munet.nn.functional as F
+from munet.backends.cpu import direct_conv, kernels_conv
+from munet.compiler.codegen import build
+from tests.reference import assert_close_to_reference
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
+
+
+def _record(monkeypatch, name: str) -> list:
+    """The list that receives the results (None: declined) of ``kernels_conv.<name>`` during the test."""
+    results = []
+    original = getattr(kernels_conv, name)
+
+    def recording(*args, **kwargs):
+        results.append(original(*args, **kwargs))
+        return results[-1]
+
+    monkeypatch.setattr(kernels_conv, name, recording)
+    return results
+
+
+@pytest.fixture
+def served(monkeypatch):
+    """direct_conv2d's results during the test."""
+    return _record(monkeypatch, "direct_conv2d")
+
+
+@pytest.fixture(params=direct_conv.ISA_NAMES)
+def micro_kernel(request):
+    """Each micro-kernel this CPU can run (the others are skipped), restored afterwards."""
+    best = direct_conv.isa()
+    if not direct_conv.use_isa(request.param):
+        pytest.skip(f"this CPU cannot run the {request.param} micro-kernel")
+    yield request.param
+    assert direct_conv.use_isa(best)
+
+
+def _inputs(shape, weight, seed=0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal(shape).astype(np.float32), rng.standard_normal(weight).astype(np.float32)
+
+
+def _torch(fn, x, w, dtype, **kwargs):
+    return fn(torch.from_numpy(x.astype(dtype)), torch.from_numpy(w.astype(dtype)), **kwargs).numpy()
+
+
+FORWARD = [
+    ((1, 8, 56, 56), (12, 8, 3, 3), 1, 1, 1, 1),  # ResNet's first stage, narrowed
+    ((3, 8, 26, 30), (13, 8, 3, 3), 1, 0, 1, 1),  # the CNN's 32->64 layer's shape, odd sizes
+    ((2, 16, 20, 17), (24, 8, 3, 3), 1, 2, 2, 2),  # groups and dilation
+    ((2, 8, 19, 40), (13, 8, 5, 2), 1, (2, 0), 1, 1),  # uneven kernel and padding
+    ((1, 2, 16, 16), (25, 2, 7, 7), 1, 3, 1, 1),  # more channels than a tile's rows, a 7x7 kernel
+    ((1, 8, 40, 40), (12, 8, 3, 3), 1, 5, 1, 1),  # padding wider than the kernel reaches
+    ((1, 3, 70, 128), (16, 3, 7, 7), 2, 3, 1, 1),  # ResNet's stem: stride 2 (four phase planes)
+    ((1, 16, 31, 136), (24, 8, 3, 4), (3, 2), (1, 2), (2, 1), 2),  # unequal strides, dilation 2 at stride 2
+]
+
+
+@pytest.mark.parametrize("shape, weight, stride, padding, dilation, groups", FORWARD)
+def test_forward_matches_torch(shape, weight, stride, padding, dilation, groups, micro_kernel, served):
+    x, w = _inputs(shape, weight)
+    kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
+    got = F.conv2d(munet.tensor(x), munet.tensor(w), **kwargs).numpy()
+    reference = _torch(torch.nn.functional.conv2d, x, w, np.float64, **kwargs)
+    assert_close_to_reference(got, _torch(torch.nn.functional.conv2d, x, w, np.float32, **kwargs), reference)
+    assert served and served[-1] is not None
+
+
+@pytest.mark.parametrize(
+    "shape, weight, padding, dilation, groups, output_padding",
+    [
+        ((2, 8, 24, 24), (8, 12, 3, 3), 1, 1, 1, 0),  # the input gradient of a padded 3x3
+        ((1, 16, 18, 20), (16, 12, 3, 3), 0, 2, 2, 1),  # groups, dilation, output padding
+        ((2, 16, 30, 17), (16, 12, 2, 4), (1, 2), 1, 1, 0),  # cropping more than the kernel's overlap
+    ],
+)
+def test_transposed_matches_torch(shape, weight, padding, dilation, groups, output_padding, micro_kernel, served):
+    x, w = _inputs(shape, weight, seed=1)
+    kwargs = dict(padding=padding, dilation=dilation, groups=groups, output_padding=output_padding)
+    got = F.conv_transpose2d(munet.tensor(x), munet.tensor(w), **kwargs).numpy()
+    fn = torch.nn.functional.conv_transpose2d
+    reference = _torch(fn, x, w, np.float64, **kwargs)
+    assert_close_to_reference(got, _torch(fn, x, w, np.float32, **kwargs), reference)
+    assert served and served[-1] is not None
+
+
+@pytest.mark.parametrize(
+    "shape, weight, stride, padding, dilation",
+    [
+        ((2, 8, 28, 28), (12, 8, 3, 3), 1, 1, 1),
+        ((2, 16, 30, 30), (24, 16, 3, 3), 1, 0, 1),  # no padding
+        ((2, 8, 70, 130), (13, 8, 3, 3), 2, 1, 1),  # stride 2: the weight gradient reads phase planes
+        ((2, 16, 24, 31), (12, 16, 2, 3), 1, (1, 2), 2),  # dilation, uneven kernel and padding
+    ],
+)
+def test_gradients_match_torch(shape, weight, stride, padding, dilation, micro_kernel, served, monkeypatch):
+    grads = []
+    original = kernels_conv.direct_weight_grad
+    monkeypatch.setattr(
+        kernels_conv, "direct_weight_grad", lambda *a, **k: grads.append(original(*a, **k)) or grads[-1]
+    )
+    x, w = _inputs(shape, weight, seed=2)
+    kwargs = dict(stride=stride, padding=padding, dilation=dilation)
+    tx, tw = munet.tensor(x, requires_grad=True), munet.tensor(w, requires_grad=True)
+    (F.conv2d(tx, tw, **kwargs).relu() ** 2).sum().backward()
+    for dtype in (np.float32, np.float64):
+        rx = torch.from_numpy(x.astype(dtype)).requires_grad_()
+        rw = torch.from_numpy(w.astype(dtype)).requires_grad_()
+        (torch.nn.functional.conv2d(rx, rw, **kwargs).relu() ** 2).sum().backward()
+        if dtype == np.float32:
+            expected = rx.grad.numpy(), rw.grad.numpy()
+    assert_close_to_reference(tx.grad.numpy(), expected[0], rx.grad.numpy(), what="input gradient")
+    assert_close_to_reference(tw.grad.numpy(), expected[1], rw.grad.numpy(), what="weight gradient")
+    assert served[0] is not None  # the forward
+    assert grads and grads[-1] is not None
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 30, 30), (5, 8, 20, 20)])  # channel splits, image splits
+def test_the_same_bits_at_every_thread_count(shape):
+    x, w = _inputs(shape, (30, shape[1], 3, 3), seed=3)
+    before = munet.get_num_threads()
+    results = []
+    try:
+        for threads in (1, 2, 3):
+            munet.set_num_threads(threads)
+            tx, tw = munet.tensor(x, requires_grad=True), munet.tensor(w, requires_grad=True)
+            y = F.conv2d(tx, tw, padding=1)
+            (y * y).sum().backward()
+            results.append((y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()))
+    finally:
+        munet.set_num_threads(before)
+    for result in results[1:]:
+        for got, first in zip(result, results[0]):
+            np.testing.assert_array_equal(got, first)
+
+
+def test_compiled_gives_eager_bits(served):
+    x, w = _inputs((2, 8, 24, 24), (12, 8, 3, 3), seed=4)
+    weight = munet.tensor(w)
+
+    def step(t):
+        return F.conv2d(t, weight, padding=1).relu()
+
+    compiled = munet.compile(step)
+    np.testing.assert_array_equal(compiled(munet.tensor(x)).numpy(), step(munet.tensor(x)).numpy())
+    assert len([r for r in served if r is not None]) >= 2
+
+
+@pytest.mark.parametrize(
+    "shape, weight, dtype, stride",
+    [
+        ((2, 3, 7, 7), (4, 3, 3, 3), np.float32, 1),  # a plane narrower than half a tile
+        ((2, 3, 30, 30), (4, 3, 3, 3), np.float64, 1),
+        ((2, 3, 30, 30), (4, 3, 3, 3), np.float32, 3),  # stride 3: 10 output columns
+        ((2, 6, 33, 67), (5, 6, 1, 1), np.float32, 2),  # a 1x1 downsample reads one of 4 phases
+        ((2, 1, 30, 30), (32, 1, 3, 3), np.float32, 1),  # the CNN's first layer: a contraction of 9
+        ((2, 8, 30, 30), (3, 8, 3, 3), np.float32, 1),  # fewer output channels than any tile has rows
+    ],
+)
+def test_declined_calls_run_the_column_path(shape, weight, dtype, stride, served):
+    x, w = _inputs(shape, weight, seed=5)
+    x, w = x.astype(dtype), w.astype(dtype)
+    padding = 1 if weight[-1] > 1 else 0
+    got = F.conv2d(munet.tensor(x), munet.tensor(w), stride=stride, padding=padding).numpy()
+    reference = _torch(torch.nn.functional.conv2d, x, w, np.float64, stride=stride, padding=padding)
+    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-4)
+    assert all(r is None for r in served)
+
+
+def test_without_a_compiler_the_column_path_serves(monkeypatch):
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    assert direct_conv.library() is None
+    x, w = _inputs((1, 3, 30, 30), (4, 3, 3, 3), seed=6)
+    assert direct_conv.direct_conv2d(x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), 1, (30, 30)) is None
+    got = F.conv2d(munet.tensor(x), munet.tensor(w), padding=1).numpy()
+    reference = _torch(torch.nn.functional.conv2d, x, w, np.float64, padding=1)
+    np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-4)
