@@ -6,7 +6,8 @@ For each workload of ``compare_pytorch.py`` and each mode, in a fresh kernel cac
 two steps at the workload's batch size, then two steps at each of three new batch sizes (for the
 GPT also three new sequence lengths, a run of their own), and steady steps at the full batch.
 Prints the seconds of each new size's first step (trace + plan + C compiles + the step itself)
-and of its second (a replay: the difference is what the new size cost), how many C
+and of its second (a replay: the difference is what the new size cost), the first step's trace
+and lowering milliseconds (``stats()["trace_ms"]``, ``["compile_ms"]``), how many C
 compilations it ran ("cc"), "R" where the new size reused a cached program, how many
 specializations did (``stats()["reused"]``, "-" for a MuNet without it), and the steady ms/step at the full batch
 (median of 10), so a size-generic kernel's cost in the steady state shows.
@@ -69,16 +70,19 @@ def run(name: str, dynamic: bool, resize, sizes) -> tuple[list, float, dict]:
             firsts, reuses = [], 0
             for n in sizes:
                 new = resize(args, n)
-                before = len(compiles)
+                before, times_before = len(compiles), step.stats()
                 start = time.perf_counter()
                 step(*new)
                 first = time.perf_counter() - start
+                trace_ms = step.stats()["trace_ms"] - times_before["trace_ms"]
+                lower_ms = step.stats()["compile_ms"] - times_before["compile_ms"]
                 compiled = len(compiles) - before
                 start = time.perf_counter()
                 step(*new)  # the same size again: a replay, so first - again is what the new size cost
                 reused = step.stats().get("reused", 0) > reuses
                 reuses = step.stats().get("reused", 0)
-                firsts.append((first, time.perf_counter() - start, compiled, "R" if reused else ""))
+                again = time.perf_counter() - start
+                firsts.append((first, again, compiled, "R" if reused else "", trace_ms, lower_ms))
             times = []
             for _ in range(10):
                 start = time.perf_counter()
@@ -98,8 +102,8 @@ def main(names):
         for dynamic in (False, True):
             firsts, steady, stats = run(name, dynamic, resize, sizes)
             steps = ", ".join(
-                f"{what} {n}: {first:5.2f} s (then {again:4.2f} s) {cc:2d} cc"
-                for n, (first, again, cc) in zip(sizes, firsts)
+                f"{what} {n}: {first:5.2f} s (then {again:4.2f} s; trace {trace:.0f} ms, lower {lower:.0f} ms) {cc:2d} cc{r}"
+                for n, (first, again, cc, r, trace, lower) in zip(sizes, firsts)
             )
             print(
                 f"{name:3} dynamic={dynamic!s:5}  first step at {steps};  reused {stats.get('reused', '-')};  "
