@@ -2,11 +2,13 @@
 (PyTorch's ``torch.distributed._functional_collectives``).
 
 ``all_reduce(tensor, reduceOp, group)`` is the ``all_reduce`` op: the tracer records a node for it,
-and the compiled program's executable runs that node's kernel (an MPI all-reduce of the rank's
-value) where it stands, between the backward that produced the value and the optimizer that
-reads it. The op is *effectful* (see ``munet/ops/checks.py``): the compiler never removes,
-merges, folds or fuses it. Its kernel is a cpu kernel; values of other devices go through host
-memory as ``to_device`` nodes around it. In eager mode the same op runs the same kernel.
+and the compiled program's executable runs that node's kernel (the group's all-reduce of the
+rank's value) where it stands, between the backward that produced the value and the optimizer
+that reads it. The op is *effectful* (see ``munet/ops/checks.py``): the compiler never removes,
+merges, folds or fuses it. A cuda tensor on a group whose backend names NCCL is reduced where it
+lives, by the op's cuda kernel (NCCL on the device's current stream); every other tensor goes
+through host memory (``to_device`` nodes around the cpu kernel: MPI or TCP). In eager mode the
+same op runs the same kernels.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import itertools
 import numpy as np
 
 from munet.backends.cpu.registry import kernel
+from munet.backends.cuda.registry import kernel as cuda_kernel
 from munet.distributed import collectives
 from munet.distributed.process_group import ProcessGroup, ReduceOp
 from munet.distributed.world import default_group, resolve_group
@@ -70,6 +73,26 @@ def _all_reduce_kernel(x, *, reduce_op, group):
     return result.numpy()
 
 
+@cuda_kernel("all_reduce")
+def _all_reduce_cuda_kernel(rt, x, *, reduce_op, group):
+    """A cuda tensor of an NCCL group: NCCL reduces a fresh copy on the device (the cuda kernel
+    convention: ``rt`` is the device's runtime, ``x`` a CuPy array)."""
+    from munet._device import device, get_backend
+    from munet._tensor import Tensor
+    from munet.backends.cuda import copies
+
+    if rt.stream.is_capturing():
+        raise RuntimeError(
+            "all_reduce: a collective cannot run inside a CUDA graph capture: its cross-rank agreement check "
+            "runs on the host, and a replay would skip it"
+        )
+    copy = rt.cupy.array(x, copy=True, order="C")
+    dtype = copies.dtype_of(copy)
+    result = Tensor._from_kernel(get_backend(device("cuda", rt.index)), copy, Meta(tuple(copy.shape), dtype))
+    collectives.all_reduce(result, ReduceOp[reduce_op], group=_group_of(group))
+    return copy
+
+
 def all_reduce(tensor, reduceOp: ReduceOp | str = ReduceOp.SUM, group=None):  # noqa: N803 - PyTorch's name
     """A new tensor holding ``tensor`` reduced over ``group``'s ranks (``tensor`` is left as it is).
 
@@ -80,5 +103,7 @@ def all_reduce(tensor, reduceOp: ReduceOp | str = ReduceOp.SUM, group=None):  # 
     if pg is None:
         raise ValueError("all_reduce: this process is not a member of the group")
     name = reduceOp.name if isinstance(reduceOp, ReduceOp) else str(reduceOp).upper()
+    if pg.on_nccl(tensor):
+        return apply(all_reduce_op, tensor.detach(), reduce_op=name, group=_group_key(pg))
     host = to_device(tensor.detach(), "cpu")
     return to_device(apply(all_reduce_op, host, reduce_op=name, group=_group_key(pg)), tensor.device)

@@ -85,6 +85,23 @@ def test_a_one_rank_group_issues_nccl_calls_and_keeps_cpu_tensors_on_the_host():
 
 
 @pytest.mark.usefixtures("fake_gpus")
+def test_the_functional_all_reduce_reduces_cuda_tensors_where_they_live_and_refuses_a_graph_capture():
+    from munet.distributed.functional_collectives import all_reduce
+
+    _one_rank("cpu:gloo,cuda:nccl")
+    t = munet.tensor([[1.0, 2.0], [3.0, 4.0]]).cuda()
+    calls = len(fake_cupy.NCCL_CALLS)
+    out = all_reduce(t.t(), "avg")  # a strided view: the kernel reduces a contiguous copy
+    assert out.device == t.device and out.cpu().tolist() == [[1.0, 3.0], [2.0, 4.0]]
+    assert [c[:4] for c in fake_cupy.NCCL_CALLS[calls:]] == [("allReduce", 4, fake_cupy.NCCL_FLOAT32, fake_cupy.NCCL_AVG)]
+    cpu = munet.tensor([5.0])
+    assert all_reduce(cpu).tolist() == [5.0] and len(fake_cupy.NCCL_CALLS) == calls + 1  # the host transport
+    with pytest.raises(RuntimeError, match="all_reduce: a collective cannot run inside a CUDA graph capture"):
+        with munet.cuda.graph(munet.cuda.CUDAGraph()):
+            all_reduce(t)
+
+
+@pytest.mark.usefixtures("fake_gpus")
 def test_device_id_makes_the_communicator_at_once_and_pins_the_group_to_its_device():
     _one_rank(device_id=munet.device("cuda", 1))
     pg = dist.group.WORLD

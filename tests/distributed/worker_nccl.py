@@ -267,6 +267,37 @@ for step in range(3):
         assert difference < 1e-10, f"rank {RANK}: step {step}: {name} differs by {difference:g}"
 
 
+# a munet.compile'd DDP step on cuda: the bucket averages are all_reduce nodes on the device, reduced
+# by NCCL at every replay (no host copy); the plan runs step by step, as a collective refuses capture
+def train_step(model, opt, x, y):
+    opt.zero_grad()
+    loss = nn.functional.mse_loss(model(x), y)
+    loss.backward()
+    opt.step()
+    return loss
+
+
+reference, ddp = mlp(0), nn.parallel.DistributedDataParallel(mlp(RANK).to(DEV), bucket_cap_mb=1e-4)
+opt_ref = munet.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
+opt = munet.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
+compiled_step = munet.compile(train_step)
+for step in range(4):  # the trace, then replays (past the CUDA graph warm-up)
+    rng = np.random.default_rng(10 + step)
+    x, y = munet.tensor(rng.standard_normal((2 * WORLD, 5))), munet.tensor(rng.standard_normal((2 * WORLD, 3)))
+    train_step(reference, opt_ref, x, y)
+    before = len(CALLS)
+    compiled_step(ddp, opt, x[2 * RANK : 2 * RANK + 2].to(DEV), y[2 * RANK : 2 * RANK + 2].to(DEV))
+    averaged = [c for c in CALLS[before:] if c[0] == "allReduce" and c[3] == fake_cupy.NCCL_AVG]
+    assert len(averaged) == len(ddp.reducer.buckets), f"rank {RANK}: step {step}: {len(averaged)} NCCL averages"
+    for (name, p), q in zip(reference.named_parameters(), ddp.module.parameters()):
+        difference = np.abs(p.detach().numpy() - q.detach().cpu().numpy()).max()
+        assert difference < 1e-10, f"rank {RANK}: compiled step {step}: {name} differs by {difference:g}"
+reductions = [n for n in compiled_step.graph.nodes if n.op.name == "all_reduce"]
+assert len(reductions) == len(ddp.reducer.buckets)
+assert all(n.outputs[0].device == munet.device(DEV) and n.args[0].device == munet.device(DEV) for n in reductions)
+stats = compiled_step.stats()
+assert not stats["cuda_graphs"] and "collective cannot run inside a CUDA graph" in stats["cuda_graph"], stats
+
 # find_unused_parameters on cuda: rank 0 uses head b, the others head a; each gets the average over
 # the ranks of the local gradients (zero where unused), as the reference's loss summed over the shards
 class Heads(nn.Module):
