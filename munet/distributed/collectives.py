@@ -57,9 +57,8 @@ def agree(pg: ProcessGroup, where: str, dtype=None, shape=(), extra: int = 0, ex
     if pg.size() == 1 or get_debug_level() is DebugLevel.OFF:
         return
     mine = _signature(where, dtype, tuple(shape), extra, on is not None and pg.on_nccl(on))
-    table = np.empty((pg.size(), mine.size), dtype=np.int64)
-    request = pg.comm.allgather(mine, table)
-    Work(request, f"{where} (checking that the ranks agree)", pg.timeout, watch=pg.watch(request)).wait()
+    request, table = pg.comm.gather_rows(mine)
+    pg.wait_now(request, f"{where} (checking that the ranks agree)")
     if table.tobytes() == mine.tobytes() * len(table):  # bytes: cheaper than a ufunc on 12 numbers
         return
     calls = "; ".join(f"rank {pg.ranks[r]} called {_describe(row, extra_name)}" for r, row in enumerate(table))
@@ -156,8 +155,10 @@ def all_reduce(tensor: Tensor, op: ReduceOp = ReduceOp.SUM, group=None, async_op
     pg = resolve_group(group, "all_reduce")
     if pg is None:
         return None
-    pg.check_reduction(op, _tensor(tensor, "all_reduce"), "all_reduce")
+    name = pg.check_reduction(op, _tensor(tensor, "all_reduce"), "all_reduce")
     agree(pg, "all_reduce", tensor.dtype, tensor.shape, _OP_NUMBER[op], "reduce op #", on=tensor)
+    if not async_op and pg.allreduce_now(tensor, op, name):  # the common case: a contiguous cpu tensor
+        return None
     return _finish(pg.allreduce(tensor, op), async_op)
 
 

@@ -16,7 +16,9 @@ from __future__ import annotations
 import enum
 from datetime import timedelta
 
-from munet.distributed.host_buffers import HostBuffer
+import numpy as np
+
+from munet.distributed.host_buffers import HostBuffer, own_array
 from munet.distributed.mpi_comm import MpiRequest
 from munet.distributed.watchdog import group_key
 from munet.distributed.work import Work
@@ -172,6 +174,14 @@ class ProcessGroup:
 
         return nccl_reduction(op, tensor.dtype, int(nccl_module(where).get_version()), where)
 
+    def wait_now(self, request, description: str) -> None:
+        """Wait for a collective's ``request`` as its ``Work`` would (the group's timeout, the watchdog's
+        census), making the Work only when the request is not done within the transport's spin (``poll``)."""
+        if request.poll():
+            self.watch(request)  # numbers the collective, as for any other
+            return
+        Work(request, description, self.timeout, watch=self.watch(request)).wait()
+
     def _work(self, request, description: str, outputs=(), stores=(), opts=None, collective: bool = True) -> Work:
         from munet.distributed.options import option_timeout
 
@@ -199,6 +209,19 @@ class ProcessGroup:
         buf = buffer(tensor, for_reduction=True)
         work = self._work(comm.allreduce(buf.buffer, name), "all_reduce", [tensor], opts=opts)
         return self._averaged(work, buf, op, name)
+
+    def allreduce_now(self, tensor, op: ReduceOp, name: str) -> bool:
+        """``allreduce(tensor, op).wait()`` for a tensor that is its own host buffer (``own_array``), with
+        ``name`` its checked reduction: MPI works on the tensor's memory, no Work unless it must wait.
+        Does nothing and returns False for any other tensor."""
+        array = own_array(tensor, for_reduction=True)
+        if array is None:
+            return False
+        self.wait_now(self.comm.allreduce(array, name), "all_reduce")
+        if op is ReduceOp.AVG:  # AVG as SUM, then the division HostBuffer.divide makes
+            np.divide(array, self.size(), out=array)
+        tensor.untyped_storage().version += 1
+        return True
 
     def allreduce_coalesced(self, tensors: list, opts=None) -> Work:
         """``allreduce`` of every tensor of ``tensors`` (one dtype), as one operation."""

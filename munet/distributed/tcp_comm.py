@@ -88,6 +88,8 @@ class TcpRequest:
         self._event.wait(seconds + self._grace)
         return self.test()
 
+    poll = test  # what MpiRequest.poll spins for (driving MPI's progress), this transport's thread does
+
 
 def finished_request() -> TcpRequest:
     request = TcpRequest()
@@ -368,6 +370,11 @@ class TcpComm:
                 self._send(peer, tag, flat)
         else:
             self._into(flat, self._recv(root, tag, what, flat.dtype), what)
+
+    def gather_rows(self, row: np.ndarray) -> tuple[TcpRequest, np.ndarray]:
+        """``MpiComm.gather_rows``: an all-gather of one int64 row per rank; the request and its table."""
+        table = np.empty((self.size(), row.size), dtype=np.int64)
+        return self.allgather(row, table), table
 
     def allgather(self, send: np.ndarray, recv: np.ndarray) -> TcpRequest:
         return self.allgatherv(send, recv, [send.size] * self.size())
