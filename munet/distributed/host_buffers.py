@@ -26,7 +26,7 @@ class HostBuffer:
         staged_dtype = for_reduction and low_precision
         own = own_array(tensor, for_reduction)
         if own is not None:
-            self.array = own
+            self.array = own.reshape(-1)
             self.shares_memory = True
         else:
             self.shares_memory = False
@@ -55,13 +55,14 @@ class HostBuffer:
 
 
 def own_array(tensor: Tensor, for_reduction: bool = False) -> np.ndarray | None:
-    """The tensor's own memory as a flat array when it can be its own buffer (a contiguous cpu tensor,
-    and for a reduction not float16 or bfloat16, which are staged through float32), else None."""
+    """The tensor's own memory as an array of its shape (C order) when it can be its own buffer (a
+    contiguous cpu tensor, and for a reduction not float16 or bfloat16, which are staged through
+    float32), else None."""
     if tensor.device.type != "cpu" or (for_reduction and tensor.dtype.name in _REDUCE_AS_FLOAT32):
         return None
     array = tensor.numpy(force=True)  # force: no detached copy of the tensor needed
     # the array has the tensor's strides: NumPy's C order is the tensor's is_contiguous(), and cheaper
-    return array.reshape(-1) if array.flags.c_contiguous else None
+    return array if array.flags.c_contiguous else None
 
 
 def store_array(tensor: Tensor, array: np.ndarray) -> None:

@@ -88,7 +88,9 @@ class TcpRequest:
         self._event.wait(seconds + self._grace)
         return self.test()
 
-    poll = test  # what MpiRequest.poll spins for (driving MPI's progress), this transport's thread does
+    def poll(self) -> bool:
+        """``MpiRequest.poll``'s spin drives MPI's progress; here the transport's thread moves the data: one test."""
+        return self.test()
 
 
 def finished_request() -> TcpRequest:
