@@ -59,7 +59,7 @@ def agree(pg: ProcessGroup, where: str, dtype=None, shape=(), extra: int = 0, ex
     mine = _signature(where, dtype, tuple(shape), extra, on is not None and pg.uses_nccl and pg.on_nccl(on))
     request, table = pg.comm.gather_rows(mine)
     pg.wait_now(request, f"{where} (checking that the ranks agree)")
-    if table.tobytes() == mine.tobytes() * len(table):  # bytes: cheaper than a ufunc on 12 numbers
+    if table.tobytes() == mine.tobytes() * len(table):  # bytes: cheaper than a ufunc on 13 numbers
         return
     calls = "; ".join(f"rank {pg.ranks[r]} called {_describe(row, extra_name)}" for r, row in enumerate(table))
     raise RuntimeError(f"{where}: the ranks disagree on the collective: {calls}")
