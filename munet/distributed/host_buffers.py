@@ -24,8 +24,9 @@ class HostBuffer:
         self.tensor = tensor
         low_precision = tensor.dtype.name in _REDUCE_AS_FLOAT32
         staged_dtype = for_reduction and low_precision
-        if not staged_dtype and tensor.device.type == "cpu" and tensor.is_contiguous():
-            self.array = tensor.numpy(force=True).reshape(-1)  # force: no detached copy of the tensor needed
+        own = own_array(tensor, for_reduction)
+        if own is not None:
+            self.array = own.reshape(-1)
             self.shares_memory = True
         else:
             self.shares_memory = False
@@ -51,6 +52,17 @@ class HostBuffer:
             self.tensor.untyped_storage().version += 1
             return
         store_array(self.tensor, self.array)
+
+
+def own_array(tensor: Tensor, for_reduction: bool = False) -> np.ndarray | None:
+    """The tensor's own memory as an array of its shape (C order) when it can be its own buffer (a
+    contiguous cpu tensor, and for a reduction not float16 or bfloat16, which are staged through
+    float32), else None."""
+    if tensor.device.type != "cpu" or (for_reduction and tensor.dtype.name in _REDUCE_AS_FLOAT32):
+        return None
+    array = tensor.numpy(force=True)  # force: no detached copy of the tensor needed
+    # the array has the tensor's strides: NumPy's C order is the tensor's is_contiguous(), and cheaper
+    return array if array.flags.c_contiguous else None
 
 
 def store_array(tensor: Tensor, array: np.ndarray) -> None:

@@ -15,6 +15,7 @@ import time
 import numpy as np
 
 SPIN_SECONDS = 200e-6
+_TESTS_PER_CLOCK = 32  # tests between two looks at the clock while spinning (a test takes 0.1-0.3 us)
 IDLE_SECONDS = 0.01
 
 
@@ -24,6 +25,12 @@ def mpi():
     from mpi4py import MPI
 
     return MPI
+
+
+@functools.cache
+def mpi_op(name: str):
+    """MPI's reduction called ``name`` (``"SUM"``, ``"LOR"``, ...)."""
+    return getattr(mpi(), name)
 
 
 class MpiRequest:
@@ -38,22 +45,36 @@ class MpiRequest:
             return self.requests[0].Test()
         return bool(mpi().Request.Testall(self.requests, None if self.status is None else [self.status]))
 
+    def poll(self) -> bool:
+        """Test in a tight loop for about :data:`SPIN_SECONDS`; True once done. MPI moves a collective's
+        data only inside MPI calls, on every rank, so Python run between two tests delays all ranks:
+        a short collective finishes soonest when nothing else runs between them."""
+        if self.status is not None or len(self.requests) != 1:
+            return self.test()
+        test = self.requests[0].Test
+        end = time.monotonic() + SPIN_SECONDS
+        while True:
+            for _ in range(_TESTS_PER_CLOCK):
+                if test():
+                    return True
+            if time.monotonic() > end:
+                return False
+
     def wait(self, seconds: float, idle=None) -> bool:
-        """Poll (which drives MPI's progress) until done; False after ``seconds``. Past the spin,
-        ``idle()`` runs every :data:`IDLE_SECONDS` (the watchdog answers census probes there)."""
-        if self.test():  # a short message is often there at once
-            return True
+        """Poll (which drives MPI's progress) until done; False after ``seconds``. Past the spin
+        (``poll``), ``idle()`` runs every :data:`IDLE_SECONDS` (the watchdog answers census probes there)."""
         start = time.monotonic()
+        if self.poll():  # a short message arrives within the spin; then let others run
+            return True
         next_idle = start + IDLE_SECONDS
         while not self.test():
             now = time.monotonic()
             if now - start > seconds:
                 return False
-            if now - start > SPIN_SECONDS:  # a short message arrives within the spin; then let others run
-                os.sched_yield()
-                if idle is not None and now >= next_idle:
-                    idle()
-                    next_idle = now + IDLE_SECONDS
+            os.sched_yield()
+            if idle is not None and now >= next_idle:
+                idle()
+                next_idle = now + IDLE_SECONDS
         return True
 
     @property
@@ -75,6 +96,7 @@ class MpiComm:
     def __init__(self, comm):
         self.comm = comm
         self._rank, self._size = comm.Get_rank(), comm.Get_size()  # fixed for a communicator's life
+        self._row_gathers: dict = {}  # row length -> (persistent all-gather, its row, its table)
 
     def rank(self) -> int:
         return self._rank
@@ -83,12 +105,12 @@ class MpiComm:
         return self._size
 
     def allreduce(self, array: np.ndarray, op: str) -> MpiRequest:
-        return MpiRequest([self.comm.Iallreduce(mpi().IN_PLACE, array, getattr(mpi(), op))])
+        return MpiRequest([self.comm.Iallreduce(mpi().IN_PLACE, array, mpi_op(op))])
 
     def reduce(self, array: np.ndarray, op: str, root: int) -> MpiRequest:
         if self.rank() == root:
-            return MpiRequest([self.comm.Ireduce(mpi().IN_PLACE, array, getattr(mpi(), op), root)])
-        return MpiRequest([self.comm.Ireduce(array, None, getattr(mpi(), op), root)])
+            return MpiRequest([self.comm.Ireduce(mpi().IN_PLACE, array, mpi_op(op), root)])
+        return MpiRequest([self.comm.Ireduce(array, None, mpi_op(op), root)])
 
     def bcast(self, array: np.ndarray, root: int) -> MpiRequest:
         return MpiRequest([self.comm.Ibcast(array, root)])
@@ -96,11 +118,31 @@ class MpiComm:
     def allgather(self, send: np.ndarray, recv: np.ndarray) -> MpiRequest:
         return MpiRequest([self.comm.Iallgather(send, recv)])
 
+    def gather_rows(self, row: np.ndarray) -> tuple[MpiRequest, np.ndarray]:
+        """Start an all-gather of one small int64 row per rank (the signatures ``agree`` compares); returns
+        the request and the table (size x len(row)) it fills, valid until the next call.
+
+        A persistent collective (MPI 4's ``Allgather_init``) on buffers kept here, made by the first call
+        for a row length (every rank makes it at the same call: ``agree`` runs on all of them, its rows
+        have one length): starting it again costs about half of a new ``Iallgather``.
+        """
+        kept = self._row_gathers.get(row.size)
+        if kept is None:
+            mine, table = np.empty(row.size, dtype=np.int64), np.empty((self._size, row.size), dtype=np.int64)
+            kept = self._row_gathers[row.size] = (self.comm.Allgather_init(mine, table), mine, table)
+        persistent, mine, table = kept
+        if not persistent.Test():  # still active: its last wait timed out (the group is broken anyway)
+            table = np.empty_like(table)
+            return MpiRequest([self.comm.Iallgather(row, table)]), table
+        np.copyto(mine, row)
+        persistent.Start()
+        return MpiRequest([persistent]), table
+
     def allgatherv(self, send: np.ndarray, recv: np.ndarray, counts) -> MpiRequest:
         return MpiRequest([self.comm.Iallgatherv(send, [recv, (list(counts), _displacements(counts))])])
 
     def reduce_scatter(self, send: np.ndarray, recv: np.ndarray, op: str) -> MpiRequest:
-        return MpiRequest([self.comm.Ireduce_scatter_block(send, recv, getattr(mpi(), op))])
+        return MpiRequest([self.comm.Ireduce_scatter_block(send, recv, mpi_op(op))])
 
     def alltoallv(self, send: np.ndarray, send_counts, recv: np.ndarray, recv_counts) -> MpiRequest:
         send_spec = [send, (list(send_counts), _displacements(send_counts))]
@@ -134,5 +176,9 @@ class MpiComm:
         return None if comm == mpi().COMM_NULL else MpiComm(comm)
 
     def free(self) -> None:
+        for persistent, _, _ in self._row_gathers.values():
+            if persistent.Test():  # inactive; an active one (a timed-out wait) cannot be freed safely
+                persistent.Free()
+        self._row_gathers.clear()
         if self.comm != mpi().COMM_NULL:
             self.comm.Free()

@@ -16,7 +16,9 @@ from __future__ import annotations
 import enum
 from datetime import timedelta
 
-from munet.distributed.host_buffers import HostBuffer
+import numpy as np
+
+from munet.distributed.host_buffers import HostBuffer, own_array
 from munet.distributed.mpi_comm import MpiRequest
 from munet.distributed.watchdog import group_key
 from munet.distributed.work import Work
@@ -104,6 +106,7 @@ class ProcessGroup:
         self.watchdog = watchdog  # the MPI job's (munet/distributed/watchdog.py), or None
         self._watch_key = group_key(self.ranks) if watchdog is not None else None
         self._collectives = 0  # collectives started on the host transport (the same count on every member)
+        self._size = comm.size()  # fixed for the group's life, asked by every collective
 
     def watch(self, request):
         """What ``Work`` needs to name the ranks missing from the next collective, when ``request``
@@ -117,7 +120,7 @@ class ProcessGroup:
         return self.comm.rank()
 
     def size(self) -> int:
-        return self.comm.size()
+        return self._size
 
     def group_rank(self, global_rank: int, where: str) -> int:
         """The rank in this group of process ``global_rank``; raises if it is not a member."""
@@ -165,12 +168,20 @@ class ProcessGroup:
 
     def check_reduction(self, op, tensor, where: str) -> str:
         """The reduction ``tensor``'s transport runs for ``op``; raises for pairs it cannot reduce."""
-        if not self.on_nccl(tensor):
+        if not self.uses_nccl or not self.on_nccl(tensor):
             return reduction(op, tensor.dtype, where)
         from munet.distributed.nccl_comm import nccl_module
         from munet.distributed.nccl_comm import reduction as nccl_reduction
 
         return nccl_reduction(op, tensor.dtype, int(nccl_module(where).get_version()), where)
+
+    def wait_now(self, request, description: str) -> None:
+        """Wait for a collective's ``request`` as its ``Work`` would (the group's timeout, the watchdog's
+        census), making the Work only when the request is not done within the transport's spin (``poll``)."""
+        if request.poll():
+            self._collectives += 1  # numbers it, as watch() would (only MPI groups read the number)
+            return
+        Work(request, description, self.timeout, watch=self.watch(request)).wait()
 
     def _work(self, request, description: str, outputs=(), stores=(), opts=None, collective: bool = True) -> Work:
         from munet.distributed.options import option_timeout
@@ -199,6 +210,20 @@ class ProcessGroup:
         buf = buffer(tensor, for_reduction=True)
         work = self._work(comm.allreduce(buf.buffer, name), "all_reduce", [tensor], opts=opts)
         return self._averaged(work, buf, op, name)
+
+    def allreduce_now(self, tensor, op: ReduceOp, name: str) -> bool:
+        """``allreduce(tensor, op).wait()`` for a tensor that is its own host buffer (``own_array``), with
+        ``name`` its checked reduction: MPI works on the tensor's memory, no Work unless it must wait.
+        Does nothing and returns False for any other tensor. (Every step here is on the time of a
+        small all-reduce, on every rank: it makes as few Python calls as it can.)"""
+        array = own_array(tensor, for_reduction=True)
+        if array is None:
+            return False
+        self.wait_now(self.comm.allreduce(array, name), "all_reduce")
+        if op is ReduceOp.AVG:  # AVG as SUM, then the division HostBuffer.divide makes
+            np.divide(array, self.size(), out=array)
+        tensor.untyped_storage().version += 1
+        return True
 
     def allreduce_coalesced(self, tensors: list, opts=None) -> Work:
         """``allreduce`` of every tensor of ``tensors`` (one dtype), as one operation."""

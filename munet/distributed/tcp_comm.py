@@ -88,6 +88,10 @@ class TcpRequest:
         self._event.wait(seconds + self._grace)
         return self.test()
 
+    def poll(self) -> bool:
+        """``MpiRequest.poll``'s spin drives MPI's progress; here the transport's thread moves the data: one test."""
+        return self.test()
+
 
 def finished_request() -> TcpRequest:
     request = TcpRequest()
@@ -368,6 +372,11 @@ class TcpComm:
                 self._send(peer, tag, flat)
         else:
             self._into(flat, self._recv(root, tag, what, flat.dtype), what)
+
+    def gather_rows(self, row: np.ndarray) -> tuple[TcpRequest, np.ndarray]:
+        """``MpiComm.gather_rows``: an all-gather of one int64 row per rank; the request and its table."""
+        table = np.empty((self.size(), row.size), dtype=np.int64)
+        return self.allgather(row, table), table
 
     def allgather(self, send: np.ndarray, recv: np.ndarray) -> TcpRequest:
         return self.allgatherv(send, recv, [send.size] * self.size())

@@ -69,7 +69,8 @@ group = GroupMember  # ``dist.group.WORLD``, as PyTorch spells it
 class _World:
     default: ProcessGroup | None = None
     groups: list = []
-    debug = None
+    debug = None  # the level set_debug_level (or set_debug_level_from_env) chose
+    env_debug = None  # the environment's level, read at the first collective after init_process_group
     inits = 0  # default groups made so far in this process
     watchdog = None  # the MPI job's census (munet/distributed/watchdog.py), while a default group exists
 
@@ -143,15 +144,22 @@ def is_initialized() -> bool:
 
 
 def get_debug_level() -> DebugLevel:
-    """The level ``set_debug_level`` chose, else the environment's (``DETAIL`` when unset)."""
-    if _World.debug is not None:
-        return _World.debug
+    """The level ``set_debug_level`` chose, else the environment's (``DETAIL`` when unset), as it was at
+    the first ask after ``init_process_group`` (every collective asks; reading the environment costs
+    microseconds; ``set_debug_level_from_env`` reads it again)."""
+    level = _World.debug or _World.env_debug
+    if level is None:
+        level = _World.env_debug = _environment_debug_level()
+    return level
+
+
+def _environment_debug_level() -> DebugLevel:
     return _parse_debug_level(os.environ.get("MUNET_DISTRIBUTED_DEBUG") or os.environ.get("TORCH_DISTRIBUTED_DEBUG"))
 
 
 @functools.lru_cache(maxsize=8)
 def _parse_debug_level(name: str | None) -> DebugLevel:
-    """The level an environment value names (unset: ``DETAIL``); cached, as every collective asks."""
+    """The level an environment value names (unset: ``DETAIL``)."""
     name = name or "DETAIL"
     if name.upper() not in DebugLevel.__members__:
         raise ValueError(f"MUNET_DISTRIBUTED_DEBUG must be OFF, INFO or DETAIL, got {name!r}")
@@ -160,8 +168,7 @@ def _parse_debug_level(name: str | None) -> DebugLevel:
 
 def set_debug_level_from_env() -> None:
     """Set the debug level from ``MUNET_DISTRIBUTED_DEBUG`` or ``TORCH_DISTRIBUTED_DEBUG`` (now)."""
-    _World.debug = None
-    _World.debug = get_debug_level()
+    _World.debug = _environment_debug_level()
 
 
 def set_debug_level(level: DebugLevel) -> None:
@@ -284,6 +291,7 @@ def init_process_group(
         pg.nccl_comm(index, where)  # as PyTorch does with device_id: the communicator is made now
     _World.default = pg
     _World.groups = [pg]
+    _World.env_debug = None  # read the environment again for this group
     _World.inits += 1
     GroupMember.WORLD = pg
 
@@ -377,6 +385,8 @@ def default_group(where: str) -> ProcessGroup:
 
 def resolve_group(group, where: str):
     """The ProcessGroup an operation runs on, or None when this process is not a member."""
+    if group is None and _World.default is not None:  # the common case (the default group is never destroyed alone)
+        return _World.default
     pg = default_group(where) if group is None else group
     if pg is GroupMember.NON_GROUP_MEMBER:
         return None

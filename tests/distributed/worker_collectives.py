@@ -146,6 +146,58 @@ work = dist.all_reduce(t, async_op=True)
 assert isinstance(work, dist.Work)
 assert work.wait() and work.is_completed()
 check(work.result()[0], np.sum(every, axis=0), "async all_reduce")
+# a synchronous all_reduce of a contiguous cpu tensor runs MPI on the tensor's memory without a Work
+# (ProcessGroup.allreduce_now); it gives the bits, the version bump and the errors of the general path
+for op, dtype in [(ReduceOp.SUM, "float32"), (ReduceOp.AVG, "float32"), (ReduceOp.AVG, "float64"),
+                  (ReduceOp.PRODUCT, "int64"), (ReduceOp.BAND, "int32"), (ReduceOp.MIN, "bool")]:  # fmt: skip
+    values = [data(r, (2, 3), dtype) / 7 if op is ReduceOp.AVG else data(r, (2, 3), dtype) for r in range(WORLD)]
+    now, general = tensor(values[RANK], dtype), tensor(values[RANK], dtype)
+    version = now._version
+    assert dist.all_reduce(now, op=op) is None
+    dist.all_reduce(general, op=op, async_op=True).wait()
+    assert now._version == version + 1, "the synchronous path bumps the version once"
+    assert np.array_equal(now.numpy(), general.numpy()), f"{op.name} {dtype}: {now.tolist()} != {general.tolist()}"
+    expected = {ReduceOp.BAND: np.bitwise_and.reduce, ReduceOp.MIN: np.all}.get(op, REDUCE.get(op))
+    check(now, expected(np.stack(values), axis=0), f"synchronous all_reduce {op.name} {dtype}")
+base = munet.zeros(4, 3)
+row = base[1:2]  # contiguous, at an offset into its storage: MPI works on that row only
+row.copy_(tensor(every[RANK][:1, :3]))
+dist.all_reduce(row)
+check(base[1:2], np.sum([e[:1, :3] for e in every], axis=0), "all_reduce of a contiguous view")
+check(base[2:], np.zeros((2, 3)), "all_reduce of a contiguous view leaves the rest of its base alone")
+for shape in [(), (0,), (2, 0, 3)]:
+    t = munet.ones(shape)
+    dist.all_reduce(t)
+    check(t, np.full(shape, float(WORLD)), f"all_reduce of shape {shape}")
+for async_op in (False, True):
+    expect_raises(
+        ValueError,
+        ["all_reduce", "AVG", "int64"],
+        lambda: dist.all_reduce(munet.ones(2, dtype=munet.int64), ReduceOp.AVG, async_op=async_op),
+    )
+    expect_raises(
+        ValueError, ["BAND", "float32"], lambda: dist.all_reduce(munet.ones(2), ReduceOp.BAND, async_op=async_op)
+    )
+    expect_raises(
+        TypeError, ["all_reduce", "munet.Tensor", "ndarray"], lambda: dist.all_reduce(np.ones(2), async_op=async_op)
+    )
+    expect_raises(
+        TypeError, ["all_reduce", "ReduceOp", "'sum'"], lambda: dist.all_reduce(munet.ones(2), "sum", async_op=async_op)
+    )
+    expect_raises(
+        RuntimeError,
+        ["disagree", "[3]", "[4]"],
+        lambda: dist.all_reduce(munet.zeros(3 + (RANK == 1)), async_op=async_op),
+    )
+# the agreement check reuses one persistent all-gather: after many identical calls it still catches a change
+t = munet.zeros(5)
+for _ in range(50):
+    dist.all_reduce(t)
+expect_raises(RuntimeError, ["disagree", "[5]", "[6]"], lambda: dist.all_reduce(munet.zeros(5 + (RANK == 1))))
+expect_raises(RuntimeError, ["disagree", "op #"], lambda: dist.all_reduce(t, ReduceOp.MAX if RANK else ReduceOp.SUM))
+t = tensor(every[RANK])
+dist.all_reduce(t)
+check(t, np.sum(every, axis=0), "all_reduce after a caught mismatch")
 right, left = (RANK + 1) % WORLD, (RANK - 1) % WORLD
 incoming = munet.zeros(3, 4)
 works = [dist.isend(tensor(every[RANK]), dst=right), dist.irecv(incoming, src=left)]
