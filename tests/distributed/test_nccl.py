@@ -93,7 +93,9 @@ def test_the_functional_all_reduce_reduces_cuda_tensors_where_they_live_and_refu
     calls = len(fake_cupy.NCCL_CALLS)
     out = all_reduce(t.t(), "avg")  # a strided view: the kernel reduces a contiguous copy
     assert out.device == t.device and out.cpu().tolist() == [[1.0, 3.0], [2.0, 4.0]]
-    assert [c[:4] for c in fake_cupy.NCCL_CALLS[calls:]] == [("allReduce", 4, fake_cupy.NCCL_FLOAT32, fake_cupy.NCCL_AVG)]
+    assert [c[:4] for c in fake_cupy.NCCL_CALLS[calls:]] == [
+        ("allReduce", 4, fake_cupy.NCCL_FLOAT32, fake_cupy.NCCL_AVG)
+    ]
     cpu = munet.tensor([5.0])
     assert all_reduce(cpu).tolist() == [5.0] and len(fake_cupy.NCCL_CALLS) == calls + 1  # the host transport
     with pytest.raises(RuntimeError, match="all_reduce: a collective cannot run inside a CUDA graph capture"):

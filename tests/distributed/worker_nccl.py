@@ -298,6 +298,7 @@ assert all(n.outputs[0].device == munet.device(DEV) and n.args[0].device == mune
 stats = compiled_step.stats()
 assert not stats["cuda_graphs"] and "collective cannot run inside a CUDA graph" in stats["cuda_graph"], stats
 
+
 # find_unused_parameters on cuda: rank 0 uses head b, the others head a; each gets the average over
 # the ranks of the local gradients (zero where unused), as the reference's loss summed over the shards
 class Heads(nn.Module):
