@@ -3,7 +3,8 @@
 ``eager_sources()``: with 32-bit indices, every formula op x every dtype its formula takes
 (rank 2), every cast between two cuda dtypes and every strided copy (rank 3), every reduction x
 dtype x layout; with 64-bit indices (the same renderer with another index type) a sample of each
-family: ``wide_cases()``; and every convolution kernel (dtype x 1-3 spatial dims x transposed).
+family: ``wide_cases()``; and every convolution kernel, direct and implicit GEMM (dtype x 1-3 spatial dims x
+transposed).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ import numpy as np
 
 import munet
 from munet._device import get_backend
-from munet.backends.cuda import kernels_conv as C
+from munet.backends.cuda import kernels_conv_direct as C
+from munet.backends.cuda import kernels_conv_gemm as G
 from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import kernels_reduce as R
 from munet.ops._registry import OPS
@@ -75,6 +77,7 @@ def eager_sources() -> tuple:
         reduction_source(op, dt, lay, 64) for op in R.OPS for dt in ("float32", "int64") for lay in ("outputs", "rows")
     ]
     sources += [C.render_convolution(dt, nd, t) for dt in C.DTYPES for nd in (1, 2, 3) for t in (False, True)]
+    sources += [G.render_conv_gemm(dt, nd, t) for dt in G.DTYPES for nd in (1, 2, 3) for t in (False, True)]
     return tuple(sources)
 
 
