@@ -144,6 +144,59 @@ def assert_matches(got: np.ndarray, want: np.ndarray, dtype: str, what: str, sca
     )
 
 
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
+def assert_within_sum_bound(got, reference, magnitude, terms: int, dtype: str, what: str = "output") -> None:
+    """``got`` (of ``dtype``) is a sum of at most ``terms`` products whose float64 value is ``reference``
+    and whose absolute values sum to ``magnitude`` (both computed from the same ``dtype`` operands).
+    The cuda convolution kernels accumulate in double (float64) or float (the others), in any order,
+    and round once to ``dtype``, so by Higham's bound (gamma_n = n u / (1 - n u), Accuracy and
+    Stability of Numerical Algorithms, 3.1) ``|got - reference| <= gamma_terms(u_acc) magnitude
+    (1 + u) + u |reference| + half the smallest subnormal of dtype``, plus the float64 reference's own
+    ``gamma_terms(2**-53) magnitude``. A wrong index or a lost term errs by a term's size, far above."""
+
+    def gamma(u):
+        return terms * u / (1 - terms * u)
+
+    u = UNIT_ROUNDOFF[dtype]
+    u_acc = UNIT_ROUNDOFF["float64" if dtype == "float64" else "float32"]
+    g, r, m = (np.asarray(a, dtype=np.float64) for a in (got, reference, magnitude))
+    assert g.shape == r.shape, f"{what}: shape {g.shape} != {r.shape}"
+    tiny = float(np.finfo(np_dtype(dtype)).smallest_subnormal) / 2
+    bound = gamma(u_acc) * m * (1 + u) + u * np.abs(r) + tiny + gamma(2.0**-53) * m
+    excess = np.abs(g - r) - bound
+    worst = np.unravel_index(np.argmax(excess), r.shape) if r.size else None
+    assert worst is None or excess[worst] <= 0, (
+        f"{what} ({dtype}): |got - reference| = {abs(g[worst] - r[worst]):.3g} at {worst} > bound {bound[worst]:.3g}"
+    )
+
+
+def torch_convolution(x, w, *, stride, padding, dilation, groups, transposed, output_padding):
+    """PyTorch's float64 convolution of float64 arrays ``x``, ``w`` with ``padding`` per side ``((lo, hi),
+    ...)``, as the ``convolution`` primitive defines it (munet/ops/conv.py)."""
+    import torch
+
+    tx, tw, nd = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(w)), w.ndim - 2
+    F = torch.nn.functional
+    if not transposed:
+        pads = [p for lo_hi in reversed(padding) for p in lo_hi]  # F.pad: the last dim first
+        conv = (F.conv1d, F.conv2d, F.conv3d)[nd - 1]
+        return conv(F.pad(tx, pads), tw, stride=stride, dilation=dilation, groups=groups).numpy()
+    fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[nd - 1]
+    full = fn(tx, tw, stride=stride, dilation=dilation, groups=groups).numpy()
+    # the primitive's output drops `lo` leading and `hi` trailing positions of the full one; output_padding
+    # can reach past its end, where no input reaches (zeros)
+    for d, ((lo, hi), extra) in enumerate(zip(padding, output_padding)):
+        size = full.shape[2 + d] - lo - hi + extra
+        kept = np.take(full, range(lo, min(lo + size, full.shape[2 + d])), axis=2 + d)
+        missing = size - kept.shape[2 + d]
+        widths = [(0, 0)] * full.ndim
+        widths[2 + d] = (0, missing)
+        full = np.pad(kept, widths)
+    return full
+
+
 def pair(shape, dtype="float32", seed=0, scale=3.0, device="cuda:0"):
     """The same random tensor on the cpu and on ``device``."""
     values = np.random.default_rng(seed).standard_normal(shape) * scale

@@ -45,6 +45,33 @@ def _strides(x) -> tuple:
     return tuple(s // x.itemsize for s in x.strides)
 
 
+def channels_per_group(x_shape, w_shape, groups: int, transposed: bool) -> tuple:
+    """``(cg, og)``: input and output channels per group."""
+    return (x_shape[1] // groups, w_shape[1]) if transposed else (w_shape[1], w_shape[0] // groups)
+
+
+def plan(dtype: str, x_shape, w_shape, out_shape, groups: int, transposed: bool) -> tuple:
+    """``(CudaSource, work items)`` of the kernel that computes this convolution (``choose_kernel``)."""
+    nd = len(w_shape) - 2
+    cg, og = channels_per_group(x_shape, w_shape, groups, transposed)
+    rows = out_shape[0] * math.prod(out_shape[2:])
+    if choose_kernel(rows, og, groups, cg * math.prod(w_shape[2:])) == "gemm":
+        return gemm.render_conv_gemm(dtype, nd, transposed), gemm.tiles(rows, og, groups)
+    return render_convolution(dtype, nd, transposed), math.prod(out_shape)
+
+
+def argument_values(pointers, shapes, strides, *, stride, padding, dilation, groups, transposed) -> list:
+    """The values of both kernels' parameters (``conv_params``' order): ``pointers`` of ``x``, ``w``
+    and the C-contiguous output, ``shapes`` of all three, ``strides`` (in elements) of ``x`` and ``w``,
+    ``padding`` per side."""
+    (x_shape, w_shape, out_shape), (xs, ws) = shapes, strides
+    cg, og = channels_per_group(x_shape, w_shape, groups, transposed)
+    values = [*pointers, math.prod(out_shape), out_shape[1], cg, og, xs[0], xs[1], ws[0], ws[1]]
+    return values + [
+        *x_shape[2:], *out_shape[2:], *w_shape[2:], *stride, *(p[0] for p in padding), *dilation, *xs[2:], *ws[2:]
+    ]  # fmt: skip
+
+
 @kernel("convolution")
 def convolution(rt, x, w, *, stride, padding, dilation, groups, transposed, output_padding):
     from munet.backends.cuda import copies
@@ -55,26 +82,20 @@ def convolution(rt, x, w, *, stride, padding, dilation, groups, transposed, outp
         raise DeviceError(f"convolution: no kernel for device '{rt.label}' (dtype {dtype}; floating dtypes only)")
     if not 1 <= nd <= 3:
         raise DeviceError(f"convolution: {nd} spatial dims; the cuda kernel supports 1 to 3")
-    n, cin = x.shape[:2]
-    kernel_size, spatial_in = tuple(w.shape[2:]), tuple(x.shape[2:])
-    cg, og = (cin // groups, w.shape[1]) if transposed else (w.shape[1], w.shape[0] // groups)
-    spatial = conv_output_spatial(spatial_in, kernel_size, stride, padding, dilation, transposed, output_padding)
-    cout = og * groups
-    out = rt.empty((n, cout, *spatial), copies.dtype_of(x))
-    total = out.size
-    if total == 0:
+    cg, og = channels_per_group(x.shape, w.shape, groups, transposed)
+    spatial = conv_output_spatial(x.shape[2:], w.shape[2:], stride, padding, dilation, transposed, output_padding)
+    out = rt.empty((x.shape[0], og * groups, *spatial), copies.dtype_of(x))
+    if out.size == 0:
         return out
-    kdim = math.prod(kernel_size) * cg
-    if x.size == 0 or kdim == 0:
+    if x.size == 0 or math.prod(w.shape[2:]) * cg == 0:
         out[...] = 0
         return out
-    xs, ws = _strides(x), _strides(w)
-    rows = n * math.prod(spatial)
-    if choose_kernel(rows, og, groups, kdim) == "gemm":
-        src, work = gemm.render_conv_gemm(dtype, nd, bool(transposed)), gemm.tiles(rows, og, groups)
-    else:
-        src, work = render_convolution(dtype, nd, bool(transposed)), total
-    values = [x.data.ptr, w.data.ptr, out.data.ptr, total, cout, cg, og, xs[0], xs[1], ws[0], ws[1]]
-    values += [*spatial_in, *spatial, *kernel_size, *stride, *(p[0] for p in padding), *dilation, *xs[2:], *ws[2:]]
+    src, work = plan(dtype, x.shape, w.shape, out.shape, groups, bool(transposed))
+    values = argument_values(
+        (x.data.ptr, w.data.ptr, out.data.ptr),
+        (x.shape, w.shape, out.shape),
+        (_strides(x), _strides(w)),
+        stride=stride, padding=padding, dilation=dilation, groups=groups, transposed=transposed,
+    )  # fmt: skip
     launch.launch(rt, src, work, [(t, v) for (t, _), v in zip(src.params, values, strict=True)])
     return out
