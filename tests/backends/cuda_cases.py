@@ -4,7 +4,7 @@
 (rank 2), every cast between two cuda dtypes and every strided copy (rank 3), every reduction x
 dtype x layout; with 64-bit indices (the same renderer with another index type) a sample of each
 family: ``wide_cases()``; and every convolution kernel, direct and implicit GEMM (dtype x 1-3 spatial dims x
-transposed).
+transposed), and the GEMM's split-K sums.
 """
 
 from __future__ import annotations
@@ -82,6 +82,7 @@ def eager_sources() -> tuple:
     ]
     sources += [C.render_convolution(dt, nd, t) for dt in C.DTYPES for nd in (1, 2, 3) for t in (False, True)]
     sources += [G.render_conv_gemm(dt, nd, t) for dt in G.DTYPES for nd in (1, 2, 3) for t in (False, True)]
+    sources += [G.render_split_sum(dt) for dt in G.DTYPES]
     return tuple(sources)
 
 
@@ -201,7 +202,7 @@ def torch_convolution(x, w, *, stride, padding, dilation, groups, transposed, ou
     return full
 
 
-def _conv_case(x, w, stride=1, padding=0, dilation=1, groups=1, transposed=False, output_padding=0, layout="plain"):
+def conv_case(x, w, stride=1, padding=0, dilation=1, groups=1, transposed=False, output_padding=0, layout="plain"):
     nd = len(w) - 2
 
     def per_dim(v):
@@ -214,26 +215,35 @@ def _conv_case(x, w, stride=1, padding=0, dilation=1, groups=1, transposed=False
 
 # the implicit-GEMM kernel's cases: x shape, w shape, geometry, layout "strided": x channels-last and w every other filter of a larger one
 CONV_GEMM_CASES = {
-    "2d, two row and two column tiles, K remainder": _conv_case((2, 9, 7, 6), (70, 9, 3, 3), padding=1),
-    "2d stride, dilation, per-side padding": _conv_case((1, 5, 9, 8), (17, 5, 2, 3), (2, 1), ((1, 0), (2, 1)), (1, 2)),
-    "2d groups, strided operands": _conv_case((2, 6, 5, 5), (12, 2, 3, 3), groups=3, layout="strided"),
-    "2d depthwise": _conv_case((1, 4, 6, 5), (4, 1, 3, 3), padding=1, groups=4),
-    "2d single channels, batch 3": _conv_case((3, 1, 5, 4), (1, 1, 2, 2)),
-    "2d 1x1, 66 filters": _conv_case((1, 20, 3, 5), (66, 20, 1, 1)),
-    "1d stride 2, groups": _conv_case((2, 16, 9), (18, 8, 3), 2, 1, groups=2, layout="strided"),
-    "3d": _conv_case((1, 3, 4, 5, 3), (9, 3, 2, 3, 1), (1, 2, 1), ((1, 0), (0, 1), (0, 0))),
-    "transposed 2d stride 2, output padding": _conv_case(
+    "2d, two row and two column tiles, K remainder": conv_case((2, 9, 7, 6), (70, 9, 3, 3), padding=1),
+    "2d stride, dilation, per-side padding": conv_case((1, 5, 9, 8), (17, 5, 2, 3), (2, 1), ((1, 0), (2, 1)), (1, 2)),
+    "2d groups, strided operands": conv_case((2, 6, 5, 5), (12, 2, 3, 3), groups=3, layout="strided"),
+    "2d depthwise": conv_case((1, 4, 6, 5), (4, 1, 3, 3), padding=1, groups=4),
+    "2d single channels, batch 3": conv_case((3, 1, 5, 4), (1, 1, 2, 2)),
+    "2d 1x1, 66 filters": conv_case((1, 20, 3, 5), (66, 20, 1, 1)),
+    "1d stride 2, groups": conv_case((2, 16, 9), (18, 8, 3), 2, 1, groups=2, layout="strided"),
+    "3d": conv_case((1, 3, 4, 5, 3), (9, 3, 2, 3, 1), (1, 2, 1), ((1, 0), (0, 1), (0, 0))),
+    "transposed 2d stride 2, output padding": conv_case(
         (2, 9, 4, 5), (9, 66, 3, 3), 2, 1, transposed=True, output_padding=1
     ),
-    "transposed 2d dilation, per-side padding, groups": _conv_case(
+    "transposed 2d dilation, per-side padding, groups": conv_case(
         (1, 6, 5, 4), (6, 3, 3, 2), (1, 2), ((2, 0), (0, 1)), (2, 1), 2, True, layout="strided"
     ),
-    "transposed 2d depthwise": _conv_case((1, 3, 4, 4), (3, 1, 3, 3), 2, groups=3, transposed=True),
-    "transposed 1d": _conv_case((2, 4, 6), (4, 5, 3), 3, 2, 2, transposed=True, output_padding=2),
-    "transposed 3d, strided operands": _conv_case(
+    "transposed 2d depthwise": conv_case((1, 3, 4, 4), (3, 1, 3, 3), 2, groups=3, transposed=True),
+    "transposed 1d": conv_case((2, 4, 6), (4, 5, 3), 3, 2, 2, transposed=True, output_padding=2),
+    "transposed 3d, strided operands": conv_case(
         (1, 4, 3, 2, 3), (4, 6, 2, 2, 3), (2, 1, 1), 1, transposed=True, layout="strided"
     ),
 }
+
+
+# long reductions over few tiles (as weight gradients are), for K split 2, 3 (one split starting past
+# K) and 5 ways
+CONV_SPLIT_CASES = {
+    "2d": conv_case((2, 7, 12, 13), (9, 7, 3, 3), padding=1),
+    "transposed 1d, strided operands": conv_case((1, 50, 11), (50, 3, 2), 2, transposed=True, layout="strided"),
+}
+CONV_SPLITS = (2, 3, 5)
 
 
 def conv_operands(x_shape, w_shape, dtype: str, layout: str, seed: int, to=np.asarray) -> tuple:
@@ -255,19 +265,26 @@ def element_strides(a) -> tuple:
     return tuple(s // a.itemsize for s in a.strides)
 
 
-def gemm_launch(dtype: str, x, w, geometry: dict, empty) -> tuple:
-    """``(CudaSource, tiles, argument values)`` of the implicit-GEMM kernel computing ``x`` by ``w`` with
-    ``geometry`` (a ``CONV_GEMM_CASES`` entry's) into ``empty(shape)`` (the third value)."""
+def gemm_launch(dtype: str, x, w, geometry: dict, empty, splits: int = 1) -> list:
+    """The launches computing ``x`` by ``w`` with ``geometry`` (a ``CONV_GEMM_CASES`` entry's) on the
+    implicit-GEMM kernel, K split ``splits`` ways: ``[(CudaSource, work items, argument values), ...]``
+    (the GEMM, then for splits the partials' sum), arrays from ``empty(shape, dtype name)``; the
+    output is the GEMM's third value."""
     spatial = conv_output_spatial(x.shape[2:], w.shape[2:], *(geometry[k] for k in ("stride", "padding", "dilation")),
                                   geometry["transposed"], geometry["output_padding"])  # fmt: skip
     cg, og = kernels_conv.channels_per_group(x.shape, w.shape, geometry["groups"], geometry["transposed"])
-    out = empty((x.shape[0], og * geometry["groups"], *spatial))
+    out = empty((x.shape[0], og * geometry["groups"], *spatial), dtype)
+    part = empty((splits, *out.shape), "float64" if dtype == "float64" else "float32") if splits > 1 else 0
     values = kernels_conv.argument_values(
         (x, w, out), (x.shape, w.shape, out.shape), (element_strides(x), element_strides(w)),
         **{k: v for k, v in geometry.items() if k != "output_padding"},
     )  # fmt: skip
     src = G.render_conv_gemm(dtype, w.ndim - 2, geometry["transposed"])
-    return src, G.tiles(x.shape[0] * math.prod(spatial), og, geometry["groups"]), values
+    tiles = G.tiles(x.shape[0] * math.prod(spatial), og, geometry["groups"], splits)
+    launches = [(src, tiles, [*values, part, splits])]
+    if splits > 1:
+        launches.append((G.render_split_sum(dtype), out.size, [part, out, out.size, splits]))
+    return launches
 
 
 def assert_gemm_convolution(out, x, w, geometry: dict, dtype: str, what: str) -> None:
@@ -286,6 +303,7 @@ CONV_EAGER_CASES = {
     "conv2d dilation": ("conv2d", (2, 3, 7, 6), (4, 3, 3, 2), {"padding": (1, 0), "dilation": (2, 1)}),
     "conv2d tile remainders": ("conv2d", (2, 9, 9, 8), (70, 9, 3, 3), {"padding": 1}),
     "conv2d ResNet-like channels": ("conv2d", (2, 24, 6, 6), (32, 24, 3, 3), {"padding": 1}),
+    "conv2d a long weight-gradient reduction": ("conv2d", (2, 8, 16, 16), (16, 8, 3, 3), {"padding": 1}),
     "conv2d 'same' with an even kernel (per-side padding)": ("conv2d", (1, 5, 6, 7), (9, 5, 4, 2), {"padding": "same"}),
     "conv2d depthwise, batch 1": ("conv2d", (1, 4, 6, 5), (8, 1, 3, 3), {"padding": 1, "groups": 4}),
     "conv2d single channels": ("conv2d", (3, 1, 5, 4), (1, 1, 2, 2), {}),

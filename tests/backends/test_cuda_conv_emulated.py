@@ -67,6 +67,8 @@ def test_a_strided_input_and_the_dispatch_without_forcing():
     # ResNet-like channels: the GEMM for the forward and both gradients; depthwise: the direct kernel
     assert all("_gemm_" in n for n in _check("conv2d ResNet-like channels", "float32", layout="strided"))
     assert {n for n in _check("conv2d depthwise, batch 1", "float32") if "_gemm_" in n} == set()
+    # the weight gradient's 512-term reduction over 2 tiles is split (kernels_conv_gemm.splits_for)
+    assert "munet_conv_gemm_split_sum_float32" in _check("conv2d a long weight-gradient reduction", "float32")
 
 
 def test_bias_through_a_strided_view():

@@ -17,7 +17,15 @@ from munet.backends.cuda import emulation
 from munet.backends.cuda import kernels_conv as C
 from munet.backends.cuda import kernels_conv_gemm as G
 from tests.backends import fake_cupy
-from tests.backends.cuda_cases import CONV_GEMM_CASES, assert_gemm_convolution, conv_operands, gemm_launch
+from tests.backends.cuda_cases import (
+    CONV_GEMM_CASES,
+    CONV_SPLIT_CASES,
+    CONV_SPLITS,
+    assert_gemm_convolution,
+    conv_operands,
+    gemm_launch,
+    np_dtype,
+)
 
 fake_cupy.skip_without_emulation()
 
@@ -26,7 +34,17 @@ VARIANTS = [(dt, nd, t) for dt in G.DTYPES for nd in (1, 2, 3) for t in (False, 
 
 @pytest.fixture(scope="module")
 def emulator():
-    return emulation.Emulator([G.render_conv_gemm(*v) for v in VARIANTS])
+    return emulation.Emulator([*(G.render_conv_gemm(*v) for v in VARIANTS), *map(G.render_split_sum, G.DTYPES)])
+
+
+def _run(emulator, dtype, x, w, geometry, splits=1) -> np.ndarray:
+    def empty(shape, dt):  # unwritten outputs stay NaN
+        return np.full(shape, np.nan, np_dtype(dt))
+
+    launches = gemm_launch(dtype, x, w, geometry, empty, splits)
+    for src, work, values in launches:
+        emulator.run(src, work, values)
+    return launches[0][2][2]
 
 
 @pytest.mark.parametrize("dtype", G.DTYPES)
@@ -34,9 +52,16 @@ def emulator():
 def test_every_variant_matches_torch_within_the_summation_bound(emulator, case, dtype):
     x_shape, w_shape, geometry, layout = CONV_GEMM_CASES[case]
     x, w = conv_operands(x_shape, w_shape, dtype, layout, seed=len(case))
-    src, work, values = gemm_launch(dtype, x, w, geometry, lambda shape: np.full(shape, np.nan, x.dtype))
-    emulator.run(src, work, values)
-    assert_gemm_convolution(values[2], x, w, geometry, dtype, case)
+    assert_gemm_convolution(_run(emulator, dtype, x, w, geometry), x, w, geometry, dtype, case)
+
+
+@pytest.mark.parametrize("splits", CONV_SPLITS)
+@pytest.mark.parametrize("dtype", G.DTYPES)
+@pytest.mark.parametrize("case", CONV_SPLIT_CASES)
+def test_a_split_reduction_matches_torch(emulator, case, dtype, splits):
+    x_shape, w_shape, geometry, layout = CONV_SPLIT_CASES[case]
+    x, w = conv_operands(x_shape, w_shape, dtype, layout, seed=splits)
+    assert_gemm_convolution(_run(emulator, dtype, x, w, geometry, splits), x, w, geometry, dtype, case)
 
 
 def test_the_dispatch_rule():
@@ -55,3 +80,12 @@ def test_the_dispatch_rule():
     # the threshold itself: exactly MIN_FILL of the issued multiply-adds real
     assert C.choose_kernel(rows=64, og=8, groups=1, kdim=16) == "gemm"
     assert C.choose_kernel(rows=64, og=7, groups=1, kdim=16) == "direct"
+
+
+def test_the_k_split_rule():
+    # ResNet's forward fills the GPU unsplit; its weight gradient (9 tiles, K = batch x 3136) splits
+    assert G.splits_for(m=32 * 56 * 56, og=64, groups=1, kdim=64 * 9) == 1
+    assert G.splits_for(m=64 * 9, og=64, groups=1, kdim=32 * 56 * 56) == -(-G.FILL_BLOCKS // 9)
+    # a split gets MIN_SPLIT_STEPS K steps at least
+    assert G.splits_for(m=64, og=64, groups=1, kdim=G.BK * G.MIN_SPLIT_STEPS * 3) == 3
+    assert G.splits_for(m=64, og=64, groups=1, kdim=G.BK * (G.MIN_SPLIT_STEPS - 1)) == 1

@@ -356,6 +356,7 @@ def test_convolutions_of_other_dtypes_on_the_gemm(case, dtype, monkeypatch):
 def test_convolutions_dispatched_unforced():
     check_convolution("conv2d ResNet-like channels", "float32", layout="strided")
     check_convolution("conv2d depthwise, batch 1", "float32")
+    check_convolution("conv2d a long weight-gradient reduction", "float32")
 
 
 @pytest.mark.parametrize("case", {**EAGER_INDEXING, **EAGER_SCANS, **EAGER_SORTS})

@@ -17,6 +17,8 @@ from munet.backends.cuda import nvrtc
 from munet.ops._registry import OPS
 from tests.backends.cuda_cases import (
     CONV_GEMM_CASES,
+    CONV_SPLIT_CASES,
+    CONV_SPLITS,
     assert_gemm_convolution,
     assert_matches,
     conv_operands,
@@ -82,16 +84,29 @@ def test_eager_kernels_on_the_gpu_match_the_emulated_and_cpu_results(cupy, name,
     assert not cupy.asnumpy(record).any(), f"{name} {dtype} recorded a fault"
 
 
+def _gemm_convolution(cupy, dtype, case, splits, tmp_path) -> None:
+    x_shape, w_shape, geometry, layout = {**CONV_GEMM_CASES, **CONV_SPLIT_CASES}[case]
+    x, w = conv_operands(x_shape, w_shape, dtype, layout, seed=len(case), to=cupy.asarray)
+
+    def empty(shape, dt):  # unwritten outputs stay NaN (bfloat16 travels as its bits)
+        host = np.full(shape, np.nan, np_dtype(dt))
+        return cupy.asarray(host.view(np.uint16) if dt == "bfloat16" else host)
+
+    launches = gemm_launch(dtype, x, w, geometry, empty, splits)
+    for src, work, values in launches:
+        _launch(cupy, src, work, values, tmp_path)
+    x, w, out = (cupy.asnumpy(a).view(np_dtype(dtype)) for a in (x, w, launches[0][2][2]))
+    assert_gemm_convolution(out, x, w, geometry, dtype, f"{case} on the GPU, K split {splits} ways")
+
+
 @pytest.mark.parametrize("dtype", G.DTYPES)
 @pytest.mark.parametrize("case", CONV_GEMM_CASES)
 def test_the_implicit_gemm_convolution_on_the_gpu(cupy, case, dtype, tmp_path):
-    x_shape, w_shape, geometry, layout = CONV_GEMM_CASES[case]
-    x, w = conv_operands(x_shape, w_shape, dtype, layout, seed=len(case), to=cupy.asarray)
+    _gemm_convolution(cupy, dtype, case, 1, tmp_path)
 
-    def nans(shape):  # unwritten outputs stay NaN (bfloat16 travels as its bits)
-        return cupy.asarray(np.full(shape, np.nan, np_dtype(dtype)).view(x.dtype))
 
-    src, work, values = gemm_launch(dtype, x, w, geometry, nans)
-    _launch(cupy, src, work, values, tmp_path)
-    x, w, out = (cupy.asnumpy(a).view(np_dtype(dtype)) for a in (x, w, values[2]))
-    assert_gemm_convolution(out, x, w, geometry, dtype, f"{case} on the GPU")
+@pytest.mark.parametrize("splits", CONV_SPLITS)
+@pytest.mark.parametrize("dtype", G.DTYPES)
+@pytest.mark.parametrize("case", CONV_SPLIT_CASES)
+def test_a_split_implicit_gemm_convolution_on_the_gpu(cupy, case, dtype, splits, tmp_path):
+    _gemm_convolution(cupy, dtype, case, splits, tmp_path)

@@ -1,12 +1,13 @@
 """``convolution`` on cuda (1-3 spatial dims, stride, per-side padding, dilation, groups,
 transposed; float32, float64, float16, bfloat16): the kernel-table entry and the choice between
-its two CUDA C kernels, which take the same arguments.
+its two CUDA C kernels, which take the same arguments (the GEMM two more, for split K).
 
 - The implicit GEMM (``kernels_conv_gemm.py``): tiles of output pixels x output channels staged
-  through shared memory, the default.
+  through shared memory, the default; an output of few tiles over a long reduction (a weight
+  gradient) splits its K loop (``kernels_conv_gemm.splits_for``) and adds the partials after.
 - The direct kernel (``kernels_conv_direct.py``): one thread per output element. It runs where the
-  GEMM's tiles would be mostly empty (:func:`choose_kernel`: fewer than ``1 / MIN_FILL`` of the
-  multiply-adds a tile issues are real, such as depthwise or few-channel convolutions, whose
+  GEMM's tiles would be mostly empty (:func:`choose_kernel`: less than ``MIN_FILL`` of the
+  multiply-adds its tiles issue are real, as in depthwise or few-filter convolutions, whose
   handful of output channels fill a few of a tile's 64 columns), and where the GEMM cannot: a
   reduction of ``2**31`` or more terms per output, or ``2**31`` or more tiles.
 
@@ -20,6 +21,7 @@ from __future__ import annotations
 
 import math
 
+from munet import _dtype as D
 from munet._device import DeviceError
 from munet.backends.cuda import kernels_conv_gemm as gemm
 from munet.backends.cuda import launch
@@ -51,13 +53,15 @@ def channels_per_group(x_shape, w_shape, groups: int, transposed: bool) -> tuple
 
 
 def plan(dtype: str, x_shape, w_shape, out_shape, groups: int, transposed: bool) -> tuple:
-    """``(CudaSource, work items)`` of the kernel that computes this convolution (``choose_kernel``)."""
+    """``(CudaSource, work items, K splits)`` of the kernel that computes this convolution
+    (``choose_kernel``; splits: ``kernels_conv_gemm.splits_for``, None for the direct kernel)."""
     nd = len(w_shape) - 2
     cg, og = channels_per_group(x_shape, w_shape, groups, transposed)
-    rows = out_shape[0] * math.prod(out_shape[2:])
-    if choose_kernel(rows, og, groups, cg * math.prod(w_shape[2:])) == "gemm":
-        return gemm.render_conv_gemm(dtype, nd, transposed), gemm.tiles(rows, og, groups)
-    return render_convolution(dtype, nd, transposed), math.prod(out_shape)
+    rows, kdim = out_shape[0] * math.prod(out_shape[2:]), cg * math.prod(w_shape[2:])
+    if choose_kernel(rows, og, groups, kdim) == "gemm":
+        splits = gemm.splits_for(rows, og, groups, kdim)
+        return gemm.render_conv_gemm(dtype, nd, transposed), gemm.tiles(rows, og, groups, splits), splits
+    return render_convolution(dtype, nd, transposed), math.prod(out_shape), None
 
 
 def argument_values(pointers, shapes, strides, *, stride, padding, dilation, groups, transposed) -> list:
@@ -90,12 +94,22 @@ def convolution(rt, x, w, *, stride, padding, dilation, groups, transposed, outp
     if x.size == 0 or math.prod(w.shape[2:]) * cg == 0:
         out[...] = 0
         return out
-    src, work = plan(dtype, x.shape, w.shape, out.shape, groups, bool(transposed))
+    src, work, splits = plan(dtype, x.shape, w.shape, out.shape, groups, bool(transposed))
     values = argument_values(
         (x.data.ptr, w.data.ptr, out.data.ptr),
         (x.shape, w.shape, out.shape),
         (_strides(x), _strides(w)),
         stride=stride, padding=padding, dilation=dilation, groups=groups, transposed=transposed,
     )  # fmt: skip
-    launch.launch(rt, src, work, [(t, v) for (t, _), v in zip(src.params, values, strict=True)])
+    if splits is None:
+        _run(rt, src, work, values)
+        return out
+    part = rt.empty((splits, *out.shape), D.float64 if dtype == "float64" else D.float32) if splits > 1 else None
+    _run(rt, src, work, [*values, part.data.ptr if part is not None else 0, splits])
+    if part is not None:  # the splits' partial sums, added in split order
+        _run(rt, gemm.render_split_sum(dtype), out.size, [part.data.ptr, out.data.ptr, out.size, splits])
     return out
+
+
+def _run(rt, src, work: int, values) -> None:
+    launch.launch(rt, src, work, [(t, v) for (t, _), v in zip(src.params, values, strict=True)])

@@ -1,5 +1,6 @@
 """The implicit-GEMM convolution kernel as CUDA C (1-3 spatial dims, stride, per-side padding,
-dilation, groups, transposed); it takes the direct kernel's parameters (``kernels_conv_direct``).
+dilation, groups, transposed); it takes the direct kernel's parameters (``kernels_conv_direct``) and
+two for split K (below).
 
 Per group ``g`` a convolution is the product ``out[m, j] = sum_k A[m, k] B[k, j]`` over rows ``m =
 (n, p)`` (batch x output pixels, ``M = total / cout``), columns ``j`` (the group's ``og`` output
@@ -23,6 +24,14 @@ arithmetic and the rows' coordinates are decoded once. Tile remainders (``M``, `
 multiples of the tile) load zeros and store nothing. float32/float64 accumulate in their own type,
 float16/bfloat16 in float32, each output rounded once.
 
+Split K: an output of few tiles with a long reduction (a weight gradient: ``cg * prod(ksize)`` rows,
+``og`` columns, ``K = batch x pixels``) would leave most of the GPU idle, so ``splits_for`` splits the
+K loop ``splits`` ways (the extra parameters ``part`` and ``splits``; ``splits == 1``: the plain
+kernel, ``part`` unused). Block ``b`` then computes tile ``b % tiles`` over the ``b / tiles``-th run
+of whole K steps and stores its unrounded sums in the accumulator-typed ``part[split][out]``;
+``render_split_sum``'s kernel adds the partials in split order and rounds once (deterministic: no
+atomics).
+
 The caller guarantees ``K < 2**31`` and fewer than ``2**31`` tiles (``kernels_conv.choose_kernel``).
 """
 
@@ -32,17 +41,50 @@ import functools
 
 from munet._device import DeviceError
 from munet.backends.cuda.kernels_conv_direct import DTYPES, conv_params
-from munet.backends.cuda.scalar_cuda import HEADER, PRELUDE, load, store
-from munet.backends.cuda.source import CudaSource
+from munet.backends.cuda.scalar_cuda import HEADER, PRELUDE, ctype, load, store
+from munet.backends.cuda.source import CudaSource, kernel_head
 
 BM, BN, BK = 64, 64, 16  # output tile (pixels x channels) and K step
 TM, TN = 4, 4  # each thread's register block
 THREADS = (BM // TM) * (BN // TN)
 
 
-def tiles(m: int, og: int, groups: int) -> int:
-    """Blocks the kernel launches for ``m`` rows and ``og`` columns per group."""
-    return -(-m // BM) * -(-og // BN) * groups
+FILL_BLOCKS = 256  # split K until about this many blocks run (two per SM of a 132-SM H100/H200)
+MIN_SPLIT_STEPS = 8  # K steps per split at least, so the partials' traffic stays small beside the work
+
+
+def tiles(m: int, og: int, groups: int, splits: int = 1) -> int:
+    """Blocks the kernel launches for ``m`` rows and ``og`` columns per group, K split ``splits`` ways."""
+    return -(-m // BM) * -(-og // BN) * groups * splits
+
+
+def splits_for(m: int, og: int, groups: int, kdim: int) -> int:
+    """How many ways to split the K loop: 1 unless the output has too few tiles to fill the GPU and
+    the reduction is long (a weight gradient: few rows and columns, K = batch x pixels)."""
+    blocks = tiles(m, og, groups)
+    if blocks >= FILL_BLOCKS:
+        return 1
+    return max(1, min(-(-FILL_BLOCKS // blocks), -(-kdim // BK) // MIN_SPLIT_STEPS))
+
+
+@functools.lru_cache(maxsize=8)
+def render_split_sum(dtype: str) -> CudaSource:
+    """The kernel adding a split launch's ``splits`` partial outputs (accumulator type, split-major)
+    in split order and rounding each sum once to ``dtype``: ``total`` work items."""
+    if dtype not in DTYPES:
+        raise DeviceError(f"convolution: no cuda kernel for {dtype}")
+    acc = "double" if dtype == "float64" else "float"
+    params = ((f"const {acc} *", "part"), (f"{ctype(dtype)} *", "out"), ("long long", "total"), ("long long", "splits"))
+    name = f"munet_conv_gemm_split_sum_{dtype}"
+    lines = [
+        *kernel_head(name, params, "total"),
+        f"    {acc} sum = 0;",
+        "    for (long long q = 0; q < splits; q++) sum += part[q * total + i];",
+        f"    out[i] = {store(dtype, 'sum', 'float64' if acc == 'double' else 'float32')};",
+        "  }",
+        "}",
+    ]
+    return CudaSource(name, "\n".join([HEADER, PRELUDE, *lines]) + "\n", params, 256, "elements")
 
 
 def _decode_k(name: str, k: str, nd: int) -> list[str]:
@@ -79,7 +121,7 @@ def _row_setup(nd: int, transposed: bool) -> list[str]:
 
 def _load_a(nd: int, transposed: bool, acc: str, dtype: str) -> list[str]:
     lines = ["  {  // A: As[ty][row r] = x at (row r, k0 + ty)", *_decode_k("a", "k0 + ty", nd)]
-    lines.append("    const bool kin = k0 + ty < kdim;")
+    lines.append("    const bool kin = k0 + ty < kend;")
     lines += ["#pragma unroll", f"    for (int r = 0; r < {TM}; r++) {{", "      bool ok = kin && live[r];"]
     offset = ["xrow[r]", "a_c * xs_c"]
     for d in range(nd):
@@ -102,7 +144,7 @@ def _load_b(nd: int, transposed: bool, acc: str, dtype: str) -> list[str]:
     column = "j * ws_1" if transposed else "(g * og + j) * ws_0"
     offset = " + ".join([base, *(f"b_k{d} * ws{d}" for d in range(nd))])
     lines += [
-        "    const bool kin = k0 + tx < kdim;",
+        "    const bool kin = k0 + tx < kend;",
         f"    const long long woff = kin ? {offset} : 0;",
         "#pragma unroll",
         f"    for (int c = 0; c < {TN}; c++) {{",
@@ -121,8 +163,8 @@ def render_conv_gemm(dtype: str, nd: int, transposed: bool) -> CudaSource:
     if dtype not in DTYPES or not 1 <= nd <= 3:
         raise DeviceError(f"convolution: no cuda kernel for {dtype} with {nd} spatial dims")
     name = f"munet_conv{nd}d{'_transposed' if transposed else ''}_gemm_{dtype}"
-    params = conv_params(dtype, nd)
     acc = "double" if dtype == "float64" else "float"
+    params = (*conv_params(dtype, nd), (f"{acc} *", "part"), ("long long", "splits"))
     fma = "fma" if acc == "double" else "fmaf"
     signature = ", ".join(f"{t}{'' if t.endswith('*') else ' '}{p}" for t, p in params)
     window = " * ".join(f"ksize{d}" for d in range(nd))
@@ -136,7 +178,10 @@ def render_conv_gemm(dtype: str, nd: int, transposed: bool) -> CudaSource:
         f"  const unsigned kwin = (unsigned)({window});",
         *(f"  const unsigned kz{d} = (unsigned)ksize{d};" for d in range(1, nd)),
         f"  const long long tiles_m = (rows + {BM - 1}) / {BM}, tiles_n = (og + {BN - 1}) / {BN};",
-        "  const long long tile = blockIdx.x;",
+        "  const long long per_split = tiles_m * tiles_n * (cout / og);",
+        "  const long long tile = blockIdx.x % per_split, split = blockIdx.x / per_split;",
+        f"  const long long chunk = ((kdim + {BK - 1}) / {BK} + splits - 1) / splits * {BK};",
+        "  const long long kbegin = split * chunk, kend = kbegin + chunk < kdim ? kbegin + chunk : kdim;",
         f"  const long long m0 = tile % tiles_m * {BM}, j0 = tile / tiles_m % tiles_n * {BN};",
         "  const long long g = tile / tiles_m / tiles_n;",
         f"  const int tx = threadIdx.x % {BM // TM}, ty = threadIdx.x / {BM // TM};",
@@ -146,7 +191,7 @@ def render_conv_gemm(dtype: str, nd: int, transposed: bool) -> CudaSource:
         f"  for (int r = 0; r < {TM}; r++)",
         "#pragma unroll",
         f"    for (int c = 0; c < {TN}; c++) sum[r][c] = 0;",
-        f"  for (long long k0 = 0; k0 < kdim; k0 += {BK}) {{",
+        f"  for (long long k0 = kbegin; k0 < kend; k0 += {BK}) {{",
         *("  " + line for line in _load_a(nd, transposed, acc, dtype)),
         *("  " + line for line in _load_b(nd, transposed, acc, dtype)),
         "    __syncthreads();",
@@ -170,7 +215,10 @@ def render_conv_gemm(dtype: str, nd: int, transposed: bool) -> CudaSource:
         "#pragma unroll",
         f"    for (int c = 0; c < {TN}; c++) {{",
         f"      const long long j = j0 + ty + {BN // TN} * c;",
-        f"      if (j < og) out[orow[r] + (g * og + j) * pixels] = {store(dtype, 'sum[r][c]', 'float64' if acc == 'double' else 'float32')};",
+        "      if (j >= og) continue;",
+        "      const long long at = orow[r] + (g * og + j) * pixels;",
+        f"      if (splits == 1) out[at] = {store(dtype, 'sum[r][c]', 'float64' if acc == 'double' else 'float32')};",
+        "      else part[split * total + at] = sum[r][c];",
         "    }",
         "  }",
         "}",
