@@ -274,7 +274,7 @@ def gemm_launch(dtype: str, x, w, geometry: dict, empty, splits: int = 1) -> lis
                                   geometry["transposed"], geometry["output_padding"])  # fmt: skip
     cg, og = kernels_conv.channels_per_group(x.shape, w.shape, geometry["groups"], geometry["transposed"])
     out = empty((x.shape[0], og * geometry["groups"], *spatial), dtype)
-    part = empty((splits, *out.shape), "float64" if dtype == "float64" else "float32") if splits > 1 else 0
+    part = empty((splits, *out.shape), "float64" if dtype == "float64" else "float32") if splits > 1 else np.uint64(0)
     values = kernels_conv.argument_values(
         (x, w, out), (x.shape, w.shape, out.shape), (element_strides(x), element_strides(w)),
         **{k: v for k, v in geometry.items() if k != "output_padding"},
