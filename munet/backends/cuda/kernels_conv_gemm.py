@@ -20,7 +20,9 @@ warp's loads and stores touch neighbouring ``m``, which are neighbouring pixels)
 fused multiply-adds (``--fmad=false`` forbids only the compiler's own contractions). A thread loads
 ``A`` at its own rows and one ``k`` (``k0 + ty``) and ``B`` at its own columns and one ``k`` (``k0 +
 tx``, neighbouring threads reading neighbouring weights), so each K step decodes two ``k`` in 32-bit
-arithmetic and the rows' coordinates are decoded once. Tile remainders (``M``, ``og``, ``K`` not
+arithmetic and the rows' coordinates are decoded once. ``__launch_bounds__`` caps the registers
+(ptxas gave 168 a thread unbounded: one block per SM, whose loads then stall the whole SM at every
+``__syncthreads``) so that two blocks share an SM, one computing while the other loads. Tile remainders (``M``, ``og``, ``K`` not
 multiples of the tile) load zeros and store nothing. float32/float64 accumulate in their own type,
 float16/bfloat16 in float32, each output rounded once.
 
@@ -47,6 +49,7 @@ from munet.backends.cuda.source import CudaSource, kernel_head
 BM, BN, BK = 64, 64, 16  # output tile (pixels x channels) and K step
 TM, TN = 4, 4  # each thread's register block
 THREADS = (BM // TM) * (BN // TN)
+BLOCKS_PER_SM = 2  # __launch_bounds__: registers capped so that two blocks share an SM
 
 
 FILL_BLOCKS = 256  # split K until about this many blocks run (two per SM of a 132-SM H100/H200)
@@ -169,7 +172,7 @@ def render_conv_gemm(dtype: str, nd: int, transposed: bool) -> CudaSource:
     signature = ", ".join(f"{t}{'' if t.endswith('*') else ' '}{p}" for t, p in params)
     window = " * ".join(f"ksize{d}" for d in range(nd))
     lines = [
-        f'extern "C" __global__ void {name}({signature}) {{',
+        f'extern "C" __global__ void __launch_bounds__({THREADS}, {BLOCKS_PER_SM}) {name}({signature}) {{',
         f"  __shared__ {acc} As[{BK}][{BM}];",
         f"  __shared__ {acc} Bs[{BK}][{BN + 1}];  // padded: the B stores of a warp hit distinct banks",
         "  const long long pixels = " + " * ".join(f"out{d}" for d in range(nd)) + ";",
