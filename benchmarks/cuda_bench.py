@@ -13,8 +13,11 @@ Cases, each with PyTorch's figure beside MuNet's and their ratio:
 - a compiled MLP training step (AdamW, ``--width``, batch 256): ``munet.compile`` replayed as one
   CUDA graph and with ``options={"cuda_graphs": False}``, against PyTorch eager, in ms per step
   (host wall clock, synchronized).
-- conv2d forward (32 x 64 x 56 x 56, 3x3, 64 filters), MuNet's direct kernel against PyTorch's
-  (cuDNN), in ms: a losing case recorded as such.
+- conv2d, float32, batch 32 at 56 x 56: ResNet's 3x3 convolution (64 -> 64 channels, padding 1) and
+  its 1x1 bottleneck reduction (256 -> 64), each forward (under no_grad) and forward plus backward
+  (the input and weight gradients of a given output gradient), in ms; MuNet's kernel (the implicit
+  GEMM or the direct one, ``kernels_conv.choose_kernel``) against PyTorch's (cuDNN), the note
+  giving MuNet's TFLOP/s.
 
 Device times come from CUDA events around ``--repeat`` calls after a warm-up (MuNet's events for
 MuNet, PyTorch's for PyTorch); launch overhead and transfers are host wall clock with a
@@ -254,17 +257,52 @@ def compiled_step_cases(table: Table, device: str, width: int, repeat: int, mt: 
         table.add(name, "ms/step", ours, theirs, f"vs PyTorch eager; {how}")
 
 
+CONV_CASES = (  # label, input shape, weight shape, padding
+    ("3x3 64->64", (32, 64, 56, 56), (64, 64, 3, 3), 1),
+    ("1x1 256->64", (32, 256, 56, 56), (64, 256, 1, 1), 0),
+)
+
+
 def conv_cases(table: Table, device: str, repeat: int, mt: Timer, tt: Timer | None) -> None:
+    from munet.backends.cuda import kernels_conv
+
     rng = np.random.default_rng(0)
-    x_host = rng.standard_normal((32, 64, 56, 56)).astype(np.float32)
-    w_host = rng.standard_normal((64, 64, 3, 3)).astype(np.float32)
-    x, w = munet.tensor(x_host).to(device), munet.tensor(w_host).to(device)
-    ours = mt.ms(lambda: munet.nn.functional.conv2d(x, w, padding=1), repeat)
-    theirs = None
-    if tt is not None:
-        tx, tw = torch.tensor(x_host, device=device), torch.tensor(w_host, device=device)
-        theirs = tt.ms(lambda: torch.nn.functional.conv2d(tx, tw, padding=1), repeat)
-    table.add("conv2d 32x64x56x56, 3x3x64", "ms", ours, theirs, "MuNet: direct kernel; PyTorch: cuDNN")
+    for label, x_shape, w_shape, padding in CONV_CASES:
+        out_shape = (x_shape[0], w_shape[0], *x_shape[2:])  # stride 1, "same" padding
+        hosts = [rng.standard_normal(s).astype(np.float32) for s in (x_shape, w_shape, out_shape)]
+        flop = 2.0 * np.prod(out_shape) * np.prod(w_shape[1:])
+        kernel = kernels_conv.plan("float32", x_shape, w_shape, out_shape, 1, False)[0].name
+        for passes, name in ((1, "forward"), (3, "forward+backward")):
+            case = f"conv2d {label}, {'x'.join(map(str, x_shape))}, {name}"
+            try:
+                x, w = (munet.tensor(h).to(device).requires_grad_() for h in hosts[:2])
+                g = munet.tensor(hosts[2]).to(device)
+                ours = mt.ms(_conv_call(munet, x, w, g, padding, passes), repeat)
+            except Exception as exc:  # noqa: BLE001
+                table.add(case, "ms", None, None, _no_kernel(exc))
+                continue
+            theirs = None
+            if tt is not None:
+                tx, tw = (torch.tensor(h, device=device, requires_grad=True) for h in hosts[:2])
+                theirs = tt.ms(
+                    _conv_call(torch, tx, tw, torch.tensor(hosts[2], device=device), padding, passes), repeat
+                )
+            note = f"MuNet: {kernel} (forward), {passes * flop / ours / 1e9:.1f} TFLOP/s; PyTorch: cuDNN"
+            table.add(case, "ms", ours, theirs, note)
+
+
+def _conv_call(lib, x, w, g, padding: int, passes: int):
+    """One convolution (``passes == 1``, without autograd) or one with its backward, in ``lib``."""
+
+    def forward():
+        with lib.no_grad():
+            return lib.nn.functional.conv2d(x, w, padding=padding)
+
+    def forward_backward():
+        x.grad = w.grad = None
+        lib.nn.functional.conv2d(x, w, padding=padding).backward(g)
+
+    return forward if passes == 1 else forward_backward
 
 
 def machine_lines(device: str) -> list[str]:

@@ -3,22 +3,28 @@
 ``eager_sources()``: with 32-bit indices, every formula op x every dtype its formula takes
 (rank 2), every cast between two cuda dtypes and every strided copy (rank 3), every reduction x
 dtype x layout; with 64-bit indices (the same renderer with another index type) a sample of each
-family: ``wide_cases()``; and every convolution kernel (dtype x 1-3 spatial dims x transposed).
+family: ``wide_cases()``; and every convolution kernel, direct and implicit GEMM (dtype x 1-3 spatial dims x
+transposed), and the GEMM's split-K sums.
 """
 
 from __future__ import annotations
 
 import functools
+import math
+import warnings
 
 import ml_dtypes
 import numpy as np
 
 import munet
 from munet._device import get_backend
-from munet.backends.cuda import kernels_conv as C
+from munet.backends.cuda import kernels_conv
+from munet.backends.cuda import kernels_conv_direct as C
+from munet.backends.cuda import kernels_conv_gemm as G
 from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import kernels_reduce as R
 from munet.ops._registry import OPS
+from munet.ops.conv import conv_output_spatial
 from tests.cancellation import TERM_ULPS
 
 REDUCTION_DTYPES = ("float32", "float64", "float16", "bfloat16", "int32", "int64", "bool")
@@ -75,6 +81,8 @@ def eager_sources() -> tuple:
         reduction_source(op, dt, lay, 64) for op in R.OPS for dt in ("float32", "int64") for lay in ("outputs", "rows")
     ]
     sources += [C.render_convolution(dt, nd, t) for dt in C.DTYPES for nd in (1, 2, 3) for t in (False, True)]
+    sources += [G.render_conv_gemm(dt, nd, t) for dt in G.DTYPES for nd in (1, 2, 3) for t in (False, True)]
+    sources += [G.render_split_sum(dt) for dt in G.DTYPES]
     return tuple(sources)
 
 
@@ -139,6 +147,225 @@ def assert_matches(got: np.ndarray, want: np.ndarray, dtype: str, what: str, sca
     assert not beyond.any(), (
         f"{what}: {g[finite][beyond][:5]} against {w[finite][beyond][:5]}, beyond {bound[beyond][:5]}"
     )
+
+
+UNIT_ROUNDOFF = {"float64": 2.0**-53, "float32": 2.0**-24, "float16": 2.0**-11, "bfloat16": 2.0**-8}
+
+
+def assert_within_sum_bound(got, reference, magnitude, terms: int, dtype: str, what: str = "output") -> None:
+    """``got`` (of ``dtype``) is a sum of at most ``terms`` products whose float64 value is ``reference``
+    and whose absolute values sum to ``magnitude`` (both computed from the same ``dtype`` operands).
+    The cuda convolution kernels accumulate in double (float64) or float (the others), in any order,
+    and round once to ``dtype``, so by Higham's bound (gamma_n = n u / (1 - n u), Accuracy and
+    Stability of Numerical Algorithms, 3.1) ``|got - reference| <= gamma_terms(u_acc) magnitude
+    (1 + u) + u |reference| + half the smallest subnormal of dtype``, plus the float64 reference's own
+    ``gamma_terms(2**-53) magnitude``. A wrong index or a lost term errs by a term's size, far above."""
+
+    def gamma(u):
+        return terms * u / (1 - terms * u)
+
+    u = UNIT_ROUNDOFF[dtype]
+    u_acc = UNIT_ROUNDOFF["float64" if dtype == "float64" else "float32"]
+    g, r, m = (np.asarray(a, dtype=np.float64) for a in (got, reference, magnitude))
+    assert g.shape == r.shape, f"{what}: shape {g.shape} != {r.shape}"
+    tiny = float(np.finfo(np_dtype(dtype)).smallest_subnormal) / 2
+    bound = gamma(u_acc) * m * (1 + u) + u * np.abs(r) + tiny + gamma(2.0**-53) * m
+    excess = np.abs(g - r) - bound
+    worst = np.unravel_index(np.argmax(excess), r.shape) if r.size else None
+    assert worst is None or excess[worst] <= 0, (
+        f"{what} ({dtype}): |got - reference| = {abs(g[worst] - r[worst]):.3g} at {worst} > bound {bound[worst]:.3g}"
+    )
+
+
+def torch_convolution(x, w, *, stride, padding, dilation, groups, transposed, output_padding):
+    """PyTorch's float64 convolution of float64 arrays ``x``, ``w`` with ``padding`` per side ``((lo, hi),
+    ...)``, as the ``convolution`` primitive defines it (munet/ops/conv.py)."""
+    import torch
+
+    tx, tw, nd = torch.from_numpy(np.ascontiguousarray(x)), torch.from_numpy(np.ascontiguousarray(w)), w.ndim - 2
+    F = torch.nn.functional
+    if not transposed:
+        pads = [p for lo_hi in reversed(padding) for p in lo_hi]  # F.pad: the last dim first
+        conv = (F.conv1d, F.conv2d, F.conv3d)[nd - 1]
+        return conv(F.pad(tx, pads), tw, stride=stride, dilation=dilation, groups=groups).numpy()
+    fn = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[nd - 1]
+    full = fn(tx, tw, stride=stride, dilation=dilation, groups=groups).numpy()
+    # the primitive's output drops `lo` leading and `hi` trailing positions of the full one; output_padding
+    # can reach past its end, where no input reaches (zeros)
+    for d, ((lo, hi), extra) in enumerate(zip(padding, output_padding)):
+        size = full.shape[2 + d] - lo - hi + extra
+        kept = np.take(full, range(lo, min(lo + size, full.shape[2 + d])), axis=2 + d)
+        missing = size - kept.shape[2 + d]
+        widths = [(0, 0)] * full.ndim
+        widths[2 + d] = (0, missing)
+        full = np.pad(kept, widths)
+    return full
+
+
+def conv_case(x, w, stride=1, padding=0, dilation=1, groups=1, transposed=False, output_padding=0, layout="plain"):
+    nd = len(w) - 2
+
+    def per_dim(v):
+        return tuple(v) if isinstance(v, tuple) else (v,) * nd
+
+    pads = tuple(p if isinstance(p, tuple) else (p, p) for p in per_dim(padding))
+    geometry = dict(stride=per_dim(stride), padding=pads, dilation=per_dim(dilation), groups=groups)
+    return x, w, {**geometry, "transposed": transposed, "output_padding": per_dim(output_padding)}, layout
+
+
+# the implicit-GEMM kernel's cases: x shape, w shape, geometry, layout "strided": x channels-last and w every other filter of a larger one
+CONV_GEMM_CASES = {
+    "2d, two row and two column tiles, K remainder": conv_case((2, 9, 7, 6), (70, 9, 3, 3), padding=1),
+    "2d stride, dilation, per-side padding": conv_case((1, 5, 9, 8), (17, 5, 2, 3), (2, 1), ((1, 0), (2, 1)), (1, 2)),
+    "2d groups, strided operands": conv_case((2, 6, 5, 5), (12, 2, 3, 3), groups=3, layout="strided"),
+    "2d depthwise": conv_case((1, 4, 6, 5), (4, 1, 3, 3), padding=1, groups=4),
+    "2d single channels, batch 3": conv_case((3, 1, 5, 4), (1, 1, 2, 2)),
+    "2d 1x1, 66 filters": conv_case((1, 20, 3, 5), (66, 20, 1, 1)),
+    "1d stride 2, groups": conv_case((2, 16, 9), (18, 8, 3), 2, 1, groups=2, layout="strided"),
+    "3d": conv_case((1, 3, 4, 5, 3), (9, 3, 2, 3, 1), (1, 2, 1), ((1, 0), (0, 1), (0, 0))),
+    "transposed 2d stride 2, output padding": conv_case(
+        (2, 9, 4, 5), (9, 66, 3, 3), 2, 1, transposed=True, output_padding=1
+    ),
+    "transposed 2d dilation, per-side padding, groups": conv_case(
+        (1, 6, 5, 4), (6, 3, 3, 2), (1, 2), ((2, 0), (0, 1)), (2, 1), 2, True, layout="strided"
+    ),
+    "transposed 2d depthwise": conv_case((1, 3, 4, 4), (3, 1, 3, 3), 2, groups=3, transposed=True),
+    "transposed 1d": conv_case((2, 4, 6), (4, 5, 3), 3, 2, 2, transposed=True, output_padding=2),
+    "transposed 3d, strided operands": conv_case(
+        (1, 4, 3, 2, 3), (4, 6, 2, 2, 3), (2, 1, 1), 1, transposed=True, layout="strided"
+    ),
+}
+
+
+# long reductions over few tiles (as weight gradients are), for K split 2, 3 (one split starting past
+# K) and 5 ways
+CONV_SPLIT_CASES = {
+    "2d": conv_case((2, 7, 12, 13), (9, 7, 3, 3), padding=1),
+    "transposed 1d, strided operands": conv_case((1, 50, 11), (50, 3, 2), 2, transposed=True, layout="strided"),
+}
+CONV_SPLITS = (2, 3, 5)
+
+
+def conv_operands(x_shape, w_shape, dtype: str, layout: str, seed: int, to=np.asarray) -> tuple:
+    """Random ``x``, ``w`` of ``dtype`` moved by ``to`` (``cupy.asarray`` for a GPU; bfloat16 travels as
+    its uint16 bits), as views with ``layout``'s strides: "strided" makes ``x`` channels-last and ``w``
+    every other filter of a weight twice as tall."""
+    rng = np.random.default_rng(seed)
+    tall = (2 * w_shape[0], *w_shape[1:]) if layout == "strided" else w_shape
+    x_stored = (x_shape[0], *x_shape[2:], x_shape[1]) if layout == "strided" else x_shape
+    x, w = (rng.standard_normal(s).astype(np_dtype(dtype)) for s in (x_stored, tall))
+    bits = dtype == "bfloat16" and to is not np.asarray
+    x, w = (to(a.view(np.uint16) if bits else a) for a in (x, w))
+    if layout == "strided":
+        x, w = x.transpose(0, x.ndim - 1, *range(1, x.ndim - 1)), w[::2]
+    return x, w
+
+
+def element_strides(a) -> tuple:
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+def gemm_launch(dtype: str, x, w, geometry: dict, empty, splits: int = 1) -> list:
+    """The launches computing ``x`` by ``w`` with ``geometry`` (a ``CONV_GEMM_CASES`` entry's) on the
+    implicit-GEMM kernel, K split ``splits`` ways: ``[(CudaSource, work items, argument values), ...]``
+    (the GEMM, then for splits the partials' sum), arrays from ``empty(shape, dtype name)``; the
+    output is the GEMM's third value."""
+    spatial = conv_output_spatial(x.shape[2:], w.shape[2:], *(geometry[k] for k in ("stride", "padding", "dilation")),
+                                  geometry["transposed"], geometry["output_padding"])  # fmt: skip
+    cg, og = kernels_conv.channels_per_group(x.shape, w.shape, geometry["groups"], geometry["transposed"])
+    out = empty((x.shape[0], og * geometry["groups"], *spatial), dtype)
+    part = empty((splits, *out.shape), "float64" if dtype == "float64" else "float32") if splits > 1 else np.uint64(0)
+    values = kernels_conv.argument_values(
+        (x, w, out), (x.shape, w.shape, out.shape), (element_strides(x), element_strides(w)),
+        **{k: v for k, v in geometry.items() if k != "output_padding"},
+    )  # fmt: skip
+    src = G.render_conv_gemm(dtype, w.ndim - 2, geometry["transposed"])
+    tiles = G.tiles(x.shape[0] * math.prod(spatial), og, geometry["groups"], splits)
+    launches = [(src, tiles, [*values, part, splits])]
+    if splits > 1:
+        launches.append((G.render_split_sum(dtype), out.size, [part, out, out.size, splits]))
+    return launches
+
+
+def assert_gemm_convolution(out, x, w, geometry: dict, dtype: str, what: str) -> None:
+    """``out`` is ``x`` by ``w`` with ``geometry``, within the summation bound of PyTorch's float64
+    result (host arrays of ``dtype``)."""
+    x64, w64 = x.astype(np.float64), w.astype(np.float64)
+    reference = torch_convolution(x64, w64, **geometry)
+    magnitude = torch_convolution(np.abs(x64), np.abs(w64), **geometry)
+    cg, _ = kernels_conv.channels_per_group(x.shape, w.shape, geometry["groups"], geometry["transposed"])
+    assert_within_sum_bound(out, reference, magnitude, cg * math.prod(w.shape[2:]), dtype, what)
+
+
+# eager convolutions with gradients: function name (in F and torch.nn.functional), x shape, w shape, kwargs
+CONV_EAGER_CASES = {
+    "conv1d stride, groups": ("conv1d", (2, 4, 9), (6, 2, 3), {"stride": 2, "padding": 1, "groups": 2}),
+    "conv2d dilation": ("conv2d", (2, 3, 7, 6), (4, 3, 3, 2), {"padding": (1, 0), "dilation": (2, 1)}),
+    "conv2d tile remainders": ("conv2d", (2, 9, 9, 8), (70, 9, 3, 3), {"padding": 1}),
+    "conv2d ResNet-like channels": ("conv2d", (2, 24, 6, 6), (32, 24, 3, 3), {"padding": 1}),
+    "conv2d a long weight-gradient reduction": ("conv2d", (2, 8, 16, 16), (16, 8, 3, 3), {"padding": 1}),
+    "conv2d 'same' with an even kernel (per-side padding)": ("conv2d", (1, 5, 6, 7), (9, 5, 4, 2), {"padding": "same"}),
+    "conv2d depthwise, batch 1": ("conv2d", (1, 4, 6, 5), (8, 1, 3, 3), {"padding": 1, "groups": 4}),
+    "conv2d single channels": ("conv2d", (3, 1, 5, 4), (1, 1, 2, 2), {}),
+    "conv3d": ("conv3d", (1, 2, 4, 5, 3), (3, 2, 2, 3, 1), {"stride": (1, 2, 1)}),
+    "transposed2d": ("conv_transpose2d", (2, 4, 4, 5), (4, 3, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}),
+    "transposed1d": ("conv_transpose1d", (1, 4, 6), (4, 1, 3), {"groups": 2, "dilation": 2}),
+    "transposed3d": ("conv_transpose3d", (1, 3, 2, 3, 2), (3, 5, 2, 2, 2), {"stride": (1, 2, 1)}),
+}
+CONV_DTYPE_CASES = ("conv1d stride, groups", "conv2d tile remainders", "conv3d", "transposed2d")
+
+
+def _convolution_terms(fn: str, x_shape, w_shape, out_shape, groups: int) -> dict:
+    """The most products any element of the output and of each gradient sums."""
+    window = math.prod(w_shape[2:])
+    transposed = fn.startswith("conv_transpose")
+    cg = x_shape[1] // groups
+    og = w_shape[1] if transposed else w_shape[0] // groups
+    pixels = max(math.prod(x_shape[2:]), math.prod(out_shape[2:]))
+    return {"output": cg * window, "x.grad": og * window, "w.grad": x_shape[0] * pixels}
+
+
+def _torch_convolution_grads(fn, x, w, g, kwargs) -> dict:
+    import torch
+
+    tx, tw = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (x, w))
+    with warnings.catch_warnings():  # padding="same" with an even kernel: torch warns that it pads a copy
+        warnings.simplefilter("ignore", UserWarning)
+        out = getattr(torch.nn.functional, fn)(tx, tw, **kwargs)
+    out.backward(torch.tensor(g, dtype=torch.float64))
+    return {"output": out.detach().numpy(), "x.grad": tx.grad.numpy(), "w.grad": tw.grad.numpy()}
+
+
+def force_conv_kernel(monkeypatch, kind: str) -> None:
+    """Every cuda convolution of the test runs on ``kind`` ("gemm" or "direct"): ``MIN_FILL`` forces
+    ``kernels_conv.choose_kernel``'s answer."""
+    monkeypatch.setattr(kernels_conv, "MIN_FILL", {"gemm": 0.0, "direct": 2.0}[kind])
+
+
+def check_convolution(case: str, dtype: str, layout: str = "plain", device: str = "cuda") -> None:
+    """``CONV_EAGER_CASES[case]`` on ``device``: forward, then backward of a random output gradient,
+    output and both gradients within the summation bound of PyTorch's float64 results; ``layout``
+    "strided" reads the input through a transposed view's strides."""
+    fn, x_shape, w_shape, kwargs = CONV_EAGER_CASES[case]
+    rng = np.random.default_rng(len(case))
+    x, w = (rng.standard_normal(s).astype(np_dtype(dtype)) for s in (x_shape, w_shape))
+    xc = munet.tensor(x).to(device)
+    if layout == "strided":
+        xc = munet.tensor(np.ascontiguousarray(np.swapaxes(x, 0, 1))).to(device).transpose(0, 1)
+    wc = munet.tensor(w).to(device)
+    xc.requires_grad_(), wc.requires_grad_()
+    out = getattr(munet.nn.functional, fn)(xc, wc, **kwargs)
+    assert out.is_cuda and out.dtype.name == dtype
+    g = rng.standard_normal(tuple(out.shape)).astype(np_dtype(dtype))
+    out.backward(munet.tensor(g).to(device))
+    got = {"output": out, "x.grad": xc.grad, "w.grad": wc.grad}
+    x64, w64, g64 = (a.astype(np.float64) for a in (x, w, g))
+    reference = _torch_convolution_grads(fn, x64, w64, g64, kwargs)
+    magnitude = _torch_convolution_grads(fn, np.abs(x64), np.abs(w64), np.abs(g64), kwargs)
+    terms = _convolution_terms(fn, x_shape, w_shape, out.shape, kwargs.get("groups", 1))
+    for what, t in got.items():
+        value = t.detach().cpu().float().numpy() if dtype == "bfloat16" else t.detach().cpu().numpy()
+        assert_within_sum_bound(value, reference[what], magnitude[what], terms[what], dtype, f"{case}: {what}")
 
 
 def pair(shape, dtype="float32", seed=0, scale=3.0, device="cuda:0"):

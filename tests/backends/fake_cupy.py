@@ -562,7 +562,9 @@ class Function:
         from munet.backends.cuda import emulation
         from munet.backends.cuda.source import CudaSource
 
-        m = re.search(rf'extern "C" __global__ void {re.escape(name)}\(([^)]*)\)', source)
+        m = re.search(
+            rf'extern "C" __global__ void (?:__launch_bounds__\([^)]*\) )?{re.escape(name)}\(([^)]*)\)', source
+        )
         if m is None:
             raise RuntimeError(f"fake cupy: the module has no kernel named {name}")
         params = tuple(_parameter(p) for p in m.group(1).split(", ") if p)

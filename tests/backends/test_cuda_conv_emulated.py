@@ -1,7 +1,9 @@
-"""``convolution`` on the fake cuda devices: the direct CUDA C kernel (``kernels_conv.py``), compiled
-by NVRTC and run by the CPU emulation through the whole eager path, against the cpu backend's
-convolution (forward and gradients, which are convolutions again). ``test_cuda_gpu_kernels.py``
-has the GPU's run."""
+"""``convolution`` on the fake cuda devices: both CUDA C kernels (the implicit GEMM,
+``kernels_conv_gemm.py``, and the direct one, ``kernels_conv_direct.py``), compiled by NVRTC and run
+by the CPU emulation through the whole eager path (kernel table, dispatch, launcher), forward and
+gradients (convolutions again), against PyTorch in float64 within the summation bound
+(``cuda_cases.assert_within_sum_bound``). ``test_cuda_conv_gemm_emulated.py`` runs every GEMM variant
+on its own; ``test_cuda_gpu.py`` has the GPU's run."""
 
 import numpy as np
 import pytest
@@ -9,7 +11,13 @@ import pytest
 import munet
 import munet.nn.functional as F
 from tests.backends import fake_cupy
-from tests.backends.cuda_cases import compiled_sgd_twins
+from tests.backends.cuda_cases import (
+    CONV_DTYPE_CASES,
+    CONV_EAGER_CASES,
+    check_convolution,
+    compiled_sgd_twins,
+    force_conv_kernel,
+)
 
 fake_cupy.skip_without_emulation()
 pytestmark = pytest.mark.usefixtures("fake_gpus")
@@ -24,40 +32,50 @@ def _close(got, want, tol=1e-5):
     np.testing.assert_allclose(got.detach().cpu().float().numpy(), want.detach().float().numpy(), rtol=tol, atol=tol)
 
 
-CASES = {
-    "conv1d": (F.conv1d, (2, 4, 9), (6, 2, 3), {"stride": 2, "padding": 1, "groups": 2}),
-    "conv2d": (F.conv2d, (2, 3, 7, 6), (4, 3, 3, 2), {"padding": (1, 0), "dilation": (2, 1)}),
-    "conv3d": (F.conv3d, (1, 2, 4, 5, 3), (3, 2, 2, 3, 1), {"stride": (1, 2, 1)}),
-    "transposed2d": (F.conv_transpose2d, (2, 4, 4, 5), (4, 3, 3, 3), {"stride": 2, "padding": 1, "output_padding": 1}),
-    "transposed1d": (F.conv_transpose1d, (1, 4, 6), (4, 1, 3), {"groups": 2, "dilation": 2}),
-}
+def _launched() -> set:
+    return {name for name, _, _ in fake_cupy.LAUNCHES if name.startswith("munet_conv")}
 
 
-@pytest.mark.parametrize("case", CASES)
-def test_convolutions_match_the_cpu_forward_and_backward(case):
-    fn, x_shape, w_shape, kwargs = CASES[case]
-    (x, xc), (w, wc) = _pair(x_shape, 1), _pair(w_shape, 2)
-    for t in (x, xc, w, wc):
-        t.requires_grad_()
-    got, want = fn(xc, wc, **kwargs), fn(x, w, **kwargs)
-    assert got.is_cuda
-    _close(got, want)
-    (got * got).sum().backward()
-    (want * want).sum().backward()
-    _close(xc.grad, x.grad, 1e-4)
-    _close(wc.grad, w.grad, 1e-4)
+@pytest.fixture(params=["gemm", "direct"])
+def kernel(request, monkeypatch):
+    """Every convolution of the test runs on this kernel."""
+    force_conv_kernel(monkeypatch, request.param)
+    return request.param
 
 
-def test_strided_views_bias_and_other_dtypes():
+def _check(case, dtype, layout="plain") -> set:
+    """``check_convolution`` on the fake cuda:0; the convolution kernels it launched."""
+    fake_cupy.LAUNCHES.clear()
+    check_convolution(case, dtype, layout)
+    return _launched()
+
+
+@pytest.mark.parametrize("case", CONV_EAGER_CASES)
+def test_convolutions_and_gradients_match_torch(case, kernel):
+    launched = _check(case, "float32")
+    assert launched and all(("_gemm_" in name) == (kernel == "gemm") for name in launched), launched
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("case", CONV_DTYPE_CASES)
+def test_other_dtypes_on_the_gemm(case, dtype, monkeypatch):
+    force_conv_kernel(monkeypatch, "gemm")
+    assert all("_gemm_" in name for name in _check(case, dtype))
+
+
+def test_a_strided_input_and_the_dispatch_without_forcing():
+    # ResNet-like channels: the GEMM for the forward and both gradients; depthwise: the direct kernel
+    assert all("_gemm_" in n for n in _check("conv2d ResNet-like channels", "float32", layout="strided"))
+    assert {n for n in _check("conv2d depthwise, batch 1", "float32") if "_gemm_" in n} == set()
+    # the weight gradient's 512-term reduction over 2 tiles is split (kernels_conv_gemm.splits_for)
+    assert "munet_conv_gemm_split_sum_float32" in _check("conv2d a long weight-gradient reduction", "float32")
+
+
+def test_bias_through_a_strided_view():
     (x, xc), (w, wc) = _pair((3, 2, 8, 5), 3), _pair((4, 2, 3, 3), 4)
     bias, bias_c = _pair((4,), 5)
     view, view_c = x.transpose(2, 3), xc.transpose(2, 3)  # read through its strides
     _close(F.conv2d(view_c, wc, bias_c, padding=1), F.conv2d(view, w, bias, padding=1))
-    for dtype, tol in (("float64", 1e-12), ("float16", 2e-2), ("bfloat16", 1e-1)):
-        (a, ac), (b, bc) = _pair((1, 2, 5, 5), 6, dtype), _pair((3, 2, 3, 3), 7, dtype)
-        got = F.conv2d(ac, bc)
-        assert got.dtype is a.dtype
-        _close(got, F.conv2d(a.double(), b.double()).to(a.dtype), tol)
 
 
 def test_empty_and_zero_sized_convolutions():

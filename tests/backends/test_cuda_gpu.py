@@ -11,11 +11,15 @@ import torch
 import munet
 from munet.ops.checks import IndexOutOfRangeError
 from tests.backends.cuda_cases import (
+    CONV_DTYPE_CASES,
+    CONV_EAGER_CASES,
     EAGER_ELEMENTWISE,
     EAGER_INDEXING,
     EAGER_REDUCTIONS,
     EAGER_SCANS,
     EAGER_SORTS,
+    check_convolution,
+    force_conv_kernel,
     pair,
     same,
     same_within,
@@ -333,6 +337,26 @@ def test_convolution_matches_torch(transposed):
     want.square().sum().backward()
     np.testing.assert_allclose(xc.grad.cpu().numpy(), xt.grad.numpy(), rtol=1e-4, atol=1e-3)
     np.testing.assert_allclose(wc.grad.cpu().numpy(), wt.grad.numpy(), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("kernel", ["gemm", "direct"])
+@pytest.mark.parametrize("case", CONV_EAGER_CASES)
+def test_convolutions_and_gradients_on_both_kernels(case, kernel, monkeypatch):
+    force_conv_kernel(monkeypatch, kernel)
+    check_convolution(case, "float32")
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float16", "bfloat16"])
+@pytest.mark.parametrize("case", CONV_DTYPE_CASES)
+def test_convolutions_of_other_dtypes_on_the_gemm(case, dtype, monkeypatch):
+    force_conv_kernel(monkeypatch, "gemm")
+    check_convolution(case, dtype, layout="strided")
+
+
+def test_convolutions_dispatched_unforced():
+    check_convolution("conv2d ResNet-like channels", "float32", layout="strided")
+    check_convolution("conv2d depthwise, batch 1", "float32")
+    check_convolution("conv2d a long weight-gradient reduction", "float32")
 
 
 @pytest.mark.parametrize("case", {**EAGER_INDEXING, **EAGER_SCANS, **EAGER_SORTS})

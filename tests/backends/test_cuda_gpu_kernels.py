@@ -11,10 +11,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from munet.backends.cuda import kernels_conv_gemm as G
 from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import nvrtc
 from munet.ops._registry import OPS
-from tests.backends.cuda_cases import assert_matches, cpu_kernel, formula_cases, formula_source, np_dtype, random_values
+from tests.backends.cuda_cases import (
+    CONV_GEMM_CASES,
+    CONV_SPLIT_CASES,
+    CONV_SPLITS,
+    assert_gemm_convolution,
+    assert_matches,
+    conv_operands,
+    cpu_kernel,
+    formula_cases,
+    formula_source,
+    gemm_launch,
+    np_dtype,
+    random_values,
+)
 from tests.cancellation import term_scale
 
 pytestmark = pytest.mark.cuda
@@ -68,3 +82,31 @@ def test_eager_kernels_on_the_gpu_match_the_emulated_and_cpu_results(cupy, name,
     scale = term_scale(name, operands, E.sample_attrs(op))
     assert_matches(cupy.asnumpy(out), want, src.out_dtype, f"{name} {dtype} on the GPU", scale)
     assert not cupy.asnumpy(record).any(), f"{name} {dtype} recorded a fault"
+
+
+def _gemm_convolution(cupy, dtype, case, splits, tmp_path) -> None:
+    x_shape, w_shape, geometry, layout = {**CONV_GEMM_CASES, **CONV_SPLIT_CASES}[case]
+    x, w = conv_operands(x_shape, w_shape, dtype, layout, seed=len(case), to=cupy.asarray)
+
+    def empty(shape, dt):  # unwritten outputs stay NaN (bfloat16 travels as its bits)
+        host = np.full(shape, np.nan, np_dtype(dt))
+        return cupy.asarray(host.view(np.uint16) if dt == "bfloat16" else host)
+
+    launches = gemm_launch(dtype, x, w, geometry, empty, splits)
+    for src, work, values in launches:
+        _launch(cupy, src, work, values, tmp_path)
+    x, w, out = (cupy.asnumpy(a).view(np_dtype(dtype)) for a in (x, w, launches[0][2][2]))
+    assert_gemm_convolution(out, x, w, geometry, dtype, f"{case} on the GPU, K split {splits} ways")
+
+
+@pytest.mark.parametrize("dtype", G.DTYPES)
+@pytest.mark.parametrize("case", CONV_GEMM_CASES)
+def test_the_implicit_gemm_convolution_on_the_gpu(cupy, case, dtype, tmp_path):
+    _gemm_convolution(cupy, dtype, case, 1, tmp_path)
+
+
+@pytest.mark.parametrize("splits", CONV_SPLITS)
+@pytest.mark.parametrize("dtype", G.DTYPES)
+@pytest.mark.parametrize("case", CONV_SPLIT_CASES)
+def test_a_split_implicit_gemm_convolution_on_the_gpu(cupy, case, dtype, splits, tmp_path):
+    _gemm_convolution(cupy, dtype, case, splits, tmp_path)

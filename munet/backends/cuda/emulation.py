@@ -12,7 +12,8 @@ kernel is compiled by ``$CXX``/``c++``/``g++``/``clang++`` with :data:`COMPAT_HE
   runs each block's threads as ``std::thread`` s, one block at a time: ``__shared__`` is a
   function-static array, ``__syncthreads()`` a ``std::barrier`` of the block (a thread that has
   returned drops out of it, as an exited CUDA thread does);
-- ``__global__``, ``__device__`` and ``__forceinline__`` are macros for plain C++ functions,
+- ``__global__``, ``__device__`` and ``__forceinline__`` are macros for plain C++ functions
+  (``__launch_bounds__`` expands to nothing),
   CUDA's float math (``expf``, ``erfinvf``...) is the C library's (``erfinv`` by Giles'
   approximation and Newton steps), ``__int_as_float`` and friends are ``memcpy`` bit casts;
   ``atomicCAS``/``atomicAdd``/``atomicMax`` (the types the kernels use) are GCC's atomic builtins;
@@ -61,6 +62,7 @@ static inline void __syncthreads() { munet_block_barrier->arrive_and_wait(); }
 #define __global__
 #define __device__
 #define __forceinline__ inline
+#define __launch_bounds__(...)
 using std::isinf;
 using std::isnan;
 using std::signbit;

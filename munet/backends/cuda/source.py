@@ -9,8 +9,9 @@ passed by value. ``grid(n)`` is the number of blocks of ``block`` threads (1-D) 
 ``n`` work items: elements for ``layout == "elements"`` (a grid-stride loop, so any grid is
 correct and the rule caps it at ``MAX_BLOCKS``), outputs for ``"outputs"`` (one thread per
 output, grid-stride too) and ``"rows"`` (one block per output: the kernel uses shared memory
-and ``__syncthreads``). ``shared_memory`` is True for ``"rows"`` kernels (the CPU emulation,
-``munet/backends/cuda/emulation.py``, runs their blocks' threads concurrently).
+and ``__syncthreads``) and ``"tiles"`` (one block per output tile, ``n`` the number of tiles:
+the implicit-GEMM convolution). ``shared_memory`` is True for ``"rows"`` and ``"tiles"`` kernels
+(the CPU emulation, ``munet/backends/cuda/emulation.py``, runs their blocks' threads concurrently).
 """
 
 from __future__ import annotations
@@ -26,15 +27,15 @@ class CudaSource:
     source: str
     params: tuple  # ((C type, parameter name), ...) in order
     block: int = 256
-    layout: str = "elements"  # "elements", "outputs" (grid-stride) or "rows" (one block per output)
+    layout: str = "elements"  # "elements", "outputs" (grid-stride), "rows" (a block per output), "tiles" (per tile)
 
     @property
     def shared_memory(self) -> bool:
-        return self.layout == "rows"
+        return self.layout in ("rows", "tiles")
 
     def grid(self, n: int) -> int:
         """Blocks to launch for ``n`` work items (at least one, so a size-0 launch is legal)."""
-        if self.layout == "rows":
+        if self.layout in ("rows", "tiles"):
             return max(int(n), 1)
         return max(1, min(-(-int(n) // self.block), MAX_BLOCKS))
 
