@@ -107,12 +107,13 @@ _HEADER = ["#include <math.h>", "#include <stdint.h>", "#include <string.h>", ""
 # the selects only with -fno-trapping-math, which build.py passes). Within 0.850 ulp of the exact erf
 # (tests/compiler/test_erff_accuracy.py: every float32 in [2^-15, 4), a sample below); coefficients
 # derived by benchmarks/fit_erff.py; polynomials by Estrin's scheme (shorter dependency chains than
-# Horner's: the GELU kernel ran 1.15x faster). |x| < ERF_SPLIT: erf(x) = x + x * h(x^2), h of degree 6. Above: erf(x) =
-# 1 - exp(y(u)), u = |x| - ERF_SPLIT, y ~ log(erfc) of degree 7 (|x| clamped at ERF_CLAMP, where erf
-# rounds to 1), y = k ln2 + r with |r| <= ln2/2 (k from the 1.5 * 2^23 rounding trick; ln2 in two parts,
-# and y's constant term y0 taken with the exact k * ln2_hi, so r carries few roundings), exp(r) =
-# 1 + r q(r) with q of degree 5, and 1 - 2^k exp(r) formed as (1 - 2^k) - 2^k (r q) (1 - 2^k is exact).
-# NaN stays NaN; erf(-0) = -0.
+# Horner's: the GELU kernel ran 1.17x faster).
+# |x| < ERF_SPLIT: erf(x) = x + x * h(x^2), h of degree 6.
+# Above: erf(x) = 1 - exp(y(u)), u = |x| - ERF_SPLIT, y ~ log(erfc) of degree 7 (|x| clamped at
+# ERF_CLAMP, where erf rounds to 1); y = k ln2 + r with |r| <= ln2/2 (k by the 1.5 * 2^23 rounding
+# trick; ln2 in two parts, and y's constant term y0 added to the exact -k * ln2_hi, so r carries few
+# roundings), exp(r) = 1 + r q(r) with q of degree 5, and 1 - 2^k exp(r) formed as
+# (1 - 2^k) - 2^k (r q) (1 - 2^k is exact). NaN stays NaN; erf(-0) = -0.
 ERF_SPLIT, ERF_CLAMP = 0.8125, 3.9375
 ERF_SMALL = (0.12837916612625122, -0.3761262893676758, 0.11283611506223679, -0.026853878051042557,
              0.005184485577046871, -0.0007913446170277894, 7.178754458436742e-05)  # fmt: skip
