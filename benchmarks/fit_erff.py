@@ -7,18 +7,18 @@ an ulp of double):
 
 - ``|x| < SPLIT``: ``erf(x) = x + x * h(x^2)``, ``h(t) = erf(sqrt t) / sqrt t - 1``, weighted by the
   relative error of ``erf``;
-- ``SPLIT <= |x| <= CLAMP``: ``erf(x) = 1 - exp(z - x^2)``, ``z = log(erfc(x)) + x^2`` a polynomial in
-  ``|x| - SPLIT``, weighted by ``erfc(x)`` (an error ``d`` in ``z`` moves ``erf`` by ``erfc(x) d``);
-- ``exp(r) = 1 + r q(r)`` on ``|r| <= ln2 / 2`` (what is left of ``z - x^2`` after taking out the
-  nearest multiple of ln2), relative.
+- ``SPLIT <= |x| <= CLAMP``: ``erf(x) = 1 - exp(y)``, ``y = log(erfc(x))`` a polynomial in
+  ``|x| - SPLIT``, weighted by ``erfc(x)`` (an error ``d`` in ``y`` moves ``erf`` by ``erfc(x) d``);
+- ``exp(r) = 1 + r q(r)`` on ``|r| <= ln2 / 2`` (what is left of ``y`` after taking out the nearest
+  multiple of ln2), relative.
 
 Coefficients are rounded to float32 one at a time, lowest degree first, each rounding followed by a
 refit of the coefficients not yet rounded, which compensates the rounding where it can. The split,
 the degrees and the evaluation order were chosen with the exhaustive test (a lower split makes the
 exp part's rounding errors, which scale with ``erfc(SPLIT)``, count more; a higher one the odd
-polynomial's). It prints the
-tuples that c.py holds and each piece's fitted error; the exhaustive accuracy test of the result is
-tests/compiler/test_erff_accuracy.py. Usage:
+polynomial's). It prints the tuples that c.py holds (``ERF_SMALL``, ``ERF_LARGE``, ``ERF_EXP``) and
+each piece's fitted error; the accuracy test of the result is tests/compiler/test_erff_accuracy.py.
+Usage:
 
     .venv/bin/python benchmarks/fit_erff.py
 """
@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-SPLIT = 0.8125  # below: the odd polynomial; from here on: 1 - exp(-x^2 + z)
+SPLIT = 0.8125  # below: the odd polynomial; from here on: 1 - exp(y)
 CLAMP = 3.9375  # erfc(3.9375) < 2^-25: erf rounds to 1 from here on
 DEG_SMALL, DEG_LARGE, DEG_EXP = 6, 7, 6
 GRID = 8001
