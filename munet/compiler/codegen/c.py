@@ -111,8 +111,8 @@ _HEADER = ["#include <math.h>", "#include <stdint.h>", "#include <string.h>", ""
 # |x| < ERF_SPLIT: erf(x) = x + x * h(x^2), h of degree 6.
 # Above: erf(x) = 1 - exp(y(u)), u = |x| - ERF_SPLIT, y ~ log(erfc) of degree 7 (|x| clamped at
 # ERF_CLAMP, where erf rounds to 1); y = k ln2 + r with |r| <= ln2/2 (k by the 1.5 * 2^23 rounding
-# trick; ln2 in two parts, and y's constant term y0 added to the exact -k * ln2_hi, so r carries few
-# roundings), exp(r) = 1 + r q(r) with q of degree 5, and 1 - 2^k exp(r) formed as
+# trick; ln2 in two parts; y0 - k ln2_hi, with y0 y's constant term, is exact near the split, where
+# erfc is largest, so r carries few roundings), exp(r) = 1 + r q(r) with q of degree 5, and 1 - 2^k exp(r) formed as
 # (1 - 2^k) - 2^k (r q) (1 - 2^k is exact). NaN stays NaN; erf(-0) = -0.
 ERF_SPLIT, ERF_CLAMP = 0.8125, 3.9375
 ERF_SMALL = (0.12837916612625122, -0.3761262893676758, 0.11283611506223679, -0.026853878051042557,
