@@ -37,8 +37,9 @@ from munet.compiler.passes.fuse import FUSED
 
 MAX_RECOMPUTED = 24  # member nodes copied into one kernel, over all the kernels it recomputes from
 # ops of a few instructions each: recomputing them costs less than a store and a load. Others (exp,
-# erf, tanh, ...: polynomials in double precision in the generated C) are recomputed only where the
-# producer stops computing them, never computed twice
+# erf, tanh, ...: polynomials of tens of operations in the generated C) are recomputed only where the
+# producer stops computing them, never computed twice (recomputing GELU's float32 erf in the backward
+# made the GPT step's fused kernels slower: docs/perf/cpu.md, "A float32 erf in float32 arithmetic")
 CHEAP_OPS = frozenset(
     {"add", "sub", "mul", "div", "neg", "abs", "reciprocal", "sqrt", "rsqrt", "maximum", "minimum", "fmax",
      "fmin", "clamp", "relu", "threshold", "threshold_backward", "leaky_relu", "leaky_relu_backward", "hardtanh",
