@@ -754,12 +754,7 @@ class _Specialization:
         self.first = True
         self.reused, self.reuse_refusal = False, None
         reusable = (
-            programs is not None
-            and optimize
-            and self.fuse
-            and self.dynamic
-            and self.joint is None
-            and compile_target(device).reuses_programs
+            programs is not None and optimize and self.fuse and self.dynamic and compile_target(device).reuses_programs
         )
         if reusable:
             sizes: list = []
@@ -792,11 +787,13 @@ class _Specialization:
         if reusable:  # a second program of a structure serves sizes that do not rename from the first
             kept = programs.setdefault(structure, [])
             kept[PROGRAMS_PER_STRUCTURE - 1 :] = []
-            kept.append(Program(traced_inputs, sizes, traced_literals, self.graph, self.pass_report))
+            backward = (self.backward_graph, self.n_saved) if self.joint is not None else (None, 0)
+            kept.append(Program(traced_inputs, sizes, traced_literals, self.graph, self.pass_report, *backward))
 
     def _reuse(self, programs: list, sizes: list) -> bool:
         """Take the first of ``programs`` (the same traced structure) whose sizes rename to this trace's
-        ``sizes`` (``resize.py``): its optimized graph with the sizes replaced, planned and built anew."""
+        ``sizes`` (``resize.py``): its optimized graph with the sizes replaced, planned and built anew (a
+        joint graph's: its forward and backward programs, the values the forward saves at the new sizes)."""
         for program in programs:
             renaming = size_renaming(program.sizes, sizes)
             if renaming is None:
@@ -809,8 +806,12 @@ class _Specialization:
             return False
         inputs = dict(zip(program.traced_inputs, self.graph.inputs))
         self.graph = resized_graph(program.graph, renaming, inputs)
-        self.pass_report = dict(program.pass_report)
         verify(self.graph)
+        if program.backward is not None:
+            self.backward_graph = resized_graph(program.backward, renaming, inputs)
+            self.n_saved = program.n_saved
+            verify(self.backward_graph)
+        self.pass_report = dict(program.pass_report)
         self._build()
         self.reused = True
         return True
