@@ -583,6 +583,7 @@ class CompiledFunction:
             "arena_bytes": last.executable.memory_plan.total_bytes if last and last.executable.memory_plan else None,
             "memory": last.executable.memory_plan.summary() if last and last.executable.memory_plan else {},
             "kernels": last.executable.kernels if last else 0,
+            **_backward_codegen_stats(last),
             "nodes_traced": last.nodes_traced if last else 0,
             "nodes": len(last.graph.nodes) if last else 0,
             "passes": dict(last.pass_report) if last else {},
@@ -1043,6 +1044,15 @@ def _codegen_stats(executable, fuse: bool) -> dict:
     if executable is None:
         return {"fusion": fuse, **_NOTHING_RUN}
     return {"fusion": fuse, **executable.target.stats()}
+
+
+def _backward_codegen_stats(specialization) -> dict:
+    """The fused groups of a compiled module's backward program (run by ``loss.backward()``), and how
+    many of their kernels came from the program it copies at new sizes (``resize.py``)."""
+    if specialization is None or specialization.backward_graph is None:
+        return {"backward_fused_groups": 0, "backward_kernels_reused": 0}
+    stats = specialization.backward.target.stats()
+    return {"backward_fused_groups": stats["fused_groups"], "backward_kernels_reused": stats.get("kernels_reused", 0)}
 
 
 # stats() before the first call: no plan, so no target to ask
