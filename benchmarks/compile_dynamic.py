@@ -1,12 +1,16 @@
 """What a new batch size costs a compiled training step, with and without ``dynamic=True``.
 
-Run: OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compile_dynamic.py [mlp|cnn|gpt ...]
+Run: OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compile_dynamic.py [mlp|cnn|gpt ...] [--module]
+
+``--module``: the compiled module instead, ``munet.compile(model)`` with the loss, ``loss.backward()``
+and the optimizer step outside (a joint forward/backward program), ``dynamic=False`` and ``None``.
 
 For each workload of ``compare_pytorch.py`` and each mode, in a fresh kernel cache directory:
 two steps at the workload's batch size, then two steps at each of three new batch sizes (for the
 GPT also three new sequence lengths, a run of their own), and steady steps at the full batch.
 Prints the seconds of each new size's first step (trace + plan + C compiles + the step itself)
-and of its second (a replay: the difference is what the new size cost), how many C
+and of its second (a replay: the difference is what the new size cost), the first step's
+lowering (``stats()["compile_ms"]``: passes or the copy, memory plan, C compiles), how many C
 compilations it ran ("cc"), "R" where the new size reused a cached program, how many
 specializations did (``stats()["reused"]``, "-" for a MuNet without it), and the steady ms/step at the full batch
 (median of 10), so a size-generic kernel's cost in the steady state shows.
@@ -48,9 +52,9 @@ def length_of(args, t):
     return x[:, :t].contiguous(), y.reshape(b, full)[:, :t].reshape(-1).contiguous()
 
 
-def run(name: str, dynamic: bool, resize, sizes) -> tuple[list, float, dict]:
-    """``([(seconds of the first step, of the second, C compiles, "R" if it reused a program) at each
-    new size], steady ms/step, stats())``."""
+def run(name: str, dynamic, resize, sizes, module: bool = False) -> tuple[list, float, dict]:
+    """``([(seconds of the first step, of the second, C compiles, "R" if it reused a program, seconds of
+    the first step's lowering) at each new size], steady ms/step, stats())``; ``module``: the compiled module, the step around it eager."""
     compiles = []
     original = build._compile
 
@@ -63,22 +67,31 @@ def run(name: str, dynamic: bool, resize, sizes) -> tuple[list, float, dict]:
         with tempfile.TemporaryDirectory() as cache:
             os.environ["MUNET_CACHE_DIR"] = cache
             model, opt, *args = cp.build(name, "munet")
-            step = munet.compile(lambda x, y: cp.munet_step(model, opt, x, y), dynamic=dynamic)
+            if module:
+                compiled_model = munet.compile(model, dynamic=dynamic)
+
+                def step(x, y):
+                    return cp.munet_step(compiled_model, opt, x, y)
+
+                step.stats = compiled_model.stats
+            else:
+                step = munet.compile(lambda x, y: cp.munet_step(model, opt, x, y), dynamic=dynamic)
             for _ in range(2):
                 step(*args)
             firsts, reuses = [], 0
             for n in sizes:
                 new = resize(args, n)
-                before = len(compiles)
+                before, lowered = len(compiles), step.stats()["compile_ms"]
                 start = time.perf_counter()
                 step(*new)
                 first = time.perf_counter() - start
                 compiled = len(compiles) - before
+                lowered = (step.stats()["compile_ms"] - lowered) / 1e3
                 start = time.perf_counter()
                 step(*new)  # the same size again: a replay, so first - again is what the new size cost
                 reused = step.stats().get("reused", 0) > reuses
                 reuses = step.stats().get("reused", 0)
-                firsts.append((first, time.perf_counter() - start, compiled, "R" if reused else ""))
+                firsts.append((first, time.perf_counter() - start, compiled, "R" if reused else "", lowered))
             times = []
             for _ in range(10):
                 start = time.perf_counter()
@@ -90,22 +103,23 @@ def run(name: str, dynamic: bool, resize, sizes) -> tuple[list, float, dict]:
         os.environ.pop("MUNET_CACHE_DIR", None)
 
 
-def main(names):
+def main(names, module: bool = False):
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  cores={os.cpu_count()}  load={os.getloadavg()}")
     cases = [(name, "batch", batch_of, NEW_BATCHES[name]) for name in names]
     cases += [(name, "length", length_of, NEW_LENGTHS[name]) for name in names if name in NEW_LENGTHS]
     for name, what, resize, sizes in cases:
-        for dynamic in (False, True):
-            firsts, steady, stats = run(name, dynamic, resize, sizes)
+        for dynamic in (False, None) if module else (False, True):
+            firsts, steady, stats = run(name, dynamic, resize, sizes, module)
             steps = ", ".join(
-                f"{what} {n}: {first:5.2f} s (then {again:4.2f} s) {cc:2d} cc"
-                for n, (first, again, cc) in zip(sizes, firsts)
+                f"{what} {n}: {first:5.2f} s (then {again:4.2f} s, lowering {lowered:4.2f} s) {cc:2d} cc {reused:1}"
+                for n, (first, again, cc, reused, lowered) in zip(sizes, firsts)
             )
             print(
-                f"{name:3} dynamic={dynamic!s:5}  first step at {steps};  reused {stats.get('reused', '-')};  "
-                f"steady full batch {steady:7.1f} ms/step"
+                f"{name:3}{' module' if module else ''} dynamic={dynamic!s:5}  first step at {steps};  "
+                f"reused {stats.get('reused', '-')};  steady full batch {steady:7.1f} ms/step"
             )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["mlp", "cnn", "gpt"])
+    flags = {"--module"}
+    main([a for a in sys.argv[1:] if a not in flags] or ["mlp", "cnn", "gpt"], "--module" in sys.argv[1:])

@@ -14,12 +14,16 @@ equality between sizes a pass or the fusion decided on holds again; sizes 0 and 
 renamed: a graph with them is its own structure, as PyTorch specializes them).
 :func:`resized_graph` then copies the program's optimized graph with each renamed size replaced,
 keeping its fusion groups; lowering it re-plans the memory and reuses the groups' kernels
-(``lower_cpu.prepare_fused``).
+(``lower_cpu.prepare_fused``). A compiled module's joint graph (``joint.py``: its forward and
+backward, traced with cotangent inputs) is a traced graph like any other; its :class:`Program` is
+the pair of programs the partition made, both copied: the forward's extra outputs and the
+backward's first inputs, the values saved between them, take the new sizes too.
 
 What the passes wrote that the trace did not is where a renaming could be wrong: a literal a pass
 computed from a size (a folded constant, a float) is not a size the renaming can see.
-:meth:`Program.refusal` therefore refuses a renaming that changes a size occurring more often in
-the optimized graph's arguments and attributes than in the traced graph's, and refuses programs
+:meth:`Program.refusal` therefore refuses a renaming that changes a size occurring in more distinct
+nodes of the optimized graphs than of the traced graph (:func:`literals`: copies of a node, which the
+fusion and the backward's recomputation make, count once), and refuses programs
 whose passes made float literals the trace did not have, or constants the trace did not have that
 are neither zeros and ones (made at the new shape) nor folded (``passes/fold.py`` keeps the node a
 constant was evaluated from: it is evaluated again with its sizes renamed, so a causal mask of
