@@ -77,7 +77,7 @@ class Program:
         graphs = [graph] if backward is None else [graph, backward]
         ints, floats, constants = traced_literals
         optimized_ints, optimized_floats, _ = literals(*graphs)
-        self._extra_ints = optimized_ints - ints  # occurrences the passes added
+        self._extra_ints = optimized_ints - ints  # distinct nodes holding the int that the passes added
         self._made_literals = bool(optimized_floats - floats)
         self._constant_sizes: set = set()  # dims of traced constants that are not zeros or ones
         for node in (node for g in graphs for node in _all_nodes(g)):
@@ -101,6 +101,9 @@ class Program:
         return None
 
 
+_PLAIN = (int, float, bool, str, type(None))  # literals a node is told apart by (others: by type)
+
+
 def literals(*graphs: Graph) -> tuple:
     """(Counter of the ints of 2 or more, set of the floats, set of the constants' bytes) in the
     arguments and attributes of ``graphs``' nodes and of their fused groups' members.
@@ -117,7 +120,7 @@ def literals(*graphs: Graph) -> tuple:
             constants.add(_constant_key(node.constant))
             continue
         leaves = tuple(_leaves((node.args, {k: v for k, v in node.attrs.items() if k != "group"})))
-        key = (node.op, tuple(leaf if type(leaf) in (int, float) else type(leaf) for leaf in leaves))
+        key = (node.op, tuple(leaf if type(leaf) in _PLAIN else type(leaf) for leaf in leaves))
         if key in distinct:
             continue
         distinct.add(key)
