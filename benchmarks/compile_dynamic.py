@@ -1,6 +1,9 @@
 """What a new batch size costs a compiled training step, with and without ``dynamic=True``.
 
-Run: OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compile_dynamic.py [mlp|cnn|gpt ...]
+Run: OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compile_dynamic.py [mlp|cnn|gpt ...] [--module]
+
+``--module``: the compiled module instead, ``munet.compile(model)`` with the loss, ``loss.backward()``
+and the optimizer step outside (a joint forward/backward program), ``dynamic=False`` and ``None``.
 
 For each workload of ``compare_pytorch.py`` and each mode, in a fresh kernel cache directory:
 two steps at the workload's batch size, then two steps at each of three new batch sizes (for the
@@ -49,9 +52,10 @@ def length_of(args, t):
     return x[:, :t].contiguous(), y.reshape(b, full)[:, :t].reshape(-1).contiguous()
 
 
-def run(name: str, dynamic: bool, resize, sizes) -> tuple[list, float, dict]:
-    """``([(seconds of the first step, of the second, C compiles, "R" if it reused a program) at each
-    new size], steady ms/step, stats())``."""
+def run(name: str, dynamic, resize, sizes, module: bool = False) -> tuple[list, float, dict]:
+    """``([(seconds of the first step, of the second, C compiles, "R" if it reused a program, the first
+    step's trace ms, its lowering ms) at each new size], steady ms/step, stats())``; ``module``: the
+    compiled module, the step around it eager."""
     compiles = []
     original = build._compile
 
@@ -64,7 +68,15 @@ def run(name: str, dynamic: bool, resize, sizes) -> tuple[list, float, dict]:
         with tempfile.TemporaryDirectory() as cache:
             os.environ["MUNET_CACHE_DIR"] = cache
             model, opt, *args = cp.build(name, "munet")
-            step = munet.compile(lambda x, y: cp.munet_step(model, opt, x, y), dynamic=dynamic)
+            if module:
+                compiled_model = munet.compile(model, dynamic=dynamic)
+
+                def step(x, y):
+                    return cp.munet_step(compiled_model, opt, x, y)
+
+                step.stats = compiled_model.stats
+            else:
+                step = munet.compile(lambda x, y: cp.munet_step(model, opt, x, y), dynamic=dynamic)
             for _ in range(2):
                 step(*args)
             firsts, reuses = [], 0
@@ -94,22 +106,23 @@ def run(name: str, dynamic: bool, resize, sizes) -> tuple[list, float, dict]:
         os.environ.pop("MUNET_CACHE_DIR", None)
 
 
-def main(names):
+def main(names, module: bool = False):
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  cores={os.cpu_count()}  load={os.getloadavg()}")
     cases = [(name, "batch", batch_of, NEW_BATCHES[name]) for name in names]
     cases += [(name, "length", length_of, NEW_LENGTHS[name]) for name in names if name in NEW_LENGTHS]
     for name, what, resize, sizes in cases:
-        for dynamic in (False, True):
-            firsts, steady, stats = run(name, dynamic, resize, sizes)
+        for dynamic in (False, None) if module else (False, True):
+            firsts, steady, stats = run(name, dynamic, resize, sizes, module)
             steps = ", ".join(
                 f"{what} {n}: {first:5.2f} s (then {again:4.2f} s; trace {trace:.0f} ms, lower {lower:.0f} ms) {cc:2d} cc{r}"
                 for n, (first, again, cc, r, trace, lower) in zip(sizes, firsts)
             )
             print(
-                f"{name:3} dynamic={dynamic!s:5}  first step at {steps};  reused {stats.get('reused', '-')};  "
-                f"steady full batch {steady:7.1f} ms/step"
+                f"{name:3}{' module' if module else ''} dynamic={dynamic!s:5}  first step at {steps};  "
+                f"reused {stats.get('reused', '-')};  steady full batch {steady:7.1f} ms/step"
             )
 
 
 if __name__ == "__main__":
-    main(sys.argv[1:] or ["mlp", "cnn", "gpt"])
+    flags = {"--module"}
+    main([a for a in sys.argv[1:] if a not in flags] or ["mlp", "cnn", "gpt"], "--module" in sys.argv[1:])

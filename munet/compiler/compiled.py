@@ -583,6 +583,7 @@ class CompiledFunction:
             "arena_bytes": last.executable.memory_plan.total_bytes if last and last.executable.memory_plan else None,
             "memory": last.executable.memory_plan.summary() if last and last.executable.memory_plan else {},
             "kernels": last.executable.kernels if last else 0,
+            **_backward_codegen_stats(last),
             "nodes_traced": last.nodes_traced if last else 0,
             "nodes": len(last.graph.nodes) if last else 0,
             "passes": dict(last.pass_report) if last else {},
@@ -754,12 +755,7 @@ class _Specialization:
         self.first = True
         self.reused, self.reuse_refusal = False, None
         reusable = (
-            programs is not None
-            and optimize
-            and self.fuse
-            and self.dynamic
-            and self.joint is None
-            and compile_target(device).reuses_programs
+            programs is not None and optimize and self.fuse and self.dynamic and compile_target(device).reuses_programs
         )
         if reusable:
             sizes: list = []
@@ -792,11 +788,13 @@ class _Specialization:
         if reusable:  # a second program of a structure serves sizes that do not rename from the first
             kept = programs.setdefault(structure, [])
             kept[PROGRAMS_PER_STRUCTURE - 1 :] = []
-            kept.append(Program(traced_inputs, sizes, traced_literals, self.graph, self.pass_report))
+            backward = (self.backward_graph, self.n_saved) if self.joint is not None else (None, 0)
+            kept.append(Program(traced_inputs, sizes, traced_literals, self.graph, self.pass_report, *backward))
 
     def _reuse(self, programs: list, sizes: list) -> bool:
         """Take the first of ``programs`` (the same traced structure) whose sizes rename to this trace's
-        ``sizes`` (``resize.py``): its optimized graph with the sizes replaced, planned and built anew."""
+        ``sizes`` (``resize.py``): its optimized graph with the sizes replaced, planned and built anew (a
+        joint graph's: its forward and backward programs, the values the forward saves at the new sizes)."""
         for program in programs:
             renaming = size_renaming(program.sizes, sizes)
             if renaming is None:
@@ -809,8 +807,12 @@ class _Specialization:
             return False
         inputs = dict(zip(program.traced_inputs, self.graph.inputs))
         self.graph = resized_graph(program.graph, renaming, inputs)
-        self.pass_report = dict(program.pass_report)
         verify(self.graph)
+        if program.backward is not None:
+            self.backward_graph = resized_graph(program.backward, renaming, inputs)
+            self.n_saved = program.n_saved
+            verify(self.backward_graph)
+        self.pass_report = dict(program.pass_report)
         self._build()
         self.reused = True
         return True
@@ -1042,6 +1044,15 @@ def _codegen_stats(executable, fuse: bool) -> dict:
     if executable is None:
         return {"fusion": fuse, **_NOTHING_RUN}
     return {"fusion": fuse, **executable.target.stats()}
+
+
+def _backward_codegen_stats(specialization) -> dict:
+    """The fused groups of a compiled module's backward program (run by ``loss.backward()``), and how
+    many of their kernels came from the program it copies at new sizes (``resize.py``)."""
+    if specialization is None or specialization.backward_graph is None:
+        return {"backward_fused_groups": 0, "backward_kernels_reused": 0}
+    stats = specialization.backward.target.stats()
+    return {"backward_fused_groups": stats["fused_groups"], "backward_kernels_reused": stats.get("kernels_reused", 0)}
 
 
 # stats() before the first call: no plan, so no target to ask

@@ -88,6 +88,7 @@ def partition(graph: Graph, n_forward: int, cotangents: list[Value], recompute: 
     for v in needed:
         if v.producer is not None and v.producer.op is CONSTANT:
             mapping[v] = backward.add_constant(v.producer.constant, v.dtype, v.device)
+            mapping[v].producer.folded_from = v.producer.folded_from  # folded again at new sizes (resize.py)
             continue
         label = f"saved {v.label or 'value'}" if v.producer is None else "saved value"
         mapping[v] = backward.add_input(v.shape, v.dtype, v.device, source=("saved", len(saved)), label=label)

@@ -14,12 +14,16 @@ equality between sizes a pass or the fusion decided on holds again; sizes 0 and 
 renamed: a graph with them is its own structure, as PyTorch specializes them).
 :func:`resized_graph` then copies the program's optimized graph with each renamed size replaced,
 keeping its fusion groups; lowering it re-plans the memory and reuses the groups' kernels
-(``lower_cpu.prepare_fused``).
+(``lower_cpu.prepare_fused``). A compiled module's joint graph (``joint.py``: its forward and
+backward, traced with cotangent inputs) is a traced graph like any other; its :class:`Program` is
+the pair of programs the partition made, both copied: the forward's extra outputs and the
+backward's first inputs, the values saved between them, take the new sizes too.
 
 What the passes wrote that the trace did not is where a renaming could be wrong: a literal a pass
 computed from a size (a folded constant, a float) is not a size the renaming can see.
-:meth:`Program.refusal` therefore refuses a renaming that changes a size occurring more often in
-the optimized graph's arguments and attributes than in the traced graph's, and refuses programs
+:meth:`Program.refusal` therefore refuses a renaming that changes a size occurring in more distinct
+nodes of the optimized graphs than of the traced graph (:func:`literals`: copies of a node, which the
+fusion and the backward's recomputation make, count once), and refuses programs
 whose passes made float literals the trace did not have, or constants the trace did not have that
 are neither zeros and ones (made at the new shape) nor folded (``passes/fold.py`` keeps the node a
 constant was evaluated from: it is evaluated again with its sizes renamed, so a causal mask of
@@ -50,19 +54,33 @@ def size_renaming(old: list, new: list) -> dict | None:
 
 
 class Program:
-    """A cached optimized graph, with what matching a new trace against it needs."""
+    """A cached optimized graph, with what matching a new trace against it needs. A compiled module's
+    joint graph (``joint.py``) is cached as its two programs after the partition: ``graph`` is the
+    forward (its outputs end with the values it saves), ``backward`` the backward (its inputs are the
+    saved values, then the cotangents of the traced graph), ``n_saved`` how many values are saved."""
 
-    def __init__(self, traced_inputs: list, sizes: list, traced_literals: tuple, graph: Graph, pass_report: dict):
+    def __init__(
+        self,
+        traced_inputs: list,
+        sizes: list,
+        traced_literals: tuple,
+        graph: Graph,
+        pass_report: dict,
+        backward: Graph | None = None,
+        n_saved: int = 0,
+    ):
         self.traced_inputs = traced_inputs  # the traced graph's inputs, in order
         self.sizes = sizes  # the traced graph's sizes (segment_signature order)
         self.graph = graph  # optimized and fused
+        self.backward, self.n_saved = backward, n_saved
         self.pass_report = pass_report
+        graphs = [graph] if backward is None else [graph, backward]
         ints, floats, constants = traced_literals
-        optimized_ints, optimized_floats, _ = literals(graph)
-        self._extra_ints = optimized_ints - ints  # occurrences the passes added
+        optimized_ints, optimized_floats, _ = literals(*graphs)
+        self._extra_ints = optimized_ints - ints  # distinct nodes holding the int that the passes added
         self._made_literals = bool(optimized_floats - floats)
         self._constant_sizes: set = set()  # dims of traced constants that are not zeros or ones
-        for node in _all_nodes(graph):
+        for node in (node for g in graphs for node in _all_nodes(g)):
             if node.op is not CONSTANT or _fill(node.constant) in (0, 1):
                 continue  # zeros and ones are made at any shape (resized_graph)
             if _constant_key(node.constant) in constants:
@@ -83,17 +101,30 @@ class Program:
         return None
 
 
-def literals(graph: Graph) -> tuple:
+_PLAIN = (int, float, bool, str, type(None))  # literals a node is told apart by (others: by type)
+
+
+def literals(*graphs: Graph) -> tuple:
     """(Counter of the ints of 2 or more, set of the floats, set of the constants' bytes) in the
-    arguments and attributes of ``graph``'s nodes and of its fused groups' members."""
+    arguments and attributes of ``graphs``' nodes and of their fused groups' members.
+
+    The ints are counted once per distinct node: nodes of the same op with the same literals count
+    once, so the copies the optimization makes of a node (a view a fused kernel or the backward
+    recomputes, ``passes/remat.py``) are not ints it wrote; a node it made with new literals is."""
     ints: Counter = Counter()
     floats: set = set()
     constants: set = set()
-    for node in _all_nodes(graph):
+    distinct: set = set()
+    for node in (node for graph in graphs for node in _all_nodes(graph)):
         if node.op is CONSTANT:
             constants.add(_constant_key(node.constant))
             continue
-        for leaf in _leaves((node.args, {k: v for k, v in node.attrs.items() if k != "group"})):
+        leaves = tuple(_leaves((node.args, {k: v for k, v in node.attrs.items() if k != "group"})))
+        key = (node.op, tuple(leaf if type(leaf) in _PLAIN else type(leaf) for leaf in leaves))
+        if key in distinct:
+            continue
+        distinct.add(key)
+        for leaf in leaves:
             if type(leaf) is int and leaf >= 2:
                 ints[leaf] += 1
             elif type(leaf) is float:
@@ -104,7 +135,9 @@ def literals(graph: Graph) -> tuple:
 def resized_graph(graph: Graph, renaming: dict, inputs: dict) -> Graph:
     """A copy of optimized ``graph`` with every size in ``renaming`` renamed, in shapes, arguments and
     attributes (fused groups' members included); ``inputs`` maps its input values to the new graph's.
-    Each copied group points to the group it copies (``FusedGroup.template``)."""
+    An input it does not map (a value a backward program reads from its forward: ``Program``) becomes a
+    new input of the copy, its shape renamed. Each copied group points to the group it copies
+    (``FusedGroup.template``)."""
     copy = Graph()
     values = dict(inputs)
     changed = set(renaming)
@@ -142,19 +175,18 @@ def resized_graph(graph: Graph, renaming: dict, inputs: dict) -> Graph:
             new.constant = np.full(new.outputs[0].shape, _fill(node.constant), np.asarray(node.constant).dtype)
         return new
 
-    folded: dict = {}  # a folded constant's value -> its array at the new sizes
+    folded: dict = {}  # a node constant folding evaluated -> its outputs' arrays at the new sizes
 
     def refolded(v: Value):
         """The array of constant ``v`` at the new sizes: its folded node evaluated again, renamed."""
         node = v.producer
-        if node.folded_from is None or not _ingredients(node.folded_from) & changed:
+        source = node.folded_from
+        if source is None or not _ingredients(source) & changed:
             return node.constant
-        if v not in folded:
-            source = node.folded_from
+        if source not in folded:
             inputs = {u: refolded(u) for u in source.inputs()}
-            arrays = evaluate(source, rename_literals(source.args), rename_literals(source.attrs), inputs)
-            folded.update(zip(source.outputs, arrays))
-        return folded[v]
+            folded[source] = evaluate(source, rename_literals(source.args), rename_literals(source.attrs), inputs)
+        return folded[source][_folded_output(node)]
 
     def copied_group(group: FusedGroup) -> FusedGroup:
         members = [copied(m) for m in group.members]
@@ -168,8 +200,13 @@ def resized_graph(graph: Graph, renaming: dict, inputs: dict) -> Graph:
             template=group,
         )
 
-    copy.inputs = [inputs[v] for v in graph.inputs]
-    copy._next_id = max((v.id for v in copy.inputs), default=-1) + 1
+    copy._next_id = max((inputs[v].id for v in graph.inputs if v in inputs), default=-1) + 1
+    for v in graph.inputs:
+        if v not in values:
+            shape = None if v.shape is None else tuple(renaming.get(s, s) for s in v.shape)
+            values[v] = copy.new_value(shape, v.dtype, v.device, v.kind)
+            values[v].source, values[v].label = v.source, v.label
+    copy.inputs = [values[v] for v in graph.inputs]
     for node in graph.nodes:
         copy.nodes.append(copied(node))  # a fused node's outputs are its members' values: it produces them
     copy.outputs = [values[v] for v in graph.outputs]
@@ -188,6 +225,15 @@ def _fill(constant):
         return None
     first = array.reshape(-1)[0]
     return first.item() if np.all(array == first) else None
+
+
+def _folded_output(constant: Node) -> int:
+    """Which output of the node it was folded from ``constant`` holds: its own value, or for the copy
+    a backward program holds of a forward's constant (``joint.partition``), the one of the same array."""
+    outputs = constant.folded_from.outputs
+    if constant.outputs[0] in outputs:
+        return outputs.index(constant.outputs[0])
+    return next(k for k, v in enumerate(outputs) if v.producer.constant is constant.constant)
 
 
 def _ingredients(node: Node) -> set:
