@@ -1,6 +1,7 @@
 """codegen/: kernel IR rendered as C, compiled, cached on disk, and the NumPy fallback."""
 
 import ctypes
+import math
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ from munet.compiler.codegen import build, cache
 from munet.compiler.codegen import kernel as kernel_ir
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.kernel import Apply, Const, Kernel, Load, Param, Reduce, Store, StoreFull
+from munet.compiler.codegen.kernel import contiguous_strides as contiguous
 from munet.compiler.passes import fuse
 
 needs_cc = pytest.mark.skipif(build.find_compiler() is None, reason="no C compiler on this machine")
@@ -59,6 +61,37 @@ def test_large_kernel_runs_across_threads_and_matches():
     assert "omp parallel" in render_c(kernel)
     (out,), _ = _call(kernel, [a])
     np.testing.assert_allclose(out, np.exp(a), rtol=1e-15)
+
+
+@needs_cc
+@pytest.mark.parametrize(
+    "shape,strides",
+    [((1 << 17,), (1,)), ((300, 1000), (1000, 1)), ((1000, 300), (1, 1000))],
+    ids=["flat-chunks", "rows", "transposed-tiles"],
+)
+def test_every_thread_runs_the_cloned_body_and_the_split_changes_no_bits(shape, strides):
+    """gcc clones no OpenMP region: the region splits the outermost loop and calls the cloned part."""
+    a = np.random.default_rng(2).standard_normal(int(np.prod(shape))).astype(np.float32)
+    x = Load(0, strides, 0, "f32")
+    gelu_like = Apply("mul", (x, Apply("add", (Const(1.0, "f32"), Apply("erf", (x,), "f32")), "f32")), "f32")
+    kernel = Kernel("k_split", shape, (), ["f32"], [], ["f32"], [Store(0, Apply("exp", (gelu_like,), "f32"))])
+    source = render_c(kernel)
+    part = source[source.index("MUNET_CLONES static void k_split_part(") : source.index("void k_split(")]
+    assert "omp" not in part and "#pragma omp parallel num_threads(threads)" in source
+    fn, _ = build.load_kernel(source, kernel.name)
+    results = []
+    for threads in (1, 2, 3):
+        out = np.empty(shape, np.float32)
+        ins = (ctypes.c_void_p * 1)(a.ctypes.data)
+        outs = (ctypes.c_void_p * 1)(out.ctypes.data)
+        fn(ctypes.addressof(ins), ctypes.addressof(outs), None, threads)
+        results.append(out)
+    for other in results[1:]:
+        np.testing.assert_array_equal(other, results[0])
+    reference = np.exp(np.float64(a) * (1 + np.vectorize(math.erf)(np.float64(a)))).reshape(shape)
+    if strides != contiguous(shape):
+        reference = reference.reshape(shape[::-1]).T  # the load walks the buffer transposed
+    np.testing.assert_allclose(results[0], reference, rtol=1e-5)
 
 
 @needs_cc

@@ -22,6 +22,7 @@ come from the C library and may differ from NumPy's by an ulp. Reductions: see
 from __future__ import annotations
 
 import itertools
+import re
 
 from munet.backends.cpu.special_functions import ERFINV_CENTRAL, ERFINV_TAIL
 from munet.compiler.codegen.kernel import (
@@ -91,15 +92,26 @@ _EXPF = """static inline float munet_expf(float xf) {
 """
 # x86-64 with gcc and glibc: the single-threaded body is also compiled for AVX2 and picked at load
 # time (an ifunc), so cached binaries stay portable; without FMA contraction (-ffp-contract=off) the
-# AVX2 code computes the same bits, twice as wide (GELU's kernel: 55 -> 31 ms). OpenMP regions are
-# not cloned by gcc, so the multi-threaded body stays baseline.
+# AVX2 code computes the same bits, twice as wide (GELU's kernel: 55 -> 31 ms). gcc does not clone
+# an OpenMP region, so a multi-threaded kernel's region only splits the outermost loop and calls a
+# cloned body on each thread's share (``_with_clones``).
 _CLONES = """#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6 && defined(__GLIBC__)
 #define MUNET_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define MUNET_CLONES
 #endif
 """
-_HEADER = ["#include <math.h>", "#include <stdint.h>", "#include <string.h>", "", _CLONES, _EXPF]
+_HEADER = [
+    "#include <math.h>",
+    "#include <stdint.h>",
+    "#include <string.h>",
+    "#ifdef _OPENMP",
+    "#include <omp.h>",
+    "#endif",
+    "",
+    _CLONES,
+    _EXPF,
+]
 
 
 # float32 erf without a library call, in float32 arithmetic and branch-free (both pieces are computed,
@@ -501,34 +513,56 @@ def render_c(kernel: Kernel, *, large: bool = False) -> str:
     return _with_clones(lines, kernel.name, max(kernel.numel, CLONE_MIN_ELEMENTS if large else 0))
 
 
-def _with_clones(lines: list, name: str, elements: int) -> str:
-    """The kernel ``void name(...)`` of ``lines`` as an entry calling a cloned serial body (and the OpenMP one).
+_PARALLEL_LOOP = re.compile(r"^(\s*)for \(int64_t (\w+) = 0; \2 < (\d+); \2(?:\+\+| \+= (\d+))\) \{$")
 
-    Kernels of fewer than ``CLONE_MIN_ELEMENTS`` elements stay as they are: compiling three bodies
-    costs more than a wider vector gains there.
+
+def _with_clones(lines: list, name: str, elements: int) -> str:
+    """The kernel ``void name(...)`` of ``lines`` as an entry calling a cloned body.
+
+    A body with an OpenMP loop (``_Code.open(..., parallel=True)``: the pragma block, then the
+    outermost loop ``for (v = 0; v < n; v += step)``) becomes ``name_part(..., lo, hi)``, that loop
+    from ``lo`` to ``hi``: the serial entry calls it on the whole range, the OpenMP region on each
+    thread's static share (whole steps), so every thread runs the cloned code. Each iteration of
+    that loop writes its own outputs (elements, or whole reductions of kept indices), so the split
+    changes no bits. Kernels of fewer than ``CLONE_MIN_ELEMENTS`` elements stay as they are:
+    compiling the clones costs more than a wider vector gains there.
     """
     if elements < CLONE_MIN_ELEMENTS:
         return "\n".join(lines) + "\n"
     at = next(i for i, line in enumerate(lines) if line.startswith(f"void {name}("))
     head, body = lines[:at], lines[at + 1 :]
     signature = "(void *const *in, void *const *out, const double *p, int threads)"
-    serial, skip = [], 0
-    for line in body:  # the body without its OpenMP pragma block
-        if line == "#ifdef _OPENMP":
-            skip = 3
-        if skip:
-            skip -= 1
-            continue
-        serial.append(line)
-    out = [*head, f"MUNET_CLONES static void {name}_serial{signature} {{", *serial, ""]
-    if len(serial) == len(body):
+    if "#ifdef _OPENMP" not in body:
+        out = [*head, f"MUNET_CLONES static void {name}_serial{signature} {{", *body, ""]
         out.append(f"void {name}{signature} {{ {name}_serial(in, out, p, threads); }}")
-    else:
-        out += [f"static void {name}_parallel{signature} {{", *body, ""]
-        out.append(f"void {name}{signature} {{")
-        out.append(f"    if (threads > 1) {name}_parallel(in, out, p, threads);")
-        out.append(f"    else {name}_serial(in, out, p, threads);")
-        out.append("}")
+        return "\n".join(out) + "\n"
+    pragma = body.index("#ifdef _OPENMP")
+    loop = _PARALLEL_LOOP.match(body[pragma + 3])
+    if loop is None:
+        raise AssertionError(
+            f"internal error: the OpenMP loop of kernel {name} has an unexpected form: {body[pragma + 3]}"
+        )
+    indent, var, count, step = loop.group(1), loop.group(2), int(loop.group(3)), int(loop.group(4) or 1)
+    part = body[:pragma] + [f"{indent}for (int64_t {var} = lo; {var} < hi; {var} += {step}) {{"] + body[pragma + 4 :]
+    # the count is written once, as the loop's bound was: c_slabs.render_c_sized reads it at run time
+    out = [*head, f"MUNET_CLONES static void {name}_part{signature[:-1]}, int64_t lo, int64_t hi) {{", *part, ""]
+    out += [
+        f"void {name}{signature} {{",
+        f"    const int64_t count = {count};",
+        "#ifdef _OPENMP",
+        "    if (threads > 1) {",
+        "        #pragma omp parallel num_threads(threads)",
+        "        {",
+        f"            const int64_t t = omp_get_thread_num(), n = omp_get_num_threads(), steps = (count + {step} - 1) / {step};",
+        f"            const int64_t lo = steps * t / n * {step}, hi = steps * (t + 1) / n * {step};",
+        f"            {name}_part(in, out, p, threads, lo, hi < count ? hi : count);",
+        "        }",
+        "        return;",
+        "    }",
+        "#endif",
+        f"    {name}_part(in, out, p, threads, 0, count);",
+        "}",
+    ]
     return "\n".join(out) + "\n"
 
 

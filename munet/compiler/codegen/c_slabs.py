@@ -306,7 +306,7 @@ def _render_with_count(kernel: Kernel, merged: Kernel, count: int, shapes: list)
     lines = []
     for line in text.split("\n"):
         lines.append(line)
-        if line.endswith("int threads) {"):  # each function of the kernel reads the count
+        if line.endswith(("int threads) {", "int64_t hi) {")):  # each function of the kernel reads the count
             lines.append(line_n0)
     text = "\n".join(lines)
     name = "dyn_" + hashlib.sha1(text.encode()).hexdigest()[:16]
