@@ -17,7 +17,10 @@ import itertools
 
 import numpy as np
 
+from munet._device import device, get_backend
+from munet._tensor import Tensor
 from munet.backends.cpu.registry import kernel
+from munet.backends.cuda import copies
 from munet.backends.cuda.registry import kernel as cuda_kernel
 from munet.distributed import collectives
 from munet.distributed.process_group import ProcessGroup, ReduceOp
@@ -77,10 +80,6 @@ def _all_reduce_kernel(x, *, reduce_op, group):
 def _all_reduce_cuda_kernel(rt, x, *, reduce_op, group):
     """A cuda tensor of an NCCL group: NCCL reduces a fresh copy on the device (the cuda kernel
     convention: ``rt`` is the device's runtime, ``x`` a CuPy array)."""
-    from munet._device import device, get_backend
-    from munet._tensor import Tensor
-    from munet.backends.cuda import copies
-
     if rt.stream.is_capturing():
         raise RuntimeError(
             "all_reduce: a collective cannot run inside a CUDA graph capture: its cross-rank agreement check "
