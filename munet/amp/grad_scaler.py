@@ -21,6 +21,24 @@ class _Stage(Enum):
     STEPPED = 2
 
 
+def _agreed_across_replicas(found_inf: Tensor, optimizer) -> Tensor:
+    """``found_inf`` OR-ed over the ranks of every process group that keeps the optimizer's
+    parameters equal (``DistributedDataParallel``'s), so all replicas skip a step together even
+    where their gradients differ (a hook, a gradient written after backward). A MAX all-reduce
+    per group, recorded as a graph node under ``munet.compile``; nothing outside DDP."""
+    from munet import distributed as dist
+
+    if not dist.is_initialized():
+        return found_inf
+    from munet.distributed import replicated
+    from munet.distributed.functional_collectives import all_reduce
+
+    params = [p for group in optimizer.param_groups for p in group["params"]]
+    for group in replicated.groups_of(params):
+        found_inf = all_reduce(found_inf.to(D.int32), "MAX", group) > 0
+    return found_inf
+
+
 class GradScaler:
     """Multiplies the loss by ``scale`` before backward, checks gradients for inf/NaN before
     each optimizer step (skipping the step if any), and adapts the scale: ``backoff_factor``
@@ -36,6 +54,10 @@ class GradScaler:
     back in the graph (before it there was none): the compiled call removes it from the optimizer
     after a run whose ``found_inf`` holds (one host read of a cpu flag, in that first-step program
     only), so the next call starts from fresh state as eager does, whatever the optimizer.
+
+    Under ``DistributedDataParallel`` the inf/NaN decision is agreed across the DDP's ranks (a MAX
+    all-reduce of the flag in ``unscale_``): one rank's overflow skips the step on every rank, and
+    the scales stay equal. PyTorch relies on DDP's averaged gradients being equal instead.
 
     As in PyTorch, a scaler for a device type with no device here (``GradScaler("cuda")`` without
     CUDA) is disabled with a UserWarning. Unlike PyTorch, ``device`` defaults to ``"cpu"`` (PyTorch's
@@ -111,7 +133,7 @@ class GradScaler:
             g.mul_(inv.to(g.dtype).to(g.device))
         if found_inf is None:
             found_inf = tensor(False)
-        state["found_inf"] = found_inf
+        state["found_inf"] = _agreed_across_replicas(found_inf, optimizer)
         state["stage"] = _Stage.UNSCALED
 
     def step(self, optimizer, *args, **kwargs):

@@ -65,6 +65,30 @@ def check_training(bucket_cap_mb):
     return model
 
 
+def check_grad_scaler_agrees():
+    """An overflow on one rank only (a gradient written after DDP averaged them) skips the step on
+    every rank, and the scale backs off everywhere; the next clean step steps everywhere."""
+    model = nn.parallel.DistributedDataParallel(mlp(0))
+    opt = munet.optim.SGD(model.parameters(), lr=0.1)
+    scaler = munet.amp.GradScaler(init_scale=4.0)
+    x, y = batch(0)
+    for step, poisoned in enumerate([True, False]):
+        before = [p.detach().clone() for p in model.parameters()]
+        opt.zero_grad()
+        scaler.scale(nn.functional.mse_loss(model(shard(x)), shard(y))).backward()
+        if poisoned and RANK == WORLD - 1:
+            model.module[0].weight.grad[0, 0] = float("inf")
+        scaler.step(opt)
+        scaler.update()
+        moved = [not np.array_equal(p.detach().numpy(), b.numpy()) for p, b in zip(model.parameters(), before)]
+        if any(moved) == poisoned:
+            raise AssertionError(f"rank {RANK}: step {step} (overflow on rank {WORLD - 1}: {poisoned}) moved {moved}")
+        everyone = [None] * WORLD
+        dist.all_gather_object(everyone, scaler.get_scale())
+        if everyone != [2.0] * WORLD:
+            raise AssertionError(f"rank {RANK}: scales after step {step}: {everyone}, expected 2.0 on every rank")
+
+
 def check_no_sync():
     reference, model = mlp(0), nn.parallel.DistributedDataParallel(mlp(0))
     for step in range(3):
@@ -202,6 +226,7 @@ nn.functional.mse_loss(tiny(shard(batch(0)[0])), shard(batch(0)[1])).backward()
 if started != [True]:
     raise AssertionError(f"bucket 0 must start reducing during backward, got {started}")
 check_no_sync()
+check_grad_scaler_agrees()
 check_find_unused()
 check_unused_without_flag_raises()
 check_broadcast_buffers()

@@ -87,7 +87,38 @@ def check_functional_all_reduce():
             raise AssertionError(f"rank {RANK}: the loaded program gave {loaded(x).numpy()}")
 
 
+def check_grad_scaler_agrees():
+    """Compiled as eager: an overflow on the last rank only skips the step on every rank (the
+    scaler's flag is all-reduced by a node of the program) and the scale backs off everywhere."""
+
+    def scaled_step(model, opt, scaler, x, y, poison):
+        opt.zero_grad()
+        scaler.scale(nn.functional.mse_loss(model(x), y)).backward()
+        if RANK == WORLD - 1:
+            model.module[0].weight.grad.mul_(poison)  # poison 1.0: clean; inf: an overflow on this rank only
+        scaler.step(opt)
+        scaler.update()
+
+    model = nn.parallel.DistributedDataParallel(mlp())
+    opt = munet.optim.SGD(model.parameters(), lr=0.1)
+    scaler = munet.amp.GradScaler(init_scale=4.0)
+    step = munet.compile(scaled_step)
+    step(model, opt, scaler, *shard_of(0), munet.tensor(1.0))  # the first step's program (optimizer state made)
+    for poison, scale in [(float("inf"), 2.0), (1.0, 2.0), (float("inf"), 1.0)]:
+        before = [p.detach().clone() for p in model.parameters()]
+        step(model, opt, scaler, *shard_of(1), munet.tensor(poison))
+        moved = any(not np.array_equal(p.detach().numpy(), b.numpy()) for p, b in zip(model.parameters(), before))
+        if moved != (poison == 1.0) or scaler.get_scale() != scale:
+            raise AssertionError(
+                f"rank {RANK}: compiled step with poison {poison} on rank {WORLD - 1}: moved {moved}, "
+                f"scale {scaler.get_scale()} (expected {scale})"
+            )
+    if not any(n.op.name == "all_reduce" and n.outputs[0].dtype is munet.int32 for n in step.graph.nodes):
+        raise AssertionError(f"rank {RANK}: the scaler's flag is not all-reduced inside the program")
+
+
 check_functional_all_reduce()
+check_grad_scaler_agrees()
 check(None)  # one bucket
 check(1e-5)  # one bucket per parameter: six collectives in the program
 dist.barrier()

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from munet import distributed as dist
 from munet.autograd.grad_mode import is_grad_enabled
 from munet.compiler import is_compiling
+from munet.distributed import replicated
 from munet.nn.module import Module
 from munet.nn.parallel.reducer import Reducer
 
@@ -66,6 +67,7 @@ class DistributedDataParallel(Module):
         self.reducer = Reducer(
             [p for _, p in named], [n for n, _ in named], self.process_group, int(cap * 2**20), find_unused_parameters
         )
+        replicated.register([p for _, p in named], self.process_group)
 
     def _check_same_model_everywhere(self, named) -> None:
         mine = [[name, p.dtype.name, list(p.shape)] for name, p in named]
