@@ -29,9 +29,11 @@ from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.c_im2col import render_im2col
 from munet.compiler.codegen.c_slabs import count_for, render_c_sized, render_c_slabs
+from munet.compiler.codegen.c_symbolic import MAX_SIZES, counts_for, render_c_symbolic
 from munet.compiler.codegen.kernel import kernel_from_group, short_dtype, unnamed_kernel_of_group
 from munet.compiler.codegen.primitives import kernel_from_max_pool, kernel_from_max_pool_backward, shifted_sum_kernel
 from munet.compiler.ir import Graph
+from munet.compiler.resize import group_renaming, resized_group, size_symbols
 
 
 def new_counters() -> dict:
@@ -172,9 +174,10 @@ def prepare_fused(node, executable):
     try:
         kernel, tensors, scalars = unnamed_kernel_of_group(group)
         reused = _reused_kernel(group, kernel)
-        if reused is None:
+        made = reused or _symbolic_kernel(group, kernel)
+        if made is None:
             kernel = kernel_from_group(group)[0]
-        fn, source, leading, hit = reused or _rendered_kernel(group, kernel, executable.dynamic)
+        fn, source, leading, hit = made or _rendered_kernel(group, kernel, executable.dynamic)
     except build.CompilerUnavailableError as e:
         counters["numpy"] += 1
         counters["fallback_reason"] = str(e)
@@ -211,11 +214,51 @@ def _reused_kernel(group, kernel):
     if template is None or template.rendered is None:
         return None
     rendered, rule, fn, source = template.rendered
-    count = count_for(rendered, rule, kernel)
-    if count is None:
+    if rule == "symbolic":
+        renaming = group_renaming(template, group)
+        bases = tuple(renaming.get(s, s) for s in rendered.sizes[: rendered.n_bases])
+        counts = counts_for(rendered, kernel, bases)
+    else:
+        count = count_for(rendered, rule, kernel)
+        counts = None if count is None else () if rule == "static" else (float(count),)
+    if counts is None:
         return None
     group.rendered = template.rendered
-    return fn, source, (() if rule == "static" else (float(count),)), False
+    return fn, source, counts, False
+
+
+def _symbolic_kernel(group, kernel):
+    """What ``_rendered_kernel`` returns for a copy of a group at new sizes (``resize.py``) whose
+    template's kernel does not serve it: the template's kernel rendered with a run-time count for
+    each size that changed (``codegen/c_symbolic.py``), kept on the template so later sizes reuse it;
+    None when the kernel cannot take its sizes at run time."""
+    template = group.template
+    if template is None or template.rendered is None:
+        return None
+    renaming = group_renaming(template, group)
+    if not renaming:
+        return None
+    previous, rule = template.rendered[:2]
+    if rule == "symbolic":  # sizes made generic before stay generic (a batch, then a length)
+        renaming = {s: renaming.get(s, s) for s in previous.sizes} | renaming
+    symbols = size_symbols(renaming, MAX_SIZES)
+    if symbols is None:
+        return None
+    sizes, terms, n_bases = symbols
+
+    def kernel_at(sentinels: dict):
+        try:
+            return unnamed_kernel_of_group(resized_group(template, sentinels))[0]
+        except Exception:  # a view rule refusing the sentinel sizes: the kernel is compiled per size
+            return None
+
+    symbolic = render_c_symbolic(kernel_at, sizes, terms, n_bases, len(kernel.params))
+    counts = None if symbolic is None else counts_for(symbolic, kernel, tuple(renaming[s] for s in sizes[:n_bases]))
+    if counts is None:
+        return None
+    fn, hit = build.load_kernel(symbolic.source, symbolic.name)
+    template.rendered = group.rendered = (symbolic, "symbolic", fn, symbolic.source)
+    return fn, symbolic.source, counts, hit
 
 
 # primitive nodes with a generated kernel: op name -> builder of (kernel, input values), or None
