@@ -266,10 +266,11 @@ def resized_group(group: FusedGroup, renaming: dict) -> FusedGroup:
 def group_renaming(template: FusedGroup, group: FusedGroup) -> dict | None:
     """``{size: new size}`` from fused ``template`` to ``group``, a copy of it at new sizes
     (:func:`resized_graph`), over the sizes of their values and the literals of their members."""
-    return size_renaming(_group_sizes(template), _group_sizes(group))
+    return size_renaming(group_sizes(template), group_sizes(group))
 
 
-def _group_sizes(group: FusedGroup) -> list:
+def group_sizes(group: FusedGroup) -> list:
+    """The sizes (ints of 2 or more) of fused ``group``'s values and of its members' literals, in order."""
     sizes = [s for v in group.inputs if v.shape is not None for s in v.shape]
     for node in group.members:
         sizes += [s for v in node.outputs if v.shape is not None for s in v.shape]
