@@ -1,6 +1,6 @@
 """What a new batch size costs a compiled training step, with and without ``dynamic=True``.
 
-Run: OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compile_dynamic.py [mlp|cnn|gpt ...] [--module]
+Run: OPENBLAS_NUM_THREADS=1 .venv/bin/python benchmarks/compile_dynamic.py [mlp|cnn|gpt ...] [--module] [--only batch|length]
 
 ``--module``: the compiled module instead, ``munet.compile(model)`` with the loss, ``loss.backward()``
 and the optimizer step outside (a joint forward/backward program), ``dynamic=False`` and ``None``.
@@ -13,11 +13,13 @@ and of its second (a replay: the difference is what the new size cost), the firs
 and lowering milliseconds (``stats()["trace_ms"]``, ``["compile_ms"]``), how many C
 compilations it ran ("cc"), "R" where the new size reused a cached program, how many
 specializations did (``stats()["reused"]``, "-" for a MuNet without it), and the steady ms/step at the full batch
-(median of 10), so a size-generic kernel's cost in the steady state shows.
+(median of 10) and at the last new size (median of 5: a reused program's size-generic kernels), so a
+size-generic kernel's cost in the steady state shows.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import statistics
 import sys
@@ -52,10 +54,10 @@ def length_of(args, t):
     return x[:, :t].contiguous(), y.reshape(b, full)[:, :t].reshape(-1).contiguous()
 
 
-def run(name: str, dynamic, resize, sizes, module: bool = False) -> tuple[list, float, dict]:
+def run(name: str, dynamic, resize, sizes, module: bool = False) -> tuple[list, float, float, dict]:
     """``([(seconds of the first step, of the second, C compiles, "R" if it reused a program, the first
-    step's trace ms, its lowering ms) at each new size], steady ms/step, stats())``; ``module``: the
-    compiled module, the step around it eager."""
+    step's trace ms, its lowering ms) at each new size], steady ms/step at the full batch, at the last
+    new size, stats())``; ``module``: the compiled module, the step around it eager."""
     compiles = []
     original = build._compile
 
@@ -95,34 +97,49 @@ def run(name: str, dynamic, resize, sizes, module: bool = False) -> tuple[list, 
                 reuses = step.stats().get("reused", 0)
                 again = time.perf_counter() - start
                 firsts.append((first, again, compiled, "R" if reused else "", trace_ms, lower_ms))
+            last = []
+            for _ in range(5):
+                start = time.perf_counter()
+                step(*new)
+                last.append((time.perf_counter() - start) * 1e3)
             times = []
             for _ in range(10):
                 start = time.perf_counter()
                 step(*args)
                 times.append((time.perf_counter() - start) * 1e3)
-            return firsts, statistics.median(times), step.stats()
+            return firsts, statistics.median(times), statistics.median(last), step.stats()
     finally:
         build._compile = original
         os.environ.pop("MUNET_CACHE_DIR", None)
 
 
-def main(names, module: bool = False):
+def main(names, module: bool = False, only=None):
     print(f"# {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}  cores={os.cpu_count()}  load={os.getloadavg()}")
     cases = [(name, "batch", batch_of, NEW_BATCHES[name]) for name in names]
     cases += [(name, "length", length_of, NEW_LENGTHS[name]) for name in names if name in NEW_LENGTHS]
     for name, what, resize, sizes in cases:
+        if only is not None and what != only:
+            continue
         for dynamic in (False, None) if module else (False, True):
-            firsts, steady, stats = run(name, dynamic, resize, sizes, module)
+            firsts, steady, steady_last, stats = run(name, dynamic, resize, sizes, module)
             steps = ", ".join(
                 f"{what} {n}: {first:5.2f} s (then {again:4.2f} s; trace {trace:.0f} ms, lower {lower:.0f} ms) {cc:2d} cc{r}"
                 for n, (first, again, cc, r, trace, lower) in zip(sizes, firsts)
             )
             print(
                 f"{name:3}{' module' if module else ''} dynamic={dynamic!s:5}  first step at {steps};  "
-                f"reused {stats.get('reused', '-')};  steady full batch {steady:7.1f} ms/step"
+                f"reused {stats.get('reused', '-')};  steady full batch {steady:7.1f} ms/step, "
+                f"at {what} {sizes[-1]} {steady_last:7.1f} ms/step"
             )
 
 
 if __name__ == "__main__":
-    flags = {"--module"}
-    main([a for a in sys.argv[1:] if a not in flags] or ["mlp", "cnn", "gpt"], "--module" in sys.argv[1:])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("workloads", nargs="*", help=f"of {', '.join(NEW_BATCHES)} (default: all)")
+    parser.add_argument("--module", action="store_true", help="compile the module, the step around it eager")
+    parser.add_argument("--only", choices=("batch", "length"), help="only new batch sizes, or only new lengths")
+    options = parser.parse_args()
+    unknown = [w for w in options.workloads if w not in NEW_BATCHES]
+    if unknown:
+        parser.error(f"unknown workload {unknown[0]!r} (expected one of {', '.join(NEW_BATCHES)})")
+    main(options.workloads or list(NEW_BATCHES), options.module, options.only)

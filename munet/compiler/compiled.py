@@ -39,7 +39,7 @@ from munet.compiler.passes.decompose import decompose_composites
 from munet.compiler.passes.fuse import fuse_elementwise
 from munet.compiler.passes.remat import rematerialize_pointwise
 from munet.compiler.recovery import Snapshot, can_reset, check_recover
-from munet.compiler.resize import Program, literals, resized_graph, size_renaming
+from munet.compiler.resize import Program, literals, resized_graph, size_renaming, size_symbols
 from munet.compiler.trace import HostReadError, SymScalar, Tracer, is_symbolic, tracing
 from munet.ops._registry import Meta, _Tracing
 
@@ -167,6 +167,9 @@ class CompiledFunction:
         self.remat = remat  # fused kernels recompute cheap elementwise values (passes/remat.py)
         self.dynamic = dynamic  # None: automatic (a dim that changes between calls becomes dynamic)
         self._dynamic_dims: dict = {}  # (argument position, dim) -> True: dims seen changing (dynamic=None)
+        # {size before: size now} at the dims the latest retrace changed: the sizes its plan's kernels take
+        # at run time (codegen/c_symbolic.py)
+        self._size_changes: dict = {}
         self.cache_size = cache_size
         self.optimize = optimize
         self._cache: OrderedDict = OrderedDict()  # key -> its specializations, most recently used first
@@ -221,7 +224,7 @@ class CompiledFunction:
         entries = self._cache.get(key)
         entry, failed = _first_valid(entries)
         if entry is None:
-            if self.dynamic is None:
+            if self.dynamic is not False:
                 self._mark_dynamic(key)
             reason = failed or self._key_change(key)
             kind = "guard_failed" if failed else "cache_miss" if self._counters["traces"] else "first_call"
@@ -279,8 +282,10 @@ class CompiledFunction:
                 del self._cache[key]
 
     def _mark_dynamic(self, key) -> None:
-        """``dynamic=None``: the dims in which ``key``'s tensor arguments differ from a cached
-        specialization that matches it otherwise become dynamic (later plans use size-generic kernels)."""
+        """The dims in which ``key``'s tensor arguments differ from a cached specialization that matches
+        it otherwise: with ``dynamic=None`` they become dynamic (later plans use size-generic kernels);
+        their sizes before and now are ``_size_changes``."""
+        self._size_changes = {}
         for other in self._cache:
             if other[0] != key[0] or other[2:] != key[2:] or len(other[1]) != len(key[1]):
                 continue
@@ -292,10 +297,15 @@ class CompiledFunction:
                     continue
                 if a[1:] != b[1:] or len(a[0]) != len(b[0]):
                     break
-                changed += [(k, d) for d, (m, n) in enumerate(zip(a[0], b[0])) if m != n]
+                changed += [(k, d, m, n) for d, (m, n) in enumerate(zip(a[0], b[0])) if m != n]
             else:
-                for dim in changed:  # reported by stats()["dynamic_dims"]
-                    self._dynamic_dims[dim] = True
+                for k, d, m, n in changed:
+                    if self.dynamic is None:  # reported by stats()["dynamic_dims"]
+                        self._dynamic_dims[k, d] = True
+                    if m >= 2 and n >= 2:
+                        self._size_changes[m] = n
+                if size_renaming(list(self._size_changes), list(self._size_changes.values())) is None:
+                    self._size_changes = {}  # not one size per size: no run-time counts from it
                 return
 
     def _key_change(self, key) -> str | None:
@@ -703,6 +713,11 @@ class _Specialization:
         self.remat = owner.remat
         # size-generic kernels (codegen/c_slabs.py): always with dynamic=True, once a dim changed with None
         self.dynamic = owner.dynamic is True or (owner.dynamic is None and bool(owner._dynamic_dims))
+        # the sizes that changed since the last specialization, as this trace has them, and how they follow
+        # from a few (resize.size_symbols): its fused kernels that hold them take them at run time
+        changes = owner._size_changes if self.dynamic else {}
+        symbols = size_symbols(changes) if changes else None
+        self.size_symbols = None if symbols is None else (tuple(changes[s] for s in symbols[0]), *symbols[1:])
         self.guards = tracer.guards
         self.python_guards = GuardSet([])  # guards.py: the Python values the trace read (set by the caller)
         graph.outputs = outputs
@@ -799,6 +814,7 @@ class _Specialization:
             renaming = size_renaming(program.sizes, sizes)
             if renaming is None:
                 self.reuse_refusal = "the sizes do not rename one to one (a size that changed equals another one)"
+                self.size_symbols = None  # a changed size is also another int of the graph: no counts from it
                 continue
             self.reuse_refusal = program.refusal(renaming)
             if self.reuse_refusal is None:
@@ -848,7 +864,12 @@ class _Specialization:
         n = self.n_results
         donors = {self.graph.outputs[n + j]: v for j, v in enumerate(self.state_inputs)}
         self.executable = Executable(
-            self.graph, self.device, donors=donors, dynamic=self.dynamic, capture_graphs=self.cuda_graphs
+            self.graph,
+            self.device,
+            donors=donors,
+            dynamic=self.dynamic,
+            capture_graphs=self.cuda_graphs,
+            size_symbols=self.size_symbols,
         )
         self.backend = self.executable.backend
         self.generation = getattr(self.backend, "generation", 0)
@@ -860,7 +881,12 @@ class _Specialization:
         self.output_plans = [self.executable.target_on(v.device) for v in self.graph.outputs]
         if self.backward_graph is not None:
             self.backward = Executable(
-                self.backward_graph, self.device, donors={}, dynamic=self.dynamic, capture_graphs=self.cuda_graphs
+                self.backward_graph,
+                self.device,
+                donors={},
+                dynamic=self.dynamic,
+                capture_graphs=self.cuda_graphs,
+                size_symbols=self.size_symbols,
             )
             self.backward_owned = _ownership(self.backward)
             self.backward_plans = [self.backward.target_on(v.device) for v in self.backward_graph.outputs]

@@ -44,9 +44,12 @@ class Executable:
         donors: dict | None = None,
         dynamic: bool = False,
         capture_graphs: bool = False,
+        size_symbols: tuple | None = None,
     ):
         self.graph = graph
         self.dynamic = dynamic  # cpu: generated kernels take their leading size at run time (codegen/c_slabs.py)
+        # cpu: (sizes, terms, bases) of resize.size_symbols: kernels holding them take them at run time (c_symbolic.py)
+        self.size_symbols = size_symbols
         # a target with a step_runner (cuda: CUDA graph replay) may replay the whole plan as one graph
         self.capture_graphs = capture_graphs and plan_memory
         self.backend = get_backend(as_device(device))

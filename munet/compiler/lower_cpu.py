@@ -29,9 +29,11 @@ from munet.compiler.codegen import build
 from munet.compiler.codegen.c import render_c
 from munet.compiler.codegen.c_im2col import render_im2col
 from munet.compiler.codegen.c_slabs import count_for, render_c_sized, render_c_slabs
+from munet.compiler.codegen.c_symbolic import MAX_SIZES, counts_for, render_c_symbolic
 from munet.compiler.codegen.kernel import kernel_from_group, short_dtype, unnamed_kernel_of_group
 from munet.compiler.codegen.primitives import kernel_from_max_pool, kernel_from_max_pool_backward, shifted_sum_kernel
 from munet.compiler.ir import Graph
+from munet.compiler.resize import group_renaming, group_sizes, resized_group, size_symbols
 
 
 def new_counters() -> dict:
@@ -87,7 +89,12 @@ class CpuTarget:
         # lower_cpu reads codegen/slot/arena/backend; a cpu node of a vulkan plan has no arena
         arena = executable.arena if executable.target is self else None
         context = SimpleNamespace(
-            codegen=self.counters, slot=executable.slot, arena=arena, backend=self.backend, dynamic=executable.dynamic
+            codegen=self.counters,
+            slot=executable.slot,
+            arena=arena,
+            backend=self.backend,
+            dynamic=executable.dynamic,
+            size_symbols=executable.size_symbols,
         )
         return prepare_fused(node, context)
 
@@ -172,9 +179,10 @@ def prepare_fused(node, executable):
     try:
         kernel, tensors, scalars = unnamed_kernel_of_group(group)
         reused = _reused_kernel(group, kernel)
-        if reused is None:
+        made = reused or _symbolic_kernel(group, kernel)
+        if made is None:
             kernel = kernel_from_group(group)[0]
-        fn, source, leading, hit = reused or _rendered_kernel(group, kernel, executable.dynamic)
+        fn, source, leading, hit = made or _rendered_kernel(group, kernel, executable.dynamic, executable.size_symbols)
     except build.CompilerUnavailableError as e:
         counters["numpy"] += 1
         counters["fallback_reason"] = str(e)
@@ -187,10 +195,16 @@ def prepare_fused(node, executable):
     return _kernel_step(fn, source, tensors, scalars, node, executable, leading)
 
 
-def _rendered_kernel(group, kernel, dynamic: bool) -> tuple:
+def _rendered_kernel(group, kernel, dynamic: bool, symbols=None) -> tuple:
     """``(fn, source, leading scalars, disk cache hit)`` of ``kernel`` rendered and compiled (or loaded);
-    ``dynamic``: with a run-time count in place of its leading size where it can (``codegen/c_slabs.py``).
+    ``dynamic``: with a run-time count in place of its leading size where it can (``codegen/c_slabs.py``),
+    or, when it holds sizes of ``symbols`` (sizes that changed since the last specialization, as
+    ``resize.size_symbols`` describes them), a run-time count for each (``codegen/c_symbolic.py``).
     What was rendered is kept on ``group`` for its copies at new sizes (``_reused_kernel``)."""
+    if dynamic and symbols is not None:
+        symbolic = _symbolic_render(group, group, kernel, *symbols)
+        if symbolic is not None:
+            return symbolic
     source, name, leading, rule = render_c(kernel), kernel.name, (), "static"
     if dynamic:
         sized = render_c_sized(kernel)
@@ -211,11 +225,62 @@ def _reused_kernel(group, kernel):
     if template is None or template.rendered is None:
         return None
     rendered, rule, fn, source = template.rendered
-    count = count_for(rendered, rule, kernel)
-    if count is None:
+    if rule == "symbolic":
+        renaming = group_renaming(template, group)
+        bases = tuple(renaming.get(s, s) for s in rendered.sizes[: rendered.n_bases])
+        counts = counts_for(rendered, kernel, bases)
+    else:
+        count = count_for(rendered, rule, kernel)
+        counts = None if count is None else () if rule == "static" else (float(count),)
+    if counts is None:
         return None
     group.rendered = template.rendered
-    return fn, source, (() if rule == "static" else (float(count),)), False
+    return fn, source, counts, False
+
+
+def _symbolic_kernel(group, kernel):
+    """What ``_rendered_kernel`` returns for a copy of a group at new sizes (``resize.py``) whose
+    template's kernel does not serve it: the template's kernel rendered with a run-time count for
+    each size that changed (``codegen/c_symbolic.py``), kept on the template so later sizes reuse it;
+    None when the kernel cannot take its sizes at run time."""
+    template = group.template
+    if template is None or template.rendered is None:
+        return None
+    renaming = group_renaming(template, group)
+    if not renaming:
+        return None
+    previous, rule = template.rendered[:2]
+    if rule == "symbolic":  # sizes made generic before stay generic (a batch, then a length)
+        renaming = {s: renaming.get(s, s) for s in previous.sizes} | renaming
+    symbols = size_symbols(renaming, MAX_SIZES)
+    if symbols is None:
+        return None
+    sizes, terms, n_bases = symbols
+    return _symbolic_render(template, group, kernel, sizes, terms, n_bases, tuple(renaming[s] for s in sizes[:n_bases]))
+
+
+def _symbolic_render(template, group, kernel, sizes, terms, n_bases, bases=None):
+    """``template``'s kernel with a run-time count for each of ``sizes`` (``c_symbolic.render_c_symbolic``),
+    compiled, as ``_rendered_kernel`` returns it for ``group`` (``kernel``: its kernel, at ``bases``,
+    default the sizes themselves), kept on both; None when ``template`` holds none of ``sizes``, or
+    its kernel cannot take them at run time."""
+    if not set(sizes) & set(group_sizes(template)):
+        return None
+
+    def kernel_at(sentinels: dict):
+        try:
+            return unnamed_kernel_of_group(resized_group(template, sentinels))[0]
+        except Exception:  # a view rule refusing the sentinel sizes: the kernel is compiled per size
+            return None
+
+    symbolic = render_c_symbolic(kernel_at, sizes, terms, n_bases, len(kernel.params))
+    bases = tuple(sizes[:n_bases]) if bases is None else bases
+    counts = None if symbolic is None else counts_for(symbolic, kernel, bases)
+    if counts is None:
+        return None
+    fn, hit = build.load_kernel(symbolic.source, symbolic.name)
+    template.rendered = group.rendered = (symbolic, "symbolic", fn, symbolic.source)
+    return fn, symbolic.source, counts, hit
 
 
 # primitive nodes with a generated kernel: op name -> builder of (kernel, input values), or None

@@ -33,6 +33,7 @@ constant was evaluated from: it is evaluated again with its sizes renamed, so a 
 
 from __future__ import annotations
 
+import math
 from collections import Counter
 
 import numpy as np
@@ -211,6 +212,70 @@ def resized_graph(graph: Graph, renaming: dict, inputs: dict) -> Graph:
         copy.nodes.append(copied(node))  # a fused node's outputs are its members' values: it produces them
     copy.outputs = [values[v] for v in graph.outputs]
     return copy
+
+
+def size_symbols(renaming: dict, max_bases: int = 3) -> tuple | None:
+    """How the sizes ``renaming`` changes (``{old: new}``) follow from a few of them, the *bases*:
+    ``(sizes, terms, n_bases)``, the bases first, ``terms[i] = (coefficient, powers)`` saying size ``i``
+    is ``coefficient * prod(base ** power)`` at its old and at its new value (a ``batch * time`` of 27
+    becoming 36 beside a time of 9 becoming 12 is ``3 * time``), or None beyond ``max_bases`` bases.
+    Two values agreeing is evidence, not proof: a kernel built on it is checked at every size it
+    serves (``c_symbolic.counts_for``)."""
+    bases: list = []
+    derived: list = []
+    for old in sorted(renaming):
+        new = renaming[old]
+        term = _as_product(old, new, bases, renaming)
+        if term is None:
+            if len(bases) == max_bases:
+                return None
+            bases.append(old)
+        else:
+            derived.append((old, term))
+    n = len(bases)
+    unit = [(1, tuple(int(i == j) for j in range(n))) for i in range(n)]
+    terms = unit + [(c, tuple(powers) + (0,) * (n - len(powers))) for _, (c, powers) in derived]
+    return tuple(bases) + tuple(old for old, _ in derived), tuple(terms), n
+
+
+def _as_product(old: int, new: int, bases: list, renaming: dict):
+    """``(coefficient, powers)`` with ``old`` and ``new`` that product of one or two of ``bases`` (at their
+    old and new values) times the same coefficient, else None."""
+    for picked in [(i,) for i in range(len(bases))] + [(i, j) for i in range(len(bases)) for j in range(i, len(bases))]:
+        before = math.prod(bases[i] for i in picked)
+        after = math.prod(renaming[bases[i]] for i in picked)
+        if old % before == 0 and new == old // before * after:
+            powers = [0] * len(bases)
+            for i in picked:
+                powers[i] += 1
+            return old // before, tuple(powers)
+    return None
+
+
+def resized_group(group: FusedGroup, renaming: dict) -> FusedGroup:
+    """A copy of fused ``group`` with every size in ``renaming`` renamed, over new input values (its
+    kernel at other sizes: ``codegen/c_symbolic.py`` builds it at sentinel sizes)."""
+    graph = Graph()
+    graph.inputs = list(group.inputs)
+    node = Node(FUSED, tuple(group.inputs), {"group": group})
+    node.outputs = list(group.outputs)
+    graph.nodes = [node]
+    return resized_graph(graph, renaming, {}).nodes[0].attrs["group"]
+
+
+def group_renaming(template: FusedGroup, group: FusedGroup) -> dict | None:
+    """``{size: new size}`` from fused ``template`` to ``group``, a copy of it at new sizes
+    (:func:`resized_graph`), over the sizes of their values and the literals of their members."""
+    return size_renaming(group_sizes(template), group_sizes(group))
+
+
+def group_sizes(group: FusedGroup) -> list:
+    """The sizes (ints of 2 or more) of fused ``group``'s values and of its members' literals, in order."""
+    sizes = [s for v in group.inputs if v.shape is not None for s in v.shape]
+    for node in group.members:
+        sizes += [s for v in node.outputs if v.shape is not None for s in v.shape]
+        sizes += [leaf for leaf in _leaves((node.args, node.attrs)) if type(leaf) is int]
+    return [s for s in sizes if s >= 2]
 
 
 def _constant_key(constant) -> tuple:

@@ -73,8 +73,10 @@ def test_dynamic_none_makes_a_changed_batch_dim_dynamic_after_the_second_size(re
         np.testing.assert_allclose(got.numpy(), want, rtol=1e-6)  # a fused exp is within an ulp of NumPy's
         if batch == 16:
             assert step.stats()["dynamic_dims"] == []
-    # size 16: static kernels; size 5: the dim is dynamic, size-generic kernels; 33 and 2 reuse them
-    assert counts[0] >= 1 and counts[1] >= 1 and counts[2] == counts[3] == 0
+    # size 16: static kernels; size 5: the dim is dynamic, size-generic kernels (run-time counts for the
+    # batch, codegen/c_symbolic.py); 33 reuses them; 2 equals another int of the graph, so it is optimized on
+    # its own and its kernels take the batch as their leading count (compiled once, c_slabs.py)
+    assert counts[0] >= 1 and counts[1] >= 1 and counts[2] == 0 and counts[3] <= 1
     stats = step.stats()
     assert stats["dynamic"] is None and stats["dynamic_dims"] == ["argument 0 dim 0", "argument 1 dim 0"]
 

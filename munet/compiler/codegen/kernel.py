@@ -64,6 +64,7 @@ its formula, rendered by ``c.py`` and ``wgsl.py`` scalar op by scalar op.
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -135,7 +136,7 @@ class Kernel:
 
     @property
     def numel(self) -> int:
-        return int(np.prod(self.shape, dtype=np.int64))
+        return math.prod(self.shape)
 
 
 def same_expressions(a, b) -> bool:
@@ -175,15 +176,14 @@ def broadcast_strides(shape, strides, target) -> tuple:
 
 
 def apply_view(node, shape, strides, offset, np_dtype):
-    """Geometry after view node ``node`` of a buffer seen as ``shape``/``strides``/``offset`` (elements)."""
+    """Geometry after view node ``node`` of a buffer seen as ``shape``/``strides``/``offset`` (elements).
+
+    The view rule reads a tensor with no storage: the geometry is Python ints, of any size (the
+    sentinel sizes of ``c_symbolic.py`` are far beyond what an array could hold)."""
+    from munet._dtype import from_numpy_dtype
     from munet._tensor import Tensor
 
-    item = np.dtype(np_dtype).itemsize
-    fake = np.lib.stride_tricks.as_strided(
-        np.zeros(1, np_dtype), tuple(shape), tuple(s * item for s in strides), writeable=False
-    )
-    t = Tensor._from_numpy(fake)
-    t._offset = offset
+    t = Tensor._make(None, tuple(shape), tuple(strides), offset, from_numpy_dtype(np.dtype(np_dtype)), None)
     shape, strides, offset = node.op.view(t, **node.attrs)
     return tuple(shape), tuple(strides), int(offset)
 
