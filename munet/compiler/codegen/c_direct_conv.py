@@ -308,15 +308,21 @@ static void pack_panels(float *dst, const float *src, long len, long rows, long 
    positions (q = oy*wp + ox): dst[t][q][r] = gy[t*width + r][oy][ox], zero where ox >= ow or past
    the last channel. */
 static void pack_gradient(float *dst, const float *gy, long o, long oh, long ow, long wp, long width) {
-    long virtual_n = oh * wp;
+    long virtual_n = oh * wp, plane = oh * ow;
     for (long t = 0; t * width < o; t++) {
         float *panel = dst + t * virtual_n * width;
-        for (long r = 0; r < width; r++) {
-            long oi = t * width + r;
-            for (long oy = 0; oy < oh; oy++)
-                for (long ox = 0; ox < wp; ox++)
-                    panel[(oy * wp + ox) * width + r] = oi < o && ox < ow ? gy[(oi * oh + oy) * ow + ox] : 0.0f;
-        }
+        long count = o - t * width < width ? o - t * width : width;
+        const float *src = gy + t * width * plane;
+        /* position-major: each panel row is written once, contiguously; the `count` source planes
+           are read as that many sequential streams */
+        for (long oy = 0; oy < oh; oy++)
+            for (long ox = 0; ox < wp; ox++) {
+                float *d = panel + (oy * wp + ox) * width;
+                long r = 0;
+                if (ox < ow)
+                    for (const float *s = src + oy * ow + ox; r < count; r++) d[r] = s[r * plane];
+                for (; r < width; r++) d[r] = 0.0f;
+            }
     }
 }
 
