@@ -62,6 +62,8 @@ FORWARD = [
     ((1, 8, 40, 40), (12, 8, 3, 3), 1, 5, 1, 1),  # padding wider than the kernel reaches
     ((1, 3, 70, 128), (16, 3, 7, 7), 2, 3, 1, 1),  # ResNet's stem: stride 2 (four phase planes)
     ((1, 16, 31, 136), (24, 8, 3, 4), (3, 2), (1, 2), (2, 1), 2),  # unequal strides, dilation 2 at stride 2
+    ((2, 8, 20, 40), (20, 8, 3, 3), 1, 1, 1, 1),  # a last tile of 8 (avx512) / 2 (avx2) rows, stored in place
+    ((1, 8, 12, 70), (29, 8, 3, 3), 1, 1, 1, 1),  # a last tile of 5 rows: a shorter kernel, through the tile
 ]
 
 
