@@ -62,6 +62,8 @@ FORWARD = [
     ((1, 8, 40, 40), (12, 8, 3, 3), 1, 5, 1, 1),  # padding wider than the kernel reaches
     ((1, 3, 70, 128), (16, 3, 7, 7), 2, 3, 1, 1),  # ResNet's stem: stride 2 (four phase planes)
     ((1, 16, 31, 136), (24, 8, 3, 4), (3, 2), (1, 2), (2, 1), 2),  # unequal strides, dilation 2 at stride 2
+    ((2, 8, 20, 40), (20, 8, 3, 3), 1, 1, 1, 1),  # a last tile of 8 (avx512) / 2 (avx2) rows, stored in place
+    ((1, 8, 12, 70), (29, 8, 3, 3), 1, 1, 1, 1),  # a last tile of 5 rows: a shorter kernel, through the tile
 ]
 
 
@@ -184,3 +186,26 @@ def test_without_a_compiler_the_column_path_serves(monkeypatch):
     got = F.conv2d(munet.tensor(x), munet.tensor(w), padding=1).numpy()
     reference = _torch(torch.nn.functional.conv2d, x, w, np.float64, padding=1)
     np.testing.assert_allclose(got, reference, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_weight_gradient_of_one_input_channel(threads, micro_kernel, monkeypatch):
+    # the CNN's first layer: a contraction of 9 keeps the forward on the column path, but its weight
+    # gradient (9 rows of a tile, summed over the output positions) runs the direct kernel, in image blocks
+    grads = _record(monkeypatch, "direct_weight_grad")
+    x, w = _inputs((6, 1, 28, 28), (12, 1, 3, 3), seed=7)
+    before = munet.get_num_threads()
+    munet.set_num_threads(threads)
+    try:
+        tw = munet.tensor(w, requires_grad=True)
+        (F.conv2d(munet.tensor(x), tw).relu() ** 2).sum().backward()
+    finally:
+        munet.set_num_threads(before)
+    results = []
+    for dtype in (np.float32, np.float64):
+        rw = torch.from_numpy(w.astype(dtype)).requires_grad_()
+        (torch.nn.functional.conv2d(torch.from_numpy(x.astype(dtype)), rw).relu() ** 2).sum().backward()
+        results.append(rw.grad.numpy())
+    assert_close_to_reference(tw.grad.numpy(), results[0], results[1], what="weight gradient")
+    assert grads and grads[-1] is not None
+    assert len(direct_conv._image_blocks(6, 12 * 9)) == direct_conv.IMAGE_BLOCKS

@@ -180,6 +180,18 @@ EXTRA_INPUTS.update(
             (lambda x: (x[0, 0, 0], munet.tensor(0, device=x.device)), dict(dim=0)),
         ],
         "grid_sampler_2d": [(lambda x: (x.reshape(3, 2, 4, 7), _special_grid(x)), attrs) for attrs in _GRID_MODES],
+        # (gradient, indices) of 1-d max pooling: windows that tile the input (the generated gather's
+        # form) and overlapping ones (the scatter)
+        "max_pool_backward": [
+            (
+                lambda x: (x[..., :3].flip(2), F.max_pool1d(x[..., :6], 2, return_indices=True)[1]),
+                dict(input_shape=(3, 8, 6), kernel_size=(2,), stride=(2,), padding=(0,), dilation=(1,)),
+            ),
+            (
+                lambda x: (x[..., :5], F.max_pool1d(x, 3, 1, return_indices=True)[1]),
+                dict(input_shape=(3, 8, 7), kernel_size=(3,), stride=(1,), padding=(0,), dilation=(1,)),
+            ),
+        ],
         "grid_sampler_2d_backward": [
             (lambda x: (x[:, :6, :5].reshape(3, 2, 3, 5), x.reshape(3, 2, 4, 7), _special_grid(x)), attrs)
             for attrs in _GRID_MODES

@@ -8,9 +8,25 @@ import torch.nn.functional as TF
 
 import munet
 import munet.nn.functional as F
+from munet.backends.cpu import kernels_pooling
+from munet.compiler.codegen import build
 from tests.reference import check, noncontiguous, randn
 
 F64 = "float64"
+
+
+@pytest.fixture(params=["numpy", "generated"])
+def pool_path(request, monkeypatch):
+    """The cpu max-pool kernels' two paths: NumPy's passes, or the generated C kernels the compiled
+    plan also runs (every size; where their form applies: unpadded windows, a tiling gradient)."""
+    if request.param == "generated":
+        if build.find_compiler() is None:
+            pytest.skip("no C compiler on this machine")
+        monkeypatch.setattr(kernels_pooling, "MIN_ELEMENTS", 0)
+    else:
+        monkeypatch.setattr(kernels_pooling, "MIN_ELEMENTS", float("inf"))
+    return request.param
+
 
 MAX_CASES = [
     {"kernel_size": 2},
@@ -23,7 +39,7 @@ MAX_CASES = [
 
 
 @pytest.mark.parametrize("kw", MAX_CASES)
-def test_max_pool2d(kw):
+def test_max_pool2d(kw, pool_path):
     x = randn(2, 3, 9, 8, dtype=F64)
     check(
         lambda x: F.max_pool2d(x, return_indices=True, **kw), lambda x: TF.max_pool2d(x, return_indices=True, **kw), x
@@ -31,7 +47,7 @@ def test_max_pool2d(kw):
     check(lambda x: munet.max_pool2d(x, **kw), lambda x: torch.max_pool2d(x, **kw), noncontiguous(randn(2, 3, 9, 8)))
 
 
-def test_max_pool_ties_pick_first_and_route_gradient_once():
+def test_max_pool_ties_pick_first_and_route_gradient_once(pool_path):
     # After relu many windows are all zeros: PyTorch picks the first maximum, and overlapping
     # windows that choose the same element add their gradients there.
     x = np.maximum(np.round(randn(2, 2, 7, 7, dtype=F64)), 0)
@@ -46,7 +62,7 @@ def test_max_pool_ties_pick_first_and_route_gradient_once():
 @pytest.mark.parametrize(
     "kw", [{"kernel_size": 3}, {"kernel_size": 2, "stride": 1, "padding": 1, "dilation": 2, "ceil_mode": True}]
 )
-def test_max_pool1d_3d(kw):
+def test_max_pool1d_3d(kw, pool_path):
     check(
         lambda x: F.max_pool1d(x, return_indices=True, **kw),
         lambda x: TF.max_pool1d(x, return_indices=True, **kw),
@@ -64,7 +80,7 @@ def test_max_pool1d_3d(kw):
     )
 
 
-def test_max_pool_unbatched_low_precision_and_double_backward():
+def test_max_pool_unbatched_low_precision_and_double_backward(pool_path):
     check(
         lambda x: F.max_pool2d(x, 2, return_indices=True),
         lambda x: TF.max_pool2d(x, 2, return_indices=True),
@@ -96,7 +112,7 @@ def test_max_pool_unbatched_low_precision_and_double_backward():
         {"kernel_size": 3, "stride": 2, "padding": 1, "dilation": 2, "ceil_mode": True},
     ],
 )
-def test_max_pool_nan_and_minus_inf_windows(kw):
+def test_max_pool_nan_and_minus_inf_windows(kw, pool_path):
     # PyTorch (max and adaptive max): a window holding NaN gives NaN at its last NaN; a window with nothing above -inf
     # points at its first cell inside the input (not at padding).
     x = randn(2, 2, 7, 6, dtype=F64)
@@ -115,6 +131,21 @@ def test_max_pool_nan_and_minus_inf_windows(kw):
         x,
         grad=False,
     )
+
+
+def test_generated_max_pool_serves_eager_calls(monkeypatch):
+    if build.find_compiler() is None:
+        pytest.skip("no C compiler on this machine")
+    served = []
+    original = kernels_pooling._run_generated
+    monkeypatch.setattr(kernels_pooling, "_run_generated", lambda *a: served.append(original(*a)) or served[-1])
+    monkeypatch.setattr(kernels_pooling, "MIN_ELEMENTS", 0)
+    x = np.maximum(randn(2, 3, 8, 6, dtype=F64), 0)  # relu'd: windows of zeros, first maximum wins
+    check(lambda x: F.max_pool2d(x, 2, return_indices=True), lambda x: TF.max_pool2d(x, 2, return_indices=True), x)
+    assert served.count(True) >= 2  # the forward and the tiling gradient
+    served.clear()
+    check(lambda x: F.max_pool2d(x, 3, 2, 1), lambda x: TF.max_pool2d(x, 3, 2, 1), x)  # padded, overlapping
+    assert True not in served
 
 
 def test_max_pool_large_windows():

@@ -36,6 +36,10 @@ MIN_WIDTH = 14
 # CNN's first layer (1 channel, 3x3: 9) ran 2.9 ms here against 1.6, ResNet's stem (147) 2.9 against
 # 5.6 (docs/perf/cpu.md); so does a layer with fewer output channels than a tile has rows
 MIN_CONTRACTION = 64
+# The weight gradient's tasks: blocks of images summed apart (at most this many), while their partial
+# gradients take at most PARTIAL_FLOATS floats in all (larger layers split input channels only)
+IMAGE_BLOCKS = 4
+PARTIAL_FLOATS = 1 << 22
 _ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_long] * 4
 
 
@@ -70,16 +74,16 @@ def isa() -> str:
     return "none" if lib is None else ISA_NAMES[lib.munet_conv_selected()]
 
 
-def _worth_it(width: int, kernel_size, stride, contraction: int, lanes: int) -> bool:
+def _worth_it(width: int, kernel_size, stride, lanes: int) -> bool:
     """Whether the direct kernel beats the column path, as measured (docs/perf/cpu.md): output rows
     of at least ``MIN_WIDTH`` positions, at a stride above one at least two tiles (``lanes``) wide
-    (ResNet's 112-wide stem wins, its 28-wide 3x3 stride-2 layers lost at batch 16), not a 1x1 kernel at a stride
-    above one (it reads one phase plane of the ``sh*sw`` copied), and a contraction (channels x
-    kernel positions) of at least ``MIN_CONTRACTION``."""
+    (ResNet's 112-wide stem wins, its 28-wide 3x3 stride-2 layers lost at batch 16), and not a 1x1
+    kernel at a stride above one (it reads one phase plane of the ``sh*sw`` copied). The forward
+    kernel also wants a contraction of at least ``MIN_CONTRACTION`` (``direct_conv2d``)."""
     strided = any(s > 1 for s in stride)
     if strided and (width < 2 * lanes or all(k == 1 for k in kernel_size)):
         return False
-    return width >= MIN_WIDTH and contraction >= MIN_CONTRACTION
+    return width >= MIN_WIDTH
 
 
 def direct_conv2d(x, w, stride, padding, dilation, groups, size, out=None):
@@ -93,7 +97,12 @@ def direct_conv2d(x, w, stride, padding, dilation, groups, size, out=None):
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     oh, ow = size
-    if not _worth_it(ow, (kh, kw), stride, cg * kh * kw, lanes) or o // groups < rows or min(n, cg, oh) == 0:
+    if (
+        not _worth_it(ow, (kh, kw), stride, lanes)
+        or cg * kh * kw < MIN_CONTRACTION
+        or o // groups < rows
+        or min(n, cg, oh) == 0
+    ):
         return None
     if out is None:
         out = np.empty((n, o, oh, ow), np.float32)
@@ -143,8 +152,11 @@ def direct_weight_grad(x, w, stride, padding, dilation, groups, size, out=None):
     H, W), ``w`` the output gradient likewise (O, N, OH, OW), ``stride``/``dilation`` the original
     dilation/stride, and the result (C, O, *size) holds ``grad_w[o, c]`` at ``[c, o]``. The kernel
     reads the input in place like the forward one and sums over each image's output positions
-    (``munet_conv2d_weight_grad``); tasks are blocks of input channels, so the summation order, and
-    the bits, are the same at every thread count."""
+    (``munet_conv2d_weight_grad``). Tasks are blocks of images (``_image_blocks``: how many depends on
+    the shapes only), each summing into its own partial gradient, added in order at the end, and
+    within each, blocks of input channels; so the summation order, and the bits, are the same at
+    every thread count. Unlike the forward kernel it serves short contractions (the CNN's first
+    layer: one input channel, 9 rows of a 12-row tile): its contraction is the output positions."""
     lib = library()
     if lib is None or x.ndim != 4 or groups != 1 or x.dtype != np.float32 or w.dtype != np.float32:
         return None
@@ -152,7 +164,7 @@ def direct_weight_grad(x, w, stride, padding, dilation, groups, size, out=None):
     o, _, oh, ow = w.shape
     kh, kw = size
     # in the original convolution's terms: its stride is this call's dilation and vice versa
-    if not _worth_it(ow, size, dilation, c * kh * kw, lib.munet_conv_lanes()) or min(c, n, o, oh) == 0:
+    if not _worth_it(ow, size, dilation, lib.munet_conv_lanes()) or min(c, n, o, oh) == 0:
         return None
     if out is None:
         out = np.empty((c, o, kh, kw), np.float32)
@@ -163,15 +175,29 @@ def direct_weight_grad(x, w, stride, padding, dilation, groups, size, out=None):
     geometry = np.array(
         (c, h, wd, kh, kw, oh, ow, *dilation, padding[0][0], padding[1][0], *stride, c * h * wd, o * oh * ow), np.int64
     )
-    step = -(-c // kernel_threads())
+    blocks = _image_blocks(n, c * o * kh * kw)
+    parts = out[None] if len(blocks) == 1 else np.empty((len(blocks),) + out.shape, np.float32)
+    step = -(-c // max(1, -(-kernel_threads() // len(blocks))))
+    x_pitch, y_pitch = c * h * wd * images.itemsize, o * oh * ow * grads.itemsize
 
-    def run(c0):
+    def run(part, b0, b1, c0):
         status = lib.munet_conv2d_weight_grad(
-            images.ctypes.data, grads.ctypes.data, out.ctypes.data, geometry.ctypes.data,
-            o, c0, min(c0 + step, c), n, o * kh * kw, kh * kw,
+            images.ctypes.data + b0 * x_pitch, grads.ctypes.data + b0 * y_pitch, parts[part].ctypes.data,
+            geometry.ctypes.data, o, c0, min(c0 + step, c), b1 - b0, o * kh * kw, kh * kw,
         )  # fmt: skip
         if status != 0:
             raise MemoryError(f"convolution: no memory for the direct kernel's buffers (input {tuple(x.shape)})")
 
-    run_tasks([functools.partial(run, c0) for c0 in range(0, c, step)])
+    run_tasks([functools.partial(run, i, b0, b1, c0) for i, (b0, b1) in enumerate(blocks) for c0 in range(0, c, step)])
+    if len(blocks) > 1:
+        np.sum(parts, axis=0, out=out)
     return out
+
+
+def _image_blocks(n: int, weights: int) -> list[tuple[int, int]]:
+    """The blocks of images the weight gradient sums separately: ``IMAGE_BLOCKS`` of them where
+    their partial gradients (``weights`` floats each) stay small, else one. It depends on the shapes
+    only, never on the thread count, so every thread count sums in the same order. Splitting images
+    rather than channels keeps each image's gradient packed once, and serves one input channel."""
+    count = min(n, IMAGE_BLOCKS) if weights * IMAGE_BLOCKS <= PARTIAL_FLOATS else 1
+    return [(i * n // count, (i + 1) * n // count) for i in range(count)]

@@ -1,18 +1,49 @@
 """CPU kernels of max pooling with PyTorch's flat-per-plane indices: ``max_pool`` keeps a
 running maximum over the kernel positions of strided window views; ``adaptive_max_pool``
-gathers its unequal windows and takes one argmax over each."""
+gathers its unequal windows and takes one argmax over each; ``max_pool_backward`` (a composite)
+routes the gradient.
+
+With a C compiler, the windows the compiled plan generates kernels for (unpadded max pooling; a
+gradient whose windows tile the input, as ``MaxPool2d(2)``'s do) run those same kernels here
+(``codegen/primitives.py``: one multi-threaded pass instead of a NumPy pass per kernel position,
+or a scatter), so eager and compiled steps give the same bits; the NumPy code serves the rest."""
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import math
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from munet._threads import kernel_threads
+from munet.backends.cpu.kernels_indexing import scatter
 from munet.backends.cpu.kernels_reduce import upcast
 from munet.backends.cpu.registry import kernel
 from munet.backends.cpu.scratch import work
+from munet.compiler.codegen import build
+from munet.compiler.codegen.c import render_c
+from munet.compiler.codegen.kernel import short_dtype
+from munet.compiler.codegen.primitives import max_pool_backward_kernel, max_pool_kernel
+
+# Below this many output elements the NumPy code runs (a C launch costs more there); tests set it to 0
+MIN_ELEMENTS = 8192
+_generated: dict = {}  # kernel name -> compiled function
+
+
+def _run_generated(built, inputs, outputs) -> bool:
+    """Run the kernel IR kernel ``built`` (None: not this form) on C-contiguous ``inputs`` into
+    ``outputs``; False (nothing written) where it does not serve: no kernel, no C compiler."""
+    if built is None or build.find_compiler() is None:
+        return False
+    fn = _generated.get(built.name)
+    if fn is None:
+        fn = _generated[built.name] = build.load_kernel(render_c(built), built.name)[0]
+    ins = (ctypes.c_void_p * len(inputs))(*(a.ctypes.data for a in inputs))
+    outs = (ctypes.c_void_p * len(outputs))(*(a.ctypes.data for a in outputs))
+    fn(ctypes.addressof(ins), ctypes.addressof(outs), None, kernel_threads())
+    return True
 
 
 def _select_max(windows: np.ndarray, positions, spatial):
@@ -74,6 +105,12 @@ def max_pool(x, *, kernel_size, stride, padding, dilation, output_size):
     x = upcast(x)
     lead = tuple(x.shape[:2]) + tuple(output_size)
     best, index = np.empty(lead, x.dtype), np.empty(lead, np.int64)
+    windows = dict(kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation)
+    if best.size >= MIN_ELEMENTS:
+        x = np.ascontiguousarray(x)
+        built = max_pool_kernel(x.shape, short_dtype(x.dtype), output_size=output_size, **windows)
+        if _run_generated(built, [x], [best, index]):
+            return best.astype(dtype, copy=False), index
     max_pool_into(
         (best, index),
         x,
@@ -149,6 +186,26 @@ def max_pool_into(out, x, *, kernel_size, stride, padding, dilation, output_size
     zero = np.nonzero(best == 0)
     if zero[0].size:
         best[zero] = x.reshape(x.shape[0], x.shape[1], -1)[zero[0], zero[1], index[zero]]
+
+
+@kernel("max_pool_backward")
+def max_pool_backward(grad, indices, *, input_shape, kernel_size, stride, padding, dilation):
+    """The composite's value (``ops/pooling.py``: ``grad`` added into zero input planes at
+    ``indices``): the generated gather where the windows tile the input, else the decomposition's own
+    scatter kernel on the same arrays, so both give the decomposition's bits."""
+    n, c = input_shape[:2]
+    windows = dict(kernel_size=kernel_size, stride=stride, padding=padding, dilation=dilation)
+    if grad.size >= MIN_ELEMENTS:
+        grad, indices = np.ascontiguousarray(grad), np.ascontiguousarray(indices, np.int64)
+        built = max_pool_backward_kernel(
+            grad.shape, indices.shape, short_dtype(grad.dtype), input_shape=input_shape, **windows
+        )
+        out = np.empty(tuple(input_shape), grad.dtype)
+        if _run_generated(built, [indices, grad], [out]):
+            return out
+    planes = np.zeros((n, c, math.prod(input_shape[2:])), grad.dtype)
+    src = grad.reshape(n, c, -1)
+    return scatter(planes, indices.reshape(n, c, -1), src, dim=2, reduce="add").reshape(tuple(input_shape))
 
 
 @kernel("adaptive_max_pool")

@@ -34,25 +34,33 @@ from munet.compiler.codegen.kernel import (
 
 def kernel_from_max_pool(node):
     """``(kernel, input values)``: the window-reduction kernel of a ``max_pool`` node (values and
-    int64 indices), or None.
+    int64 indices), or None (see :func:`max_pool_kernel`)."""
+    x = node.args[0]
+    if x.shape is None:
+        return None
+    kernel = max_pool_kernel(tuple(x.shape), short_dtype(x.dtype), **node.attrs)
+    return None if kernel is None else (kernel, [x])
+
+
+def max_pool_kernel(shape, dtype: str, *, kernel_size, stride, padding, dilation, output_size):
+    """The window-reduction kernel of a max pooling of a C-contiguous input of ``shape`` (N, C,
+    *spatial) and ``dtype`` ("f32", "f64"), or None: its values and int64 indices, as the eager NumPy
+    kernel computes them (the compiled plan and the eager ``max_pool`` run it).
 
     Index space (N, C, *out), reduction space the window (*kernel_size); the input is read at
     ``out * stride + k * dilation`` per spatial dim, and the index reported is that cell's flat
     position in the input plane, as the eager kernel reports it. Windows reaching into padding
     (or past the input with ``ceil_mode``) need bounds checks the kernel IR has no form for: None.
     """
-    x = node.args[0]
-    a = node.attrs
-    dtype = short_dtype(x.dtype)
-    if dtype not in ("f32", "f64") or x.shape is None or len(x.shape) < 3 or 0 in x.shape:
+    if dtype not in ("f32", "f64") or len(shape) < 3 or 0 in shape:
         return None
-    spatial = tuple(x.shape[2:])
-    kernel_size, stride, dilation, out = a["kernel_size"], a["stride"], a["dilation"], a["output_size"]
-    if any(a["padding"]) or any(
+    spatial = tuple(shape[2:])
+    out = output_size
+    if any(padding) or any(
         (o - 1) * s + d * (k - 1) >= n for o, s, d, k, n in zip(out, stride, dilation, kernel_size, spatial)
     ):
         return None
-    xs = contiguous_strides(x.shape)
+    xs = contiguous_strides(shape)
     pitch = contiguous_strides(spatial)
     nd = len(spatial)
     cells = Load(
@@ -65,37 +73,46 @@ def kernel_from_max_pool(node):
         (0, 0) + tuple(pitch[i] * stride[i] for i in range(nd)) + tuple(pitch[i] * dilation[i] for i in range(nd))
     )
     stores = [Store(0, Reduce("max", cells, dtype)), Store(1, Reduce("argmax", cells, "i64", key))]
-    shape = tuple(x.shape[:2]) + tuple(out)
-    digest = hashlib.sha1(repr((shape, tuple(kernel_size), stores)).encode()).hexdigest()[:16]
-    return Kernel(f"max_pool_{digest}", shape, tuple(kernel_size), [dtype], [], [dtype, "i64"], stores), [x]
+    space = tuple(shape[:2]) + tuple(out)
+    digest = hashlib.sha1(repr((space, tuple(kernel_size), stores)).encode()).hexdigest()[:16]
+    return Kernel(f"max_pool_{digest}", space, tuple(kernel_size), [dtype], [], [dtype, "i64"], stores)
 
 
 def kernel_from_max_pool_backward(node):
-    """``(kernel, input values)``: the gather form of a ``max_pool_backward`` node, or None when
-    its windows do not tile the input exactly.
+    """``(kernel, input values)``: the gather form of a ``max_pool_backward`` node, or None (see
+    :func:`max_pool_backward_kernel`)."""
+    grad, index = node.args
+    if not all(hasattr(v, "shape") for v in (grad, index)) or grad.shape is None or index.shape is None:
+        return None
+    kernel = max_pool_backward_kernel(tuple(grad.shape), tuple(index.shape), short_dtype(grad.dtype), **node.attrs)
+    return None if kernel is None else (kernel, [index, grad])
 
-    Where kernel == stride, with no padding or dilation and no cells left over (the node's own
-    window attributes say so), every input cell lies in exactly one window, so the decomposition's
+
+def max_pool_backward_kernel(grad_shape, index_shape, dtype: str, *, input_shape, kernel_size, stride, padding,
+                             dilation):  # fmt: skip
+    """The gather form of a max-pool gradient (the composite ``max_pool_backward``) of C-contiguous
+    ``grad`` and int64 ``indices`` (inputs in that order: indices, grad), or None when its windows do
+    not tile the input exactly (the compiled plan and the eager kernel run it).
+
+    Where kernel == stride, with no padding or dilation and no cells left over (the window
+    attributes say so), every input cell lies in exactly one window, so the decomposition's
     scatter into zeros is elementwise over the input: ``where(indices[window] == cell,
     grad[window] + 0, 0)`` (the ``+ 0`` turns ``-0.0`` into ``0.0`` as adding into the zeros
     does). Index space (N, C, O0, K0, O1, K1, ...): the input's own layout, each window's index and
     gradient read with stride 0 over its cells.
     """
-    grad, index = node.args
-    a = node.attrs
-    if a["kernel_size"] is None or not all(hasattr(v, "shape") for v in (grad, index)):
+    if kernel_size is None:
         return None  # adaptive pooling's windows
-    shape_in = tuple(a["input_shape"])
-    spatial, kernel_size, out_sizes = shape_in[2:], tuple(a["kernel_size"]), tuple(index.shape[2:])
-    dtype = short_dtype(grad.dtype)
+    shape_in = tuple(input_shape)
+    spatial, kernel_size, out_sizes = shape_in[2:], tuple(kernel_size), tuple(index_shape[2:])
     if (
         dtype not in ("f32", "f64")
-        or any(a["padding"])
-        or any(d != 1 for d in a["dilation"])
-        or tuple(a["stride"]) != kernel_size
+        or any(padding)
+        or any(d != 1 for d in dilation)
+        or tuple(stride) != kernel_size
         or spatial != tuple(o * k for o, k in zip(out_sizes, kernel_size))
-        or tuple(grad.shape) != tuple(index.shape)
-        or tuple(index.shape[:2]) != shape_in[:2]
+        or tuple(grad_shape) != tuple(index_shape)
+        or tuple(index_shape[:2]) != shape_in[:2]
     ):
         return None
     shape = shape_in[:2] + tuple(v for o, k in zip(out_sizes, kernel_size) for v in (o, k))
@@ -107,7 +124,7 @@ def kernel_from_max_pool_backward(node):
     value = Apply("add", (Load(1, per_window, 0, dtype), Const(0.0, dtype)), dtype)
     stores = [Store(0, Apply("where", (chosen, value, Const(0.0, dtype)), dtype))]
     digest = hashlib.sha1(repr((shape, stores)).encode()).hexdigest()[:16]
-    return Kernel(f"pool_scatter_{digest}", shape, (), ["i64", dtype], [], [dtype], stores), [index, grad]
+    return Kernel(f"pool_scatter_{digest}", shape, (), ["i64", dtype], [], [dtype], stores)
 
 
 def shifted_sum_kernel(shape: tuple, positions: int, offsets: tuple, dtype: str) -> Kernel:
