@@ -18,7 +18,7 @@ the kernel (``layout``: one letter per operand, output first, ``'c'`` stride 1, 
 The iteration space is cut into work items of up to ``CHUNK`` elements of one row; with
 ``threads > 1`` and at least ``PARALLEL_MIN_ELEMENTS`` elements the items are split evenly over
 an OpenMP team, each thread walking its share through the serial body cloned for AVX-512 and AVX2
-(``_CLONES``). Values are computed in the formula's dtypes (float16 and bfloat16 operands
+(``CLONES``). Values are computed in the formula's dtypes (float16 and bfloat16 operands
 are loaded as float32 and the result rounded to nearest even on store, as NumPy's ``astype``
 does); scalar ops print as ``c.render_c_apply`` prints them for the compiler's fused kernels.
 Formulas on integers are not rendered here (``renderable``): C leaves signed overflow and
@@ -52,7 +52,7 @@ typedef struct { intptr_t refcnt; void *type; char *data; int nd; int64_t *dims;
 # The serial body's clones: c.py's MUNET_CLONES (AVX2) plus AVX-512, which a formula's loop fills 16
 # floats wide (GELU's forward 6.5 -> 4.5 ms, its backward 16 -> 11.4 ms on 2M floats, one thread, Xeon
 # with AVX-512: docs/perf/eager.md). Without FMA contraction every clone computes the same bits.
-_CLONES = """#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6 && defined(__GLIBC__)
+CLONES = """#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6 && defined(__GLIBC__)
 #define MUNET_FORMULA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define MUNET_FORMULA_CLONES
@@ -165,7 +165,7 @@ def _store(storage: str, value: str) -> str:
 
 def header() -> str:
     """What every translation unit of formula kernels starts with (once, however many kernels follow)."""
-    return "\n".join([*prelude(), _CLONES, _BF16, "#ifdef _OPENMP\n#include <omp.h>\n#endif", _OBJECTS]) + "\n"
+    return "\n".join([*prelude(), CLONES, _BF16, "#ifdef _OPENMP\n#include <omp.h>\n#endif", _OBJECTS]) + "\n"
 
 
 def render_formula(expr, name: str, storage: list, out_storage: str, layout: str, *, with_header: bool = True) -> str:
