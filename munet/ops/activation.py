@@ -607,11 +607,24 @@ def _softmax_meta(x, *, dim):
     return Meta(tuple(x.shape), x.dtype)
 
 
-def _softmax_backward(ctx, g):
-    y = ctx.saved_tensor("result")
-    dim = ctx.attrs["dim"]
-    gy = g * y
+def _softmax_backward_decomposition(grad, y, *, dim):
+    """``grad * y - y * sum(grad * y)``: softmax's input gradient from its output ``y``."""
+    gy = grad * y
     return gy - y * gy.sum(dim, keepdim=True)
+
+
+# softmax's gradient: a composite (one fast kernel instead of four passes where a backend has one; a
+# double backward differentiates its decomposition)
+softmax_backward_op = define(
+    "softmax_backward",
+    inputs=("grad", "result"),
+    meta=lambda grad, y, *, dim: Meta(tuple(y.shape), y.dtype),
+    decomposition=_softmax_backward_decomposition,
+)
+
+
+def _softmax_backward(ctx, g):
+    return apply(softmax_backward_op, g, ctx.saved_tensor("result"), dim=ctx.attrs["dim"])
 
 
 def _log_softmax_backward(ctx, g):

@@ -140,7 +140,8 @@ def _scatter_into_zeros(geometry):
 
         shape = tuple(ctx.input_shapes[0])
         size, stride, offset = geometry(shape, contiguous_strides(shape), 0, **ctx.attrs)
-        base = zeros(shape, dtype=grad.dtype, device=grad.device)
+        # one zero expanded, not a tensor of zeros: the scatter's copy of its input is then a fill
+        base = expand(zeros((), dtype=grad.dtype, device=grad.device), shape)
         return as_strided_scatter(base, grad, size, stride, offset)
 
     return backward

@@ -77,6 +77,7 @@ CASES.update(
         "cumprod_backward": [dict(dim=2), dict(dim=0), dict(dim=1)],
         "prod_others_backward": [dict(dims=(2,)), dict(dims=(0, 1)), dict(dims=(0, 1, 2)), dict(dims=())],
         "gelu_backward": [dict(approximate="none"), dict(approximate="tanh")],
+        "softmax_backward": [dict(dim=-1), dict(dim=0), dict(dim=1)],
     }
 )
 # elementwise composites whose fast kernels are rendered from their formulas
@@ -255,7 +256,7 @@ def test_every_fast_kernel_has_cases():
 
 
 # composites of a gradient and the input it was taken at: the gradient is the special input reversed
-GRADIENT_OF_INPUT = {"cumprod_backward", "prod_others_backward", "gelu_backward"}
+GRADIENT_OF_INPUT = {"cumprod_backward", "prod_others_backward", "gelu_backward", "softmax_backward"}
 
 
 def _cases(name: str, x) -> list:
@@ -540,6 +541,8 @@ def _composite_calls():
             for a in ("none", "tanh")
         ),
         lambda: munet.autograd.grad((F.layer_norm(xg, (5,)) * xg).sum(), xg, create_graph=True),
+        # softmax's gradient composite decomposes in a double backward too
+        lambda: munet.autograd.grad((F.softmax(xg, -1) * xg).sum(), xg, create_graph=True),
         lambda: F.glu(x, 1),
         lambda: F.prelu(x, t(6)),
     ]
