@@ -8,8 +8,7 @@ import torch.nn.functional as TF
 
 import munet
 import munet.nn.functional as F
-from munet.backends.cpu import kernels_pooling
-from munet.compiler.codegen import build
+from munet.backends.cpu import compiled_formula, kernels_pooling
 from tests.reference import check, noncontiguous, randn
 
 F64 = "float64"
@@ -20,8 +19,8 @@ def pool_path(request, monkeypatch):
     """The cpu max-pool kernels' two paths: NumPy's passes, or the generated C kernels the compiled
     plan also runs (every size; where their form applies: unpadded windows, a tiling gradient)."""
     if request.param == "generated":
-        if build.find_compiler() is None:
-            pytest.skip("no C compiler on this machine")
+        if not compiled_formula.enabled():
+            pytest.skip("eager C kernels are off: no C compiler on this machine, or MUNET_EAGER_C=0")
         monkeypatch.setattr(kernels_pooling, "MIN_ELEMENTS", 0)
     else:
         monkeypatch.setattr(kernels_pooling, "MIN_ELEMENTS", float("inf"))
@@ -134,8 +133,8 @@ def test_max_pool_nan_and_minus_inf_windows(kw, pool_path):
 
 
 def test_generated_max_pool_serves_eager_calls(monkeypatch):
-    if build.find_compiler() is None:
-        pytest.skip("no C compiler on this machine")
+    if not compiled_formula.enabled():
+        pytest.skip("eager C kernels are off: no C compiler on this machine, or MUNET_EAGER_C=0")
     served = []
     original = kernels_pooling._run_generated
     monkeypatch.setattr(kernels_pooling, "_run_generated", lambda *a: served.append(original(*a)) or served[-1])

@@ -3,7 +3,7 @@ running maximum over the kernel positions of strided window views; ``adaptive_ma
 gathers its unequal windows and takes one argmax over each; ``max_pool_backward`` (a composite)
 routes the gradient.
 
-With a C compiler, the windows the compiled plan generates kernels for (unpadded max pooling; a
+With a C compiler (and ``MUNET_EAGER_C`` not 0), the windows the compiled plan generates kernels for (unpadded max pooling; a
 gradient whose windows tile the input, as ``MaxPool2d(2)``'s do) run those same kernels here
 (``codegen/primitives.py``: one multi-threaded pass instead of a NumPy pass per kernel position,
 or a scatter), so eager and compiled steps give the same bits; the NumPy code serves the rest."""
@@ -18,6 +18,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from munet._threads import kernel_threads
+from munet.backends.cpu import compiled_formula
 from munet.backends.cpu.kernels_indexing import scatter
 from munet.backends.cpu.kernels_reduce import upcast
 from munet.backends.cpu.registry import kernel
@@ -34,8 +35,9 @@ _generated: dict = {}  # kernel name -> compiled function
 
 def _run_generated(built, inputs, outputs) -> bool:
     """Run the kernel IR kernel ``built`` (None: not this form) on C-contiguous ``inputs`` into
-    ``outputs``; False (nothing written) where it does not serve: no kernel, no C compiler."""
-    if built is None or build.find_compiler() is None:
+    ``outputs``; False (nothing written) where it does not serve: no kernel, or eager C off (no C
+    compiler, or ``MUNET_EAGER_C=0``, as for the formula kernels)."""
+    if built is None or not compiled_formula.enabled():
         return False
     fn = _generated.get(built.name)
     if fn is None:

@@ -513,6 +513,26 @@ def render_c(kernel: Kernel, *, large: bool = False) -> str:
     return _with_clones(lines, kernel.name, max(kernel.numel, CLONE_MIN_ELEMENTS if large else 0))
 
 
+# How each function of a rendered kernel opens: the entry (``render_c``) and the cloned part (``_with_clones``)
+_FUNCTION_OPENINGS = ("int threads) {", "int64_t hi) {")
+
+
+def with_run_time_counts(text: str, counts: list, elements: str) -> str:
+    """``text``, a kernel ``render_c(..., large=True)`` wrote whose sizes were read back as counts
+    (``c_slabs.py``, ``c_symbolic.py``), with the C declarations ``counts`` (each reading its count from
+    ``p``) at the start of each of its functions, and its OpenMP region entered only when ``elements`` (a
+    C expression in the counts) reaches ``PARALLEL_MIN_ELEMENTS``, as a static kernel decides when rendered."""
+    text = text.replace(
+        "    if (threads > 1)", f"    if (threads > 1 && (double){elements} >= {PARALLEL_MIN_ELEMENTS})"
+    )
+    lines = []
+    for line in text.split("\n"):
+        lines.append(line)
+        if line.endswith(_FUNCTION_OPENINGS):
+            lines += ["    " + c for c in counts]
+    return "\n".join(lines)
+
+
 _PARALLEL_LOOP = re.compile(r"^(\s*)for \(int64_t (\w+) = 0; \2 < (\d+); \2(?:\+\+| \+= (\d+))\) \{$")
 
 

@@ -15,7 +15,9 @@ whole tensor per operation: softmax ``exp(x - max) / sum``, its gradient ``g*y -
 standardize ``(x - mean) * rstd`` with ``rstd = 1 / sqrt(mean((x - mean)^2) + eps)`` (``center``
 0: ``x * rstd`` from ``mean(x^2)``). The operations and their float32 roundings are the
 decomposition's; only the sums are in another order (``LANES`` running partial sums, then those in
-a fixed order, where NumPy sums pairwise), and ``exp`` is a float32 polynomial (``munet_rows_expf``, within 2 ulp). The max
+a fixed order, where NumPy sums pairwise), and ``exp`` is a float32 polynomial (``munet_rows_expf``,
+within 2 ulp; not ``c.py``'s ``munet_expf``, which evaluates in double to round correctly, half as
+many lanes a vector; the NumPy kernel's ``np.exp`` was not that one's bits either). The max
 propagates NaN as NumPy's does. Rows are split evenly over an OpenMP team when ``threads > 1`` and
 the tensor holds at least ``PARALLEL_MIN_ELEMENTS``; each thread runs the body cloned for AVX-512
 and AVX2 (``c_formula.CLONES``).

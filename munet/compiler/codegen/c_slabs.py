@@ -29,7 +29,7 @@ from __future__ import annotations
 import hashlib
 import re
 
-from munet.compiler.codegen.c import C_TYPES, PARALLEL_MIN_ELEMENTS, reduction_layout, render_c
+from munet.compiler.codegen.c import C_TYPES, PARALLEL_MIN_ELEMENTS, reduction_layout, render_c, with_run_time_counts
 from munet.compiler.codegen.kernel import Apply, Index, Kernel, Load, Reduce, Store, StoreFull, same_expressions
 from munet.ops._scalar import digest as expression_digest
 
@@ -298,17 +298,8 @@ def _render_with_count(kernel: Kernel, merged: Kernel, count: int, shapes: list)
     if texts[0] != texts[1]:
         return None
     per_count = max(_numel(shapes[0][0]) * _numel(shapes[0][1]) // _SENTINELS[0], 1)  # elements per count
-    text = texts[0].replace(
-        "    if (threads > 1)",
-        f"    if (threads > 1 && (double)n0 * {per_count} >= {PARALLEL_MIN_ELEMENTS})",
-    )
-    line_n0 = f"    const int64_t n0 = (int64_t)p[{len(kernel.params)}]; (void)n0;"
-    lines = []
-    for line in text.split("\n"):
-        lines.append(line)
-        if line.endswith(("int threads) {", "int64_t hi) {")):  # each function of the kernel reads the count
-            lines.append(line_n0)
-    text = "\n".join(lines)
+    count_n0 = f"const int64_t n0 = (int64_t)p[{len(kernel.params)}]; (void)n0;"
+    text = with_run_time_counts(texts[0], [count_n0], f"n0 * {per_count}")
     name = "dyn_" + hashlib.sha1(text.encode()).hexdigest()[:16]
     return text.replace(_PLACEHOLDER, name), name, count
 

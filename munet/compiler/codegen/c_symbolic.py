@@ -35,7 +35,7 @@ import hashlib
 import math
 import re
 
-from munet.compiler.codegen.c import PARALLEL_MIN_ELEMENTS, reduction_layout, render_c
+from munet.compiler.codegen.c import reduction_layout, render_c, with_run_time_counts
 from munet.compiler.codegen.kernel import (
     Apply,
     Const,
@@ -103,14 +103,8 @@ def render_c_symbolic(kernel_at, sizes: tuple, terms: tuple, n_bases: int, n_par
     if texts[0] != texts[1]:
         return None
     text, total = texts[0]
-    text = text.replace("    if (threads > 1)", f"    if (threads > 1 && (double){total} >= {PARALLEL_MIN_ELEMENTS})")
     counts = [f"const int64_t n{i} = (int64_t)p[{n_params + i}]; (void)n{i};" for i in range(n_bases)]
-    lines = []
-    for line in text.split("\n"):
-        lines.append(line)
-        if line.endswith(("int threads) {", "int64_t hi) {")):  # each function of the kernel reads the counts
-            lines += ["    " + c for c in counts]
-    text = "\n".join(lines)
+    text = with_run_time_counts(text, counts, total)
     name = "sym_" + hashlib.sha1(text.encode()).hexdigest()[:16]
     return SymbolicKernel(tuple(sizes), tuple(terms), n_bases, first, n_params, text.replace(_PLACEHOLDER, name), name)
 
