@@ -17,6 +17,16 @@ class DistBackendError(DistError):
     """A collective or point-to-point operation failed: a peer died, left or timed out."""
 
 
+class PeerDeathError(DistBackendError):
+    """The transport found peers dead (MPI's fault tolerance reported their processes failed); ``ranks``
+    are their global ranks. ``Work`` raises it as a ``DistBackendError`` naming the operation it waited for."""
+
+    def __init__(self, ranks: list[int], detail: str):
+        self.ranks = ranks
+        named = ", ".join(f"rank {r}" for r in ranks) if ranks else "a rank"
+        super().__init__(f"{named} died ({detail})")
+
+
 class DistNetworkError(DistError):
     """A connection could not be made, or broke."""
 

@@ -14,6 +14,8 @@ import time
 
 import numpy as np
 
+from munet.distributed.errors import DistBackendError, PeerDeathError
+
 SPIN_SECONDS = 200e-6
 _TESTS_PER_CLOCK = 32  # tests between two looks at the clock while spinning (a test takes 0.1-0.3 us)
 IDLE_SECONDS = 0.01
@@ -34,16 +36,24 @@ def mpi_op(name: str):
 
 
 class MpiRequest:
-    """mpi4py requests of one operation; ``source``/``nbytes`` of a receive once it finished."""
+    """mpi4py requests of one operation on ``comm``; ``source``/``nbytes`` of a receive once it finished.
 
-    def __init__(self, requests: list, status=None):
+    Under ``munet-run`` (``mpirun --with-ft ulfm``) a peer whose process died fails the operation at once,
+    and ``test``/``poll``/``wait`` raise :class:`PeerDeathError` naming it; without fault tolerance mpirun
+    ends the job instead."""
+
+    def __init__(self, comm, requests: list, status=None):
+        self.comm = comm
         self.requests = requests
         self.status = status
 
     def test(self) -> bool:
-        if self.status is None and len(self.requests) == 1:  # a collective: one request, no status
-            return self.requests[0].Test()
-        return bool(mpi().Request.Testall(self.requests, None if self.status is None else [self.status]))
+        try:
+            if self.status is None and len(self.requests) == 1:  # a collective: one request, no status
+                return self.requests[0].Test()
+            return bool(mpi().Request.Testall(self.requests, None if self.status is None else [self.status]))
+        except mpi().Exception as error:
+            raise peer_failure(self.comm, error) from None
 
     def poll(self) -> bool:
         """Test in a tight loop for about :data:`SPIN_SECONDS`; True once done. MPI moves a collective's
@@ -53,12 +63,15 @@ class MpiRequest:
             return self.test()
         test = self.requests[0].Test
         end = time.monotonic() + SPIN_SECONDS
-        while True:
-            for _ in range(_TESTS_PER_CLOCK):
-                if test():
-                    return True
-            if time.monotonic() > end:
-                return False
+        try:
+            while True:
+                for _ in range(_TESTS_PER_CLOCK):
+                    if test():
+                        return True
+                if time.monotonic() > end:
+                    return False
+        except mpi().Exception as error:
+            raise peer_failure(self.comm, error) from None
 
     def wait(self, seconds: float, idle=None) -> bool:
         """Poll (which drives MPI's progress) until done; False after ``seconds``. Past the spin
@@ -86,6 +99,25 @@ class MpiRequest:
         return self.status.Get_count(mpi().BYTE)
 
 
+def peer_failure(comm, error) -> Exception:
+    """What an MPI error raised by a request becomes: :class:`PeerDeathError` naming the dead peers' global
+    ranks when MPI reports failed processes (ULFM), else a ``DistBackendError`` with MPI's message."""
+    failed_classes = {
+        getattr(mpi(), name, None) for name in ("ERR_PROC_FAILED", "ERR_PROC_FAILED_PENDING", "ERR_REVOKED")
+    }
+    detail = error.Get_error_string()
+    if error.Get_error_class() not in failed_classes - {None}:
+        return DistBackendError(f"MPI failed: {detail}")
+    failed = comm.Get_failed()
+    world = mpi().COMM_WORLD.Get_group()
+    try:
+        ranks = mpi().Group.Translate_ranks(failed, list(range(failed.Get_size())), world)
+    finally:
+        world.Free()
+        failed.Free()
+    return PeerDeathError(sorted(int(r) for r in ranks), detail)
+
+
 def _displacements(counts) -> list[int]:
     return [int(x) for x in np.concatenate([[0], np.cumsum(counts)[:-1]])] if len(counts) else []
 
@@ -105,18 +137,18 @@ class MpiComm:
         return self._size
 
     def allreduce(self, array: np.ndarray, op: str) -> MpiRequest:
-        return MpiRequest([self.comm.Iallreduce(mpi().IN_PLACE, array, mpi_op(op))])
+        return MpiRequest(self.comm, [self.comm.Iallreduce(mpi().IN_PLACE, array, mpi_op(op))])
 
     def reduce(self, array: np.ndarray, op: str, root: int) -> MpiRequest:
         if self.rank() == root:
-            return MpiRequest([self.comm.Ireduce(mpi().IN_PLACE, array, mpi_op(op), root)])
-        return MpiRequest([self.comm.Ireduce(array, None, mpi_op(op), root)])
+            return MpiRequest(self.comm, [self.comm.Ireduce(mpi().IN_PLACE, array, mpi_op(op), root)])
+        return MpiRequest(self.comm, [self.comm.Ireduce(array, None, mpi_op(op), root)])
 
     def bcast(self, array: np.ndarray, root: int) -> MpiRequest:
-        return MpiRequest([self.comm.Ibcast(array, root)])
+        return MpiRequest(self.comm, [self.comm.Ibcast(array, root)])
 
     def allgather(self, send: np.ndarray, recv: np.ndarray) -> MpiRequest:
-        return MpiRequest([self.comm.Iallgather(send, recv)])
+        return MpiRequest(self.comm, [self.comm.Iallgather(send, recv)])
 
     def gather_rows(self, row: np.ndarray) -> tuple[MpiRequest, np.ndarray]:
         """Start an all-gather of one small int64 row per rank (the signatures ``agree`` compares); returns
@@ -133,38 +165,38 @@ class MpiComm:
         persistent, mine, table = kept
         if not persistent.Test():  # still active: its last wait timed out (the group is broken anyway)
             table = np.empty_like(table)
-            return MpiRequest([self.comm.Iallgather(row, table)]), table
+            return MpiRequest(self.comm, [self.comm.Iallgather(row, table)]), table
         np.copyto(mine, row)
         persistent.Start()
-        return MpiRequest([persistent]), table
+        return MpiRequest(self.comm, [persistent]), table
 
     def allgatherv(self, send: np.ndarray, recv: np.ndarray, counts) -> MpiRequest:
-        return MpiRequest([self.comm.Iallgatherv(send, [recv, (list(counts), _displacements(counts))])])
+        return MpiRequest(self.comm, [self.comm.Iallgatherv(send, [recv, (list(counts), _displacements(counts))])])
 
     def reduce_scatter(self, send: np.ndarray, recv: np.ndarray, op: str) -> MpiRequest:
-        return MpiRequest([self.comm.Ireduce_scatter_block(send, recv, mpi_op(op))])
+        return MpiRequest(self.comm, [self.comm.Ireduce_scatter_block(send, recv, mpi_op(op))])
 
     def alltoallv(self, send: np.ndarray, send_counts, recv: np.ndarray, recv_counts) -> MpiRequest:
         send_spec = [send, (list(send_counts), _displacements(send_counts))]
         recv_spec = [recv, (list(recv_counts), _displacements(recv_counts))]
-        return MpiRequest([self.comm.Ialltoallv(send_spec, recv_spec)])
+        return MpiRequest(self.comm, [self.comm.Ialltoallv(send_spec, recv_spec)])
 
     def gather(self, send: np.ndarray, recv: np.ndarray | None, root: int) -> MpiRequest:
-        return MpiRequest([self.comm.Igather(send, recv, root)])
+        return MpiRequest(self.comm, [self.comm.Igather(send, recv, root)])
 
     def scatter(self, send: np.ndarray | None, recv: np.ndarray, root: int) -> MpiRequest:
-        return MpiRequest([self.comm.Iscatter(send, recv, root)])
+        return MpiRequest(self.comm, [self.comm.Iscatter(send, recv, root)])
 
     def barrier(self) -> MpiRequest:
-        return MpiRequest([self.comm.Ibarrier()])
+        return MpiRequest(self.comm, [self.comm.Ibarrier()])
 
     def send(self, array: np.ndarray, dst: int, tag: int) -> MpiRequest:
-        return MpiRequest([self.comm.Isend(array, dst, tag)])
+        return MpiRequest(self.comm, [self.comm.Isend(array, dst, tag)])
 
     def recv(self, array: np.ndarray, src: int | None, tag: int) -> MpiRequest:
         status = mpi().Status()
         source = mpi().ANY_SOURCE if src is None else src
-        return MpiRequest([self.comm.Irecv(array, source, tag)], status)
+        return MpiRequest(self.comm, [self.comm.Irecv(array, source, tag)], status)
 
     def subgroup(self, members: list[int]) -> MpiComm | None:
         """The communicator of ``members`` (ranks of this one); every rank calls it, non-members get None."""

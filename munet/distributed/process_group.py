@@ -18,10 +18,11 @@ from datetime import timedelta
 
 import numpy as np
 
+from munet.distributed.errors import PeerDeathError
 from munet.distributed.host_buffers import HostBuffer, own_array
 from munet.distributed.mpi_comm import MpiRequest
 from munet.distributed.watchdog import group_key
-from munet.distributed.work import Work
+from munet.distributed.work import Work, failed_operation
 
 
 class ReduceOp(enum.Enum):
@@ -178,7 +179,11 @@ class ProcessGroup:
     def wait_now(self, request, description: str) -> None:
         """Wait for a collective's ``request`` as its ``Work`` would (the group's timeout, the watchdog's
         census), making the Work only when the request is not done within the transport's spin (``poll``)."""
-        if request.poll():
+        try:
+            done = request.poll()
+        except PeerDeathError as error:
+            raise failed_operation(description, error) from None
+        if done:
             self._collectives += 1  # numbers it, as watch() would (only MPI groups read the number)
             return
         Work(request, description, self.timeout, watch=self.watch(request)).wait()

@@ -61,10 +61,15 @@ class Watchdog:
         from munet.distributed.mpi_comm import mpi
 
         status = mpi().Status()
-        while self.comm.Iprobe(mpi().ANY_SOURCE, PROBE, status):
-            probe = np.empty(1, dtype=np.int64)
-            self.comm.Recv(probe, status.Get_source(), PROBE)
-            self.comm.Send(self._record(int(probe[0])), status.Get_source(), ANSWER)
+        try:
+            while self.comm.Iprobe(mpi().ANY_SOURCE, PROBE, status):
+                probe = np.empty(1, dtype=np.int64)
+                self.comm.Recv(probe, status.Get_source(), PROBE)
+                self.comm.Send(self._record(int(probe[0])), status.Get_source(), ANSWER)
+        except mpi().Exception:
+            # a peer died (MPI's fault tolerance): acknowledge it so that probes from the living go on;
+            # the collective being waited for reports the death itself (MpiRequest.test)
+            self.comm.Ack_failed()
 
     def census(self, ranks: list, me: int, number: int, seconds: float = CENSUS_SECONDS) -> str:
         """Why collective ``number`` of group ``ranks`` timed out on rank ``me``: the ranks that did

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 
-from munet.distributed.errors import DistBackendError
+from munet.distributed.errors import DistBackendError, PeerDeathError
 
 
 class Work:
@@ -32,8 +32,12 @@ class Work:
         """True once the operation finished (its outputs hold the result)."""
         if self._done:
             return True
-        if self.request is not None and not self.request.test():
-            return False
+        if self.request is not None:
+            try:
+                if not self.request.test():
+                    return False
+            except PeerDeathError as error:
+                raise failed_operation(self.description, error) from None
         self._finish()
         return True
 
@@ -44,7 +48,10 @@ class Work:
             return True
         limit = (timeout or self.timeout).total_seconds()
         if self.request is not None:
-            why = self._wait_request(limit)
+            try:
+                why = self._wait_request(limit)
+            except PeerDeathError as error:
+                raise failed_operation(self.description, error) from None
             if why is not None:
                 raise DistBackendError(
                     f"{self.description}: timed out after {limit:g} s waiting for the other ranks; {why}"
@@ -96,6 +103,11 @@ class Work:
         steps, self._steps = self._steps, []
         for step in steps:
             step()
+
+
+def failed_operation(description: str, error: PeerDeathError) -> DistBackendError:
+    """The error of an operation (``description``) whose wait found peers dead."""
+    return DistBackendError(f"{description}: {error}")
 
 
 def completed_work(description: str, timeout: timedelta, result=()) -> Work:

@@ -45,13 +45,17 @@ def _check(command: str, returncode: int, stdout: str, output: str, nprocs: int,
     return output
 
 
+def mpi_environment() -> dict:
+    """The environment worker scripts run in under mpirun: this checkout on the path, one BLAS thread."""
+    return dict(os.environ, **_ENV)
+
+
 def run_ranks(script: str, nprocs: int, done: str, timeout: float = 240) -> str:
     """Run ``script`` on ``nprocs`` ranks; assert each printed ``rank r: {done}``; return the output."""
     from munet.distributed.run import mpirun_command
 
-    env = dict(os.environ, **_ENV)
     command = mpirun_command(nprocs, [str(HERE / script)], oversubscribe=nprocs > 2)
-    result = subprocess.run(command, env=env, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    result = subprocess.run(command, env=mpi_environment(), capture_output=True, text=True, timeout=timeout, cwd=ROOT)
     return _check(" ".join(command), result.returncode, result.stdout, result.stdout + result.stderr, nprocs, done)
 
 

@@ -29,6 +29,8 @@ def test_munet_run_sets_rank_variables_and_passes_arguments():
 def test_mpirun_command_runs_each_rank_through_the_worker_mode():
     command = mpirun_command(4, ["train.py", "--x"], oversubscribe=True)
     assert command[:3] == [mpirun_path(), "-n", "4"] and "--oversubscribe" in command
+    assert "--with-ft" not in command  # MPI's fault tolerance slows its collectives: only when asked for
+    assert mpirun_command(2, ["train.py"], fault_tolerant=True)[3:5] == ["--with-ft", "ulfm"]
     assert command[-6:] == [sys.executable, "-m", "munet.distributed.run", "--worker", "train.py", "--x"]
     with pytest.raises(ValueError, match="at least 1"):
         mpirun_command(0, ["train.py"])
