@@ -55,8 +55,8 @@ def mpirun_command(nprocs: int, program: list[str], *, oversubscribe: bool = Fal
                    mpirun_args=()) -> list[str]:  # fmt: skip
     """The ``mpirun`` command line that starts ``program`` (a script and its arguments) ``nprocs`` times.
     ``fault_tolerant``: MPI's fault tolerance (ULFM, ``--with-ft ulfm``): a rank that dies fails the others'
-    operations, which name it (munet/distributed/mpi_comm.py), instead of mpirun ending the job; it makes
-    Open MPI's own collectives 2-3x slower from 64 KiB to 1 MiB here, so it is not the default."""
+    operations, which name it (munet/distributed/mpi_comm.py), instead of mpirun ending the job. Not the
+    default: its cost on Open MPI's collectives is not settled (docs/decisions.md)."""
     if nprocs < 1:
         raise ValueError(f"munet-run: -n must be at least 1, got {nprocs}")
     command = [mpirun_path(), "-n", str(nprocs), *(["--with-ft", "ulfm"] if fault_tolerant else [])]
