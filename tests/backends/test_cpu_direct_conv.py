@@ -75,6 +75,8 @@ CHANNEL_VECTORS = [
     ((1, 8, 40, 50), (32, 8, 3, 3), 3, 1, 1, 1),  # stride 3: the kernel that reads its stride at run time
     ((1, 8, 12, 11), (32, 8, 3, 3), 1, 1, 1, 1),  # 11-wide rows: one tile of 14, 3 positions dropped
     ((1, 16, 9, 20), (32, 16, 3, 3), 1, 1, 1, 1),  # 20-wide rows: a full tile and one of 6
+    ((2, 8, 26, 26), (64, 8, 3, 3), 1, 0, 1, 1),  # the CNN's 24-wide rows: two tiles of 12
+    ((1, 8, 26, 26), (32, 8, 3, 3), 1, 1, 1, 1),  # 26-wide rows: tiles of 14 and 12
     ((2, 16, 15, 15), (64, 8, 3, 3), 2, 1, 2, 2),  # groups and dilation at stride 2
 ]
 

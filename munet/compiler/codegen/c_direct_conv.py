@@ -73,8 +73,9 @@ _PORTABLE = ("portable", None, 4, 16, 0)
 CHANNEL_ISA = "avx512"
 CHANNEL_BLOCK = 32  # output channels per channel-vector tile: two vectors of 16
 # (row segments, positions per segment) of the channel-vector tiles: 14 positions by 32 channels are
-# 28 accumulators of the 32 vector registers; two segments of 7 serve 7-wide planes (ResNet's last stage)
-CHANNEL_TILES = ((1, 14), (2, 7))
+# 28 accumulators of the 32 vector registers; 12 cover rows that 14 alone would not (the CNN's 24 and
+# 26); two segments of 7 serve 7-wide planes (ResNet's last stage)
+CHANNEL_TILES = ((1, 14), (1, 12), (2, 7))
 # Column strides the channel-vector kernels are generated for as constants; others read it at run time
 CHANNEL_STRIDES = (1, 2)
 KC = 1152  # contraction block: fewer blocks mean fewer passes over y (each adds its partial sums)
@@ -237,7 +238,7 @@ def _channel_driver() -> str:
     planes: a tile's positions are ``sw`` apart in a row), then per block of ``CHANNEL_BLOCK`` packed
     output channels, per image, tiles of one output row's 14 positions (two rows' 7 on planes at
     most 7 wide), each summed over the whole contraction and stored once into the NCHW output."""
-    (one, wide), (two, narrow) = CHANNEL_TILES
+    (_, wide), (_, short), (_, narrow) = CHANNEL_TILES
 
     def pick(segments, length):
         name = f"channels_{segments}x{length}_s"
@@ -332,8 +333,14 @@ static int conv2d_channels(const float *x, const float *wt, float *y, const long
     for (long b = 0; b < images; b++)
         pad_planes(padded + b * image, x + (b0 + b) * x_pitch, c, h, w, hp, wp, ph, pw, 1, 1);
     memset(padded + images * image, 0, (size_t)slack * sizeof(float));
-    const channel_kernel rows = {pick(one, wide)};
-    const channel_kernel pairs = {pick(two, narrow)};
+    const channel_kernel rows = {pick(1, wide)}, shorter = {pick(1, short)};
+    const channel_kernel pairs = {pick(2, narrow)};
+    /* a row is covered by tiles of {wide}, then `tail` tiles of {short} where that covers it exactly
+       (24 = 2 x 12, 26 = 14 + 12), else by tiles of {wide} only, the last one partial */
+    long tail = 0;
+    while (tail * {short} <= ow && (ow - tail * {short}) % {wide}) tail++;
+    if (tail * {short} > ow) tail = 0;
+    const long split = ow - tail * {short};
     for (long ob = o0; ob < o1; ob += {CHANNEL_BLOCK}) {{
         long count = o1 - ob < {CHANNEL_BLOCK} ? o1 - ob : {CHANNEL_BLOCK};
         pack_channels(pack, wt + ob * k, count, k);
@@ -350,10 +357,12 @@ static int conv2d_channels(const float *x, const float *wt, float *y, const long
                 continue;
             }}
             for (long oy = 0; oy < oh; oy++)
-                for (long ox = 0; ox < ow; ox += {wide}) {{
+                for (long ox = 0; ox < ow;) {{
                     const float *at = xb + oy * sh * wp + ox * sw;
-                    rows(k, pack, at, at, off, sw, t);
-                    store_channels(yb + oy * ow + ox, plane, t, count, ow - ox < {wide} ? ow - ox : {wide});
+                    long length = ox < split ? {wide} : {short};
+                    (ox < split ? rows : shorter)(k, pack, at, at, off, sw, t);
+                    store_channels(yb + oy * ow + ox, plane, t, count, ow - ox < length ? ow - ox : length);
+                    ox += length;
                 }}
         }}
     }}
