@@ -31,7 +31,8 @@ from munet.backends.cpu import direct_conv, kernels_conv
 CASES = [(f"resnet b{n} {c}->{o} {h}x{h} k{k} s{s}", (n, c, h, h), (o, c, k, k), s, p, "forward")
          for n in (1, 16)
          for c, o, h, k, s, p in [(3, 64, 224, 7, 2, 3), (64, 64, 56, 3, 1, 1), (64, 128, 56, 3, 2, 1),
-                                  (128, 128, 28, 3, 1, 1), (256, 256, 14, 3, 1, 1), (512, 512, 7, 3, 1, 1)]]  # fmt: skip
+                                  (64, 128, 56, 1, 2, 0), (128, 128, 28, 3, 1, 1), (128, 256, 28, 3, 2, 1),
+                                  (256, 256, 14, 3, 1, 1), (256, 512, 14, 3, 2, 1), (512, 512, 7, 3, 1, 1)]]  # fmt: skip
 CASES += [(f"cnn 32->64 26x26 {which}", (64, 32, 26, 26), (64, 32, 3, 3), 1, 0, which)
           for which in ("forward", "input grad", "weight grad")]  # fmt: skip
 

@@ -29,15 +29,15 @@ import numpy as np
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
 
 
-def median_ms(fn, repeat: int, sync=lambda: None) -> float:
+def median_ms(fn, repeat: int, sync=lambda: None, clock=time.perf_counter) -> float:
     fn()
     sync()  # warm-up: compilation and first-touch allocation are not inference
     samples = []
     for _ in range(repeat):
-        start = time.perf_counter()
+        start = clock()
         fn()
         sync()
-        samples.append((time.perf_counter() - start) * 1e3)
+        samples.append((clock() - start) * 1e3)
     return statistics.median(samples)
 
 

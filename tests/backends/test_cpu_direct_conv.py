@@ -53,22 +53,35 @@ def _torch(fn, x, w, dtype, **kwargs):
     return fn(torch.from_numpy(x.astype(dtype)), torch.from_numpy(w.astype(dtype)), **kwargs).numpy()
 
 
+# Output channels of at least 32 per group: the AVX-512 kernel's block (a partial one where not a multiple)
 FORWARD = [
-    ((1, 8, 56, 56), (12, 8, 3, 3), 1, 1, 1, 1),  # ResNet's first stage, narrowed
-    ((3, 8, 26, 30), (13, 8, 3, 3), 1, 0, 1, 1),  # the CNN's 32->64 layer's shape, odd sizes
-    ((2, 16, 20, 17), (24, 8, 3, 3), 1, 2, 2, 2),  # groups and dilation
-    ((2, 8, 19, 40), (13, 8, 5, 2), 1, (2, 0), 1, 1),  # uneven kernel and padding
-    ((1, 2, 16, 16), (25, 2, 7, 7), 1, 3, 1, 1),  # more channels than a tile's rows, a 7x7 kernel
-    ((1, 8, 40, 40), (12, 8, 3, 3), 1, 5, 1, 1),  # padding wider than the kernel reaches
-    ((1, 3, 70, 128), (16, 3, 7, 7), 2, 3, 1, 1),  # ResNet's stem: stride 2 (four phase planes)
-    ((1, 16, 31, 136), (24, 8, 3, 4), (3, 2), (1, 2), (2, 1), 2),  # unequal strides, dilation 2 at stride 2
-    ((2, 8, 20, 40), (20, 8, 3, 3), 1, 1, 1, 1),  # a last tile of 8 (avx512) / 2 (avx2) rows, stored in place
-    ((1, 8, 12, 70), (29, 8, 3, 3), 1, 1, 1, 1),  # a last tile of 5 rows: a shorter kernel, through the tile
+    ((1, 8, 56, 56), (40, 8, 3, 3), 1, 1, 1, 1),  # ResNet's first stage, narrowed
+    ((3, 8, 26, 30), (45, 8, 3, 3), 1, 0, 1, 1),  # the CNN's 32->64 layer's shape, odd sizes
+    ((2, 16, 20, 17), (72, 8, 3, 3), 1, 2, 2, 2),  # groups and dilation
+    ((2, 8, 19, 40), (45, 8, 5, 2), 1, (2, 0), 1, 1),  # uneven kernel and padding
+    ((1, 2, 16, 16), (33, 2, 7, 7), 1, 3, 1, 1),  # more channels than a tile has, a 7x7 kernel
+    ((1, 8, 40, 40), (40, 8, 3, 3), 1, 5, 1, 1),  # padding wider than the kernel reaches
+    ((1, 3, 70, 128), (32, 3, 7, 7), 2, 3, 1, 1),  # ResNet's stem: stride 2 (four phase planes on AVX2)
+    ((1, 16, 31, 136), (72, 8, 3, 4), (3, 2), (1, 2), (2, 1), 2),  # unequal strides, dilation 2 at stride 2
+    ((2, 8, 20, 40), (38, 8, 3, 3), 1, 1, 1, 1),  # AVX2: a last tile of 2 rows, stored in place
+    ((1, 8, 12, 70), (35, 8, 3, 3), 1, 1, 1, 1),  # AVX2: a last tile of 5 rows: a shorter kernel, through the tile
+]
+
+# Shapes only the AVX-512 (channel-vector) kernel serves: narrow planes and any stride
+CHANNEL_VECTORS = [
+    ((2, 16, 7, 7), (64, 16, 3, 3), 1, 1, 1, 1),  # ResNet's last stage, narrowed: tiles of two 7-wide rows
+    ((2, 16, 7, 9), (40, 16, 3, 3), 1, 1, 1, 1),  # an odd row count: the last pair's second row is dropped
+    ((2, 16, 28, 28), (48, 16, 3, 3), 2, 1, 1, 1),  # a 3x3 stride-2 layer: 14-wide rows
+    ((1, 8, 40, 50), (32, 8, 3, 3), 3, 1, 1, 1),  # stride 3: the kernel that reads its stride at run time
+    ((1, 8, 12, 11), (32, 8, 3, 3), 1, 1, 1, 1),  # 11-wide rows: one tile of 14, 3 positions dropped
+    ((1, 16, 9, 20), (32, 16, 3, 3), 1, 1, 1, 1),  # 20-wide rows: a full tile and one of 6
+    ((2, 8, 26, 26), (64, 8, 3, 3), 1, 0, 1, 1),  # the CNN's 24-wide rows: two tiles of 12
+    ((1, 8, 26, 26), (32, 8, 3, 3), 1, 1, 1, 1),  # 26-wide rows: tiles of 14 and 12
+    ((2, 16, 15, 15), (64, 8, 3, 3), 2, 1, 2, 2),  # groups and dilation at stride 2
 ]
 
 
-@pytest.mark.parametrize("shape, weight, stride, padding, dilation, groups", FORWARD)
-def test_forward_matches_torch(shape, weight, stride, padding, dilation, groups, micro_kernel, served):
+def _forward_matches_torch(shape, weight, stride, padding, dilation, groups, served):
     x, w = _inputs(shape, weight)
     kwargs = dict(stride=stride, padding=padding, dilation=dilation, groups=groups)
     got = F.conv2d(munet.tensor(x), munet.tensor(w), **kwargs).numpy()
@@ -77,12 +90,28 @@ def test_forward_matches_torch(shape, weight, stride, padding, dilation, groups,
     assert served and served[-1] is not None
 
 
+@pytest.mark.parametrize("shape, weight, stride, padding, dilation, groups", FORWARD)
+def test_forward_matches_torch(shape, weight, stride, padding, dilation, groups, micro_kernel, served):
+    _forward_matches_torch(shape, weight, stride, padding, dilation, groups, served)
+
+
+@pytest.mark.parametrize("shape, weight, stride, padding, dilation, groups", CHANNEL_VECTORS)
+def test_channel_vector_kernel_matches_torch(shape, weight, stride, padding, dilation, groups, served):
+    best = direct_conv.isa()
+    if not direct_conv.use_isa("avx512"):
+        pytest.skip("this CPU cannot run the avx512 micro-kernel")
+    try:
+        _forward_matches_torch(shape, weight, stride, padding, dilation, groups, served)
+    finally:
+        assert direct_conv.use_isa(best)
+
+
 @pytest.mark.parametrize(
     "shape, weight, padding, dilation, groups, output_padding",
     [
-        ((2, 8, 24, 24), (8, 12, 3, 3), 1, 1, 1, 0),  # the input gradient of a padded 3x3
-        ((1, 16, 18, 20), (16, 12, 3, 3), 0, 2, 2, 1),  # groups, dilation, output padding
-        ((2, 16, 30, 17), (16, 12, 2, 4), (1, 2), 1, 1, 0),  # cropping more than the kernel's overlap
+        ((2, 8, 24, 24), (8, 40, 3, 3), 1, 1, 1, 0),  # the input gradient of a padded 3x3
+        ((1, 16, 18, 20), (16, 32, 3, 3), 0, 2, 2, 1),  # groups, dilation, output padding
+        ((2, 16, 30, 17), (16, 40, 2, 4), (1, 2), 1, 1, 0),  # cropping more than the kernel's overlap
     ],
 )
 def test_transposed_matches_torch(shape, weight, padding, dilation, groups, output_padding, micro_kernel, served):
@@ -98,10 +127,10 @@ def test_transposed_matches_torch(shape, weight, padding, dilation, groups, outp
 @pytest.mark.parametrize(
     "shape, weight, stride, padding, dilation",
     [
-        ((2, 8, 28, 28), (12, 8, 3, 3), 1, 1, 1),
-        ((2, 16, 30, 30), (24, 16, 3, 3), 1, 0, 1),  # no padding
-        ((2, 8, 70, 130), (13, 8, 3, 3), 2, 1, 1),  # stride 2: the weight gradient reads phase planes
-        ((2, 16, 24, 31), (12, 16, 2, 3), 1, (1, 2), 2),  # dilation, uneven kernel and padding
+        ((2, 8, 28, 28), (40, 8, 3, 3), 1, 1, 1),
+        ((2, 16, 30, 30), (36, 16, 3, 3), 1, 0, 1),  # no padding
+        ((2, 8, 70, 130), (33, 8, 3, 3), 2, 1, 1),  # stride 2: the weight gradient reads phase planes
+        ((2, 16, 24, 31), (32, 16, 2, 3), 1, (1, 2), 2),  # dilation, uneven kernel and padding
     ],
 )
 def test_gradients_match_torch(shape, weight, stride, padding, dilation, micro_kernel, served, monkeypatch):
@@ -128,7 +157,7 @@ def test_gradients_match_torch(shape, weight, stride, padding, dilation, micro_k
 
 @pytest.mark.parametrize("shape", [(1, 16, 30, 30), (5, 8, 20, 20)])  # channel splits, image splits
 def test_the_same_bits_at_every_thread_count(shape):
-    x, w = _inputs(shape, (30, shape[1], 3, 3), seed=3)
+    x, w = _inputs(shape, (40, shape[1], 3, 3), seed=3)
     before = munet.get_num_threads()
     results = []
     try:
@@ -146,7 +175,7 @@ def test_the_same_bits_at_every_thread_count(shape):
 
 
 def test_compiled_gives_eager_bits(served):
-    x, w = _inputs((2, 8, 24, 24), (12, 8, 3, 3), seed=4)
+    x, w = _inputs((2, 8, 24, 24), (40, 8, 3, 3), seed=4)
     weight = munet.tensor(w)
 
     def step(t):
@@ -160,12 +189,13 @@ def test_compiled_gives_eager_bits(served):
 @pytest.mark.parametrize(
     "shape, weight, dtype, stride",
     [
-        ((2, 3, 7, 7), (4, 3, 3, 3), np.float32, 1),  # a plane narrower than half a tile
-        ((2, 3, 30, 30), (4, 3, 3, 3), np.float64, 1),
-        ((2, 3, 30, 30), (4, 3, 3, 3), np.float32, 3),  # stride 3: 10 output columns
-        ((2, 6, 33, 67), (5, 6, 1, 1), np.float32, 2),  # a 1x1 downsample reads one of 4 phases
+        ((2, 8, 9, 6), (32, 8, 3, 3), np.float32, 1),  # 6-wide rows: narrower than any kernel's tile
+        ((2, 8, 30, 30), (32, 8, 3, 3), np.float64, 1),
+        ((2, 8, 30, 30), (6, 8, 3, 3), np.float32, 3),  # AVX2: stride 3 (10 output columns); AVX-512: 6 channels
+        ((2, 64, 33, 67), (32, 64, 1, 1), np.float32, 2),  # a 1x1 downsample reads one position in 4
+        ((1, 64, 7, 7), (32, 64, 3, 3), np.float32, 1),  # one 7x7 image: 49 uses of each weight
         ((2, 1, 30, 30), (32, 1, 3, 3), np.float32, 1),  # the CNN's first layer: a contraction of 9
-        ((2, 8, 30, 30), (3, 8, 3, 3), np.float32, 1),  # fewer output channels than any tile has rows
+        ((2, 8, 30, 30), (3, 8, 3, 3), np.float32, 1),  # fewer output channels than any tile has
     ],
 )
 def test_declined_calls_run_the_column_path(shape, weight, dtype, stride, served):

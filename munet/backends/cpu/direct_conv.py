@@ -2,11 +2,13 @@
 
 The kernel (``munet/compiler/codegen/c_direct_conv.py``) computes the GEMM of a forward convolution
 without writing its columns: it reads each tile's inputs in place from a zero-padded copy of the
-image (split into one plane per stride phase). ``kernels_conv`` calls it before its column path
-for the 2-D float32 convolutions it runs faster (:func:`_worth_it`: not the narrow planes, where
-most of a tile's positions would be dropped and the column path's side-by-side GEMMs serve
-better), and, with flipped weights, for stride-1 transposed convolutions (the input gradient of a
-stride-1 convolution); :func:`direct_weight_grad` serves the weight gradient. Eager
+image. ``kernels_conv`` calls it before its column path for the 2-D float32 convolutions it runs
+faster, and, with flipped weights, for stride-1 transposed convolutions (the input gradient of a
+stride-1 convolution); :func:`direct_weight_grad` serves the weight gradient. Which ones depends on
+the kernel this CPU runs: with AVX-512 the channel-vector kernel (tiles of 14 positions by 32 output
+channels, any stride, rows of at least ``CHANNEL_MIN_WIDTH``), elsewhere the row kernel on phase
+planes (:func:`_worth_it`: not the narrow planes, where most of a tile's positions would be dropped
+and the column path's side-by-side GEMMs serve better). Eager
 and compiled calls run the same kernel, so they give the same bits. It declines (returns None)
 without a C compiler and for anything else; the caller's path then runs.
 
@@ -40,6 +42,16 @@ MIN_CONTRACTION = 64
 # gradients take at most PARTIAL_FLOATS floats in all (larger layers split input channels only)
 IMAGE_BLOCKS = 4
 PARTIAL_FLOATS = 1 << 22
+# The channel-vector kernel (AVX-512) serves output rows this wide and up: 7-wide planes run tiles
+# of two rows (ResNet's last stage); narrower ones (none in ResNet or the CNN) stay on the column path
+CHANNEL_MIN_WIDTH = 7
+# ... and calls with at least this many output positions (images x plane), each weight's uses per
+# call: with fewer, packing the weights (each call, one pass over them) costs more than the column
+# path's GEMM (ResNet's 7x7-output layers at batch 1, 49 positions: 512->512 4.08 ms here against
+# 3.67, 256->512 stride 2 2.21 against 1.98; docs/perf/cpu.md). Nor 1x1 kernels at a stride above
+# one: the padded copy holds every input position, the kernel reads one in sh*sw (7.15 ms against
+# 3.64 on the column path for ResNet's 64->128 downsample at batch 16)
+CHANNEL_MIN_POSITIONS = 64
 _ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_long] * 4
 
 
@@ -93,16 +105,19 @@ def direct_conv2d(x, w, stride, padding, dilation, groups, size, out=None):
     lib = library()
     if lib is None or x.ndim != 4 or x.dtype != np.float32 or w.dtype != np.float32:
         return None
-    fn, lanes, rows = lib.munet_conv2d_direct, lib.munet_conv_lanes(), lib.munet_conv_rows()
+    channel_vectors, rows = lib.munet_conv_channel_vectors(), lib.munet_conv_rows()
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     oh, ow = size
-    if (
-        not _worth_it(ow, (kh, kw), stride, lanes)
-        or cg * kh * kw < MIN_CONTRACTION
-        or o // groups < rows
-        or min(n, cg, oh) == 0
-    ):
+    if channel_vectors:
+        worth_it = (
+            ow >= CHANNEL_MIN_WIDTH
+            and n * oh * ow >= CHANNEL_MIN_POSITIONS
+            and not (any(s > 1 for s in stride) and kh == kw == 1)
+        )
+    else:
+        worth_it = _worth_it(ow, (kh, kw), stride, lib.munet_conv_lanes())
+    if not worth_it or cg * kh * kw < MIN_CONTRACTION or o // groups < rows or min(n, cg, oh) == 0:
         return None
     if out is None:
         out = np.empty((n, o, oh, ow), np.float32)
@@ -116,10 +131,16 @@ def direct_conv2d(x, w, stride, padding, dilation, groups, size, out=None):
         np.int64,
     )
     sh, sw = stride
-    stack = sh * sw * cg * (oh + dilation[0] * (kh - 1) // sh) * (ow + dilation[1] * (kw - 1) // sw)
+    if channel_vectors:  # one padded copy per image (c_direct_conv's channel-vector driver)
+        stack = cg * ((oh - 1) * sh + dilation[0] * (kh - 1) + 1) * ((ow - 1) * sw + dilation[1] * (kw - 1) + 1)
+    else:  # sh * sw phase planes per image
+        stack = sh * sw * cg * (oh + dilation[0] * (kh - 1) // sh) * (ow + dilation[1] * (kw - 1) // sw)
     threads = kernel_threads()
-    step = max(1, min(PADDED_FLOATS // stack, -(-n // (2 * threads)) if threads > 1 else n))
-    channels = og if n >= threads else max(rows, -(-og // threads // rows) * rows)
+    # tasks split the images, or the output channels where there are fewer images than threads or
+    # (channel-vector kernel, which packs its weights per task) more weights than padded images
+    by_channels = n < threads or (channel_vectors and og * cg * kh * kw > n * stack and n * stack <= PADDED_FLOATS)
+    step = max(1, min(PADDED_FLOATS // stack, n if by_channels or threads == 1 else -(-n // (2 * threads))))
+    channels = max(rows, -(-og // threads // rows) * rows) if by_channels else og
     calls = [
         (group, b0, min(b0 + step, n), o0, min(o0 + channels, og))
         for group in range(groups)
@@ -129,7 +150,7 @@ def direct_conv2d(x, w, stride, padding, dilation, groups, size, out=None):
     item = x.itemsize
 
     def run(group, b0, b1, o0, o1):
-        status = fn(
+        status = lib.munet_conv2d_direct(
             x.ctypes.data + group * cg * h * wd * item,
             w.ctypes.data + group * og * math.prod(w.shape[1:]) * item,
             out.ctypes.data + group * og * oh * ow * item,

@@ -5,7 +5,7 @@ time, sized so that its columns stay in cache between the copy that gathers them
 that reads them (``CHUNK_BYTES``). Within a block there is no Python loop over pixels, batch or
 channels:
 
-- 2-D, float32, output rows at least half a tile wide, with a C compiler: the direct
+- 2-D, float32, output rows wide enough for its tiles, with a C compiler: the direct
   kernel (``direct_conv.py``: the GEMM without a column array, reading a padded copy of the input
   in place), forward, (with flipped weights) transposed and the weight gradient, before any of the
   paths below;

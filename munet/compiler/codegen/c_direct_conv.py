@@ -5,8 +5,9 @@ The source of one shared library that exports
     int munet_conv_isa(void)    /* 0 portable C, 1 AVX-512, 2 AVX2: the best this CPU runs */
     int munet_conv_select(int isa)  /* run `isa` from now on (tests); 0 where this CPU lacks it */
     int munet_conv_selected(void)   /* the ISA that runs */
-    int munet_conv_lanes(void)  /* output positions per tile */
-    int munet_conv_rows(void)   /* output channels per tile */
+    int munet_conv_lanes(void)  /* output positions per tile (AVX-512: of the weight gradient's) */
+    int munet_conv_rows(void)   /* output channels per tile of the forward kernel */
+    int munet_conv_channel_vectors(void)  /* 1 where the forward kernel is the channel-vector one */
     int munet_conv2d_direct(const float *x, const float *w, float *y, const long *g,
                             long o0, long o1, long b0, long b1)   /* 0, or -1: out of memory */
     int munet_conv2d_weight_grad(const float *x, const float *gy, float *gw, const long *g, long o,
@@ -21,7 +22,18 @@ channels across threads. ``munet_conv2d_weight_grad`` writes ``gw[c*gw_c + o*gw_
 = sum_{b < n, oy, ox} gy[b, o, oy, ox] * x[b, c, ...]`` (the same indexing) for input channels
 ``c0 <= c < c1`` and ``o`` output channels, ``gy`` (n, o, OH, OW) C-contiguous.
 
-How: each image is copied, zero-padded, into ``sh * sw`` phase planes per channel (phase (py, px)
+How, on AVX-512 (the channel-vector kernel, ``_channel_kernel``): each image is copied once,
+zero-padded, into planes of every row and column an output position reads; the weights are packed,
+one block of ``CHANNEL_BLOCK`` (32) output channels at a time, into ``pack[p*32 + j]`` (``p`` the
+contraction index (c, ky, kx), 16 x 16 blocks transposed in registers), where the block stays in
+cache while every tile of the block reads it. A tile is 14 output positions of one row (two rows of
+7 on planes at most 7 wide: ResNet's last stage wastes nothing) by 32 channels: 28 accumulators;
+per (c, ky, kx) it loads two vectors of weights and broadcasts each position's input, read in place
+at ``off[p] + i*sw`` (any stride: no phase planes), so no position past a row is computed but the
+partial last tile's. Each tile sums the whole contraction in registers and is stored once, its 32
+channels to their NCHW planes.
+
+Elsewhere (the row kernel, ``_vector_kernel``): each image is copied, zero-padded, into ``sh * sw`` phase planes per channel (phase (py, px)
 holds the padded input's rows ``py, py + sh, ...`` and columns ``px, px + sw, ...``; one plane at
 stride 1), each of pitch ``Wp = OW + dw*(KW-1)//sw``. Output position ``(oy, ox)``, at virtual
 position ``q = oy*Wp + ox``, then reads element ``q + (ky*dh//sh)*Wp + kx*dw//sw`` of the phase
@@ -31,7 +43,7 @@ written: a register-blocked micro-kernel holds an ``MR x NR`` tile of ``y`` in v
 and, per (c, ky, kx), loads the ``NR`` inputs in place, broadcasts ``MR`` weights (packed into
 panels of ``MR`` rows) and issues one fused multiply-add per row and vector; the last tile of a
 block of output channels runs a kernel of ``2*MR/3`` or ``MR/3`` rows when it has no more
-(``_row_counts``), so 64 channels on AVX-512 compute 64 rows, not 72. Virtual positions with
+(``_row_counts``), so 64 channels on AVX2 compute 64 rows, not 66. Virtual positions with
 ``ox >= OW`` are computed and dropped (``(Wp - OW) / Wp`` of the work: 3% on a 56-wide plane with
 a 3x3 kernel, why callers keep narrow planes on the column path). The contraction runs in blocks
 of ``KC``, each block adding into ``y``. The weight gradient swaps the roles: its tile is ``MR``
@@ -40,22 +52,32 @@ virtual positions (the contraction) and loads the output gradient, packed per po
 at the dropped ones.
 
 The library is compiled for the baseline ISA like every generated kernel (cached binaries stay
-portable); the AVX-512 and AVX2 micro-kernels are functions compiled for their targets
-(``__attribute__((target(...)))``), picked once at run time with ``__builtin_cpu_supports``, so
-one binary runs on any x86-64 CPU; elsewhere a portable C micro-kernel serves. Every output
-element is summed in one order (over ``c, ky, kx`` in blocks of ``KC``) whatever the split across
-threads, so one CPU gives the same bits at every thread count; AVX-512 and AVX2 machines differ in
-the last bits (fused multiply-adds against separate ones in no particular order).
+portable); the AVX-512 and AVX2 kernels (and the AVX-512 driver) are functions compiled for their
+targets (``__attribute__((target(...)))``), picked once at run time with ``__builtin_cpu_supports``,
+so one binary runs on any x86-64 CPU; elsewhere a portable C micro-kernel serves. Every output
+element is summed in one order (over ``c, ky, kx``, in blocks of ``KC`` on the row kernels) whatever
+the split across threads, so one CPU gives the same bits at every thread count; AVX-512 and AVX2
+machines differ in the last bits (fused multiply-adds in different orders).
 """
 
 from __future__ import annotations
 
-# (name, target attribute, MR rows, NR positions, floats per vector); the first the CPU supports runs
+# (name, target attribute, MR rows, NR positions, floats per vector) of the row kernels (the weight
+# gradient's; the forward one's but on CHANNEL_ISA); the first the CPU supports runs
 _ISAS = (
     ("avx512", "avx512f", 12, 32, 16),
     ("avx2", "avx2,fma", 6, 16, 8),
 )
 _PORTABLE = ("portable", None, 4, 16, 0)
+# The ISA whose forward convolution is the channel-vector kernel (``_channel_kernel``), not ``_driver``'s
+CHANNEL_ISA = "avx512"
+CHANNEL_BLOCK = 32  # output channels per channel-vector tile: two vectors of 16
+# (row segments, positions per segment) of the channel-vector tiles: 14 positions by 32 channels are
+# 28 accumulators of the 32 vector registers; 12 cover rows that 14 alone would not (the CNN's 24 and
+# 26); two segments of 7 serve 7-wide planes (ResNet's last stage)
+CHANNEL_TILES = ((1, 14), (1, 12), (2, 7))
+# Column strides the channel-vector kernels are generated for as constants; others read it at run time
+CHANNEL_STRIDES = (1, 2)
 KC = 1152  # contraction block: fewer blocks mean fewer passes over y (each adds its partial sums)
 MC_PANELS = 8  # weight panels of MR rows packed per block of output channels
 
@@ -175,6 +197,173 @@ static int conv2d_{name}(const float *x, const float *wt, float *y, const long *
                     }}
                 }}
             }}
+        }}
+    }}
+    return 0;
+}}
+"""
+
+
+def _channel_kernel(segments: int, length: int, stride: int | None) -> str:
+    """The AVX-512 forward micro-kernel ``channels_<segments>x<length>_s<stride>`` (``s0``: the column
+    stride ``s`` read at run time): ``t[q*32 + j] = sum_p w[p*32 + j] * b<r>[off[p] + i*stride]`` for
+    the tile's positions ``q = r*length + i`` (``r`` its row segment, ``i`` the position in it) and
+    ``CHANNEL_BLOCK`` output channels ``j``: per contraction step two vectors of packed weights (16
+    channels each) and one broadcast input per position, 28 accumulators in registers."""
+    step = "s" if stride is None else str(stride)
+    positions = range(segments * length)
+    lines = ["    (void)s;", "    (void)b1;"]
+    lines += [f"    __m512 c{q}_{v} = _mm512_setzero_ps();" for q in positions for v in (0, 1)]
+    lines.append(f"    for (long p = 0; p < k; p++, w += {CHANNEL_BLOCK}) {{")
+    lines.append("        const __m512 w0 = _mm512_loadu_ps(w), w1 = _mm512_loadu_ps(w + 16);")
+    lines += [f"        const float *r{r} = b{r} + off[p];" for r in range(segments)]
+    for q in positions:
+        r, i = divmod(q, length)
+        lines.append(f"        const __m512 x{q} = _mm512_set1_ps(r{r}[{i} * {step}]);")
+        lines += [f"        c{q}_{v} = _mm512_fmadd_ps(x{q}, w{v}, c{q}_{v});" for v in (0, 1)]
+    lines.append("    }")
+    lines += [f"    _mm512_store_ps(t + {q * CHANNEL_BLOCK + 16 * v}, c{q}_{v});" for q in positions for v in (0, 1)]
+    body = "\n".join(lines)
+    return f"""
+__attribute__((target("avx512f")))
+static void channels_{segments}x{length}_s{stride or 0}(long k, const float *restrict w, const float *restrict b0,
+                                       const float *restrict b1, const long *restrict off, long s, float *restrict t) {{
+{body}
+}}
+"""
+
+
+def _channel_driver() -> str:
+    """The loops around the channel-vector kernels: one zero-padded copy of each image (no phase
+    planes: a tile's positions are ``sw`` apart in a row), then per block of ``CHANNEL_BLOCK`` packed
+    output channels, per image, tiles of one output row's 14 positions (two rows' 7 on planes at
+    most 7 wide), each summed over the whole contraction and stored once into the NCHW output."""
+    (_, wide), (_, short), (_, narrow) = CHANNEL_TILES
+
+    def pick(segments, length):
+        name = f"channels_{segments}x{length}_s"
+        choice = f"{name}0"
+        for stride in CHANNEL_STRIDES:
+            choice = f"sw == {stride} ? {name}{stride} : ({choice})"
+        return choice
+
+    return f"""
+typedef void (*channel_kernel)(long k, const float *restrict w, const float *restrict b0, const float *restrict b1,
+                               const long *restrict off, long s, float *restrict t);
+
+/* r[p] = element p of the 16 rows r[0..15]: the 16 x 16 transpose in registers */
+__attribute__((target("avx512f")))
+static void transpose16(__m512 r[16]) {{
+    __m512 t[16];
+    for (int i = 0; i < 16; i += 2) {{ /* per 128-bit block: (r_i[0], r_i+1[0], r_i[1], r_i+1[1]), then [2], [3] */
+        t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+        t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+    }}
+    for (int i = 0; i < 16; i += 4) {{ /* r[i + e], block b: element 4b + e of rows i .. i+3 */
+        r[i] = _mm512_shuffle_ps(t[i], t[i + 2], 0x44);
+        r[i + 1] = _mm512_shuffle_ps(t[i], t[i + 2], 0xEE);
+        r[i + 2] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0x44);
+        r[i + 3] = _mm512_shuffle_ps(t[i + 1], t[i + 3], 0xEE);
+    }}
+    for (int e = 0; e < 4; e++) {{ /* element 4b + e of all 16 rows: block b of r[e], r[4+e], r[8+e], r[12+e] */
+        __m512 u0 = _mm512_shuffle_f32x4(r[e], r[4 + e], 0x44), u1 = _mm512_shuffle_f32x4(r[e], r[4 + e], 0xEE);
+        __m512 u2 = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0x44), u3 = _mm512_shuffle_f32x4(r[8 + e], r[12 + e], 0xEE);
+        t[e] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+        t[4 + e] = _mm512_shuffle_f32x4(u0, u2, 0xDD);
+        t[8 + e] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+        t[12 + e] = _mm512_shuffle_f32x4(u1, u3, 0xDD);
+    }}
+    for (int i = 0; i < 16; i++) r[i] = t[i];
+}}
+
+/* positions x count of the tile `t` (position-major, {CHANNEL_BLOCK} channels apart) into `count`
+   output planes from `y` (`plane` apart), `positions` (at most 16) consecutive floats each: 16 x 16
+   blocks transposed in registers, stored masked */
+__attribute__((target("avx512f")))
+static void store_channels(float *y, long plane, const float *t, long count, long positions) {{
+    const __mmask16 keep = (__mmask16)((1u << positions) - 1);
+    for (long j0 = 0; j0 < count; j0 += 16) {{
+        __m512 r[16];
+        for (int i = 0; i < 16; i++) r[i] = i < positions ? _mm512_loadu_ps(t + i * {CHANNEL_BLOCK} + j0) : _mm512_setzero_ps();
+        transpose16(r);
+        for (long j = j0; j < count && j < j0 + 16; j++) _mm512_mask_storeu_ps(y + j * plane, keep, r[j - j0]);
+    }}
+}}
+
+/* `count` rows of `w` (row pitch k) into pack[p*{CHANNEL_BLOCK} + j] = w[j*k + p], zeros past the last row:
+   16 x 16 blocks transposed in registers, the rest element by element */
+__attribute__((target("avx512f")))
+static void pack_channels(float *pack, const float *w, long count, long k) {{
+    long p0 = 0;
+    if (count == {CHANNEL_BLOCK})
+        for (; p0 + 16 <= k; p0 += 16)
+            for (long j0 = 0; j0 < {CHANNEL_BLOCK}; j0 += 16) {{
+                __m512 r[16];
+                for (int j = 0; j < 16; j++) {{
+                    const float *row = w + (j0 + j) * k + p0;
+                    __builtin_prefetch(row + 64); /* four cache lines ahead in each of the rows */
+                    r[j] = _mm512_loadu_ps(row);
+                }}
+                transpose16(r);
+                for (int p = 0; p < 16; p++) _mm512_storeu_ps(pack + (p0 + p) * {CHANNEL_BLOCK} + j0, r[p]);
+            }}
+    for (; p0 < k; p0++)
+        for (long j = 0; j < {CHANNEL_BLOCK}; j++) pack[p0 * {CHANNEL_BLOCK} + j] = j < count ? w[j * k + p0] : 0.0f;
+}}
+
+__attribute__((target("avx512f")))
+static int conv2d_channels(const float *x, const float *wt, float *y, const long *g, long o0, long o1, long b0,
+                           long b1) {{
+    const long c = g[0], h = g[1], w = g[2], kh = g[3], kw = g[4], oh = g[5], ow = g[6], sh = g[7], sw = g[8];
+    const long ph = g[9], pw = g[10], dh = g[11], dw = g[12], x_pitch = g[13], y_pitch = g[14];
+    /* the padded image: every row and column an output position reads, hp x wp per channel */
+    const long hp = (oh - 1) * sh + dh * (kh - 1) + 1, wp = (ow - 1) * sw + dw * (kw - 1) + 1;
+    const long k = c * kh * kw, image = c * hp * wp, images = b1 - b0, plane = oh * ow;
+    /* a tile's dropped positions read up to this far past the last image */
+    const long slack = {wide} * sw;
+    /* one block of packed weights at a time: it stays in cache while the block's tiles read it */
+    float *pack = workspace(0, (size_t)(k * {CHANNEL_BLOCK}));
+    float *padded = workspace(1, (size_t)(images * image + slack));
+    long *off = (long *)workspace(2, (size_t)k * sizeof(long) / sizeof(float));
+    float t[{wide * CHANNEL_BLOCK}] __attribute__((aligned(64)));
+    if (!pack || !padded || !off) return -1;
+    for (long ci = 0, r = 0; ci < c; ci++)
+        for (long ky = 0; ky < kh; ky++)
+            for (long kx = 0; kx < kw; kx++, r++) off[r] = (ci * hp + ky * dh) * wp + kx * dw;
+    for (long b = 0; b < images; b++)
+        pad_planes(padded + b * image, x + (b0 + b) * x_pitch, c, h, w, hp, wp, ph, pw, 1, 1);
+    memset(padded + images * image, 0, (size_t)slack * sizeof(float));
+    const channel_kernel rows = {pick(1, wide)}, shorter = {pick(1, short)};
+    const channel_kernel pairs = {pick(2, narrow)};
+    /* a row is covered by tiles of {wide}, then `tail` tiles of {short} where that covers it exactly
+       (24 = 2 x 12, 26 = 14 + 12), else by tiles of {wide} only, the last one partial */
+    long tail = 0;
+    while (tail * {short} <= ow && (ow - tail * {short}) % {wide}) tail++;
+    if (tail * {short} > ow) tail = 0;
+    const long split = ow - tail * {short};
+    for (long ob = o0; ob < o1; ob += {CHANNEL_BLOCK}) {{
+        long count = o1 - ob < {CHANNEL_BLOCK} ? o1 - ob : {CHANNEL_BLOCK};
+        pack_channels(pack, wt + ob * k, count, k);
+        for (long b = 0; b < images; b++) {{
+            const float *xb = padded + b * image;
+            float *yb = y + (b0 + b) * y_pitch + ob * plane;
+            if (ow <= {narrow}) {{
+                for (long oy = 0; oy < oh; oy += 2) {{
+                    long second = oy + 1 < oh ? oy + 1 : oy; /* the last odd row: computed twice, stored once */
+                    pairs(k, pack, xb + oy * sh * wp, xb + second * sh * wp, off, sw, t);
+                    store_channels(yb + oy * ow, plane, t, count, ow);
+                    if (second > oy) store_channels(yb + second * ow, plane, t + {narrow * CHANNEL_BLOCK}, count, ow);
+                }}
+                continue;
+            }}
+            for (long oy = 0; oy < oh; oy++)
+                for (long ox = 0; ox < ow;) {{
+                    const float *at = xb + oy * sh * wp + ox * sw;
+                    long length = ox < split ? {wide} : {short};
+                    (ox < split ? rows : shorter)(k, pack, at, at, off, sw, t);
+                    store_channels(yb + oy * ow + ox, plane, t, count, ow - ox < length ? ow - ox : length);
+                    ox += length;
+                }}
         }}
     }}
     return 0;
@@ -380,10 +569,16 @@ def _dispatch() -> str:
         test = " && ".join(f'__builtin_cpu_supports("{feature}")' for feature in target.split(","))
         checks.append(f"    if ({test}) return {i + 1};")
     calls = "\n".join(
-        f"    case {i + 1}: return conv2d_{name}(x, w, y, g, o0, o1, b0, b1);" for i, (name, *_) in enumerate(_ISAS)
+        f"    case {i + 1}: return conv2d_{name}(x, w, y, g, o0, o1, b0, b1);"
+        for i, (name, *_) in enumerate(_ISAS)
+        if name != CHANNEL_ISA
     )
+    channel_case = ISA_NAMES.index(CHANNEL_ISA)
     lanes = "\n".join(f"    case {i + 1}: return {nr};" for i, (_, _, _, nr, _) in enumerate(_ISAS))
-    rows = "\n".join(f"    case {i + 1}: return {mr};" for i, (_, _, mr, _, _) in enumerate(_ISAS))
+    rows = "\n".join(
+        f"    case {i + 1}: return {CHANNEL_BLOCK if name == CHANNEL_ISA else mr};"
+        for i, (name, _, mr, _, _) in enumerate(_ISAS)
+    )
     checks = "\n".join(checks)
     grads = "\n".join(
         f"    case {i + 1}: return weight_grad_{name}(x, gy, gw, g, o, c0, c1, n, gw_c, gw_o);"
@@ -436,11 +631,14 @@ int munet_conv2d_direct(const float *x, const float *w, float *y, const long *g,
                         long b1) {{
     switch (isa()) {{
 #ifdef MUNET_X86
+    case {channel_case}: return conv2d_channels(x, w, y, g, o0, o1, b0, b1);
 {calls}
 #endif
     default: return conv2d_portable(x, w, y, g, o0, o1, b0, b1);
     }}
 }}
+
+int munet_conv_channel_vectors(void) {{ return isa() == {channel_case}; }}
 
 int munet_conv2d_weight_grad(const float *x, const float *gy, float *gw, const long *g, long o, long c0, long c1,
                              long n, long gw_c, long gw_o) {{
@@ -460,9 +658,14 @@ def render_direct_conv() -> str:
     parts = [f"#define KC {KC}", _COMMON, _portable_kernel(mr, nr), _driver("portable", mr, nr)]
     parts += [_gather_kernel("portable", None, mr, nr, 0), _weight_grad_driver("portable", mr, nr), "#ifdef MUNET_X86"]
     for name, target, mr, nr, width in _ISAS:
-        counts = _row_counts(mr)
-        parts += [_vector_kernel(name, target, mr, nr, width, rows) for rows in counts]
-        parts.append(_driver(name, mr, nr, counts))
+        if name == CHANNEL_ISA:
+            tiles = [(segments, length, stride) for segments, length in CHANNEL_TILES for stride in CHANNEL_STRIDES]
+            parts += [_channel_kernel(*tile) for tile in tiles + [(s, n, None) for s, n in CHANNEL_TILES]]
+            parts.append(_channel_driver())
+        else:
+            counts = _row_counts(mr)
+            parts += [_vector_kernel(name, target, mr, nr, width, rows) for rows in counts]
+            parts.append(_driver(name, mr, nr, counts))
         parts += [_gather_kernel(name, target, mr, nr, width), _weight_grad_driver(name, mr, nr)]
     parts += ["#endif", _dispatch()]
     return "\n".join(parts)
