@@ -69,6 +69,39 @@ def test_matmul_float64_operator_and_noncontiguous(sa, sb):
     )
 
 
+BATCHES_SPLIT_OVER_THREADS = [
+    ((8, 3, 32, 48), (8, 3, 48, 40)),  # several products per task
+    ((8, 1, 32, 48), (3, 48, 40)),  # broadcast batch dims
+    ((3, 64, 64), (1, 64, 64)),
+    ((1, 4, 64, 64), (1, 4, 64, 64)),  # a leading batch dim of one: not split
+    ((0, 4, 64, 64), (0, 4, 64, 64)),
+    ((4, 2, 64, 0), (4, 2, 0, 64)),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("sa,sb", BATCHES_SPLIT_OVER_THREADS)
+def test_batched_matmul_split_over_two_threads(sa, sb, dtype, monkeypatch):
+    """At a budget of two threads a batch of products runs as tasks (its leading batch dim split,
+    single-threaded BLAS each): equal to PyTorch, forward and gradients, on contiguous, strided and
+    transposed operands."""
+    from munet.backends.cpu import kernels_linalg
+
+    splits, run_tasks = [], kernels_linalg.run_tasks
+    monkeypatch.setattr(kernels_linalg, "run_tasks", lambda tasks: (splits.append(len(tasks)), run_tasks(tasks)))
+    a, b = randn(*sa, dtype=dtype, seed=1), randn(*sb, dtype=dtype, seed=2)
+    before = munet.get_num_threads()
+    try:
+        munet.set_num_threads(2)
+        check(munet.matmul, torch.matmul, a, b, float64_reference=True)
+        check(munet.matmul, torch.matmul, noncontiguous(a), noncontiguous(b), float64_reference=True)
+        a_t, b_t = (np.ascontiguousarray(np.swapaxes(x, -1, -2)) for x in (a, b))
+        check(lambda x, y: x.mT @ y.mT, lambda x, y: x.mT @ y.mT, a_t, b_t, float64_reference=True)
+    finally:
+        munet.set_num_threads(before)
+    assert bool(splits) == (sa[0] > 1 and 0 not in sa + sb)
+
+
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
 def test_matmul_low_precision(dtype):
     a, b = randn(2, 3, 8, dtype=dtype, seed=1), randn(8, 5, dtype=dtype, seed=2)
