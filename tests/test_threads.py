@@ -188,7 +188,7 @@ def test_idle_pool_threads_sleep_unless_the_user_chose_otherwise():
     from munet import _blas_threads, _threads
 
     code = "import os, munet; print(os.environ.get('OMP_WAIT_POLICY', '-'), os.environ['OPENBLAS_THREAD_TIMEOUT'])"
-    shared = _blas_threads.possible(_threads._openblas_paths())
+    shared = _blas_threads.possible(_threads.openblas_paths())
     assert _in_a_fresh_process(code).split() == ["-" if shared else "PASSIVE", "4"]
     assert _in_a_fresh_process(code, MUNET_BLAS_THREADS="openblas").split() == ["PASSIVE", "4"]
     assert _in_a_fresh_process(code, OMP_WAIT_POLICY="ACTIVE").split() == ["ACTIVE", "4"]
@@ -216,7 +216,7 @@ def test_blas_jobs_run_on_the_kernels_team_and_give_the_same_bits(limit):
     OMP_THREAD_LIMIT=1 a team of two cannot be had and the jobs get a thread each (no deadlock)."""
     from munet import _blas_threads, _threads
 
-    if not _blas_threads.possible(_threads._openblas_paths()):
+    if not _blas_threads.possible(_threads.openblas_paths()):
         pytest.skip("NumPy's BLAS has no thread callback")
     env = {"OPENBLAS_NUM_THREADS": "2"} | ({"OMP_THREAD_LIMIT": limit} if limit else {})
     assert _in_a_fresh_process(_BLAS_ON_THE_TEAM, **env).split() == ["True", "True"]
