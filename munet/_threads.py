@@ -59,7 +59,7 @@ def _after_fork() -> None:
 
 
 @functools.cache
-def _openblas_paths() -> tuple:
+def openblas_paths() -> tuple:
     """The files of the OpenBLAS libraries loaded in this process (NumPy's)."""
     import numpy  # noqa: F401 - makes sure NumPy's BLAS is loaded
 
@@ -73,8 +73,8 @@ def _openblas_paths() -> tuple:
 @functools.cache
 def _openblas():
     """The loaded OpenBLAS library's (setter, getter) (NumPy's), or None when it cannot be found."""
-    setter = _blas_threads.openblas_function(_openblas_paths(), _SETTERS)
-    getter = _blas_threads.openblas_function(_openblas_paths(), _GETTERS)
+    setter = _blas_threads.openblas_function(openblas_paths(), _SETTERS)
+    getter = _blas_threads.openblas_function(openblas_paths(), _GETTERS)
     return None if setter is None or getter is None else (setter, getter)
 
 
@@ -111,7 +111,7 @@ def kernel_threads() -> int:
     if _forked:
         return 1
     if not _shared:  # the first generated kernel: BLAS joins its team from now on
-        _shared.append(_blas_threads.install(_openblas_paths()))
+        _shared.append(_blas_threads.install(openblas_paths()))
     return _budget[0] if _budget else get_num_threads()
 
 
@@ -229,7 +229,7 @@ def single_threaded_blas():
 # libgomp reads this when it is loaded (with the first generated kernel). With one pool its threads
 # keep libgomp's default (spin briefly, then sleep); with two, idle OpenMP threads sleep at once
 # rather than spinning ~0.3 ms on cores that OpenBLAS's threads need next
-if not _blas_threads.possible(_openblas_paths()):
+if not _blas_threads.possible(openblas_paths()):
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 if hasattr(os, "register_at_fork"):

@@ -115,6 +115,35 @@ def test_a_compiled_convolution_on_two_threads_equals_one_thread():
         munet.set_num_threads(before)
 
 
+def test_compiled_products_on_two_threads_equal_eager_ones():
+    """The compiled arena's matmul and the eager kernel split products over the team alike
+    (``kernels_linalg.matmul_into``): at a budget of two, a batch of attention-shaped products and
+    a linear layer's give eager's bits, and match the float64 result as at one thread."""
+    rng = np.random.default_rng(0)
+    q = munet.tensor(rng.standard_normal((4, 2, 128, 32)).astype(np.float32))
+    k = munet.tensor(rng.standard_normal((4, 2, 128, 32)).astype(np.float32))
+    w = munet.tensor(rng.standard_normal((96, 256)).astype(np.float32))
+
+    def products(q, k):
+        scores = q @ k.mT
+        return scores, scores.reshape(1024, 128) @ w[:, :128].mT
+
+    before = munet.get_num_threads()
+    try:
+        munet.set_num_threads(2)
+        compiled = [t.numpy() for t in munet.compile(products)(q, k)]
+        eager = [t.numpy() for t in products(q, k)]
+        for c, e in zip(compiled, eager):
+            np.testing.assert_array_equal(c, e)
+        scores = q.double() @ k.double().mT
+        references = [scores.numpy(), (scores.reshape(1024, 128) @ w[:, :128].double().mT).numpy()]
+        munet.set_num_threads(1)
+        for two, one, reference in zip(compiled, products(q, k), references):
+            assert_close_to_reference(two, one.numpy(), reference)
+    finally:
+        munet.set_num_threads(before)
+
+
 def test_a_forked_child_runs_generated_kernels_without_hanging():
     """libgomp's team does not survive fork: the child runs generated kernels on one thread."""
     import multiprocessing
@@ -188,7 +217,7 @@ def test_idle_pool_threads_sleep_unless_the_user_chose_otherwise():
     from munet import _blas_threads, _threads
 
     code = "import os, munet; print(os.environ.get('OMP_WAIT_POLICY', '-'), os.environ['OPENBLAS_THREAD_TIMEOUT'])"
-    shared = _blas_threads.possible(_threads._openblas_paths())
+    shared = _blas_threads.possible(_threads.openblas_paths())
     assert _in_a_fresh_process(code).split() == ["-" if shared else "PASSIVE", "4"]
     assert _in_a_fresh_process(code, MUNET_BLAS_THREADS="openblas").split() == ["PASSIVE", "4"]
     assert _in_a_fresh_process(code, OMP_WAIT_POLICY="ACTIVE").split() == ["ACTIVE", "4"]
@@ -216,7 +245,7 @@ def test_blas_jobs_run_on_the_kernels_team_and_give_the_same_bits(limit):
     OMP_THREAD_LIMIT=1 a team of two cannot be had and the jobs get a thread each (no deadlock)."""
     from munet import _blas_threads, _threads
 
-    if not _blas_threads.possible(_threads._openblas_paths()):
+    if not _blas_threads.possible(_threads.openblas_paths()):
         pytest.skip("NumPy's BLAS has no thread callback")
     env = {"OPENBLAS_NUM_THREADS": "2"} | ({"OMP_THREAD_LIMIT": limit} if limit else {})
     assert _in_a_fresh_process(_BLAS_ON_THE_TEAM, **env).split() == ["True", "True"]

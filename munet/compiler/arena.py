@@ -24,8 +24,9 @@ import numpy as np
 
 from munet import metrics
 from munet.backends.cpu.kernels_conv import convolution_into
-from munet.backends.cpu.kernels_formula import operands, out_kernel
+from munet.backends.cpu.kernels_formula import out_kernel
 from munet.backends.cpu.kernels_indexing import scatter_into
+from munet.backends.cpu.kernels_linalg import matmul_into
 from munet.backends.cpu.kernels_pooling import max_pool_into
 from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
 from munet.compiler.lower_cpu import generated_col2im, generated_im2col
@@ -35,12 +36,9 @@ from munet.ops._registry import DEFINE_HOOKS, OPS
 _FLOATS = ("float32", "float64")
 
 
-def _ufunc(ufunc):
-    def run(out, *args):
-        with np.errstate(all="ignore"):
-            ufunc(*operands(*args), out=out)
-
-    return run
+def _matmul(out, a, b):
+    with np.errstate(all="ignore"):
+        matmul_into(out, a, b)
 
 
 def _clone(out, x):
@@ -56,7 +54,7 @@ OUT_KERNELS = {
     **{name: (out_kernel(name), True) for name, op in OPS.items() if op.formula is not None},
     "clone": (_clone, True),
     "cat": (_cat, False),
-    "matmul": (_ufunc(np.matmul), False),
+    "matmul": (_matmul, False),  # the eager kernel's products (tasks on the thread budget where they pay)
     "convolution": (convolution_into, False),
     "max_pool": (max_pool_into, False),
     "scatter": (scatter_into, False),

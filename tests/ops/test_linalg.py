@@ -2,6 +2,8 @@
 add-and-multiply family, tensordot/kron, einsum, linear/bilinear; forward, gradient and
 second derivatives, dtypes and error messages."""
 
+import warnings
+
 import numpy as np
 import pytest
 import torch
@@ -67,6 +69,48 @@ def test_matmul_float64_operator_and_noncontiguous(sa, sb):
         a,
         np.ascontiguousarray(np.swapaxes(b, -1, -2)) if b.ndim > 1 else b,
     )
+
+
+PRODUCTS_SPLIT_OVER_THREADS = [  # (a's shape, b's shape, whether it runs as tasks)
+    ((8, 3, 32, 48), (8, 3, 48, 40), True),  # by the batch, several products per task
+    ((8, 1, 64, 48), (3, 48, 40), True),  # broadcast batch dims
+    ((3, 64, 64), (1, 64, 64), True),
+    ((1, 4, 128, 64), (1, 4, 64, 64), True),  # a leading batch dim of one: by rows of each product
+    ((256, 96), (96, 80), True),  # one product by its rows
+    ((48, 96), (96, 300), True),  # by its columns
+    ((100, 40), (40, 100), False),  # too small to pay for threads
+    ((0, 4, 64, 64), (0, 4, 64, 64), False),
+    ((4, 2, 64, 0), (4, 2, 0, 64), False),
+    ((1, 1), (1, 1), False),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("sa,sb,split", PRODUCTS_SPLIT_OVER_THREADS)
+def test_matmul_split_over_two_threads(sa, sb, split, dtype, monkeypatch):
+    """At a budget of two threads a big enough float product runs as tasks on the OpenMP team (each
+    product of a batch, or blocks of rows or columns of one, single-threaded BLAS each): equal to
+    PyTorch, forward and gradients, on contiguous, strided and transposed operands."""
+    from munet.backends.cpu import gemm_tasks
+
+    splits, run = [], gemm_tasks.run
+    monkeypatch.setattr(gemm_tasks, "run", lambda *args: splits.append(run(*args)) or splits[-1])
+    a, b = randn(*sa, dtype=dtype, seed=1), randn(*sb, dtype=dtype, seed=2)
+    before = munet.get_num_threads()
+    try:
+        munet.set_num_threads(2)
+        check(munet.matmul, torch.matmul, a, b, float64_reference=True)
+        check(munet.matmul, torch.matmul, noncontiguous(a), noncontiguous(b), float64_reference=True)
+        a_t, b_t = (np.ascontiguousarray(np.swapaxes(x, -1, -2)) for x in (a, b))
+        check(lambda x, y: x.mT @ y.mT, lambda x, y: x.mT @ y.mT, a_t, b_t, float64_reference=True)
+        if split:  # overflow on a pool thread warns no more than on the caller's (PyTorch never warns)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                big = munet.matmul(munet.full(sa, 3e38, dtype=munet.float32), munet.full(sb, 3e38, dtype=munet.float32))
+            assert np.isinf(big.numpy()).all()
+    finally:
+        munet.set_num_threads(before)
+    assert (True in splits) == (split and gemm_tasks.available(np.dtype(dtype)))
 
 
 @pytest.mark.parametrize("dtype", ["float16", "bfloat16"])

@@ -1,11 +1,29 @@
-"""CPU kernels for linear algebra: straight to NumPy's BLAS."""
+"""CPU kernels for linear algebra: straight to NumPy's BLAS.
+
+At a thread budget above one, a float32/float64 product big enough to pay for it runs as tasks on
+the OpenMP team (``gemm_tasks``), each one single-threaded BLAS call: every product of a batch, and
+where the batch is smaller than the team, blocks of rows or columns of each product (its longer
+side: the other operand is read whole by every block). NumPy's matmul loops over a batch, and
+OpenBLAS splits each product over its threads and meets them again at every panel of the inner
+dimension, so on a loaded machine every meeting can wait a timeslice for a descheduled thread; as
+tasks the threads meet once per call. Figures: docs/perf/eager.md (2026-12-03).
+"""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from munet._threads import kernel_threads
+from munet.backends.cpu import gemm_tasks
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, acc_dtype
 from munet.backends.cpu.registry import kernel
+
+_MIN_MACS = 1 << 19  # multiply-adds of a call below which starting the team costs more than it saves
+_MIN_TASK_MACS = 1 << 14  # multiply-adds per task below which a BLAS call's own overhead dominates
+_MIN_BLOCK = 64  # rows or columns per block of one product: thinner blocks leave the BLAS kernel's tiles half empty
+_BLOCKS_PER_THREAD = 2  # blocks of one product per thread: a thread that runs late takes fewer of them
 
 
 @kernel("matmul")
@@ -13,4 +31,27 @@ def matmul(a, b):
     if a.dtype in LOW_PRECISION:
         acc = acc_dtype(a)
         return np.matmul(a.astype(acc), b.astype(acc)).astype(a.dtype)
-    return np.matmul(a, b)
+    if kernel_threads() == 1 or max(a.size * b.shape[-1], b.size * a.shape[-2]) < _MIN_MACS:
+        return np.matmul(a, b)  # one thread, or too small to share: no shape work on the small-op path
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    out = np.empty((*batch, a.shape[-2], b.shape[-1]), np.result_type(a, b))
+    matmul_into(out, a, b)
+    return out
+
+
+def matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
+    """``np.matmul(a, b, out=out)`` for operands of rank 2 or more (batch dims broadcast), as tasks on
+    the thread budget where it is big enough (see the module docstring)."""
+    threads = kernel_threads()
+    batch, (m, k), n = out.shape[:-2], a.shape[-2:], b.shape[-1]
+    products = math.prod(batch)
+    by_rows = m >= n
+    wanted = _BLOCKS_PER_THREAD * -(-threads // products)  # none where the batch alone gives every thread work
+    pieces = 1 if products >= threads else max(1, min(wanted, (m if by_rows else n) // _MIN_BLOCK))
+    tasks = products * pieces
+    macs = products * m * k * n
+    if threads > 1 and tasks > 1 and macs >= max(_MIN_MACS, tasks * _MIN_TASK_MACS):
+        a, b = np.broadcast_to(a, (*batch, m, k)), np.broadcast_to(b, (*batch, k, n))
+        if gemm_tasks.run(out, a, b, pieces, by_rows, threads):
+            return
+    np.matmul(a, b, out=out)
