@@ -44,7 +44,7 @@ PARALLEL_MIN_ELEMENTS = 1 << 16
 # contiguously) x TILE_COLS (the last dim), copying that load's tile into a local array first.
 TILE_ROWS = 16
 CHUNK = 4096  # a large flat kernel's elements per OpenMP work item
-CLONE_MIN_ELEMENTS = 1 << 14  # smaller kernels get no AVX2 clone (see _CLONES)
+CLONE_MIN_ELEMENTS = 1 << 14  # smaller kernels get no AVX-512/AVX2 clones (see _CLONES)
 TILE_COLS = 256
 # Outputs alias inputs only at the index being written (the memory plan's in-place rule), so an
 # innermost loop carries no dependence; saying so lets gcc vectorize kernels with many pointers
@@ -90,13 +90,16 @@ _EXPF = """static inline float munet_expf(float xf) {
     return (float)(p * scale);
 }
 """
-# x86-64 with gcc and glibc: the single-threaded body is also compiled for AVX2 and picked at load
-# time (an ifunc), so cached binaries stay portable; without FMA contraction (-ffp-contract=off) the
-# AVX2 code computes the same bits, twice as wide (GELU's kernel: 55 -> 31 ms). gcc does not clone
-# an OpenMP region, so a multi-threaded kernel's region only splits the outermost loop and calls a
-# cloned body on each thread's share (``_with_clones``).
+# x86-64 with gcc and glibc: the single-threaded body is also compiled for AVX-512 and AVX2 and the
+# widest the CPU has is picked at load time (an ifunc), so cached binaries stay portable; without FMA
+# contraction (-ffp-contract=off) and without fast-math (no reassociation) every clone computes the
+# same bits, 8 or 16 floats wide (GELU's kernel: 55 -> 31 ms with AVX2; a formula's GELU 6.5 -> 4.5 ms
+# with AVX-512, docs/perf/eager.md). gcc does not clone an
+# OpenMP region, so a multi-threaded kernel's region only splits the outermost loop and calls a
+# cloned body on each thread's share (``_with_clones``). Every C renderer (this one, ``c_formula``,
+# ``c_rows``) marks its bodies with this one macro, defined in the prelude.
 _CLONES = """#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6 && defined(__GLIBC__)
-#define MUNET_CLONES __attribute__((target_clones("avx2", "default")))
+#define MUNET_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define MUNET_CLONES
 #endif

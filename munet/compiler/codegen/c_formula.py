@@ -18,7 +18,7 @@ the kernel (``layout``: one letter per operand, output first, ``'c'`` stride 1, 
 The iteration space is cut into work items of up to ``CHUNK`` elements of one row; with
 ``threads > 1`` and at least ``PARALLEL_MIN_ELEMENTS`` elements the items are split evenly over
 an OpenMP team, each thread walking its share through the serial body cloned for AVX-512 and AVX2
-(``CLONES``). Values are computed in the formula's dtypes (float16 and bfloat16 operands
+(``c.py``'s ``MUNET_CLONES``). Values are computed in the formula's dtypes (float16 and bfloat16 operands
 are loaded as float32 and the result rounded to nearest even on store, as NumPy's ``astype``
 does); scalar ops print as ``c.render_c_apply`` prints them for the compiler's fused kernels.
 Formulas on integers are not rendered here (``renderable``): C leaves signed overflow and
@@ -48,15 +48,6 @@ _NUMPY_TIES = {"maximum": ">", "minimum": "<"}
 # operands as one tuple instead of extracting each data pointer in Python.
 _OBJECTS = """typedef struct { intptr_t refcnt; void *type; intptr_t size; void *items[]; } munet_tuple;
 typedef struct { intptr_t refcnt; void *type; char *data; int nd; int64_t *dims; int64_t *strides; } munet_array;
-"""
-# The serial body's clones: c.py's MUNET_CLONES (AVX2) plus AVX-512, which a formula's loop fills 16
-# floats wide (GELU's forward 6.5 -> 4.5 ms, its backward 16 -> 11.4 ms on 2M floats, one thread, Xeon
-# with AVX-512: docs/perf/eager.md). Without FMA contraction every clone computes the same bits.
-CLONES = """#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 6 && defined(__GLIBC__)
-#define MUNET_FORMULA_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define MUNET_FORMULA_CLONES
-#endif
 """
 _BF16 = """static inline float munet_bf16_load(uint16_t h) {
     const uint32_t bits = (uint32_t)h << 16;
@@ -165,7 +156,7 @@ def _store(storage: str, value: str) -> str:
 
 def header() -> str:
     """What every translation unit of formula kernels starts with (once, however many kernels follow)."""
-    return "\n".join([*prelude(), CLONES, _BF16, "#ifdef _OPENMP\n#include <omp.h>\n#endif", _OBJECTS]) + "\n"
+    return "\n".join([*prelude(), _BF16, "#ifdef _OPENMP\n#include <omp.h>\n#endif", _OBJECTS]) + "\n"
 
 
 def render_formula(expr, name: str, storage: list, out_storage: str, layout: str, *, with_header: bool = True) -> str:
@@ -211,7 +202,7 @@ def render_formula(expr, name: str, storage: list, out_storage: str, layout: str
     n = len(operands)
     src = [header()] if with_header else []
     args = "int64_t ndim, const int64_t *shape, const int64_t *st, char *const *ptrs"
-    src.append(f"MUNET_FORMULA_CLONES static void {name}_range(int64_t it0, int64_t it1, int64_t nchunk, {args}) {{")
+    src.append(f"MUNET_CLONES static void {name}_range(int64_t it0, int64_t it1, int64_t nchunk, {args}) {{")
     src.append("    const int64_t inner = shape[ndim - 1];")
     src.append("    for (int64_t it = it0; it < it1; it++) {")
     src.append("        int64_t row = it / nchunk;")

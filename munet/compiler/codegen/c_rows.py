@@ -20,13 +20,12 @@ within 2 ulp; not ``c.py``'s ``munet_expf``, which evaluates in double to round 
 many lanes a vector; the NumPy kernel's ``np.exp`` was not that one's bits either). The max
 propagates NaN as NumPy's does. Rows are split evenly over an OpenMP team when ``threads > 1`` and
 the tensor holds at least ``PARALLEL_MIN_ELEMENTS``; each thread runs the body cloned for AVX-512
-and AVX2 (``c_formula.CLONES``).
+and AVX2 (``c.py``'s ``MUNET_CLONES``).
 """
 
 from __future__ import annotations
 
 from munet.compiler.codegen.c import prelude
-from munet.compiler.codegen.c_formula import CLONES
 
 LANES = 16  # partial sums per row: one AVX-512 register of floats
 PARALLEL_MIN_ELEMENTS = 1 << 16
@@ -77,7 +76,7 @@ static inline float munet_lanes_total(const float *s, float tail) {{
 }}
 """
 
-_BODIES = """MUNET_FORMULA_CLONES static void softmax_part(const float *restrict x, float *restrict y, int64_t r0, int64_t r1, int64_t n) {
+_BODIES = """MUNET_CLONES static void softmax_part(const float *restrict x, float *restrict y, int64_t r0, int64_t r1, int64_t n) {
     for (int64_t r = r0; r < r1; r++) {
         const float *restrict xr = x + r * n;
         float *restrict yr = y + r * n;
@@ -100,7 +99,7 @@ _BODIES = """MUNET_FORMULA_CLONES static void softmax_part(const float *restrict
         for (j = 0; j < n; j++) yr[j] = yr[j] / total;
     }
 }
-MUNET_FORMULA_CLONES static void softmax_backward_part(const float *restrict g, const float *restrict y, float *restrict dx, int64_t r0,
+MUNET_CLONES static void softmax_backward_part(const float *restrict g, const float *restrict y, float *restrict dx, int64_t r0,
                                                        int64_t r1, int64_t n) {
     for (int64_t r = r0; r < r1; r++) {
         const float *restrict gr = g + r * n, *restrict yr = y + r * n;
@@ -123,7 +122,7 @@ MUNET_FORMULA_CLONES static void softmax_backward_part(const float *restrict g, 
         for (j = 0; j < n; j++) dr[j] = dr[j] - yr[j] * total;
     }
 }
-MUNET_FORMULA_CLONES static void standardize_part(const float *restrict x, float *restrict xhat, float *restrict rstd, int64_t r0, int64_t r1,
+MUNET_CLONES static void standardize_part(const float *restrict x, float *restrict xhat, float *restrict rstd, int64_t r0, int64_t r1,
                                                   int64_t n, float eps, int64_t center) {
     for (int64_t r = r0; r < r1; r++) {
         const float *restrict xr = x + r * n;
@@ -185,4 +184,4 @@ def render_rows() -> str:
         _entry("softmax_backward", "const float *g, const float *y, float *dx", "g, y, dx"),
         _entry("standardize", "const float *x, float *xhat, float *rstd", "x, xhat, rstd"),
     ]
-    return "\n".join([*prelude(), CLONES, _HELPERS, _BODIES, *entries])
+    return "\n".join([*prelude(), _HELPERS, _BODIES, *entries])
