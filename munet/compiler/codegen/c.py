@@ -604,8 +604,8 @@ def _tiled_dim(shape: tuple, load_strides: list):
 
 # reductions ---------------------------------------------------------------------------------------------
 
-LANES = 8  # independent accumulators per reduction, so the inner loop vectorizes without reassociation
-BLOCK = 128  # elements per lane block, folded into a compensated total
+LANES = 8  # independent accumulators per sum, so the inner loop vectorizes without reassociation
+BLOCK = 128  # elements per block: a sum's lanes are folded into a compensated total, a max is halved
 WINDOW_MAX = 64  # the largest reduction space an argmax kernel walks (as scalars, per kept index)
 COLUMNS = 2048  # kept indices accumulated side by side when the reduced dims are the outer ones
 # (whole rows: 256-wide blocks of 4 KiB-strided rows ran 2.5x slower, the prefetcher loses them)
@@ -697,8 +697,9 @@ def render_reduction(kernel: Kernel, *, large: bool = False) -> str:
     sum is the exact sum correctly rounded up to ~1e-13 of ``sum(|x|)`` (NumPy's pairwise float32
     sum errs by up to ~1e-6 on long rows) and a float64 sum is as accurate as NumPy's pairwise one.
     When the reduced dims are the outer ones (a column sum: the bias gradient over a batch), up to
-    2048 kept indices are accumulated side by side instead, walking the rows contiguously. The order
-    depends on neither the thread count nor the data, so results are reproducible.
+    2048 kept indices are accumulated side by side instead, walking the rows contiguously. A max
+    over the inner dims halves each block of 128 in place (``_row_loops``). The order depends on
+    neither the thread count nor the data, so results are reproducible.
     """
     reduces, inside, outside, fulls, (kshape, kvecs), (rshape, rvecs), layout = _reduction_geometry(kernel)
     m, n = len(kshape), len(rshape)
@@ -818,7 +819,9 @@ def _values(code, reduces, size) -> None:
 
 
 def _row_loops(code, kshape, rshape, reduces, body, epilogue, total) -> None:
-    """Reduced dims innermost: per kept index, blocks of the last reduced dim, summed in lanes."""
+    """Reduced dims innermost: per kept index, blocks of the last reduced dim, summed in lanes; a max
+    halves each block in place (``v[i] = max(v[i], v[i + w])`` for w = 64, 32, ..., 1: loops gcc
+    vectorizes, where the lanes' select did not vectorize and ran scalar)."""
     m, n = len(kshape), len(rshape)
     parallel = total >= PARALLEL_MIN_ELEMENTS and m > 0 and kshape[0] > 1
     for d in range(m):
@@ -839,25 +842,27 @@ def _row_loops(code, kshape, rshape, reduces, body, epilogue, total) -> None:
     code.open("for (int64_t b = 0; b < bn; b++)")
     code.add(f"const int64_t r{n - 1} = rb + b;", *body("b"))
     code.close()
+    sums = [(j, r) for j, r in enumerate(reduces) if r.op == "sum"]
+    for j, _ in sums:
+        code.add(f"double lane{j}[{LANES}] = {{{', '.join(['0.0'] * LANES)}}};")
+    if sums:
+        code.add("int64_t b;")
+    for j, _ in sums:
+        code.add(
+            f"for (b = 0; b + {LANES} <= bn; b += {LANES}) for (int l = 0; l < {LANES}; l++) lane{j}[l] += (double)v{j}[b + l];"
+        )
+        code.add(f"for (; b < bn; b++) lane{j}[0] += (double)v{j}[b];")
+        a = [f"lane{j}[{i}]" for i in range(LANES)]
+        tree = f"(({a[0]} + {a[1]}) + ({a[2]} + {a[3]})) + (({a[4]} + {a[5]}) + ({a[6]} + {a[7]}))"
+        code.add(f"munet_add(&tot{j}, &cmp{j}, {tree});")
     for j, r in enumerate(reduces):
-        kind, init = ("double", "0.0") if r.op == "sum" else (C_TYPES[r.dtype], "-INFINITY")
-        code.add(f"{kind} lane{j}[{LANES}] = {{{', '.join([init] * LANES)}}};")
-    code.add("int64_t b;")
-    for j, r in enumerate(reduces):
-
-        def step(lane: str, at: str, j=j, r=r) -> str:
-            acc = f"lane{j}[{lane}]"
-            return f"{acc} += (double)v{j}[{at}];" if r.op == "sum" else _max_into(acc, f"v{j}[{at}]")
-
-        code.add(f"for (b = 0; b + {LANES} <= bn; b += {LANES}) for (int l = 0; l < {LANES}; l++) {step('l', 'b + l')}")
-        code.add(f"for (; b < bn; b++) {step('0', 'b')}")
-    for j, r in enumerate(reduces):
-        if r.op == "sum":
-            a = [f"lane{j}[{i}]" for i in range(LANES)]
-            tree = f"(({a[0]} + {a[1]}) + ({a[2]} + {a[3]})) + (({a[4]} + {a[5]}) + ({a[6]} + {a[7]}))"
-            code.add(f"munet_add(&tot{j}, &cmp{j}, {tree});")
-        else:
-            code.add(f"for (int l = 0; l < {LANES}; l++) {_max_into(f'mx{j}', f'lane{j}[l]')}")
+        if r.op == "max":  # a short block padded, then halved: each halving is an elementwise loop
+            code.add(f"for (int64_t b = bn; b < {BLOCK}; b++) v{j}[b] = -INFINITY;")
+            width = BLOCK // 2
+            while width:
+                code.add(f"for (int64_t i = 0; i < {width}; i++) {_max_into(f'v{j}[i]', f'v{j}[i + {width}]')}")
+                width //= 2
+            code.add(_max_into(f"mx{j}", f"v{j}[0]"))
     code.close()  # block loop
     code.close(n - 1)
 
