@@ -7,8 +7,8 @@ its eager kernel; a ``where`` computes both branches before writing, so ``out`` 
 its inputs), plus whether it is elementwise (it may then write over an input read at the same
 index).
 Only float32/float64 nodes whose tensor arguments all have the output's dtype take this path;
-anything else keeps the eager kernel and a fresh result, except ``scatter``'s int64 index
-argument (``_INDEX_ARGS``). A multi-output op (``max_pool``:
+anything else keeps the eager kernel and a fresh result, except the int64 index arguments of
+``scatter`` and ``index`` (``_INDEX_ARGS``). A multi-output op (``max_pool``:
 values and int64 indices) gets ``out`` as a tuple of its planned buffers.
 
 ``Arena(graph, donors)`` plans the graph, allocates one byte buffer per dtype and hands out
@@ -24,8 +24,9 @@ import numpy as np
 
 from munet import metrics
 from munet.backends.cpu.kernels_conv import convolution_into
+from munet.backends.cpu.kernels_core import as_strided_scatter_into
 from munet.backends.cpu.kernels_formula import out_kernel
-from munet.backends.cpu.kernels_indexing import scatter_into
+from munet.backends.cpu.kernels_indexing import index_into, scatter_into
 from munet.backends.cpu.kernels_linalg import matmul_into
 from munet.backends.cpu.kernels_pooling import max_pool_into
 from munet.compiler.ir import CONSTANT, ScalarOp, Value, iter_values
@@ -58,6 +59,9 @@ OUT_KERNELS = {
     "convolution": (convolution_into, False),
     "max_pool": (max_pool_into, False),
     "scatter": (scatter_into, False),
+    # planned buffers instead of fresh ones each call (the fresh pages' faults were most of their time)
+    "as_strided_scatter": (as_strided_scatter_into, False),
+    "index": (index_into, False),
 }
 
 
@@ -69,8 +73,9 @@ def _add_out_kernel(op) -> None:
 
 DEFINE_HOOKS.append(_add_out_kernel)
 
-# argument position of an int64 index tensor (the other tensors have the output's dtype)
-_INDEX_ARGS = {"scatter": 1}
+# argument position of int64 index tensors (a tensor, or a list of them; the other tensors have the
+# output's dtype)
+_INDEX_ARGS = {"scatter": 1, "index": 1}
 # ops with several outputs: their kernel gets a tuple of buffers, the first output has the
 # arguments' dtype, the others are planned with their own dtype (max_pool's int64 indices)
 _OUTPUTS = {"max_pool": 2}
@@ -92,8 +97,9 @@ def writes_into(node) -> bool:
     position = _INDEX_ARGS.get(node.name)
     if position is not None:
         index = node.args[position]
-        if not isinstance(index, Value) or index.dtype is None or index.dtype.np != np.int64:
-            return False
+        for i in index if isinstance(index, (list, tuple)) else (index,):
+            if not isinstance(i, Value) or i.dtype is None or i.dtype.np != np.int64:
+                return False
     args = [a for i, a in enumerate(node.args) if i != position]
     tensors = [v for v in iter_values(args) if v.kind == "tensor"]
     if node.name == "where":

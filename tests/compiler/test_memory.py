@@ -184,6 +184,15 @@ def test_out_kernels_match_the_eager_kernels_bit_for_bit(name):
         "adam_second_moment": [(a, b, 0.999, 0.001)],
         "adam_param_update": [(a, b, np.abs(b), np.float32(0.75), 1e-8, np.float32(0.01))],
         "standardize_input_grad": [(a, b, a[:, :1], b[:, :1], np.abs(b[:, :1])), (a, b, a[:, :1], 0.0, np.abs(b))],
+        "index": [
+            (a, [index[0]], {"positions": (0,), "wrap": True}),  # an embedding's lookup, repeated rows
+            (a, [np.array([-1, 0, 2]), np.array([4, -5, 0])], {"positions": (0, 1), "wrap": True}),
+            (a, [np.array([[4, 0], [1, 1]])], {"positions": (1,), "wrap": False}),
+        ],
+        "as_strided_scatter": [
+            (a, b[:2, :3], {"size": (2, 3), "stride": (5, 1), "storage_offset": 6}),
+            (np.broadcast_to(b[0], (4, 5)), a[:, :2].T, {"size": (2, 4), "stride": (1, 5), "storage_offset": 2}),
+        ],
         "scatter": [
             (a, index, b, {"dim": 1, "reduce": "add"}),  # repeated indices accumulate
             (a, index[:3, :2], b, {"dim": 0, "reduce": None}),

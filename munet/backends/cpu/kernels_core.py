@@ -99,9 +99,15 @@ def _strided_view(flat: np.ndarray, size, stride, offset):
 
 @kernel("as_strided_scatter")
 def as_strided_scatter(x, src, *, size, stride, storage_offset):
-    out = np.array(x, copy=True, order="C")
-    _strided_view(out.reshape(-1), size, stride, storage_offset)[...] = src
+    out = np.empty(x.shape, x.dtype)
+    as_strided_scatter_into(out, x, src, size=size, stride=stride, storage_offset=storage_offset)
     return out
+
+
+def as_strided_scatter_into(out, x, src, *, size, stride, storage_offset):
+    """``as_strided_scatter`` writing into ``out`` (C-contiguous, ``x``'s shape and dtype, overlapping neither)."""
+    np.copyto(out, x)
+    _strided_view(out.reshape(-1), size, stride, storage_offset)[...] = src
 
 
 @kernel("strided_scatter_add")

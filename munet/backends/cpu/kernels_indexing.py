@@ -52,7 +52,17 @@ def _ufunc_at(ufunc, out: np.ndarray, key, values) -> None:
 
 @kernel("index")
 def index(x, indices, *, positions, caller="index", wrap=True):
-    return np.array(x[_key(x.shape, indices, positions, caller, wrap)], copy=True)
+    return np.ascontiguousarray(x[_key(x.shape, indices, positions, caller, wrap)])  # a fancy index copies
+
+
+def index_into(out, x, indices, *, positions, caller="index", wrap=True):
+    """``index`` writing into ``out`` (C-contiguous, the result's shape and dtype, not overlapping ``x``).
+    One index array (an embedding's lookup) is one ``np.take``, with no temporary."""
+    key = _key(x.shape, indices, positions, caller, wrap)
+    if len(positions) == 1:
+        np.take(x, key[positions[0]], axis=positions[0], out=out, mode="wrap")  # in bounds: checked by _key
+    else:
+        out[...] = x[key]
 
 
 def _add_rows(out: np.ndarray, index: np.ndarray, values: np.ndarray) -> None:
