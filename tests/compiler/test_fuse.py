@@ -78,6 +78,31 @@ def test_single_ops_and_fuse_false_form_no_group():
     assert not _fused(compiled.graph) and compiled.stats()["fused_groups"] == 0
 
 
+def test_a_large_lone_op_reading_a_broadcast_operand_is_a_group(monkeypatch):
+    from munet.compiler.passes import fuse
+
+    monkeypatch.setattr(fuse, "LONE_MIN_ELEMENTS", 12)
+    rng = np.random.default_rng(5)
+    x, b, s = (
+        rng.standard_normal((3, 4), np.float32),
+        rng.standard_normal(4, np.float32),
+        np.float32(rng.random((3, 1)) + 1),
+    )
+    compiled, out = _run(lambda x, b: x + b, x, b)  # a bias added to a matmul's output
+    (node,) = _fused(compiled.graph)
+    assert _ops(node) == ["add"] and compiled.stats()["fused_groups"] == 1
+    np.testing.assert_array_equal(out.numpy(), x + b)
+    compiled, out = _run(lambda x, s: x / s, x, s)  # a softmax's division by its row sums
+    assert [_ops(n) for n in _fused(compiled.graph)] == [["div"]]
+    np.testing.assert_array_equal(out.numpy(), x / s)
+    compiled, out = _run(lambda x, b: x * b.expand(3, 4), x, b)  # broadcast through a view
+    assert [_ops(n) for n in _fused(compiled.graph)] == [["mul"]]
+    np.testing.assert_array_equal(out.numpy(), x * b)
+    for fn, args in ((lambda x, y: x + y, (x, x)), (lambda x, b: x[:2] + b, (x, b))):  # same shapes; too small
+        compiled, _ = _run(fn, *args)
+        assert not _fused(compiled.graph)
+
+
 def test_groups_of_different_shapes_stay_apart(monkeypatch):
     from munet.compiler.codegen import kernel as kernel_ir
 

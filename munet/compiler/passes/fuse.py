@@ -19,7 +19,8 @@ the same input shape and dims share a group when one group would read both (``su
 A node of the input shape that reads a reduced value (``x - max(x)``) does not join: that needs
 a second pass over the input. A group's kernel is one reduction kernel (``codegen/kernel.py``).
 
-Each group of two or more nodes becomes one node ``fused(*inputs, group=...)``
+Each group of two or more nodes (or of one large elementwise node reading a broadcast operand,
+``_lone_broadcast``) becomes one node ``fused(*inputs, group=...)``
 whose outputs are the member values used outside the group. ``group.members`` (copies of
 the folded views, then the elementwise nodes, in order) still form a runnable graph, which
 is how the NumPy plan runs a group where no C compiler exists. Nodes are then re-ordered
@@ -49,6 +50,9 @@ from munet.ops._scalar import kind as dtype_kind
 
 _ALLOWED_ATTRS = {"cast": {"dtype"}}
 MIN_MEMBERS = 2
+# A lone elementwise node this large that reads a broadcast operand (a bias added to a matmul's output,
+# a softmax's division by its row sums) is a group of its own (``_lone_broadcast``).
+LONE_MIN_ELEMENTS = 1 << 16
 
 
 class FusedOp:
@@ -384,7 +388,11 @@ def fuse_elementwise(graph: Graph) -> int:
     for node in graph.nodes:
         if _fusible(node) or _reducible(node):
             grouping.place(node)
-    kept = [(sorted(g, key=position.get), kind) for g, kind in grouping.groups() if len(g) >= MIN_MEMBERS]
+    kept = [
+        (sorted(g, key=position.get), kind)
+        for g, kind in grouping.groups()
+        if len(g) >= MIN_MEMBERS or _lone_broadcast(g, kind)
+    ]
     if not kept:
         return 0
     users = graph.users()
@@ -401,6 +409,23 @@ def fuse_elementwise(graph: Graph) -> int:
     graph.nodes = _topological(nodes)
     eliminate_dead_code(graph)
     return len(kept)
+
+
+def _lone_broadcast(members: list, kind: tuple) -> bool:
+    """Whether a group of one elementwise node is kept: it has ``LONE_MIN_ELEMENTS`` elements or more
+    and reads a tensor operand broadcast to its shape. Its kernel is one loop nest reading that operand
+    at stride 0 and writing the result in place of another operand where the memory plan allows."""
+    if len(members) != 1 or kind[1]:
+        return False
+    out = members[0].outputs[0]
+    if _numel(out.shape) < LONE_MIN_ELEMENTS:
+        return False
+    for a in members[0].args:
+        if isinstance(a, Value) and a.kind == "tensor":
+            base = _view_chain(a)[0]
+            if _numel(a.shape) < _numel(out.shape) or _numel(base.shape) < _numel(out.shape):
+                return True
+    return False
 
 
 class _Grouping:
