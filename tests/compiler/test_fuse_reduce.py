@@ -140,6 +140,31 @@ def test_max_propagates_nan_like_numpy():
 
 
 @needs_cc
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dim", [0, 1])  # the column loop, the row loop
+def test_a_sum_reaching_infinity_is_infinite_like_numpy(dtype, dim):
+    # the compensated total's correction is inf - inf = NaN there: found as "nan compiled vs inf eager"
+    # by test_random_programs_with_reductions_match_eager
+    x = np.random.default_rng(8).standard_normal((300, 300)).astype(dtype)
+    x[5, 7] = x[9, 9] = np.inf
+    x[7, 5] = -np.inf
+    x[9, 1], x[1, 9] = np.inf, -np.inf  # inf and -inf in one row and in one column: NaN
+    x[2, 2] = np.nan
+    x[3, 4] = np.finfo(dtype).max
+    compiled, out = _compiled(lambda x: (x * 2).sum(dim) + 1, x)
+    (node,) = _fused(compiled)
+    assert _ops(node) == ["mul", "sum", "add"]
+    with np.errstate(over="ignore", invalid="ignore"):
+        expected = (x * dtype(2)).sum(dim) + dtype(1)
+    np.testing.assert_array_equal(np.isnan(out.numpy()), np.isnan(expected))
+    np.testing.assert_array_equal(np.isposinf(out.numpy()), np.isposinf(expected))
+    np.testing.assert_array_equal(np.isneginf(out.numpy()), np.isneginf(expected))
+    finite = np.isfinite(expected)
+    magnitude = np.abs(np.where(np.abs(x) < 1e30, x, 0) * 2).sum(dim)
+    _close(out.numpy()[finite], expected[finite], magnitude=magnitude[finite])
+
+
+@needs_cc
 @pytest.mark.parametrize("dims", [(0,), (1,), (0, 2), (1, 2), (0, 1, 2)])
 def test_sums_over_any_dims_match_float64(dims):
     rng = np.random.default_rng(6)

@@ -610,11 +610,14 @@ WINDOW_MAX = 64  # the largest reduction space an argmax kernel walks (as scalar
 COLUMNS = 2048  # kept indices accumulated side by side when the reduced dims are the outer ones
 # (whole rows: 256-wide blocks of 4 KiB-strided rows ran 2.5x slower, the prefetcher loses them)
 
+# The compensation of a total that reached +-inf is NaN (inf - inf); a total that is inf or NaN stays
+# so, and is then the result (``munet_total``): NumPy's sum gives inf there, not NaN.
 _COMPENSATED_ADD = """static inline void munet_add(double *s, double *c, double x) {
     const double t = *s + x;
     *c += fabs(*s) >= fabs(x) ? (*s - t) + x : (x - t) + *s;
     *s = t;
 }
+static inline double munet_total(double s, double c) { return isfinite(s) ? s + c : s; }
 """
 
 
@@ -867,7 +870,7 @@ def _row_loops(code, kshape, rshape, reduces, body, epilogue, total) -> None:
     code.close(n - 1)
 
     def result(j, r):
-        return f"({C_TYPES[r.dtype]})(tot{j} + cmp{j})" if r.op == "sum" else f"mx{j}"
+        return f"({C_TYPES[r.dtype]})munet_total(tot{j}, cmp{j})" if r.op == "sum" else f"mx{j}"
 
     code.add(*epilogue(result))
     code.close(max(m, 1))
@@ -960,7 +963,7 @@ def _column_loops(code, kshape, rshape, reduces, body, epilogue, total) -> None:
     code.close(len(rshape))
 
     def result(j, r):
-        return f"({C_TYPES[r.dtype]})(acc{j}[c] + cmp{j}[c])" if r.op == "sum" else f"acc{j}[c]"
+        return f"({C_TYPES[r.dtype]})munet_total(acc{j}[c], cmp{j}[c])" if r.op == "sum" else f"acc{j}[c]"
 
     code.lines.extend(_NO_LOOP_CARRIED_DEPENDENCE)
     code.open("for (int64_t c = 0; c < kn; c++)")
