@@ -45,3 +45,12 @@ def test_index_add_rows_in_place_and_empty():
     np.testing.assert_array_equal(x.numpy(), expected)
     y = munet.tensor(base).index_put((munet.tensor(np.zeros(0, np.int64)),), munet.zeros(0, 5), accumulate=True)
     np.testing.assert_array_equal(y.numpy(), base)
+
+
+def test_the_index_kernel_keeps_a_zero_dim_result_zero_dim():
+    kernels = munet._device.get_backend(munet.device("cpu")).kernels
+    x = np.arange(5.0, dtype=np.float32)
+    out = kernels["index"](x, [np.array(2)], positions=(0,))
+    assert isinstance(out, np.ndarray) and out.shape == () and out == 2.0
+    out = kernels["index"](x.reshape(5, 1)[::2], [np.array([2, 0])], positions=(0,))  # a strided source
+    assert out.flags.c_contiguous and out.tolist() == [[4.0], [0.0]]

@@ -52,7 +52,8 @@ def _ufunc_at(ufunc, out: np.ndarray, key, values) -> None:
 
 @kernel("index")
 def index(x, indices, *, positions, caller="index", wrap=True):
-    return np.ascontiguousarray(x[_key(x.shape, indices, positions, caller, wrap)])  # a fancy index copies
+    # a fancy index copies; asarray keeps a 0-d result 0-d (ascontiguousarray would make it 1-d)
+    return np.asarray(x[_key(x.shape, indices, positions, caller, wrap)], order="C")
 
 
 def index_into(out, x, indices, *, positions, caller="index", wrap=True):
