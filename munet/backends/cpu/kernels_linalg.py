@@ -31,7 +31,7 @@ def matmul(a, b):
     if a.dtype in LOW_PRECISION:
         acc = acc_dtype(a)
         return np.matmul(a.astype(acc), b.astype(acc)).astype(a.dtype)
-    if kernel_threads() == 1 or max(a.size * b.shape[-1], b.size * a.shape[-2]) < _MIN_MACS:
+    if max(a.size * b.shape[-1], b.size * a.shape[-2]) < _MIN_MACS or kernel_threads() == 1:
         return np.matmul(a, b)  # one thread, or too small to share: no shape work on the small-op path
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     out = np.empty((*batch, a.shape[-2], b.shape[-1]), np.result_type(a, b))
@@ -42,16 +42,17 @@ def matmul(a, b):
 def matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
     """``np.matmul(a, b, out=out)`` for operands of rank 2 or more (batch dims broadcast), as tasks on
     the thread budget where it is big enough (see the module docstring)."""
-    threads = kernel_threads()
     batch, (m, k), n = out.shape[:-2], a.shape[-2:], b.shape[-1]
     products = math.prod(batch)
-    by_rows = m >= n
-    wanted = _BLOCKS_PER_THREAD * -(-threads // products)  # none where the batch alone gives every thread work
-    pieces = 1 if products >= threads else max(1, min(wanted, (m if by_rows else n) // _MIN_BLOCK))
-    tasks = products * pieces
     macs = products * m * k * n
-    if threads > 1 and tasks > 1 and macs >= max(_MIN_MACS, tasks * _MIN_TASK_MACS):
-        a, b = np.broadcast_to(a, (*batch, m, k)), np.broadcast_to(b, (*batch, k, n))
-        if gemm_tasks.run(out, a, b, pieces, by_rows, threads):
-            return
+    if macs >= _MIN_MACS:  # (a small product never touches the thread budget)
+        threads = kernel_threads()
+        by_rows = m >= n
+        wanted = _BLOCKS_PER_THREAD * -(-threads // products)  # none where the batch alone gives every thread work
+        pieces = 1 if products >= threads else max(1, min(wanted, (m if by_rows else n) // _MIN_BLOCK))
+        tasks = products * pieces
+        if threads > 1 and tasks > 1 and macs >= tasks * _MIN_TASK_MACS:
+            a, b = np.broadcast_to(a, (*batch, m, k)), np.broadcast_to(b, (*batch, k, n))
+            if gemm_tasks.run(out, a, b, pieces, by_rows, threads):
+                return
     np.matmul(a, b, out=out)
