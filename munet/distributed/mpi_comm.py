@@ -38,9 +38,9 @@ def mpi_op(name: str):
 class MpiRequest:
     """mpi4py requests of one operation on ``comm``; ``source``/``nbytes`` of a receive once it finished.
 
-    Under ``munet-run`` (``mpirun --with-ft ulfm``) a peer whose process died fails the operation at once,
-    and ``test``/``poll``/``wait`` raise :class:`PeerDeathError` naming it; without fault tolerance mpirun
-    ends the job instead."""
+    Under ``munet-run --fault-tolerant`` (``mpirun --with-ft ulfm``) a peer whose process died fails the
+    operation at once, and ``test``/``poll``/``wait`` raise :class:`PeerDeathError` naming it; without
+    fault tolerance mpirun ends the job instead."""
 
     def __init__(self, comm, requests: list, status=None):
         self.comm = comm
@@ -108,6 +108,11 @@ def peer_failure(comm, error) -> Exception:
     detail = error.Get_error_string()
     if error.Get_error_class() not in failed_classes - {None}:
         return DistBackendError(f"MPI failed: {detail}")
+    return PeerDeathError(failed_ranks(comm), detail)
+
+
+def failed_ranks(comm) -> list[int]:
+    """The global ranks of ``comm``'s processes that MPI's fault tolerance reports failed, sorted."""
     failed = comm.Get_failed()
     world = mpi().COMM_WORLD.Get_group()
     try:
@@ -115,7 +120,7 @@ def peer_failure(comm, error) -> Exception:
     finally:
         world.Free()
         failed.Free()
-    return PeerDeathError(sorted(int(r) for r in ranks), detail)
+    return sorted(int(r) for r in ranks)
 
 
 def _displacements(counts) -> list[int]:

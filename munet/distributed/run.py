@@ -170,14 +170,12 @@ def _status_after_deaths() -> int:
             time.sleep(0.001)
     except mpi.Exception:
         pass  # a peer failed: named below
-    failed = mpi.COMM_WORLD.Get_failed()
-    world = mpi.COMM_WORLD.Get_group()
-    dead = mpi.Group.Translate_ranks(failed, list(range(failed.Get_size())), world)
-    failed.Free()
-    world.Free()
+    from munet.distributed.mpi_comm import failed_ranks
+
+    dead = failed_ranks(mpi.COMM_WORLD)
     if not dead:
         return 0
-    names = ", ".join(f"rank {r}" for r in sorted(dead))
+    names = ", ".join(f"rank {r}" for r in dead)
     print(f"munet-run: {names} of this job died (its process failed)", file=sys.stderr, flush=True)
     atexit._run_exitfuncs()
     sys.stdout.flush()

@@ -71,6 +71,7 @@ _ISAS = (
 _PORTABLE = ("portable", None, 4, 16, 0)
 # The ISA whose forward convolution is the channel-vector kernel (``_channel_kernel``), not ``_driver``'s
 CHANNEL_ISA = "avx512"
+CHANNEL_TARGET = next(target for name, target, *_ in _ISAS if name == CHANNEL_ISA)  # its functions' target
 CHANNEL_BLOCK = 32  # output channels per channel-vector tile: two vectors of 16
 # (row segments, positions per segment) of the channel-vector tiles: 14 positions by 32 channels are
 # 28 accumulators of the 32 vector registers; 12 cover rows that 14 alone would not (the CNN's 24 and
@@ -225,7 +226,7 @@ def _channel_kernel(segments: int, length: int, stride: int | None) -> str:
     lines += [f"    _mm512_store_ps(t + {q * CHANNEL_BLOCK + 16 * v}, c{q}_{v});" for q in positions for v in (0, 1)]
     body = "\n".join(lines)
     return f"""
-__attribute__((target("avx512f")))
+__attribute__((target("{CHANNEL_TARGET}")))
 static void channels_{segments}x{length}_s{stride or 0}(long k, const float *restrict w, const float *restrict b0,
                                        const float *restrict b1, const long *restrict off, long s, float *restrict t) {{
 {body}
@@ -252,7 +253,7 @@ typedef void (*channel_kernel)(long k, const float *restrict w, const float *res
                                const long *restrict off, long s, float *restrict t);
 
 /* r[p] = element p of the 16 rows r[0..15]: the 16 x 16 transpose in registers */
-__attribute__((target("avx512f")))
+__attribute__((target("{CHANNEL_TARGET}")))
 static void transpose16(__m512 r[16]) {{
     __m512 t[16];
     for (int i = 0; i < 16; i += 2) {{ /* per 128-bit block: (r_i[0], r_i+1[0], r_i[1], r_i+1[1]), then [2], [3] */
@@ -279,7 +280,7 @@ static void transpose16(__m512 r[16]) {{
 /* positions x count of the tile `t` (position-major, {CHANNEL_BLOCK} channels apart) into `count`
    output planes from `y` (`plane` apart), `positions` (at most 16) consecutive floats each: 16 x 16
    blocks transposed in registers, stored masked */
-__attribute__((target("avx512f")))
+__attribute__((target("{CHANNEL_TARGET}")))
 static void store_channels(float *y, long plane, const float *t, long count, long positions) {{
     const __mmask16 keep = (__mmask16)((1u << positions) - 1);
     for (long j0 = 0; j0 < count; j0 += 16) {{
@@ -292,7 +293,7 @@ static void store_channels(float *y, long plane, const float *t, long count, lon
 
 /* `count` rows of `w` (row pitch k) into pack[p*{CHANNEL_BLOCK} + j] = w[j*k + p], zeros past the last row:
    16 x 16 blocks transposed in registers, the rest element by element */
-__attribute__((target("avx512f")))
+__attribute__((target("{CHANNEL_TARGET}")))
 static void pack_channels(float *pack, const float *w, long count, long k) {{
     long p0 = 0;
     if (count == {CHANNEL_BLOCK})
@@ -311,7 +312,7 @@ static void pack_channels(float *pack, const float *w, long count, long k) {{
         for (long j = 0; j < {CHANNEL_BLOCK}; j++) pack[p0 * {CHANNEL_BLOCK} + j] = j < count ? w[j * k + p0] : 0.0f;
 }}
 
-__attribute__((target("avx512f")))
+__attribute__((target("{CHANNEL_TARGET}")))
 static int conv2d_channels(const float *x, const float *wt, float *y, const long *g, long o0, long o1, long b0,
                            long b1) {{
     const long c = g[0], h = g[1], w = g[2], kh = g[3], kw = g[4], oh = g[5], ow = g[6], sh = g[7], sw = g[8];
