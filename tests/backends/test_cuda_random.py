@@ -373,3 +373,22 @@ def _raises_the_cpus_error(case, device):
 @pytest.mark.parametrize("case", _DATA_ERRORS)
 def test_data_checks_raise_the_cpus_errors(device, case):
     _raises_the_cpus_error(case, device)
+
+
+def test_a_compiled_step_draws_afresh_at_every_call(fake_gpus):
+    """A random op's (key, counter) are launch arguments, so a plan holding one is not captured as a
+    CUDA graph (its replays would repeat the numbers): each call draws the cpu's next numbers."""
+    fake_cupy.skip_without_emulation()
+
+    def step(x):
+        return munet.nn.functional.dropout(x, 0.5, True) + munet.rand(4, device=x.device)
+
+    draws, compiled = {}, None
+    for device in ("cpu", "cuda:0"):
+        munet.manual_seed(5)
+        compiled = munet.compile(step)
+        x = munet.ones(4, device=device)
+        draws[device] = [compiled(x).cpu().numpy() for _ in range(4)]
+    np.testing.assert_array_equal(draws["cuda:0"], draws["cpu"])
+    assert not np.array_equal(draws["cuda:0"][2], draws["cuda:0"][3])
+    assert "draws random numbers" in compiled.stats()["cuda_graph"]
