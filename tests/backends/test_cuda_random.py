@@ -295,6 +295,8 @@ EAGER = {
     "bernoulli float16, p=": (lambda d: munet.bernoulli(munet.empty(6, 2, dtype=munet.float16, device=d), 0.3), None),
     "bernoulli_": (lambda d: munet.empty(3, 5, device=d).bernoulli_(0.75), None),
     "bernoulli size 0": (lambda d: munet.bernoulli(munet.empty(2, 0, device=d)), None),
+    "bernoulli bfloat16": (lambda d: munet.bernoulli(_on(d, _P, munet.bfloat16)), None),
+    "bernoulli_ int64, expanded p": (lambda d: munet.empty(3, 11, dtype=munet.int64, device=d).bernoulli_(_on(d, _P[0])), None),
     "normal tensor, tensor (broadcast)": (lambda d: munet.normal(_on(d, _P[:3, :1]), _on(d, _P[0]) + 0.5), None),
     "normal float64 tensor, number": (lambda d: munet.normal(_on(d, _P, munet.float64), 0.25), 1e-14),
     "normal number, float16 tensor": (lambda d: munet.normal(2.0, _on(d, _P, munet.float16)), None),

@@ -314,11 +314,12 @@ def randint(rt, *, shape, dtype, low, high, generator):
     return _random(rt, src, shape, dtype, generator, blocks, blocks, span=span, low=low % (1 << 64))
 
 
-@kernel("exponential")
-def exponential(rt, *, shape, dtype, lambd, generator):
-    src = _rendered("exponential", rt, R.render_exponential, dtype)
-    blocks = (_numel(shape) + 3) // 4
-    return _random(rt, src, shape, dtype, generator, blocks, blocks, lambd=float(lambd))
+def _draw_into(rt, src, generator, n: int, out, **scalars) -> None:
+    """Run ``src`` (a thread per counter block) over the next ``n`` words of ``generator`` into ``out``;
+    the generator advances by ``ceil(n / 4)`` blocks, as the cpu kernel's ``random_words(n)``."""
+    key, counter = generator.philox_advance((n + 3) // 4)
+    if n:
+        launch.launch(rt, src, src.blocks(n), src.arguments(key, counter, n, out.data.ptr, **scalars))
 
 
 def _fault_site(rt, message: str):
@@ -326,24 +327,27 @@ def _fault_site(rt, message: str):
     return rt.asserts.record(), rt.asserts.site(message, RuntimeError)
 
 
-@kernel("bernoulli")
-def bernoulli(rt, p, *, generator):
-    dtype = copies.dtype_of(p)
-    src = _rendered("bernoulli", rt, R.render_bernoulli, dtype)
-    n = int(p.size)
-    key, counter = generator.philox_advance((n + 3) // 4)
-    out = rt.empty(tuple(p.shape), dtype)
-    if n:
-        p = rt.cupy.ascontiguousarray(p)
-        record, site = _fault_site(rt, _BERNOULLI_RANGE)
-        launch.launch(rt, src, src.blocks(n), src.arguments(key, counter, n, out.data.ptr, p=p.data.ptr, fault=record,
-                                                            site=site))  # fmt: skip
-        rt.asserts.launched()
-    return out
+@kernel("exponential")
+def exponential(rt, *, shape, dtype, lambd, generator):
+    src = _rendered("exponential", rt, R.render_exponential, dtype)
+    blocks = (_numel(shape) + 3) // 4
+    return _random(rt, src, shape, dtype, generator, blocks, blocks, lambd=float(lambd))
 
 
 _BERNOULLI_RANGE = "bernoulli: expected all probabilities in [0, 1] (got values outside, or NaN)"
 _NEGATIVE_STD = "normal: expects all elements of std >= 0.0"
+
+
+@kernel("bernoulli")
+def bernoulli(rt, p, *, generator):
+    dtype = copies.dtype_of(p)
+    src = _rendered("bernoulli", rt, R.render_bernoulli, dtype)
+    out = rt.empty(tuple(p.shape), dtype)
+    p = rt.cupy.ascontiguousarray(p)
+    record, site = _fault_site(rt, _BERNOULLI_RANGE)
+    _draw_into(rt, src, generator, int(p.size), out, p=p.data.ptr, fault=record, site=site)
+    rt.asserts.launched()
+    return out
 
 
 @functools.lru_cache(maxsize=256)
@@ -389,12 +393,10 @@ _MULTINOMIAL_DRAW = R.render_multinomial_draw()
 
 @kernel("randperm")
 def randperm(rt, *, n, dtype, generator):
-    src = _RANDPERM_KEYS
-    key, counter = generator.philox_advance((n + 3) // 4)
+    keys = rt.empty((n,), D.int64)
+    _draw_into(rt, _RANDPERM_KEYS, generator, n, keys)
     if n == 0:
         return rt.empty((0,), dtype)
-    keys = rt.empty((n,), D.int64)
-    launch.launch(rt, src, src.blocks(n), src.arguments(key, counter, n, keys.data.ptr))
     _, order = sort(rt, keys, dim=0, descending=False, stable=True)  # ties keep their index order
     return order if dtype is D.int64 else copies.cast(rt.cupy, order, dtype)
 
@@ -407,38 +409,41 @@ _MULTINOMIAL_COUNT = (
 )
 
 
+def _check_rows(rt, src, probs, num_samples: int, cdf) -> None:
+    """The cpu's checks of every row of C-contiguous 2-d ``probs`` (as device faults) and, into ``cdf``
+    unless it is None, each row's cdf (``render_multinomial_rows``)."""
+    rows, k = probs.shape
+    record = rt.asserts.record()
+    sites = [rt.asserts.site(m, RuntimeError) for m in (_MULTINOMIAL_VALUES, _MULTINOMIAL_SUM)]
+    sites.append(rt.asserts.site(_MULTINOMIAL_COUNT.format(samples=num_samples), RuntimeError))
+    cdf_ptr = 0 if cdf is None else cdf.data.ptr
+    values = [probs.data.ptr, rows, k, 0 if cdf is not None else num_samples, cdf_ptr, record, *sites]
+    launch.launch(rt, src, rows, list(zip((t for t, _ in src.params), values)))
+    rt.asserts.launched()
+
+
 @kernel("multinomial")
 def multinomial(rt, probs, *, num_samples, replacement, generator):
     dtype = copies.dtype_of(probs)
+    shape = (*probs.shape[:-1], num_samples)
     k = int(probs.shape[-1])
-    rows = _numel(probs.shape[:-1])
+    probs = rt.cupy.ascontiguousarray(probs).reshape(-1, k)
+    rows = int(probs.shape[0])
     try:
         row_src = _cached_random(R.render_multinomial_rows, dtype.name)
         keys_src = None if replacement else _cached_random(R.render_race_keys, dtype.name)
     except UnrenderableError as error:
         raise _unrenderable("multinomial", rt, error) from None
-    probs = rt.cupy.ascontiguousarray(probs)
-    # the cpu's checks of every row, and with replacement each row's cdf (float64)
-    cdf = rt.empty((rows, k), D.float64) if replacement else None
-    record = rt.asserts.record()
-    sites = [rt.asserts.site(m, RuntimeError) for m in (_MULTINOMIAL_VALUES, _MULTINOMIAL_SUM)]
-    sites.append(rt.asserts.site(_MULTINOMIAL_COUNT.format(samples=num_samples), RuntimeError))
-    values = [probs.data.ptr, rows, k, 0 if replacement else num_samples, cdf.data.ptr if replacement else 0, record]
-    launch.launch(rt, row_src, rows, list(zip((t for t, _ in row_src.params), [*values, *sites])))
-    rt.asserts.launched()
-    shape = (*probs.shape[:-1], num_samples)
-    if replacement:
-        draw = _MULTINOMIAL_DRAW
-        n = rows * num_samples
-        key, counter = generator.philox_advance((n + 3) // 4)
+    if replacement:  # each row's cdf, then a search per sample
+        cdf = rt.empty((rows, k), D.float64)
+        _check_rows(rt, row_src, probs, num_samples, cdf)
         out = rt.empty(shape, D.int64)
-        launch.launch(rt, draw, draw.blocks(n), draw.arguments(key, counter, n, out.data.ptr, cdf=cdf.data.ptr,
-                                                               num_samples=num_samples, k=k))  # fmt: skip
+        _draw_into(rt, _MULTINOMIAL_DRAW, generator, rows * num_samples, out, cdf=cdf.data.ptr,
+                   num_samples=num_samples, k=k)  # fmt: skip
         return out
     # exponential races: the num_samples smallest keys of each row, in order (ties by index)
-    key, counter = generator.philox_advance((rows * k + 3) // 4)
+    _check_rows(rt, row_src, probs, num_samples, None)
     keys = rt.empty((rows, k), D.float64)
-    launch.launch(rt, keys_src, keys_src.blocks(rows * k), keys_src.arguments(key, counter, rows * k, keys.data.ptr,
-                                                                              probs=probs.data.ptr))  # fmt: skip
+    _draw_into(rt, keys_src, generator, rows * k, keys, probs=probs.data.ptr)
     _, chosen = topk(rt, keys, k=num_samples, dim=1, largest=False)
     return chosen.reshape(shape)
