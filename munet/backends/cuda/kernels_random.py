@@ -30,8 +30,8 @@ words the CPU draws), so the draw after it is the CPU's too. Transforms, as on t
 - ``normal``/``normal_tensor`` (Box-Muller in double), ``exponential`` (``-log1p(-u) / lambd`` in
   double) and ``multinomial`` without replacement (exponential races: the ``num_samples``
   smallest ``-log1p(-u) / p`` of each row in order, ties by index, through the ranking kernel):
-  the same formulas in double, but CUDA's ``log``/``log1p``/``cos``/``sin`` differ from glibc's by
-  an ulp or two (``sqrt`` and the arithmetic are correctly rounded on both, ``--fmad=false``), so
+  the same formulas in double, but CUDA's ``log``/``log1p``/``cos``/``sin`` differ from the CPU's
+  (NumPy's) by an ulp or two (``sqrt`` and the arithmetic are correctly rounded on both, ``--fmad=false``), so
   float64 values agree to a few ulps; a float32 or 16-bit value is the CPU's or its neighbour (it
   differs only when the double straddles a rounding boundary of the dtype); multinomial's races
   pick the CPU's categories unless two keys of a row are within those ulps. (NumPy's vectorized
