@@ -18,7 +18,8 @@
 
 A plan the graph cannot express runs its steps one by one, and ``stats()["cuda_graph"]`` says why:
 a copy of a device value to the host inside the plan, an unfused node reading a
-run-time scalar (the graph would freeze its value), a host step fed by a device value, or a capture
+run-time scalar (the graph would freeze its value), a random op (the graph would freeze its
+generator's counter, so every replay would draw the same numbers), a host step fed by a device value, or a capture
 CUDA refused (the error CuPy raised, e.g. a kernel that synchronises with the host). State inputs
 (parameters, optimizer moments, buffers) are used where they live; when one moves (``p.data = ...``)
 or an argument's shape changes (a plan serves one shape; size-generic plans are not captured) the
@@ -101,6 +102,8 @@ class GraphReplay:
                        for v in values):  # fmt: skip
                     return f"the host step '{node.name}' reads a {self.device} value"
                 continue
+            if "generator" in node.attrs:  # its (key, counter) are launch arguments: replays would repeat them
+                return f"the '{node.name}' node draws random numbers, which a graph would repeat at every replay"
             if node.op is FUSED and not isinstance(self.target.render_fused(node), str):
                 continue  # its scalars come from the parameter block at each replay
             frozen = [v for v in values if v.kind == "scalar" and not _constant(v)]

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import munet
+from munet.backends.cuda.registry import KERNELS
 from tests.backends import fake_cupy
 from tests.backends.cuda_cases import EAGER_ELEMENTWISE, EAGER_REDUCTIONS, pair, same
 
@@ -98,7 +99,8 @@ def test_every_launch_went_through_the_fake_module_loader():
     assert len(names) == 2 and names[0].startswith("munet_abs_") and names[1].startswith("munet_sqrt_")
 
 
-def test_an_op_without_a_cuda_kernel_is_a_device_error():
+def test_an_op_without_a_cuda_kernel_is_a_device_error(monkeypatch):
+    monkeypatch.delitem(KERNELS, "multinomial")  # the table without the op's entry
     x = munet.tensor([0.25, 0.5, 1.0]).to("cuda:0")
     with pytest.raises(munet.DeviceError, match=r"multinomial: no kernel for device 'cuda:0'"):
         munet.multinomial(x, 2)

@@ -3,7 +3,9 @@
 Every op defined with a scalar formula gets ``name`` (a new array) and ``name_`` (in place, into
 its first argument), as on the CPU; ``sum``, ``prod``, ``amax``, ``amin``, ``argmax`` and
 ``argmin`` are the reduction renderer's (``all``/``any`` its ``amin``/``amax`` of ``x != 0``);
-``uniform``, ``normal`` and ``randint`` the Philox kernels' (the CPU's numbers). Each kernel lays
+the random ops (``uniform``, ``normal``, ``randint``, ``exponential``, ``bernoulli``,
+``normal_tensor``, ``randperm``, ``multinomial``) the Philox kernels' (the CPU's numbers; their data
+checks record device faults, ``kernels_random``'s docstring). Each kernel lays
 out its operands' geometry (pointers, element strides, broadcasting as stride 0), renders the
 source once per dtypes, rank and index width
 (``kernels_elementwise``, ``kernels_reduce``, ``kernels_random``: cached here) and hands it to
@@ -24,6 +26,7 @@ from munet.backends.cuda import copies, launch
 from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import kernels_random as R
 from munet.backends.cuda import kernels_reduce as Q
+from munet.backends.cuda.kernels_sort import sort, topk
 from munet.backends.cuda.registry import KERNELS, kernel
 from munet.backends.cuda.scalar_cuda import UnrenderableError, compute_dtype
 from munet.ops._registry import DEFINE_HOOKS, OPS
@@ -309,3 +312,138 @@ def randint(rt, *, shape, dtype, low, high, generator):
     src = _rendered("randint", rt, R.render_randint, dtype)
     blocks = (_numel(shape) + 3) // 4
     return _random(rt, src, shape, dtype, generator, blocks, blocks, span=span, low=low % (1 << 64))
+
+
+def _draw_into(rt, src, generator, n: int, out, **scalars) -> None:
+    """Run ``src`` (a thread per counter block) over the next ``n`` words of ``generator`` into ``out``;
+    the generator advances by ``ceil(n / 4)`` blocks, as the cpu kernel's ``random_words(n)``."""
+    key, counter = generator.philox_advance((n + 3) // 4)
+    if n:
+        launch.launch(rt, src, src.blocks(n), src.arguments(key, counter, n, out.data.ptr, **scalars))
+
+
+def _fault_site(rt, message: str):
+    """The fault record and the site of a data check raising RuntimeError(message) (device_asserts.py)."""
+    return rt.asserts.record(), rt.asserts.site(message, RuntimeError)
+
+
+@kernel("exponential")
+def exponential(rt, *, shape, dtype, lambd, generator):
+    src = _rendered("exponential", rt, R.render_exponential, dtype)
+    blocks = (_numel(shape) + 3) // 4
+    return _random(rt, src, shape, dtype, generator, blocks, blocks, lambd=float(lambd))
+
+
+_BERNOULLI_RANGE = "bernoulli: expected all probabilities in [0, 1] (got values outside, or NaN)"
+_NEGATIVE_STD = "normal: expects all elements of std >= 0.0"
+
+
+@kernel("bernoulli")
+def bernoulli(rt, p, *, generator):
+    dtype = copies.dtype_of(p)
+    src = _rendered("bernoulli", rt, R.render_bernoulli, dtype)
+    out = rt.empty(tuple(p.shape), dtype)
+    p = rt.cupy.ascontiguousarray(p)
+    record, site = _fault_site(rt, _BERNOULLI_RANGE)
+    _draw_into(rt, src, generator, int(p.size), out, p=p.data.ptr, fault=record, site=site)
+    rt.asserts.launched()
+    return out
+
+
+@functools.lru_cache(maxsize=256)
+def _cached_normal_tensor(dtype_name: str, rank: int, mean_tensor: bool, std_tensor: bool):
+    return R.render_normal_tensor(dtype_name, rank, mean_tensor, std_tensor)
+
+
+@kernel("normal_tensor")
+def normal_tensor(rt, mean, std, *, generator):
+    cp = rt.cupy
+    tensors = [t for t in (mean, std) if isinstance(t, cp.ndarray)]
+    if not isinstance(std, cp.ndarray) and not std >= 0:  # a number: checked here, as the cpu does
+        raise RuntimeError(_NEGATIVE_STD)
+    shape = tuple(np.broadcast_shapes(*(t.shape for t in tensors)))
+    dtype = copies.dtype_of(tensors[0])
+    try:
+        src = _cached_normal_tensor(dtype.name, len(shape), isinstance(mean, cp.ndarray), isinstance(std, cp.ndarray))
+    except UnrenderableError as error:
+        raise _unrenderable("normal", rt, error) from None
+    n = _numel(shape)
+    key, counter = generator.philox_advance((2 * ((n + 1) // 2) + 3) // 4)
+    out = rt.empty(shape, dtype)
+    if not n:
+        return out
+    operands, strides = {}, {}
+    for name, value in (("mean", mean), ("std", std)):
+        is_tensor = isinstance(value, cp.ndarray)
+        operands[name] = value.data.ptr if is_tensor else float(value)
+        geometry = _broadcast_strides("normal", value, shape) if is_tensor else (0,) * len(shape)
+        strides.update({f"{name[0]}s{d}": s for d, s in enumerate(geometry)})
+    record, site = _fault_site(rt, _NEGATIVE_STD) if isinstance(std, cp.ndarray) else (0, 0)
+    sizes = {f"size{d}": s for d, s in enumerate(shape)}
+    arguments = src.arguments(key, counter, n, out.data.ptr, fault=record, site=site, **operands, **sizes, **strides)
+    launch.launch(rt, src, n, arguments)
+    if record:
+        rt.asserts.launched()
+    return out
+
+
+_RANDPERM_KEYS = R.render_sort_keys()
+_MULTINOMIAL_DRAW = R.render_multinomial_draw()
+
+
+@kernel("randperm")
+def randperm(rt, *, n, dtype, generator):
+    keys = rt.empty((n,), D.int64)
+    _draw_into(rt, _RANDPERM_KEYS, generator, n, keys)
+    if n == 0:
+        return rt.empty((0,), dtype)
+    _, order = sort(rt, keys, dim=0, descending=False, stable=True)  # ties keep their index order
+    return order if dtype is D.int64 else copies.cast(rt.cupy, order, dtype)
+
+
+_MULTINOMIAL_VALUES = "multinomial: probability tensor contains either `inf`, `nan` or element < 0"
+_MULTINOMIAL_SUM = "multinomial: invalid multinomial distribution (sum of probabilities <= 0)"
+_MULTINOMIAL_COUNT = (
+    "multinomial: invalid multinomial distribution (with replacement=False, not enough non-negative category to "
+    "sample {samples} samples)"
+)
+
+
+def _check_rows(rt, src, probs, num_samples: int, cdf) -> None:
+    """The cpu's checks of every row of C-contiguous 2-d ``probs`` (as device faults) and, into ``cdf``
+    unless it is None, each row's cdf (``render_multinomial_rows``)."""
+    rows, k = probs.shape
+    record = rt.asserts.record()
+    sites = [rt.asserts.site(m, RuntimeError) for m in (_MULTINOMIAL_VALUES, _MULTINOMIAL_SUM)]
+    sites.append(rt.asserts.site(_MULTINOMIAL_COUNT.format(samples=num_samples), RuntimeError))
+    cdf_ptr = 0 if cdf is None else cdf.data.ptr
+    values = [probs.data.ptr, rows, k, 0 if cdf is not None else num_samples, cdf_ptr, record, *sites]
+    launch.launch(rt, src, rows, list(zip((t for t, _ in src.params), values)))
+    rt.asserts.launched()
+
+
+@kernel("multinomial")
+def multinomial(rt, probs, *, num_samples, replacement, generator):
+    dtype = copies.dtype_of(probs)
+    shape = (*probs.shape[:-1], num_samples)
+    k = int(probs.shape[-1])
+    probs = rt.cupy.ascontiguousarray(probs).reshape(-1, k)
+    rows = int(probs.shape[0])
+    try:
+        row_src = _cached_random(R.render_multinomial_rows, dtype.name)
+        keys_src = None if replacement else _cached_random(R.render_race_keys, dtype.name)
+    except UnrenderableError as error:
+        raise _unrenderable("multinomial", rt, error) from None
+    if replacement:  # each row's cdf, then a search per sample
+        cdf = rt.empty((rows, k), D.float64)
+        _check_rows(rt, row_src, probs, num_samples, cdf)
+        out = rt.empty(shape, D.int64)
+        _draw_into(rt, _MULTINOMIAL_DRAW, generator, rows * num_samples, out, cdf=cdf.data.ptr,
+                   num_samples=num_samples, k=k)  # fmt: skip
+        return out
+    # exponential races: the num_samples smallest keys of each row, in order (ties by index)
+    _check_rows(rt, row_src, probs, num_samples, None)
+    keys = rt.empty((rows, k), D.float64)
+    _draw_into(rt, keys_src, generator, rows * k, keys, probs=probs.data.ptr)
+    _, chosen = topk(rt, keys, k=num_samples, dim=1, largest=False)
+    return chosen.reshape(shape)
