@@ -549,6 +549,9 @@ EAGER_SCANS = {
 
 # sort / topk (``kernels_sort.py``) and the composites over them: name -> (fn(to) -> result, rtol)
 _TIES = munet.tensor([[3, 1, 3, 0, 1, 3, 2], [5, 5, 5, 5, 5, 5, 5]])
+# rows past kernels_sort.MERGE_MIN_LENGTH (2048), not a power of two, with NaNs and many ties: merge passes
+_LONG = munet.randint(0, 50, (2, 3049), generator=munet.Generator().manual_seed(7)).float()
+_LONG[0, ::97] = float("nan")
 
 EAGER_SORTS = {
     "sort values, NaN last and ties": (lambda to: munet.sort(to(_T), 1).values, 0),
@@ -567,6 +570,11 @@ EAGER_SORTS = {
     "topk k=0": (lambda to: munet.topk(to(_X), 0, dim=1).values, 0),
     "argsort descending": (lambda to: munet.argsort(to(_TIES), 1, descending=True), 0),
     "kthvalue": (lambda to: munet.kthvalue(to(_X), 2, 1).values, 0),
+    "sort long rows": (lambda to: munet.sort(to(_LONG), 1).values, 0),
+    "sort long rows, stable indices": (lambda to: munet.sort(to(_LONG), 1).indices, 0),
+    "sort long rows descending": (lambda to: munet.sort(to(_LONG), 1, descending=True).indices, 0),
+    "topk of long transposed rows": (lambda to: munet.topk(to(_LONG).t(), 5, dim=0).indices, 0),
+    "unique of a long row": (lambda to: munet.unique(to(_LONG[1]), return_inverse=True)[1], 0),
 }  # fmt: skip
 
 

@@ -1,18 +1,18 @@
 """The scan kernels (``kernels_scan.py``: ``cumsum``, ``cumprod``, ``cummax``, ``cummin``), ``cat`` and the
-ranking kernel of ``sort``/``topk`` (``kernels_sort.py``) on the fake cuda devices, run by the CPU
+ranking kernel and the merge passes of ``sort``/``topk`` (``kernels_sort.py``) on the fake cuda devices, run by the CPU
 emulation through the whole eager path, equal to the cpu backend (strided inputs, 16-bit floats,
 wrapping integers, NaN and ties in the cpu's stable order, size 0), with their gradients (``cumsum``
 reversed, ``cumprod`` with zeros, ``cummax`` through a scatter, ``sort``/``topk`` through their
 indices) and ``logcumsumexp``/``argsort``/``kthvalue``, which compose them; NVRTC compiles every scan
-and ranking kernel for sm_80 and sm_90."""
+ranking and merge kernel for sm_80 and sm_90."""
 
 import pytest
 
 import munet
 from munet.backends.cuda import kernels_elementwise as E
-from munet.backends.cuda import nvrtc
+from munet.backends.cuda import kernels_sort, nvrtc
 from munet.backends.cuda.kernels_scan import OPS, render_scan
-from munet.backends.cuda.kernels_sort import render_rank
+from munet.backends.cuda.kernels_sort import render_merge_pass, render_rank
 from tests.backends import fake_cupy
 from tests.backends.cuda_cases import EAGER_SCANS, EAGER_SORTS, pair, same_within
 
@@ -23,6 +23,7 @@ fake_cupy.skip_without_emulation()
 def test_the_scan_kernels_compile(arch):
     sources = [render_scan(op, dtype, rank) for op in OPS for dtype in E.DTYPES for rank in (0, 2)]
     sources += [render_rank(dtype, rank) for dtype in E.DTYPES for rank in (0, 2)]
+    sources += [render_merge_pass(dtype) for dtype in E.DTYPES]
     assert nvrtc.compile_source(nvrtc.combine(sources), arch, name=f"scans_{arch}.cu").data
 
 
@@ -35,6 +36,15 @@ def test_an_unknown_scan_is_refused():
 @pytest.mark.parametrize("case", {**EAGER_SCANS, **EAGER_SORTS})
 def test_scans_sorts_and_cat_equal_the_cpu(case):
     fn, rtol = {**EAGER_SCANS, **EAGER_SORTS}[case]
+    same_within(fn(lambda t: t.to("cuda:0")), fn(lambda t: t), rtol)
+
+
+@pytest.mark.usefixtures("fake_gpus")
+@pytest.mark.parametrize("case", EAGER_SORTS)
+def test_sorts_by_merge_passes_equal_the_cpu(case, monkeypatch):
+    """Every sort case again with the merge passes serving rows of any length (from 2 elements)."""
+    monkeypatch.setattr(kernels_sort, "MERGE_MIN_LENGTH", 1)
+    fn, rtol = EAGER_SORTS[case]
     same_within(fn(lambda t: t.to("cuda:0")), fn(lambda t: t), rtol)
 
 
