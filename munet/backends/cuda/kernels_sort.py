@@ -34,7 +34,7 @@ from munet.backends.cuda.scalar_cuda import HEADER, PRELUDE, compute_dtype, ctyp
 from munet.backends.cuda.source import CudaSource, kernel_head, offsets
 
 # a goes before b in ascending order: smaller, or a number before a NaN (equal ones: by index)
-_LESS = "(({a} < {b}) || ({b} != {b} && {a} == {a}))"
+LESS = "(({a} < {b}) || ({b} != {b} && {a} == {a}))"
 MERGE_MIN_LENGTH = 2048  # rows longer than this sort by merge passes (see the module docstring)
 
 
@@ -50,8 +50,8 @@ def render_rank(dtype: str, rank: int) -> CudaSource:
     name = f"munet_rank_{dtype}_r{rank}"
     lines = [*kernel_head(name, params, "total"), "    const long long q = i % n;"]
     lines += offsets("i / n", "size", rank, ("xs", "ys"))
-    w_first = _LESS.format(a="w", b="v") + " || (!" + _LESS.format(a="v", b="w") + " && j < q)"
-    w_first_descending = _LESS.format(a="v", b="w") + " || (!" + _LESS.format(a="w", b="v") + " && j < q)"
+    w_first = LESS.format(a="w", b="v") + " || (!" + LESS.format(a="v", b="w") + " && j < q)"
+    w_first_descending = LESS.format(a="v", b="w") + " || (!" + LESS.format(a="w", b="v") + " && j < q)"
     lines += [
         f"    const {value} v = {load(dtype, 'in[at_xs + q * in_step]')};",
         "    long long position = 0;",
@@ -79,8 +79,8 @@ def render_merge_pass(dtype: str) -> CudaSource:
     params += [(f"const {ctype(dtype)} *", "keys"), ("const long long *", "order")]
     params += [(f"{ctype(dtype)} *", "keys_out"), ("long long *", "order_out")]
     name = f"munet_merge_pass_{dtype}"
-    before = f"(descending ? {_LESS.format(a='v', b='w')} : {_LESS.format(a='w', b='v')})"  # w strictly before v
-    after = f"(descending ? {_LESS.format(a='w', b='v')} : {_LESS.format(a='v', b='w')})"  # v strictly before w
+    before = f"(descending ? {LESS.format(a='v', b='w')} : {LESS.format(a='w', b='v')})"  # w strictly before v
+    after = f"(descending ? {LESS.format(a='w', b='v')} : {LESS.format(a='v', b='w')})"  # v strictly before w
     lines = [
         *kernel_head(name, params, "total"),
         "    const long long row = i - i % n, q = i % n;",
