@@ -518,6 +518,9 @@ def same_within(cuda_result, cpu_result, rtol: float):
 
 
 # scans (``kernels_scan.py``), cat and as_strided_scatter: name -> (fn(to) -> result, rtol), as EAGER_INDEXING
+_LINE = munet.rand(20011, generator=munet.Generator().manual_seed(31))
+_LINE_TIES = munet.randint(0, 40, (20011,), generator=munet.Generator().manual_seed(32)).float()
+_LINE_TIES[15000::2999] = float("nan")
 _T = _host((4, 6), seed=30)
 _T[1, 2], _T[2, 0], _T[2, 4] = float("nan"), float("nan"), float("nan")
 _T[0, 3] = _T[0, 1] = 5.0  # a tie with the running maximum
@@ -533,6 +536,10 @@ EAGER_SCANS = {
     "cumsum in int8 wraps": (lambda to: to(_ints(60, 127, (2, 6), 33, "int8")).cumsum(1, dtype=munet.int8), 0),
     "cumsum of a 0-d tensor": (lambda to: to(munet.tensor(2.5)).cumsum(0), 0),
     "cumsum of an empty dim": (lambda to: to(_X[:, :0]).cumsum(1), 0),
+    # one line past kernels_scan.SEGMENTED_MIN_LENGTH (8192): segments; positive terms, so each prefix
+    # (cpu's in order, cuda's by segments) is within n * 2**-24 of the exact one, relatively
+    "cumsum of a long line in segments": (lambda to: to(_LINE).cumsum(0), 2 * _LINE.numel() * 2**-24),
+    "cummax of a long line in segments, NaN and ties": (lambda to: munet.cummax(to(_LINE_TIES), 0).indices, 0),
     "cumprod float64 with zeros": (lambda to: to(_Z).cumprod(1), 0),
     "cumprod float32": (lambda to: to(_X * 0.5).cumprod(0), 0),
     "cummax values, NaN and ties": (lambda to: munet.cummax(to(_T), 1).values, 0),
