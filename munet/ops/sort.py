@@ -178,18 +178,30 @@ def _unique_result(values, inverse, counts, return_inverse: bool, return_counts:
     return out[0] if len(out) == 1 else out
 
 
+def _unique_dim(input, dim, op: str):
+    """``dim`` wrapped (or None), after PyTorch's checks: a sortable dtype, no empty dim but ``dim``."""
+    _check_sortable(input, op)
+    if dim is None:
+        return None
+    d = wrap_dim(dim, input.ndim, op)
+    if any(size == 0 for i, size in enumerate(input.shape) if i != d):
+        raise RuntimeError(
+            f"{op}: there are 0 sized dimensions, and they aren't selected, so unique cannot be applied "
+            f"(input of shape {list(input.shape)}, dim={dim})"
+        )
+    return d
+
+
 def unique(input, sorted: bool = True, return_inverse: bool = False, return_counts: bool = False, dim=None):  # noqa: A002
     """Distinct values (or slices along ``dim``), sorted; optionally inverse indices and counts."""
-    _check_sortable(input, "unique")
-    d = None if dim is None else wrap_dim(dim, input.ndim, "unique")
+    d = _unique_dim(input, dim, "unique")
     values, inverse, counts = apply(unique_op, input, dim=d, consecutive=False)
     return _unique_result(values, inverse, counts, return_inverse, return_counts)
 
 
 def unique_consecutive(input, return_inverse: bool = False, return_counts: bool = False, dim=None):
     """Collapse runs of equal consecutive values (or slices along ``dim``)."""
-    _check_sortable(input, "unique_consecutive")
-    d = None if dim is None else wrap_dim(dim, input.ndim, "unique_consecutive")
+    d = _unique_dim(input, dim, "unique_consecutive")
     values, inverse, counts = apply(unique_op, input, dim=d, consecutive=True)
     return _unique_result(values, inverse, counts, return_inverse, return_counts)
 

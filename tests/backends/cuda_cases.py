@@ -518,6 +518,9 @@ def same_within(cuda_result, cpu_result, rtol: float):
 
 
 # scans (``kernels_scan.py``), cat and as_strided_scatter: name -> (fn(to) -> result, rtol), as EAGER_INDEXING
+_LINE = munet.rand(20011, generator=munet.Generator().manual_seed(31))
+_LINE_TIES = munet.randint(0, 40, (20011,), generator=munet.Generator().manual_seed(32)).float()
+_LINE_TIES[15000::2999] = float("nan")
 _T = _host((4, 6), seed=30)
 _T[1, 2], _T[2, 0], _T[2, 4] = float("nan"), float("nan"), float("nan")
 _T[0, 3] = _T[0, 1] = 5.0  # a tie with the running maximum
@@ -533,6 +536,10 @@ EAGER_SCANS = {
     "cumsum in int8 wraps": (lambda to: to(_ints(60, 127, (2, 6), 33, "int8")).cumsum(1, dtype=munet.int8), 0),
     "cumsum of a 0-d tensor": (lambda to: to(munet.tensor(2.5)).cumsum(0), 0),
     "cumsum of an empty dim": (lambda to: to(_X[:, :0]).cumsum(1), 0),
+    # one line past kernels_scan.SEGMENTED_MIN_LENGTH (8192): segments; positive terms, so each prefix
+    # (cpu's in order, cuda's by segments) is within n * 2**-24 of the exact one, relatively
+    "cumsum of a long line in segments": (lambda to: to(_LINE).cumsum(0), 2 * _LINE.numel() * 2**-24),
+    "cummax of a long line in segments, NaN and ties": (lambda to: munet.cummax(to(_LINE_TIES), 0).indices, 0),
     "cumprod float64 with zeros": (lambda to: to(_Z).cumprod(1), 0),
     "cumprod float32": (lambda to: to(_X * 0.5).cumprod(0), 0),
     "cummax values, NaN and ties": (lambda to: munet.cummax(to(_T), 1).values, 0),
@@ -549,6 +556,9 @@ EAGER_SCANS = {
 
 # sort / topk (``kernels_sort.py``) and the composites over them: name -> (fn(to) -> result, rtol)
 _TIES = munet.tensor([[3, 1, 3, 0, 1, 3, 2], [5, 5, 5, 5, 5, 5, 5]])
+# rows past kernels_sort.MERGE_MIN_LENGTH (2048), not a power of two, with NaNs and many ties: merge passes
+_LONG = munet.randint(0, 50, (2, 3049), generator=munet.Generator().manual_seed(7)).float()
+_LONG[0, ::97] = float("nan")
 
 EAGER_SORTS = {
     "sort values, NaN last and ties": (lambda to: munet.sort(to(_T), 1).values, 0),
@@ -567,6 +577,11 @@ EAGER_SORTS = {
     "topk k=0": (lambda to: munet.topk(to(_X), 0, dim=1).values, 0),
     "argsort descending": (lambda to: munet.argsort(to(_TIES), 1, descending=True), 0),
     "kthvalue": (lambda to: munet.kthvalue(to(_X), 2, 1).values, 0),
+    "sort long rows": (lambda to: munet.sort(to(_LONG), 1).values, 0),
+    "sort long rows, stable indices": (lambda to: munet.sort(to(_LONG), 1).indices, 0),
+    "sort long rows descending": (lambda to: munet.sort(to(_LONG), 1, descending=True).indices, 0),
+    "topk of long transposed rows": (lambda to: munet.topk(to(_LONG).t(), 5, dim=0).indices, 0),
+    "unique of a long row": (lambda to: munet.unique(to(_LONG[1]), return_inverse=True)[1], 0),
 }  # fmt: skip
 
 

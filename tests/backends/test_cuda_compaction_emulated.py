@@ -25,6 +25,8 @@ def test_the_compaction_kernels_compile(arch):
     sources += [C.render_unique_write(dtype, nan_equal, sorted_keys) for dtype in E.DTYPES
                 for nan_equal in (False, True) for sorted_keys in (False, True)]  # fmt: skip
     sources.append(C.render_run_lengths())
+    sources += [render(dtype) for render in (C.render_row_merge_pass, C.render_gather_rows) for dtype in E.DTYPES]
+    sources += [C.render_row_runs(dtype, write) for dtype in E.DTYPES for write in (False, True)]
     assert nvrtc.compile_source(nvrtc.combine(sources), arch, name=f"compaction_{arch}.cu").data
 
 
@@ -109,8 +111,49 @@ def test_unique_and_unique_consecutive_equal_the_cpu(dtype, consecutive):
 
 
 @pytest.mark.usefixtures("fake_gpus")
-def test_unique_of_an_empty_tensor_and_unique_slices():
+def test_unique_of_an_empty_tensor():
     got = munet.unique(munet.zeros(0, 3).cuda(), return_inverse=True, return_counts=True)
     assert [tuple(t.shape) for t in got] == [(0,), (0, 3), (0,)]
-    with pytest.raises(munet.DeviceError, match=r"unique: dim=0 .*no kernel for device 'cuda:0'"):
-        munet.unique(munet.ones(2, 3).cuda(), dim=0)
+
+
+def _slices(dtype):
+    """Rows (along dim 1 of a 3 x 150 x 2 tensor, so several chunks) drawn from few patterns, repeated
+    consecutively now and then; float rows with NaNs and a -0.0 against 0.0."""
+    rng = np.random.default_rng(9)
+    patterns = rng.integers(-2, 3, size=(6, 3, 2))
+    picks = np.repeat(rng.integers(0, 6, size=75), 2)
+    array = np.moveaxis(patterns[picks], 0, 1)
+    array = (array > 0) if dtype == "bool" else array.astype(dtype)
+    if dtype.startswith("float"):
+        array[0, 5, 1] = array[0, 40, 1] = np.nan
+        array[2, 7, 0], array[2, 8, 0] = -0.0, 0.0
+    return array
+
+
+@pytest.mark.usefixtures("fake_gpus")
+@pytest.mark.parametrize("dtype", ["float32", "float16", "int64", "bool"])
+@pytest.mark.parametrize("consecutive", [False, True])
+@pytest.mark.parametrize("dim", [1, 0, -1])
+def test_unique_slices_equal_the_cpu(dtype, consecutive, dim):
+    host, device = _pair(_slices(dtype))
+    host, device = host.transpose(0, 2), device.transpose(0, 2)  # strided input: 3 x 2 x 150
+    fn = munet.unique_consecutive if consecutive else munet.unique
+    got = fn(device, return_inverse=True, return_counts=True, dim=dim)
+    want = fn(host, return_inverse=True, return_counts=True, dim=dim)
+    for name, g, w in zip(("values", "inverse", "counts"), got, want):
+        assert g.is_cuda and g.dtype is w.dtype and g.shape == w.shape, name
+        np.testing.assert_array_equal(g.cpu().numpy(), w.numpy(), err_msg=name)
+    assert _launched("munet_row_runs_write"), fake_cupy.LAUNCHES
+    assert bool(_launched("munet_row_merge_pass")) is (not consecutive and device.shape[dim] > 1)
+
+
+@pytest.mark.usefixtures("fake_gpus")
+@pytest.mark.parametrize("shape, dim", [((0, 3), 0), ((3, 0), 1), ((1, 4), 0), ((4, 1), 0)])
+def test_unique_slices_of_empty_and_single_rows(shape, dim):
+    host = munet.arange(float(np.prod(shape))).reshape(shape)
+    for fn in (munet.unique, munet.unique_consecutive):
+        got = fn(host.cuda(), return_inverse=True, return_counts=True, dim=dim)
+        want = fn(host, return_inverse=True, return_counts=True, dim=dim)
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.dtype is w.dtype
+            np.testing.assert_array_equal(g.cpu().numpy(), w.numpy())

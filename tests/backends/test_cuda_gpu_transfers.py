@@ -1,6 +1,6 @@
 """On a real GPU (marker ``cuda``; scripts/gpu_check.sh runs these): pinned host memory and
 ``non_blocking`` transfers through CuPy's pinned pool, the compaction kernels (``nonzero``,
-``masked_select``, ``unique``) and fused integer chains, each against the cpu. Without a GPU they
+``masked_select``, ``unique`` of values and of slices) and fused integer chains, each against the cpu. Without a GPU they
 skip; ``test_cuda_pinned_emulated.py``, ``test_cuda_compaction_emulated.py`` and
 ``test_cuda_fused_integers_emulated.py`` check the same code on the fake devices."""
 
@@ -34,10 +34,11 @@ def test_compaction_kernels_equal_the_cpu():
     np.testing.assert_array_equal(munet.nonzero(device).cpu().numpy(), munet.nonzero(host).numpy())
     np.testing.assert_array_equal(munet.masked_select(device, device > 0).cpu().numpy(), x[x > 0])
     for fn in (munet.unique, munet.unique_consecutive):
-        got = fn(device[:20], return_inverse=True, return_counts=True)
-        want = fn(host[:20], return_inverse=True, return_counts=True)
-        for g, w in zip(got, want):
-            np.testing.assert_array_equal(g.cpu().numpy(), w.numpy())
+        for dim in (None, 0, 1):  # values, slices along dim 0 (rows) and dim 1 (a strided copy)
+            got = fn(device[:20, :3], return_inverse=True, return_counts=True, dim=dim)
+            want = fn(host[:20, :3], return_inverse=True, return_counts=True, dim=dim)
+            for g, w in zip(got, want):
+                np.testing.assert_array_equal(g.cpu().numpy(), w.numpy())
 
 
 @pytest.mark.parametrize("name, fn, arrays", cases(seed=2), ids=[c[0] for c in cases(seed=2)])

@@ -145,6 +145,20 @@ def test_unique_consecutive(flags):
     assert_close(munet.unique_consecutive(munet.tensor(e), **kw), torch.unique_consecutive(torch.tensor(e), **kw))
 
 
+@pytest.mark.parametrize("fn", ["unique", "unique_consecutive"])
+def test_unique_slices_of_empty_dims(fn):
+    kw = dict(return_inverse=True, return_counts=True)
+    for shape, dim in (((0, 3), 0), ((3, 0), 1), ((2, 0, 3), 1)):
+        x = np.zeros(shape, np.float32)
+        assert_close(
+            getattr(munet, fn)(munet.tensor(x), dim=dim, **kw), getattr(torch, fn)(torch.tensor(x), dim=dim, **kw)
+        )
+    with pytest.raises(RuntimeError, match=rf"{fn}: there are 0 sized dimensions, and they aren't selected"):
+        getattr(munet, fn)(munet.zeros(3, 0), dim=0)
+    with pytest.raises(RuntimeError):
+        getattr(torch, fn)(torch.zeros(3, 0), dim=0)
+
+
 @pytest.mark.parametrize("right", [False, True])
 def test_searchsorted(right):
     seq = np.array([1.0, 2.0, 2.0, 4.0, 7.0], np.float32)

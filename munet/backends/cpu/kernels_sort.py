@@ -65,9 +65,9 @@ def _unique_along(x: np.ndarray, dim: int, consecutive: bool):
         values, inverse, counts = np.unique(upcast(x), return_inverse=True, return_counts=True, axis=dim)
         return values.astype(x.dtype), inverse.reshape(-1), counts
     n = x.shape[dim]
-    rows = np.moveaxis(x, dim, 0).reshape(n, -1)
     if n == 0:
         return x.copy(), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    rows = np.moveaxis(x, dim, 0).reshape(n, x.size // n)  # not -1: rows may be empty
     starts = np.concatenate([[True], np.any(rows[1:] != rows[:-1], axis=1)])
     inverse = np.cumsum(starts) - 1
     counts = np.diff(np.append(np.flatnonzero(starts), n))
