@@ -303,6 +303,7 @@ EAGER = {
     "normal 0-dim": (lambda d: munet.normal(_on(d, 1.5), _on(d, 2.0)), None),
     "normal size 0": (lambda d: munet.normal(munet.zeros(0, 3, device=d), 1.0), None),
     "randperm": (lambda d: munet.randperm(300, device=d), None),
+    "randperm past the merge sort's 2048": (lambda d: munet.randperm(5000, device=d), None),
     "randperm int32": (lambda d: munet.randperm(17, dtype=munet.int32, device=d), None),
     "randperm float32": (lambda d: munet.randperm(9, dtype=munet.float32, device=d), None),
     "randperm 0 and 1": (lambda d: munet.cat([munet.randperm(0, device=d), munet.randperm(1, device=d)]), None),

@@ -21,7 +21,7 @@ words the CPU draws), so the draw after it is the CPU's too. Transforms, as on t
 - ``bernoulli``: 1 where the 53-bit uniform ``(word >> 11) * 2**-53`` is below ``p`` (compared in
   double: exact for every float dtype), else 0. Bit-identical.
 - ``randperm``: a stable sort of the words (as int64 with the top bit flipped, ``render_sort_keys``,
-  through the ranking kernel of ``kernels_sort.py``: ties keep index order). Bit-identical.
+  through ``kernels_sort.py``'s stable sort: ties keep index order). Bit-identical.
 - ``multinomial`` with replacement: per row the CPU's cdf in double (NumPy's pairwise row sum, the
   same additions in the same order, then ``p / total`` and their running sum, the last set to 1.0)
   and its ``searchsorted`` of ``u + row`` in ``cdf + row``, searched within the row (the CPU's search
@@ -29,7 +29,7 @@ words the CPU draws), so the draw after it is the CPU's too. Transforms, as on t
   uniform that rounds to it, probability below ``rows * 2**-53``). Bit-identical otherwise.
 - ``normal``/``normal_tensor`` (Box-Muller in double), ``exponential`` (``-log1p(-u) / lambd`` in
   double) and ``multinomial`` without replacement (exponential races: the ``num_samples``
-  smallest ``-log1p(-u) / p`` of each row in order, ties by index, through the ranking kernel):
+  smallest ``-log1p(-u) / p`` of each row in order, ties by index, through ``kernels_sort.py``'s ``topk``):
   the same formulas in double, but CUDA's ``log``/``log1p``/``cos``/``sin`` differ from the CPU's
   (NumPy's) by an ulp or two (``sqrt`` and the arithmetic are correctly rounded on both, ``--fmad=false``), so
   float64 values agree to a few ulps; a float32 or 16-bit value is the CPU's or its neighbour (it
