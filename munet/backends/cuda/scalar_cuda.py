@@ -238,8 +238,9 @@ def store(dtype: str, value: str, value_dtype: str) -> str:
     if dtype in FROM_FLOAT:
         return f"{(FROM_DOUBLE if is_double(value_dtype) else FROM_FLOAT)[dtype]}({value})"
     if kind(dtype) == BOOL:
-        return f"({value} != 0)" if kind(value_dtype) != BOOL else value
-    return value if CUDA_TYPES.get(value_dtype) == ctype(dtype) else f"(({ctype(dtype)}){value})"
+        return f"(({value}) != 0)" if kind(value_dtype) != BOOL else value
+    # the cast applies to the whole expression: ``(float)(a / b)`` rounds the double quotient once
+    return value if CUDA_TYPES.get(value_dtype) == ctype(dtype) else f"(({ctype(dtype)})({value}))"
 
 
 class Emitter:
