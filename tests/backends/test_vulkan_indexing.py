@@ -227,6 +227,25 @@ def test_unique(vulkan, consecutive):
     same(fn(xt.to(vulkan)), fn(xt))
 
 
+@pytest.mark.parametrize("consecutive", [False, True])
+def test_unique_slices(vulkan, consecutive):
+    """Rows (dim 0), columns (dim 1, -1) and a middle dim of 3-d tensors, read through strides; float rows
+    with NaNs (no row holding one equals another) and a -0.0 against 0.0; int64; empty and single rows."""
+    fn = munet.unique_consecutive if consecutive else munet.unique
+    rng = np.random.default_rng(5)
+    patterns = rng.integers(-2, 3, size=(5, 3, 2)).astype(np.float32)
+    floats = np.moveaxis(patterns[np.repeat(rng.integers(0, 5, size=70), 2)], 0, 1)  # 3 x 140 x 2
+    floats[0, 5, 1] = floats[0, 40, 1] = np.nan
+    floats[2, 7, 0], floats[2, 8, 0] = -0.0, 0.0
+    cases = [(munet.tensor(floats), 1), (munet.tensor(floats).transpose(0, 2), -1), (munet.tensor(floats), 0)]
+    cases += [(munet.tensor(floats[:, :, 0]).to(munet.int64).t(), 0), (munet.zeros(0, 3), 0), (munet.ones(1, 4), 0)]
+    for x, dim in cases:
+        c = fn(x, return_inverse=True, return_counts=True, dim=dim)
+        g = fn(x.to(vulkan), return_inverse=True, return_counts=True, dim=dim)
+        for gv, cv in zip(g, c):
+            same(gv, cv)
+
+
 @pytest.mark.parametrize("right", [False, True])
 def test_searchsorted(vulkan, right):
     seq = munet.tensor(np.sort(np.random.default_rng(0).integers(0, 20, 33)).astype(np.float32))

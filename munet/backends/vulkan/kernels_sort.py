@@ -7,6 +7,11 @@ padded to a power of two ``n2``; blocks of 512 elements are sorted in workgroup 
 the merge stages wider than a block run one global compare-exchange pass per stage
 (``log2(n2 / 512)`` merge rounds, each ending with an in-block pass), so any row length works.
 ``topk``/``kthvalue`` sort the row and keep the leading ``k`` / the ``k``-th entry.
+
+``unique`` with ``dim`` (unique slices) orders the slices (rows of a contiguous copy with ``dim``
+first) lexicographically by one stable sort of the current row order per column, last column first
+(``m`` sorts for rows of ``m`` elements), then keeps the rows that differ from the row before
+(``!=``, so a row holding a NaN equals no other, as NumPy's rule for slices; -0.0 equals 0.0).
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
-from munet._device import DeviceError
 from munet._tensor import contiguous_strides
 from munet.backends.vulkan.copies import contiguous, new_view
 from munet.backends.vulkan.kernels_indexing import Params, check_index, exclusive_scan, launch, read_int
@@ -236,10 +240,100 @@ def kthvalue(rt, x, *, k, dim, keepdim):
 # unique ----------------------------------------------------------------------------------------------
 
 
+def _lexicographic_order(rt, rows: VkView, n: int, m: int, kind: str) -> VkView:
+    """The stable lexicographic order of the ``n`` contiguous rows of ``m`` in ``rows``: a u32 vector of
+    row numbers, sorted by each column in turn from the last (each sort stable in the current order)."""
+    n2 = _pow2(n)
+    order = new_view(rt, (n,), D.int32)
+    launch(rt, "  O[i] = i;", [("O", "u32", order.buffer)], [], Params(), n)
+    keys, idx, moved = new_view(rt, (n2,), rows.dtype), new_view(rt, (n2,), D.int32), new_view(rt, (n,), D.int32)
+    for column in reversed(range(m)):
+        p = Params()
+        nw, mw, cw, off = p.add(n), p.add(m), p.add(column), p.add(rows.offset)
+        body = f"""  if (i < {nw}) {{ K[i] = X[{off} + O[i] * {mw} + {cw}]; I[i] = i; }} else {{ I[i] = {_PAD}; }}"""
+        ins = [("X", kind, rows.buffer), ("O", "u32", order.buffer)]
+        launch(rt, body, [("K", kind, keys.buffer), ("I", "u32", idx.buffer)], ins, p, n2)
+        sort_rows(rt, keys, idx, 1, n2, kind, False)
+        launch(
+            rt,
+            "  N[i] = O[I[i]];",
+            [("N", "u32", moved.buffer)],
+            [("O", "u32", order.buffer), ("I", "u32", idx.buffer)],
+            Params(),
+            n,
+        )
+        order, moved = moved, order
+    return order
+
+
+def _unique_slices(rt, x: VkView, dim: int, consecutive: bool):
+    kind = storage_type(x.dtype, "unique")
+    n = x.shape[dim]
+    perm = [dim] + [d for d in range(x.ndim) if d != dim]
+    if n == 0:
+        return new_view(rt, x.shape, x.dtype), new_view(rt, (0,), D.int64), new_view(rt, (0,), D.int64)
+    moved = VkView(x.buffer, [x.shape[d] for d in perm], [x.strides[d] for d in perm], x.offset, x.dtype)
+    rows = contiguous(rt, moved)
+    m = x.size // n
+    order = None if consecutive else _lexicographic_order(rt, rows, n, m, kind)
+    at = "O[i]" if order is not None else "i"
+    before = "O[i - 1u]" if order is not None else "i - 1u"
+    ins = [("R", kind, rows.buffer)] + ([("O", "u32", order.buffer)] if order is not None else [])
+    # starts[i] = 1 where row i (in order) differs from the row before it
+    starts = new_view(rt, (n + 1,), D.int32)
+    p = Params()
+    nw, mw, off = p.add(n), p.add(m), p.add(rows.offset)
+    differ = "!(a == b) || isnan_f(a) || isnan_f(b)" if kind == "f32" else "a != b"
+    body = f"""  if (i == {nw}) {{ OUT[i] = 0; return; }}
+  if (i == 0u) {{ OUT[i] = 1; return; }}
+  var start = 0;
+  for (var c = 0u; c < {mw}; c = c + 1u) {{
+    let a = R[{off} + {at} * {mw} + c];
+    let b = R[{off} + ({before}) * {mw} + c];
+    if ({differ}) {{ start = 1; break; }}
+  }}
+  OUT[i] = start;"""
+    launch(rt, body, [("OUT", "i32", starts.buffer)], ins, p, n + 1)
+    prefix = exclusive_scan(rt, starts)
+    count = read_int(rt, prefix, n)
+    inverse, first, chosen = (
+        new_view(rt, (n,), D.int64),
+        new_view(rt, (count + 1,), D.int32),
+        new_view(rt, (count,), D.int32),
+    )
+    q = Params()
+    nw, cw = q.add(n), q.add(count)
+    body = f"""  if (i == 0u) {{ FIRST[{cw}] = i32({nw}); }}
+  let g = S[i] + ST[i] - 1;
+  INV[{at}] = g;
+  if (ST[i] == 1) {{ FIRST[g] = i32(i); CHOSEN[g] = i32({at}); }}"""
+    outs = [("INV", "i32", inverse.buffer), ("FIRST", "i32", first.buffer), ("CHOSEN", "i32", chosen.buffer)]
+    ins_write = [("S", "i32", prefix.buffer), ("ST", "i32", starts.buffer)] + ins[1:]
+    launch(rt, body, outs, ins_write, q, n)
+    gathered = new_view(rt, (count, *moved.shape[1:]), x.dtype)
+    g = Params()
+    mw, off = g.add(m), g.add(rows.offset)
+    body = f"  V[i] = R[{off} + u32(C[i / {mw}]) * {mw} + i % {mw}];"
+    launch(
+        rt, body, [("V", kind, gathered.buffer)], [("R", kind, rows.buffer), ("C", "i32", chosen.buffer)], g, count * m
+    )
+    counts = new_view(rt, (count,), D.int64)
+    launch(
+        rt, "  C[i] = F[i + 1u] - F[i];", [("C", "i32", counts.buffer)], [("F", "i32", first.buffer)], Params(), count
+    )
+    # the gathered (count, others...) rows viewed with dim back in its place
+    strides = contiguous_strides(tuple(gathered.shape))
+    shape, view_strides = list(x.shape), [0] * x.ndim
+    for position, d in enumerate(perm):
+        shape[d] = gathered.shape[position]
+        view_strides[d] = strides[position]
+    return VkView(gathered.buffer, shape, view_strides, 0, x.dtype), inverse, counts
+
+
 @kernel("unique")
 def unique(rt, x, *, dim, consecutive):
     if dim is not None:
-        raise DeviceError(f"unique: dim={dim} (unique slices) has no kernel for device 'vulkan' yet; use dim=None")
+        return _unique_slices(rt, x, dim, consecutive)
     kind = storage_type(x.dtype, "unique")
     n = x.size
     if n == 0:
