@@ -1168,3 +1168,19 @@ linalg = types.SimpleNamespace(
 cupyx = types.SimpleNamespace(
     scipy=types.SimpleNamespace(linalg=types.SimpleNamespace(solve_triangular=_fake_solve_triangular, expm=_fake_expm))
 )
+
+
+# complex arrays -----------------------------------------------------------------------------------
+# What munet/backends/cuda/kernels_complex.py calls besides the array operations above (NumPy's).
+
+
+def conj(x):
+    return _as_fake(lambda: np.conj(_plain(x)))
+
+
+def angle(x):
+    return _as_fake(lambda: np.angle(_plain(x)))
+
+
+def abs(x):  # noqa: A001 - CuPy's name
+    return _as_fake(lambda: np.abs(_plain(x)))
