@@ -602,6 +602,7 @@ def install(monkeypatch) -> None:
     for name, module in (("cupyx", cupyx), ("cupyx.scipy", cupyx.scipy), ("cupyx.scipy.linalg", cupyx.scipy.linalg)):
         monkeypatch.setitem(sys.modules, name, module)
     LINALG_CALLS.clear()
+    FFT_CALLS.clear()
     monkeypatch.setattr(discovery, "_driver_device_count", lambda: (DEVICES, None))
     import munet._device
 
@@ -1184,3 +1185,32 @@ def angle(x):
 
 def abs(x):  # noqa: A001 - CuPy's name
     return _as_fake(lambda: np.abs(_plain(x)))
+
+
+# cupy.fft -----------------------------------------------------------------------------------------
+# What munet/backends/cuda/kernels_fft.py calls: NumPy's pocketfft on the fake arrays, in the input's
+# precision as cuFFT computes (complex64 from float32/complex64), results from the current allocator.
+# Every call is recorded in FFT_CALLS as (function, shape, dtype, axes, s, norm, current device).
+
+FFT_CALLS: list = []
+_FFT_PRECISION = {"f": np.complex64, "d": np.complex128, "F": np.complex64, "D": np.complex128}
+
+
+def _fft_call(name: str, transform, real_result: bool):
+    def call(a, s=None, axes=None, norm=None):
+        if a.dtype.char not in _FFT_PRECISION:
+            raise TypeError(f"fake cupy.fft.{name}: dtype {a.dtype} is not supported")
+        FFT_CALLS.append((name, a.shape, a.dtype.name, axes, s, norm, _current_device()))
+        complex_type = _FFT_PRECISION[a.dtype.char]
+        result_type = np.dtype(complex_type(0).real.dtype) if real_result else np.dtype(complex_type)
+        return _as_fake(lambda: transform(_plain(a), s=s, axes=axes, norm=norm).astype(result_type))
+
+    return call
+
+
+fft = types.SimpleNamespace(
+    fftn=_fft_call("fftn", np.fft.fftn, False),
+    ifftn=_fft_call("ifftn", np.fft.ifftn, False),
+    rfftn=_fft_call("rfftn", np.fft.rfftn, False),
+    irfftn=_fft_call("irfftn", np.fft.irfftn, True),
+)

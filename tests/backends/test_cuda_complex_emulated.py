@@ -4,6 +4,8 @@ and views (``view_as_real``, ``real``, ``imag``), the complex primitives (``comp
 through them, and the clear error of an op with no complex cuda kernel. Evidence about MuNet's side
 only (the fake's arithmetic is NumPy's)."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -93,3 +95,14 @@ def test_vulkan_still_refuses_complex():
     pytest.importorskip("wgpu")
     with pytest.raises(DeviceError, match="complex64 tensors are not supported on"):
         munet.zeros(2, dtype=munet.complex64, device="vulkan")
+
+
+@pytest.mark.parametrize("target", ["float32", "float64", "bfloat16", "int32", "bool"])
+def test_casts_from_complex_keep_the_real_part(target):
+    z = munet.tensor(np.array([1.5 + 2j, -2.25 - 1j, 0j, 0 + 3j], np.complex128))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no ComplexWarning: the real part is taken, not discarded by astype
+        got = z.to("cuda:0").to(getattr(munet, target))
+    want = z.to(getattr(munet, target))
+    assert got.dtype is want.dtype
+    np.testing.assert_array_equal(got.cpu().float().numpy(), want.float().numpy())

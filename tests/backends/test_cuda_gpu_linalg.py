@@ -81,9 +81,19 @@ def test_cholesky_info_and_device_placement():
         assert L.device == munet.device("cuda:1")
 
 
-def test_eig_raises_a_device_error():
-    with pytest.raises(DeviceError, match="linalg_eig"):
-        munet.linalg.eig(munet.ones(3, 3, device="cuda:0"))
+def test_eig_where_cupy_has_it():
+    import cupy
+
+    A, Ac = _pair(matrices("general", (2, 5, 5), "float64", 12))
+    if not hasattr(cupy.linalg, "eig"):
+        with pytest.raises(DeviceError, match="linalg_eig: .*lacks cupy.linalg.eig"):
+            munet.linalg.eig(Ac)
+        return
+    w, V = munet.linalg.eig(Ac)
+    got, want = np.sort_complex(w.cpu().numpy()), np.sort_complex(munet.linalg.eigvals(A).numpy())
+    np.testing.assert_allclose(got, want, rtol=1e-9, atol=1e-9)
+    residual = A.to(munet.complex128).numpy() @ V.cpu().numpy() - V.cpu().numpy() * w.cpu().numpy()[..., None, :]
+    assert np.abs(residual).max() < 1e-9
 
 
 @pytest.mark.parametrize("name", ["cholesky", "qr", "svdvals"])
@@ -96,4 +106,33 @@ def test_gradients_match_the_cpu(name):
         return munet.cat([t.reshape(-1) for t in out]) if name == "qr" else out
 
     cpu, cuda = gradient_pair(fn, values)
+    _close(cuda, cpu, "float64")
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_fft_matches_the_cpu(dtype):
+    x, xc = _pair(matrices("general", (3, 6, 8), dtype, 10))
+    rtol = RTOL[dtype] * 10  # cuFFT and pocketfft round differently
+    for fn in (
+        lambda t: munet.fft.fft(t, norm="ortho"),
+        lambda t: munet.fft.rfft2(t),
+        lambda t: munet.fft.irfft(munet.fft.rfft(t, n=10), n=10, dim=-1),
+        lambda t: munet.fft.ifftn(t.to(munet.complex128 if dtype == "float64" else munet.complex64), s=(4, 4)),
+    ):
+        got, want = fn(xc), fn(x)
+        assert got.device.type == "cuda" and got.dtype is want.dtype
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=rtol, atol=rtol)
+
+
+def test_complex_primitives_and_an_fft_gradient():
+    values = matrices("general", (2, 8), "float64", 11)
+    re, im = munet.tensor(values[0]), munet.tensor(values[1])
+    z, zc = munet.complex(re, im), munet.complex(re.cuda(), im.cuda())
+    for fn in (lambda t: t.conj(), lambda t: t.abs(), lambda t: t.angle(), lambda t: munet.view_as_real(t)):
+        np.testing.assert_allclose(fn(zc).cpu().numpy(), fn(z).numpy(), rtol=1e-12, atol=1e-12)
+
+    def spectrum(a):
+        return munet.view_as_real(munet.fft.rfft(a))
+
+    cpu, cuda = gradient_pair(spectrum, values)
     _close(cuda, cpu, "float64")

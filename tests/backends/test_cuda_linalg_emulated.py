@@ -143,6 +143,25 @@ def test_eig_raises_a_device_error_saying_cupy_lacks_it():
         munet.linalg.eig(A)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_eig_through_cupy_linalg_eig_where_cupy_has_it(monkeypatch, dtype):
+    def eig(a):  # a stand-in of cupy.linalg.eig (recent CuPy): complex results in the input's precision
+        fake_cupy.LINALG_CALLS.append(("eig", a.shape, a.dtype.name, fake_cupy._current_device()))
+        w, v = np.linalg.eig(np.asarray(a))
+        precision = np.complex64 if a.dtype == np.float32 else np.complex128
+        return fake_cupy.array(w.astype(precision)), fake_cupy.array(v.astype(precision))
+
+    monkeypatch.setattr(fake_cupy.linalg, "eig", eig, raising=False)
+    A, Ac = pair(matrices("general", (2, 3, 4, 4), dtype, seed=12), "transposed")
+    for got, want in zip(munet.linalg.eig(Ac), munet.linalg.eig(A), strict=True):
+        close(got, want, RTOL[dtype])
+    close(munet.linalg.eigvals(Ac), munet.linalg.eigvals(A), RTOL[dtype])
+    close(munet.linalg.eigvals(Ac[:0]), munet.linalg.eigvals(A[:0]), 0, exact=True)
+    Ag = Ac.detach().requires_grad_()
+    with pytest.raises(DeviceError, match="no kernel for device 'cuda:0'"):  # its gradient is complex arithmetic
+        munet.view_as_real(munet.linalg.eigvals(Ag)).sum().backward()
+
+
 @pytest.mark.parametrize(
     "case",
     [

@@ -15,8 +15,8 @@ Everything runs inside the device's scope (``registry.py``): CuPy's current devi
 its current stream is MuNet's current stream of that device (cuSOLVER's handle is set to it), and
 every allocation, workspaces included, comes from the device's pool; results are CuPy's fresh
 arrays, which the backend adopts. Inputs are float32 or float64 (the ops' shape rules refuse the
-rest). ``linalg_eig`` raises ``DeviceError``: its results are complex, which cuda tensors do not hold
-yet, and ``cupy.linalg.eig`` (cuSOLVER's ``Xgeev``) is only in recent CuPy releases.
+rest). ``linalg_eig`` needs ``cupy.linalg.eig`` (cuSOLVER's ``Xgeev``), which only recent CuPy
+releases have: with an older one it raises ``DeviceError`` saying so.
 """
 
 from __future__ import annotations
@@ -215,19 +215,21 @@ def eigh(rt, a, *, UPLO):  # noqa: N803 - PyTorch's argument name
 
 @kernel("linalg_eig")
 def eig(rt, a):
-    """Refused: complex results on cuda, and ``cupy.linalg.eig`` where this CuPy has it (recent releases)."""
+    """``cupy.linalg.eig`` (cuSOLVER ``Xgeev``: unit-norm eigenvector columns, complex results in the
+    input's precision) where this CuPy has it: only recent releases do, and older ones raise here."""
     cp = rt.cupy
     _lapack_prefix(rt, "linalg.eig", a)
     general = getattr(cp.linalg, "eig", None)
     if general is None:
         raise DeviceError(
             f"linalg_eig: no kernel for device '{rt.label}': this CuPy ({getattr(cp, '__version__', '?')}) lacks "
-            "cupy.linalg.eig (cuSOLVER's geev); eigh covers symmetric matrices, or move A to the cpu"
+            "cupy.linalg.eig (cuSOLVER's geev; recent CuPy releases have it); eigh covers symmetric matrices, "
+            "or move A to the cpu"
         )
-    raise DeviceError(
-        f"linalg_eig: no kernel for device '{rt.label}': its results are complex, and complex tensors are "
-        "supported on cpu only; move A to the cpu"
-    )
+    if a.size == 0:
+        dtype = copies.dtype_of(a).to_complex().np
+        return cp.zeros(a.shape[:-1], dtype), cp.zeros(a.shape, dtype)
+    return tuple(general(cp.ascontiguousarray(a)))
 
 
 @kernel("linalg_matrix_exp")
