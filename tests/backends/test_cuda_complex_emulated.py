@@ -106,3 +106,11 @@ def test_casts_from_complex_keep_the_real_part(target):
     want = z.to(getattr(munet, target))
     assert got.dtype is want.dtype
     np.testing.assert_array_equal(got.cpu().float().numpy(), want.float().numpy())
+
+
+@pytest.mark.parametrize("name", ["abs", "angle"])
+def test_a_backward_that_needs_complex_arithmetic_is_a_device_error(name):
+    re = munet.tensor([1.0, -2.0], device="cuda:0", requires_grad=True)
+    out = getattr(munet.complex(re, re.flip(0)), name)()
+    with pytest.raises(DeviceError, match="no kernel for device 'cuda:0'"):
+        out.sum().backward()
