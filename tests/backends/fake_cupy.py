@@ -997,14 +997,6 @@ def ones(shape, dtype=float):
     return _as_fake(lambda: np.ones(shape, dtype=dtype))
 
 
-def tril(x, k=0):
-    return _as_fake(lambda: np.tril(_plain(x), k))
-
-
-def triu(x, k=0):
-    return _as_fake(lambda: np.triu(_plain(x), k))
-
-
 def swapaxes(x, a, b):
     return np.swapaxes(x, a, b)  # a view, as CuPy's
 

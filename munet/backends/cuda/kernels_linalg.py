@@ -77,7 +77,9 @@ def cholesky_ex(rt, a):
         pointers = cp.arange(count, dtype=cp.uint64) * np.uint64(n * n * x.itemsize) + np.uint64(x.data.ptr)
         potrf = getattr(cusolver, f"{prefix}potrfBatched")
         potrf(handle, cublas.CUBLAS_FILL_MODE_UPPER, n, pointers.data.ptr, n, info.data.ptr, count)
-    return cp.tril(x).reshape(a.shape), info.reshape(batch)
+    rows, cols = cp.arange(n).reshape((n, 1)), cp.arange(n).reshape((1, n))
+    lower = cp.where(cols <= rows, x, x.dtype.type(0))  # the upper triangle still holds A's values
+    return lower.reshape(a.shape), info.reshape(batch)
 
 
 @kernel("linalg_lu_factor_ex")
