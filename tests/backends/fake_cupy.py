@@ -1089,12 +1089,13 @@ cusolver = types.SimpleNamespace(
 
 
 def _linalg_call(name: str, compute, *arrays):
-    """``compute()``'s NumPy results as fresh fake arrays of the current allocator, recorded."""
+    """``compute()``'s NumPy results as fresh fake arrays of the current allocator, recorded; while
+    the stream captures, each graph launch computes them again from the operands' memory then."""
     LINALG_CALLS.append((name, tuple(a.shape for a in arrays), arrays[0].dtype.name, _current_device()))
     result = compute()
     if isinstance(result, tuple):
-        return tuple(_as_fake(lambda r=r: r) for r in result)
-    return _as_fake(lambda: result)
+        return tuple(_as_fake(lambda i=i: compute()[i]) for i in range(len(result)))
+    return _as_fake(compute)
 
 
 def _float_only(name: str, a) -> None:

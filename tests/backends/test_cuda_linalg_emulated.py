@@ -198,3 +198,15 @@ COMPOSITES = {
 def test_composites_of_the_primitives_run_on_cuda(case):
     (A, Ac), (B, Bc) = (pair(matrices("triangular", (2, 4, 4), "float64", seed=s), "transposed") for s in (10, 11))
     _close(COMPOSITES[case](Ac, Bc), COMPOSITES[case](A, B), "float64")
+
+
+def test_a_compiled_step_replays_the_factorizations_on_new_inputs():
+    def step(a):
+        r = munet.linalg.qr(a).R
+        factor = munet.linalg.cholesky(a @ a.mT + 4 * _eye(a))
+        return r.abs().sum() + factor.sum() + munet.linalg.svdvals(a).sum()
+
+    compiled = munet.compile(step)
+    for seed in range(3):  # the first call traces; the later ones replay the plan (a CUDA graph)
+        A = munet.tensor(matrices("general", (2, 4, 4), "float64", seed=20 + seed))
+        np.testing.assert_allclose(compiled(A.to("cuda:0")).item(), step(A).item(), rtol=1e-12)
