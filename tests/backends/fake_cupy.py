@@ -34,6 +34,7 @@ is no evidence about CuPy's or the GPU's behaviour (tests/backends/test_cuda_gpu
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import ctypes
 import os
@@ -355,7 +356,7 @@ class MemoryPool:
         self._cached.setdefault(device, []).append(mem)
 
     def _cached_bytes(self, device: int) -> int:
-        return sum(m.size for m in self._cached.get(device, []))
+        return builtins.sum(m.size for m in self._cached.get(device, []))
 
     def used_bytes(self) -> int:
         return self._used.get(_current_device(), 0)
@@ -1207,3 +1208,25 @@ fft = types.SimpleNamespace(
     rfftn=_fft_call("rfftn", np.fft.rfftn, False),
     irfftn=_fft_call("irfftn", np.fft.irfftn, True),
 )
+
+
+# complex formulas ---------------------------------------------------------------------------------
+# munet/backends/cuda/complex_formula.py calls CuPy's ufuncs by name: here NumPy's, which dispatch to
+# the fake arrays' __array_ufunc__ (so they allocate from the current allocator and follow capture).
+
+for _name in ("add", "subtract", "multiply", "true_divide", "power", "negative", "exp", "expm1", "log", "log1p",
+              "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arcsin", "arccos", "arctan", "equal",
+              "not_equal", "isinf", "logical_not", "logical_and", "logical_or", "matmul"):  # fmt: skip
+    globals()[_name] = getattr(np, _name)
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001 - CuPy's name
+    return _as_fake(lambda: np.sum(_plain(x), axis=axis, keepdims=keepdims))
+
+
+def cumsum(x, axis=None):
+    return _as_fake(lambda: np.cumsum(_plain(x), axis=axis))
+
+
+def flip(x, axis):
+    return np.flip(x, axis)  # a view, as CuPy's

@@ -1,8 +1,9 @@
 """Complex tensors on the fake cuda devices: complex64/complex128 storage, transfers, copies, casts
 and views (``view_as_real``, ``real``, ``imag``), the complex primitives (``complex``, ``conj``,
-``complex_abs``, ``angle``: CuPy elementwise, ``kernels_complex.py``) against the cpu, gradients
-through them, and the clear error of an op with no complex cuda kernel. Evidence about MuNet's side
-only (the fake's arithmetic is NumPy's)."""
+``complex_abs``, ``angle``: CuPy elementwise, ``kernels_complex.py``), complex arithmetic (formula
+ops through ``complex_formula.py``, ``sum``, ``cumsum``, ``matmul``, the take and put kernels) against
+the cpu, gradients through them, and the clear error of a scalar op with no complex form. Evidence
+about MuNet's side only (the fake's arithmetic is NumPy's)."""
 
 import warnings
 
@@ -12,7 +13,7 @@ import pytest
 import munet
 from munet._device import DeviceError
 from tests.backends import fake_cupy
-from tests.backends.linalg_cases import close
+from tests.backends.linalg_cases import close, gradient_pair
 
 fake_cupy.skip_without_emulation()
 pytestmark = pytest.mark.usefixtures("fake_gpus")
@@ -82,13 +83,50 @@ def test_gradients_through_complex_and_its_views():
         close(got, want, 1e-12)
 
 
-def test_an_op_without_a_complex_cuda_kernel_is_a_device_error():
+ARITHMETIC = {
+    "mul, broadcast": lambda z, w: z * w[0],
+    "add a python number": lambda z, w: z + 1.5,
+    "mul by a python complex": lambda z, w: z * (2 - 1j),
+    "div, transposed": lambda z, w: z.t() / w.t(),
+    "sub in place": lambda z, w: z.clone().sub_(w),
+    "reciprocal": lambda z, w: z.reciprocal(),
+    "pow": lambda z, w: z**2,
+    "exp, log, sqrt": lambda z, w: munet.sqrt(munet.log(munet.exp(z) + 3)),
+    "sin, cos, tanh": lambda z, w: munet.sin(z) + munet.cos(w) * munet.tanh(z),
+    "where": lambda z, w: munet.where(z.real > 0, z, w),
+    "eq, ne": lambda z, w: munet.stack([z == w, z != z.conj()]),
+    "complex with a real tensor": lambda z, w: z * w.real,
+    "sum": lambda z, w: munet.stack([z.sum(), w.sum()]),
+    "sum over a dim, keepdim": lambda z, w: z.sum(0, keepdim=True),
+    "mean": lambda z, w: z.mean(1),
+    "cumsum": lambda z, w: munet.cumsum(z, 1),
+    "index with a tensor": lambda z, w: z[munet.tensor([2, 0, 2], device=z.device)],
+    "gather": lambda z, w: munet.gather(z, 1, munet.tensor([[3, 0], [1, 1], [0, 2]], device=z.device)),
+    "flip and roll": lambda z, w: munet.roll(z.flip(1), 1, 0),
+    "index_put": lambda z, w: z.index_put((munet.tensor([0, 2], device=z.device),), w[1:] * 1j),
+    "index_put accumulate": lambda z, w: z.index_put((munet.tensor([0, 2, 0], device=z.device),), w, accumulate=True),
+    "masked_fill": lambda z, w: z.masked_fill(z.real > 0, 2j),
+    "tril": lambda z, w: z.tril(),
+    "matmul, batched and transposed": lambda z, w: z.reshape(3, 4, 1) @ w.t().reshape(3, 1, 4).mT.mT,
+}
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+@pytest.mark.parametrize("case", list(ARITHMETIC))
+def test_complex_arithmetic_matches_the_cpu(case, dtype):
+    z, w = (munet.tensor(_complex((3, 4), dtype, seed)) for seed in (3, 4))
+    got, want = ARITHMETIC[case](z.to("cuda:0"), w.to("cuda:0")), ARITHMETIC[case](z, w)
+    close(got, want, 1e-5 if dtype == "complex64" else 1e-12)
+
+
+def test_a_scalar_op_without_a_complex_form_is_a_device_error():
+    from munet.backends.cuda import complex_formula
+    from munet.ops._scalar import Apply, Arg
+
     zc = munet.tensor(_complex((3,), "complex64")).to("cuda:0")
-    with pytest.raises(DeviceError, match="mul: no kernel for device 'cuda:0'"):
-        zc * zc
-    for name, fn in {"add": lambda z: z + 1, "exp": munet.exp, "sum": munet.sum}.items():
-        with pytest.raises(DeviceError, match=f"{name}: no kernel for device 'cuda:0'"):
-            fn(zc)
+    floor = Apply("floor", (Arg(0, "complex64"),), "complex64")
+    with pytest.raises(DeviceError, match="demo: no complex kernel on cuda: its formula uses 'floor'"):
+        complex_formula._evaluate(fake_cupy, "demo", floor, [zc._data], {})
 
 
 def test_vulkan_still_refuses_complex():
@@ -108,9 +146,18 @@ def test_casts_from_complex_keep_the_real_part(target):
     np.testing.assert_array_equal(got.cpu().float().numpy(), want.float().numpy())
 
 
-@pytest.mark.parametrize("name", ["abs", "angle"])
-def test_a_backward_that_needs_complex_arithmetic_is_a_device_error(name):
-    re = munet.tensor([1.0, -2.0], device="cuda:0", requires_grad=True)
-    out = getattr(munet.complex(re, re.flip(0)), name)()
-    with pytest.raises(DeviceError, match="no kernel for device 'cuda:0'"):
-        out.sum().backward()
+@pytest.mark.parametrize("name", ["abs", "angle", "mul", "exp"])
+def test_gradients_through_complex_arithmetic_match_the_cpu(name):
+    fns = {
+        "abs": lambda z: z.abs(),
+        "angle": lambda z: z.angle(),
+        "mul": lambda z: munet.view_as_real(z * z.conj().flip(0) * 0.5j),
+        "exp": lambda z: munet.view_as_real(munet.exp(z) / (z + 3)),
+    }
+    values = np.random.default_rng(5).standard_normal((2, 6))
+
+    def fn(x):
+        return fns[name](munet.complex(x[0], x[1]))
+
+    cpu, cuda = gradient_pair(fn, values)
+    close(cuda, cpu, 1e-12)

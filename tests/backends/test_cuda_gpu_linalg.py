@@ -136,3 +136,22 @@ def test_complex_primitives_and_an_fft_gradient():
 
     cpu, cuda = gradient_pair(spectrum, values)
     _close(cuda, cpu, "float64")
+
+
+def test_complex_arithmetic_and_its_gradients():
+    rng = np.random.default_rng(13)
+    z = munet.complex(*(munet.tensor(rng.standard_normal((3, 4))) for _ in range(2)))
+    w = munet.complex(*(munet.tensor(rng.standard_normal((3, 4))) for _ in range(2)))
+    for fn in (
+        lambda a, b: munet.exp(a) * b / (a + 3),
+        lambda a, b: (a @ b.mT).sum(0),
+        lambda a, b: munet.cumsum(a.flip(1), 1)[munet.tensor([2, 0], device=a.device)],
+    ):
+        got, want = fn(z.cuda(), w.cuda()), fn(z, w)
+        np.testing.assert_allclose(got.cpu().numpy(), want.numpy(), rtol=1e-12, atol=1e-12)
+
+    def irfft_of(a):
+        return munet.fft.irfft(munet.complex(a[0], a[1]), n=10).abs()
+
+    cpu, cuda = gradient_pair(irfft_of, rng.standard_normal((2, 6)))
+    _close(cuda, cpu, "float64")

@@ -2,8 +2,8 @@
 
 The CUDA C renderer (``scalar_cuda.py``) prints real scalar formulas only, so ``complex``, ``conj``,
 ``complex_abs`` and ``angle`` are CuPy array operations on the operands' device (CuPy compiles its
-own small kernels for them, as for the casts of ``kernels_memory.py``); the formula ops (``add``,
-``mul``, ...) have no complex cuda kernel and raise ``DeviceError`` naming the op and dtype.
+own small kernels for them, as for the casts of ``kernels_memory.py``); the formula ops over complex
+operands are ``complex_formula.py``'s.
 """
 
 from __future__ import annotations

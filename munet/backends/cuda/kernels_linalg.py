@@ -91,7 +91,8 @@ def lu_factor_ex(rt, a):
     batch, (m, n) = a.shape[:-2], a.shape[-2:]
     k = min(m, n)
     count = math.prod(batch)
-    columns = cp.ascontiguousarray(cp.swapaxes(a.reshape((count, m, n)), -1, -2))  # (count, n, m): column-major
+    # (count, n, m): a column-major copy (getrf overwrites it; a transposed view may already be laid out so)
+    columns = cp.array(cp.swapaxes(a.reshape((count, m, n)), -1, -2), copy=True, order="C")
     pivots = cp.zeros((count, k), cp.int32)
     info = cp.zeros((count,), cp.int32)
     if count and k:
