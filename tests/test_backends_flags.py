@@ -130,5 +130,7 @@ def test_preferred_libraries():
         flags.preferred_blas_library("fast")
     assert flags.preferred_linalg_library() is LinalgBackend.Default
     assert str(torch.backends.cuda.preferred_linalg_library()) == "_LinalgBackend.Default"
-    with pytest.raises(RuntimeError, match="neither cuSOLVER nor MAGMA"):
-        flags.preferred_linalg_library("cusolver")
+    assert flags.preferred_linalg_library("cusolver") is flags.preferred_linalg_library() is LinalgBackend.Cusolver
+    assert flags.preferred_linalg_library("default") is LinalgBackend.Default
+    with pytest.raises(RuntimeError, match="Cannot set preferred backend to Magma: .* calls cuSOLVER"):
+        flags.preferred_linalg_library("magma")

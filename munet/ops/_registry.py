@@ -233,13 +233,19 @@ def decompose(op: Op, args, attrs: dict):
         _Autocast.cast_inputs = hook
 
 
+def holds_complex(backend) -> bool:
+    """Whether ``backend`` stores complex tensors: the cpu, and a backend declaring ``complex_dtypes``."""
+    return backend.device.type == "cpu" or getattr(backend, "complex_dtypes", False)
+
+
 def check_complex(op_name: str, x, supported: bool = True) -> None:
-    """Complex tensors run on cpu, eagerly, in the ops that define a complex rule: else a clear error."""
+    """Complex tensors run eagerly, on a backend that holds them (``holds_complex``), in the ops that
+    define a complex rule: else a clear error."""
     name = x.dtype.name
     if not supported:
         raise TypeError(f"{op_name}: not supported for {name} tensors")
-    if x.device.type != "cpu":
-        raise DeviceError(f"{op_name}: {name} tensors are supported on cpu only, got a tensor on {x.device}")
+    if not holds_complex(x._storage.backend):
+        raise DeviceError(f"{op_name}: {name} tensors are not supported on {x.device} (cpu and cuda hold them)")
     if _Tracing.tracer is not None:
         raise RuntimeError(f"{op_name}: munet.compile does not support {name} tensors; run this part eagerly")
 
@@ -547,8 +553,8 @@ def _copy_between_backends(x, target, non_blocking: bool = False):
 
     ``non_blocking`` reaches a backend that declares ``non_blocking_copies`` (cuda): an upload
     from pinned memory is queued on its stream, a download lands in new pinned memory."""
-    if x.dtype.is_complex and target.device.type != "cpu":
-        raise DeviceError(f"to: {x.dtype.name} tensors are supported on cpu only, not on {target.device}")
+    if x.dtype.is_complex and not holds_complex(target):
+        raise DeviceError(f"to: {x.dtype.name} tensors are not supported on {target.device} (cpu and cuda hold them)")
     receive = getattr(target, "receive", None)
     buffer = None if receive is None else receive(x._storage.backend, x._data)
     if buffer is None:
@@ -602,8 +608,10 @@ def apply_factory(op: Op, device, **attrs):
     """
     backend = get_backend(factory_device(device))
     meta = op.meta(**attrs)
-    if getattr(meta, "dtype", None) is not None and meta.dtype.is_complex and backend.device.type != "cpu":
-        raise DeviceError(f"{op.name}: {meta.dtype.name} tensors are supported on cpu only, not on {backend.device}")
+    if getattr(meta, "dtype", None) is not None and meta.dtype.is_complex and not holds_complex(backend):
+        raise DeviceError(
+            f"{op.name}: {meta.dtype.name} tensors are not supported on {backend.device} (cpu and cuda hold them)"
+        )
     if op.decomposition is not None and op.name not in backend.kernels:
         return decompose(op, (), dict(attrs, device=backend.device))
     tracer = _Tracing.tracer

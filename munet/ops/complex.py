@@ -1,9 +1,10 @@
 """Complex tensors: the ops that make, take apart and measure them, and which ops accept them.
 
-``complex64``/``complex128`` tensors live on the cpu only and run eagerly: an op takes complex
-inputs only when it declares a complex gradient rule (``Op.complex_rule``), every other op raises
-``TypeError`` naming itself and the dtype; another device raises ``DeviceError`` and
-``munet.compile`` refuses them (``check_complex`` in ``_registry.py``).
+``complex64``/``complex128`` tensors live on the cpu and on cuda (a backend declaring
+``complex_dtypes``) and run eagerly: an op takes complex inputs only when it declares a complex
+gradient rule (``Op.complex_rule``), every other op raises ``TypeError`` naming itself and the dtype;
+another device raises ``DeviceError``, a cuda op without a complex kernel raises ``DeviceError`` from
+its kernel, and ``munet.compile`` refuses them (``check_complex`` in ``_registry.py``).
 
 Gradients follow PyTorch's convention: for a real loss ``L`` of ``z = x + iy`` the gradient is
 ``dL/dx + i dL/dy``. The ops listed in ``ANALYTIC_OPS`` have rules written for real numbers

@@ -7,7 +7,7 @@ import builtins
 from munet import _dtype as D
 from munet._device import DeviceError, as_device, get_backend
 from munet._memory_format import check_memory_format, preserve_format, suggest_memory_format
-from munet.ops._registry import Meta, Op, apply, apply_transfer, define
+from munet.ops._registry import Meta, Op, apply, apply_transfer, define, holds_complex
 from munet.ops.view import copy_in_memory_format
 
 __all__ = []
@@ -45,8 +45,8 @@ cast_op = define("cast", meta=_cast_meta, backward=_cast_backward, backward_name
 def cast(x, dtype):
     if x.dtype is dtype:
         return x
-    if dtype.is_complex and x.device.type != "cpu":
-        raise DeviceError(f"to: {dtype.name} tensors are supported on cpu only, not on {x.device}")
+    if dtype.is_complex and not holds_complex(x._storage.backend):
+        raise DeviceError(f"to: {dtype.name} tensors are not supported on {x.device} (cpu and cuda hold them)")
     return apply(cast_op, x, dtype=dtype)
 
 

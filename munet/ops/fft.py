@@ -2,8 +2,8 @@
 
 Three primitives carry every transform, as in PyTorch: ``fft_c2c`` (complex to complex, either
 direction), ``fft_r2c`` (real to the one-sided half spectrum, forward) and ``fft_c2r`` (the half
-spectrum of a Hermitian signal to real, inverse). Their kernels are NumPy's pocketfft (cpu only,
-as complex tensors are); their gradient rules are the transposed transforms in PyTorch's
+spectrum of a Hermitian signal to real, inverse). Their kernels are NumPy's pocketfft on the cpu
+and cuFFT through ``cupy.fft`` on cuda; their gradient rules are the transposed transforms in PyTorch's
 conjugate convention (``c2c`` goes back the other way with the same scale; ``r2c`` zero-pads the
 half spectrum and keeps the real part of the inverse; ``c2r`` transforms forward and doubles the
 bins that stood for two). Everything else (``n``/``s`` padding and trimming, ``hfft``/``ihfft``,

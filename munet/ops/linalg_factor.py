@@ -14,7 +14,7 @@ with public ops, derived from the factorization's differential:
   gradient is finite only for distinct singular values (eigenvalues), as in PyTorch.
 
 Inputs and results are real (float32, float64); the eigendecomposition of a general matrix, whose
-results are complex, is ``linalg_eig.py``. No backend other than the CPU has kernels for these ops: on
+results are complex, is ``linalg_eig.py``. The cuda backend runs these ops through cuSOLVER (CuPy); on
 vulkan they raise ``DeviceError`` naming the op and the device (docs/linalg.md).
 """
 

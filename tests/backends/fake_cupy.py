@@ -34,6 +34,7 @@ is no evidence about CuPy's or the GPU's behaviour (tests/backends/test_cuda_gpu
 
 from __future__ import annotations
 
+import builtins
 import contextlib
 import ctypes
 import os
@@ -355,7 +356,7 @@ class MemoryPool:
         self._cached.setdefault(device, []).append(mem)
 
     def _cached_bytes(self, device: int) -> int:
-        return sum(m.size for m in self._cached.get(device, []))
+        return builtins.sum(m.size for m in self._cached.get(device, []))
 
     def used_bytes(self) -> int:
         return self._used.get(_current_device(), 0)
@@ -599,6 +600,10 @@ def install(monkeypatch) -> None:
         monkeypatch.setitem(sys.modules, name, sys.modules[__name__])
     monkeypatch.setitem(sys.modules, "cupy_backends.cuda.libs.cublas", cublas)
     monkeypatch.setitem(sys.modules, "cupy.cuda.nccl", nccl)
+    for name, module in (("cupyx", cupyx), ("cupyx.scipy", cupyx.scipy), ("cupyx.scipy.linalg", cupyx.scipy.linalg)):
+        monkeypatch.setitem(sys.modules, name, module)
+    LINALG_CALLS.clear()
+    FFT_CALLS.clear()
     monkeypatch.setattr(discovery, "_driver_device_count", lambda: (DEVICES, None))
     import munet._device
 
@@ -968,3 +973,260 @@ nccl = types.SimpleNamespace(
     **{n: v for n, v in globals().items() if n.startswith("NCCL_") and isinstance(v, int) and n != "NCCL_VERSION"},
 )
 cuda.nccl = nccl
+
+
+# cuSOLVER, cupy.linalg and cupyx.scipy.linalg ---------------------------------------------------
+# What munet/backends/cuda/kernels_linalg.py calls. The cuSOLVER stand-ins read and write the raw
+# pointers, leading dimensions and batch pointer arrays they are given, column-major as cuSOLVER
+# does (so a wrong pointer, stride or triangle gives a wrong answer); the CuPy functions compute
+# with NumPy on the fake arrays and return fresh arrays from the current allocator. Every call is
+# recorded in LINALG_CALLS as (function, shapes or sizes, dtype, current device).
+
+uint64 = np.uint64
+complex64, complex128 = np.complex64, np.complex128
+LINALG_CALLS: list = []
+CUBLAS_FILL_MODE_LOWER, CUBLAS_FILL_MODE_UPPER = 0, 1
+cublas.CUBLAS_FILL_MODE_LOWER, cublas.CUBLAS_FILL_MODE_UPPER = CUBLAS_FILL_MODE_LOWER, CUBLAS_FILL_MODE_UPPER
+cuda.device.get_cusolver_handle = lambda: 2
+
+
+def zeros(shape, dtype=float):
+    return _as_fake(lambda: np.zeros(shape, dtype=dtype))
+
+
+def ones(shape, dtype=float):
+    return _as_fake(lambda: np.ones(shape, dtype=dtype))
+
+
+def swapaxes(x, a, b):
+    return np.swapaxes(x, a, b)  # a view, as CuPy's
+
+
+def _column_major(address: int, dtype, rows: int, cols: int, ld: int) -> np.ndarray:
+    """The writable column-major ``rows x cols`` matrix at ``address`` with leading dimension ``ld``."""
+    item = np.dtype(dtype).itemsize
+    flat = _read(address, (cols - 1) * ld + rows, dtype) if rows and cols else np.empty(0, dtype)
+    return np.lib.stride_tricks.as_strided(flat, (rows, cols), (item, item * ld))
+
+
+def _potrf_batched(dtype):
+    def potrf_batched(handle, uplo, n, pointers, lda, info, count):
+        assert lda >= max(1, n)
+
+        def run():
+            addresses = _read(pointers, count, np.uint64)
+            infos = _read(info, count, np.int32)
+            for i, address in enumerate(addresses):
+                m = _column_major(int(address), dtype, n, n, lda)
+                lower = np.tril(m) if uplo == CUBLAS_FILL_MODE_LOWER else np.triu(m).T
+                low, infos[i] = _cholesky_with_info(lower.astype(np.float64))
+                if uplo == CUBLAS_FILL_MODE_LOWER:
+                    m[np.tril_indices(n)] = low[np.tril_indices(n)]
+                else:
+                    m[np.triu_indices(n)] = low.T[np.triu_indices(n)]
+            LINALG_CALLS.append(("potrfBatched", (n, lda, count, uplo), np.dtype(dtype).name, _current_device()))
+
+        _submit(run)
+
+    return potrf_batched
+
+
+def _cholesky_with_info(lower: np.ndarray) -> tuple:
+    """LAPACK's potrf on a lower triangle: the factor and the order of the first leading minor that
+    is not positive-definite (0 when none), columns after it left as they were."""
+    low = lower.copy()
+    n = len(low)
+    for j in range(n):
+        d = low[j, j] - low[j, :j] @ low[j, :j]
+        if not d > 0:
+            return low, j + 1
+        low[j, j] = np.sqrt(d)
+        low[j + 1 :, j] = (low[j + 1 :, j] - low[j + 1 :, :j] @ low[j, :j]) / low[j, j]
+    return low, 0
+
+
+def _getrf_buffer_size(dtype):
+    def getrf_buffer_size(handle, m, n, a, lda):
+        return m * n + 1
+
+    return getrf_buffer_size
+
+
+def _getrf(dtype):
+    def getrf(handle, m, n, a, lda, work, pivots, info):
+        assert lda >= max(1, m)
+
+        def run():
+            x = _column_major(a, dtype, m, n, lda)
+            lu = x.astype(np.float64)
+            k = min(m, n)
+            piv = _read(pivots, k, np.int32)
+            for j in range(k):
+                p = j + int(np.argmax(np.abs(lu[j:, j])))
+                piv[j] = p + 1
+                lu[[j, p]] = lu[[p, j]]
+                if lu[j, j] != 0:
+                    lu[j + 1 :, j] /= lu[j, j]
+                lu[j + 1 :, j + 1 :] -= np.outer(lu[j + 1 :, j], lu[j, j + 1 :])
+            zero = np.diagonal(lu)[:k] == 0
+            _read(info, 1, np.int32)[0] = int(np.argmax(zero)) + 1 if zero.any() else 0
+            x[...] = lu.astype(dtype)
+            LINALG_CALLS.append(("getrf", (m, n, lda), np.dtype(dtype).name, _current_device()))
+
+        _submit(run)
+
+    return getrf
+
+
+cusolver = types.SimpleNamespace(
+    setStream=lambda handle, stream: LINALG_CALLS.append(("setStream", stream, None, _current_device())),
+    spotrfBatched=_potrf_batched(np.float32),
+    dpotrfBatched=_potrf_batched(np.float64),
+    sgetrf_bufferSize=_getrf_buffer_size(np.float32),
+    dgetrf_bufferSize=_getrf_buffer_size(np.float64),
+    sgetrf=_getrf(np.float32),
+    dgetrf=_getrf(np.float64),
+)
+
+
+def _linalg_call(name: str, compute, *arrays):
+    """``compute()``'s NumPy results as fresh fake arrays of the current allocator, recorded; while
+    the stream captures, each graph launch computes them again from the operands' memory then."""
+    LINALG_CALLS.append((name, tuple(a.shape for a in arrays), arrays[0].dtype.name, _current_device()))
+    result = compute()
+    if isinstance(result, tuple):
+        return tuple(_as_fake(lambda i=i: compute()[i]) for i in range(len(result)))
+    return _as_fake(compute)
+
+
+def _float_only(name: str, a) -> None:
+    if a.dtype not in (np.float32, np.float64):  # CuPy's linalg takes these (and complex) only
+        raise TypeError(f"fake cupy.linalg.{name}: dtype {a.dtype} is not supported")
+
+
+def _fake_qr(a, mode="reduced"):
+    _float_only("qr", a)
+    return _linalg_call("qr", lambda: np.linalg.qr(_plain(a), mode=mode), a)
+
+
+def _fake_svd(a, full_matrices=True, compute_uv=True):
+    _float_only("svd", a)
+    return _linalg_call("svd", lambda: tuple(np.linalg.svd(_plain(a), full_matrices, compute_uv)), a)
+
+
+def _fake_eigh(a, UPLO="L"):  # noqa: N803 - CuPy's argument name
+    _float_only("eigh", a)
+    return _linalg_call("eigh", lambda: tuple(np.linalg.eigh(_plain(a), UPLO=UPLO)), a)
+
+
+def _fake_det(a):
+    _float_only("det", a)
+    return _linalg_call("det", lambda: np.asarray(np.linalg.det(_plain(a)), dtype=a.dtype), a)
+
+
+def _fake_solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False, check_finite=False):
+    assert a.ndim == 2 and b.ndim in (1, 2), "cupyx.scipy.linalg.solve_triangular takes one matrix"
+    _float_only("solve_triangular", a)
+
+    def compute():
+        m = np.tril(_plain(a)) if lower else np.triu(_plain(a))
+        if unit_diagonal:
+            np.fill_diagonal(m, 1)
+        return np.linalg.solve(m.astype(np.float64), _plain(b).astype(np.float64)).astype(a.dtype)
+
+    return _linalg_call("solve_triangular", compute, a, b)
+
+
+def _fake_expm(a):
+    assert a.ndim == 2, "cupyx.scipy.linalg.expm takes one matrix"
+    _float_only("expm", a)
+
+    def compute():  # a Taylor series of the scaled matrix, squared back (float64)
+        x = _plain(a).astype(np.float64)
+        norm = np.abs(x).sum(0).max(initial=0.0)
+        squarings = int(np.ceil(np.log2(norm))) if norm > 1 else 0
+        x = x / 2.0**squarings
+        term = result = np.eye(len(x))
+        for k in range(1, 24):
+            term = term @ x / k
+            result = result + term
+        for _ in range(squarings):
+            result = result @ result
+        return result.astype(a.dtype)
+
+    return _linalg_call("expm", compute, a)
+
+
+linalg = types.SimpleNamespace(
+    qr=_fake_qr, svd=_fake_svd, eigh=_fake_eigh, det=_fake_det
+)  # no eig, as in CuPy releases before it
+cupyx = types.SimpleNamespace(
+    scipy=types.SimpleNamespace(linalg=types.SimpleNamespace(solve_triangular=_fake_solve_triangular, expm=_fake_expm))
+)
+
+
+# complex arrays -----------------------------------------------------------------------------------
+# What munet/backends/cuda/kernels_complex.py calls besides the array operations above (NumPy's).
+
+
+def conj(x):
+    return _as_fake(lambda: np.conj(_plain(x)))
+
+
+def angle(x):
+    return _as_fake(lambda: np.angle(_plain(x)))
+
+
+def abs(x):  # noqa: A001 - CuPy's name
+    return _as_fake(lambda: np.abs(_plain(x)))
+
+
+# cupy.fft -----------------------------------------------------------------------------------------
+# What munet/backends/cuda/kernels_fft.py calls: NumPy's pocketfft on the fake arrays, in the input's
+# precision as cuFFT computes (complex64 from float32/complex64), results from the current allocator.
+# Every call is recorded in FFT_CALLS as (function, shape, dtype, axes, s, norm, current device).
+
+FFT_CALLS: list = []
+_FFT_PRECISION = {"f": np.complex64, "d": np.complex128, "F": np.complex64, "D": np.complex128}
+
+
+def _fft_call(name: str, transform, real_result: bool):
+    def call(a, s=None, axes=None, norm=None):
+        if a.dtype.char not in _FFT_PRECISION:
+            raise TypeError(f"fake cupy.fft.{name}: dtype {a.dtype} is not supported")
+        FFT_CALLS.append((name, a.shape, a.dtype.name, axes, s, norm, _current_device()))
+        complex_type = _FFT_PRECISION[a.dtype.char]
+        result_type = np.dtype(complex_type(0).real.dtype) if real_result else np.dtype(complex_type)
+        return _as_fake(lambda: transform(_plain(a), s=s, axes=axes, norm=norm).astype(result_type))
+
+    return call
+
+
+fft = types.SimpleNamespace(
+    fftn=_fft_call("fftn", np.fft.fftn, False),
+    ifftn=_fft_call("ifftn", np.fft.ifftn, False),
+    rfftn=_fft_call("rfftn", np.fft.rfftn, False),
+    irfftn=_fft_call("irfftn", np.fft.irfftn, True),
+)
+
+
+# complex formulas ---------------------------------------------------------------------------------
+# munet/backends/cuda/complex_formula.py calls CuPy's ufuncs by name: here NumPy's, which dispatch to
+# the fake arrays' __array_ufunc__ (so they allocate from the current allocator and follow capture).
+
+for _name in ("add", "subtract", "multiply", "true_divide", "power", "negative", "exp", "expm1", "log", "log1p",
+              "sqrt", "sin", "cos", "tan", "sinh", "cosh", "tanh", "arcsin", "arccos", "arctan", "equal",
+              "not_equal", "isinf", "logical_not", "logical_and", "logical_or", "matmul"):  # fmt: skip
+    globals()[_name] = getattr(np, _name)
+
+
+def sum(x, axis=None, keepdims=False):  # noqa: A001 - CuPy's name
+    return _as_fake(lambda: np.sum(_plain(x), axis=axis, keepdims=keepdims))
+
+
+def cumsum(x, axis=None):
+    return _as_fake(lambda: np.cumsum(_plain(x), axis=axis))
+
+
+def flip(x, axis):
+    return np.flip(x, axis)  # a view, as CuPy's

@@ -55,6 +55,8 @@ class CudaRuntime:
 class CudaBackend:
     """One CUDA device as a MuNet device (``cuda:N``)."""
 
+    complex_dtypes = True  # complex64/complex128 storage, copies and casts (CuPy's complex types)
+
     def __init__(self, index: int):
         self.device = device("cuda", index)
         self.runtime = rt = CudaRuntime(index)
@@ -67,11 +69,14 @@ class CudaBackend:
             return self.runtime.empty((numel,), dtype)
 
     def view(self, buffer, shape, stride, offset: int, dtype=None):
-        itemsize = buffer.itemsize
+        """``buffer``'s elements at ``offset + sum(i * stride)``, read as ``dtype`` (the buffer's own
+        type unless a view reinterprets it, as ``view_as_real``: geometry is then in elements of ``dtype``)."""
+        element = buffer.dtype if dtype is None else copies.storage_dtype(dtype)
+        itemsize = element.itemsize
         if 0 in shape:
             offset = 0  # an empty view may start past the end of its storage, as in PyTorch
         memptr = buffer.data + offset * itemsize if buffer.size else buffer.data
-        return self.cupy.ndarray(tuple(shape), buffer.dtype, memptr, tuple(s * itemsize for s in stride))
+        return self.cupy.ndarray(tuple(shape), element, memptr, tuple(s * itemsize for s in stride))
 
     def wrap(self, raw, np_dtype):
         """A kernel result as ``(buffer, strides, data)``; casts when the op declared another dtype."""

@@ -52,10 +52,14 @@ def bfloat16_bits_to_float32(cp, bits):
 
 def cast(cp, x, dtype):
     """A new C-contiguous array of ``x``'s values converted to ``dtype`` (PyTorch's cast rules:
-    to bool is ``x != 0``, float to int truncates toward zero)."""
+    to bool is ``x != 0``, float to int truncates toward zero, complex to real keeps the real part)."""
     source = dtype_of(x)
     if source is dtype:
         return cp.array(x, copy=True, order="C")
+    if source.is_complex and not dtype.is_complex and dtype is not D.bool_:
+        x, source = x.real, source.to_real()
+        if source is dtype:
+            return cp.array(x, copy=True, order="C")
     if source is D.bfloat16:
         x, source = bfloat16_bits_to_float32(cp, x), D.float32
         if dtype is D.float32:

@@ -8,7 +8,7 @@ cores when ``munet.backends.cuda.matmul.allow_tf32`` is set; float16 and bfloat1
 cores and accumulate in float32, and cuBLAS may reduce split-K partial sums in the output type
 unless ``allow_fp16_reduced_precision_reduction`` / ``allow_bf16_reduced_precision_reduction`` is
 cleared (PyTorch's flags, default True); float64 in float64. cuBLAS has no integer GEMM, so integer
-matmuls raise, as in PyTorch.
+matmuls raise, as in PyTorch. complex64/complex128 go through CuPy's ``matmul`` (cuBLAS's complex GEMM).
 """
 
 from __future__ import annotations
@@ -102,6 +102,9 @@ def matmul_into(rt, a, b, out):
     overlapping neither operand): the compiled plans' arena hands matmuls their planned memory."""
     cp = rt.cupy
     dtype = copies.dtype_of(a)
+    if dtype.is_complex:  # CuPy's matmul: cuBLAS's complex GEMM (cgemm/zgemm) on the current stream
+        cp.matmul(a, b, out=out)  # (the op gives both operands one dtype)
+        return out
     if dtype.name not in _CUDA_TYPES:
         raise DeviceError(f"matmul: cuBLAS has no {dtype.name} GEMM on {rt.label}; use a floating dtype")
     if copies.dtype_of(b) is not dtype:

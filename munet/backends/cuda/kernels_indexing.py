@@ -32,6 +32,7 @@ import functools
 import numpy as np
 
 from munet import _dtype as D
+from munet._device import DeviceError
 from munet._tensor import contiguous_strides
 from munet.backends.cuda import copies, launch
 from munet.backends.cuda.device_asserts import FAULT_HELPER
@@ -173,9 +174,21 @@ def _index_values(indices) -> list:
     return values
 
 
+def _complex_parts(x, xs, indices):
+    """A complex ``x`` as its real and imaginary float views, with ``xs`` and the index strides in
+    elements of those (twice ``x``'s): the kernels move and add the parts as real words."""
+    doubled = [(index, size, 2 * stride, site) for index, size, stride, site in indices]
+    return (x.real, x.imag), [2 * s for s in xs], doubled
+
+
 def _take(rt, x, out_shape, xs, bs, indices, wrap: bool):
     """Launch the take kernel: ``indices`` is ``[(int64 contiguous array, size, x stride, site), ...]``."""
     cp = rt.cupy
+    if x.dtype.kind == "c":
+        parts, xs, indices = _complex_parts(x, xs, indices)
+        out = cp.empty(tuple(out_shape), x.dtype)
+        out.real[...], out.imag[...] = (_take(rt, part, out_shape, xs, bs, indices, wrap) for part in parts)
+        return out
     out = cp.empty(tuple(out_shape), x.dtype)
     n = out.size
     if n == 0:
@@ -198,6 +211,13 @@ def _put(rt, x, region, xs, bs, source, indices, wrap: bool, mode: str, claim: b
     n = _numel(region)
     if n == 0:
         return
+    if x.dtype.kind == "c":  # the parts are independent: "set" picks the same writer for both, "add" adds each
+        if mode not in ("set", "add"):
+            raise DeviceError(f"{mode}: complex tensors have no order or product scatter on cuda")
+        parts, xs, indices = _complex_parts(x, xs, indices)
+        for part, source_part in zip(parts, (source.real, source.imag)):
+            _put(rt, part, region, xs, bs, source_part, indices, wrap, mode, claim)
+        return
     rank = max(len(region), 1)
     os_ = tuple(region) or (1,)
     xs, bs, ss = tuple(xs) or (0,), tuple(bs) or (0,), _source_strides(source, region) or (0,)
@@ -211,7 +231,10 @@ def _put(rt, x, region, xs, bs, source, indices, wrap: bool, mode: str, claim: b
     elif not claim:
         _launch(rt, src, n, [*values, 0, 0])
     else:
-        claims = rt.empty((x.size,), D.int64)  # a word per position of x: 0, or 1 + the last writer
+        reach = (
+            1 + sum((n - 1) * s for n, s in zip(x.shape, _elements(x))) if x.size else 0
+        )  # a complex part's: 2 n - 1
+        claims = rt.empty((reach,), D.int64)  # a word per position of x: 0, or 1 + the last writer
         claims.fill(0)
         for phase in (0, 1):
             _launch(rt, src, n, [*values, claims.data.ptr, phase])

@@ -11,7 +11,8 @@ source once per dtypes, rank and index width
 (``kernels_elementwise``, ``kernels_reduce``, ``kernels_random``: cached here) and hands it to
 ``launch.launch``, which compiles, loads and launches it on ``rt.stream``.
 
-A dtype a formula has no CUDA form for raises ``munet.DeviceError`` naming the op and device.
+A dtype a formula has no CUDA form for raises ``munet.DeviceError`` naming the op and device;
+complex operands of a formula op or ``sum`` go to ``complex_formula.py`` (CuPy's complex ufuncs).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ import numpy as np
 
 from munet import _dtype as D
 from munet._device import DeviceError
-from munet.backends.cuda import copies, launch
+from munet.backends.cuda import complex_formula, copies, launch
 from munet.backends.cuda import kernels_elementwise as E
 from munet.backends.cuda import kernels_random as R
 from munet.backends.cuda import kernels_reduce as Q
@@ -86,6 +87,8 @@ def run_formula(rt, name: str, args, attrs, out=None):
     arrays = [a for a in args if isinstance(a, cp.ndarray)]
     if not arrays:
         raise DeviceError(f"{name}: the cuda kernel needs at least one tensor operand")
+    if complex_formula.has_complex(cp, args):  # the CUDA C renderer prints real formulas only
+        return complex_formula.run_formula(rt, name, args, attrs, out)
     shape = tuple(np.broadcast_shapes(*(a.shape for a in arrays)))
     conditions = {i for i, role in enumerate(op.inputs) if role == "condition"}
     values = [copies.dtype_of(a).name for i, a in enumerate(args) if isinstance(a, cp.ndarray) and i not in conditions]
@@ -212,6 +215,8 @@ def _accumulated(x, dtype) -> str:
 
 @kernel("sum")
 def sum_(rt, x, *, dims, keepdim, dtype=None):
+    if x.dtype.kind == "c" and (dtype is None or dtype.is_complex):
+        return complex_formula.reduce_sum(rt, x, dims, keepdim)
     return run_reduction(rt, "sum", x, dims, keepdim, _accumulated(x, dtype))
 
 

@@ -33,7 +33,7 @@ import math
 
 from munet import _dtype as D
 from munet._tensor import contiguous_strides
-from munet.backends.cuda import copies, launch
+from munet.backends.cuda import complex_formula, copies, launch
 from munet.backends.cuda.registry import kernel
 from munet.backends.cuda.scalar_cuda import HEADER, PRELUDE, compute_dtype, ctype, load, render_apply, store
 from munet.backends.cuda.source import CudaSource, kernel_head, offsets
@@ -173,6 +173,8 @@ def _scan(rt, op: str, x, dim: int, reverse: bool = False):
 
 @kernel("cumsum")
 def cumsum(rt, x, *, dim, reverse):
+    if x.dtype.kind == "c":  # the scan renderer prints real formulas only
+        return complex_formula.cumulative_sum(rt, x, dim, reverse)
     return _scan(rt, "cumsum", x, dim, reverse)
 
 

@@ -3,8 +3,9 @@ library MuNet's cuda ops call.
 
 Matmuls on cuda call cuBLAS (``cublasGemmStridedBatchedEx``, ``kernels_blas.py``), so the BLAS
 answer is ``Cublas`` and asking for cuBLASLt or CK raises, as PyTorch does where it was built
-without them. MuNet's cuda linear algebra calls neither cuSOLVER nor MAGMA, so the linalg answer is
-``Default`` and asking for either raises.
+without them. The cuda factorizations call cuSOLVER (through CuPy, ``kernels_linalg.py``), so the
+linalg preference is PyTorch's ``Default`` until ``"cusolver"`` is asked for (both mean cuSOLVER
+here), and asking for MAGMA raises.
 """
 
 from __future__ import annotations
@@ -51,13 +52,17 @@ def preferred_blas_library(backend=None) -> BlasBackend:
     return BlasBackend.Cublas
 
 
+_linalg_preference = [LinalgBackend.Default]
+
+
 def preferred_linalg_library(backend=None) -> LinalgBackend:
-    """The linear-algebra library of cuda ops: MuNet's own (``Default``); only ``"default"`` may be asked for."""
+    """The preferred linear-algebra library of cuda ops, as PyTorch: ``Default`` until set; ``"cusolver"``
+    and ``"default"`` may be set (MuNet's cuda factorizations call cuSOLVER either way)."""
     if backend is not None:
         chosen = _chosen(backend, _LINALG_NAMES, LinalgBackend, "preferred_linalg_library")
-        if chosen is not LinalgBackend.Default:
+        if chosen not in (LinalgBackend.Default, LinalgBackend.Cusolver):
             raise RuntimeError(
-                f"Cannot set preferred backend to {chosen.name}: MuNet's cuda linear algebra calls neither cuSOLVER "
-                "nor MAGMA"
+                f"Cannot set preferred backend to {chosen.name}: MuNet's cuda linear algebra calls cuSOLVER"
             )
-    return LinalgBackend.Default
+        _linalg_preference[0] = chosen
+    return _linalg_preference[0]
