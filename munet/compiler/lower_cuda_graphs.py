@@ -219,7 +219,7 @@ class GraphReplay:
                         if graph._graph is None and self.failure is None:
                             self.failure = f"CUDA refused the capture: {error}"
         except FrozenDrawError as error:
-            self.failure = f"the '{ex.step_nodes[k].name}' node's kernel takes its Philox counter by value: {error}"
+            self.failure = f"the '{ex.step_nodes[k].name}' node's kernel takes its Philox counter by value ({error})"
         except Exception as error:  # a step CUDA refused inside a capture (a host synchronisation)
             self.failure = self.failure or f"CUDA refused the capture: {type(error).__name__}: {error}"
         finally:

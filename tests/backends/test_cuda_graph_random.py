@@ -61,13 +61,18 @@ def test_a_dropout_training_step_replays_the_eager_draws():
     compiled = munet.compile(lambda a, b: _classify(model, opt, a, b))
     munet.manual_seed(11)  # the cpu and cuda generators: the same stream from here
     rng = np.random.default_rng(0)
-    for _ in range(CALLS):
+    for call in range(CALLS + 3):
+        if call == CALLS:  # a parameter's memory moves: the plan captures again, with new slots
+            _replays(compiled)
+            moved = munet.zeros_like(model[0].weight)
+            moved.copy_(model[0].weight.detach())
+            model[0].weight.data = moved
         x = munet.tensor(rng.standard_normal((16, 8)).astype(np.float32))
         labels = munet.tensor(rng.integers(0, 3, 16))
         got = compiled(x.cuda(), labels.cuda())
         want = _classify(reference, ref_opt, x, labels)
         np.testing.assert_allclose(_numpy(got), _numpy(want), rtol=1e-5, atol=1e-6)
-    _replays(compiled)
+    assert "2 captures" in compiled.stats()["cuda_graph"], compiled.stats()["cuda_graph"]
     for p, q in zip(model.parameters(), reference.parameters()):
         np.testing.assert_allclose(_numpy(p), _numpy(q), rtol=1e-5, atol=1e-6)
     # the replays advanced the cuda generator exactly as the eager steps advanced the cpu one

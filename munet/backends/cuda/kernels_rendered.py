@@ -314,17 +314,17 @@ class PhiloxSlots:
         def by_value(generator):  # any other draw on this thread would be frozen into the graph
             if threading.get_ident() == thread and getattr(_CAPTURE, "slots", None) is self:
                 raise FrozenDrawError(
-                    f"a kernel drew from {generator!r} with its Philox counter as a launch argument "
-                    "(a graph would repeat its numbers at every replay)"
+                    f"it drew from {generator!r} with the counter as a launch argument, which the graph would "
+                    "repeat at every replay"
                 )
 
-        _CAPTURE.slots = self
+        previous, _CAPTURE.slots = getattr(_CAPTURE, "slots", None), self
         draw_watchers.append(by_value)
         try:
             yield self
         finally:
             draw_watchers.remove(by_value)
-            _CAPTURE.slots = None
+            _CAPTURE.slots = previous
 
     def reserve(self, generator, blocks: int) -> int:
         """The device address of a new slot for a draw of ``blocks`` counter blocks from ``generator``."""
