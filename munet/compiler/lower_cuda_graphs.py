@@ -15,12 +15,20 @@
   lands in memory the graph keeps. The graph is then launched for this call's results.
 - Later calls run the host steps, upload the scalars, copy the arguments into the graph's
   buffers, and launch the graph on the current stream: one launch for the whole step.
+- Random ops: their kernels' Philox ``(key, counter)`` would be frozen as launch arguments, so under
+  the capture each random kernel reads them from a device slot instead
+  (``kernels_rendered.PhiloxSlots``, recorded with its generator and block count), and before every
+  launch of the graph the slots are filled by the same ``philox_advance`` calls, in the same order,
+  that the step run op by op makes (PyTorch's graph-safe Philox state, read by the kernels from
+  device memory). A replay therefore draws the uncaptured step's numbers and advances the
+  generator as it does, and ``manual_seed``/``set_rng_state`` between calls take effect.
 
 A plan the graph cannot express runs its steps one by one, and ``stats()["cuda_graph"]`` says why:
 a copy of a device value to the host inside the plan, an unfused node reading a
-run-time scalar (the graph would freeze its value), a random op (the graph would freeze its
-generator's counter, so every replay would draw the same numbers), a host step fed by a device value, or a capture
-CUDA refused (the error CuPy raised, e.g. a kernel that synchronises with the host). State inputs
+run-time scalar (the graph would freeze its value), a random op drawing from a generator a host step
+also draws from (the graph's draws would move after the host step's), a kernel that takes its Philox
+counter by value (found during the capture), a host step fed by a device value, or a capture CUDA
+refused (the error CuPy raised, e.g. a kernel that synchronises with the host). State inputs
 (parameters, optimizer moments, buffers) are used where they live; when one moves (``p.data = ...``)
 or an argument's shape changes (a plan serves one shape; size-generic plans are not captured) the
 plan captures again, and after ``MAX_CAPTURES`` captures it stops capturing.
@@ -65,6 +73,7 @@ class GraphReplay:
         self.captures = 0
         self.replays = 0
         self.graph = None
+        self.philox = ()  # the captured random kernels' Philox slots (kernels_rendered.PhiloxSlots)
         self.failure = None
         self._captured_env = None
         self._captured_state = None
@@ -91,6 +100,9 @@ class GraphReplay:
         if self.executable.dynamic:
             return "a size-generic plan (dynamic shapes) serves many shapes; a graph holds one"
         uploads = set(self.upload_steps)
+        host_generators = {
+            nodes[k].attrs["generator"]: nodes[k].name for k in self.host_steps if "generator" in nodes[k].attrs
+        }
         for k, node in enumerate(nodes):
             if k in uploads:
                 continue
@@ -102,8 +114,12 @@ class GraphReplay:
                        for v in values):  # fmt: skip
                     return f"the host step '{node.name}' reads a {self.device} value"
                 continue
-            if "generator" in node.attrs:  # its (key, counter) are launch arguments: replays would repeat them
-                return f"the '{node.name}' node draws random numbers, which a graph would repeat at every replay"
+            if "generator" in node.attrs and node.attrs["generator"] in host_generators:
+                host = host_generators[node.attrs["generator"]]
+                return (
+                    f"the '{node.name}' node and the host step '{host}' draw from one generator; the graph's "
+                    "draws, made before each launch, would come after the host step's"
+                )
             if node.op is FUSED and not isinstance(self.target.render_fused(node), str):
                 continue  # its scalars come from the parameter block at each replay
             frozen = [v for v in values if v.kind == "scalar" and not _constant(v)]
@@ -134,8 +150,8 @@ class GraphReplay:
                 self.failure = f"the inputs changed after {self.captures} captures; the plan stopped capturing"
                 self.executable._run_steps(env)
                 return
-            if not self._capture(env):
-                self.executable._run_steps(env)
+            if not self._capture(env):  # the host steps and uploads ran: only the device steps run again
+                self.executable._run_steps(env, self.device_steps)
                 return
         else:
             self._prepare(env)
@@ -162,6 +178,8 @@ class GraphReplay:
             env[i] = static
 
     def _launch(self, env: list) -> None:
+        if len(self.philox):  # the random kernels' (key, counter), drawn as the uncaptured step would
+            self.philox.advance()
         self.graph.replay()
         self.replays += 1
         captured = self._captured_env
@@ -171,6 +189,7 @@ class GraphReplay:
                 env[i] = captured[i]
 
     def _capture(self, env: list) -> bool:
+        from munet.backends.cuda.kernels_rendered import FrozenDrawError, PhiloxSlots
         from munet.backends.cuda.streams import capture_stream, current_stream
         from munet.backends.cuda.streams import stream as stream_context
         from munet.cuda.graphs import CUDAGraph
@@ -185,17 +204,22 @@ class GraphReplay:
         side = capture_stream(index)
         side.wait_stream(current_stream(index))
         target.upload_params_per_kernel = False
+        philox = PhiloxSlots(target.runtime)
+        k = None
         try:
-            with stream_context(side):
+            with stream_context(side), philox.capturing():
                 graph.capture_begin(capture_error_mode="thread_local")
                 try:
-                    ex._run_steps(env, self.device_steps)
+                    for k in self.device_steps:
+                        ex._run_steps(env, [k])
                 finally:
                     try:
                         graph.capture_end()
                     except Exception as error:
                         if graph._graph is None and self.failure is None:
                             self.failure = f"CUDA refused the capture: {error}"
+        except FrozenDrawError as error:
+            self.failure = f"the '{ex.step_nodes[k].name}' node's kernel takes its Philox counter by value ({error})"
         except Exception as error:  # a step CUDA refused inside a capture (a host synchronisation)
             self.failure = self.failure or f"CUDA refused the capture: {type(error).__name__}: {error}"
         finally:
@@ -207,6 +231,7 @@ class GraphReplay:
                 env[i] = x
             return False
         self.graph = graph
+        self.philox = philox
         self._captured_env = list(env)
         self._captured_state = {i: env[i] for i in self.state_slots}
         return True
@@ -225,9 +250,14 @@ class GraphReplay:
             return {"cuda_graphs": False, "cuda_graph": f"not captured: {self.refused or self.failure}"}
         if self.graph is None:
             return {"cuda_graphs": False, "cuda_graph": f"warming up ({self.calls} of {WARMUP_CALLS + 1} calls)"}
+        random = (
+            f"; {len(self.philox)} random kernels read their Philox counters from device memory"
+            if len(self.philox)
+            else ""
+        )
         return {
             "cuda_graphs": True,
-            "cuda_graph": f"one CUDA graph replayed {self.replays} times ({self.captures} captures)",
+            "cuda_graph": f"one CUDA graph replayed {self.replays} times ({self.captures} captures{random})",
         }
 
 

@@ -107,3 +107,56 @@ def test_memory_fraction_and_pools():
     with munet.cuda.use_mem_pool(pool):
         x = munet.ones(1 << 20, device="cuda")
     assert pool.used_bytes() >= x.numel() * 4
+
+
+def _noisy(x):
+    return munet.nn.functional.dropout(x, 0.5, True) * 2 + munet.randn(x.shape, device=x.device)
+
+
+def test_a_compiled_step_with_random_ops_replays_the_eager_draws():
+    """Random kernels in the graph read (key, counter) from device slots filled before each launch
+    (test_cuda_graph_random.py on the fake devices): every replay draws the eager step's numbers,
+    and reseeding between replays takes effect."""
+    compiled = munet.compile(_noisy)
+    x = munet.ones(4096, device="cuda")
+    seeds = (3, None, None, None, 8, None)  # reseeded before the first and the fifth call
+    got, want = [], []
+    for run, outputs in ((compiled, got), (_noisy, want)):
+        for seed in seeds:
+            if seed is not None:
+                munet.cuda.manual_seed(seed)
+            outputs.append(run(x).cpu())
+    stats = compiled.stats()
+    assert stats["cuda_graphs"] is True and "random kernels" in stats["cuda_graph"], stats["cuda_graph"]
+    for a, b in zip(got, want):
+        _close(a, b, rtol=1e-6, atol=1e-6)  # the same kernels, by value or from the slots
+    assert not munet.equal(got[3], got[2])
+
+
+def test_a_compiled_dropout_training_step_matches_the_eager_cpu_step():
+    munet.manual_seed(0)
+    model, reference = (
+        munet.nn.Sequential(munet.nn.Linear(32, 64), munet.nn.ReLU(), munet.nn.Dropout(0.25), munet.nn.Linear(64, 8))
+        for _ in range(2)
+    )
+    reference.load_state_dict(model.state_dict())
+    model.cuda()
+    opt = munet.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    ref_opt = munet.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
+
+    def step(model, opt, x, target):
+        opt.zero_grad()
+        loss = munet.nn.functional.mse_loss(model(x), target)
+        loss.backward()
+        opt.step()
+        return loss
+
+    compiled = munet.compile(lambda a, b: step(model, opt, a, b))
+    munet.manual_seed(5)  # the cpu and cuda generators draw the same bernoulli stream from here
+    for call in range(6):
+        x, target = _randn(16, 32, seed=call), _randn(16, 8, seed=100 + call)
+        _close(compiled(x.cuda(), target.cuda()), step(reference, ref_opt, x, target))
+    assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
+    for p, q in zip(model.parameters(), reference.parameters()):
+        _close(p, q)
+    _close(munet.rand(7, device="cuda"), munet.rand(7), rtol=0, atol=0)  # the generators advanced alike

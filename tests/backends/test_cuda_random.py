@@ -379,8 +379,9 @@ def test_data_checks_raise_the_cpus_errors(device, case):
 
 
 def test_a_compiled_step_draws_afresh_at_every_call(fake_gpus):
-    """A random op's (key, counter) are launch arguments, so a plan holding one is not captured as a
-    CUDA graph (its replays would repeat the numbers): each call draws the cpu's next numbers."""
+    """A plan holding random ops replays as a CUDA graph whose random kernels read their (key, counter)
+    from device slots filled before each launch: each call draws the cpu's next numbers
+    (test_cuda_graph_random.py has the training steps, reseeding and the fallbacks)."""
     fake_cupy.skip_without_emulation()
 
     def step(x):
@@ -394,4 +395,5 @@ def test_a_compiled_step_draws_afresh_at_every_call(fake_gpus):
         draws[device] = [compiled(x).cpu().numpy() for _ in range(4)]
     np.testing.assert_array_equal(draws["cuda:0"], draws["cpu"])
     assert not np.array_equal(draws["cuda:0"][2], draws["cuda:0"][3])
-    assert "draws random numbers" in compiled.stats()["cuda_graph"]
+    assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
+    assert "2 random kernels read their Philox counters" in compiled.stats()["cuda_graph"]

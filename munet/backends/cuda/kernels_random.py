@@ -11,6 +11,12 @@ Launching is the device side's::
     args = src.arguments(key, counter, n, out_ptr, scale=high - low, low=low)
     # grid src.grid(src.blocks(n)) blocks of src.block threads: one thread per counter block
 
+A graph freezes a kernel's by-value arguments, so every kernel also takes ``philox``, a device
+pointer: null in eager launches; in a captured plan (``kernels_rendered.PhiloxSlots``) the address of
+a slot of six uint64 words (``philox_slot_words``: the key, then the counter) that the replay writes
+from the generator before each launch of the graph, and the kernel reads its key and counter there
+(``k0..c3`` are then ignored), as PyTorch's graph-safe Philox state is read from device memory.
+
 Every op advances the generator by the CPU kernel's number of blocks (``ceil(words / 4)`` for the
 words the CPU draws), so the draw after it is the CPU's too. Transforms, as on the CPU:
 
@@ -91,14 +97,14 @@ static __device__ __forceinline__ void munet_counter(const unsigned long long ba
 class RandomSource(CudaSource):
     scalars: tuple = ()  # names of the by-value transform parameters after the output
 
-    def arguments(self, key: int, counter: int, n: int, out, **scalars) -> list:
-        """``[(C type, value), ...]``: ``key``/``counter`` as the generator gives them (Python ints)."""
-        words = [(key >> (64 * i)) & (2**64 - 1) for i in range(2)]
-        words += [(counter >> (64 * i)) & (2**64 - 1) for i in range(4)]
+    def arguments(self, key: int, counter: int, n: int, out, philox: int = 0, **scalars) -> list:
+        """``[(C type, value), ...]``: ``key``/``counter`` as the generator gives them (Python ints), or
+        ``philox``, the device pointer of a slot holding them (:func:`philox_slot_words`; then
+        ``key``/``counter`` are ignored), for a kernel in a CUDA graph."""
         missing = set(self.scalars) - set(scalars)
         if missing:
             raise ValueError(f"{self.name}: missing {sorted(missing)}")
-        values = [*words, int(n), out, *(scalars[s] for s in self.scalars)]
+        values = [*philox_slot_words(key, counter), philox, int(n), out, *(scalars[s] for s in self.scalars)]
         return [(t, v) for (t, _), v in zip(self.params, values, strict=True)]
 
     def blocks(self, n: int) -> int:
@@ -106,7 +112,24 @@ class RandomSource(CudaSource):
         return -(-int(n) // 4)
 
 
+def philox_slot_words(key: int, counter: int) -> list[int]:
+    """The six uint64 words of a ``(key, counter)``: the key's two, then the 256-bit counter's four,
+    low word first (the by-value arguments ``k0, k1, c0..c3``, and a ``philox`` slot's layout)."""
+    return [(key >> (64 * i)) & (2**64 - 1) for i in range(2)] + [(counter >> (64 * i)) & (2**64 - 1) for i in range(4)]
+
+
+PHILOX_SLOT_WORDS = 6
 _HEAD = [("unsigned long long", f"k{i}") for i in range(2)] + [("unsigned long long", f"c{i}") for i in range(4)]
+_HEAD += [("const unsigned long long *", "philox")]
+# the counter base of the draw: by value, or (in a CUDA graph, whose launch arguments are frozen) read
+# from the slot the replay writes before each launch
+_BASE = (
+    "  unsigned long long base[4] = {c0, c1, c2, c3};\n"
+    "  if (philox != nullptr) {\n"
+    "    k0 = philox[0]; k1 = philox[1];\n"
+    "    for (int i = 0; i < 4; i++) base[i] = philox[2 + i];\n"
+    "  }"
+)
 
 
 def _unit(name: str, out_type: str, transform, scalars: tuple = (), lines: tuple = ()) -> RandomSource:
@@ -115,7 +138,7 @@ def _unit(name: str, out_type: str, transform, scalars: tuple = (), lines: tuple
     params = (*_HEAD, ("long long", "n"), (f"{out_type} *", "out"), *scalars)
     body = [
         f'extern "C" __global__ void {name}({_signature(params)}) {{',
-        "  const unsigned long long base[4] = {c0, c1, c2, c3};",
+        _BASE,
         "  for (long long b = blockIdx.x * (long long)blockDim.x + threadIdx.x; 4 * b < n;"
         " b += (long long)blockDim.x * gridDim.x) {",
         "    unsigned long long c[4], w[4];",
@@ -195,7 +218,7 @@ def _per_element(name: str, params, lines) -> str:
     """A grid-stride kernel over elements ``i < n`` of a draw (``base`` holds the counter)."""
     body = [
         f'extern "C" __global__ void {name}({_signature(params)}) {{',
-        "  const unsigned long long base[4] = {c0, c1, c2, c3};",
+        _BASE,
         "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n;"
         " i += (long long)blockDim.x * gridDim.x) {",
         *lines,

@@ -5,7 +5,9 @@ its first argument), as on the CPU; ``sum``, ``prod``, ``amax``, ``amin``, ``arg
 ``argmin`` are the reduction renderer's (``all``/``any`` its ``amin``/``amax`` of ``x != 0``);
 the random ops (``uniform``, ``normal``, ``randint``, ``exponential``, ``bernoulli``,
 ``normal_tensor``, ``randperm``, ``multinomial``) the Philox kernels' (the CPU's numbers; their data
-checks record device faults, ``kernels_random``'s docstring). Each kernel lays
+checks record device faults, ``kernels_random``'s docstring), which take the generator's ``(key,
+counter)`` by value, or, while a compiled plan is captured as a CUDA graph, from a device slot that
+is filled before each launch (``PhiloxSlots``). Each kernel lays
 out its operands' geometry (pointers, element strides, broadcasting as stride 0), renders the
 source once per dtypes, rank and index width
 (``kernels_elementwise``, ``kernels_reduce``, ``kernels_random``: cached here) and hands it to
@@ -17,7 +19,9 @@ complex operands of a formula op or ``sum`` go to ``complex_formula.py`` (CuPy's
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 
 import numpy as np
 
@@ -31,6 +35,7 @@ from munet.backends.cuda.kernels_sort import sort, topk
 from munet.backends.cuda.registry import KERNELS, kernel
 from munet.backends.cuda.scalar_cuda import UnrenderableError, compute_dtype
 from munet.ops._registry import DEFINE_HOOKS, OPS
+from munet.ops.random import draw_watchers
 
 _DTYPES = {d.name: d for d in D.ALL_DTYPES}
 
@@ -272,12 +277,96 @@ for _name in ("argmax", "argmin"):
 # random -------------------------------------------------------------------------------------------
 
 
+class FrozenDrawError(RuntimeError):
+    """A kernel drew from a generator by value while a compiled plan was captured (its graph would
+    repeat the numbers at every replay)."""
+
+
+_CAPTURE = threading.local()  # .slots: the PhiloxSlots of the plan this thread captures
+
+
+class PhiloxSlots:
+    """The Philox ``(key, counter)`` of the random kernels one CUDA graph holds, in device memory.
+
+    A graph freezes its kernels' by-value arguments, so while a compiled plan is captured
+    (``with slots.capturing():``) every random kernel here takes the address of a slot of six
+    uint64 words (``kernels_random.philox_slot_words``) and records its generator and block count
+    instead of advancing the generator. Before each launch of the graph, :meth:`advance` makes the
+    same ``philox_advance`` calls, in the same order, as the uncaptured step would, and uploads the
+    ``(key, counter)`` they give into the slots (one copy per block of slots). So a replay draws the
+    numbers the step run op by op would, and a reseed between replays takes effect.
+
+    A draw by value during the capture (a kernel that does not take a slot) raises
+    :class:`FrozenDrawError`, naming the generator: the caller runs the plan op by op instead.
+    """
+
+    CHUNK = 16  # slots per device block; a plan with more random kernels gets more blocks
+
+    def __init__(self, rt):
+        self.runtime = rt
+        self.draws: list = []  # (generator, blocks, block index, row) in capture order
+        self.blocks: list = []  # device arrays of (slots, 6) 64-bit words
+        self.host: list = []  # their host images
+
+    def __len__(self) -> int:
+        return len(self.draws)
+
+    @contextlib.contextmanager
+    def capturing(self):
+        """Route this thread's random kernels on ``rt`` to new slots for the duration."""
+        thread = threading.get_ident()
+
+        def by_value(generator):  # any other draw on this thread would be frozen into the graph
+            if threading.get_ident() == thread and getattr(_CAPTURE, "slots", None) is self:
+                raise FrozenDrawError(
+                    f"it drew from {generator!r} with the counter as a launch argument, which the graph would "
+                    "repeat at every replay"
+                )
+
+        previous, _CAPTURE.slots = getattr(_CAPTURE, "slots", None), self
+        draw_watchers.append(by_value)
+        try:
+            yield self
+        finally:
+            draw_watchers.remove(by_value)
+            _CAPTURE.slots = previous
+
+    def reserve(self, generator, blocks: int) -> int:
+        """The device address of a new slot for a draw of ``blocks`` counter blocks from ``generator``."""
+        row = len(self.draws) % self.CHUNK
+        if row == 0:  # allocated while capturing: from the graph's private pool, kept with the graph
+            self.blocks.append(self.runtime.empty((self.CHUNK, R.PHILOX_SLOT_WORDS), D.int64))
+            self.host.append(np.zeros((self.CHUNK, R.PHILOX_SLOT_WORDS), np.uint64))
+        self.draws.append((generator, int(blocks), len(self.blocks) - 1, row))
+        return self.blocks[-1].data.ptr + row * 8 * R.PHILOX_SLOT_WORDS
+
+    def advance(self) -> None:
+        """Draw every slot's ``(key, counter)`` from its generator, in capture order, and upload them
+        (call before each launch of the graph, outside any capture)."""
+        for generator, blocks, index, row in self.draws:
+            key, counter = generator.philox_advance(blocks)
+            self.host[index][row] = R.philox_slot_words(key, counter)
+        with self.runtime.scope():
+            for block, host in zip(self.blocks, self.host):
+                block.set(host.view(np.int64))  # the words' bits: int64 is the device's 64-bit dtype
+
+
+def _philox(rt, generator, blocks: int) -> tuple[int, int, int]:
+    """``(key, counter, slot)`` for a draw of ``blocks`` counter blocks: the generator's, by value
+    (slot 0), or in a capture on this thread a slot's address the replay fills (``PhiloxSlots``)."""
+    slots = getattr(_CAPTURE, "slots", None)
+    if slots is not None and slots.runtime is rt:
+        return 0, 0, slots.reserve(generator, blocks)
+    key, counter = generator.philox_advance(blocks)
+    return key, counter, 0
+
+
 def _random(rt, src, shape, dtype, generator, blocks: int, threads: int, **scalars):
     n = _numel(shape)
-    key, counter = generator.philox_advance(blocks)
+    key, counter, slot = _philox(rt, generator, blocks)
     out = rt.empty(tuple(shape), dtype)
     if n:
-        launch.launch(rt, src, threads, src.arguments(key, counter, n, out.data.ptr, **scalars))
+        launch.launch(rt, src, threads, src.arguments(key, counter, n, out.data.ptr, philox=slot, **scalars))
     return out
 
 
@@ -322,9 +411,9 @@ def randint(rt, *, shape, dtype, low, high, generator):
 def _draw_into(rt, src, generator, n: int, out, **scalars) -> None:
     """Run ``src`` (a thread per counter block) over the next ``n`` words of ``generator`` into ``out``;
     the generator advances by ``ceil(n / 4)`` blocks, as the cpu kernel's ``random_words(n)``."""
-    key, counter = generator.philox_advance((n + 3) // 4)
+    key, counter, slot = _philox(rt, generator, (n + 3) // 4)
     if n:
-        launch.launch(rt, src, src.blocks(n), src.arguments(key, counter, n, out.data.ptr, **scalars))
+        launch.launch(rt, src, src.blocks(n), src.arguments(key, counter, n, out.data.ptr, philox=slot, **scalars))
 
 
 def _fault_site(rt, message: str):
@@ -373,7 +462,7 @@ def normal_tensor(rt, mean, std, *, generator):
     except UnrenderableError as error:
         raise _unrenderable("normal", rt, error) from None
     n = _numel(shape)
-    key, counter = generator.philox_advance((2 * ((n + 1) // 2) + 3) // 4)
+    key, counter, slot = _philox(rt, generator, (2 * ((n + 1) // 2) + 3) // 4)
     out = rt.empty(shape, dtype)
     if not n:
         return out
@@ -385,7 +474,9 @@ def normal_tensor(rt, mean, std, *, generator):
         strides.update({f"{name[0]}s{d}": s for d, s in enumerate(geometry)})
     record, site = _fault_site(rt, _NEGATIVE_STD) if isinstance(std, cp.ndarray) else (0, 0)
     sizes = {f"size{d}": s for d, s in enumerate(shape)}
-    arguments = src.arguments(key, counter, n, out.data.ptr, fault=record, site=site, **operands, **sizes, **strides)
+    arguments = src.arguments(
+        key, counter, n, out.data.ptr, philox=slot, fault=record, site=site, **operands, **sizes, **strides
+    )
     launch.launch(rt, src, n, arguments)
     if record:
         rt.asserts.launched()
