@@ -20,11 +20,12 @@
 # holds: copy it there). CuPy comes from the machine's python when it imports; else CUPY_PACKAGE
 # (default: cupy-cuda12x or cupy-cuda13x, by the driver's CUDA version) and cuda-pathfinder go to
 # /tmp/gpu_check_site, from WHEELS when it exists (with any nvidia_*.whl there), else from the
-# package index. CuPy finds cuBLAS, NVRTC and the CUDA runtime in the nvidia-* wheels a CUDA build
-# of torch brings, or in the system's CUDA toolkit; else bring them as wheels too:
+# package index. CuPy finds cuBLAS, cuSOLVER, cuFFT, NVRTC and the CUDA runtime in the nvidia-* wheels
+# a CUDA build of torch brings, or in the system's CUDA toolkit; else bring them as wheels too:
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #       --platform manylinux2014_x86_64 --platform manylinux_2_28_x86_64 -d .whl \
-#       cupy-cuda12x cuda-pathfinder nvidia-cublas-cu12 nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
+#       cupy-cuda12x cuda-pathfinder nvidia-cublas-cu12 nvidia-cusolver-cu12 nvidia-cufft-cu12 \
+#       nvidia-cuda-nvrtc-cu12 nvidia-cuda-runtime-cu12
 #
 # Setup, from the checkout, without a project venv: the machine's python3 (PYTHON=...) with
 # numpy, torch and pytest; munet is used from the checkout (PYTHONPATH), not installed, and
