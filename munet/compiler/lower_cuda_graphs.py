@@ -20,7 +20,8 @@
   (``kernels_rendered.PhiloxSlots``, recorded with its generator and block count), and before every
   launch of the graph the slots are filled by the same ``philox_advance`` calls, in the same order,
   that the step run op by op makes (PyTorch's graph-safe Philox state, read by the kernels from
-  device memory). A replay therefore draws the uncaptured step's numbers and advances the
+  device memory). ``munet.cuda.CUDAGraph`` does this for every capture, a user's too; the plan
+  only captures into one and replays it. A replay therefore draws the uncaptured step's numbers and advances the
   generator as it does, and ``manual_seed``/``set_rng_state`` between calls take effect.
 
 A plan the graph cannot express runs its steps one by one, and ``stats()["cuda_graph"]`` says why:
@@ -73,7 +74,6 @@ class GraphReplay:
         self.captures = 0
         self.replays = 0
         self.graph = None
-        self.philox = ()  # the captured random kernels' Philox slots (kernels_rendered.PhiloxSlots)
         self.failure = None
         self._captured_env = None
         self._captured_state = None
@@ -178,9 +178,7 @@ class GraphReplay:
             env[i] = static
 
     def _launch(self, env: list) -> None:
-        if len(self.philox):  # the random kernels' (key, counter), drawn as the uncaptured step would
-            self.philox.advance()
-        self.graph.replay()
+        self.graph.replay()  # its random kernels' (key, counter) first, drawn as the uncaptured step would
         self.replays += 1
         captured = self._captured_env
         for k in self.device_steps:
@@ -189,7 +187,7 @@ class GraphReplay:
                 env[i] = captured[i]
 
     def _capture(self, env: list) -> bool:
-        from munet.backends.cuda.kernels_rendered import FrozenDrawError, PhiloxSlots
+        from munet.backends.cuda.kernels_rendered import FrozenDrawError
         from munet.backends.cuda.streams import capture_stream, current_stream
         from munet.backends.cuda.streams import stream as stream_context
         from munet.cuda.graphs import CUDAGraph
@@ -204,10 +202,9 @@ class GraphReplay:
         side = capture_stream(index)
         side.wait_stream(current_stream(index))
         target.upload_params_per_kernel = False
-        philox = PhiloxSlots(target.runtime)
         k = None
         try:
-            with stream_context(side), philox.capturing():
+            with stream_context(side):
                 graph.capture_begin(capture_error_mode="thread_local")
                 try:
                     for k in self.device_steps:
@@ -231,7 +228,6 @@ class GraphReplay:
                 env[i] = x
             return False
         self.graph = graph
-        self.philox = philox
         self._captured_env = list(env)
         self._captured_state = {i: env[i] for i in self.state_slots}
         return True
@@ -250,11 +246,8 @@ class GraphReplay:
             return {"cuda_graphs": False, "cuda_graph": f"not captured: {self.refused or self.failure}"}
         if self.graph is None:
             return {"cuda_graphs": False, "cuda_graph": f"warming up ({self.calls} of {WARMUP_CALLS + 1} calls)"}
-        random = (
-            f"; {len(self.philox)} random kernels read their Philox counters from device memory"
-            if len(self.philox)
-            else ""
-        )
+        draws = self.graph.random_draws()
+        random = f"; {draws} random kernels read their Philox counters from device memory" if draws else ""
         return {
             "cuda_graphs": True,
             "cuda_graph": f"one CUDA graph replayed {self.replays} times ({self.captures} captures{random})",

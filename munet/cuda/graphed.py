@@ -6,7 +6,10 @@ buffers, with respect to the arguments that require grad and the module's parame
 an ``autograd.Function`` whose forward copies the call's arguments into the static ones and
 replays the forward graph, and whose backward copies the incoming gradients into the static
 buffers and replays the backward graph. Outputs and gradients are copies of the static buffers
-(the next replay overwrites those).
+(the next replay overwrites those). Random ops (a module's dropout in training) draw new numbers at
+every call, as the callable run eagerly would: each graph's random kernels read their Philox
+counters from device slots that ``CUDAGraph.replay`` fills from the generator (``graphs.py``); the
+warm-up iterations draw eagerly, as PyTorch's do.
 """
 
 from __future__ import annotations

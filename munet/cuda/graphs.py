@@ -15,6 +15,17 @@ As in PyTorch, a capture must not synchronise with the host (``.item()``, ``.cpu
 tensor, ``synchronize()``): CUDA invalidates the capture and ``capture_end`` raises. Python runs
 only during the capture: a replay repeats the recorded device work on the same memory, so new
 inputs are copied into the tensors the capture read (``static_x.copy_(x)``).
+
+Random ops are graph-safe, as PyTorch's CUDA generators: a graph would freeze a random kernel's
+Philox ``(key, counter)`` launch arguments, so while a graph is captured every random kernel
+(dropout, ``rand``, ``randn``, ...) reads them from a slot in device memory instead, and the capture
+records the kernel's generator and block count there (``kernels_rendered.PhiloxSlots``, the same
+slots a ``munet.compile``'d plan's graph uses). Capturing draws nothing; each ``replay()`` first
+advances each generator by what the captured region drew, in the order it drew, writes the
+``(key, counter)`` each kernel gets into the slots (on the stream the graph is launched on), then
+launches. So replay after replay draws the numbers the region run eagerly would, the generator's
+next draw after ``N`` replays is the one after ``N`` eager runs, and ``manual_seed`` or
+``set_rng_state`` between replays takes effect.
 """
 
 from __future__ import annotations
@@ -42,11 +53,11 @@ def _capture_mode(cuda, name: str) -> int:
     }[name]
 
 
-def _allocator(index: int):
+def _runtime(index: int):
     from munet._device import get_backend
 
     backend = opened_backend(_device("cuda", index)) or get_backend(_device("cuda", index))
-    return backend.runtime.allocator
+    return backend.runtime
 
 
 def graph_pool_handle() -> tuple[int, int]:
@@ -80,6 +91,7 @@ class CUDAGraph:
         self._graph = None
         self._pool: PrivatePool | None = None
         self._capture = None  # (cupy stream, routing context) while capturing
+        self._philox = None  # the captured random kernels' Philox slots (kernels_rendered.PhiloxSlots)
         self._debug = False
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
@@ -94,7 +106,10 @@ class CUDAGraph:
                 "CUDA graphs must be captured on a non-default stream. (However, after capture, it's ok to replay "
                 "them on the default stream.)"
             )
-        self._pool = PrivatePool.for_handle(_allocator(stream.device.index), pool)
+        from munet.backends.cuda.kernels_rendered import PhiloxSlots
+
+        runtime = _runtime(stream.device.index)
+        self._pool = PrivatePool.for_handle(runtime.allocator, pool)
         route = routing(self._pool)
         route.__enter__()
         try:
@@ -102,6 +117,8 @@ class CUDAGraph:
         except BaseException:
             route.__exit__(None, None, None)
             raise
+        self._philox = PhiloxSlots(runtime)
+        self._philox.begin()
         self._capture = (stream, route)
 
     def capture_end(self) -> None:
@@ -110,6 +127,7 @@ class CUDAGraph:
             raise RuntimeError("CUDAGraph.capture_end: no capture in progress (call capture_begin first)")
         stream, route = self._capture
         self._capture = None
+        self._philox.end()
         try:
             self._graph = stream._stream.end_capture()
         finally:
@@ -121,9 +139,12 @@ class CUDAGraph:
         self._require_graph("instantiate")
 
     def replay(self) -> None:
-        """Launch the captured work on the current stream of the graph's device."""
+        """Launch the captured work on the current stream of the graph's device (its random kernels
+        first get their generators' next counters, as the captured region run eagerly would)."""
         self._require_graph("replay")
         stream = current_stream(self._device)._stream
+        if len(self._philox):
+            self._philox.advance()
         self._graph.launch(stream)
         backend = opened_backend(self._device)
         if backend is not None:  # the graph may hold checked kernels: the next synchronization reads their faults
@@ -135,6 +156,21 @@ class CUDAGraph:
             raise RuntimeError("CUDAGraph.reset: the graph is being captured; call capture_end first")
         self._graph = None
         self._pool = None
+        self._philox = None
+
+    def register_generator_state(self, generator) -> None:
+        """PyTorch's: allow ``generator`` (a cuda ``munet.Generator``) to be drawn from in this graph.
+        MuNet records every generator a captured random kernel draws from, so each is graph-safe
+        without registering; this checks the argument and keeps PyTorch scripts running."""
+        from munet.ops.random import Generator
+
+        if not isinstance(generator, Generator) or generator.device.type != "cuda":
+            raise TypeError(f"CUDAGraph.register_generator_state: expected a cuda munet.Generator, got {generator!r}")
+
+    def random_draws(self) -> int:
+        """MuNet's: how many random kernels the captured graph holds (each replay draws for them)."""
+        self._require_graph("random_draws")
+        return len(self._philox)
 
     def pool(self) -> tuple[int, int]:
         """The token of this graph's memory pool (pass it to another capture to share the pool)."""

@@ -133,14 +133,19 @@ def test_a_compiled_step_with_random_ops_replays_the_eager_draws():
     assert not munet.equal(got[3], got[2])
 
 
-def test_a_compiled_dropout_training_step_matches_the_eager_cpu_step():
+def _dropout_mlps(p: float):
+    """A cuda MLP with dropout ``p`` and its cpu twin holding the same parameters."""
     munet.manual_seed(0)
     model, reference = (
-        munet.nn.Sequential(munet.nn.Linear(32, 64), munet.nn.ReLU(), munet.nn.Dropout(0.25), munet.nn.Linear(64, 8))
+        munet.nn.Sequential(munet.nn.Linear(32, 64), munet.nn.ReLU(), munet.nn.Dropout(p), munet.nn.Linear(64, 8))
         for _ in range(2)
     )
     reference.load_state_dict(model.state_dict())
-    model.cuda()
+    return model.cuda(), reference
+
+
+def test_a_compiled_dropout_training_step_matches_the_eager_cpu_step():
+    model, reference = _dropout_mlps(0.25)
     opt = munet.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     ref_opt = munet.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
 
@@ -160,3 +165,64 @@ def test_a_compiled_dropout_training_step_matches_the_eager_cpu_step():
     for p, q in zip(model.parameters(), reference.parameters()):
         _close(p, q)
     _close(munet.rand(7, device="cuda"), munet.rand(7), rtol=0, atol=0)  # the generators advanced alike
+
+
+def _region(x):
+    return (
+        munet.nn.functional.dropout(x, 0.5, True),
+        x * munet.rand(x.shape, device=x.device),
+        munet.randn(513, device=x.device),
+        munet.empty(257, dtype=munet.float64, device=x.device).normal_(1.0, 2.0),
+    )
+
+
+def test_a_user_capture_with_random_ops_replays_the_eager_draws():
+    """A user's ``munet.cuda.graph`` capture of random ops (test_cuda_user_graph_random.py on the
+    fake devices): each replay draws what the region run eagerly after the same seed draws, the
+    generator ends where the eager runs leave it, and a reseed between replays takes effect."""
+    x = _randn(64, 33).cuda()
+    _region(x)  # warm-up
+    g = munet.cuda.CUDAGraph()
+    with munet.cuda.graph(g):
+        outs = _region(x)
+    assert g.random_draws() == 4
+    seeds = (3, None, None, 8, None)  # reseeded before the first and the fourth replay
+    got, want = [], []
+    for seed in seeds:
+        if seed is not None:
+            munet.cuda.manual_seed(seed)
+        g.replay()
+        got.append([o.cpu() for o in outs])
+    got_next = munet.rand(9, device="cuda").cpu()
+    for seed in seeds:
+        if seed is not None:
+            munet.cuda.manual_seed(seed)
+        want.append([o.cpu() for o in _region(x)])
+    want_next = munet.rand(9, device="cuda").cpu()
+    for a, b in zip(got, want, strict=True):
+        for u, v in zip(a, b, strict=True):
+            assert munet.equal(u, v)  # the same kernels, by value or from the slots
+    for k in range(len(outs)):
+        assert not munet.equal(got[2][k], got[1][k]), k
+    assert munet.equal(got_next, want_next)
+
+
+def test_make_graphed_callables_with_dropout_matches_eager_on_the_device():
+    model, reference = _dropout_mlps(0.3)
+    reference.cuda()
+    graphed = munet.cuda.make_graphed_callables(model, (_randn(16, 32).cuda().requires_grad_(),))
+    runs = []
+    for module in (graphed, reference):
+        munet.cuda.manual_seed(6)
+        outputs = []
+        for _ in range(4):  # one input: the calls differ by their dropout masks
+            module.zero_grad()
+            x = _randn(16, 32, seed=1).cuda().requires_grad_()
+            out = module(x)
+            out.square().sum().backward()
+            outputs.append([out.detach().cpu(), x.grad.cpu(), *(p.grad.cpu() for p in module.parameters())])
+        runs.append(outputs)
+    for a, b in zip(*runs, strict=True):
+        for u, v in zip(a, b, strict=True):
+            _close(u, v, rtol=1e-5, atol=1e-5)
+    assert not munet.equal(runs[0][1][0], runs[0][0][0])  # a new dropout mask at each call

@@ -19,7 +19,6 @@ complex operands of a formula op or ``sum`` go to ``complex_formula.py`` (CuPy's
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import threading
 
@@ -278,58 +277,71 @@ for _name in ("argmax", "argmin"):
 
 
 class FrozenDrawError(RuntimeError):
-    """A kernel drew from a generator by value while a compiled plan was captured (its graph would
+    """A cuda kernel drew from a generator by value while a CUDA graph was captured (the graph would
     repeat the numbers at every replay)."""
 
 
-_CAPTURE = threading.local()  # .slots: the PhiloxSlots of the plan this thread captures
+_CAPTURE = threading.local()  # .slots: the PhiloxSlots of the graph this thread captures
 
 
 class PhiloxSlots:
     """The Philox ``(key, counter)`` of the random kernels one CUDA graph holds, in device memory.
 
-    A graph freezes its kernels' by-value arguments, so while a compiled plan is captured
-    (``with slots.capturing():``) every random kernel here takes the address of a slot of six
-    uint64 words (``kernels_random.philox_slot_words``) and records its generator and block count
-    instead of advancing the generator. Before each launch of the graph, :meth:`advance` makes the
-    same ``philox_advance`` calls, in the same order, as the uncaptured step would, and uploads the
-    ``(key, counter)`` they give into the slots (one copy per block of slots). So a replay draws the
-    numbers the step run op by op would, and a reseed between replays takes effect.
+    A graph freezes its kernels' by-value arguments, so while a graph is captured (between
+    :meth:`begin` and :meth:`end`, which ``munet.cuda.CUDAGraph.capture_begin``/``capture_end`` call:
+    a user's ``munet.cuda.graph`` capture and a compiled plan's alike) every random kernel here takes
+    the address of a slot of six uint64 words (``kernels_random.philox_slot_words``) and records its
+    generator and block count instead of advancing the generator. Before each launch of the graph
+    (``CUDAGraph.replay``), :meth:`advance` makes the same ``philox_advance`` calls, in the same
+    order, as the region run op by op would, and uploads the ``(key, counter)`` they give into the
+    slots (one copy per block of slots, on the stream the graph is launched on). So a replay draws
+    the numbers the uncaptured region would, and a reseed between replays takes effect.
 
-    A draw by value during the capture (a kernel that does not take a slot) raises
-    :class:`FrozenDrawError`, naming the generator: the caller runs the plan op by op instead.
+    A draw from a cuda generator by value during the capture (a kernel that does not take a slot)
+    raises :class:`FrozenDrawError`, naming the generator, and so does a random kernel on another
+    cuda device (it would run now, and the graph's draws at each replay would come after it). Draws
+    from other device types' generators (a cpu ``rand`` in the captured block) run as usual.
     """
 
-    CHUNK = 16  # slots per device block; a plan with more random kernels gets more blocks
+    CHUNK = 16  # slots per device block; a graph with more random kernels gets more blocks
 
     def __init__(self, rt):
         self.runtime = rt
         self.draws: list = []  # (generator, blocks, block index, row) in capture order
         self.blocks: list = []  # device arrays of (slots, 6) 64-bit words
         self.host: list = []  # their host images
+        self._capture = None  # while capturing: (the slots this thread captured into before, the watcher)
 
     def __len__(self) -> int:
         return len(self.draws)
 
-    @contextlib.contextmanager
-    def capturing(self):
-        """Route this thread's random kernels on ``rt`` to new slots for the duration."""
+    def begin(self) -> None:
+        """Route this thread's random kernels on ``rt`` to new slots until :meth:`end`."""
         thread = threading.get_ident()
 
-        def by_value(generator):  # any other draw on this thread would be frozen into the graph
-            if threading.get_ident() == thread and getattr(_CAPTURE, "slots", None) is self:
+        def by_value(generator):  # any other cuda draw on this thread would be frozen into the graph
+            if (
+                threading.get_ident() == thread
+                and getattr(_CAPTURE, "slots", None) is self
+                and generator.device.type == "cuda"
+            ):
                 raise FrozenDrawError(
-                    f"it drew from {generator!r} with the counter as a launch argument, which the graph would "
-                    "repeat at every replay"
+                    f"a kernel drew from {generator!r} with its Philox counter as a launch argument during a "
+                    "CUDA graph capture, which the graph would repeat at every replay"
                 )
 
-        previous, _CAPTURE.slots = getattr(_CAPTURE, "slots", None), self
+        self._capture = (getattr(_CAPTURE, "slots", None), by_value)
+        _CAPTURE.slots = self
         draw_watchers.append(by_value)
-        try:
-            yield self
-        finally:
-            draw_watchers.remove(by_value)
-            _CAPTURE.slots = previous
+
+    def end(self) -> None:
+        """Stop routing (the capture ended, or failed); a nested capture's outer slots route again."""
+        if self._capture is None:
+            return
+        previous, by_value = self._capture
+        self._capture = None
+        draw_watchers.remove(by_value)
+        _CAPTURE.slots = previous
 
     def reserve(self, generator, blocks: int) -> int:
         """The device address of a new slot for a draw of ``blocks`` counter blocks from ``generator``."""
@@ -357,6 +369,11 @@ def _philox(rt, generator, blocks: int) -> tuple[int, int, int]:
     slots = getattr(_CAPTURE, "slots", None)
     if slots is not None and slots.runtime is rt:
         return 0, 0, slots.reserve(generator, blocks)
+    if slots is not None:
+        raise FrozenDrawError(
+            f"a kernel on cuda:{rt.index} drew from {generator!r} while cuda:{slots.runtime.index} captures a "
+            "CUDA graph, whose draws are made at each replay: they would not follow this one as they do eagerly"
+        )
     key, counter = generator.philox_advance(blocks)
     return key, counter, 0
 
