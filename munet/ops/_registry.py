@@ -196,14 +196,20 @@ def _backend_of(op: Op, flat) -> object:
                 if backend is None:
                     backend = b
                 elif b is not backend:
-                    raise DeviceError(
-                        f"{op.name}: expected all tensors on the same device, got {backend.device} and {b.device}"
-                    )
+                    raise _device_mismatch(op, backend, b)
     except LayoutError as e:
         raise e.naming(op.name) from None
     if backend is None:
-        raise TypeError(f"{op.name}: expected at least one tensor argument")
+        raise _no_tensor(op)
     return backend
+
+
+def _device_mismatch(op: Op, backend, other) -> DeviceError:
+    return DeviceError(f"{op.name}: expected all tensors on the same device, got {backend.device} and {other.device}")
+
+
+def _no_tensor(op: Op) -> TypeError:
+    return TypeError(f"{op.name}: expected at least one tensor argument")
 
 
 def _kernel_args(op: Op, args) -> list:
@@ -264,22 +270,62 @@ def _run(op: Op, args, attrs):
     cast_inputs = _Autocast.cast_inputs
     if cast_inputs is not None:
         args = cast_inputs(op, args)
-    flat = args if not op.variadic else _flat_tensors(op, args)
-    backend = _backend_of(op, flat)
-    tracer = _Tracing.tracer
-    if op.primitive and tracer is None:  # the common case, first: an eager kernel
+    if op.variadic or op.decomposition is not None or _Tracing.tracer is not None:
+        return _run_general(op, args, attrs)
+    # The common case: an eager primitive kernel or view. One pass over the inputs finds the device
+    # (checking complex support and that all share it), the kernel's arguments and whether any input
+    # may need history (it requires grad, or is a view whose history may be stale).
+    backend = None
+    data = []
+    history = False
+    try:  # a sparse tensor's storage refuses to give a backend: the error then names the op
+        for a in args:
+            if isinstance(a, _Tensor):
+                if a._dtype.is_complex:
+                    check_complex(op.name, a, op.complex_rule is not None)
+                b = a._storage.backend
+                if backend is None:
+                    backend = b
+                elif b is not backend:
+                    raise _device_mismatch(op, backend, b)
+                data.append(a._data)
+                if a._requires_grad or a._base is not None:
+                    history = True
+            else:
+                data.append(a)
+    except LayoutError as e:
+        raise e.naming(op.name) from None
+    if backend is None:
+        raise _no_tensor(op)
+    view = op.view
+    if view is None:
         meta = op.meta(*args, **attrs)
         kernel = backend.kernels.get(op.name)
         if kernel is None:
             _kernel(op, backend)  # raises naming the op and device
-        if op.variadic:
-            raw = kernel(*_kernel_args(op, args), **attrs)
-        else:
-            raw = kernel(*[a._data if isinstance(a, _Tensor) else a for a in args], **attrs)
+        raw = kernel(*data, **attrs)
         if type(meta) is Meta:
             outputs = (_Tensor._from_kernel(backend, raw, meta),)
         else:
             outputs = _kernel_outputs(backend, raw, meta)
+    else:  # a view op's shape rule is its geometry rule (both validate), so run it once
+        base = args[0]
+        shape, stride, offset = view(base, **attrs)
+        outputs = (base._view(shape, stride, offset),)
+    if history and _State.enabled and op.backward is not None:
+        record_history(op, args, attrs, args, outputs)
+    return outputs[0] if len(outputs) == 1 else outputs
+
+
+def _run_general(op: Op, args, attrs):
+    """``_run`` for variadic ops, composites and under a tracer (and any op, from there on)."""
+    flat = args if not op.variadic else _flat_tensors(op, args)
+    backend = _backend_of(op, flat)
+    tracer = _Tracing.tracer
+    if op.primitive and tracer is None:  # an eager kernel (of a variadic op: the rest took _run's path)
+        meta = op.meta(*args, **attrs)
+        raw = _kernel(op, backend)(*_kernel_args(op, args), **attrs)
+        outputs = _kernel_outputs(backend, raw, meta)
     elif op.decomposition is not None and _runs_decomposition(op, backend, tracer, flat):
         op.meta(*args, **attrs)  # the composite's own argument checks and error messages
         outputs = decompose(op, args, attrs)

@@ -47,7 +47,7 @@ class CpuBackend:
             array = array.copy()
             flags = array.flags
         if flags.c_contiguous:
-            return array.reshape(-1), None, array
+            return array.ravel(), None, array  # (a view: the array is C-contiguous)
         if flags.f_contiguous:
             itemsize = array.itemsize
             return array.ravel(order="K"), tuple(s // itemsize for s in array.strides), array
