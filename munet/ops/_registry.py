@@ -259,19 +259,14 @@ def _kernel(op: Op, backend, suffix: str = ""):
 
 def apply(op: Op, *args, **attrs):
     """Run ``op`` on ``args`` (tensors, numbers, lists of tensors for variadic ops)."""
-    observe = OP_OBSERVER.observe
-    if observe is None:
-        return _run(op, args, attrs)
-    with observe(op, args):
-        return _run(op, args, attrs)
-
-
-def _run(op: Op, args, attrs):
-    cast_inputs = _Autocast.cast_inputs
-    if cast_inputs is not None:
-        args = cast_inputs(op, args)
-    if op.variadic or op.decomposition is not None or _Tracing.tracer is not None:
-        return _run_general(op, args, attrs)
+    if (
+        op.variadic
+        or op.decomposition is not None
+        or OP_OBSERVER.observe is not None
+        or _Autocast.cast_inputs is not None
+        or _Tracing.tracer is not None
+    ):
+        return _apply_general(op, args, attrs)
     # The common case: an eager primitive kernel or view. One pass over the inputs finds the device
     # (checking complex support and that all share it), the kernel's arguments and whether any input
     # may need history (it requires grad, or is a view whose history may be stale).
@@ -317,12 +312,23 @@ def _run(op: Op, args, attrs):
     return outputs[0] if len(outputs) == 1 else outputs
 
 
-def _run_general(op: Op, args, attrs):
-    """``_run`` for variadic ops, composites and under a tracer (and any op, from there on)."""
+def _apply_general(op: Op, args, attrs):
+    """``apply`` for variadic ops, composites, under a tracer, autocast or profiler (any op)."""
+    observe = OP_OBSERVER.observe
+    if observe is None:
+        return _run(op, args, attrs)
+    with observe(op, args):
+        return _run(op, args, attrs)
+
+
+def _run(op: Op, args, attrs):
+    cast_inputs = _Autocast.cast_inputs
+    if cast_inputs is not None:
+        args = cast_inputs(op, args)
     flat = args if not op.variadic else _flat_tensors(op, args)
     backend = _backend_of(op, flat)
     tracer = _Tracing.tracer
-    if op.primitive and tracer is None:  # an eager kernel (of a variadic op: the rest took _run's path)
+    if op.primitive and tracer is None:  # an eager kernel
         meta = op.meta(*args, **attrs)
         raw = _kernel(op, backend)(*_kernel_args(op, args), **attrs)
         outputs = _kernel_outputs(backend, raw, meta)
@@ -374,33 +380,34 @@ def _runs_decomposition(op: Op, backend, tracer, flat) -> bool:
     return op.backward is None and _State.enabled and any(isinstance(a, _Tensor) and a._requires_grad for a in flat)
 
 
+_NO_GRADIENT = (False, None, None, None)  # record_history's entry for an input that needs no gradient
+
+
 def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
     """Attach a backward node for ``op`` to ``outputs`` if any input requires grad."""
-    needs = []
-    edges = []
-    shapes = []
-    dtypes = []
+    inputs = []  # per input: (needs a gradient, its edge, shape, dtype)
+    any_needs = False
     for a in flat:
         if isinstance(a, _Tensor):
             if a._base is not None and "_rebased" in a._base.__dict__:
                 _refresh_stale_view(a)
             if a._requires_grad:
-                needs.append(True)
-                edges.append((a._grad_fn, a._output_nr) if a._grad_fn is not None else (a, -1))
-                shapes.append(a._shape)
-                dtypes.append(a._dtype)
+                any_needs = True
+                edge = (a._grad_fn, a._output_nr) if a._grad_fn is not None else (a, -1)
+                inputs.append((True, edge, a._shape, a._dtype))
                 continue
-        needs.append(False)
-        edges.append(None)
-        shapes.append(None)
-        dtypes.append(None)
-    if True not in needs:
+        inputs.append(_NO_GRADIENT)
+    if not any_needs:
         return None
-    node = Node(op, attrs, tuple(needs), edges, shapes, dtypes)
+    needs, edges, shapes, dtypes = zip(*inputs)
+    node = Node(op, attrs, needs, edges, shapes, dtypes)
     if op.saves_input_strides:
         node.input_strides = tuple([a._stride if isinstance(a, _Tensor) else None for a in flat])
-    node.output_shapes = tuple([o._shape for o in outputs])
-    node.output_dtypes = tuple([o._dtype for o in outputs])
+    if len(outputs) == 1:
+        node.output_shapes, node.output_dtypes = (outputs[0]._shape,), (outputs[0]._dtype,)
+    else:
+        node.output_shapes = tuple([o._shape for o in outputs])
+        node.output_dtypes = tuple([o._dtype for o in outputs])
     for role, cond, output_nr, input_nr in op.save_plan:
         if cond is not None and not needs[cond]:
             continue

@@ -30,7 +30,7 @@ class CpuBackend:
         """``buffer``'s elements at ``offset + sum(i * stride)``, read as ``dtype`` (the buffer's own
         type unless a ``view(dtype)`` reinterprets it: geometry is then in elements of ``dtype``)."""
         np_dtype = buffer.dtype if dtype is None else dtype.np
-        itemsize = np_dtype.itemsize
+        itemsize = np_dtype.itemsize if dtype is None else dtype.itemsize
         if 0 in shape:
             offset = 0  # an empty view may start past the end of its storage, as in PyTorch
         # positional arguments and a tuple of strides: keywords cost more than the view itself
