@@ -5,6 +5,7 @@ profiler, autocast and tracer taking the general path."""
 from __future__ import annotations
 
 import threading
+import warnings
 
 import numpy as np
 import pytest
@@ -159,6 +160,14 @@ def test_matmul_kernel_matches_numpy_bit_for_bit(dtype):
                 assert got.dtype == np.dtype(dtype) and got.flags.c_contiguous
                 np.testing.assert_array_equal(got, np.matmul(x, y))
         np.testing.assert_array_equal(kernels_linalg.matmul(a, a.T), np.matmul(a, a.T))
+    special = np.array([[np.inf, 1.0], [np.nan, -np.inf]], dtype)
+    big = np.full((8, 8), np.finfo(dtype).max, dtype)
+    for x in (special, big):
+        with np.errstate(all="ignore"):
+            want = np.matmul(x, x)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # PyTorch never warns about inf or NaN: ndarray.dot would
+            np.testing.assert_array_equal(kernels_linalg.matmul(x, x), want)
 
 
 def test_basic_indexing_matches_pytorch():

@@ -17,6 +17,7 @@ import numpy as np
 
 from munet._threads import kernel_threads
 from munet.backends.cpu import gemm_tasks
+from munet.backends.cpu.fp_errors import call_ignoring
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, acc_dtype
 from munet.backends.cpu.registry import kernel
 
@@ -41,7 +42,9 @@ def _blas_layout(x: np.ndarray) -> bool:
 def matmul(a, b):
     if a.ndim == 2 and b.ndim == 2 and a.dtype in _DOT_DTYPES and _blas_layout(a) and _blas_layout(b):
         if a.size * b.shape[1] < _MIN_MACS or kernel_threads() == 1:
-            return a.dot(b)  # np.matmul's own BLAS call, without the gufunc's dispatch (see _DOT_DTYPES)
+            # np.matmul's own BLAS call, without the gufunc's dispatch (see _DOT_DTYPES); dot reports the
+            # floating-point flags BLAS raised (inf or NaN operands), np.matmul does not
+            return call_ignoring(a.dot, b)
     elif a.dtype in LOW_PRECISION:
         acc = acc_dtype(a)
         return np.matmul(a.astype(acc), b.astype(acc)).astype(a.dtype)
