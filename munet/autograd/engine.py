@@ -222,7 +222,10 @@ def _input_grads(node, grads) -> list:
 def _complex_output(node) -> bool:
     """Whether an analytic rule needs conjugating: only where it gets complex gradients (a cast from
     complex to real gets real ones, for which the conjugations cancel)."""
-    return any(d.is_complex for d in node.output_dtypes)
+    for d in node.output_dtypes:  # (a loop: a generator costs a frame, and every view's node asks)
+        if d.is_complex:
+            return True
+    return False
 
 
 def _conjugated_rule(node, grads):

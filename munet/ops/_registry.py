@@ -299,17 +299,19 @@ def apply(op: Op, *args, **attrs):
         if kernel is None:
             _kernel(op, backend)  # raises naming the op and device
         raw = kernel(*data, **attrs)
-        if type(meta) is Meta:
-            outputs = (_Tensor._from_kernel(backend, raw, meta),)
-        else:
+        if type(meta) is not Meta:  # several outputs
             outputs = _kernel_outputs(backend, raw, meta)
+            if history and _State.enabled and op.backward is not None:
+                record_history(op, args, attrs, args, outputs)
+            return outputs[0] if len(outputs) == 1 else outputs
+        out = _Tensor._from_kernel(backend, raw, meta)
     else:  # a view op's shape rule is its geometry rule (both validate), so run it once
         base = args[0]
         shape, stride, offset = view(base, **attrs)
-        outputs = (base._view(shape, stride, offset),)
+        out = base._view(shape, stride, offset)
     if history and _State.enabled and op.backward is not None:
-        record_history(op, args, attrs, args, outputs)
-    return outputs[0] if len(outputs) == 1 else outputs
+        record_history(op, args, attrs, args, (out,))
+    return out
 
 
 def _apply_general(op: Op, args, attrs):
