@@ -74,14 +74,14 @@ def _bind_operators() -> None:
 
 
 def _getitem(self, index):
-    spec = view.basic_index_spec(tuple(self.shape), index)
+    spec = view.basic_index_spec(tuple(self._shape), index)  # (a tuple's indexing is cheaper than a Size's)
     if spec is not None:
         return view.index_basic(self, spec)
     return ops.indexing.index(self, index)
 
 
 def _setitem(self, index, value) -> None:
-    spec = view.basic_index_spec(tuple(self.shape), index)
+    spec = view.basic_index_spec(tuple(self._shape), index)  # (a tuple's indexing is cheaper than a Size's)
     if spec is None:
         ops.indexing.index_put_(self, index, value)
         return

@@ -57,7 +57,8 @@ def _as_list(x):
 
 
 def _make_grads(outputs, grad_outputs):
-    from munet.ops.creation import ones_like
+    from munet.ops._registry import apply_factory
+    from munet.ops.creation import full_op
 
     grads = []
     for i, out in enumerate(outputs):
@@ -67,7 +68,8 @@ def _make_grads(outputs, grad_outputs):
                 raise RuntimeError("grad can be implicitly created only for scalar outputs")
             if out.dtype.is_complex:
                 raise RuntimeError("grad can be implicitly created only for real scalar outputs")
-            g = ones_like(out)
+            # ones_like(out), by its op: the output's dtype and device are valid factory arguments already
+            g = apply_factory(full_op, out.device, shape=tuple(out._shape), value=1, dtype=out._dtype)
         elif tuple(g.shape) != tuple(out.shape):
             raise RuntimeError(
                 f"Mismatch in shape: grad_output[{i}] has a shape of {list(g.shape)} and output[{i}] has a shape of {list(out.shape)}."

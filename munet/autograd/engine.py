@@ -127,7 +127,10 @@ def run_backward(roots, root_grads, *, retain_graph: bool, create_graph: bool, i
         root_nodes.append(node)
 
     deps, capture_only = _collect(root_nodes, wanted)
-    ready = [(-n.seq, n) for n in set(root_nodes) if deps.get(n, 0) == 0 and n in deps]
+    ready = []
+    for n in set(root_nodes) if len(root_nodes) > 1 else root_nodes:
+        if deps.get(n, 0) == 0 and n in deps:
+            ready.append((-n.seq, n))
     heapq.heapify(ready)
     prev_enabled = _State.enabled
     _State.enabled = create_graph
@@ -210,7 +213,8 @@ def _input_grads(node, grads) -> list:
         out = node.op.backward(node, *grads) if len(grads) > 1 else node.op.backward(node, grads[0])
     if not isinstance(out, (tuple, list)):
         out = (out,)
-    flat = _flatten_grads(node, out)
+    # one gradient per input as the rule returned them (zip stops at the inputs), or spread out / padded
+    flat = out if not node.op.variadic and len(out) >= len(node.next_edges) else _flatten_grads(node, out)
     if node.post_hooks:
         for hook in list(node.post_hooks.values()):
             replaced = hook(tuple(flat), tuple(grads))
@@ -222,7 +226,10 @@ def _input_grads(node, grads) -> list:
 def _complex_output(node) -> bool:
     """Whether an analytic rule needs conjugating: only where it gets complex gradients (a cast from
     complex to real gets real ones, for which the conjugations cancel)."""
-    return any(d.is_complex for d in node.output_dtypes)
+    for d in node.output_dtypes:  # (a loop: a generator costs a frame, and every view's node asks)
+        if d.is_complex:
+            return True
+    return False
 
 
 def _conjugated_rule(node, grads):
@@ -259,7 +266,8 @@ def _execute(node, grads, buffers, leaf_grads, deps, ready, retain_graph):
     for i, (edge, g) in enumerate(zip(node.next_edges, flat)):
         if edge is None or g is None:
             continue
-        g = _validate(node, i, g, node.input_shapes[i], node.input_dtypes[i])
+        if g._dtype is not node.input_dtypes[i] or g._shape != node.input_shapes[i]:  # (the common case: as expected)
+            g = _validate(node, i, g, node.input_shapes[i], node.input_dtypes[i])
         if edge[1] < 0:
             _add_leaf(leaf_grads, edge[0], g)
             continue
@@ -300,7 +308,7 @@ def _store_leaf_grads(leaf_grads, create_graph: bool) -> None:
     stored_storages = set()
     for leaf, g in leaf_grads.values():
         g = _run_leaf_hooks(leaf, g)
-        if not create_graph:
+        if not create_graph and (leaf.grad is None or g._requires_grad):  # (a sum needs no history-free alias)
             g = g.detach()
         if leaf.grad is None:
             # A gradient tensor may be shared (one grad fed to two leaves) or a broadcast view;

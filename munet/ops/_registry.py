@@ -196,14 +196,20 @@ def _backend_of(op: Op, flat) -> object:
                 if backend is None:
                     backend = b
                 elif b is not backend:
-                    raise DeviceError(
-                        f"{op.name}: expected all tensors on the same device, got {backend.device} and {b.device}"
-                    )
+                    raise _device_mismatch(op, backend, b)
     except LayoutError as e:
         raise e.naming(op.name) from None
     if backend is None:
-        raise TypeError(f"{op.name}: expected at least one tensor argument")
+        raise _no_tensor(op)
     return backend
+
+
+def _device_mismatch(op: Op, backend, other) -> DeviceError:
+    return DeviceError(f"{op.name}: expected all tensors on the same device, got {backend.device} and {other.device}")
+
+
+def _no_tensor(op: Op) -> TypeError:
+    return TypeError(f"{op.name}: expected at least one tensor argument")
 
 
 def _kernel_args(op: Op, args) -> list:
@@ -259,6 +265,63 @@ def _kernel(op: Op, backend, suffix: str = ""):
 
 def apply(op: Op, *args, **attrs):
     """Run ``op`` on ``args`` (tensors, numbers, lists of tensors for variadic ops)."""
+    if (
+        op.variadic
+        or op.decomposition is not None
+        or OP_OBSERVER.observe is not None
+        or _Autocast.cast_inputs is not None
+        or _Tracing.tracer is not None
+    ):
+        return _apply_general(op, args, attrs)
+    # The common case: an eager primitive kernel or view. One pass over the inputs finds the device
+    # (checking complex support and that all share it), the kernel's arguments and whether any input
+    # may need history (it requires grad, or is a view whose history may be stale).
+    backend = None
+    data = []
+    history = False
+    try:  # a sparse tensor's storage refuses to give a backend: the error then names the op
+        for a in args:
+            if isinstance(a, _Tensor):
+                if a._dtype.is_complex:
+                    check_complex(op.name, a, op.complex_rule is not None)
+                b = a._storage.backend
+                if backend is None:
+                    backend = b
+                elif b is not backend:
+                    raise _device_mismatch(op, backend, b)
+                data.append(a._data)
+                if a._requires_grad or a._base is not None:
+                    history = True
+            else:
+                data.append(a)
+    except LayoutError as e:
+        raise e.naming(op.name) from None
+    if backend is None:
+        raise _no_tensor(op)
+    view = op.view
+    if view is None:
+        meta = op.meta(*args, **attrs)
+        kernel = backend.kernels.get(op.name)
+        if kernel is None:
+            _kernel(op, backend)  # raises naming the op and device
+        raw = kernel(*data, **attrs)
+        if type(meta) is not Meta:  # several outputs
+            outputs = _kernel_outputs(backend, raw, meta)
+            if history and _State.enabled and op.backward is not None:
+                record_history(op, args, attrs, args, outputs)
+            return outputs[0] if len(outputs) == 1 else outputs
+        out = _Tensor._from_kernel(backend, raw, meta)
+    else:  # a view op's shape rule is its geometry rule (both validate), so run it once
+        base = args[0]
+        shape, stride, offset = view(base, **attrs)
+        out = base._view(shape, stride, offset)
+    if history and _State.enabled and op.backward is not None:
+        record_history(op, args, attrs, args, (out,))
+    return out
+
+
+def _apply_general(op: Op, args, attrs):
+    """``apply`` for variadic ops, composites, under a tracer, autocast or profiler (any op)."""
     observe = OP_OBSERVER.observe
     if observe is None:
         return _run(op, args, attrs)
@@ -273,19 +336,10 @@ def _run(op: Op, args, attrs):
     flat = args if not op.variadic else _flat_tensors(op, args)
     backend = _backend_of(op, flat)
     tracer = _Tracing.tracer
-    if op.primitive and tracer is None:  # the common case, first: an eager kernel
+    if op.primitive and tracer is None:  # an eager kernel
         meta = op.meta(*args, **attrs)
-        kernel = backend.kernels.get(op.name)
-        if kernel is None:
-            _kernel(op, backend)  # raises naming the op and device
-        if op.variadic:
-            raw = kernel(*_kernel_args(op, args), **attrs)
-        else:
-            raw = kernel(*[a._data if isinstance(a, _Tensor) else a for a in args], **attrs)
-        if type(meta) is Meta:
-            outputs = (_Tensor._from_kernel(backend, raw, meta),)
-        else:
-            outputs = _kernel_outputs(backend, raw, meta)
+        raw = _kernel(op, backend)(*_kernel_args(op, args), **attrs)
+        outputs = _kernel_outputs(backend, raw, meta)
     elif op.decomposition is not None and _runs_decomposition(op, backend, tracer, flat):
         op.meta(*args, **attrs)  # the composite's own argument checks and error messages
         outputs = decompose(op, args, attrs)
@@ -334,33 +388,34 @@ def _runs_decomposition(op: Op, backend, tracer, flat) -> bool:
     return op.backward is None and _State.enabled and any(isinstance(a, _Tensor) and a._requires_grad for a in flat)
 
 
+_NO_GRADIENT = (False, None, None, None)  # record_history's entry for an input that needs no gradient
+
+
 def record_history(op: Op, args, attrs, flat, outputs) -> Node | None:
     """Attach a backward node for ``op`` to ``outputs`` if any input requires grad."""
-    needs = []
-    edges = []
-    shapes = []
-    dtypes = []
+    inputs = []  # per input: (needs a gradient, its edge, shape, dtype)
+    any_needs = False
     for a in flat:
         if isinstance(a, _Tensor):
             if a._base is not None and "_rebased" in a._base.__dict__:
                 _refresh_stale_view(a)
             if a._requires_grad:
-                needs.append(True)
-                edges.append((a._grad_fn, a._output_nr) if a._grad_fn is not None else (a, -1))
-                shapes.append(a._shape)
-                dtypes.append(a._dtype)
+                any_needs = True
+                edge = (a._grad_fn, a._output_nr) if a._grad_fn is not None else (a, -1)
+                inputs.append((True, edge, a._shape, a._dtype))
                 continue
-        needs.append(False)
-        edges.append(None)
-        shapes.append(None)
-        dtypes.append(None)
-    if True not in needs:
+        inputs.append(_NO_GRADIENT)
+    if not any_needs:
         return None
-    node = Node(op, attrs, tuple(needs), edges, shapes, dtypes)
+    needs, edges, shapes, dtypes = zip(*inputs)
+    node = Node(op, attrs, needs, edges, shapes, dtypes)
     if op.saves_input_strides:
         node.input_strides = tuple([a._stride if isinstance(a, _Tensor) else None for a in flat])
-    node.output_shapes = tuple([o._shape for o in outputs])
-    node.output_dtypes = tuple([o._dtype for o in outputs])
+    if len(outputs) == 1:
+        node.output_shapes, node.output_dtypes = (outputs[0]._shape,), (outputs[0]._dtype,)
+    else:
+        node.output_shapes = tuple([o._shape for o in outputs])
+        node.output_dtypes = tuple([o._dtype for o in outputs])
     for role, cond, output_nr, input_nr in op.save_plan:
         if cond is not None and not needs[cond]:
             continue

@@ -508,7 +508,8 @@ exp_op = define(
 
 def _float_input(x):
     """Integer inputs of float-valued functions are computed in the default float dtype."""
-    if x.dtype.is_floating_point or x.dtype.is_complex:
+    dtype = x._dtype if isinstance(x, Tensor) else x.dtype
+    if dtype.is_floating_point or dtype.is_complex:
         return x
     from munet.ops.convert import cast
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 
 from munet import _dtype as D
+from munet._tensor import Tensor
 from munet.ops._autocast import casts_to_one_dtype, lower_precision_under_autocast
 from munet.ops._registry import Meta, apply, define
 from munet.ops._utils import broadcast_shapes, is_tensor, reduce_grad
@@ -70,13 +71,13 @@ def _fmt(shape) -> str:
 
 
 def _matmul_meta(a, b):
-    sa, sb = tuple(a._shape), tuple(b._shape)
+    sa, sb = tuple(a._shape), tuple(b._shape)  # (a Size's indexing is a Python method: a tuple's is not)
+    if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0]:  # the common case, first
+        return Meta((sa[0], sb[1]), a._dtype)
     if len(sa) < 2 or len(sb) < 2:
         raise RuntimeError(f"matmul primitive expects rank >= 2 operands, got {list(sa)} and {list(sb)}")
     if sa[-1] != sb[-2]:
         raise RuntimeError(f"matmul: mat1 and mat2 shapes cannot be multiplied ({_fmt(sa[-2:])} and {_fmt(sb[-2:])})")
-    if len(sa) == 2 and len(sb) == 2:
-        return Meta((sa[0], sb[1]), a._dtype)
     batch = broadcast_shapes(sa[:-2], sb[:-2], op="matmul")
     return Meta(batch + (sa[-2], sb[-1]), a._dtype)
 
@@ -121,7 +122,7 @@ def _check_operands(op: str, *tensors) -> None:
     """PyTorch's BLAS ops take tensors of one dtype (no promotion; under autocast, the matmul
     products take any floating mix autocast casts) and no bool."""
     for t in tensors:
-        if not is_tensor(t):
+        if not isinstance(t, Tensor):
             raise TypeError(f"{op}: expected Tensor arguments, got {type(t).__name__}")
     first = tensors[0]._dtype
     for t in tensors[1:]:
@@ -142,7 +143,7 @@ def matmul(input, other, *, out=None):
     """
     _check_operands("matmul", input, other)
     if len(input._shape) == 2 and len(other._shape) == 2:  # the common case: nothing to reshape
-        return _out(apply(matmul_op, input, other), out)
+        return apply(matmul_op, input, other) if out is None else _out(apply(matmul_op, input, other), out)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(
             f"matmul: both arguments to matmul need to be at least 1D, but they are {input.ndim}D and {other.ndim}D"

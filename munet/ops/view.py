@@ -7,6 +7,8 @@ at the bottom (``as_strided_scatter`` and ``strided_scatter_add``).
 
 from __future__ import annotations
 
+from operator import itemgetter
+
 import numpy as np
 
 from munet import _dtype as D
@@ -360,7 +362,10 @@ def unsqueeze(input, dim: int):
 
 
 def _permute_geometry(shape, stride, offset, *, dims):
-    return tuple([shape[d] for d in dims]), tuple([stride[d] for d in dims]), offset
+    if len(dims) < 2:
+        return tuple(shape), tuple(stride), offset
+    pick = itemgetter(*dims)  # (a tuple of the picked items for two or more dims)
+    return pick(shape), pick(stride), offset
 
 
 def _permute_backward(ctx, grad):
@@ -495,18 +500,18 @@ def _index_geometry(shape, stride, offset, *, spec):
     d = 0
     for item in spec:
         kind = item[0]
-        if kind == "n":
-            out_shape.append(1)
-            out_stride.append(stride[d] * shape[d] if d < len(shape) else 1)
-        elif kind == "i":
-            offset += item[1] * stride[d]
-            d += 1
-        else:
+        if kind == "s":
             _, start, length, step = item
             offset += start * stride[d]
             out_shape.append(length)
             out_stride.append(stride[d] * step)
             d += 1
+        elif kind == "i":
+            offset += item[1] * stride[d]
+            d += 1
+        else:
+            out_shape.append(1)
+            out_stride.append(stride[d] * shape[d] if d < len(shape) else 1)
     out_shape.extend(shape[d:])
     out_stride.extend(stride[d:])
     return tuple(out_shape), tuple(out_stride), offset
@@ -546,23 +551,28 @@ def basic_index_spec(shape, index) -> tuple | None:
     """Normalize a basic index (ints, slices, None, Ellipsis) to a spec; None if it is advanced."""
     if not isinstance(index, tuple):
         index = (index,)
-    items = []
-    consumed = 0
+    consumed = 0  # the dims the index selects from
     for item in index:
-        if type(item) is not slice and type(item) is not int and item is not None and item is not Ellipsis:
-            item = basic_item(item)  # the common kinds above need no normalizing
-            if item is ADVANCED:
-                return None
-        if item is not None and item is not Ellipsis:
+        if type(item) is slice or type(item) is int:
             consumed += 1
-        items.append(item)
-    index = items
+        elif item is not None and item is not Ellipsis:  # a kind that needs normalizing (or is advanced)
+            index = [basic_item(item) for item in index]
+            if ADVANCED in index:
+                return None
+            consumed = sum(1 for item in index if item is not None and item is not Ellipsis)
+            break
     if consumed > len(shape):
         raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
     spec = []
     d = 0
     for item in index:
-        if item is Ellipsis:
+        if type(item) is slice:
+            start, stop, step = item.indices(shape[d])
+            if step <= 0:  # (a zero step indices() refused already)
+                raise ValueError("step must be greater than zero")
+            spec.append(("s", start, max(0, (stop - start + step - 1) // step), step))
+            d += 1
+        elif item is Ellipsis:
             fill = len(shape) - consumed
             for _ in range(fill):
                 spec.append(("s", 0, shape[d], 1))
@@ -570,13 +580,6 @@ def basic_index_spec(shape, index) -> tuple | None:
             consumed = len(shape)  # a second Ellipsis expands to nothing
         elif item is None:
             spec.append(("n",))
-        elif isinstance(item, slice):
-            start, stop, step = item.indices(shape[d])
-            if item.step is not None and item.step <= 0:
-                raise ValueError("step must be greater than zero")
-            length = len(range(start, stop, step))
-            spec.append(("s", start, length, step))
-            d += 1
         else:
             i = item
             n = shape[d]

@@ -30,7 +30,7 @@ class CpuBackend:
         """``buffer``'s elements at ``offset + sum(i * stride)``, read as ``dtype`` (the buffer's own
         type unless a ``view(dtype)`` reinterprets it: geometry is then in elements of ``dtype``)."""
         np_dtype = buffer.dtype if dtype is None else dtype.np
-        itemsize = np_dtype.itemsize
+        itemsize = np_dtype.itemsize if dtype is None else dtype.itemsize
         if 0 in shape:
             offset = 0  # an empty view may start past the end of its storage, as in PyTorch
         # positional arguments and a tuple of strides: keywords cost more than the view itself
@@ -47,7 +47,7 @@ class CpuBackend:
             array = array.copy()
             flags = array.flags
         if flags.c_contiguous:
-            return array.reshape(-1), None, array
+            return array.ravel(), None, array  # (a view: the array is C-contiguous)
         if flags.f_contiguous:
             itemsize = array.itemsize
             return array.ravel(order="K"), tuple(s // itemsize for s in array.strides), array

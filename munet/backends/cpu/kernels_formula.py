@@ -372,16 +372,28 @@ class NumpyFormula:
 
     def fresh(self, *args, **attrs):
         bound = 1  # the operands' sizes multiplied: at least the result's, so small calls skip C at once
+        dtypes = []  # the operands' dtypes, while every operand is an array
         for a in args:
             if type(a) is np.ndarray:
                 bound *= a.size
+                if dtypes is not None:
+                    dtypes.append(a.dtype)
+            else:
+                dtypes = None
         if bound >= compiled_formula.MIN_ELEMENTS:
             result = compiled_formula.launch(self, args, attrs)
             if result is not None:
                 return result
-        args = operands(*args) if not self.conditions else self.operands(args)
-        key = tuple([None if a is None else a.dtype for a in args])  # program(), inline: this is per op
-        run = self.programs.get((key, *attrs.items()) if attrs else key) or self.program(args, attrs)
+        # Arrays only: their dtypes are the program's key as they are (a float16 key is never stored,
+        # operands() computes those in float32), so the common call converts nothing.
+        run = None
+        if dtypes is not None and not self.conditions:
+            key = tuple(dtypes)
+            run = self.programs.get((key, *attrs.items()) if attrs else key)
+        if run is None:
+            args = operands(*args) if not self.conditions else self.operands(args)
+            key = tuple([None if a is None else a.dtype for a in args])  # program(), inline: this is per op
+            run = self.programs.get((key, *attrs.items()) if attrs else key) or self.program(args, attrs)
         if run.quiet:
             return run(args, None)
         return call_ignoring(run, args, None)

@@ -17,6 +17,7 @@ import numpy as np
 
 from munet._threads import kernel_threads
 from munet.backends.cpu import gemm_tasks
+from munet.backends.cpu.fp_errors import call_ignoring
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, acc_dtype
 from munet.backends.cpu.registry import kernel
 
@@ -26,9 +27,25 @@ _MIN_BLOCK = 64  # rows or columns per block of one product: thinner blocks leav
 _BLOCKS_PER_THREAD = 2  # blocks of one product per thread: a thread that runs late takes fewer of them
 
 
+# ndarray.dot of two such matrices makes np.matmul's one BLAS call (gemm, or syrk for a @ a.T) bit for
+# bit, at a third of its cost on a small product; other strides (which np.matmul may loop over without
+# BLAS) and dtypes keep np.matmul
+_DOT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
+
+
+def _blas_layout(x: np.ndarray) -> bool:
+    flags = x.flags
+    return flags.c_contiguous or flags.f_contiguous
+
+
 @kernel("matmul")
 def matmul(a, b):
-    if a.dtype in LOW_PRECISION:
+    if a.ndim == 2 and b.ndim == 2 and a.dtype in _DOT_DTYPES and _blas_layout(a) and _blas_layout(b):
+        if a.size * b.shape[1] < _MIN_MACS or kernel_threads() == 1:
+            # np.matmul's own BLAS call, without the gufunc's dispatch (see _DOT_DTYPES); dot reports the
+            # floating-point flags BLAS raised (inf or NaN operands), np.matmul does not
+            return call_ignoring(a.dot, b)
+    elif a.dtype in LOW_PRECISION:
         acc = acc_dtype(a)
         return np.matmul(a.astype(acc), b.astype(acc)).astype(a.dtype)
     if max(a.size * b.shape[-1], b.size * a.shape[-2]) < _MIN_MACS or kernel_threads() == 1:
