@@ -257,7 +257,7 @@ def test_a_packed_weight_gives_the_same_bits_and_follows_its_version(groups):
     version = [0]
     pack = direct_conv.WeightPack(lambda: version[0])
     first = direct_conv.direct_conv2d(*args, pack=pack)
-    assert pack._pack is None  # one call at a version: packed per call, not kept
+    assert pack._kept[1] is None  # one call at a version: packed per call, not kept
     np.testing.assert_array_equal(first, unpacked)
     np.testing.assert_array_equal(direct_conv.direct_conv2d(*args, pack=pack), unpacked)
     kept = pack.packed(lib, w, groups)

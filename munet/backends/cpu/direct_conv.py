@@ -66,18 +66,18 @@ class WeightPack:
 
     def __init__(self, version: Callable[[], object]):
         self.version = version
-        self._last = None  # the token at the previous call
-        self._key = None  # the token (and array) the pack was made for
-        self._pack = None
+        self._last = None  # the key at the previous call
+        self._kept = (None, None)  # (key, pack): one attribute, so a reader sees a pack with its own key
 
     def packed(self, lib, w: np.ndarray, groups: int) -> np.ndarray | None:
         """The pack of ``w`` (O, C/groups, KH, KW), C-contiguous float32: per group, blocks of
         ``CHANNEL_BLOCK`` output channels (zeros past the last), or None (pack per call)."""
         key = (self.version(), w.ctypes.data, w.shape, w.strides)
-        if self._pack is not None and key == self._key:
-            return self._pack
+        kept_key, kept = self._kept
+        if kept is not None and key == kept_key:
+            return kept
         if key != self._last:
-            self._last, self._pack, self._key = key, None, None
+            self._last, self._kept = key, (None, None)
             return None
         o, k = w.shape[0], math.prod(w.shape[1:])
         og = o // groups
@@ -89,7 +89,7 @@ class WeightPack:
             )
             if status != 0:
                 return None
-        self._pack, self._key = pack, key
+        self._kept = (key, pack)
         return pack
 
 
