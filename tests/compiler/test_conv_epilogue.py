@@ -45,12 +45,20 @@ def _stats(compiled) -> dict:
     return compiled.stats()
 
 
+@pytest.fixture(params=[1, 2])
+def threads(request):
+    before = munet.get_num_threads()
+    munet.set_num_threads(request.param)
+    yield request.param
+    munet.set_num_threads(before)
+
+
 @pytest.mark.parametrize("residual, relu", [(False, True), (True, True), (True, False), (False, False)])
-def test_fused_epilogue_gives_the_unfused_bits(residual, relu):
+def test_fused_epilogue_gives_the_unfused_bits(residual, relu, threads):
     munet.manual_seed(0)
     block = Block(residual, relu).eval()
     compiled = munet.compile(block)
-    x = _input()
+    x = _input((3, 16, 12, 12))  # at two threads: tasks of images
     with munet.no_grad():
         eager = block(x).numpy()
         for _ in range(3):  # per-call packing, then the kept pack
@@ -74,7 +82,7 @@ def test_fused_epilogue_matches_torch():
     assert _stats(compiled)["conv_epilogues"] >= 2
 
 
-def test_a_training_step_with_epilogues_gives_eager_gradients():
+def test_a_training_step_with_epilogues_gives_eager_gradients(threads):
     munet.manual_seed(2)
     block = Block(True, True)
     reference = Block(True, True)
@@ -134,3 +142,16 @@ def test_the_kernel_epilogue_against_numpy():
     xa, outa = alias[: x.size].reshape(x.shape), alias[: plain.size].reshape(plain.shape)
     xa[...] = x
     assert direct_conv.direct_conv2d(xa, *args[1:], out=outa, epilogue=(bias, None, True)) is None
+
+
+def test_the_kernel_epilogue_of_a_grouped_strided_convolution():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((2, 32, 30, 30)).astype(np.float32)
+    w = rng.standard_normal((80, 16, 3, 3)).astype(np.float32)  # two groups of 40: a partial block each
+    bias = rng.standard_normal(80).astype(np.float32)
+    args = (x, w, (2, 2), ((1, 1), (1, 1)), (1, 1), 2, (15, 15))
+    plain = direct_conv.direct_conv2d(*args)
+    assert plain is not None
+    residual = rng.standard_normal(plain.shape).astype(np.float32)
+    got = direct_conv.direct_conv2d(*args, out=np.empty_like(plain), epilogue=(bias, residual, True))
+    np.testing.assert_array_equal(got, np.maximum((plain + bias[:, None, None]) + residual, 0))
