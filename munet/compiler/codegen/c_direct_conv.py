@@ -38,7 +38,7 @@ cache while every tile of the block reads it. A tile is 14 output positions of o
 7 on planes at most 7 wide: ResNet's last stage wastes nothing) by 32 channels: 28 accumulators;
 per (c, ky, kx) it loads two vectors of weights and broadcasts each position's input, read in place
 at ``off[p] + i*sw`` (any stride: no phase planes), so no position past a row is computed but the
-partial last tile's. Each tile sums the whole contraction in registers and is stored once, its 32
+partial last tile's (a plane's last odd row: a tile of one row of 7). Each tile sums the whole contraction in registers and is stored once, its 32
 channels to their NCHW planes.
 
 Elsewhere (the row kernel, ``_vector_kernel``): each image is copied, zero-padded, into ``sh * sw`` phase planes per channel (phase (py, px)
@@ -83,8 +83,8 @@ CHANNEL_TARGET = next(target for name, target, *_ in _ISAS if name == CHANNEL_IS
 CHANNEL_BLOCK = 32  # output channels per channel-vector tile: two vectors of 16
 # (row segments, positions per segment) of the channel-vector tiles: 14 positions by 32 channels are
 # 28 accumulators of the 32 vector registers; 12 cover rows that 14 alone would not (the CNN's 24 and
-# 26); two segments of 7 serve 7-wide planes (ResNet's last stage)
-CHANNEL_TILES = ((1, 14), (1, 12), (2, 7))
+# 26); two segments of 7 serve 7-wide planes (ResNet's last stage), one segment of 7 their last odd row
+CHANNEL_TILES = ((1, 14), (1, 12), (2, 7), (1, 7))
 # Column strides the channel-vector kernels are generated for as constants; others read it at run time
 CHANNEL_STRIDES = (1, 2)
 KC = 1152  # contraction block: fewer blocks mean fewer passes over y (each adds its partial sums)
@@ -247,7 +247,7 @@ def _channel_driver() -> str:
     planes: a tile's positions are ``sw`` apart in a row), then per block of ``CHANNEL_BLOCK`` packed
     output channels, per image, tiles of one output row's 14 positions (two rows' 7 on planes at
     most 7 wide), each summed over the whole contraction and stored once into the NCHW output."""
-    (_, wide), (_, short), (_, narrow) = CHANNEL_TILES
+    (_, wide), (_, short), (_, narrow), _ = CHANNEL_TILES
 
     def pick(segments, length):
         name = f"channels_{segments}x{length}_s"
@@ -361,7 +361,7 @@ static int conv2d_channels(const float *x, const float *wt, const float *packed,
         pad_planes(padded + b * image, x + (b0 + b) * x_pitch, c, h, w, hp, wp, ph, pw, 1, 1);
     memset(padded + images * image, 0, (size_t)slack * sizeof(float));
     const channel_kernel rows = {pick(1, wide)}, shorter = {pick(1, short)};
-    const channel_kernel pairs = {pick(2, narrow)};
+    const channel_kernel pairs = {pick(2, narrow)}, single = {pick(1, narrow)};
     /* a row is covered by tiles of {wide}, then `tail` tiles of {short} where that covers it exactly
        (24 = 2 x 12, 26 = 14 + 12), else by tiles of {wide} only, the last one partial */
     long tail = 0;
@@ -379,12 +379,15 @@ static int conv2d_channels(const float *x, const float *wt, const float *packed,
             const float *rb = e && e->residual ? e->residual + (b0 + b) * y_pitch + ob * plane : NULL;
             if (ow <= {narrow}) {{
                 for (long oy = 0; oy < oh; oy += 2) {{
-                    long second = oy + 1 < oh ? oy + 1 : oy; /* the last odd row: computed twice, stored once */
-                    pairs(k, block, xb + oy * sh * wp, xb + second * sh * wp, off, sw, t);
+                    const float *first = xb + oy * sh * wp;
+                    if (oy + 1 == oh) /* the last odd row: a tile of one row */
+                        single(k, block, first, first, off, sw, t);
+                    else
+                        pairs(k, block, first, first + sh * wp, off, sw, t);
                     store_channels(yb + oy * ow, plane, t, count, ow, e, bias, rb ? rb + oy * ow : NULL);
-                    if (second > oy)
-                        store_channels(yb + second * ow, plane, t + {narrow * CHANNEL_BLOCK}, count, ow, e, bias,
-                                       rb ? rb + second * ow : NULL);
+                    if (oy + 1 < oh)
+                        store_channels(yb + (oy + 1) * ow, plane, t + {narrow * CHANNEL_BLOCK}, count, ow, e, bias,
+                                       rb ? rb + (oy + 1) * ow : NULL);
                 }}
                 continue;
             }}
