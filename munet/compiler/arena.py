@@ -23,6 +23,8 @@ from __future__ import annotations
 import numpy as np
 
 from munet import metrics
+from munet._tensor import Tensor
+from munet.backends.cpu.direct_conv import WeightPack
 from munet.backends.cpu.kernels_conv import convolution_into
 from munet.backends.cpu.kernels_core import as_strided_scatter_into
 from munet.backends.cpu.kernels_formula import out_kernel
@@ -117,6 +119,17 @@ def overwrites(node, source) -> bool:
     return OUT_KERNELS.get(node.name, (None, False))[1]
 
 
+def weight_pack(node):
+    """A forward convolution's ``WeightPack`` where its weight is a state input (a parameter or
+    buffer): the pack is kept between calls, keyed by the tensor's storage and version counter, so
+    an in-place update (an optimizer step, ``with no_grad(): w.add_(1)``) repacks it."""
+    weight = node.args[1] if len(node.args) > 1 else None
+    source = getattr(weight, "source", None)
+    if node.attrs.get("transposed") or not isinstance(source, Tensor):
+        return None
+    return WeightPack(lambda t=source: (t._storage, t._storage.version))
+
+
 class Arena:
     """One byte buffer per dtype; ``target(value)`` says where a planned value is written."""
 
@@ -166,6 +179,9 @@ class Arena:
             )
             if generated is not None:
                 static = {**static, role: generated}
+            pack = weight_pack(node)
+            if pack is not None:
+                static = {**static, "weight_pack": pack}
         if len(targets) == 1:
             (target,), (out_slot,) = targets, out_slots
 

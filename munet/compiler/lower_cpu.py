@@ -11,7 +11,9 @@ step runs the group's member nodes with the NumPy kernels instead, and the execu
 ``codegen`` counters say so. ``prepare_generated`` does the same for primitive nodes with a kernel IR form
 (``max_pool``, the scatter of its gradient). BLAS-bound nodes (matmul, convolution) are never fused: they
 keep calling NumPy for their GEMMs; a convolution's im2col (forward) or col2im (stride-1 transposed)
-step is generated C (``generated_im2col``, ``generated_col2im``).
+step is generated C (``generated_im2col``, ``generated_col2im``). One exception: a fused group that is
+a forward convolution's bias/residual/ReLU epilogue runs in the direct kernel's store where that
+kernel serves the convolution (``conv_epilogue.py``; ``stats()["conv_epilogues"]`` counts them).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ def new_counters() -> dict:
         "primitive": 0,
         "cache_hits": 0,
         "reused": 0,
+        "conv_epilogues": 0,
         "compiler": None,
         "fallback_reason": None,
     }
@@ -96,7 +99,12 @@ class CpuTarget:
             dynamic=executable.dynamic,
             size_symbols=executable.size_symbols,
         )
-        return prepare_fused(node, context)
+        step = prepare_fused(node, context)
+        if arena is not None:
+            from munet.compiler.conv_epilogue import conv_epilogue_step  # arena.py imports this module
+
+            return conv_epilogue_step(node, executable, step) or step
+        return step
 
     @staticmethod
     def generates(node) -> bool:
@@ -168,6 +176,7 @@ def codegen_stats(counters: dict) -> dict:
         "generated_kernels": generated,  # fused groups' and primitive nodes' (max_pool) kernels
         "kernel_cache_hits": counters["cache_hits"],
         "kernels_reused": counters["reused"],
+        "conv_epilogues": counters["conv_epilogues"],  # fused groups run in a convolution's store
         "c_compiler": counters["compiler"],
     }
 

@@ -70,6 +70,7 @@ FORWARD = [
 # Shapes only the AVX-512 (channel-vector) kernel serves: narrow planes and any stride
 CHANNEL_VECTORS = [
     ((2, 16, 7, 7), (64, 16, 3, 3), 1, 1, 1, 1),  # ResNet's last stage, narrowed: tiles of two 7-wide rows
+    ((1, 64, 7, 7), (32, 64, 3, 3), 1, 1, 1, 1),  # one 7x7 image: 49 uses of each weight
     ((2, 16, 7, 9), (40, 16, 3, 3), 1, 1, 1, 1),  # an odd row count: the last pair's second row is dropped
     ((2, 16, 28, 28), (48, 16, 3, 3), 2, 1, 1, 1),  # a 3x3 stride-2 layer: 14-wide rows
     ((1, 8, 40, 50), (32, 8, 3, 3), 3, 1, 1, 1),  # stride 3: the kernel that reads its stride at run time
@@ -193,7 +194,6 @@ def test_compiled_gives_eager_bits(served):
         ((2, 8, 30, 30), (32, 8, 3, 3), np.float64, 1),
         ((2, 8, 30, 30), (6, 8, 3, 3), np.float32, 3),  # AVX2: stride 3 (10 output columns); AVX-512: 6 channels
         ((2, 64, 33, 67), (32, 64, 1, 1), np.float32, 2),  # a 1x1 downsample reads one position in 4
-        ((1, 64, 7, 7), (32, 64, 3, 3), np.float32, 1),  # one 7x7 image: 49 uses of each weight
         ((2, 1, 30, 30), (32, 1, 3, 3), np.float32, 1),  # the CNN's first layer: a contraction of 9
         ((2, 8, 30, 30), (3, 8, 3, 3), np.float32, 1),  # fewer output channels than any tile has
     ],
@@ -239,3 +239,85 @@ def test_weight_gradient_of_one_input_channel(threads, micro_kernel, monkeypatch
     assert_close_to_reference(tw.grad.numpy(), results[0], results[1], what="weight gradient")
     assert grads and grads[-1] is not None
     assert len(direct_conv._image_blocks(6, 12 * 9)) == direct_conv.IMAGE_BLOCKS
+
+
+def _channel_vectors_or_skip():
+    lib = direct_conv.library()
+    if lib is None or not lib.munet_conv_channel_vectors():
+        pytest.skip("packed weights serve the channel-vector (AVX-512) kernel only")
+    return lib
+
+
+@pytest.mark.parametrize("groups", [1, 2])
+def test_a_packed_weight_gives_the_same_bits_and_follows_its_version(groups):
+    lib = _channel_vectors_or_skip()
+    x, w = _inputs((2, 16, 12, 12), (80, 16 // groups, 3, 3), seed=8)  # 40 channels per group: a partial block
+    args = (x, w, (1, 1), ((1, 1), (1, 1)), (1, 1), groups, (12, 12))
+    unpacked = direct_conv.direct_conv2d(*args)
+    version = [0]
+    pack = direct_conv.WeightPack(lambda: version[0])
+    first = direct_conv.direct_conv2d(*args, pack=pack)
+    assert pack._kept[1] is None  # one call at a version: packed per call, not kept
+    np.testing.assert_array_equal(first, unpacked)
+    np.testing.assert_array_equal(direct_conv.direct_conv2d(*args, pack=pack), unpacked)
+    kept = pack.packed(lib, w, groups)
+    assert kept is not None  # the same version twice: packed once and kept
+    np.testing.assert_array_equal(direct_conv.direct_conv2d(*args, pack=pack), unpacked)
+    w += 1  # changed in place, as the token says: the pack must not be served
+    version[0] += 1
+    changed = direct_conv.direct_conv2d(*args)
+    assert not np.array_equal(changed, unpacked)
+    for _ in range(3):  # per call at first, then a new pack
+        np.testing.assert_array_equal(direct_conv.direct_conv2d(*args, pack=pack), changed)
+    assert pack.packed(lib, w, groups) is not kept
+
+
+def test_compiled_inference_repacks_a_weight_updated_in_place(monkeypatch):
+    lib = _channel_vectors_or_skip()
+    packs = []
+    original = direct_conv.WeightPack.packed
+    monkeypatch.setattr(
+        direct_conv.WeightPack, "packed", lambda self, *a: packs.append(original(self, *a)) or packs[-1]
+    )
+    conv = munet.nn.Conv2d(16, 40, 3, padding=1).eval()
+    compiled = munet.compile(conv)
+    x = munet.tensor(_inputs((1, 16, 10, 10), (1,), seed=9)[0])
+
+    def expected():
+        tw, tb = (torch.from_numpy(p.detach().numpy().copy()) for p in (conv.weight, conv.bias))
+        return torch.nn.functional.conv2d(torch.from_numpy(x.numpy()), tw, tb, padding=1).numpy()
+
+    with munet.no_grad():
+        for _ in range(3):
+            np.testing.assert_allclose(compiled(x).numpy(), expected(), rtol=1e-5, atol=1e-5)
+        assert packs[-1] is not None  # the weight did not change: its pack is kept and used
+        conv.weight.add_(1)
+        for _ in range(3):  # a stale pack would give the old weight's result
+            np.testing.assert_allclose(compiled(x).numpy(), expected(), rtol=1e-5, atol=1e-5)
+        assert packs[-1] is not None and packs[-1] is not packs[2]
+    assert lib.munet_conv_channel_vectors()
+
+
+def test_a_compiled_training_step_packs_per_call(monkeypatch):
+    # the weight changes every step: no whole-weight pack is written each call
+    _channel_vectors_or_skip()
+    packs = []
+    original = direct_conv.WeightPack.packed
+    monkeypatch.setattr(
+        direct_conv.WeightPack, "packed", lambda self, *a: packs.append(original(self, *a)) or packs[-1]
+    )
+    conv = munet.nn.Conv2d(16, 40, 3, padding=1)
+    optimizer = munet.optim.SGD(conv.parameters(), lr=0.1)
+    x = munet.tensor(_inputs((2, 16, 10, 10), (1,), seed=10)[0])
+
+    @munet.compile
+    def step(x):
+        optimizer.zero_grad()
+        loss = (conv(x) ** 2).mean()
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    losses = [step(x).item() for _ in range(4)]
+    assert packs and all(p is None for p in packs)
+    assert losses[-1] < losses[0]

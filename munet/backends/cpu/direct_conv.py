@@ -21,12 +21,13 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 
 from munet._threads import kernel_threads, run_tasks
 from munet.compiler.codegen import build
-from munet.compiler.codegen.c_direct_conv import ISA_NAMES, render_direct_conv
+from munet.compiler.codegen.c_direct_conv import CHANNEL_BLOCK, ISA_NAMES, render_direct_conv
 
 # Floats of padded input per task: bounds the per-thread buffer (each thread keeps its largest)
 PADDED_FLOATS = 1 << 21
@@ -45,14 +46,51 @@ PARTIAL_FLOATS = 1 << 22
 # The channel-vector kernel (AVX-512) serves output rows this wide and up: 7-wide planes run tiles
 # of two rows (ResNet's last stage); narrower ones (none in ResNet or the CNN) stay on the column path
 CHANNEL_MIN_WIDTH = 7
-# ... and calls with at least this many output positions (images x plane), each weight's uses per
-# call: with fewer, packing the weights (each call, one pass over them) costs more than the column
-# path's GEMM (ResNet's 7x7-output layers at batch 1, 49 positions: 512->512 4.08 ms here against
-# 3.67, 256->512 stride 2 2.21 against 1.98; docs/perf/cpu.md). Nor 1x1 kernels at a stride above
-# one: the padded copy holds every input position, the kernel reads one in sh*sw (7.15 ms against
-# 3.64 on the column path for ResNet's 64->128 downsample at batch 16)
-CHANNEL_MIN_POSITIONS = 64
+# ... but not 1x1 kernels at a stride above one: the padded copy holds every input position, the
+# kernel reads one in sh*sw (7.15 ms against 3.64 on the column path for ResNet's 64->128 downsample
+# at batch 16). Calls with few output positions (ResNet's 7x7-output layers at batch 1: 49) once
+# stayed on the column path, packing the weights each call costing more than its GEMM under load;
+# measured again on a quiet machine (docs/perf/onnx.md, 2026-12-04) the kernel wins there too
+# (512->512 at batch 1: 1.36 ms against 2.47, 1.07 with the weights packed once: ``WeightPack``)
 _ARGTYPES = [ctypes.c_void_p] * 4 + [ctypes.c_long] * 4
+
+
+class WeightPack:
+    """A convolution weight packed once into the channel-vector kernel's layout, for a caller that
+    knows when the weight changes: ``version()`` returns a token (the compiler gives the weight
+    tensor's storage and its version counter) that changes whenever the weight's data may have.
+    :meth:`packed` returns the pack for the current token, packing anew when it changed; but only
+    once the token was the same at two calls in a row, so a weight updated every call (a training
+    step) keeps the kernel's per-call packing of one block at a time instead of writing a whole
+    packed copy each call. Either way the kernel computes the same bits (same layout, same order)."""
+
+    def __init__(self, version: Callable[[], object]):
+        self.version = version
+        self._last = None  # the key at the previous call
+        self._kept = (None, None)  # (key, pack): one attribute, so a reader sees a pack with its own key
+
+    def packed(self, lib, w: np.ndarray, groups: int) -> np.ndarray | None:
+        """The pack of ``w`` (O, C/groups, KH, KW), C-contiguous float32: per group, blocks of
+        ``CHANNEL_BLOCK`` output channels (zeros past the last), or None (pack per call)."""
+        key = (self.version(), w.ctypes.data, w.shape, w.strides)
+        kept_key, kept = self._kept
+        if kept is not None and key == kept_key:
+            return kept
+        if key != self._last:
+            self._last, self._kept = key, (None, None)
+            return None
+        o, k = w.shape[0], math.prod(w.shape[1:])
+        og = o // groups
+        padded = -(-og // CHANNEL_BLOCK) * CHANNEL_BLOCK
+        pack = np.empty((groups, padded * k), np.float32)
+        for group in range(groups):
+            status = lib.munet_conv_pack_weights(
+                w.ctypes.data + group * og * k * w.itemsize, pack[group].ctypes.data, og, k
+            )
+            if status != 0:
+                return None
+        self._kept = (key, pack)
+        return pack
 
 
 @functools.cache
@@ -64,6 +102,12 @@ def _library(compiler):
     lib.munet_conv_select.argtypes = [ctypes.c_int]
     lib.munet_conv2d_weight_grad.argtypes = [ctypes.c_void_p] * 4 + [ctypes.c_long] * 6
     lib.munet_conv2d_weight_grad.restype = ctypes.c_int
+    lib.munet_conv2d_channels.argtypes = (
+        [ctypes.c_void_p] * 5 + [ctypes.c_long] * 4 + [ctypes.c_void_p] * 2 + [ctypes.c_int]
+    )
+    lib.munet_conv2d_channels.restype = ctypes.c_int
+    lib.munet_conv_pack_weights.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 2
+    lib.munet_conv_pack_weights.restype = ctypes.c_int
     return lib
 
 
@@ -98,27 +142,28 @@ def _worth_it(width: int, kernel_size, stride, lanes: int) -> bool:
     return width >= MIN_WIDTH
 
 
-def direct_conv2d(x, w, stride, padding, dilation, groups, size, out=None):
+def direct_conv2d(
+    x, w, stride, padding, dilation, groups, size, out=None, pack: WeightPack | None = None, epilogue=None
+):
     """``out`` (N, O, *size) = the convolution of ``x`` (N, C, H, W) by ``w`` (O, C/groups, KH, KW)
     with leading padding ``padding[i][0]`` (the trailing padding is implied by ``size``; negative
-    crops), or None when this kernel does not serve the call (see the module docstring)."""
+    crops), or None when this kernel does not serve the call (see the module docstring). ``pack``
+    (the channel-vector kernel only): the weight's packed copy kept between calls (:class:`WeightPack`).
+    ``epilogue`` ``(bias, residual, relu)`` (the channel-vector kernel only, else None is returned):
+    ``out = relu((conv + bias[o]) + residual)`` applied as each tile is stored, ``bias`` (O,) and
+    ``residual`` (N, O, *size) float32 C-contiguous or None, ``relu`` a bool; ``out`` (given) and
+    ``residual`` must not overlap ``x`` (``out`` may be ``residual``)."""
     lib = library()
     if lib is None or x.ndim != 4 or x.dtype != np.float32 or w.dtype != np.float32:
+        return None
+    if epilogue is not None and not _epilogue_fits(lib, epilogue, x, w, out, size):
+        return None
+    if not _serves(lib, x.shape, w.shape, stride, groups, size):
         return None
     channel_vectors, rows = lib.munet_conv_channel_vectors(), lib.munet_conv_rows()
     n, c, h, wd = x.shape
     o, cg, kh, kw = w.shape
     oh, ow = size
-    if channel_vectors:
-        worth_it = (
-            ow >= CHANNEL_MIN_WIDTH
-            and n * oh * ow >= CHANNEL_MIN_POSITIONS
-            and not (any(s > 1 for s in stride) and kh == kw == 1)
-        )
-    else:
-        worth_it = _worth_it(ow, (kh, kw), stride, lib.munet_conv_lanes())
-    if not worth_it or cg * kh * kw < MIN_CONTRACTION or o // groups < rows or min(n, cg, oh) == 0:
-        return None
     if out is None:
         out = np.empty((n, o, oh, ow), np.float32)
     elif out.dtype != np.float32 or not out.flags.c_contiguous:
@@ -148,23 +193,77 @@ def direct_conv2d(x, w, stride, padding, dilation, groups, size, out=None):
         for o0 in range(0, og, channels)
     ]
     item = x.itemsize
+    packed = pack.packed(lib, w, groups) if pack is not None and channel_vectors else None
+    w_pitch = og * math.prod(w.shape[1:]) * item
+    bias, residual, relu = epilogue if epilogue is not None else (None, None, False)
 
     def run(group, b0, b1, o0, o1):
-        status = lib.munet_conv2d_direct(
-            x.ctypes.data + group * cg * h * wd * item,
-            w.ctypes.data + group * og * math.prod(w.shape[1:]) * item,
-            out.ctypes.data + group * og * oh * ow * item,
-            geometry.ctypes.data,
-            o0,
-            o1,
-            b0,
-            b1,
-        )
+        at = (x.ctypes.data + group * cg * h * wd * item, w.ctypes.data + group * w_pitch)
+        y = out.ctypes.data + group * og * oh * ow * item
+        if not channel_vectors:
+            status = lib.munet_conv2d_direct(*at, y, geometry.ctypes.data, o0, o1, b0, b1)
+        else:
+            status = lib.munet_conv2d_channels(
+                *at,
+                None if packed is None else packed[group].ctypes.data,
+                y,
+                geometry.ctypes.data,
+                o0,
+                o1,
+                b0,
+                b1,
+                None if bias is None else bias.ctypes.data + group * og * item,
+                None if residual is None else residual.ctypes.data + group * og * oh * ow * item,
+                int(relu),
+            )
+        if status == -2:  # the packed entry serves the channel-vector kernel on whole blocks only
+            raise RuntimeError(f"convolution: the packed weight does not fit this kernel (channels {o0}..{o1})")
         if status != 0:
             raise MemoryError(f"convolution: no memory for the direct kernel's buffers (input {tuple(x.shape)})")
 
     run_tasks([functools.partial(run, *call) for call in calls])
     return out
+
+
+def serves_forward(x_shape, w_shape, stride, groups, size) -> bool:
+    """Whether :func:`direct_conv2d` runs the channel-vector kernel for float32 ``x`` of ``x_shape``
+    (N, C, H, W) and ``w`` of ``w_shape`` (the kernel that takes packed weights and an epilogue)."""
+    lib = library()
+    return (
+        lib is not None
+        and bool(lib.munet_conv_channel_vectors())
+        and _serves(lib, x_shape, w_shape, stride, groups, size)
+    )
+
+
+def _serves(lib, x_shape, w_shape, stride, groups, size) -> bool:
+    """The shape rules of the module docstring: whether the kernel this CPU runs serves the call."""
+    if len(x_shape) != 4 or len(size) != 2:
+        return False
+    n, _, _, _ = x_shape
+    o, cg, kh, kw = w_shape
+    oh, ow = size
+    if lib.munet_conv_channel_vectors():
+        worth_it = ow >= CHANNEL_MIN_WIDTH and not (any(s > 1 for s in stride) and kh == kw == 1)
+    else:
+        worth_it = _worth_it(ow, (kh, kw), stride, lib.munet_conv_lanes())
+    return worth_it and cg * kh * kw >= MIN_CONTRACTION and o // groups >= lib.munet_conv_rows() and min(n, cg, oh) > 0
+
+
+def _epilogue_fits(lib, epilogue, x, w, out, size) -> bool:
+    """Whether the channel-vector kernel can apply ``epilogue`` (``direct_conv2d``) to this call."""
+    bias, residual, _ = epilogue
+    shape = (x.shape[0], w.shape[0], *size)
+    if not lib.munet_conv_channel_vectors() or out is None or np.may_share_memory(out, x):
+        return False
+    if bias is not None and (bias.dtype != np.float32 or bias.shape != (w.shape[0],) or not bias.flags.c_contiguous):
+        return False
+    return residual is None or (
+        residual.dtype == np.float32
+        and residual.shape == shape
+        and residual.flags.c_contiguous
+        and not np.may_share_memory(residual, x)
+    )
 
 
 def direct_weight_grad(x, w, stride, padding, dilation, groups, size, out=None):

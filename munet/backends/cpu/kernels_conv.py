@@ -103,12 +103,12 @@ def _windows(xp: np.ndarray, kernel_size, stride, dilation, groups) -> tuple[np.
 # forward ----------------------------------------------------------------------------------------------
 
 
-def _conv_forward(x, w, stride, padding, dilation, groups, out=None, im2col=None):
+def _conv_forward(x, w, stride, padding, dilation, groups, out=None, im2col=None, weight_pack=None):
     kernel_size = w.shape[2:]
     if all(k == 1 for k in kernel_size) and all(s == 1 for s in stride) and not any(lo or hi for lo, hi in padding):
         return _conv_pointwise(x, w, groups, out)
     size = conv_output_spatial(x.shape[2:], kernel_size, stride, padding, dilation, False, ())
-    result = direct_conv2d(x, w, stride, padding, dilation, groups, size, out)
+    result = direct_conv2d(x, w, stride, padding, dilation, groups, size, out, weight_pack)
     if result is not None:
         return result
     if math.prod(size) >= math.prod(kernel_size):
@@ -485,12 +485,26 @@ def _conv_transpose_direct(x, w, padding, dilation, groups, output_padding, out=
 
 
 def convolution_into(
-    out, x, w, *, stride, padding, dilation, groups, transposed, output_padding, col2im=shifted_sum, im2col=None
+    out,
+    x,
+    w,
+    *,
+    stride,
+    padding,
+    dilation,
+    groups,
+    transposed,
+    output_padding,
+    col2im=shifted_sum,
+    im2col=None,
+    weight_pack=None,
 ):
     """The ``convolution`` kernel writing into ``out`` (C-contiguous, the result's shape and dtype;
     ``None``: allocate). Returns the result. ``col2im`` computes a stride-1 transposed
     convolution's :func:`shifted_sum` and ``im2col`` (see :func:`_conv_columns`; None: NumPy's
-    strided copies) a forward convolution's columns (the compiler passes generated kernels)."""
+    strided copies) a forward convolution's columns (the compiler passes generated kernels);
+    ``weight_pack`` (``direct_conv.WeightPack``) keeps the forward direct kernel's packed weight
+    between calls (the compiler passes one where the weight is a tensor with a version counter)."""
     if transposed and all(s == 1 for s in stride):
         result = _conv_transpose_direct(x, w, padding, dilation, groups, output_padding, out)
         if result is not None:
@@ -498,7 +512,7 @@ def convolution_into(
         return _conv_transpose_rows(x, w, padding, dilation, groups, output_padding, out, col2im)
     if transposed:
         return _conv_transpose(x, w, stride, padding, dilation, groups, output_padding, out)
-    return _conv_forward(x, w, stride, padding, dilation, groups, out, im2col)
+    return _conv_forward(x, w, stride, padding, dilation, groups, out, im2col, weight_pack)
 
 
 @kernel("convolution")

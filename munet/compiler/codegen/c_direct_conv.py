@@ -12,6 +12,10 @@ The source of one shared library that exports
                             long o0, long o1, long b0, long b1)   /* 0, or -1: out of memory */
     int munet_conv2d_weight_grad(const float *x, const float *gy, float *gw, const long *g, long o,
                                  long c0, long c1, long n, long gw_c, long gw_o)
+    int munet_conv_pack_weights(const float *w, float *pack, long o, long k)  /* -2: not this CPU's kernel */
+    int munet_conv2d_channels(const float *x, const float *w, const float *pack, float *y, const long *g,
+                              long o0, long o1, long b0, long b1, const float *bias, const float *residual,
+                              int relu)  /* the channel-vector kernel, -2 where it does not run */
 
 ``g`` is ``(C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, x image pitch, y image pitch)``
 (``ph``/``pw`` the leading padding, negative crops). It writes ``y[b, o, oy, ox] = sum_{c, ky, kx}
@@ -21,6 +25,10 @@ C-contiguous per image, ``w`` (O, C*KH*KW) C-contiguous. Single-threaded: caller
 channels across threads. ``munet_conv2d_weight_grad`` writes ``gw[c*gw_c + o*gw_o + ky*KW + kx]
 = sum_{b < n, oy, ox} gy[b, o, oy, ox] * x[b, c, ...]`` (the same indexing) for input channels
 ``c0 <= c < c1`` and ``o`` output channels, ``gy`` (n, o, OH, OW) C-contiguous.
+``munet_conv_pack_weights`` packs all ``o`` rows of ``w`` (O, K) as the channel-vector kernel reads
+them (blocks of ``CHANNEL_BLOCK`` channels, zeros past the last), once, and ``munet_conv2d_channels``
+takes such a ``pack`` instead of ``w`` (then ``o0`` must start a block); it also applies an epilogue
+in the store: ``y = relu((sum + bias[o]) + residual[b, o, oy, ox])``, each part optional (NULL, 0).
 
 How, on AVX-512 (the channel-vector kernel, ``_channel_kernel``): each image is copied once,
 zero-padded, into planes of every row and column an output position reads; the weights are packed,
@@ -30,7 +38,7 @@ cache while every tile of the block reads it. A tile is 14 output positions of o
 7 on planes at most 7 wide: ResNet's last stage wastes nothing) by 32 channels: 28 accumulators;
 per (c, ky, kx) it loads two vectors of weights and broadcasts each position's input, read in place
 at ``off[p] + i*sw`` (any stride: no phase planes), so no position past a row is computed but the
-partial last tile's. Each tile sums the whole contraction in registers and is stored once, its 32
+partial last tile's (a plane's last odd row: a tile of one row of 7). Each tile sums the whole contraction in registers and is stored once, its 32
 channels to their NCHW planes.
 
 Elsewhere (the row kernel, ``_vector_kernel``): each image is copied, zero-padded, into ``sh * sw`` phase planes per channel (phase (py, px)
@@ -75,8 +83,8 @@ CHANNEL_TARGET = next(target for name, target, *_ in _ISAS if name == CHANNEL_IS
 CHANNEL_BLOCK = 32  # output channels per channel-vector tile: two vectors of 16
 # (row segments, positions per segment) of the channel-vector tiles: 14 positions by 32 channels are
 # 28 accumulators of the 32 vector registers; 12 cover rows that 14 alone would not (the CNN's 24 and
-# 26); two segments of 7 serve 7-wide planes (ResNet's last stage)
-CHANNEL_TILES = ((1, 14), (1, 12), (2, 7))
+# 26); two segments of 7 serve 7-wide planes (ResNet's last stage), one segment of 7 their last odd row
+CHANNEL_TILES = ((1, 14), (1, 12), (2, 7), (1, 7))
 # Column strides the channel-vector kernels are generated for as constants; others read it at run time
 CHANNEL_STRIDES = (1, 2)
 KC = 1152  # contraction block: fewer blocks mean fewer passes over y (each adds its partial sums)
@@ -239,7 +247,7 @@ def _channel_driver() -> str:
     planes: a tile's positions are ``sw`` apart in a row), then per block of ``CHANNEL_BLOCK`` packed
     output channels, per image, tiles of one output row's 14 positions (two rows' 7 on planes at
     most 7 wide), each summed over the whole contraction and stored once into the NCHW output."""
-    (_, wide), (_, short), (_, narrow) = CHANNEL_TILES
+    (_, wide), (_, short), (_, narrow), _ = CHANNEL_TILES
 
     def pick(segments, length):
         name = f"channels_{segments}x{length}_s"
@@ -277,17 +285,35 @@ static void transpose16(__m512 r[16]) {{
     for (int i = 0; i < 16; i++) r[i] = t[i];
 }}
 
+/* What the store adds to each output element: y = relu?((sum + bias[channel]) + residual[same index]),
+   each part optional (NULL, 0), in that order: the order of the add, add, relu the compiler fuses */
+typedef struct {{
+    const float *bias;     /* per output channel of the call's weights */
+    const float *residual; /* laid out as y */
+    int relu;
+}} epilogue;
+
 /* positions x count of the tile `t` (position-major, {CHANNEL_BLOCK} channels apart) into `count`
    output planes from `y` (`plane` apart), `positions` (at most 16) consecutive floats each: 16 x 16
-   blocks transposed in registers, stored masked */
+   blocks transposed in registers, the epilogue `e` applied (its bias from `bias`, its residual at
+   `residual`: the block's first channel), stored masked */
 __attribute__((target("{CHANNEL_TARGET}")))
-static void store_channels(float *y, long plane, const float *t, long count, long positions) {{
+static void store_channels(float *y, long plane, const float *t, long count, long positions, const epilogue *e,
+                           const float *bias, const float *residual) {{
     const __mmask16 keep = (__mmask16)((1u << positions) - 1);
     for (long j0 = 0; j0 < count; j0 += 16) {{
         __m512 r[16];
         for (int i = 0; i < 16; i++) r[i] = i < positions ? _mm512_loadu_ps(t + i * {CHANNEL_BLOCK} + j0) : _mm512_setzero_ps();
         transpose16(r);
-        for (long j = j0; j < count && j < j0 + 16; j++) _mm512_mask_storeu_ps(y + j * plane, keep, r[j - j0]);
+        for (long j = j0; j < count && j < j0 + 16; j++) {{
+            __m512 v = r[j - j0];
+            if (e) {{
+                if (bias) v = _mm512_add_ps(v, _mm512_set1_ps(bias[j]));
+                if (residual) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(keep, residual + j * plane));
+                if (e->relu) v = _mm512_max_ps(_mm512_setzero_ps(), v); /* NaN (the second operand) propagates */
+            }}
+            _mm512_mask_storeu_ps(y + j * plane, keep, v);
+        }}
     }}
 }}
 
@@ -313,8 +339,8 @@ static void pack_channels(float *pack, const float *w, long count, long k) {{
 }}
 
 __attribute__((target("{CHANNEL_TARGET}")))
-static int conv2d_channels(const float *x, const float *wt, float *y, const long *g, long o0, long o1, long b0,
-                           long b1) {{
+static int conv2d_channels(const float *x, const float *wt, const float *packed, float *y, const long *g, long o0,
+                           long o1, long b0, long b1, const epilogue *e) {{
     const long c = g[0], h = g[1], w = g[2], kh = g[3], kw = g[4], oh = g[5], ow = g[6], sh = g[7], sw = g[8];
     const long ph = g[9], pw = g[10], dh = g[11], dw = g[12], x_pitch = g[13], y_pitch = g[14];
     /* the padded image: every row and column an output position reads, hp x wp per channel */
@@ -323,11 +349,11 @@ static int conv2d_channels(const float *x, const float *wt, float *y, const long
     /* a tile's dropped positions read up to this far past the last image */
     const long slack = {wide} * sw;
     /* one block of packed weights at a time: it stays in cache while the block's tiles read it */
-    float *pack = workspace(0, (size_t)(k * {CHANNEL_BLOCK}));
+    float *pack = packed ? NULL : workspace(0, (size_t)(k * {CHANNEL_BLOCK}));
     float *padded = workspace(1, (size_t)(images * image + slack));
     long *off = (long *)workspace(2, (size_t)k * sizeof(long) / sizeof(float));
     float t[{wide * CHANNEL_BLOCK}] __attribute__((aligned(64)));
-    if (!pack || !padded || !off) return -1;
+    if ((!packed && !pack) || !padded || !off) return -1;
     for (long ci = 0, r = 0; ci < c; ci++)
         for (long ky = 0; ky < kh; ky++)
             for (long kx = 0; kx < kw; kx++, r++) off[r] = (ci * hp + ky * dh) * wp + kx * dw;
@@ -335,7 +361,7 @@ static int conv2d_channels(const float *x, const float *wt, float *y, const long
         pad_planes(padded + b * image, x + (b0 + b) * x_pitch, c, h, w, hp, wp, ph, pw, 1, 1);
     memset(padded + images * image, 0, (size_t)slack * sizeof(float));
     const channel_kernel rows = {pick(1, wide)}, shorter = {pick(1, short)};
-    const channel_kernel pairs = {pick(2, narrow)};
+    const channel_kernel pairs = {pick(2, narrow)}, single = {pick(1, narrow)};
     /* a row is covered by tiles of {wide}, then `tail` tiles of {short} where that covers it exactly
        (24 = 2 x 12, 26 = 14 + 12), else by tiles of {wide} only, the last one partial */
     long tail = 0;
@@ -344,16 +370,24 @@ static int conv2d_channels(const float *x, const float *wt, float *y, const long
     const long split = ow - tail * {short};
     for (long ob = o0; ob < o1; ob += {CHANNEL_BLOCK}) {{
         long count = o1 - ob < {CHANNEL_BLOCK} ? o1 - ob : {CHANNEL_BLOCK};
-        pack_channels(pack, wt + ob * k, count, k);
+        const float *block = packed ? packed + ob / {CHANNEL_BLOCK} * k * {CHANNEL_BLOCK} : pack;
+        if (!packed) pack_channels(pack, wt + ob * k, count, k);
         for (long b = 0; b < images; b++) {{
             const float *xb = padded + b * image;
             float *yb = y + (b0 + b) * y_pitch + ob * plane;
+            const float *bias = e && e->bias ? e->bias + ob : NULL;
+            const float *rb = e && e->residual ? e->residual + (b0 + b) * y_pitch + ob * plane : NULL;
             if (ow <= {narrow}) {{
                 for (long oy = 0; oy < oh; oy += 2) {{
-                    long second = oy + 1 < oh ? oy + 1 : oy; /* the last odd row: computed twice, stored once */
-                    pairs(k, pack, xb + oy * sh * wp, xb + second * sh * wp, off, sw, t);
-                    store_channels(yb + oy * ow, plane, t, count, ow);
-                    if (second > oy) store_channels(yb + second * ow, plane, t + {narrow * CHANNEL_BLOCK}, count, ow);
+                    const float *first = xb + oy * sh * wp;
+                    if (oy + 1 == oh) /* the last odd row: a tile of one row */
+                        single(k, block, first, first, off, sw, t);
+                    else
+                        pairs(k, block, first, first + sh * wp, off, sw, t);
+                    store_channels(yb + oy * ow, plane, t, count, ow, e, bias, rb ? rb + oy * ow : NULL);
+                    if (oy + 1 < oh)
+                        store_channels(yb + (oy + 1) * ow, plane, t + {narrow * CHANNEL_BLOCK}, count, ow, e, bias,
+                                       rb ? rb + (oy + 1) * ow : NULL);
                 }}
                 continue;
             }}
@@ -361,13 +395,23 @@ static int conv2d_channels(const float *x, const float *wt, float *y, const long
                 for (long ox = 0; ox < ow;) {{
                     const float *at = xb + oy * sh * wp + ox * sw;
                     long length = ox < split ? {wide} : {short};
-                    (ox < split ? rows : shorter)(k, pack, at, at, off, sw, t);
-                    store_channels(yb + oy * ow + ox, plane, t, count, ow - ox < length ? ow - ox : length);
+                    (ox < split ? rows : shorter)(k, block, at, at, off, sw, t);
+                    store_channels(yb + oy * ow + ox, plane, t, count, ow - ox < length ? ow - ox : length, e, bias,
+                                   rb ? rb + oy * ow + ox : NULL);
                     ox += length;
                 }}
         }}
     }}
     return 0;
+}}
+
+/* all `o` rows of `w` (row pitch k) in blocks of {CHANNEL_BLOCK}: block t at pack + t*k*{CHANNEL_BLOCK}, as
+   conv2d_channels packs each block when it is given none */
+__attribute__((target("{CHANNEL_TARGET}")))
+static void pack_weights_channels(float *pack, const float *w, long o, long k) {{
+    for (long ob = 0; ob < o; ob += {CHANNEL_BLOCK})
+        pack_channels(pack + ob / {CHANNEL_BLOCK} * k * {CHANNEL_BLOCK}, w + ob * k,
+                      o - ob < {CHANNEL_BLOCK} ? o - ob : {CHANNEL_BLOCK}, k);
 }}
 """
 
@@ -632,7 +676,7 @@ int munet_conv2d_direct(const float *x, const float *w, float *y, const long *g,
                         long b1) {{
     switch (isa()) {{
 #ifdef MUNET_X86
-    case {channel_case}: return conv2d_channels(x, w, y, g, o0, o1, b0, b1);
+    case {channel_case}: return conv2d_channels(x, w, NULL, y, g, o0, o1, b0, b1, NULL);
 {calls}
 #endif
     default: return conv2d_portable(x, w, y, g, o0, o1, b0, b1);
@@ -640,6 +684,28 @@ int munet_conv2d_direct(const float *x, const float *w, float *y, const long *g,
 }}
 
 int munet_conv_channel_vectors(void) {{ return isa() == {channel_case}; }}
+
+int munet_conv_pack_weights(const float *w, float *pack, long o, long k) {{
+#ifdef MUNET_X86
+    if (isa() == {channel_case}) {{
+        pack_weights_channels(pack, w, o, k);
+        return 0;
+    }}
+#endif
+    return -2;
+}}
+
+int munet_conv2d_channels(const float *x, const float *w, const float *pack, float *y, const long *g, long o0,
+                          long o1, long b0, long b1, const float *bias, const float *residual, int relu) {{
+#ifdef MUNET_X86
+    const epilogue e = {{bias, residual, relu}};
+    if (isa() == {channel_case} && (!pack || o0 % {CHANNEL_BLOCK} == 0))
+        return conv2d_channels(x, pack ? NULL : w, pack, y, g, o0, o1, b0, b1, bias || residual || relu ? &e : NULL);
+#endif
+    (void)x, (void)w, (void)pack, (void)y, (void)g, (void)o0, (void)o1, (void)b0, (void)b1;
+    (void)bias, (void)residual, (void)relu;
+    return -2;
+}}
 
 int munet_conv2d_weight_grad(const float *x, const float *gy, float *gw, const long *g, long o, long c0, long c1,
                              long n, long gw_c, long gw_o) {{
