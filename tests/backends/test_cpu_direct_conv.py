@@ -156,8 +156,12 @@ def test_gradients_match_torch(shape, weight, stride, padding, dilation, micro_k
     assert grads and grads[-1] is not None
 
 
-@pytest.mark.parametrize("shape", [(1, 16, 30, 30), (5, 8, 20, 20)])  # channel splits, image splits
-def test_the_same_bits_at_every_thread_count(shape):
+@pytest.mark.parametrize("shape", [(1, 32, 30, 30), (5, 32, 20, 20)])  # channel splits, image splits
+def test_the_same_bits_at_every_thread_count(shape, served, monkeypatch):
+    """The direct kernels' order does not depend on the thread split. Every convolution here (the
+    forward, the input gradient's 40 -> 32 channels, the weight gradient) runs them: the column path's
+    products are OpenBLAS's, whose bits move with the blocks a product is cut into (OpenBLAS 0.3.31)."""
+    grads = _record(monkeypatch, "direct_weight_grad")
     x, w = _inputs(shape, (40, shape[1], 3, 3), seed=3)
     before = munet.get_num_threads()
     results = []
@@ -170,6 +174,8 @@ def test_the_same_bits_at_every_thread_count(shape):
             results.append((y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()))
     finally:
         munet.set_num_threads(before)
+    assert sum(r is not None for r in served) == 6  # the forward and the input gradient, at each count
+    assert len(grads) == 3 and all(g is not None for g in grads)
     for result in results[1:]:
         for got, first in zip(result, results[0]):
             np.testing.assert_array_equal(got, first)
