@@ -34,6 +34,7 @@ from munet._tensor import contiguous_strides
 from munet.autograd.grad_mode import _State
 from munet.autograd.grad_mode import no_grad as _no_grad
 from munet.autograd.node import Node, SavedTensor
+from munet.ops._utils import BroadcastError
 
 OPS: dict[str, Op] = {}
 
@@ -300,7 +301,10 @@ def apply(op: Op, *args, **attrs):
         raise _no_tensor(op)
     view = op.view
     if view is None:
-        meta = op.meta(*args, **attrs)
+        try:
+            meta = op.meta(*args, **attrs)
+        except BroadcastError as e:  # a shape rule shared by many ops: name this one
+            raise e.naming(op.name) from None
         kernel = backend.kernels.get(op.name)
         if kernel is None:
             _kernel(op, backend)  # raises naming the op and device
@@ -330,6 +334,13 @@ def _apply_general(op: Op, args, attrs):
 
 
 def _run(op: Op, args, attrs):
+    try:
+        return _run_op(op, args, attrs)
+    except BroadcastError as e:  # a shape rule shared by many ops: name this one
+        raise e.naming(op.name) from None
+
+
+def _run_op(op: Op, args, attrs):
     cast_inputs = _Autocast.cast_inputs
     if cast_inputs is not None:
         args = cast_inputs(op, args)
@@ -468,7 +479,10 @@ def apply_inplace(op: Op, self, *args, **attrs):
     """
     flat = (self, *(args if not op.variadic else _flat_tensors(op, args)))
     backend = _backend_of(op, flat)
-    meta = op.meta(self, *args, **attrs)
+    try:
+        meta = op.meta(self, *args, **attrs)
+    except BroadcastError as e:  # a shape rule shared by many ops: name this one
+        raise e.naming(op.name) from None
     _inplace_meta_check(op, self, meta)
     if _State.enabled:
         if self._base is not None and "_rebased" in self._base.__dict__:

@@ -14,8 +14,21 @@ def shape_of(x) -> tuple:
     return x._shape if isinstance(x, Tensor) else tuple(getattr(x, "shape", ()))
 
 
-def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
-    """PyTorch/NumPy broadcasting of shapes; raises naming ``op`` when they don't broadcast."""
+class BroadcastError(RuntimeError):
+    """Shapes that do not broadcast. A shape rule shared by many ops raises it unnamed
+    (``broadcast_shapes(..., op=None)``); the dispatcher names the op it ran (:meth:`naming`)."""
+
+    def __init__(self, reason: str, op: str | None = None):
+        super().__init__(reason if op is None else f"{op}: {reason}")
+        self.reason, self.op = reason, op
+
+    def naming(self, op: str) -> BroadcastError:
+        return self if self.op is not None else BroadcastError(self.reason, op)
+
+
+def broadcast_shapes(*shapes, op: str | None = "broadcast_shapes") -> tuple:
+    """PyTorch/NumPy broadcasting of shapes; raises :class:`BroadcastError` naming ``op`` when they
+    don't broadcast (``op=None``: unnamed, for the dispatcher to name)."""
     if len(shapes) == 2 and shapes[0] == shapes[1]:
         return tuple(shapes[0])
     ndim = max((len(s) for s in shapes), default=0)
@@ -29,10 +42,11 @@ def broadcast_shapes(*shapes, op: str = "broadcast_shapes") -> tuple:
             if cur == 1:
                 out[offset + i] = n
                 continue
-            raise RuntimeError(
-                f"{op}: the size of tensors must match or be 1 to broadcast, got shapes "
+            raise BroadcastError(
+                "the size of tensors must match or be 1 to broadcast, got shapes "
                 + " and ".join(str(list(x)) for x in shapes)
-                + f" (mismatch at dimension {i - len(s)})"
+                + f" (mismatch at dimension {i - len(s)})",
+                op,
             )
     return tuple(out)
 

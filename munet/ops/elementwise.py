@@ -194,9 +194,9 @@ def _binary_meta(a, b, **_):
     if isinstance(a, Tensor) and isinstance(b, (Tensor, int, float)):  # the common cases, first
         sa = a._shape
         sb = b._shape if isinstance(b, Tensor) else ()
-        return Meta(tuple(sa) if sa == sb or not sb else broadcast_shapes(sa, sb, op="elementwise op"), a._dtype)
+        return Meta(tuple(sa) if sa == sb or not sb else broadcast_shapes(sa, sb, op=None), a._dtype)
     t = a if is_tensor(a) else b
-    return Meta(broadcast_shapes(shape_of(a), shape_of(b), op="elementwise op"), t.dtype)
+    return Meta(broadcast_shapes(shape_of(a), shape_of(b), op=None), t.dtype)
 
 
 def _unary_meta(x, **_):
@@ -625,7 +625,7 @@ sgn_ = sign_
 
 def _bool_meta(*operands, **_):
     shapes = [shape_of(x) for x in operands if is_tensor(x)]
-    return Meta(broadcast_shapes(*shapes, op="elementwise op"), D.bool_)
+    return Meta(broadcast_shapes(*shapes, op=None), D.bool_)
 
 
 def _float_test(test, integer_answer: bool):

@@ -30,8 +30,14 @@ def test_int_and_float_operands_promote():
 def test_bad_shapes_raise_naming_the_op():
     with pytest.raises(RuntimeError, match=r"matmul: mat1 and mat2 shapes cannot be multiplied \(2x3 and 4x5\)"):
         munet.ones(2, 3) @ munet.ones(4, 5)
-    with pytest.raises(RuntimeError, match="must match or be 1 to broadcast"):
+    with pytest.raises(RuntimeError, match=r"^add: the size of tensors must match or be 1 to broadcast"):
         munet.ones(2, 3) + munet.ones(4)
+    with pytest.raises(RuntimeError, match=r"^mul: the size of tensors must match or be 1 to broadcast"):
+        munet.ones(2, 3).mul_(munet.ones(4))  # in place
+    with pytest.raises(RuntimeError, match=r"^where: .* got shapes \[2, 3\] and \[4\] and \[\]"):
+        munet.where(munet.ones(2, 3) > 0, munet.ones(4), 0.0)  # a composite's rule, on the general path
+    with pytest.raises(RuntimeError, match=r"^lt: the size of tensors must match"):
+        munet.lt(munet.ones(2, 3), munet.ones(4))
     with pytest.raises(IndexError, match="sum: dimension out of range"):
         munet.ones(2, 3).sum(2)
 
