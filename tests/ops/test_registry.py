@@ -174,6 +174,13 @@ def test_matmul_kernel_matches_numpy_bit_for_bit(dtype):
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # PyTorch never warns about inf or NaN: ndarray.dot would
             np.testing.assert_array_equal(kernels_linalg.matmul(x, x), want)
+    # np.matmul's routes too: a layout BLAS cannot read, a batch, half precision
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        wide = np.array([[np.inf, 0.0, 1.0, 0.0], [np.nan, 0.0, -np.inf, 0.0]], dtype)[:, ::2]
+        kernels_linalg.matmul(wide, special)
+        kernels_linalg.matmul(np.stack([special, special]), special)
+        kernels_linalg.matmul(special.astype(np.float16), special.astype(np.float16))
 
 
 def test_basic_indexing_matches_pytorch():

@@ -11,6 +11,7 @@ tasks the threads meet once per call. Figures: docs/perf/eager.md (2026-12-03).
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -47,9 +48,11 @@ def matmul(a, b):
             return call_ignoring(a.dot, b)
     elif a.dtype in LOW_PRECISION:
         acc = acc_dtype(a)
-        return np.matmul(a.astype(acc), b.astype(acc)).astype(a.dtype)
+        return call_ignoring(np.matmul, a.astype(acc), b.astype(acc)).astype(a.dtype)
     if max(a.size * b.shape[-1], b.size * a.shape[-2]) < _MIN_MACS or kernel_threads() == 1:
-        return np.matmul(a, b)  # one thread, or too small to share: no shape work on the small-op path
+        # one thread, or too small to share: no shape work on the small-op path. np.matmul's loops for
+        # other layouts report inf/NaN operands as RuntimeWarnings, which PyTorch never gives
+        return call_ignoring(np.matmul, a, b)
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     out = np.empty((*batch, a.shape[-2], b.shape[-1]), np.result_type(a, b))
     matmul_into(out, a, b)
@@ -72,4 +75,4 @@ def matmul_into(out: np.ndarray, a: np.ndarray, b: np.ndarray) -> None:
             a, b = np.broadcast_to(a, (*batch, m, k)), np.broadcast_to(b, (*batch, k, n))
             if gemm_tasks.run(out, a, b, pieces, by_rows, threads):
                 return
-    np.matmul(a, b, out=out)
+    call_ignoring(functools.partial(np.matmul, out=out), a, b)
