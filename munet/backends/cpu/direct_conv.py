@@ -16,11 +16,12 @@ Work is split into tasks: blocks of images, or, with fewer images than threads, 
 channels (the weight gradient: blocks of images summed apart, and of input channels); each task is
 one single-threaded call of the kernel and pads its own images into a per-thread buffer (at most
 ``PADDED_FLOATS`` floats per task, so each thread keeps at most that). The library runs a call's
-tasks itself (``munet_conv2d_forward_tasks``, ``munet_conv2d_weight_grad_tasks``) in an OpenMP loop
-with a dynamic schedule on the team the generated kernels and OpenBLAS's jobs use, so no second pool
-of threads waits on the cores (as ``gemm_tasks`` does for matrix products); built without OpenMP,
-``munet._threads.run_tasks``'s threads run them. The split never changes an output element's
-order of summation, so every thread count gives the same bits.
+tasks itself (``munet_conv2d_forward_tasks``, ``munet_conv2d_weight_grad_tasks``) on the calling
+thread at a budget of one; above one, with ``MUNET_CONV_TASKS=openmp``, in an OpenMP loop with a
+dynamic schedule on the team the generated kernels and OpenBLAS's jobs use (as ``gemm_tasks`` does
+for matrix products); by default, and built without OpenMP, on ``munet._threads.run_tasks``'s
+threads (:func:`_on_team`). The split never changes an output element's order of summation, so
+every thread count and either pool gives the same bits.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -36,6 +38,8 @@ from munet._threads import kernel_threads, run_tasks
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c_direct_conv import CHANNEL_BLOCK, ISA_NAMES, render_direct_conv
 
+# "openmp": above one thread, a call's tasks run on the OpenMP team instead of run_tasks's threads
+TASKS_ENV = "MUNET_CONV_TASKS"
 # Floats of padded input per task: bounds the per-thread buffer (each thread keeps its largest)
 PADDED_FLOATS = 1 << 21
 # Output rows narrower than this stay on the column path: a 7-wide plane computes 9 positions per
@@ -127,10 +131,13 @@ def _library(compiler):
 
 
 def _on_team(lib, threads: int) -> bool:
-    """Whether the tasks run in the library's own loop (``munet_conv2d_*_tasks``): on the OpenMP team
-    (the one the generated kernels and OpenBLAS's jobs use), or on this thread at a budget of one (a
-    forked child included: no team starts there); else (no OpenMP) on ``run_tasks``'s threads."""
-    return threads <= 1 or bool(lib.munet_conv_openmp())
+    """Whether the tasks run in the library's own loop (``munet_conv2d_*_tasks``): always at a budget
+    of one (on this thread: a forked child included, no team starts there); above one on the OpenMP
+    team (the one the generated kernels and OpenBLAS's jobs use) only with ``MUNET_CONV_TASKS=openmp``
+    and a library built with OpenMP, else on ``run_tasks``'s threads. Not the default: measured on this
+    shared machine (docs/perf/onnx.md, 2026-12-04 21:00), the team's spinning barrier waited a whole
+    scheduler tick whenever its two threads landed on one core, where ``run_tasks``'s threads block."""
+    return threads <= 1 or (os.environ.get(TASKS_ENV, "").lower() == "openmp" and bool(lib.munet_conv_openmp()))
 
 
 def _raise_for(status: int, x) -> None:
