@@ -187,23 +187,25 @@ def test_tasks_on_the_openmp_team_give_the_same_bits(shape, served, monkeypatch)
     ``run_tasks``'s threads: the forward, input and weight gradients keep the one-thread bits."""
     grads = _record(monkeypatch, "direct_weight_grad")
     x, w = _inputs(shape, (40, shape[1], 3, 3), seed=3)
+
+    def step(threads: int, pool: str):
+        monkeypatch.setenv(direct_conv.TASKS_ENV, pool)
+        munet.set_num_threads(threads)
+        assert direct_conv._on_team(direct_conv.library(), threads) == (threads == 1 or pool == "openmp")
+        tx, tw = munet.tensor(x, requires_grad=True), munet.tensor(w, requires_grad=True)
+        y = F.conv2d(tx, tw, padding=1)
+        y.square().sum().backward()
+        return y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()
+
     before = munet.get_num_threads()
-    results = []
     try:
-        for threads, pool in ((1, ""), (2, "openmp"), (3, "openmp"), (2, "")):
-            monkeypatch.setenv(direct_conv.TASKS_ENV, pool)
-            munet.set_num_threads(threads)
-            assert direct_conv._on_team(direct_conv.library(), threads) == (threads == 1 or pool == "openmp")
-            tx, tw = munet.tensor(x, requires_grad=True), munet.tensor(w, requires_grad=True)
-            y = F.conv2d(tx, tw, padding=1)
-            (y * y).sum().backward()
-            results.append((y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()))
+        first, *others = [step(*config) for config in ((1, ""), (2, "openmp"), (3, "openmp"), (2, ""))]
     finally:
         munet.set_num_threads(before)
     assert sum(r is not None for r in served) == 8 and len(grads) == 4 and all(g is not None for g in grads)
-    for result in results[1:]:
-        for got, first in zip(result, results[0]):
-            np.testing.assert_array_equal(got, first)
+    for other in others:
+        for got, expected in zip(other, first):
+            np.testing.assert_array_equal(got, expected)
 
 
 def test_compiled_gives_eager_bits(served):
