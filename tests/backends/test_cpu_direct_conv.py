@@ -183,15 +183,16 @@ def test_the_same_bits_at_every_thread_count(shape, served, monkeypatch):
 
 @pytest.mark.parametrize("shape", [(1, 32, 30, 30), (5, 32, 20, 20)])  # channel splits, image splits
 def test_tasks_on_the_openmp_team_give_the_same_bits(shape, served, monkeypatch):
-    """``MUNET_CONV_TASKS=openmp`` runs a call's tasks in the library's OpenMP loop instead of
-    ``run_tasks``'s threads: the forward, input and weight gradients keep the one-thread bits."""
+    """Above one thread a call's tasks run in the library's OpenMP loop, or with
+    ``MUNET_CONV_TASKS=threads`` on ``run_tasks``'s threads: either way the forward, input and weight
+    gradients keep the one-thread bits."""
     grads = _record(monkeypatch, "direct_weight_grad")
     x, w = _inputs(shape, (40, shape[1], 3, 3), seed=3)
 
     def step(threads: int, pool: str):
         monkeypatch.setenv(direct_conv.TASKS_ENV, pool)
         munet.set_num_threads(threads)
-        assert direct_conv._on_team(direct_conv.library(), threads) == (threads == 1 or pool == "openmp")
+        assert direct_conv._on_team(direct_conv.library(), threads) == (threads == 1 or pool != "threads")
         tx, tw = munet.tensor(x, requires_grad=True), munet.tensor(w, requires_grad=True)
         y = F.conv2d(tx, tw, padding=1)
         y.square().sum().backward()
@@ -199,10 +200,10 @@ def test_tasks_on_the_openmp_team_give_the_same_bits(shape, served, monkeypatch)
 
     before = munet.get_num_threads()
     try:
-        first, *others = [step(*config) for config in ((1, ""), (2, "openmp"), (3, "openmp"), (2, ""))]
+        first, *others = [step(*config) for config in ((1, ""), (2, ""), (3, ""), (2, "threads"), (3, "threads"))]
     finally:
         munet.set_num_threads(before)
-    assert sum(r is not None for r in served) == 8 and len(grads) == 4 and all(g is not None for g in grads)
+    assert sum(r is not None for r in served) == 10 and len(grads) == 5 and all(g is not None for g in grads)
     for other in others:
         for got, expected in zip(other, first):
             np.testing.assert_array_equal(got, expected)

@@ -16,12 +16,12 @@ Work is split into tasks: blocks of images, or, with fewer images than threads, 
 channels (the weight gradient: blocks of images summed apart, and of input channels); each task is
 one single-threaded call of the kernel and pads its own images into a per-thread buffer (at most
 ``PADDED_FLOATS`` floats per task, so each thread keeps at most that). The library runs a call's
-tasks itself (``munet_conv2d_forward_tasks``, ``munet_conv2d_weight_grad_tasks``) on the calling
-thread at a budget of one; above one, with ``MUNET_CONV_TASKS=openmp``, in an OpenMP loop with a
-dynamic schedule on the team the generated kernels and OpenBLAS's jobs use (as ``gemm_tasks`` does
-for matrix products); by default, and built without OpenMP, on ``munet._threads.run_tasks``'s
-threads (:func:`_on_team`). The split never changes an output element's order of summation, so
-every thread count and either pool gives the same bits.
+tasks itself (``munet_conv2d_forward_tasks``, ``munet_conv2d_weight_grad_tasks``): on the calling
+thread at a budget of one, above one in an OpenMP loop with a dynamic schedule on the team the
+generated kernels, matrix products (``gemm_tasks``) and OpenBLAS's jobs use, so no second pool of
+threads waits on the cores; built without OpenMP, or with ``MUNET_CONV_TASKS=threads``,
+``munet._threads.run_tasks``'s threads run them (:func:`_on_team`). The split never changes an
+output element's order of summation, so every thread count and either pool gives the same bits.
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from munet._threads import kernel_threads, run_tasks
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c_direct_conv import CHANNEL_BLOCK, ISA_NAMES, render_direct_conv
 
-# "openmp": above one thread, a call's tasks run on the OpenMP team instead of run_tasks's threads
+# "threads": above one thread, a call's tasks run on run_tasks's Python threads, not the OpenMP team
 TASKS_ENV = "MUNET_CONV_TASKS"
 # Floats of padded input per task: bounds the per-thread buffer (each thread keeps its largest)
 PADDED_FLOATS = 1 << 21
@@ -131,13 +131,11 @@ def _library(compiler):
 
 
 def _on_team(lib, threads: int) -> bool:
-    """Whether the tasks run in the library's own loop (``munet_conv2d_*_tasks``): always at a budget
-    of one (on this thread: a forked child included, no team starts there); above one on the OpenMP
-    team (the one the generated kernels and OpenBLAS's jobs use) only with ``MUNET_CONV_TASKS=openmp``
-    and a library built with OpenMP, else on ``run_tasks``'s threads. Not the default: measured on this
-    shared machine (docs/perf/onnx.md, 2026-12-04 21:00), the team's spinning barrier waited a whole
-    scheduler tick whenever its two threads landed on one core, where ``run_tasks``'s threads block."""
-    return threads <= 1 or (os.environ.get(TASKS_ENV, "").lower() == "openmp" and bool(lib.munet_conv_openmp()))
+    """Whether the tasks run in the library's own loop (``munet_conv2d_*_tasks``): at a budget of one
+    on this thread (a forked child included: no team starts there), above one on the OpenMP team
+    (the one the generated kernels, products and OpenBLAS's jobs use) where the library was built
+    with OpenMP, unless ``MUNET_CONV_TASKS=threads``; else on ``run_tasks``'s threads."""
+    return threads <= 1 or (os.environ.get(TASKS_ENV, "").lower() != "threads" and bool(lib.munet_conv_openmp()))
 
 
 def _raise_for(status: int, x) -> None:
