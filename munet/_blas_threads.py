@@ -13,7 +13,7 @@ OpenBLAS 0.3.28 and later let the caller run its jobs (``openblas_set_threads_ca
 each call hands over ``count`` jobs that must run at the same time (level-3 jobs wait on one
 another's packed panels). :func:`install` registers a small C function that runs them as one OpenMP
 team, the same team the generated kernels use, so there is one pool whichever libgomp is loaded and
-its threads may spin between kernels (libgomp's default policy) without stealing a core from BLAS.
+no idle pool waits on a core BLAS needs (its threads wait passively: ``munet._threads``).
 Where a team of ``count`` threads cannot be had (inside a parallel region, under
 ``OMP_THREAD_LIMIT`` or dynamic teams), the jobs get a pthread each instead, so they never wait on a
 job that is not running. After ``fork`` the child unregisters the function (libgomp's team does not

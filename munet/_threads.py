@@ -10,17 +10,19 @@ BLAS and the generated kernels run on one pool where NumPy's OpenBLAS lets its c
 jobs (OpenBLAS 0.3.28+, as in NumPy's wheels): OpenBLAS's parallel jobs then run on MuNet's OpenMP
 team (``munet._blas_threads``, installed with the first generated kernel), so no idle pool spins on
 the cores the other needs, whichever libgomp the process loaded first (PyTorch's, imported before
-MuNet, included). Where it cannot (another BLAS, no compiler, ``MUNET_BLAS_THREADS=openblas``) the
-two pools take turns: the generated kernels' OpenMP threads wait passively
-(``OMP_WAIT_POLICY=PASSIVE``, set here before libgomp is loaded) and OpenBLAS's threads sleep at
-once (``OPENBLAS_THREAD_TIMEOUT=4``, effective when ``munet`` is imported before NumPy: OpenBLAS
-reads it when it loads). A value the user set in the environment is kept. On a busy machine,
+MuNet, included); so do matrix products cut into tasks (``gemm_tasks``) and the direct
+convolution's tasks. Where it cannot (another BLAS, no compiler, ``MUNET_BLAS_THREADS=openblas``)
+the two pools take turns. Either way the OpenMP threads wait passively (``OMP_WAIT_POLICY=PASSIVE``,
+set here before libgomp is loaded) and OpenBLAS's threads sleep at once
+(``OPENBLAS_THREAD_TIMEOUT=4``, effective when ``munet`` is imported before NumPy: OpenBLAS reads
+it when it loads). A value the user set in the environment is kept. On a busy machine,
 fewer threads than cores avoids spin-waiting threads, which can make small matrix products two
 orders of magnitude slower. In a child forked from the process (a DataLoader worker) generated
 kernels run on one thread and OpenBLAS on its own threads: libgomp's team does not survive
 ``fork``.
 
-``run_tasks(tasks)`` is the third way to use the budget (forward convolutions use it): independent
+``run_tasks(tasks)`` is the third way to use the budget (the column path's convolution blocks, and
+the direct convolution's tasks without OpenMP or with ``MUNET_CONV_TASKS=threads``): independent
 tasks on the calling thread and ``budget - 1`` pool threads, each with single-threaded BLAS,
 claimed one at a time as threads come free, so a thread the machine does not schedule delays no
 one (OpenBLAS's and OpenMP's static splits wait for it at every call).
@@ -226,11 +228,14 @@ def single_threaded_blas():
         blas[0](ctypes.c_int(get_num_threads()))
 
 
-# libgomp reads this when it is loaded (with the first generated kernel). With one pool its threads
-# keep libgomp's default (spin briefly, then sleep); with two, idle OpenMP threads sleep at once
-# rather than spinning ~0.3 ms on cores that OpenBLAS's threads need next
-if not _blas_threads.possible(openblas_paths()):
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+# libgomp reads this when it is loaded (with the first generated kernel, unless another library such
+# as torch loaded it first): idle OpenMP threads sleep at once rather than spinning ~0.3 ms. With two
+# pools the spinning took the cores OpenBLAS's threads needed next; with one (BLAS jobs, products and
+# direct convolutions on the team) it still cost whenever the team's threads shared a core with other
+# work: a thread spinning at the end of a loop held the core its teammate needed for a whole tick
+# (imported ResNet-18 at batch 1, one core busy elsewhere: 53-68 ms spinning, 20-21 passive; quiet,
+# 20-22 either way; docs/perf/onnx.md, 2026-12-04 21:00)
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork)

@@ -212,13 +212,10 @@ def _in_a_fresh_process(code: str, **env) -> str:
 
 
 def test_idle_pool_threads_sleep_unless_the_user_chose_otherwise():
-    """Importing munet (before NumPy) sets OpenBLAS's timeout; OpenMP threads wait passively only where
-    BLAS keeps a pool of its own (here: MUNET_BLAS_THREADS=openblas); a value in the environment stays."""
-    from munet import _blas_threads, _threads
-
+    """Importing munet (before NumPy) sets OpenBLAS's timeout and makes OpenMP threads wait passively,
+    with one pool or two (MUNET_BLAS_THREADS=openblas); a value in the environment stays."""
     code = "import os, munet; print(os.environ.get('OMP_WAIT_POLICY', '-'), os.environ['OPENBLAS_THREAD_TIMEOUT'])"
-    shared = _blas_threads.possible(_threads.openblas_paths())
-    assert _in_a_fresh_process(code).split() == ["-" if shared else "PASSIVE", "4"]
+    assert _in_a_fresh_process(code).split() == ["PASSIVE", "4"]
     assert _in_a_fresh_process(code, MUNET_BLAS_THREADS="openblas").split() == ["PASSIVE", "4"]
     assert _in_a_fresh_process(code, OMP_WAIT_POLICY="ACTIVE").split() == ["ACTIVE", "4"]
 

@@ -181,6 +181,81 @@ def test_the_same_bits_at_every_thread_count(shape, served, monkeypatch):
             np.testing.assert_array_equal(got, first)
 
 
+@pytest.mark.parametrize("shape", [(1, 32, 30, 30), (5, 32, 20, 20)])  # channel splits, image splits
+def test_tasks_on_the_openmp_team_give_the_same_bits(shape, served, monkeypatch):
+    """Above one thread a call's tasks run in the library's OpenMP loop, or with
+    ``MUNET_CONV_TASKS=threads`` on ``run_tasks``'s threads: either way the forward, input and weight
+    gradients keep the one-thread bits."""
+    grads = _record(monkeypatch, "direct_weight_grad")
+    x, w = _inputs(shape, (40, shape[1], 3, 3), seed=3)
+
+    def step(threads: int, pool: str):
+        monkeypatch.setenv(direct_conv.TASKS_ENV, pool)
+        munet.set_num_threads(threads)
+        assert direct_conv._on_team(direct_conv.library(), threads) == (threads == 1 or pool != "threads")
+        tx, tw = munet.tensor(x, requires_grad=True), munet.tensor(w, requires_grad=True)
+        y = F.conv2d(tx, tw, padding=1)
+        y.square().sum().backward()
+        return y.detach().numpy(), tx.grad.numpy(), tw.grad.numpy()
+
+    before = munet.get_num_threads()
+    try:
+        first, *others = [step(*config) for config in ((1, ""), (2, ""), (3, ""), (2, "threads"), (3, "threads"))]
+    finally:
+        munet.set_num_threads(before)
+    assert sum(r is not None for r in served) == 10 and len(grads) == 5 and all(g is not None for g in grads)
+    for other in others:
+        for got, expected in zip(other, first):
+            np.testing.assert_array_equal(got, expected)
+
+
+def _conv_in_child(x, w):
+    from munet import _threads
+
+    assert _threads.kernel_threads() == 1
+    return F.conv2d(munet.tensor(x), munet.tensor(w), padding=1).numpy()
+
+
+def test_a_forked_child_runs_the_direct_kernel_without_hanging(served):
+    """The parent runs the tasks on the OpenMP team; libgomp's team does not survive fork, so the
+    child runs them on its own thread, with the same bits."""
+    import multiprocessing
+
+    x, w = _inputs((1, 32, 30, 30), (40, 32, 3, 3), seed=3)
+    before = munet.get_num_threads()
+    munet.set_num_threads(2)
+    try:
+        first = F.conv2d(munet.tensor(x), munet.tensor(w), padding=1).numpy()
+        with multiprocessing.get_context("fork").Pool(1) as pool:
+            child = pool.apply_async(_conv_in_child, (x, w)).get(timeout=120)
+    finally:
+        munet.set_num_threads(before)
+    assert served[0] is not None
+    np.testing.assert_array_equal(child, first)
+
+
+def test_a_failing_task_on_the_team_returns_its_status():
+    """The first non-zero status of a task comes back from the OpenMP loop (here -2: a packed weight
+    given with a block that does not start at a multiple of 32 channels)."""
+    lib = direct_conv.library()
+    if lib is None or not lib.munet_conv_channel_vectors():
+        pytest.skip("the channel-vector kernel does not run on this CPU")
+    x, w = _inputs((2, 16, 10, 10), (64, 16, 3, 3), seed=8)
+    pack = np.zeros((1, 64 * 16 * 9), np.float32)
+    assert lib.munet_conv_pack_weights(w.ctypes.data, pack.ctypes.data, 64, 16 * 9) == 0
+    out = np.empty((2, 64, 10, 10), np.float32)
+    geometry = np.array((16, 10, 10, 3, 3, 10, 10, 1, 1, 1, 1, 1, 1, 1600, 6400), np.int64)
+    pitch = np.zeros(5, np.int64)
+    for tasks, expected in (([(0, 0, 1, 0, 32), (0, 1, 2, 32, 64)], 0), ([(0, 0, 1, 0, 32), (0, 1, 2, 16, 64)], -2)):
+        bounds = np.array(tasks, np.int64)
+        for threads in (1, 2):
+            status = lib.munet_conv2d_forward_tasks(
+                x.ctypes.data, w.ctypes.data, pack.ctypes.data, out.ctypes.data, geometry.ctypes.data, 2,
+                bounds.ctypes.data, pitch.ctypes.data, None, None, 0, 1, threads,
+            )  # fmt: skip
+            assert status == expected
+
+
 def test_compiled_gives_eager_bits(served):
     x, w = _inputs((2, 8, 24, 24), (40, 8, 3, 3), seed=4)
     weight = munet.tensor(w)

@@ -12,8 +12,16 @@ and the column path's side-by-side GEMMs serve better). Eager
 and compiled calls run the same kernel, so they give the same bits. It declines (returns None)
 without a C compiler and for anything else; the caller's path then runs.
 
-Work is split into tasks of ``munet._threads.run_tasks``: blocks of images, or, with fewer images
-than threads, blocks of output channels; each task pads its own images into a per-thread buffer.
+Work is split into tasks: blocks of images, or, with fewer images than threads, blocks of output
+channels (the weight gradient: blocks of images summed apart, and of input channels); each task is
+one single-threaded call of the kernel and pads its own images into a per-thread buffer (at most
+``PADDED_FLOATS`` floats per task, so each thread keeps at most that). The library runs a call's
+tasks itself (``munet_conv2d_forward_tasks``, ``munet_conv2d_weight_grad_tasks``): on the calling
+thread at a budget of one, above one in an OpenMP loop with a dynamic schedule on the team the
+generated kernels, matrix products (``gemm_tasks``) and OpenBLAS's jobs use, so no second pool of
+threads waits on the cores; built without OpenMP, or with ``MUNET_CONV_TASKS=threads``,
+``munet._threads.run_tasks``'s threads run them (:func:`_on_team`). The split never changes an
+output element's order of summation, so every thread count and either pool gives the same bits.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ from __future__ import annotations
 import ctypes
 import functools
 import math
+import os
 from collections.abc import Callable
 
 import numpy as np
@@ -29,6 +38,8 @@ from munet._threads import kernel_threads, run_tasks
 from munet.compiler.codegen import build
 from munet.compiler.codegen.c_direct_conv import CHANNEL_BLOCK, ISA_NAMES, render_direct_conv
 
+# "threads": above one thread, a call's tasks run on run_tasks's Python threads, not the OpenMP team
+TASKS_ENV = "MUNET_CONV_TASKS"
 # Floats of padded input per task: bounds the per-thread buffer (each thread keeps its largest)
 PADDED_FLOATS = 1 << 21
 # Output rows narrower than this stay on the column path: a 7-wide plane computes 9 positions per
@@ -108,7 +119,30 @@ def _library(compiler):
     lib.munet_conv2d_channels.restype = ctypes.c_int
     lib.munet_conv_pack_weights.argtypes = [ctypes.c_void_p] * 2 + [ctypes.c_long] * 2
     lib.munet_conv_pack_weights.restype = ctypes.c_int
+    lib.munet_conv2d_forward_tasks.argtypes = (
+        [ctypes.c_void_p] * 5 + [ctypes.c_long] + [ctypes.c_void_p] * 4 + [ctypes.c_int] * 3
+    )
+    lib.munet_conv2d_forward_tasks.restype = ctypes.c_int
+    lib.munet_conv2d_weight_grad_tasks.argtypes = (
+        [ctypes.c_void_p] * 4 + [ctypes.c_long] * 2 + [ctypes.c_void_p] + [ctypes.c_long] * 4 + [ctypes.c_int]
+    )
+    lib.munet_conv2d_weight_grad_tasks.restype = ctypes.c_int
     return lib
+
+
+def _on_team(lib, threads: int) -> bool:
+    """Whether the tasks run in the library's own loop (``munet_conv2d_*_tasks``): at a budget of one
+    on this thread (a forked child included: no team starts there), above one on the OpenMP team
+    (the one the generated kernels, products and OpenBLAS's jobs use) where the library was built
+    with OpenMP, unless ``MUNET_CONV_TASKS=threads``; else on ``run_tasks``'s threads."""
+    return threads <= 1 or (os.environ.get(TASKS_ENV, "").lower() != "threads" and bool(lib.munet_conv_openmp()))
+
+
+def _raise_for(status: int, x) -> None:
+    if status == -2:  # the packed entry serves the channel-vector kernel on whole blocks only
+        raise RuntimeError("convolution: the packed weight does not fit this kernel (a block of output channels)")
+    if status != 0:
+        raise MemoryError(f"convolution: no memory for the direct kernel's buffers (input {tuple(x.shape)})")
 
 
 def library():
@@ -216,11 +250,21 @@ def direct_conv2d(
                 None if residual is None else residual.ctypes.data + group * og * oh * ow * item,
                 int(relu),
             )
-        if status == -2:  # the packed entry serves the channel-vector kernel on whole blocks only
-            raise RuntimeError(f"convolution: the packed weight does not fit this kernel (channels {o0}..{o1})")
-        if status != 0:
-            raise MemoryError(f"convolution: no memory for the direct kernel's buffers (input {tuple(x.shape)})")
+        _raise_for(status, x)
 
+    if _on_team(lib, threads):
+        tasks = np.array(calls, np.int64).reshape(-1, 5)
+        pitch = np.array(
+            (cg * h * wd, w_pitch // item, 0 if packed is None else packed.shape[1], og * oh * ow, og), np.int64
+        )
+        status = lib.munet_conv2d_forward_tasks(
+            x.ctypes.data, w.ctypes.data, None if packed is None else packed.ctypes.data, out.ctypes.data,
+            geometry.ctypes.data, len(calls), tasks.ctypes.data, pitch.ctypes.data,
+            None if bias is None else bias.ctypes.data, None if residual is None else residual.ctypes.data,
+            int(relu), int(channel_vectors), threads,
+        )  # fmt: skip
+        _raise_for(status, x)
+        return out
     run_tasks([functools.partial(run, *call) for call in calls])
     return out
 
@@ -297,7 +341,8 @@ def direct_weight_grad(x, w, stride, padding, dilation, groups, size, out=None):
     )
     blocks = _image_blocks(n, c * o * kh * kw)
     parts = out[None] if len(blocks) == 1 else np.empty((len(blocks),) + out.shape, np.float32)
-    step = -(-c // max(1, -(-kernel_threads() // len(blocks))))
+    threads = kernel_threads()
+    step = -(-c // max(1, -(-threads // len(blocks))))
     x_pitch, y_pitch = c * h * wd * images.itemsize, o * oh * ow * grads.itemsize
 
     def run(part, b0, b1, c0):
@@ -308,7 +353,16 @@ def direct_weight_grad(x, w, stride, padding, dilation, groups, size, out=None):
         if status != 0:
             raise MemoryError(f"convolution: no memory for the direct kernel's buffers (input {tuple(x.shape)})")
 
-    run_tasks([functools.partial(run, i, b0, b1, c0) for i, (b0, b1) in enumerate(blocks) for c0 in range(0, c, step)])
+    calls = [(i, b0, b1, c0) for i, (b0, b1) in enumerate(blocks) for c0 in range(0, c, step)]
+    if _on_team(lib, threads):
+        tasks = np.array(calls, np.int64)
+        status = lib.munet_conv2d_weight_grad_tasks(
+            images.ctypes.data, grads.ctypes.data, parts.ctypes.data, geometry.ctypes.data, o, len(calls),
+            tasks.ctypes.data, step, out.size, o * kh * kw, kh * kw, threads,
+        )  # fmt: skip
+        _raise_for(status, x)
+    else:
+        run_tasks([functools.partial(run, *call) for call in calls])
     if len(blocks) > 1:
         np.sum(parts, axis=0, out=out)
     return out

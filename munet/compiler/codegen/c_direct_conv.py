@@ -16,6 +16,13 @@ The source of one shared library that exports
     int munet_conv2d_channels(const float *x, const float *w, const float *pack, float *y, const long *g,
                               long o0, long o1, long b0, long b1, const float *bias, const float *residual,
                               int relu)  /* the channel-vector kernel, -2 where it does not run */
+    int munet_conv_openmp(void)  /* 1 where the library was built with OpenMP */
+    int munet_conv2d_forward_tasks(const float *x, const float *w, const float *pack, float *y, const long *g,
+                                   long count, const long *tasks, const long *pitch, const float *bias,
+                                   const float *residual, int relu, int channels, int threads)
+    int munet_conv2d_weight_grad_tasks(const float *x, const float *gy, float *parts, const long *g, long o,
+                                       long count, const long *tasks, long step, long part_floats, long gw_c,
+                                       long gw_o, int threads)
 
 ``g`` is ``(C, H, W, KH, KW, OH, OW, sh, sw, ph, pw, dh, dw, x image pitch, y image pitch)``
 (``ph``/``pw`` the leading padding, negative crops). It writes ``y[b, o, oy, ox] = sum_{c, ky, kx}
@@ -29,6 +36,9 @@ channels across threads. ``munet_conv2d_weight_grad`` writes ``gw[c*gw_c + o*gw_
 them (blocks of ``CHANNEL_BLOCK`` channels, zeros past the last), once, and ``munet_conv2d_channels``
 takes such a ``pack`` instead of ``w`` (then ``o0`` must start a block); it also applies an epilogue
 in the store: ``y = relu((sum + bias[o]) + residual[b, o, oy, ox])``, each part optional (NULL, 0).
+The ``*_tasks`` entries run ``count`` such calls (a list of block bounds, see their comments) in one
+``#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)`` loop, each call on one thread
+(on the caller's alone at one thread or without OpenMP): the budget's one pool, as for GEMMs.
 
 How, on AVX-512 (the channel-vector kernel, ``_channel_kernel``): each image is copied once,
 zero-padded, into planes of every row and column an output position reads; the weights are packed,
@@ -716,6 +726,84 @@ int munet_conv2d_weight_grad(const float *x, const float *gy, float *gw, const l
     default: return weight_grad_portable(x, gy, gw, g, o, c0, c1, n, gw_c, gw_o);
     }}
 }}
+{_TASK_ENTRIES}"""
+
+
+_TASK_ENTRIES = """
+int munet_conv_openmp(void) {
+#ifdef _OPENMP
+    return 1;
+#else
+    return 0;
+#endif
+}
+
+/* The calls of munet_conv2d_forward_tasks / munet_conv2d_weight_grad_tasks (their comments) */
+typedef struct {
+    const float *x, *w, *pack, *bias, *residual;
+    float *y;
+    const long *g, *tasks, *pitch;
+    long o, step, part_floats, gw_c, gw_o;
+    int relu, channels;
+} conv_tasks;
+
+static int forward_task(const conv_tasks *a, long i) {
+    const long *t = a->tasks + 5 * i, gr = t[0], *pitch = a->pitch;
+    const float *x = a->x + gr * pitch[0], *w = a->w + gr * pitch[1];
+    float *y = a->y + gr * pitch[3];
+    if (!a->channels) return munet_conv2d_direct(x, w, y, a->g, t[3], t[4], t[1], t[2]);
+    return munet_conv2d_channels(x, w, a->pack ? a->pack + gr * pitch[2] : NULL, y, a->g, t[3], t[4], t[1], t[2],
+                                 a->bias ? a->bias + gr * pitch[4] : NULL,
+                                 a->residual ? a->residual + gr * pitch[3] : NULL, a->relu);
+}
+
+static int weight_grad_task(const conv_tasks *a, long i) {
+    const long *t = a->tasks + 4 * i, c = a->g[0], x_pitch = a->g[13], y_pitch = a->g[14];
+    const long c1 = t[3] + a->step < c ? t[3] + a->step : c;
+    return munet_conv2d_weight_grad(a->x + t[1] * x_pitch, a->w + t[1] * y_pitch, a->y + t[0] * a->part_floats, a->g,
+                                    a->o, t[3], c1, t[2] - t[1], a->gw_c, a->gw_o);
+}
+
+/* Tasks 0 .. count-1 of `run`, each one single-threaded call, claimed one at a time by the `threads`
+   threads of the OpenMP team (on this thread alone with one thread or without OpenMP): the first
+   non-zero status, later tasks skipped once one failed. Each output element is written by one task,
+   summed in the kernel's order, so the split does not change the bits. */
+static int conv_run_tasks(int (*run)(const conv_tasks *, long), const conv_tasks *a, long count, int threads) {
+    int status = 0;
+#ifdef _OPENMP
+    if (threads > 1 && count > 1) {
+        #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+        for (long i = 0; i < count; i++) {
+            if (__atomic_load_n(&status, __ATOMIC_RELAXED)) continue;
+            int got = run(a, i), none = 0;
+            if (got) __atomic_compare_exchange_n(&status, &none, got, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        }
+        return status;
+    }
+#endif
+    (void)threads;
+    for (long i = 0; i < count && !status; i++) status = run(a, i);
+    return status;
+}
+
+/* `count` forward calls: task i is tasks[5i .. 5i+4] = (group, b0, b1, o0, o1); group `gr`'s operands
+   start `gr * pitch[0 .. 4]` floats into x, w, pack, y and bias (residual: as y); `channels` picks
+   munet_conv2d_channels (with pack, bias, residual, relu), else munet_conv2d_direct. */
+int munet_conv2d_forward_tasks(const float *x, const float *w, const float *pack, float *y, const long *g, long count,
+                               const long *tasks, const long *pitch, const float *bias, const float *residual,
+                               int relu, int channels, int threads) {
+    const conv_tasks a = {x, w, pack, bias, residual, y, g, tasks, pitch, 0, 0, 0, 0, 0, relu, channels};
+    return conv_run_tasks(forward_task, &a, count, threads);
+}
+
+/* `count` weight-gradient calls: task i is tasks[4i .. 4i+3] = (part, b0, b1, c0): images b0 .. b1 of x
+   and gy summed into parts + part * part_floats for input channels c0 .. min(c0 + step, C), as
+   munet_conv2d_weight_grad. */
+int munet_conv2d_weight_grad_tasks(const float *x, const float *gy, float *parts, const long *g, long o, long count,
+                                   const long *tasks, long step, long part_floats, long gw_c, long gw_o, int threads) {
+    const conv_tasks a = {x, gy, NULL, NULL, NULL, parts, g, tasks, NULL, o, step, part_floats, gw_c, gw_o, 0, 0};
+    return conv_run_tasks(weight_grad_task, &a, count, threads);
+}
 """
 
 
