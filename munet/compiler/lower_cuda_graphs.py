@@ -17,7 +17,7 @@
   buffers, and launch the graph on the current stream: one launch for the whole step.
 - Random ops: their kernels' Philox ``(key, counter)`` would be frozen as launch arguments, so under
   the capture each random kernel reads them from a device slot instead
-  (``kernels_rendered.PhiloxSlots``, recorded with its generator and block count), and before every
+  (``kernels_draws.PhiloxSlots``, recorded with its generator and block count), and before every
   launch of the graph the slots are filled by the same ``philox_advance`` calls, in the same order,
   that the step run op by op makes (PyTorch's graph-safe Philox state, read by the kernels from
   device memory). ``munet.cuda.CUDAGraph`` does this for every capture, a user's too; the plan
@@ -187,7 +187,7 @@ class GraphReplay:
                 env[i] = captured[i]
 
     def _capture(self, env: list) -> bool:
-        from munet.backends.cuda.kernels_rendered import FrozenDrawError
+        from munet.backends.cuda.kernels_draws import FrozenDrawError
         from munet.backends.cuda.streams import capture_stream, current_stream
         from munet.backends.cuda.streams import stream as stream_context
         from munet.cuda.graphs import CUDAGraph

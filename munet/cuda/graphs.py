@@ -19,7 +19,7 @@ inputs are copied into the tensors the capture read (``static_x.copy_(x)``).
 Random ops are graph-safe, as PyTorch's CUDA generators: a graph would freeze a random kernel's
 Philox ``(key, counter)`` launch arguments, so while a graph is captured every random kernel
 (dropout, ``rand``, ``randn``, ...) reads them from a slot in device memory instead, and the capture
-records the kernel's generator and block count there (``kernels_rendered.PhiloxSlots``, the same
+records the kernel's generator and block count there (``kernels_draws.PhiloxSlots``, the same
 slots a ``munet.compile``'d plan's graph uses). Capturing draws nothing; each ``replay()`` first
 advances each generator by what the captured region drew, in the order it drew, writes the
 ``(key, counter)`` each kernel gets into the slots (on the stream the graph is launched on), then
@@ -91,7 +91,7 @@ class CUDAGraph:
         self._graph = None
         self._pool: PrivatePool | None = None
         self._capture = None  # (cupy stream, routing context) while capturing
-        self._philox = None  # the captured random kernels' Philox slots (kernels_rendered.PhiloxSlots)
+        self._philox = None  # the captured random kernels' Philox slots (kernels_draws.PhiloxSlots)
         self._debug = False
 
     def capture_begin(self, pool=None, capture_error_mode: str = "global") -> None:
@@ -106,7 +106,7 @@ class CUDAGraph:
                 "CUDA graphs must be captured on a non-default stream. (However, after capture, it's ok to replay "
                 "them on the default stream.)"
             )
-        from munet.backends.cuda.kernels_rendered import PhiloxSlots
+        from munet.backends.cuda.kernels_draws import PhiloxSlots
 
         runtime = _runtime(stream.device.index)
         self._pool = PrivatePool.for_handle(runtime.allocator, pool)

@@ -1,5 +1,5 @@
 """Random ops in a compiled cuda plan replayed as one CUDA graph (``lower_cuda_graphs.GraphReplay``,
-``kernels_rendered.PhiloxSlots``): each random kernel reads its Philox ``(key, counter)`` from a
+``kernels_draws.PhiloxSlots``): each random kernel reads its Philox ``(key, counter)`` from a
 device slot that is filled from the generator before every launch of the graph.
 
 The fake CuPy records a capture's work without running it and runs it at each launch, with the

@@ -1,7 +1,7 @@
 """Random ops in a user's own CUDA graph (``munet.cuda.CUDAGraph``, ``graph``, ``make_graphed_callables``):
 each random kernel captured reads its Philox ``(key, counter)`` from a device slot, and every
 ``replay()`` first advances the generators by what the region drew and fills the slots
-(``kernels_rendered.PhiloxSlots``, the compiled plans' mechanism).
+(``kernels_draws.PhiloxSlots``, the compiled plans' mechanism).
 
 The fake CuPy records a capture's work without running it and runs it at each launch with the
 pointers of the capture (``fake_cupy``), so a slot that were not refilled, or a counter frozen at the
@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 import munet
-from munet.backends.cuda import kernels_rendered
-from munet.backends.cuda.kernels_rendered import FrozenDrawError
+from munet.backends.cuda import kernels_draws
+from munet.backends.cuda.kernels_draws import FrozenDrawError
 from tests.backends import fake_cupy
 
 fake_cupy.skip_without_emulation()
@@ -253,7 +253,7 @@ def test_host_draws_run_and_by_value_draws_are_refused_during_a_capture(monkeypa
     def by_value(rt, generator, blocks):  # the kernels as they were before device slots
         return (*generator.philox_advance(blocks), 0)
 
-    monkeypatch.setattr(kernels_rendered, "_philox", by_value)
+    monkeypatch.setattr(kernels_draws, "_philox", by_value)
     state = munet.cuda.get_rng_state()
     g = munet.cuda.CUDAGraph()
     with pytest.raises(FrozenDrawError, match="Philox counter as a launch argument during a CUDA graph capture"):

@@ -36,7 +36,7 @@ from munet._device import DeviceError
 from munet._tensor import contiguous_strides
 from munet.backends.cuda import copies, launch
 from munet.backends.cuda.device_asserts import FAULT_HELPER
-from munet.backends.cuda.kernels_rendered import run_formula
+from munet.backends.cuda.kernels_rendered import numel, run_formula
 from munet.backends.cuda.registry import kernel
 from munet.backends.cuda.scalar_cuda import HEADER, render_apply
 from munet.backends.cuda.source import CudaSource, kernel_head, offsets
@@ -156,13 +156,6 @@ def render_put(mode: str, dtype, rank: int, k: int) -> CudaSource:
     return CudaSource(name, HEADER + FAULT_HELPER + "\n".join(lines) + "\n", tuple(params))
 
 
-def _numel(shape) -> int:
-    n = 1
-    for s in shape:
-        n *= int(s)
-    return n
-
-
 def _launch(rt, src, n: int, values) -> None:
     launch.launch(rt, src, n, list(zip((t for t, _ in src.params), values)))
 
@@ -208,7 +201,7 @@ def _put(rt, x, region, xs, bs, source, indices, wrap: bool, mode: str, claim: b
     """Launch the put kernel writing ``source`` (an array of ``x``'s dtype, read at the region's
     coordinates, broadcast) into the C-contiguous ``x``; ``indices`` as for :func:`_take`. ``claim``:
     whether ``"set"`` must resolve colliding writes (the last one in region order wins)."""
-    n = _numel(region)
+    n = numel(region)
     if n == 0:
         return
     if x.dtype.kind == "c":  # the parts are independent: "set" picks the same writer for both, "add" adds each
@@ -450,7 +443,7 @@ def strided_scatter_add(rt, grad, *, shape, size, stride, storage_offset):
     with no index tensors, adding floats in float64 and rounding once (the cpu's bincount)."""
     dtype = copies.dtype_of(grad)
     wide = D.float64 if dtype.is_floating_point else _WIDER.get(dtype.name, dtype)
-    work = rt.empty((_numel(shape),), wide)
+    work = rt.empty((numel(shape),), wide)
     work.fill(0)
     if work.size and grad.size:
         target = work[storage_offset:]

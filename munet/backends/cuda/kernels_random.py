@@ -12,7 +12,7 @@ Launching is the device side's::
     # grid src.grid(src.blocks(n)) blocks of src.block threads: one thread per counter block
 
 A graph freezes a kernel's by-value arguments, so every kernel also takes ``philox``, a device
-pointer: null in eager launches; in a captured plan (``kernels_rendered.PhiloxSlots``) the address of
+pointer: null in eager launches; in a captured plan (``kernels_draws.PhiloxSlots``) the address of
 a slot of six uint64 words (``philox_slot_words``: the key, then the counter) that the replay writes
 from the generator before each launch of the graph, and the kernel reads its key and counter there
 (``k0..c3`` are then ignored), as PyTorch's graph-safe Philox state is read from device memory.
