@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from munet.backends.array_ufuncs import UFUNC_NAMES
 from munet.backends.cpu import compiled_formula, special_functions
 from munet.backends.cpu.fp_errors import call_ignoring
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, upcast
@@ -103,69 +104,11 @@ def _frexp_part(index: int):
     return run
 
 
-_UFUNCS = {
-    "add": np.add,
-    "sub": np.subtract,
-    "mul": np.multiply,
-    "div": np.true_divide,
+_UFUNCS = {op: getattr(np, name) for op, name in UFUNC_NAMES.items()} | {
     "floor_divide": _integer_division(np.floor_divide),
     "fmod": _integer_division(np.fmod),
-    "pow": np.power,
-    "atan2": np.arctan2,
-    "hypot": np.hypot,
-    "copysign": np.copysign,
-    "maximum": np.maximum,
-    "minimum": np.minimum,
-    "fmax": np.fmax,
-    "fmin": np.fmin,
-    "lt": np.less,
-    "le": np.less_equal,
-    "gt": np.greater,
-    "ge": np.greater_equal,
-    "eq": np.equal,
-    "ne": np.not_equal,
-    "logical_and": np.logical_and,
-    "logical_or": np.logical_or,
-    "logical_xor": np.logical_xor,
-    "logical_not": np.logical_not,
-    "bitwise_and": np.bitwise_and,
-    "bitwise_or": np.bitwise_or,
-    "bitwise_xor": np.bitwise_xor,
-    "bitwise_not": np.invert,
-    "shift_left": np.left_shift,
-    "shift_right": np.right_shift,
-    "neg": np.negative,
-    "abs": np.absolute,
-    "exp": np.exp,
-    "exp2": np.exp2,
-    "expm1": np.expm1,
-    "log": np.log,
-    "log2": np.log2,
-    "log10": np.log10,
-    "log1p": np.log1p,
-    "sqrt": np.sqrt,
-    "sin": np.sin,
-    "cos": np.cos,
-    "tan": np.tan,
-    "asin": np.arcsin,
-    "acos": np.arccos,
-    "atan": np.arctan,
-    "sinh": np.sinh,
-    "cosh": np.cosh,
-    "tanh": np.tanh,
-    "asinh": np.arcsinh,
-    "acosh": np.arccosh,
-    "atanh": np.arctanh,
-    "floor": np.floor,
-    "ceil": np.ceil,
-    "trunc": np.trunc,
-    "rint": np.rint,
-    "signbit": np.signbit,
-    "isnan": np.isnan,
-    "isinf": np.isinf,
     "frexp_mantissa": _frexp_part(0),
     "frexp_exponent": _frexp_part(1),
-    "nextafter": np.nextafter,
 }
 # scalar ops computed in float64 by an algorithm of their own; the result is rounded once
 _FLOAT64_FUNCTIONS = {

@@ -15,19 +15,17 @@ import numpy as np
 
 from munet import _dtype as D
 from munet._device import DeviceError
+from munet.backends.array_ufuncs import UFUNC_NAMES
 from munet.backends.cuda import copies
 from munet.ops._registry import OPS
 from munet.ops._scalar import Apply, Arg, Const
 
-# scalar op -> the CuPy (NumPy) ufunc of the same meaning on complex numbers
-UFUNCS = {
-    "add": "add", "sub": "subtract", "mul": "multiply", "div": "true_divide", "pow": "power",
-    "neg": "negative", "exp": "exp", "expm1": "expm1", "log": "log", "log1p": "log1p", "sqrt": "sqrt",
-    "sin": "sin", "cos": "cos", "tan": "tan", "sinh": "sinh", "cosh": "cosh", "tanh": "tanh",
-    "asin": "arcsin", "acos": "arccos", "atan": "arctan", "eq": "equal", "ne": "not_equal",
-    "isnan": "isnan", "isinf": "isinf", "logical_not": "logical_not", "logical_and": "logical_and",
-    "logical_or": "logical_or",
-}  # fmt: skip
+# the scalar ops with a complex meaning: each is the CuPy ufunc of UFUNC_NAMES (NumPy's name)
+COMPLEX_OPS = frozenset({
+    "add", "sub", "mul", "div", "pow", "neg", "exp", "expm1", "log", "log1p", "sqrt", "sin", "cos", "tan",
+    "sinh", "cosh", "tanh", "asin", "acos", "atan", "eq", "ne", "isnan", "isinf", "logical_not", "logical_and",
+    "logical_or",
+})  # fmt: skip
 
 
 def has_complex(cp, args) -> bool:
@@ -84,8 +82,8 @@ def _evaluate(cp, name: str, e, operands: list, memo: dict):
         value = _cast(args[0], _dtype_named(e.dtype).np)
     elif e.op == "where":
         value = cp.where(*args)
-    elif e.op in UFUNCS:
-        value = getattr(cp, UFUNCS[e.op])(*args)
+    elif e.op in COMPLEX_OPS:
+        value = getattr(cp, UFUNC_NAMES[e.op])(*args)
     else:
         raise DeviceError(f"{name}: no complex kernel on cuda: its formula uses '{e.op}', which has no complex form")
     memo[e] = value
