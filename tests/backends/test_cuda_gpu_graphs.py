@@ -20,6 +20,15 @@ def _close(got, want, rtol=1e-4, atol=1e-5):
     np.testing.assert_allclose(got.detach().cpu().numpy(), want.detach().numpy(), rtol=rtol, atol=atol)
 
 
+def _mse_step(model, opt, x, target):
+    """One SGD/Adam training step of ``model`` on the mean squared error; the loss."""
+    opt.zero_grad()
+    loss = munet.nn.functional.mse_loss(model(x), target)
+    loss.backward()
+    opt.step()
+    return loss
+
+
 def test_capture_and_replay():
     x, w = _randn(64, 32).cuda(), _randn(32, 16, seed=1).cuda()
     munet.tanh(x @ w) * 2 + 1  # warm-up
@@ -60,17 +69,10 @@ def test_a_compiled_training_step_replays_as_one_graph(optimizer):
     opt = getattr(munet.optim, optimizer)(model.parameters(), **kwargs)
     ref_opt = getattr(munet.optim, optimizer)(reference.parameters(), **kwargs)
 
-    def step(model, opt, x, target):
-        opt.zero_grad()
-        loss = munet.nn.functional.mse_loss(model(x), target)
-        loss.backward()
-        opt.step()
-        return loss
-
-    compiled = munet.compile(lambda a, b: step(model, opt, a, b))
+    compiled = munet.compile(lambda a, b: _mse_step(model, opt, a, b))
     for call in range(6):
         x, target = _randn(16, 32, seed=call), _randn(16, 8, seed=100 + call)
-        _close(compiled(x.cuda(), target.cuda()), step(reference, ref_opt, x, target))
+        _close(compiled(x.cuda(), target.cuda()), _mse_step(reference, ref_opt, x, target))
     assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
     for p, q in zip(model.parameters(), reference.parameters()):
         _close(p, q)
@@ -149,18 +151,11 @@ def test_a_compiled_dropout_training_step_matches_the_eager_cpu_step():
     opt = munet.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     ref_opt = munet.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
 
-    def step(model, opt, x, target):
-        opt.zero_grad()
-        loss = munet.nn.functional.mse_loss(model(x), target)
-        loss.backward()
-        opt.step()
-        return loss
-
-    compiled = munet.compile(lambda a, b: step(model, opt, a, b))
+    compiled = munet.compile(lambda a, b: _mse_step(model, opt, a, b))
     munet.manual_seed(5)  # the cpu and cuda generators draw the same bernoulli stream from here
     for call in range(6):
         x, target = _randn(16, 32, seed=call), _randn(16, 8, seed=100 + call)
-        _close(compiled(x.cuda(), target.cuda()), step(reference, ref_opt, x, target))
+        _close(compiled(x.cuda(), target.cuda()), _mse_step(reference, ref_opt, x, target))
     assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
     for p, q in zip(model.parameters(), reference.parameters()):
         _close(p, q)
