@@ -327,20 +327,16 @@ def apply(op: Op, *args, **attrs):
 def _apply_general(op: Op, args, attrs):
     """``apply`` for variadic ops, composites, under a tracer, autocast or profiler (any op)."""
     observe = OP_OBSERVER.observe
-    if observe is None:
-        return _run(op, args, attrs)
-    with observe(op, args):
-        return _run(op, args, attrs)
-
-
-def _run(op: Op, args, attrs):
     try:
-        return _run_op(op, args, attrs)
+        if observe is None:
+            return _run(op, args, attrs)
+        with observe(op, args):
+            return _run(op, args, attrs)
     except BroadcastError as e:  # a shape rule shared by many ops: name this one
         raise e.naming(op.name) from None
 
 
-def _run_op(op: Op, args, attrs):
+def _run(op: Op, args, attrs):
     cast_inputs = _Autocast.cast_inputs
     if cast_inputs is not None:
         args = cast_inputs(op, args)
