@@ -190,8 +190,7 @@ class Tensor:
         t = object.__new__(cls)
         t._storage = storage
         if type(shape) is not Size:  # a shape met before is one lookup, not a new Size
-            known = _GEOMETRY.get(shape) if type(shape) is tuple else None
-            shape = Size(shape) if known is None else known[0]
+            shape = (_GEOMETRY.get(shape) or _contiguous_geometry(shape))[0] if type(shape) is tuple else Size(shape)
         t._shape = shape
         t._stride = stride
         t._offset = offset
@@ -204,7 +203,8 @@ class Tensor:
         t.grad = None
         t._hooks = None
         t._post_acc_hooks = None
-        t._inference = _GRAD_STATE.inference
+        # made in inference mode; a view is an inference tensor exactly when its base is
+        t._inference = _GRAD_STATE.inference if base is None else base._inference
         if data is SYMBOLIC_TENSORS.poison:
             SYMBOLIC_TENSORS.made(t)
         return t
@@ -253,15 +253,12 @@ class Tensor:
         storage = self._storage
         data = storage.backend.view(storage.data, shape, stride, offset, self._dtype)
         base = self._base if self._base is not None else self
-        out = Tensor._make(storage, shape, tuple(stride), offset, self._dtype, data, base)
-        out._inference = self._inference  # a view is an inference tensor exactly when its base is
-        return out
+        stride = stride if type(stride) is tuple else tuple(stride)
+        return Tensor._make(storage, shape, stride, offset, self._dtype, data, base)
 
     def _alias(self) -> Tensor:
         """The same data and geometry, without autograd history."""
-        out = Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, self)
-        out._inference = self._inference
-        return out
+        return Tensor._make(self._storage, self._shape, self._stride, self._offset, self._dtype, self._data, self)
 
     # metadata ---------------------------------------------------------------------------------
     @property

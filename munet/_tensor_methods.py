@@ -10,6 +10,7 @@ import munet
 from munet import ops
 from munet._tensor import Tensor
 from munet.ops import view
+from munet.ops._registry import apply
 
 
 def _bind_methods() -> None:
@@ -76,7 +77,7 @@ def _bind_operators() -> None:
 def _getitem(self, index):
     spec = view.basic_index_spec(tuple(self._shape), index)  # (a tuple's indexing is cheaper than a Size's)
     if spec is not None:
-        return view.index_basic(self, spec)
+        return apply(view.index_view_op, self, spec=spec)  # view.index_basic, inline
     return ops.indexing.index(self, index)
 
 

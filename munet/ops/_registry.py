@@ -23,7 +23,6 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable
-from typing import NamedTuple
 
 from munet._device import DeviceError, factory_device, get_backend
 from munet._dtype import can_cast
@@ -39,11 +38,29 @@ from munet.ops._utils import BroadcastError
 OPS: dict[str, Op] = {}
 
 
-class Meta(NamedTuple):
-    """Shape and dtype of an op output. ``shape`` is None when it depends on the data."""
+class Meta:
+    """Shape and dtype of an op output. ``shape`` is None when it depends on the data.
 
-    shape: tuple | None
-    dtype: object
+    Not a tuple (a tuple of Metas describes several outputs), and a plain class rather than a
+    NamedTuple: every eager op makes one, and this costs half as much to build."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape: tuple | None, dtype):
+        self.shape = shape
+        self.dtype = dtype
+
+    def __iter__(self):
+        return iter((self.shape, self.dtype))
+
+    def __eq__(self, other):
+        return type(other) is Meta and self.shape == other.shape and self.dtype == other.dtype
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype))
+
+    def __repr__(self) -> str:
+        return f"Meta(shape={self.shape!r}, dtype={self.dtype!r})"
 
 
 class Op:
@@ -73,6 +90,8 @@ class Op:
         "save_plan",
         "complex_rule",
         "saves_input_strides",
+        "direct",
+        "geometry",
         "__dict__",
     )
 
@@ -111,10 +130,16 @@ class Op:
             for role, cond in self.saves
         )
         self.view = view
+        # a view's geometry(shape, stride, offset, **attrs), where its rule is one (view._view_rule)
+        self.geometry = getattr(view, "geometry", None)
         self.variadic = variadic
         self.nondiff_outputs = nondiff_outputs
         self.backward_name = backward_name
         self.primitive = view is None and decomposition is None
+        # a primitive kernel or a view of fixed arity: ``apply``'s fast path may run it
+        self.direct = decomposition is None and not variadic
+        if view is not None and (len(inputs) != 1 or backward is None):
+            raise RuntimeError(f"op '{name}': a view op takes one tensor input and has a gradient rule")
         self.formula = formula  # elementwise primitives: the scalar formula (munet/ops/_scalar.py)
         # more than a function of its inputs (a device-side check): the compiler keeps and never merges it
         self.effectful = effectful
@@ -147,23 +172,43 @@ def define(name: str, **kwargs) -> Op:
     return op
 
 
-class _TracingState(threading.local):
+class _Hooked(threading.local):
+    """Whether any of ``apply``'s per-thread hooks below is set in this thread: one read tells the
+    fast path of ``apply`` that none is (kept by the hooks' ``__setattr__``)."""
+
+    any = False
+
+
+_HOOKED = _Hooked()
+
+
+class _Hook(threading.local):
+    """A per-thread hook of ``apply``'s; setting it updates ``_HOOKED`` for this thread."""
+
+    def __setattr__(self, name, value):
+        super().__setattr__(name, value)
+        _HOOKED.any = (
+            _Tracing.tracer is not None or _Autocast.cast_inputs is not None or OP_OBSERVER.observe is not None
+        )
+
+
+class _TracingState(_Hook):
     """The tracer of the function the compiler is capturing in this thread; ``None`` in eager
     mode. Per thread: a trace in one thread leaves other threads' ops eager."""
 
     tracer = None
 
 
-class _AutocastHook(threading.local):
+class _AutocastHook(_Hook):
     """Set by ``munet.amp.autocast`` for this thread: ``cast_inputs(op, args) -> args``;
     ``None`` outside autocast."""
 
     cast_inputs = None
 
 
-class OpObserver(threading.local):
+class OpObserver(_Hook):
     """Set by ``munet.profiler.profile`` for this thread: ``observe(op, args)`` returns a context
-    manager around each ``apply``; ``None`` (one attribute read per op) when nothing profiles."""
+    manager around each ``apply``; ``None`` when nothing profiles."""
 
     observe = None
 
@@ -266,17 +311,30 @@ def _kernel(op: Op, backend, suffix: str = ""):
 
 def apply(op: Op, *args, **attrs):
     """Run ``op`` on ``args`` (tensors, numbers, lists of tensors for variadic ops)."""
-    if (
-        op.variadic
-        or op.decomposition is not None
-        or OP_OBSERVER.observe is not None
-        or _Autocast.cast_inputs is not None
-        or _Tracing.tracer is not None
-    ):
+    if not op.direct or _HOOKED.any:  # a variadic op or composite, or a tracer, autocast or profiler
         return _apply_general(op, args, attrs)
-    # The common case: an eager primitive kernel or view. One pass over the inputs finds the device
-    # (checking complex support and that all share it), the kernel's arguments and whether any input
-    # may need history (it requires grad, or is a view whose history may be stale).
+    view = op.view
+    if view is not None:  # a view of its one input; its shape rule is its geometry rule (both validate)
+        (base,) = args
+        if not isinstance(base, _Tensor):
+            raise _no_tensor(op)
+        if base._dtype.is_complex:
+            check_complex(op.name, base, True)  # (every view has a complex rule)
+        try:  # a sparse tensor's storage refuses to give a backend: the error then names the op
+            geometry = op.geometry
+            if geometry is not None:
+                shape, stride, offset = geometry(tuple(base._shape), base._stride, base._offset, **attrs)
+            else:
+                shape, stride, offset = view(base, **attrs)
+            out = base._view(shape, stride, offset)
+        except LayoutError as e:
+            raise e.naming(op.name) from None
+        if (base._requires_grad or base._base is not None) and _State.enabled:
+            record_history(op, args, attrs, args, (out,))
+        return out
+    # The common case: an eager primitive kernel. One pass over the inputs finds the device (checking
+    # complex support and that all share it), the kernel's arguments and whether any input may need
+    # history (it requires grad, or is a view whose history may be stale).
     backend = None
     data = []
     history = False
@@ -299,26 +357,20 @@ def apply(op: Op, *args, **attrs):
         raise e.naming(op.name) from None
     if backend is None:
         raise _no_tensor(op)
-    view = op.view
-    if view is None:
-        try:
-            meta = op.meta(*args, **attrs)
-        except BroadcastError as e:  # a shape rule shared by many ops: name this one
-            raise e.naming(op.name) from None
-        kernel = backend.kernels.get(op.name)
-        if kernel is None:
-            _kernel(op, backend)  # raises naming the op and device
-        raw = kernel(*data, **attrs)
-        if type(meta) is not Meta:  # several outputs
-            outputs = _kernel_outputs(backend, raw, meta)
-            if history and _State.enabled and op.backward is not None:
-                record_history(op, args, attrs, args, outputs)
-            return outputs[0] if len(outputs) == 1 else outputs
-        out = _Tensor._from_kernel(backend, raw, meta)
-    else:  # a view op's shape rule is its geometry rule (both validate), so run it once
-        base = args[0]
-        shape, stride, offset = view(base, **attrs)
-        out = base._view(shape, stride, offset)
+    try:
+        meta = op.meta(*args, **attrs)
+    except BroadcastError as e:  # a shape rule shared by many ops: name this one
+        raise e.naming(op.name) from None
+    kernel = backend.kernels.get(op.name)
+    if kernel is None:
+        _kernel(op, backend)  # raises naming the op and device
+    raw = kernel(*data, **attrs)
+    if type(meta) is not Meta:  # several outputs
+        outputs = _kernel_outputs(backend, raw, meta)
+        if history and _State.enabled and op.backward is not None:
+            record_history(op, args, attrs, args, outputs)
+        return outputs[0] if len(outputs) == 1 else outputs
+    out = _Tensor._from_kernel(backend, raw, meta)
     if history and _State.enabled and op.backward is not None:
         record_history(op, args, attrs, args, (out,))
     return out
@@ -376,7 +428,7 @@ def _run(op: Op, args, attrs):
 
 def _kernel_outputs(backend, raw, meta) -> tuple:
     """The output tensors of a kernel result ``raw`` for ``meta`` (one Meta, or a tuple of them)."""
-    if isinstance(meta, Meta) or not isinstance(meta, tuple):
+    if type(meta) is Meta or not isinstance(meta, tuple):
         return (_Tensor._from_kernel(backend, raw, meta),)
     if len(meta) == 1:
         return (_Tensor._from_kernel(backend, raw, meta[0]),)

@@ -105,7 +105,7 @@ def _float_meta(name: str):
     def meta(x, *_, **__):
         if not x._dtype.is_floating_point:
             raise RuntimeError(f"{name}: expected a floating point input, got {x.dtype.name}")
-        return Meta(tuple(x._shape), x._dtype)
+        return Meta(x._shape, x._dtype)
 
     return meta
 
@@ -114,7 +114,7 @@ def _numeric_meta(name: str):
     def meta(x, *_, **__):
         if x._dtype is D.bool_:
             raise RuntimeError(f"{name}: not implemented for bool tensors")
-        return Meta(tuple(x._shape), x._dtype)
+        return Meta(x._shape, x._dtype)
 
     return meta
 

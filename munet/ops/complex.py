@@ -154,9 +154,7 @@ def _reinterpreted(x, dtype, shape, stride, offset: int):
     storage = x._storage
     data = storage.backend.view(storage.data, tuple(shape), tuple(stride), offset, dtype)
     base = x._base if x._base is not None else x
-    out = Tensor._make(storage, tuple(shape), tuple(stride), offset, dtype, data, base)
-    out._inference = x._inference
-    return out
+    return Tensor._make(storage, tuple(shape), tuple(stride), offset, dtype, data, base)
 
 
 def _as_real_geometry(x):

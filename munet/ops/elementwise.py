@@ -194,13 +194,13 @@ def _binary_meta(a, b, **_):
     if isinstance(a, Tensor) and isinstance(b, (Tensor, int, float)):  # the common cases, first
         sa = a._shape
         sb = b._shape if isinstance(b, Tensor) else ()
-        return Meta(tuple(sa) if sa == sb or not sb else broadcast_shapes(sa, sb, op=None), a._dtype)
+        return Meta(sa if sa == sb or not sb else broadcast_shapes(sa, sb, op=None), a._dtype)
     t = a if is_tensor(a) else b
     return Meta(broadcast_shapes(shape_of(a), shape_of(b), op=None), t.dtype)
 
 
 def _unary_meta(x, **_):
-    return Meta(tuple(x._shape), x._dtype)
+    return Meta(x._shape, x._dtype)
 
 
 def binary(op, a, b, **attrs):

@@ -141,8 +141,17 @@ def matmul(input, other, *, out=None):
     >>> munet.matmul(munet.ones(5, 2, 3), munet.ones(3, 4)).shape
     munet.Size([5, 2, 4])
     """
+    if (  # the common case, checked inline (what _check_operands checks): two matrices of one dtype
+        isinstance(input, Tensor)
+        and isinstance(other, Tensor)
+        and input._dtype is other._dtype
+        and input._dtype is not D.bool_
+        and len(input._shape) == 2
+        and len(other._shape) == 2
+    ):
+        return apply(matmul_op, input, other) if out is None else _out(apply(matmul_op, input, other), out)
     _check_operands("matmul", input, other)
-    if len(input._shape) == 2 and len(other._shape) == 2:  # the common case: nothing to reshape
+    if len(input._shape) == 2 and len(other._shape) == 2:  # nothing to reshape
         return apply(matmul_op, input, other) if out is None else _out(apply(matmul_op, input, other), out)
     if input.ndim == 0 or other.ndim == 0:
         raise RuntimeError(

@@ -128,9 +128,13 @@ def _view_meta(geometry):
 
 
 def _view_rule(geometry):
+    """The view rule of ``geometry(shape, stride, offset, **attrs)``; ``rule.geometry`` is
+    ``geometry`` itself (``apply`` calls it directly: one call and one copy of the attrs less)."""
+
     def rule(x, **attrs):
         return geometry(tuple(x._shape), x._stride, x._offset, **attrs)
 
+    rule.geometry = geometry
     return rule
 
 
@@ -551,13 +555,11 @@ def basic_index_spec(shape, index) -> tuple | None:
     """Normalize a basic index (ints, slices, None, Ellipsis) to a spec; None if it is advanced."""
     if not isinstance(index, tuple):
         index = (index,)
-    consumed = 0  # the dims the index selects from
+    consumed = len(index)  # the dims the index selects from, while every item is a slice or an int
     for item in index:
-        if type(item) is slice or type(item) is int:
-            consumed += 1
-        elif item is not None and item is not Ellipsis:  # a kind that needs normalizing (or is advanced)
+        if type(item) is not slice and type(item) is not int:  # None, Ellipsis, or a kind to normalize
             index = [basic_item(item) for item in index]
-            if ADVANCED in index:
+            if any(item is ADVANCED for item in index):
                 return None
             consumed = sum(1 for item in index if item is not None and item is not Ellipsis)
             break
@@ -570,22 +572,21 @@ def basic_index_spec(shape, index) -> tuple | None:
             start, stop, step = item.indices(shape[d])
             if step <= 0:  # (a zero step indices() refused already)
                 raise ValueError("step must be greater than zero")
-            spec.append(("s", start, max(0, (stop - start + step - 1) // step), step))
+            length = (stop - start + step - 1) // step
+            spec.append(("s", start, length if length > 0 else 0, step))
             d += 1
         elif item is Ellipsis:
-            fill = len(shape) - consumed
-            for _ in range(fill):
+            for _ in range(len(shape) - consumed):
                 spec.append(("s", 0, shape[d], 1))
                 d += 1
             consumed = len(shape)  # a second Ellipsis expands to nothing
         elif item is None:
             spec.append(("n",))
         else:
-            i = item
             n = shape[d]
-            if not -n <= i < n:
-                raise IndexError(f"index {i} is out of bounds for dimension {d} with size {n}")
-            spec.append(("i", i % n))
+            if not -n <= item < n:
+                raise IndexError(f"index {item} is out of bounds for dimension {d} with size {n}")
+            spec.append(("i", item % n))
             d += 1
     return tuple(spec)
 

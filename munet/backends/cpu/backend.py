@@ -13,6 +13,16 @@ from munet._device import device
 from munet.backends.cpu import kernels_core  # noqa: F401 - registers kernels
 from munet.backends.cpu.registry import KERNELS, load_kernel_modules
 
+# (strides in elements, itemsize) -> strides in bytes: a view of a layout met before costs one lookup
+_BYTE_STRIDES: dict[tuple, tuple] = {}
+
+
+def _byte_strides(stride, itemsize: int) -> tuple:
+    strides = tuple([s * itemsize for s in stride])
+    if type(stride) is tuple and len(_BYTE_STRIDES) < 4096:
+        _BYTE_STRIDES[stride, itemsize] = strides
+    return strides
+
 
 class CpuBackend:
     """The ``cpu`` device (NumPy)."""
@@ -29,12 +39,19 @@ class CpuBackend:
     def view(self, buffer: np.ndarray, shape, stride, offset: int, dtype=None) -> np.ndarray:
         """``buffer``'s elements at ``offset + sum(i * stride)``, read as ``dtype`` (the buffer's own
         type unless a ``view(dtype)`` reinterprets it: geometry is then in elements of ``dtype``)."""
-        np_dtype = buffer.dtype if dtype is None else dtype.np
-        itemsize = np_dtype.itemsize if dtype is None else dtype.itemsize
+        if dtype is None:
+            np_dtype = buffer.dtype
+            itemsize = np_dtype.itemsize
+        else:
+            np_dtype = dtype.np
+            itemsize = dtype.itemsize
         if 0 in shape:
             offset = 0  # an empty view may start past the end of its storage, as in PyTorch
+        strides = _BYTE_STRIDES.get((stride, itemsize)) if type(stride) is tuple else None
+        if strides is None:
+            strides = _byte_strides(stride, itemsize)
         # positional arguments and a tuple of strides: keywords cost more than the view itself
-        return np.ndarray(shape, np_dtype, buffer, offset * itemsize, tuple([s * itemsize for s in stride]))
+        return np.ndarray(shape, np_dtype, buffer, offset * itemsize, strides)
 
     def wrap(self, array, np_dtype):
         """A kernel result as ``(buffer, strides, data)``; copies only when it must."""

@@ -3,8 +3,9 @@
 PyTorch never warns about overflow, division by zero or invalid values, so the CPU kernels run
 their ufuncs as under ``np.errstate(all="ignore")``. Entering ``np.errstate`` costs about as much
 as a ufunc call on a small tensor (it rebuilds NumPy's error-state object each time), so
-:func:`call_ignoring` sets NumPy's error-state context variable to a cached "ignore all" state
-and restores it after the call: the same effect, for two context-variable writes. The cached
+:func:`ignore` sets NumPy's error-state context variable to a cached "ignore all" state and
+:func:`restore` puts back the one before (:func:`call_ignoring` wraps a call in the two): the same
+effect, for two context-variable writes. The cached
 state is derived from the state in force (buffer size and error callback kept); NumPy versions
 without that context variable (before 2.0) get ``np.errstate`` itself.
 """
@@ -31,20 +32,35 @@ def _ignoring(current):
     return ignoring
 
 
-def call_ignoring(fn, *args):
-    """``fn(*args)`` with every NumPy floating-point error ignored, as ``np.errstate(all="ignore")``."""
+def ignore():
+    """Ignore every NumPy floating-point error from now on in this context, as entering
+    ``np.errstate(all="ignore")`` does; ``restore(token)`` with the token returned undoes it. For
+    code that cannot afford a call around its work (the rendered formulas, small matrix products):
+    ``token = ignore()``, then ``try: ... finally: restore(token)``."""
     current = _STATE.get()
     seen, ignoring = _cached
-    token = _STATE.set(ignoring if seen is current else _ignoring(current))
+    return _STATE.set(ignoring if seen is current else _ignoring(current))
+
+
+def call_ignoring(fn, *args):
+    """``fn(*args)`` with every NumPy floating-point error ignored, as ``np.errstate(all="ignore")``."""
+    token = ignore()
     try:
         return fn(*args)
     finally:
-        _STATE.reset(token)
+        restore(token)
 
 
-if _STATE is None:
+if _STATE is None:  # NumPy 1.x: the public context manager
 
-    def call_ignoring(fn, *args):  # noqa: F811 - NumPy 1.x: the public context manager
-        """``fn(*args)`` with every NumPy floating-point error ignored, as ``np.errstate(all="ignore")``."""
-        with np.errstate(all="ignore"):
-            return fn(*args)
+    def ignore():  # noqa: F811
+        """Enter ``np.errstate(all="ignore")``; ``restore(token)`` leaves it."""
+        state = np.errstate(all="ignore")
+        state.__enter__()
+        return state
+
+    def restore(state) -> None:
+        state.__exit__(None, None, None)
+
+else:
+    restore = _STATE.reset

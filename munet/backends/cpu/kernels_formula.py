@@ -21,8 +21,7 @@ from __future__ import annotations
 import numpy as np
 
 from munet.backends.array_ufuncs import UFUNC_NAMES
-from munet.backends.cpu import compiled_formula, special_functions
-from munet.backends.cpu.fp_errors import call_ignoring
+from munet.backends.cpu import compiled_formula, fp_errors, special_functions
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, upcast
 from munet.backends.cpu.registry import kernel
 from munet.ops._registry import DEFINE_HOOKS, OPS
@@ -212,7 +211,9 @@ class _PythonRenderer:
     def function(self, expr):
         """``run(args, out)`` returning ``expr``'s value: a new array of the operands' broadcast
         shape, or ``out``. (An elementwise ``where`` at the top is trusted to cover every operand's
-        shape; a mistake is the "kernel produced shape" internal error of ``Tensor._from_kernel``.)"""
+        shape; a mistake is the "kernel produced shape" internal error of ``Tensor._from_kernel``.)
+        Unless every op of ``expr`` is quiet (``_quiet``), its body runs with NumPy's floating-point
+        errors ignored (``fp_errors.ignore``, inline: a call around it would cost more)."""
         names: dict = {}
         if isinstance(expr, Apply) and expr.op == "where":
             self.where(expr, names, "    ", top=True)
@@ -222,7 +223,12 @@ class _PythonRenderer:
         else:
             value = self.operand(expr, names, "    ")
             self.lines.append(f"    return _finish({value}, args, out, {self.name(_np_dtype(expr.dtype), 'd')})")
-        source = "\n".join(["def run(args, out):", *self.lines]) + "\n"
+        lines = self.lines
+        if not _quiet(expr):
+            self.namespace.update(_ignore=fp_errors.ignore, _restore=fp_errors.restore)
+            body = ["    " + line for line in lines]
+            lines = ["    token = _ignore()", "    try:", *body, "    finally:", "        _restore(token)"]
+        source = "\n".join(["def run(args, out):", *lines]) + "\n"
         exec(compile(source, "<munet formula>", "exec"), self.namespace)  # noqa: S102 - our own rendering
         return self.namespace["run"], source
 
@@ -250,12 +256,8 @@ def _quiet(e) -> bool:
 
 
 def _program(expr):
-    """``run(args, out)`` for the formula's value ``expr``: always a new array or ``out`` itself.
-
-    ``run.quiet``: it sets no floating-point exception flag, so it needs no ``call_ignoring``."""
-    run = _PythonRenderer().function(expr)[0]
-    run.quiet = _quiet(expr)
-    return run
+    """``run(args, out)`` for the formula's value ``expr``: always a new array or ``out`` itself."""
+    return _PythonRenderer().function(expr)[0]
 
 
 def _finish(value, args, out, dtype):
@@ -314,6 +316,23 @@ class NumpyFormula:
         return self.formula([None if n is None else Arg(i, n) for i, n in enumerate(names)], compute, **attrs)
 
     def fresh(self, *args, **attrs):
+        # The common call, one lookup: one or two arrays, no attributes, too small for compiled C,
+        # a program rendered for their dtypes already (the key is the dtypes as they are).
+        run = None
+        if not attrs and not self.conditions:
+            if len(args) == 1:
+                a = args[0]
+                if type(a) is np.ndarray and a.size < compiled_formula.MIN_ELEMENTS:
+                    run = self.programs.get((a.dtype,))
+            elif len(args) == 2:
+                a, b = args
+                if type(a) is np.ndarray and type(b) is np.ndarray and a.size * b.size < compiled_formula.MIN_ELEMENTS:
+                    run = self.programs.get((a.dtype, b.dtype))
+        if run is None:
+            return self._fresh(args, attrs)
+        return run(args, None)
+
+    def _fresh(self, args, attrs):
         bound = 1  # the operands' sizes multiplied: at least the result's, so small calls skip C at once
         dtypes = []  # the operands' dtypes, while every operand is an array
         for a in args:
@@ -328,7 +347,7 @@ class NumpyFormula:
             if result is not None:
                 return result
         # Arrays only: their dtypes are the program's key as they are (a float16 key is never stored,
-        # operands() computes those in float32), so the common call converts nothing.
+        # operands() computes those in float32), so such a call converts nothing.
         run = None
         if dtypes is not None and not self.conditions:
             key = tuple(dtypes)
@@ -337,19 +356,13 @@ class NumpyFormula:
             args = operands(*args) if not self.conditions else self.operands(args)
             key = tuple([None if a is None else a.dtype for a in args])  # program(), inline: this is per op
             run = self.programs.get((key, *attrs.items()) if attrs else key) or self.program(args, attrs)
-        if run.quiet:
-            return run(args, None)
-        return call_ignoring(run, args, None)
+        return run(args, None)
 
     def into(self, out, *args, **attrs):
         if compiled_formula.launch(self, args, attrs, out) is not None:
             return
         args = self.operands(args)
-        run = self.program(args, attrs)
-        if run.quiet:
-            run(args, out)
-        else:
-            call_ignoring(run, args, out)
+        self.program(args, attrs)(args, out)
 
     def inplace(self, out, *args, **attrs):
         self.into(out, out, *args, **attrs)

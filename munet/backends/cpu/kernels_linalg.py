@@ -18,7 +18,7 @@ import numpy as np
 
 from munet._threads import kernel_threads
 from munet.backends.cpu import gemm_tasks
-from munet.backends.cpu.fp_errors import call_ignoring
+from munet.backends.cpu.fp_errors import call_ignoring, ignore, restore
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, acc_dtype
 from munet.backends.cpu.registry import kernel
 
@@ -34,18 +34,24 @@ _BLOCKS_PER_THREAD = 2  # blocks of one product per thread: a thread that runs l
 _DOT_DTYPES = frozenset({np.dtype(np.float32), np.dtype(np.float64)})
 
 
-def _blas_layout(x: np.ndarray) -> bool:
-    flags = x.flags
-    return flags.c_contiguous or flags.f_contiguous
-
-
 @kernel("matmul")
 def matmul(a, b):
-    if a.ndim == 2 and b.ndim == 2 and a.dtype in _DOT_DTYPES and _blas_layout(a) and _blas_layout(b):
+    fa, fb = a.flags, b.flags  # (a and b have a layout BLAS reads directly: contiguous either way)
+    if (
+        a.ndim == 2
+        and b.ndim == 2
+        and a.dtype in _DOT_DTYPES
+        and (fa.c_contiguous or fa.f_contiguous)
+        and (fb.c_contiguous or fb.f_contiguous)
+    ):
         if a.size * b.shape[1] < _MIN_MACS or kernel_threads() == 1:
             # np.matmul's own BLAS call, without the gufunc's dispatch (see _DOT_DTYPES); dot reports the
             # floating-point flags BLAS raised (inf or NaN operands), np.matmul does not
-            return call_ignoring(a.dot, b)
+            token = ignore()  # call_ignoring, inline: this is the small-product path
+            try:
+                return a.dot(b)
+            finally:
+                restore(token)
     elif a.dtype in LOW_PRECISION:
         acc = acc_dtype(a)
         return call_ignoring(np.matmul, a.astype(acc), b.astype(acc)).astype(a.dtype)
