@@ -211,16 +211,25 @@ class Tensor:
 
     @classmethod
     def _from_kernel(cls, backend, raw, meta) -> Tensor:
+        """A new tensor owning kernel result ``raw`` (declared by ``meta``). Every eager op's result is
+        made here, so the common one (row-major) gets ``_make``'s fields set inline, a call less
+        (``tests/test_tensor.py`` checks the two agree); a kernel's result is never traced data."""
         dtype = meta.dtype
         buffer, stride, data = backend.wrap(raw, dtype.np)
         shape = data.shape
         declared = meta.shape
         if declared is not None and shape != declared and shape != tuple(declared):
             raise RuntimeError(f"internal error: kernel produced shape {shape}, op declared {tuple(declared)}")
-        if stride is None:
-            geometry = _GEOMETRY.get(shape) or _contiguous_geometry(shape)
-            return cls._make(Storage(buffer, backend), geometry[0], geometry[1], 0, dtype, data)
-        return cls._make(Storage(buffer, backend), shape, stride, 0, dtype, data)
+        if stride is not None:
+            return cls._make(Storage(buffer, backend), shape, stride, 0, dtype, data)
+        t = object.__new__(cls)
+        t._storage = Storage(buffer, backend)
+        t._shape, t._stride = _GEOMETRY.get(shape) or _contiguous_geometry(shape)
+        t._offset, t._dtype, t._data = 0, dtype, data
+        t._requires_grad, t._grad_fn, t._output_nr, t._base = False, None, 0, None
+        t.grad = t._hooks = t._post_acc_hooks = None
+        t._inference = _GRAD_STATE.inference
+        return t
 
     @classmethod
     def _from_numpy(cls, array: np.ndarray, device=None) -> Tensor:

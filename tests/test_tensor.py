@@ -188,3 +188,18 @@ def test_legacy_tensor_constructor_and_size():
     assert munet.Tensor(2, 3).shape == munet.Size([2, 3])
     assert repr(munet.zeros(2, 3).shape) == "munet.Size([2, 3])"
     assert munet.zeros(2, 3).size(-1) == 3 and munet.zeros(2, 3).shape.numel() == 6
+
+
+def test_kernel_results_get_every_field_a_made_tensor_gets():
+    # Tensor._from_kernel sets _make's fields inline (the hot path): the two must agree field by field
+    from munet._tensor import Storage, Tensor
+    from munet.ops._registry import Meta
+
+    x = munet.ones(2, 3)
+    backend = x._storage.backend
+    raw = np.ones((2, 3), np.float32)
+    fresh = Tensor._from_kernel(backend, raw, Meta((2, 3), munet.float32))
+    made = Tensor._make(Storage(raw.reshape(-1), backend), (2, 3), (3, 1), 0, munet.float32, raw)
+    fields = [name for name in Tensor.__slots__ if not name.startswith("__") and name not in ("_storage", "_data")]
+    assert {f: getattr(fresh, f) for f in fields} == {f: getattr(made, f) for f in fields}
+    assert type(fresh._shape) is munet.Size and fresh._storage.data.base is raw

@@ -71,9 +71,13 @@ def _fmt(shape) -> str:
 
 
 def _matmul_meta(a, b):
-    sa, sb = tuple(a._shape), tuple(b._shape)  # (a Size's indexing is a Python method: a tuple's is not)
-    if len(sa) == 2 and len(sb) == 2 and sa[1] == sb[0]:  # the common case, first
-        return Meta((sa[0], sb[1]), a._dtype)
+    sa, sb = a._shape, b._shape
+    if len(sa) == 2 and len(sb) == 2:  # the common case, first (unpacked: a Size's indexing is a Python method)
+        m, k = sa
+        k2, n = sb
+        if k == k2:
+            return Meta((m, n), a._dtype)
+    sa, sb = tuple(sa), tuple(sb)
     if len(sa) < 2 or len(sb) < 2:
         raise RuntimeError(f"matmul primitive expects rank >= 2 operands, got {list(sa)} and {list(sb)}")
     if sa[-1] != sb[-2]:

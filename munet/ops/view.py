@@ -551,20 +551,13 @@ def basic_item(item):
 ADVANCED = object()  # what ``basic_item`` answers for a part of an index that basic indexing cannot take
 
 
-def basic_index_spec(shape, index) -> tuple | None:
-    """Normalize a basic index (ints, slices, None, Ellipsis) to a spec; None if it is advanced."""
+def basic_index_spec(shape, index, normalized: bool = False) -> tuple | None:
+    """Normalize a basic index (ints, slices, None, Ellipsis) to a spec; None if it is advanced.
+    (``normalized``: the index is ``_normalized_index_spec``'s, of slices, ints and None only.)"""
     if not isinstance(index, tuple):
         index = (index,)
-    consumed = len(index)  # the dims the index selects from, while every item is a slice or an int
-    for item in index:
-        if type(item) is not slice and type(item) is not int:  # None, Ellipsis, or a kind to normalize
-            index = [basic_item(item) for item in index]
-            if any(item is ADVANCED for item in index):
-                return None
-            consumed = sum(1 for item in index if item is not None and item is not Ellipsis)
-            break
-    if consumed > len(shape):
-        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    if len(index) > len(shape) and not normalized:  # too many, unless some are None
+        return _normalized_index_spec(shape, index)
     spec = []
     d = 0
     for item in index:
@@ -575,20 +568,34 @@ def basic_index_spec(shape, index) -> tuple | None:
             length = (stop - start + step - 1) // step
             spec.append(("s", start, length if length > 0 else 0, step))
             d += 1
-        elif item is Ellipsis:
-            for _ in range(len(shape) - consumed):
-                spec.append(("s", 0, shape[d], 1))
-                d += 1
-            consumed = len(shape)  # a second Ellipsis expands to nothing
-        elif item is None:
-            spec.append(("n",))
-        else:
+        elif type(item) is int:
             n = shape[d]
             if not -n <= item < n:
                 raise IndexError(f"index {item} is out of bounds for dimension {d} with size {n}")
             spec.append(("i", item % n))
             d += 1
+        elif item is None:
+            spec.append(("n",))
+        else:  # an Ellipsis or a kind that needs normalizing
+            return _normalized_index_spec(shape, index)
     return tuple(spec)
+
+
+def _normalized_index_spec(shape, index) -> tuple | None:
+    """``basic_index_spec`` of an index with an Ellipsis, more items than dims or items to normalize
+    (``basic_item``): its Ellipsis expanded into full slices."""
+    index = [basic_item(item) for item in index]
+    if any(item is ADVANCED for item in index):
+        return None
+    consumed = sum(1 for item in index if item is not None and item is not Ellipsis)
+    if consumed > len(shape):
+        raise IndexError(f"too many indices for tensor of dimension {len(shape)}")
+    ellipses = [i for i, item in enumerate(index) if item is Ellipsis]
+    if ellipses:  # the first expands to the dims the others leave; a second expands to nothing
+        first = ellipses[0]
+        rest = [item for item in index[first + 1 :] if item is not Ellipsis]
+        index = index[:first] + [slice(None)] * (len(shape) - consumed) + rest
+    return basic_index_spec(shape, tuple(index), normalized=True)
 
 
 def index_basic(input, spec):

@@ -219,6 +219,8 @@ class _PythonRenderer:
             self.where(expr, names, "    ", top=True)
         elif isinstance(expr, Apply) and expr.op in RENDERED_OPS and expr.op != "cast":
             args = [self.operand(a, names, "    ") for a in expr.args]
+            self.lines.append("    if out is None:")  # (keywords cost a small call a fifth of its time)
+            self.lines.append(f"        return {self.call(expr, args)}")
             self.lines.append(f"    return {self.call(expr, args, out='out')}")
         else:
             value = self.operand(expr, names, "    ")
