@@ -506,9 +506,10 @@ def _index_geometry(shape, stride, offset, *, spec):
         kind = item[0]
         if kind == "s":
             _, start, length, step = item
-            offset += start * stride[d]
+            s = stride[d]
+            offset += start * s
             out_shape.append(length)
-            out_stride.append(stride[d] * step)
+            out_stride.append(s * step)
             d += 1
         elif kind == "i":
             offset += item[1] * stride[d]
@@ -516,8 +517,9 @@ def _index_geometry(shape, stride, offset, *, spec):
         else:
             out_shape.append(1)
             out_stride.append(stride[d] * shape[d] if d < len(shape) else 1)
-    out_shape.extend(shape[d:])
-    out_stride.extend(stride[d:])
+    if d < len(shape):  # the dims the index leaves whole
+        out_shape.extend(shape[d:])
+        out_stride.extend(stride[d:])
     return tuple(out_shape), tuple(out_stride), offset
 
 

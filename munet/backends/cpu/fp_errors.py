@@ -62,5 +62,17 @@ if _STATE is None:  # NumPy 1.x: the public context manager
     def restore(state) -> None:
         state.__exit__(None, None, None)
 
+    # (never matched: the hot paths' form below always calls ignore())
+    DEFAULT = IGNORING_DEFAULT = object()
+
+    def get_state():
+        return None
+
+    set_state = None
 else:
     restore = _STATE.reset
+    # The hot paths' form of ``ignore()``, without its call when the state in force is the one NumPy
+    # started with: ``token = set_state(IGNORING_DEFAULT) if get_state() is DEFAULT else ignore()``.
+    get_state, set_state = _STATE.get, _STATE.set
+    DEFAULT = _STATE.get()
+    IGNORING_DEFAULT = _ignoring(DEFAULT)

@@ -227,9 +227,17 @@ class _PythonRenderer:
             self.lines.append(f"    return _finish({value}, args, out, {self.name(_np_dtype(expr.dtype), 'd')})")
         lines = self.lines
         if not _quiet(expr):
-            self.namespace.update(_ignore=fp_errors.ignore, _restore=fp_errors.restore)
+            self.namespace.update(
+                _ignore=fp_errors.ignore,
+                _restore=fp_errors.restore,
+                _get=fp_errors.get_state,
+                _set=fp_errors.set_state,
+                _default=fp_errors.DEFAULT,
+                _ignoring_default=fp_errors.IGNORING_DEFAULT,
+            )
             body = ["    " + line for line in lines]
-            lines = ["    token = _ignore()", "    try:", *body, "    finally:", "        _restore(token)"]
+            first = "    token = _set(_ignoring_default) if _get() is _default else _ignore()"
+            lines = [first, "    try:", *body, "    finally:", "        _restore(token)"]
         source = "\n".join(["def run(args, out):", *lines]) + "\n"
         exec(compile(source, "<munet formula>", "exec"), self.namespace)  # noqa: S102 - our own rendering
         return self.namespace["run"], source

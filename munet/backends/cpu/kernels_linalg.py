@@ -18,7 +18,7 @@ import numpy as np
 
 from munet._threads import kernel_threads
 from munet.backends.cpu import gemm_tasks
-from munet.backends.cpu.fp_errors import call_ignoring, ignore, restore
+from munet.backends.cpu.fp_errors import DEFAULT, IGNORING_DEFAULT, call_ignoring, get_state, ignore, restore, set_state
 from munet.backends.cpu.kernels_reduce import LOW_PRECISION, acc_dtype
 from munet.backends.cpu.registry import kernel
 
@@ -47,7 +47,7 @@ def matmul(a, b):
         if a.size * b.shape[1] < _MIN_MACS or kernel_threads() == 1:
             # np.matmul's own BLAS call, without the gufunc's dispatch (see _DOT_DTYPES); dot reports the
             # floating-point flags BLAS raised (inf or NaN operands), np.matmul does not
-            token = ignore()  # call_ignoring, inline: this is the small-product path
+            token = set_state(IGNORING_DEFAULT) if get_state() is DEFAULT else ignore()  # call_ignoring, inline
             try:
                 return a.dot(b)
             finally:
