@@ -74,3 +74,18 @@ def test_eager_ops_overflow_quietly_as_in_pytorch():
         y = (x * 10.0).exp()  # overflow in mul and in exp
         z = x / munet.tensor([1.0, 1.0, 0.0])  # 0 / 0
     assert np.isinf(y.numpy()[0]) and np.isnan(z.numpy()[2])
+
+
+@pytest.mark.parametrize("state", [{}, {"over": "raise", "invalid": "raise"}], ids=["default", "callers"])
+def test_inline_paths_ignore_errors_and_restore_the_state(state):
+    # the rendered formulas and the small matmul switch the state inline when it is NumPy's default,
+    # through ignore() when the caller set their own: quiet either way, the caller's state back after
+    big = munet.tensor(np.full((4, 4), 3e38, np.float32))
+    with warnings.catch_warnings(), np.errstate(**state):
+        warnings.simplefilter("error")
+        before = np.geterr()
+        assert np.isinf((big * big).numpy()).all() and np.isinf((big @ big).numpy()).all()
+        assert np.isinf(big.exp().numpy()).all()
+        assert np.geterr() == before
+        with pytest.raises((RuntimeWarning, FloatingPointError)):
+            np.multiply(BIG, BIG)
