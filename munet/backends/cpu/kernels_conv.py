@@ -14,7 +14,8 @@ channels:
   output positions go side by side into one GEMM. The compiler passes a generated C im2col
   instead (``im2col=``), which writes the same columns from the unpadded input with zeros for
   the padding. A 1x1 convolution with stride 1 and no padding needs no columns: one GEMM over the
-  input planes. At a thread budget above one the blocks are tasks (``munet._threads.run_tasks``);
+  input planes. At a thread budget above one the blocks are tasks on the OpenMP team
+  (``column_tasks``; without it, ``munet._threads.run_tasks``);
 - output smaller than the kernel (the weight gradient, as ``ops/conv.py`` expresses it): one
   GEMM per block of channels with the contraction over (channel, kernel position), accumulated;
 - transposed: GEMM first, then col2im, one add per kernel position (with stride 1, one
