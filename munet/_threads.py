@@ -21,8 +21,8 @@ orders of magnitude slower. In a child forked from the process (a DataLoader wor
 kernels run on one thread and OpenBLAS on its own threads: libgomp's team does not survive
 ``fork``.
 
-``run_tasks(tasks)`` is the third way to use the budget (the column path's convolution blocks, and
-the direct convolution's tasks without OpenMP or with ``MUNET_CONV_TASKS=threads``): independent
+``run_tasks(tasks)`` is the third way to use the budget (the column path's convolution blocks without
+OpenMP or CBLAS, and the direct convolution's tasks without OpenMP or with ``MUNET_CONV_TASKS=threads``): independent
 tasks on the calling thread and ``budget - 1`` pool threads, each with single-threaded BLAS,
 claimed one at a time as threads come free, so a thread the machine does not schedule delays no
 one (OpenBLAS's and OpenMP's static splits wait for it at every call).

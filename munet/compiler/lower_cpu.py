@@ -27,9 +27,8 @@ import numpy as np
 
 from munet._tensor import Tensor
 from munet._threads import kernel_threads
-from munet.compiler.codegen import build
+from munet.compiler.codegen import build, c_im2col
 from munet.compiler.codegen.c import render_c
-from munet.compiler.codegen.c_im2col import render_im2col
 from munet.compiler.codegen.c_slabs import count_for, render_c_sized, render_c_slabs
 from munet.compiler.codegen.c_symbolic import MAX_SIZES, counts_for, render_c_symbolic
 from munet.compiler.codegen.kernel import kernel_from_group, short_dtype, unnamed_kernel_of_group
@@ -348,9 +347,6 @@ def generated_col2im():
     return col2im
 
 
-_IM2COL_ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 5 + [ctypes.c_int]
-
-
 def generated_im2col():
     """The im2col of a forward convolution as generated C (``codegen/c_im2col.py``), or None without
     a C compiler: ``im2col(cols, x, kernel_size, stride, padding, dilation, size, rows)`` fills
@@ -360,7 +356,6 @@ def generated_im2col():
     OpenMP threads (None: the budget). Returns True, or False (nothing written) for anything else. Kernels are built per geometry on first use."""
     if build.find_compiler() is None:
         return None
-    kernels: dict = {}
 
     def im2col(cols, x, kernel_size, stride, padding, dilation, size, rows=None, threads=None, side=False) -> bool:
         dtype = short_dtype(x.dtype)
@@ -371,16 +366,8 @@ def generated_im2col():
             or not (x.flags.c_contiguous and cols.flags.c_contiguous)
         ):
             return False
-        one, none = ((1,), (0,)) if x.ndim == 3 else ((), ())  # a 1-d convolution: 2-d of height 1
-        starts = tuple(p[0] for p in padding)
-        geometry = (x.shape[1], *one, *x.shape[2:], *one, *kernel_size, *one, *size) + (
-            *one, *stride, *none, *starts, *one, *dilation,
-        )  # fmt: skip
-        key = (geometry, dtype)
-        fn = kernels.get(key)
-        if fn is None:
-            source, name = render_im2col(geometry, dtype)
-            fn = kernels[key] = build.load_kernel(source, name, _IM2COL_ARGTYPES)[0]
+        geometry = c_im2col.im2col_geometry(x.shape, kernel_size, stride, padding, dilation, size)
+        fn = c_im2col.load_im2col(geometry, dtype)
         lo, hi = rows if rows is not None else (0, geometry[5])
         run = (hi - lo) * geometry[6]
         k = x.shape[1] * math.prod(kernel_size)

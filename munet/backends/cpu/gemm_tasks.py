@@ -53,26 +53,48 @@ void munet_gemm_tasks(void *fn, int64_t count, const int64_t *m, const int64_t *
 
 
 @functools.cache
-def _library(dtype: np.dtype):
-    """``(munet_gemm_tasks, the CBLAS function)`` for ``dtype``, or None where they cannot be had."""
+def cblas_gemm(dtype: np.dtype):
+    """``(address, integer width)`` of NumPy's OpenBLAS ``cblas_?gemm`` for float32 or float64
+    ``dtype``, where a C compiler with OpenMP can build the callers of it (this module's and
+    ``column_tasks``'s), else None."""
     from munet.compiler.codegen import build
 
     compiler = build.find_compiler()
-    if compiler is None or "-fopenmp" not in compiler[2]:
+    if dtype not in _GEMMS or compiler is None or "-fopenmp" not in compiler[2]:
         return None
     paths = _threads.openblas_paths()
     found = ((_blas_threads.openblas_function(paths, (name,)), width) for name, width in _GEMMS[dtype])
     gemm, width = next(((fn, width) for fn, width in found if fn is not None), (None, None))
-    if gemm is None:
+    return None if gemm is None else (ctypes.cast(gemm, ctypes.c_void_p).value, width)
+
+
+def load_with_cblas(source: str, name: str, dtype: np.dtype, what: str):
+    """``(the function name of source, the CBLAS function's address)``, or None (``cblas_gemm``):
+    ``source`` built with ``{index}`` replaced by CBLAS's integer type and ``{real}`` by ``dtype``'s."""
+    from munet.compiler.codegen import build
+
+    found = cblas_gemm(dtype)
+    if found is None:
         return None
-    source = _SOURCE.replace("{index}", "int64_t" if width == 64 else "int32_t")
+    gemm, width = found
+    source = source.replace("{index}", "int64_t" if width == 64 else "int32_t")
     source = source.replace("{real}", "float" if dtype == np.float32 else "double")
-    library, _ = build.load_library(source, "munet_gemm_tasks", what="munet: matrix products on the OpenMP team")
-    fn = library.munet_gemm_tasks
+    library, _ = build.load_library(source, name, what=what)
+    fn = getattr(library, name)
     fn.restype = None
+    return fn, gemm
+
+
+@functools.cache
+def _library(dtype: np.dtype):
+    """``(munet_gemm_tasks, the CBLAS function)`` for ``dtype``, or None where they cannot be had."""
+    found = load_with_cblas(_SOURCE, "munet_gemm_tasks", dtype, "munet: matrix products on the OpenMP team")
+    if found is None:
+        return None
+    fn, gemm = found
     fn.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
     fn.argtypes += [ctypes.c_void_p] * 3 + [ctypes.c_int64] * 6
-    return fn, ctypes.cast(gemm, ctypes.c_void_p)
+    return fn, ctypes.c_void_p(gemm)
 
 
 def available(dtype: np.dtype) -> bool:

@@ -14,7 +14,8 @@ channels:
   output positions go side by side into one GEMM. The compiler passes a generated C im2col
   instead (``im2col=``), which writes the same columns from the unpadded input with zeros for
   the padding. A 1x1 convolution with stride 1 and no padding needs no columns: one GEMM over the
-  input planes. At a thread budget above one the blocks are tasks (``munet._threads.run_tasks``);
+  input planes. At a thread budget above one the blocks are tasks on the OpenMP team
+  (``column_tasks``; without it, ``munet._threads.run_tasks``);
 - output smaller than the kernel (the weight gradient, as ``ops/conv.py`` expresses it): one
   GEMM per block of channels with the contraction over (channel, kernel position), accumulated;
 - transposed: GEMM first, then col2im, one add per kernel position (with stride 1, one
@@ -34,6 +35,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from munet._threads import kernel_threads, run_tasks
+from munet.backends.cpu import column_tasks
 from munet.backends.cpu.direct_conv import direct_conv2d, direct_weight_grad
 from munet.backends.cpu.kernels_reduce import acc_dtype
 from munet.backends.cpu.registry import kernel
@@ -46,6 +48,9 @@ CHUNK_BYTES = 1 << 21
 # Output positions per image below which ``_conv_columns`` puts a block's images side by side in
 # one GEMM: a narrow GEMM (ResNet's last stage: 49 columns) runs well below BLAS's peak.
 SIDE_BY_SIDE = 256
+# Blocks of images per thread (at least, where the images allow) on the OpenMP team (``_column_tasks``):
+# the dynamic schedule then balances a thread that starts late
+TASKS_PER_THREAD = 4
 
 
 def _blocks(total: int, bytes_per_item: int, chunk: int = CHUNK_BYTES) -> list[tuple[int, int]]:
@@ -112,10 +117,9 @@ def _conv_forward(x, w, stride, padding, dilation, groups, out=None, im2col=None
     if result is not None:
         return result
     if math.prod(size) >= math.prod(kernel_size):
-        if im2col is not None:
-            result = _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col)
-            if result is not None:
-                return result
+        result = _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col)
+        if result is not None:
+            return result
         # the same blocks and GEMMs with NumPy's copies of a padded input (the same bits)
         unpadded = tuple((0, 0) for _ in padding)
         return _conv_columns(_pad(x, padding), w, stride, unpadded, dilation, groups, size, out, numpy_im2col)
@@ -175,10 +179,14 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
     when the GEMM reads them; images with few output positions (below ``SIDE_BY_SIDE``) are laid
     side by side for one wider GEMM, whose (O, B, P) result is then copied into (B, O, P).
 
-    With a thread budget above one the blocks are tasks of ``run_tasks`` (each its im2col and
-    GEMM on one thread, claimed as threads come free); a single block is split by output channels
-    instead. None when ``im2col`` declines (returns False: a dtype or rank it does not handle);
-    whatever was written by then is overwritten by the caller's other path."""
+    With a thread budget above one the blocks are tasks on the OpenMP team (``column_tasks``: each
+    its generated im2col and GEMMs on one thread, claimed as threads come free), whatever ``im2col``
+    was given, so eager and compiled calls agree; blocks of images are cut finer there
+    (``TASKS_PER_THREAD``), and a single image into bands of output rows. Where ``column_tasks``
+    does not serve the call the blocks are tasks of ``run_tasks`` instead (a single block split by
+    output channels). None when ``im2col`` is None (the caller pads and passes :func:`numpy_im2col`)
+    or declines (returns False: a dtype or rank it does not handle); whatever was written by then is
+    overwritten by the caller's other path."""
     n = x.shape[0]
     o = w.shape[0]
     og = o // groups
@@ -197,6 +205,12 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
     geometry = (kernel_size, stride, padding, dilation, size)
     threads = kernel_threads()
     parallel = threads > 1
+    if parallel:
+        wm = np.ascontiguousarray(wm)
+        if _column_tasks(x, wm, result, geometry, row, threads):
+            return result
+    if im2col is None:
+        return None
     chunk = CHUNK_BYTES // threads  # smaller blocks on more threads: tasks enough to balance
 
     def fill(cols, images, rows, side) -> bool:
@@ -262,6 +276,39 @@ def _conv_columns(x, w, stride, padding, dilation, groups, size, out, im2col):
     except _DeclinedError:  # every block declines alike: the caller's other path writes every element
         return None
     return result
+
+
+def _column_tasks(x, wm, result, geometry, row, threads) -> bool:
+    """``_conv_columns``'s blocks on the OpenMP team (``column_tasks.run``): images with few output
+    positions side by side (at least ``SIDE_BY_SIDE`` columns a block, blocks of about
+    ``CHUNK_BYTES / threads``), else blocks of images, at least ``TASKS_PER_THREAD`` per thread
+    where there are images enough, each within ``CHUNK_BYTES / threads`` or cut into bands of output
+    rows (a single image: bands enough for the threads). Each image's products have the same shape
+    however its block is cut, so only the side-by-side products' bits depend on the thread count."""
+    n = x.shape[0]
+    size = geometry[4]
+    rows = size[0] if len(size) == 2 else 1  # a 1-d convolution: one output row of size[0]
+    per_row = row if len(size) == 2 else row * size[0]
+    p = result[0, 0].size
+    chunk = CHUNK_BYTES // threads
+    if p < SIDE_BY_SIDE and n > 1:  # blocks of at least SIDE_BY_SIDE columns, a multiple of threads of them
+        least = -(-SIDE_BY_SIDE // p)
+        count = threads * max(1, min(TASKS_PER_THREAD, n // (least * threads)))
+        step = max(min(_blocks(n, per_row * rows, chunk)[0][1], -(-n // count)), least)
+        blocks = [(lo, min(lo + step, n), 0, rows) for lo in range(0, n, step)]
+        return column_tasks.run(x, wm, result, blocks, True, geometry, threads)
+    tasks = TASKS_PER_THREAD * threads
+    step = min(_blocks(n, per_row * rows, chunk)[0][1], max(1, n // tasks))
+    band = max(1, min(chunk // per_row, rows))
+    if n < tasks:  # bands of rows for tasks enough, none of fewer than SIDE_BY_SIDE positions
+        wide = p // SIDE_BY_SIDE
+        bands = threads * max(1, min(TASKS_PER_THREAD, wide // threads)) if n == 1 else min(-(-tasks // n), wide)
+        band = min(band, -(-rows // max(bands, 1)))
+    if band < rows:
+        blocks = [(i, i + 1, lo, min(lo + band, rows)) for i in range(n) for lo in range(0, rows, band)]
+    else:
+        blocks = [(lo, min(lo + step, n), 0, rows) for lo in range(0, n, step)]
+    return column_tasks.run(x, wm, result, blocks, False, geometry, threads)
 
 
 class _DeclinedError(Exception):

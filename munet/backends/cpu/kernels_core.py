@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from munet.backends.cpu.registry import kernel
@@ -105,9 +107,47 @@ def as_strided_scatter(x, src, *, size, stride, storage_offset):
 
 
 def as_strided_scatter_into(out, x, src, *, size, stride, storage_offset):
-    """``as_strided_scatter`` writing into ``out`` (C-contiguous, ``x``'s shape and dtype, overlapping neither)."""
-    np.copyto(out, x)
+    """``as_strided_scatter`` writing into ``out`` (C-contiguous, ``x``'s shape and dtype, overlapping neither).
+
+    Where the region is a box of ``out`` (a padded copy: the importer's max pool, ``constant_pad_nd``)
+    only ``x``'s elements around it are copied (``_box``), not all of them first."""
+    box = _box(out.shape, size, stride, storage_offset)
+    if box is None:
+        np.copyto(out, x)
+    else:
+        for around in _around(box, out.shape):
+            np.copyto(out[around], x[around])
     _strided_view(out.reshape(-1), size, stride, storage_offset)[...] = src
+
+
+def _box(shape, size, stride, offset):
+    """The slices of a C-contiguous array of ``shape`` that the view ``(size, stride, offset)`` is
+    exactly (a box: same rank, the array's own strides), or None."""
+    if len(size) != len(shape) or not shape:
+        return None
+    pitches = [math.prod(shape[d + 1 :]) for d in range(len(shape))]
+    if any(st != p for st, p, n in zip(stride, pitches, size) if n > 1):
+        return None
+    starts = []
+    for n, pitch, extent in zip(size, pitches, shape):
+        start = offset // pitch if pitch else 0
+        offset -= start * pitch
+        if start + n > extent:
+            return None
+        starts.append(start)
+    if offset:
+        return None
+    return tuple(slice(s, s + n) for s, n in zip(starts, size))
+
+
+def _around(box, shape):
+    """The disjoint slabs of an array of ``shape`` outside ``box`` (slices): per dim, the parts
+    before and after the box's range, inside it along the dims before."""
+    for d, (part, extent) in enumerate(zip(box, shape)):
+        inside = box[:d]
+        for cut in (slice(0, part.start), slice(part.stop, extent)):
+            if cut.stop > cut.start:
+                yield inside + (cut,) + (slice(None),) * (len(shape) - d - 1)
 
 
 @kernel("strided_scatter_add")

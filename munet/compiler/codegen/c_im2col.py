@@ -21,9 +21,15 @@ GEMMs; copies are exact, so results are the NumPy path's to the GEMM's rounding.
 
 from __future__ import annotations
 
+import ctypes
+import functools
 import hashlib
 
+from munet.compiler.codegen import build
 from munet.compiler.codegen.c import C_TYPES
+
+# the exported function's argument types (module docstring)
+ARGTYPES = [ctypes.c_void_p, ctypes.c_void_p] + [ctypes.c_long] * 5 + [ctypes.c_int]
 
 
 def render_im2col(geometry: tuple, dtype: str) -> tuple[str, str]:
@@ -84,3 +90,21 @@ void {name}(const T *restrict x, T *restrict cols, long images, long oy0, long o
 }}
 """
     return source, name
+
+
+def im2col_geometry(x_shape, kernel_size, stride, padding, dilation, size) -> tuple:
+    """The ``render_im2col`` geometry of a 1-d or 2-d convolution of images of ``x_shape`` (B, C,
+    *spatial), ``padding`` as ``(lo, hi)`` pairs: a 1-d one is a 2-d one of height 1."""
+    one, none = ((1,), (0,)) if len(x_shape) == 3 else ((), ())
+    starts = tuple(p[0] for p in padding)
+    return (x_shape[1], *one, *x_shape[2:], *one, *kernel_size, *one, *size) + (
+        *one, *stride, *none, *starts, *one, *dilation,
+    )  # fmt: skip
+
+
+@functools.cache
+def load_im2col(geometry: tuple, dtype: str):
+    """The compiled im2col of ``geometry`` (``render_im2col``), its ctypes argument types set; built
+    once per geometry (then from the disk cache). Needs a C compiler (``build.find_compiler()``)."""
+    source, name = render_im2col(geometry, dtype)
+    return build.load_kernel(source, name, ARGTYPES)[0]
