@@ -10,8 +10,13 @@ from __future__ import annotations
 import numpy as np
 
 from munet._device import device
-from munet.backends.cpu import kernels_core  # noqa: F401 - registers kernels
+from munet.backends.cpu import (
+    host_memory,
+    kernels_core,  # noqa: F401 - registers kernels
+)
 from munet.backends.cpu.registry import KERNELS, load_kernel_modules
+
+host_memory.configure()
 
 # (strides in elements, itemsize) -> strides in bytes: a view of a layout met before costs one lookup
 _BYTE_STRIDES: dict[tuple, tuple] = {}
