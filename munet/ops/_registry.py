@@ -50,15 +50,6 @@ class Meta:
         self.shape = shape
         self.dtype = dtype
 
-    def __iter__(self):
-        return iter((self.shape, self.dtype))
-
-    def __eq__(self, other):
-        return type(other) is Meta and self.shape == other.shape and self.dtype == other.dtype
-
-    def __hash__(self):
-        return hash((self.shape, self.dtype))
-
     def __repr__(self) -> str:
         return f"Meta(shape={self.shape!r}, dtype={self.dtype!r})"
 

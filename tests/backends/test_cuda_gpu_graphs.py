@@ -29,6 +29,17 @@ def _mse_step(model, opt, x, target):
     return loss
 
 
+def _compiled_steps_match(model, opt, reference, ref_opt):
+    """Six compiled cuda steps of ``model`` (replayed as one CUDA graph) equal eager cpu steps of ``reference``."""
+    compiled = munet.compile(lambda a, b: _mse_step(model, opt, a, b))
+    for call in range(6):
+        x, target = _randn(16, 32, seed=call), _randn(16, 8, seed=100 + call)
+        _close(compiled(x.cuda(), target.cuda()), _mse_step(reference, ref_opt, x, target))
+    assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
+    for p, q in zip(model.parameters(), reference.parameters()):
+        _close(p, q)
+
+
 def test_capture_and_replay():
     x, w = _randn(64, 32).cuda(), _randn(32, 16, seed=1).cuda()
     munet.tanh(x @ w) * 2 + 1  # warm-up
@@ -69,13 +80,7 @@ def test_a_compiled_training_step_replays_as_one_graph(optimizer):
     opt = getattr(munet.optim, optimizer)(model.parameters(), **kwargs)
     ref_opt = getattr(munet.optim, optimizer)(reference.parameters(), **kwargs)
 
-    compiled = munet.compile(lambda a, b: _mse_step(model, opt, a, b))
-    for call in range(6):
-        x, target = _randn(16, 32, seed=call), _randn(16, 8, seed=100 + call)
-        _close(compiled(x.cuda(), target.cuda()), _mse_step(reference, ref_opt, x, target))
-    assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
-    for p, q in zip(model.parameters(), reference.parameters()):
-        _close(p, q)
+    _compiled_steps_match(model, opt, reference, ref_opt)
 
 
 def test_make_graphed_callables():
@@ -151,14 +156,8 @@ def test_a_compiled_dropout_training_step_matches_the_eager_cpu_step():
     opt = munet.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     ref_opt = munet.optim.SGD(reference.parameters(), lr=0.05, momentum=0.9)
 
-    compiled = munet.compile(lambda a, b: _mse_step(model, opt, a, b))
     munet.manual_seed(5)  # the cpu and cuda generators draw the same bernoulli stream from here
-    for call in range(6):
-        x, target = _randn(16, 32, seed=call), _randn(16, 8, seed=100 + call)
-        _close(compiled(x.cuda(), target.cuda()), _mse_step(reference, ref_opt, x, target))
-    assert compiled.stats()["cuda_graphs"] is True, compiled.stats()["cuda_graph"]
-    for p, q in zip(model.parameters(), reference.parameters()):
-        _close(p, q)
+    _compiled_steps_match(model, opt, reference, ref_opt)
     _close(munet.rand(7, device="cuda"), munet.rand(7), rtol=0, atol=0)  # the generators advanced alike
 
 
