@@ -207,11 +207,15 @@ def check_vulkan():
 
 model = check_training(bucket_cap_mb=None)
 if len(model.reducer.buckets) != 1:
-    raise AssertionError("a small model fits one 25 MB bucket")
+    raise AssertionError("a small model fits one 1 MiB first bucket")
+fresh = nn.parallel.DistributedDataParallel(mlp(0), bucket_cap_mb=1e-5)
+if len(fresh.reducer.buckets) != 1:
+    raise AssertionError("before the first backward, one bucket holds every parameter (PyTorch's layout)")
 tiny = check_training(bucket_cap_mb=1e-5)
 order = [i for b in tiny.reducer.buckets for i in b.indices]
+# rebuilt after the first backward in the order gradients became ready: PyTorch's 5, 4, 3, 2, 1, 0 here
 if len(tiny.reducer.buckets) != 6 or order != list(range(6))[::-1]:
-    raise AssertionError(f"buckets must hold parameters in reverse order, got {order}")
+    raise AssertionError(f"buckets must follow the gradients' ready order (each bias before its weight), got {order}")
 
 # Overlap: the last layer's bucket is already being reduced while backward reaches the first layer.
 started = []

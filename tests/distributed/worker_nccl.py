@@ -247,8 +247,8 @@ def mlp(seed):
 
 
 reference, model = mlp(0), mlp(RANK).to(DEV)
-ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1e-4)  # a bucket per parameter or so
-assert len(ddp.reducer.buckets) > 1 and all(b.flat.device.type == "cuda" for b in ddp.reducer.buckets)
+ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=1e-6)  # a bucket per parameter once rebuilt
+assert all(b.flat.device.type == "cuda" for b in ddp.reducer.buckets)
 opt_ref = munet.optim.SGD(reference.parameters(), lr=0.1, momentum=0.9)
 opt = munet.optim.SGD(ddp.parameters(), lr=0.1, momentum=0.9)
 for step in range(3):
@@ -265,6 +265,7 @@ for step in range(3):
     for (name, p), q in zip(reference.named_parameters(), ddp.module.parameters()):
         difference = np.abs(p.detach().numpy() - q.detach().cpu().numpy()).max()
         assert difference < 1e-10, f"rank {RANK}: step {step}: {name} differs by {difference:g}"
+assert len(ddp.reducer.buckets) == 4 and all(b.flat.device.type == "cuda" for b in ddp.reducer.buckets)
 
 
 # a munet.compile'd DDP step on cuda: the bucket averages are all_reduce nodes on the device, reduced

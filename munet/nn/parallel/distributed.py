@@ -15,7 +15,7 @@ from munet.autograd.grad_mode import is_grad_enabled
 from munet.compiler import is_compiling
 from munet.distributed import replicated
 from munet.nn.module import Module
-from munet.nn.parallel.reducer import Reducer
+from munet.nn.parallel.reducer import FIRST_BUCKET_BYTES, Reducer
 
 DEFAULT_BUCKET_CAP_MB = 25
 
@@ -63,9 +63,10 @@ class DistributedDataParallel(Module):
         self._check_same_model_everywhere(named)
         if init_sync:
             self._broadcast_from_rank0([p for _, p in module.named_parameters()] + list(module.buffers()))
-        cap = DEFAULT_BUCKET_CAP_MB if bucket_cap_mb is None else bucket_cap_mb
+        cap = int((DEFAULT_BUCKET_CAP_MB if bucket_cap_mb is None else bucket_cap_mb) * 2**20)
+        first = FIRST_BUCKET_BYTES if bucket_cap_mb is None else cap  # PyTorch's small first bucket by default
         self.reducer = Reducer(
-            [p for _, p in named], [n for n, _ in named], self.process_group, int(cap * 2**20), find_unused_parameters
+            [p for _, p in named], [n for n, _ in named], self.process_group, cap, first, find_unused_parameters
         )
         replicated.register([p for _, p in named], self.process_group)
 

@@ -1,7 +1,13 @@
 """The gradient reducer behind DistributedDataParallel: buckets, readiness, overlapped all-reduce.
 
-Parameters are packed into buckets of about ``bucket_cap_mb`` in reverse registration order
-(roughly the order backward produces their gradients). After each synced forward the reducer
+Buckets follow PyTorch's layout: one bucket of each dtype and device until the first synced backward
+has shown the order in which gradients become ready; from the next iteration on, buckets in that
+order, each closed once it reaches ``bucket_cap_mb`` (the first at 1 MiB when ``bucket_cap_mb`` is
+left at its default). A step traced by ``munet.compile`` before any eager backward lays the buckets
+out from the parameters in reverse registration order under the same limits (as PyTorch's
+DDPOptimizer does). With ``find_unused_parameters`` the buckets are laid out once, from the
+parameters in registration order (the first, reduced last, under the small limit), and the bucket
+list reversed. After each synced forward the reducer
 walks the new autograd graph and hooks every node that feeds a parameter. When the last of
 those nodes has run, the parameter's gradient for this backward is known: it is added to the
 gradient already accumulated (``no_sync`` steps) and written into its bucket. A full bucket
@@ -22,6 +28,8 @@ decides whether their ``.grad`` is set (used on some rank) or left alone (used o
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -81,39 +89,49 @@ class Bucket:
         return (from_numpy(slot) if self.on_host else slot).reshape(tuple(param.shape))
 
 
-def assign_buckets(params: list, cap_bytes: int, process_group=None) -> list[Bucket]:
-    """Buckets of at most ``cap_bytes`` (a bigger parameter gets one of its own), reverse order, one dtype
-    and staging device each."""
+FIRST_BUCKET_BYTES = 2**20  # PyTorch's ``dist._DEFAULT_FIRST_BUCKET_BYTES``
 
-    def place(p):
-        return process_group.staging_device(p) if process_group is not None else "cpu"
 
-    buckets, current, size = [], [], 0
-    for i in reversed(range(len(params))):
+def assign_buckets(order: list[int], params: list, limits: list, place) -> list[list[int]]:
+    """PyTorch's bucket assignment: parameters taken in ``order``, one open bucket per dtype and staging
+    device (``place(p)``); a bucket closes once its bytes reach its limit, the first of each kind under
+    ``limits[0]``, later ones under ``limits[1]`` (or ``limits[0]`` when there is one). Buckets come in
+    the order they closed, then those still open at the end, earliest first parameter first."""
+    open_buckets: dict = {}  # (dtype, device) -> [indices, bytes, position in limits]
+    closed = []
+    position = {i: k for k, i in enumerate(order)}
+    for i in order:
         p = params[i]
-        nbytes = p.numel() * p.element_size()
-        first = params[current[0]] if current else None
-        if current and (size + nbytes > cap_bytes or first.dtype is not p.dtype or str(place(first)) != str(place(p))):
-            buckets.append(current)
-            current, size = [], 0
-        current.append(i)
-        size += nbytes
-    if current:
-        buckets.append(current)
-    return [Bucket(indices, params, place(params[indices[0]])) for indices in buckets]
+        bucket = open_buckets.setdefault((p.dtype, str(place(p))), [[], 0, 0])
+        bucket[0].append(i)
+        bucket[1] += p.numel() * p.element_size()
+        if bucket[1] >= limits[bucket[2]]:
+            closed.append(bucket[0])
+            bucket[:] = [[], 0, min(bucket[2] + 1, len(limits) - 1)]
+    still_open = [indices for indices, _, _ in open_buckets.values() if indices]
+    return closed + sorted(still_open, key=lambda indices: position[indices[0]])
 
 
 class Reducer:
     """Averages ``params``' gradients over ``process_group`` while backward runs."""
 
-    def __init__(self, params: list, names: list[str], process_group, cap_bytes: int, find_unused: bool):
+    def __init__(
+        self, params: list, names: list[str], process_group, cap_bytes: int, first_bytes: int, find_unused: bool
+    ):
         self.params = params
         self.names = names
         self.pg = process_group
         self.find_unused = find_unused
         self.index = {id(p): i for i, p in enumerate(params)}
-        self.buckets = assign_buckets(params, cap_bytes, process_group)
-        self.bucket_of = {i: b for b in self.buckets for i in b.indices}
+        self.limits = [first_bytes, cap_bytes]
+        # as PyTorch: with find_unused never rebuilt, the first parameters (reduced last) in the small bucket;
+        # otherwise one bucket of each kind until the first backward has shown the order gradients come in
+        limits = self.limits if find_unused else [math.inf]
+        layout = sorted(assign_buckets(list(range(len(params))), params, limits, self._place))
+        self._use_layout(layout[::-1])
+        self.recording = not find_unused  # the first synced backward's order of ready gradients
+        self.ready_order: list[int] = []
+        self.observed_order: list[int] | None = None  # a complete order, waiting for the next iteration
         self.active = False  # an iteration's reduction is under way
         self.traced = False  # this iteration runs under munet.compile's tracer
         self.finalized = True
@@ -121,10 +139,30 @@ class Reducer:
         self.comm_hook = None  # (state, hook) from DistributedDataParallel.register_comm_hook
         self.accumulate_hooks = [p.register_post_accumulate_grad_hook(self._on_grad_stored) for p in params]
 
+    def _place(self, param):
+        """Where parameter ``param``'s bucket lives: the host, or its cuda device on an NCCL group."""
+        return self.pg.staging_device(param)
+
+    def _use_layout(self, layout: list[list[int]]) -> None:
+        self.buckets = [Bucket(indices, self.params, self._place(self.params[indices[0]])) for indices in layout]
+        self.bucket_of = {i: b for b in self.buckets for i in b.indices}
+
+    def _rebuild_buckets(self) -> None:
+        """PyTorch's rebuild, once, at the iteration after the first synced backward: buckets in the order
+        that backward made the gradients ready (rank 0's, so every rank pairs its collectives alike), the
+        first under ``limits[0]`` (1 MiB by default: the first gradients start reducing early)."""
+        order = from_numpy(np.asarray(self.observed_order, dtype=np.int64))
+        self.pg.broadcast(order, 0).wait()
+        self._use_layout(assign_buckets([int(i) for i in order.numpy()], self.params, self.limits, self._place))
+        self.observed_order = None
+
     # one iteration --------------------------------------------------------------------------------
     def prepare_for_backward(self, outputs) -> None:
         """Hook the graph that produced ``outputs`` so this backward's gradients get reduced."""
         self.check_previous_iteration()
+        if self.observed_order is not None:
+            self._rebuild_buckets()
+        self.ready_order = []
         for handle in self.node_hooks:
             handle.remove()
         self.node_hooks = []
@@ -161,6 +199,11 @@ class Reducer:
                 "DistributedDataParallel: find_unused_parameters=True is not supported inside munet.compile "
                 "(the unused set is found on the host); compile a step in which every parameter gets a gradient"
             )
+        if self.observed_order is not None:
+            self._rebuild_buckets()
+        elif self.recording:  # traced before any eager backward: reverse registration order, as DDPOptimizer
+            self._use_layout(assign_buckets(list(range(len(self.params)))[::-1], self.params, self.limits, self._place))
+        self.recording = False
         self.ready = [False] * len(self.params)
         self.next_bucket = 0
         self.active, self.traced, self.finalized = True, True, True
@@ -195,6 +238,10 @@ class Reducer:
         bucket.write(i, param, grad)
         self.contributions[i] = []
         self.ready[i] = True
+        if self.recording:
+            self.ready_order.append(i)
+            if len(self.ready_order) == len(self.params):
+                self.observed_order, self.recording = self.ready_order, False
         bucket.pending -= 1
         self._launch_ready_buckets()
 
