@@ -28,11 +28,13 @@ import numpy as np
 from munet import _threads
 from munet.backends.cpu import gemm_tasks
 from munet.backends.cpu.scratch import work
+from munet.compiler.codegen.c_team import TEAM_TASKS
 
-_SOURCE = r"""
+_SOURCE = (
+    TEAM_TASKS
+    + r"""
 #include <stdint.h>
 #include <string.h>
-#include <omp.h>
 
 typedef {index} blas_int;
 typedef {real} real;
@@ -59,31 +61,38 @@ void munet_column_tasks(void *im2col_address, void *gemm_address, int64_t count,
     im2col_fn im2col = (im2col_fn)im2col_address;
     gemm_fn gemm = (gemm_fn)gemm_address;
     const int64_t o = groups * og;
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int64_t i = 0; i < count; i++) {
-        const int64_t *block = blocks + 4 * i, b0 = block[0], images = block[1] - block[0];
-        const int64_t oy0 = block[2], run = (block[3] - block[2]) * ow;
-        real *c = cols + omp_get_thread_num() * cols_floats;
-        const real *xb = x + b0 * x_pitch;
-        if (side) {
-            real *out = products + omp_get_thread_num() * product_floats;
-            const int64_t n = images * run;
-            im2col(xb, c, images, oy0, block[3], run, n, 1);
-            for (int64_t g = 0; g < groups; g++)
-                product(gemm, og, n, kg, w + g * og * kg, c + g * kg * n, n, out + g * og * n, n);
-            for (int64_t b = 0; b < images; b++)
-                for (int64_t r = 0; r < o; r++)
-                    memcpy(y + ((b0 + b) * o + r) * p, out + (r * images + b) * run, (size_t)run * sizeof(real));
-            continue;
+    long done = 0;
+    #pragma omp parallel num_threads(threads)
+    {
+        #pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t i = 0; i < count; i++) {
+            const int64_t *block = blocks + 4 * i, b0 = block[0], images = block[1] - block[0];
+            const int64_t oy0 = block[2], run = (block[3] - block[2]) * ow;
+            real *c = cols + omp_get_thread_num() * cols_floats;
+            const real *xb = x + b0 * x_pitch;
+            if (side) {
+                real *out = products + omp_get_thread_num() * product_floats;
+                const int64_t n = images * run;
+                im2col(xb, c, images, oy0, block[3], run, n, 1);
+                for (int64_t g = 0; g < groups; g++)
+                    product(gemm, og, n, kg, w + g * og * kg, c + g * kg * n, n, out + g * og * n, n);
+                for (int64_t b = 0; b < images; b++)
+                    for (int64_t r = 0; r < o; r++)
+                        memcpy(y + ((b0 + b) * o + r) * p, out + (r * images + b) * run, (size_t)run * sizeof(real));
+            } else {
+                im2col(xb, c, images, oy0, block[3], groups * kg * run, run, 1);
+                for (int64_t b = 0; b < images; b++)
+                    for (int64_t g = 0; g < groups; g++)
+                        product(gemm, og, run, kg, w + g * og * kg, c + (b * groups + g) * kg * run, run,
+                                y + ((b0 + b) * o + g * og) * p + oy0 * ow, p);
+            }
+            munet_task_done(&done);
         }
-        im2col(xb, c, images, oy0, block[3], groups * kg * run, run, 1);
-        for (int64_t b = 0; b < images; b++)
-            for (int64_t g = 0; g < groups; g++)
-                product(gemm, og, run, kg, w + g * og * kg, c + (b * groups + g) * kg * run, run,
-                        y + ((b0 + b) * o + g * og) * p + oy0 * ow, p);
+        munet_wait_awake(&done, count);
     }
 }
 """
+)
 
 
 @functools.cache

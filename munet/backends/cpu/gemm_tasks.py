@@ -23,6 +23,7 @@ import numpy as np
 
 from munet import _blas_threads, _threads
 from munet.backends.cpu import compiled_formula
+from munet.compiler.codegen.c_team import TEAM_TASKS
 
 # (exported name, integer width) of NumPy's OpenBLAS CBLAS products, the 64-bit-index build first
 _GEMMS = {
@@ -30,9 +31,10 @@ _GEMMS = {
     np.dtype(np.float64): (("scipy_cblas_dgemm64_", 64), ("cblas_dgemm64_", 64), ("scipy_cblas_dgemm", 32), ("cblas_dgemm", 32)),
 }  # fmt: skip
 
-_SOURCE = r"""
+_SOURCE = (
+    TEAM_TASKS
+    + r"""
 #include <stdint.h>
-#include <omp.h>
 
 typedef {index} blas_int;
 typedef void (*gemm_fn)(int order, int trans_a, int trans_b, blas_int m, blas_int n, blas_int k, {real} alpha,
@@ -44,12 +46,20 @@ void munet_gemm_tasks(void *fn, int64_t count, const int64_t *m, const int64_t *
                       char *const *a, char *const *b, char *const *c, int64_t trans_a, int64_t lda,
                       int64_t trans_b, int64_t ldb, int64_t ldc, int64_t threads) {
     gemm_fn gemm = (gemm_fn)fn;
-    #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-    for (int64_t i = 0; i < count; i++)
-        gemm(101, trans_a ? 112 : 111, trans_b ? 112 : 111, m[i], n[i], k, 1, (const {real} *)a[i], lda,
-             (const {real} *)b[i], ldb, 0, ({real} *)c[i], ldc);
+    long done = 0;
+    #pragma omp parallel num_threads(threads)
+    {
+        #pragma omp for schedule(dynamic, 1) nowait
+        for (int64_t i = 0; i < count; i++) {
+            gemm(101, trans_a ? 112 : 111, trans_b ? 112 : 111, m[i], n[i], k, 1, (const {real} *)a[i], lda,
+                 (const {real} *)b[i], ldb, 0, ({real} *)c[i], ldc);
+            munet_task_done(&done);
+        }
+        munet_wait_awake(&done, count);
+    }
 }
 """
+)
 
 
 @functools.cache

@@ -25,6 +25,7 @@ import itertools
 import re
 
 from munet.backends.cpu.special_functions import ERFINV_CENTRAL, ERFINV_TAIL
+from munet.compiler.codegen.c_team import TEAM_TASKS
 from munet.compiler.codegen.kernel import (
     Apply,
     Const,
@@ -111,7 +112,7 @@ _HEADER = [
     "#ifdef _OPENMP",
     "#include <omp.h>",
     "#endif",
-    "",
+    TEAM_TASKS,
     _CLONES,
     _EXPF,
 ]
@@ -574,11 +575,14 @@ def _with_clones(lines: list, name: str, elements: int) -> str:
         f"    const int64_t count = {count};",
         "#ifdef _OPENMP",
         "    if (threads > 1) {",
+        "        long done = 0;",
         "        #pragma omp parallel num_threads(threads)",
         "        {",
         f"            const int64_t t = omp_get_thread_num(), n = omp_get_num_threads(), steps = (count + {step} - 1) / {step};",
         f"            const int64_t lo = steps * t / n * {step}, hi = steps * (t + 1) / n * {step};",
         f"            {name}_part(in, out, p, threads, lo, hi < count ? hi : count);",
+        "            munet_task_done(&done);",
+        "            munet_wait_awake(&done, n);",
         "        }",
         "        return;",
         "    }",

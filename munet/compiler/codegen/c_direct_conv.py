@@ -80,6 +80,8 @@ machines differ in the last bits (fused multiply-adds in different orders).
 
 from __future__ import annotations
 
+from munet.compiler.codegen.c_team import TEAM_TASKS
+
 # (name, target attribute, MR rows, NR positions, floats per vector) of the row kernels (the weight
 # gradient's; the forward one's but on CHANNEL_ISA); the first the CPU supports runs
 _ISAS = (
@@ -773,18 +775,26 @@ static int weight_grad_task(const conv_tasks *a, long i) {
 }
 
 /* Tasks 0 .. count-1 of `run`, each one single-threaded call, claimed one at a time by the `threads`
-   threads of the OpenMP team (on this thread alone with one thread or without OpenMP): the first
+   threads of the OpenMP team (on this thread alone with one thread or without OpenMP; the caller's
+   thread waits awake for the last ones, codegen/c_team.py): the first
    non-zero status, later tasks skipped once one failed. Each output element is written by one task,
    summed in the kernel's order, so the split does not change the bits. */
 static int conv_run_tasks(int (*run)(const conv_tasks *, long), const conv_tasks *a, long count, int threads) {
     int status = 0;
 #ifdef _OPENMP
     if (threads > 1 && count > 1) {
-        #pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
-        for (long i = 0; i < count; i++) {
-            if (__atomic_load_n(&status, __ATOMIC_RELAXED)) continue;
-            int got = run(a, i), none = 0;
-            if (got) __atomic_compare_exchange_n(&status, &none, got, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+        long done = 0;
+        #pragma omp parallel num_threads(threads)
+        {
+            #pragma omp for schedule(dynamic, 1) nowait
+            for (long i = 0; i < count; i++) {
+                if (!__atomic_load_n(&status, __ATOMIC_RELAXED)) {
+                    int got = run(a, i), none = 0;
+                    if (got) __atomic_compare_exchange_n(&status, &none, got, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED);
+                }
+                munet_task_done(&done);
+            }
+            munet_wait_awake(&done, count);
         }
         return status;
     }
@@ -818,7 +828,7 @@ int munet_conv2d_weight_grad_tasks(const float *x, const float *gy, float *parts
 def render_direct_conv() -> str:
     """The C source of the library (see the module docstring)."""
     _, _, mr, nr, _ = _PORTABLE
-    parts = [f"#define KC {KC}", _COMMON, _portable_kernel(mr, nr), _driver("portable", mr, nr)]
+    parts = [f"#define KC {KC}", _COMMON, TEAM_TASKS, _portable_kernel(mr, nr), _driver("portable", mr, nr)]
     parts += [_gather_kernel("portable", None, mr, nr, 0), _weight_grad_driver("portable", mr, nr), "#ifdef MUNET_X86"]
     for name, target, mr, nr, width in _ISAS:
         if name == CHANNEL_ISA:

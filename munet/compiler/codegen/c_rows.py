@@ -163,10 +163,13 @@ def _entry(name: str, params: str, args: str) -> str:
     return f"""void munet_rows_{name}({params}, int64_t rows, int64_t n, {"float eps, int64_t center, " if name == "standardize" else ""}int64_t threads) {{
 #ifdef _OPENMP
     if (threads > 1 && rows > 1 && rows * n >= {PARALLEL_MIN_ELEMENTS}) {{
+        long done = 0;
         #pragma omp parallel num_threads(threads)
         {{
             const int64_t t = omp_get_thread_num(), nt = omp_get_num_threads();
             {name}_part({args}, rows * t / nt, rows * (t + 1) / nt, n{", eps, center" if name == "standardize" else ""});
+            munet_task_done(&done);
+            munet_wait_awake(&done, nt);
         }}
         return;
     }}
